@@ -1,0 +1,59 @@
+"""`autotune` console script: a thin dispatcher. Each subcommand lives in its own module exposing
+`add_parser(subparsers)` and `run(args) -> int`; modules import nothing heavy at top level so `autotune plan` starts fast."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+from autotune.cli.common import OneLineParser, fail
+
+# subcommand -> module (autotune.cli.<module>)
+COMMANDS: dict[str, str] = {
+    "plan": "plan",
+    "estimate": "estimate",
+    "bench": "bench",
+    "probe-memory": "probe_memory",
+    "sweep": "sweep",
+    "report": "report",
+    "export": "export",
+    "submit": "submit",
+    "calibrate": "calibrate",
+    "netbench": "netbench",
+}
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog="autotune", description="Parallelism autotuner for LLM training.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    for name, module in COMMANDS.items():
+        try:
+            mod = importlib.import_module(f"autotune.cli.{module}")
+        except ModuleNotFoundError as e:
+            if e.name != f"autotune.cli.{module}":
+                raise
+            continue  # command not built yet
+        mod.add_parser(sub, name)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        print("autotune: interrupted", file=sys.stderr)
+        return 130
+    except ValueError as e:  # ConfigError and every validation error: one line, exit 2
+        return fail(str(e))
+    except FileNotFoundError as e:
+        return fail(f"{e.filename}: no such file or directory")
+    except PermissionError as e:
+        return fail(f"{e.filename}: permission denied")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

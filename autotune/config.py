@@ -1,0 +1,250 @@
+"""Compose `search_spaces/` with Hydra's compose API and turn it into frozen dataclasses.
+
+This is the only module that touches a Hydra `DictConfig`; everything downstream receives `Config`. Every user
+mistake becomes a `ConfigError` (a ValueError) whose message names the field, the value and the rule.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+
+SEARCH_SPACES = Path(os.environ.get("AUTOTUNE_SEARCH_SPACES", Path(__file__).resolve().parent.parent / "search_spaces"))
+GROUPS = ("model", "cluster", "space", "train", "sweep", "experiment")
+
+
+class ConfigError(ValueError):
+    """A user mistake in the configuration; the CLI prints it as one line and exits 2."""
+
+
+@dataclass(frozen=True)
+class SpaceSpec:
+    dp: tuple[int, ...] | None
+    tp: tuple[int, ...]
+    pp: tuple[int, ...]
+    cp: tuple[int, ...]
+    vpp: tuple[int, ...]
+    zero_stage: tuple[int, ...]
+    micro_batch_size: tuple[int, ...]
+    recompute: tuple[str, ...]
+    sequence_parallel: tuple[bool, ...]
+    tp_within_node: bool = True
+    allow_uneven_pp: bool = True
+    memory_headroom: float = 0.05
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    backend: str = "local"
+    strategy: str = "topk"
+    max_trials: int = 8
+    warmup_steps: int = 2
+    timed_steps: int = 3
+    parallel: int = 1
+    timeout_s: float = 600.0
+    results_dir: str = "results"
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelSpec
+    cluster: ClusterSpec
+    train: TrainSpec
+    space: SpaceSpec
+    sweep: SweepSpec
+    plan_fields: dict[str, Any]  # raw `plan.*` (None = derive); see `plan()`
+    overrides: tuple[str, ...]
+    resolved_yaml: str
+
+    def plan(self, num_gpus: int | None = None) -> ParallelPlan:
+        """The `plan.*` layout with dp and grad_accum_steps derived where null."""
+        f = dict(self.plan_fields)
+        inner = f["tp"] * f["pp"] * f["cp"]
+        if f["dp"] is None:
+            if num_gpus is None:
+                f["dp"] = 1
+            elif num_gpus % inner:
+                raise ConfigError(f"plan.tp*pp*cp={inner} does not divide num_gpus={num_gpus}")
+            else:
+                f["dp"] = num_gpus // inner
+        elif num_gpus is not None and f["dp"] * inner != num_gpus:
+            raise ConfigError(f"plan.dp({f['dp']}) * tp({f['tp']}) * pp({f['pp']}) * cp({f['cp']}) "
+                              f"= {f['dp'] * inner} != num_gpus({num_gpus})")
+        if f["grad_accum_steps"] is None:
+            per_step = f["dp"] * f["micro_batch_size"]
+            gbs = self.train.global_batch_size
+            if gbs % per_step:
+                raise ConfigError(f"train.global_batch_size={gbs} is not divisible by "
+                                  f"dp*micro_batch_size={f['dp']}*{f['micro_batch_size']}={per_step}")
+            f["grad_accum_steps"] = gbs // per_step
+        if f["pp_schedule"] is None:
+            f["pp_schedule"] = "interleaved_1f1b" if f["vpp"] > 1 else "1f1b"
+        try:
+            return ParallelPlan(**f)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(str(e)) from None
+
+
+def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | str | None = None) -> Config:
+    cfg = _compose(list(overrides), Path(config_dir) if config_dir else SEARCH_SPACES)
+    from omegaconf import OmegaConf
+
+    try:
+        raw = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as e:  # interpolation errors name the key
+        raise ConfigError(f"config does not resolve: {_first_line(e)}") from None
+    resolved_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+    assert isinstance(raw, dict)
+    try:
+        model = _model_from(raw["model"])
+        train = _train_from(raw["train"])
+        cluster = _build(ClusterSpec, raw["cluster"], "cluster")
+        space = _space_from(raw["space"])
+        sweep = _build(SweepSpec, raw["sweep"], "sweep")
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError(str(e)) from None
+    plan_fields = dict(raw.get("plan") or {})
+    _check_plan_types(plan_fields)
+    return Config(model=model, cluster=cluster, train=train, space=space, sweep=sweep, plan_fields=plan_fields,
+                  overrides=tuple(overrides), resolved_yaml=resolved_yaml)
+
+
+def _compose(overrides: list[str], config_dir: Path):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            return compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(_explain_hydra_error(e, overrides, config_dir)) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _explain_hydra_error(e: Exception, overrides: list[str], config_dir: Path) -> str:
+    msg = str(e)
+    for ov in overrides:
+        key, _, value = ov.lstrip("+~").partition("=")
+        if key in GROUPS and f"{key}/{value}" in msg or (key in GROUPS and "Could not find" in msg and value in msg):
+            presets = sorted(p.stem for p in (config_dir / key).glob("*.yaml"))
+            return f"{key}={value!r} is not a preset (choose from: {', '.join(presets)})"
+    if "not in struct" in msg or "Could not override" in msg:
+        key = msg.split("'")[1] if "'" in msg else msg
+        return f"{key}: unknown config key (see `autotune plan --help` and search_spaces/)"
+    if "mismatched input" in msg or "no viable alternative" in msg or "extraneous input" in msg:
+        return f"override could not be parsed: {_first_line(e)}"
+    return _first_line(e)
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _build(cls: type, values: dict[str, Any], prefix: str) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ConfigError(f"{prefix}.{unknown[0]}: unknown key (known: {', '.join(sorted(names))})")
+    _check_types(cls, values, prefix)
+    return cls(**values)
+
+
+def _check_types(cls: type, values: dict[str, Any], prefix: str) -> None:
+    """Scalars from YAML/CLI must have the declared kind: an int field refuses '8x', 2.5 and true."""
+    for f in dataclasses.fields(cls):
+        if f.name not in values or values[f.name] is None:
+            continue
+        v, t = values[f.name], str(f.type)
+        if t.startswith("int") and (isinstance(v, bool) or not isinstance(v, int)):
+            raise ConfigError(f"{prefix}.{f.name}={v!r} must be an integer")
+        if t.startswith("float") and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ConfigError(f"{prefix}.{f.name}={v!r} must be a number")
+        if t == "bool" and not isinstance(v, bool):
+            raise ConfigError(f"{prefix}.{f.name}={v!r} must be true or false")
+
+
+def _model_from(values: dict[str, Any]) -> ModelSpec:
+    values = dict(values)
+    path = values.pop("config_path", None)
+    values.pop("default_seq_len", None)
+    values.pop("default_global_batch_size", None)
+    if path is not None:
+        from autotune.hf_import import model_from_hf_config  # issue 7: model=hf model.config_path=...
+
+        return model_from_hf_config(path, name=values.get("name"))
+    return _build(ModelSpec, values, "model")
+
+
+_PRECISION_DTYPES = {"bf16": dict(param_dtype="fp32", compute_dtype="bf16", grad_dtype="fp32"),
+                     "fp32": dict(param_dtype="fp32", compute_dtype="fp32", grad_dtype="fp32")}
+
+
+def _train_from(values: dict[str, Any]) -> TrainSpec:
+    values = dict(values)
+    precision = values.get("precision", "bf16")
+    if precision not in _PRECISION_DTYPES:
+        raise ConfigError(f"train.precision={precision!r} must be one of bf16, fp32")
+    for k, v in _PRECISION_DTYPES[precision].items():
+        if values.get(k) is None:
+            values[k] = v
+    tokens = values.pop("global_batch_tokens", None)
+    if tokens is not None:
+        seq = values["seq_len"]
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise ConfigError(f"train.global_batch_tokens={tokens!r} must be an integer >= 1")
+        if isinstance(seq, int) and seq > 0 and tokens % seq:
+            raise ConfigError(f"train.global_batch_tokens={tokens} is not a multiple of train.seq_len={seq}")
+        values["global_batch_size"] = tokens // seq
+    return _build(TrainSpec, values, "train")
+
+
+def _as_tuple(name: str, v: Any, kind: type) -> tuple:
+    items = v if isinstance(v, (list, tuple)) else [v]
+    if not items:
+        raise ConfigError(f"space.{name}=[] must list at least one value")
+    for x in items:
+        bad = (isinstance(x, bool) != (kind is bool)) or not isinstance(x, kind)
+        if bad or (kind is int and x < (0 if name == "zero_stage" else 1)):
+            rule = {int: "integers >= 1" if name != "zero_stage" else "integers in 0..3",
+                    str: "strings", bool: "true/false"}[kind]
+            raise ConfigError(f"space.{name}={v!r} must list {rule}")
+    return tuple(items)
+
+
+def _space_from(values: dict[str, Any]) -> SpaceSpec:
+    values = dict(values)
+    out: dict[str, Any] = {}
+    for name in ("tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size"):
+        out[name] = _as_tuple(name, values.pop(name), int)
+    dp = values.pop("dp", None)
+    out["dp"] = None if dp is None else _as_tuple("dp", dp, int)
+    out["recompute"] = _as_tuple("recompute", values.pop("recompute"), str)
+    out["sequence_parallel"] = _as_tuple("sequence_parallel", values.pop("sequence_parallel"), bool)
+    if any(z > 3 for z in out["zero_stage"]):
+        raise ConfigError(f"space.zero_stage={list(out['zero_stage'])} must list integers in 0..3")
+    bad = [r for r in out["recompute"] if r not in ("none", "selective", "full")]
+    if bad:
+        raise ConfigError(f"space.recompute={bad[0]!r} must be one of none, selective, full")
+    out.update(values)
+    return _build(SpaceSpec, out, "space")
+
+
+def _check_plan_types(f: dict[str, Any]) -> None:
+    known = {x.name for x in dataclasses.fields(ParallelPlan)}
+    unknown = sorted(set(f) - known)
+    if unknown:
+        raise ConfigError(f"plan.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+    for k in ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps"):
+        v = f.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise ConfigError(f"plan.{k}={v!r} must be an integer")

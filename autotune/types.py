@@ -1,0 +1,324 @@
+"""Frozen dataclasses that cross stage boundaries (DESIGN.md "Types that cross stage boundaries").
+
+Everything here is plain data: no Hydra, no torch, no I/O. Validation raises `ValueError` whose message names the field,
+the value and the rule, so the CLI can print it as one line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+PP_SCHEDULES: tuple[str, ...] = ("1f1b", "gpipe", "interleaved_1f1b")
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    _require(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+             f"{name}={value!r} must be an integer >= 1")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A Llama-style decoder (RMSNorm, RoPE, GQA attention, SwiGLU MLP). `block="gpt"` describes a GPT-2/3 block
+    (LayerNorm with bias, MHA, GeLU MLP with 4h) so published GPT tables can be reproduced with the same code."""
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    vocab_size: int
+    tie_embeddings: bool = False
+    block: Literal["llama", "gpt"] = "llama"
+    rope_theta: float = 500000.0
+    norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads", "vocab_size"):
+            _positive_int(f"model.{f}", getattr(self, f))
+        _require(self.hidden_size % self.num_heads == 0,
+                 f"model.num_heads={self.num_heads} does not divide model.hidden_size={self.hidden_size}")
+        _require(self.num_heads % self.num_kv_heads == 0,
+                 f"model.num_kv_heads={self.num_kv_heads} does not divide model.num_heads={self.num_heads}")
+        _require(self.block in ("llama", "gpt"), f"model.block={self.block!r} must be one of llama, gpt")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def layer_params(self) -> int:
+        """Parameters of one transformer block, counted exactly for the block as implemented in bench_model."""
+        h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
+        if self.block == "gpt":  # QKV + proj with biases, 2 LayerNorms (w+b), MLP h->f->h with biases
+            return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+        attn = h * h + 2 * h * kv + h * h  # wq, wk, wv, wo (no biases)
+        mlp = 3 * h * f  # w1 (gate), w3 (up), w2 (down)
+        norms = 2 * h  # attention_norm, ffn_norm (RMSNorm weight only)
+        return attn + mlp + norms
+
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    def head_params(self) -> int:
+        """Output projection; zero extra parameters when tied to the embedding."""
+        return 0 if self.tie_embeddings else self.vocab_size * self.hidden_size
+
+    def num_params(self) -> int:
+        final_norm = self.hidden_size if self.block == "llama" else 2 * self.hidden_size
+        return self.embedding_params() + self.num_layers * self.layer_params() + final_norm + self.head_params()
+
+    def matmul_params(self) -> int:
+        """Parameters that take part in a matmul per token: every block's weight matrices plus the output head
+        (the head multiplies even when tied; the embedding lookup is a gather and costs no FLOPs)."""
+        h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
+        per_layer = (4 * h * h + 2 * h * f) if self.block == "gpt" else (2 * h * h + 2 * h * kv + 3 * h * f)
+        return self.num_layers * per_layer + self.vocab_size * self.hidden_size
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training (forward + backward) model FLOPs per token.
+
+        6·N_matmul (Kaplan et al. 2020, "Scaling Laws", Sec 2.1: 2 FLOPs per multiply-add forward, ×3 with backward),
+        with N_matmul counted exactly (GQA's smaller K/V projections, SwiGLU's three matrices, the output head) plus the
+        attention score and value matmuls: 2·2·s·d_attn per token per layer forward (PaLM, Chowdhery et al. 2022, App. B:
+        12·L·H·Q·T for training) halved for causal masking, i.e. 6·L·s·h. Recompute is not counted (model FLOPs, not
+        hardware FLOPs; Korthikanti et al. 2022 Eq. 7 vs 8)."""
+        attn = 6 * self.num_layers * seq_len * self.num_heads * self.head_dim
+        return 6.0 * self.matmul_params() + float(attn)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """One hardware preset. Bandwidths are per GPU, one direction, bytes/s; latencies are seconds (α of an α-β model).
+    Efficiency coefficients start from documented defaults and are refitted from measured rows (calibration)."""
+
+    name: str
+    device_memory_bytes: int
+    peak_flops_bf16: float
+    peak_flops_fp32: float
+    gpus_per_node: int
+    intra_node_bw_bytes_per_s: float
+    intra_node_latency_s: float
+    inter_node_bw_bytes_per_s: float
+    inter_node_latency_s: float
+    num_nodes: int | None = None
+    # Performance-model coefficients (fraction of peak / of link bandwidth actually reached), calibrated later.
+    matmul_efficiency: float = 0.6
+    comm_efficiency: float = 0.8
+    dp_overlap: float = 0.5
+    # Memory-model runtime terms: CUDA context + NCCL + workspace, and allocator fragmentation (reserved/allocated - 1).
+    runtime_overhead_bytes: int = 0
+    allocator_fragmentation: float = 0.0
+    device_type: Literal["cuda", "cpu"] = "cuda"
+
+    def __post_init__(self) -> None:
+        _positive_int("cluster.gpus_per_node", self.gpus_per_node)
+        _positive_int("cluster.device_memory_bytes", self.device_memory_bytes)
+        for f in ("peak_flops_bf16", "peak_flops_fp32", "intra_node_bw_bytes_per_s", "inter_node_bw_bytes_per_s"):
+            _require(float(getattr(self, f)) > 0, f"cluster.{f}={getattr(self, f)!r} must be > 0")
+        for f in ("matmul_efficiency", "comm_efficiency", "dp_overlap"):
+            v = float(getattr(self, f))
+            _require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
+
+    def peak_flops(self, compute_dtype: str) -> float:
+        return self.peak_flops_fp32 if compute_dtype == "fp32" else self.peak_flops_bf16
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Training shape and numerics. `precision` picks defaults for the dtypes below; each dtype can be overridden to
+    describe other frameworks' accounting (e.g. the ZeRO paper: bf16 params and grads, fp32 master, fp32 Adam)."""
+
+    seq_len: int
+    global_batch_size: int  # sequences per optimizer step
+    precision: Literal["bf16", "fp32"] = "bf16"
+    param_dtype: str = "fp32"  # dtype of the parameters the trainer stores (sharded by ZeRO-3)
+    compute_dtype: str = "bf16"  # dtype of the gathered copy used in matmuls (and of activations)
+    grad_dtype: str = "fp32"
+    master_dtype: str | None = None  # a separate fp32 master copy (Megatron/DeepSpeed style); None = params are the master
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    optimizer_dtype: str = "fp32"
+    seed: int = 1234
+    lr: float = 3e-4
+
+    def __post_init__(self) -> None:
+        _positive_int("train.seq_len", self.seq_len)
+        _positive_int("train.global_batch_size", self.global_batch_size)
+        _require(self.precision in ("bf16", "fp32"), f"train.precision={self.precision!r} must be one of bf16, fp32")
+        for f in ("param_dtype", "compute_dtype", "grad_dtype", "optimizer_dtype"):
+            _require(getattr(self, f) in DTYPE_BYTES, f"train.{f}={getattr(self, f)!r} must be one of {', '.join(DTYPE_BYTES)}")
+        _require(self.master_dtype is None or self.master_dtype in DTYPE_BYTES,
+                 f"train.master_dtype={self.master_dtype!r} must be null or one of {', '.join(DTYPE_BYTES)}")
+
+    @property
+    def global_batch_tokens(self) -> int:
+        return self.global_batch_size * self.seq_len
+
+    @property
+    def optimizer_states(self) -> int:
+        return 2 if self.optimizer == "adamw" else 0  # Adam: exp_avg, exp_avg_sq (Kingma & Ba 2015)
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """One parallel layout. Checks itself on construction (arithmetic in the message, like torchtitan's ParallelDims);
+    model-dependent rules (tp | heads, pp <= layers, ...) live in autotune.constraints."""
+
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    vpp: int = 1
+    zero_stage: int = 0
+    micro_batch_size: int = 1
+    grad_accum_steps: int = 1
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    pp_schedule: str = "1f1b"
+
+    def __post_init__(self) -> None:
+        for f in ("dp", "tp", "pp", "cp", "vpp", "micro_batch_size", "grad_accum_steps"):
+            _positive_int(f"plan.{f}", getattr(self, f))
+        _require(self.zero_stage in (0, 1, 2, 3), f"plan.zero_stage={self.zero_stage!r} must be one of 0, 1, 2, 3")
+        _require(self.recompute in RECOMPUTE_MODES,
+                 f"plan.recompute={self.recompute!r} must be one of {', '.join(RECOMPUTE_MODES)}")
+        _require(isinstance(self.sequence_parallel, bool),
+                 f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false")
+        _require(self.pp_schedule in PP_SCHEDULES,
+                 f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}")
+        _require(not (self.sequence_parallel and self.tp == 1),
+                 "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)")
+        _require(self.vpp == 1 or self.pp > 1, f"plan.vpp={self.vpp} requires plan.pp > 1 (pp=1)")
+        _require((self.vpp > 1) == (self.pp_schedule == "interleaved_1f1b") or self.pp == 1,
+                 f"plan.pp_schedule={self.pp_schedule!r} with vpp={self.vpp}: interleaved_1f1b is used exactly when vpp > 1")
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def candidate_id(self, model: ModelSpec, train: TrainSpec) -> str:
+        return candidate_id(self, model, train)
+
+
+def candidate_id(plan: ParallelPlan, model: ModelSpec, train: TrainSpec) -> str:
+    """Stable 12-hex id of (plan, model shape, train shape): same layout of the same job -> same id, across runs."""
+    payload = {"plan": plan.to_dict(), "model": dataclasses.asdict(model),
+               "train": {"seq_len": train.seq_len, "global_batch_size": train.global_batch_size,
+                         "precision": train.precision}}
+    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Worst-rank bytes per component (DESIGN.md "Memory model")."""
+
+    params_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    logits_bytes: float
+    buffers_bytes: float
+    overhead_bytes: float
+    fragmentation: float = 0.0
+
+    @property
+    def allocated_peak_bytes(self) -> float:
+        return (self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+                + self.logits_bytes + self.buffers_bytes)
+
+    @property
+    def reserved_peak_bytes(self) -> float:
+        return self.allocated_peak_bytes * (1.0 + self.fragmentation) + self.overhead_bytes
+
+    def fits(self, device_bytes: float, headroom: float = 0.05) -> bool:
+        return self.reserved_peak_bytes <= device_bytes * (1.0 - headroom)
+
+    def as_columns(self) -> dict[str, float]:
+        """The `mem_*` keys shared by `plan -o`, `estimate --json` and `probe-memory --json`."""
+        return {
+            "mem_params_bytes": self.params_bytes, "mem_grads_bytes": self.grads_bytes,
+            "mem_optimizer_bytes": self.optimizer_bytes, "mem_activations_bytes": self.activations_bytes,
+            "mem_logits_bytes": self.logits_bytes, "mem_buffers_bytes": self.buffers_bytes,
+            "mem_overhead_bytes": self.overhead_bytes, "mem_allocated_bytes": self.allocated_peak_bytes,
+            "mem_reserved_bytes": self.reserved_peak_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class PerfEstimate:
+    compute_s: float
+    tp_comm_s: float
+    cp_comm_s: float
+    pp_comm_s: float
+    dp_comm_s: float
+    bubble_s: float
+    step_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+
+    def as_columns(self) -> dict[str, float]:
+        return {"pred_step_s": self.step_s, "pred_tokens_per_s": self.tokens_per_s,
+                "pred_tokens_per_s_per_gpu": self.tokens_per_s_per_gpu, "pred_mfu": self.mfu}
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Everything one trial needs; serialised as JSON (never pickled) for every launcher."""
+
+    sweep_id: str
+    trial_id: str
+    model: ModelSpec
+    train: TrainSpec
+    cluster: ClusterSpec
+    plan: ParallelPlan
+    backend: str = "local"
+    warmup_steps: int = 2
+    timed_steps: int = 3
+    timeout_s: float = 600.0
+    pred_mem_bytes: float | None = None
+    pred_tokens_per_s_per_gpu: float | None = None
+    pred_mfu: float | None = None
+    # Test and benchmark knobs: a real rlimit on each rank's address space (drives a genuine MemoryError on CPU),
+    # and a fault to inject ("" = none; "crash", "hang", "crash_rank1", "kill_rank1") for the reliability suites.
+    memory_limit_bytes: int | None = None
+    inject_fault: str = ""
+    compile: bool = False
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def candidate_id(self) -> str:
+        return candidate_id(self.plan, self.model, self.train)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrialSpec":
+        d = dict(d)
+        d["model"] = ModelSpec(**d["model"])
+        d["train"] = TrainSpec(**d["train"])
+        d["cluster"] = ClusterSpec(**d["cluster"])
+        d["plan"] = ParallelPlan(**d["plan"])
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TrialSpec":
+        return cls.from_dict(json.loads(text))

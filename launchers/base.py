@@ -1,0 +1,59 @@
+"""The launcher contract. Every backend passes tests/contract/test_launcher_contract.py."""
+from __future__ import annotations
+
+import abc
+import importlib
+from typing import Any
+
+from autotune.types import TrialSpec
+
+
+class TrialHandle(abc.ABC):
+    """A submitted trial. `result()` always returns one schema-complete row (autotune.schema): a trial that crashed,
+    hung, ran out of memory or was cancelled still yields a row with the matching status, never an exception."""
+
+    spec: TrialSpec
+
+    @abc.abstractmethod
+    def done(self) -> bool: ...
+
+    @abc.abstractmethod
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the trial ends (or `timeout` seconds pass: TimeoutError) and return its row."""
+
+    @abc.abstractmethod
+    def cancel(self) -> None:
+        """Stop the trial and every process it started; its row then has status `crash` with error_type `Cancelled`."""
+
+    @abc.abstractmethod
+    def status(self) -> str:
+        """`pending` | `running` | one of the row statuses once done."""
+
+
+class Launcher(abc.ABC):
+    name: str = "base"
+
+    @abc.abstractmethod
+    def submit(self, spec: TrialSpec) -> TrialHandle: ...
+
+    def max_world_size(self) -> int | None:
+        """The most ranks one trial can get here (None = no known limit)."""
+        return None
+
+    def close(self) -> None:
+        """Release whatever the launcher holds (connections, placement groups)."""
+
+
+_REGISTRY = {
+    "local": "launchers.local:LocalLauncher",
+    "simulate": "launchers.simulate:SimulateLauncher",
+    "slurm": "launchers.slurm:SlurmLauncher",
+    "ray": "launchers.ray_launcher:RayLauncher",
+}
+
+
+def get_launcher(name: str, **options: Any) -> Launcher:
+    if name not in _REGISTRY:
+        raise ValueError(f"--backend={name!r} must be one of {', '.join(_REGISTRY)}")
+    module, _, cls = _REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), cls)(**options)
