@@ -1,0 +1,100 @@
+"""Learning from OOMs: an out-of-memory trial at layout X prunes every remaining candidate that needs at least as much
+memory *for the same reason*.
+
+The partial order ("Y needs >= the memory of X") used here, and why each part holds for the bench trainer:
+
+- **Same shape** — Y and X agree on dp, tp, pp, cp, vpp, sequence_parallel and pp_schedule. These decide how the model
+  and the sequence are split; changing any of them moves memory between components, so no claim is made across them.
+- **micro_batch_size: Y >= X.** Activations and logits grow linearly with the micro-batch (Korthikanti et al. 2022,
+  Eq. 1-2: bytes per layer ∝ s·b·h). With a fixed global batch, a 1F1B pipeline keeps min(pp, m) micro-batches of
+  size b in flight, i.e. min(pp·b, B/dp) sequences, which never shrinks as b grows (GPipe keeps all B/dp).
+- **recompute: Y <= X** in none < selective < full. Less recomputation saves more tensors (Korthikanti et al. 2022,
+  Sec. 4: selective drops the attention core, full keeps only layer inputs), so less recompute needs more memory.
+- **zero_stage: Y <= X** in 0 < 1 < 2 < 3. A lower ZeRO stage shards fewer of optimizer state / gradients /
+  parameters over dp (Rajbhandari et al. 2020, Fig. 1), so it needs more memory. With dp = 1 every stage is the
+  same, which the order also allows (equal is dominated too).
+
+Any Y that is >= X in all three orders and equal in the shape is dominated: if X did not fit, neither will Y.
+Candidates that were already measured are never touched. Pure functions over the planner's candidate DataFrame.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+SHAPE_COLUMNS: tuple[str, ...] = ("dp", "tp", "pp", "cp", "vpp", "sequence_parallel", "pp_schedule")
+RECOMPUTE_ORDER: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
+PRUNED = "pruned"
+
+
+def _value(row: Mapping[str, Any], key: str) -> Any:
+    v = row[key]
+    return v.item() if hasattr(v, "item") else v
+
+
+def dominance_reason(oom: Mapping[str, Any], cand: Mapping[str, Any]) -> str | None:
+    """Why `cand` needs at least the memory of the OOM layout `oom`, as "mbs 4 >= 2, recompute none < selective"
+    (only the dimensions that differ; "same layout" when none does), or None if it is not dominated."""
+    if any(_value(cand, k) != _value(oom, k) for k in SHAPE_COLUMNS):
+        return None
+    mbs_c, mbs_o = int(_value(cand, "micro_batch_size")), int(_value(oom, "micro_batch_size"))
+    rc_c, rc_o = str(_value(cand, "recompute")), str(_value(oom, "recompute"))
+    z_c, z_o = int(_value(cand, "zero_stage")), int(_value(oom, "zero_stage"))
+    if mbs_c < mbs_o or RECOMPUTE_ORDER[rc_c] > RECOMPUTE_ORDER[rc_o] or z_c > z_o:
+        return None
+    parts = []
+    if mbs_c != mbs_o:
+        parts.append(f"mbs {mbs_c} >= {mbs_o}")
+    if rc_c != rc_o:
+        parts.append(f"recompute {rc_c} < {rc_o}")
+    if z_c != z_o:
+        parts.append(f"zero {z_c} < {z_o}")
+    return ", ".join(parts) or "same layout"
+
+
+def dominated_mask(candidates: Any, oom: Mapping[str, Any]):
+    """Boolean numpy array over `candidates` (a DataFrame with the layout columns): True where dominated by `oom`.
+    Vectorised: the planner's frame can hold thousands of layouts."""
+    import numpy as np
+
+    mask = np.ones(len(candidates), dtype=bool)
+    for k in SHAPE_COLUMNS:
+        mask &= (candidates[k] == _value(oom, k)).to_numpy()
+    mask &= (candidates["micro_batch_size"] >= int(_value(oom, "micro_batch_size"))).to_numpy()
+    rc = candidates["recompute"].map(RECOMPUTE_ORDER).to_numpy()
+    mask &= rc <= RECOMPUTE_ORDER[str(_value(oom, "recompute"))]
+    mask &= (candidates["zero_stage"] <= int(_value(oom, "zero_stage"))).to_numpy()
+    return mask
+
+
+def prune_after_oom(candidates: Any, oom: Mapping[str, Any], trial_id: str,
+                    done_ids: Iterable[str] = ()) -> Any:
+    """Return a copy of `candidates` where every not-yet-run candidate dominated by the OOM layout `oom` (a result row
+    or candidate row) has `status` "pruned" and `reject_reason` "dominated by OOM trial <id> (<why>)".
+
+    `done_ids` are candidate ids already measured or in flight (left as they are); candidates already pruned or
+    rejected by the planner keep their first reason. The OOM candidate itself is not marked (it has its own row)."""
+    df = candidates.copy()
+    if "status" not in df.columns:
+        df["status"] = None
+    if "reject_reason" not in df.columns:
+        df["reject_reason"] = None
+    df["reject_reason"] = df["reject_reason"].astype(object)
+    df["status"] = df["status"].astype(object)
+    done = set(done_ids)
+    oom_id = oom.get("candidate_id") if hasattr(oom, "get") else None
+    open_ = df["reject_reason"].isna().to_numpy() & df["status"].isna().to_numpy()
+    open_ &= ~df["candidate_id"].isin(done | {oom_id}).to_numpy()
+    hit = dominated_mask(df, oom) & open_
+    for idx in df.index[hit]:
+        why = dominance_reason(oom, df.loc[idx])
+        df.at[idx, "status"] = PRUNED
+        df.at[idx, "reject_reason"] = f"dominated by OOM trial {trial_id} ({why})"
+    return df
+
+
+def newly_pruned(before: Any, after: Any) -> Any:
+    """Rows that `prune_after_oom` turned to `pruned` (for the store: one `pruned` row each)."""
+    if "status" not in before.columns:
+        return after[after["status"] == PRUNED]
+    was = (before["status"] == PRUNED).reindex(after.index, fill_value=False)
+    return after[(after["status"] == PRUNED) & ~was]
