@@ -1,0 +1,68 @@
+"""`autotune netbench [--backend local] --gpus N [-o PRESET.yaml] [cluster=BASE]`: time the collectives on real ranks,
+fit α/β per link class and write a cluster preset that future sweeps load with `cluster=<preset stem>`."""
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+
+from autotune.cli.common import add_overrides, positive_int, print_json
+
+
+def add_parser(sub, name: str) -> None:
+    p = sub.add_parser(name, help="measure collective latency/bandwidth and write a cluster preset",
+                       description=__doc__)
+    p.add_argument("--backend", default="local", choices=["local"],
+                   help="local: N processes on this host (gloo on CPU, NCCL on GPUs); only the intra-node class is measurable")
+    p.add_argument("--gpus", type=positive_int("--gpus"), required=True, help="ranks to start (>= 2)")
+    p.add_argument("-o", "--output", default=None,
+                   help="preset to write (default: search_spaces/cluster/<base>-netbench.yaml)")
+    p.add_argument("--sizes", default=None, help="comma-separated message sizes in bytes (default 4K,64K,1M,4M)")
+    p.add_argument("--iters", type=positive_int("--iters"), default=5, help="timed iterations per point")
+    p.add_argument("--json", action="store_true", help="print the samples and fits as JSON")
+    add_overrides(p)
+    p.set_defaults(run=run)
+
+
+def _sizes(text: str | None) -> tuple[int, ...]:
+    from autotune.netbench import DEFAULT_SIZES_BYTES
+
+    if text is None:
+        return DEFAULT_SIZES_BYTES
+    try:
+        sizes = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--sizes={text!r} must be comma-separated integers (bytes)") from None
+    if len(set(sizes)) < 2 or min(sizes) < 16:
+        raise ValueError(f"--sizes={text!r} must list >= 2 distinct sizes, each >= 16 bytes")
+    return sizes
+
+
+def run(args: argparse.Namespace) -> int:
+    from autotune.config import SEARCH_SPACES, load_config
+    from autotune.netbench import apply_to_cluster, run_netbench, write_cluster_preset
+
+    if args.gpus < 2:
+        raise ValueError(f"--gpus={args.gpus} must be >= 2 (a collective needs two ranks)")
+    sizes = _sizes(args.sizes)
+    base = load_config(args.overrides).cluster
+    result = run_netbench(args.gpus, sizes, iters=args.iters)
+    cluster = apply_to_cluster(base, result)
+    out = args.output or str(SEARCH_SPACES / "cluster" / f"{base.name}-netbench.yaml")
+    intra = result.fits["intra"]
+    header = (f"Measured by `autotune netbench --backend {args.backend} --gpus {args.gpus}` on "
+              f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} ({result.backend}, {len(result.samples)} "
+              f"samples)\nfrom preset {base.name!r}. Fit t = alpha + busbw_factor*n/beta (nccl-tests PERFORMANCE.md):\n"
+              f"intra alpha={intra.latency_s:.3g} s beta={intra.bw_bytes_per_s:.3g} B/s "
+              f"(rel. RMS error {intra.rel_rms_error:.2f}).\n" + "\n".join(result.notes)
+              + "\ncomm_efficiency=1.0: measured bandwidth is already what the links deliver.")
+    path = write_cluster_preset(cluster, out, header)
+    if args.json:
+        print_json({**result.to_json(), "preset": str(path)})
+    else:
+        for name, fit in {**result.per_collective, **result.fits}.items():
+            print(f"{name:>15}: alpha {fit.latency_s * 1e6:9.1f} us  beta {fit.bw_bytes_per_s / 1e9:8.3f} GB/s  "
+                  f"({fit.num_samples} samples, rel. RMS {fit.rel_rms_error:.2f})")
+        for note in result.notes:
+            print(f"note: {note}")
+        print(f"wrote {path} (use: cluster={path.stem})")
+    return 0

@@ -1,0 +1,60 @@
+"""netbench: the α-β fit recovers known links (hand-checkable), and real gloo runs at world 2 and 4 on 127.0.0.1 write
+a preset the config tree loads."""
+import shutil
+
+import pytest
+
+from autotune.cli.main import main
+from autotune.config import SEARCH_SPACES, load_config
+from autotune.netbench import Sample, bus_factor, fit_alpha_beta
+
+
+def test_bus_factors_match_nccl_tests():
+    # nccl-tests doc/PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather/reduce-scatter (n-1)/n.
+    assert bus_factor("all_reduce", 4) == 1.5 and bus_factor("all_gather", 4) == 0.75
+    assert bus_factor("reduce_scatter", 2) == 0.5 and bus_factor("p2p", 8) == 1.0
+    with pytest.raises(ValueError, match="collective='bcast'"):
+        bus_factor("bcast", 2)
+
+
+def test_fit_recovers_known_alpha_beta():
+    # alpha = 50 us, beta = 2 GB/s: a 4-rank all-reduce of 1 MB moves 1.5 MB per link -> 50e-6 + 1.5e6/2e9 = 800 us.
+    alpha, beta = 50e-6, 2e9
+    samples = [Sample(op, "intra", g, n, alpha + bus_factor(op, g) * n / beta)
+               for op in ("all_reduce", "all_gather", "p2p") for g in (2, 4) for n in (4096, 1 << 20, 1 << 22)]
+    assert [s.time_s for s in samples if s.collective == "all_reduce" and s.group_size == 4][1] == pytest.approx(
+        50e-6 + 1.5 * (1 << 20) / 2e9)
+    fit = fit_alpha_beta(samples, "intra")
+    assert fit.latency_s == pytest.approx(alpha, rel=1e-6) and fit.bw_bytes_per_s == pytest.approx(beta, rel=1e-6)
+    assert fit.rel_rms_error < 1e-9
+
+
+def test_fit_keeps_latency_non_negative():
+    # pure bandwidth data with a tiny negative bias would give alpha < 0 unbounded; the bound holds it at 0.
+    samples = [Sample("p2p", "intra", 2, n, n / 1e9 - 1e-7) for n in (1 << 16, 1 << 20, 1 << 22)]
+    fit = fit_alpha_beta(samples, "intra")
+    assert fit.latency_s == 0.0 and fit.bw_bytes_per_s == pytest.approx(1e9, rel=0.01)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_real_gloo_netbench_writes_a_loadable_preset(tmp_path, world, capsys):
+    tree = tmp_path / "search_spaces"
+    shutil.copytree(SEARCH_SPACES, tree)
+    out = tree / "cluster" / "cpu-measured.yaml"
+    assert main(["netbench", "--gpus", str(world), "-o", str(out), "--iters", "3", "--json"]) == 0
+    printed = capsys.readouterr().out
+    assert '"backend": "gloo"' in printed and "only the intra-node link class is measurable" in printed
+    cluster = load_config(["cluster=cpu-measured"], config_dir=tree).cluster
+    base = load_config(["cluster=cpu"]).cluster
+    # loopback gloo: latency between 1 us and 100 ms, bandwidth between 10 MB/s and 1 TB/s (orders of magnitude only)
+    assert 1e-6 < cluster.intra_node_latency_s < 0.1 and 1e7 < cluster.intra_node_bw_bytes_per_s < 1e12
+    assert cluster.intra_node_bw_bytes_per_s != base.intra_node_bw_bytes_per_s
+    assert cluster.inter_node_bw_bytes_per_s == base.inter_node_bw_bytes_per_s  # not measurable on one host
+    assert out.read_text().startswith("# Measured by `autotune netbench --backend local --gpus")
+
+
+def test_netbench_bad_flags_are_one_line_errors(capsys):
+    assert main(["netbench", "--gpus", "1"]) == 2
+    assert "--gpus=1 must be >= 2" in capsys.readouterr().err
+    assert main(["netbench", "--gpus", "2", "--sizes", "4096"]) == 2
+    assert "--sizes='4096' must list >= 2 distinct sizes" in capsys.readouterr().err
