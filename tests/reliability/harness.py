@@ -1,0 +1,120 @@
+"""Shared helpers of the reliability suites and `benchmarks/reliability.py`: run the real `autotune` console script (as
+a subprocess, or in-process through `autotune.cli.main.main` where the process boundary adds nothing), judge its error
+output, and snapshot a results folder so a test can prove nothing was written to it.
+
+Imported by the tests (pytest puts this folder on sys.path) and by the benchmark (which adds it itself)."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+AUTOTUNE = str(VENV_BIN / "autotune")
+NOBODY_UID = 65534  # root reads any file: an "unreadable file" case must run as an unprivileged user
+
+
+@dataclass(frozen=True)
+class Outcome:
+    rc: int
+    stdout: str
+    stderr: str
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """sha256 of every file under `folder` (relative path -> digest): equal snapshots = nothing written or removed."""
+    out: dict[str, str] = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            out[str(p.relative_to(folder))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def run_subprocess(argv: list[str], cwd: Path, env: dict[str, str] | None = None, as_nobody: bool = False,
+                   timeout_s: float = 120.0) -> Outcome:
+    full_env = dict(os.environ)
+    full_env.update(_absolute(env, cwd))
+    full_env.pop("PYTHONWARNINGS", None)
+    kwargs = {}
+    if as_nobody and os.geteuid() == 0:
+        kwargs = dict(user=NOBODY_UID, group=NOBODY_UID, extra_groups=[])
+        full_env["HOME"] = str(cwd)
+    proc = subprocess.run([AUTOTUNE, *argv], cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=timeout_s, **kwargs)
+    return Outcome(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _absolute(env: dict[str, str] | None, cwd: Path) -> dict[str, str]:
+    """Case env values naming folders are relative to the case's cwd."""
+    return {k: str(cwd / v) if k == "AUTOTUNE_SEARCH_SPACES" else v for k, v in (env or {}).items()}
+
+
+def run_in_process(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> Outcome:
+    """`autotune.cli.main.main(argv)` with stdout/stderr captured, cwd and AUTOTUNE_SEARCH_SPACES applied."""
+    from autotune import config
+    from autotune.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old_cwd, old_spaces = os.getcwd(), config.SEARCH_SPACES
+    try:
+        os.chdir(cwd)
+        env = _absolute(env, cwd)
+        if "AUTOTUNE_SEARCH_SPACES" in env:
+            config.SEARCH_SPACES = Path(env["AUTOTUNE_SEARCH_SPACES"])
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(list(argv))
+            except SystemExit as e:  # argparse errors
+                rc = e.code if isinstance(e.code, int) else 1
+            except BaseException as e:  # noqa: BLE001 - an escaping exception is exactly what we look for
+                import traceback
+
+                traceback.print_exc(file=err)
+                rc = 1
+    finally:
+        os.chdir(old_cwd)
+        config.SEARCH_SPACES = old_spaces
+    return Outcome(int(rc or 0), out.getvalue(), err.getvalue())
+
+
+# A clean error names the rule; these words are how our messages state one. A line without any of them is vague.
+RULE_WORDS = ("must", "not ", "unknown", "no such", "exceed", "requires", "invalid", "expected", "denied", "choose",
+              "required", "unrecognized", "cannot", "missing", "empty", "is a directory", "no valid", "no layout",
+              "unsupported", "only", "already")
+
+
+def clean_error_problems(outcome: Outcome, expect: tuple[str, ...]) -> list[str]:
+    """What is wrong with a bad input's outcome: empty list = exit 2, exactly one stderr line naming every `expect`
+    substring and a rule, no traceback."""
+    problems = []
+    lines = [ln for ln in outcome.stderr.splitlines() if ln.strip()]
+    if outcome.rc != 2:
+        problems.append(f"exit code {outcome.rc}, expected 2")
+    if "Traceback" in outcome.stderr or "Traceback" in outcome.stdout:
+        problems.append("traceback printed")
+    if len(lines) != 1:
+        problems.append(f"{len(lines)} stderr lines, expected 1: {lines[:4]!r}")
+    text = " ".join(lines)
+    missing = [s for s in expect if s.lower() not in text.lower()]
+    if missing:
+        problems.append(f"message {text[:300]!r} does not name {missing!r}")
+    if lines and not any(w in text.lower() for w in RULE_WORDS):
+        problems.append(f"message {text[:300]!r} states no rule")
+    return problems
+
+
+def available_commands() -> set[str]:
+    """The subcommands the dispatcher has right now (each lands as its engineer commits it)."""
+    from autotune.cli.main import build_parser
+
+    parser = build_parser()
+    for action in parser._actions:  # noqa: SLF001 - argparse has no public accessor for subparsers
+        if getattr(action, "choices", None) and isinstance(action.choices, dict):
+            return set(action.choices)
+    return set()
