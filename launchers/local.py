@@ -1,0 +1,289 @@
+"""Local launcher: one `torchrun` per trial on this host (CPU ranks on gloo, or this host's GPUs on NCCL).
+
+Follows docs/trial_protocol.md: writes SPEC.json, runs `python -m torch.distributed.run ... -m bench_model.run --spec
+SPEC.json --out RESULT.json`, and turns RESULT.json / `*.err.json` / the exit code / the timeout into one row.
+
+Why processes are found by a token and not only by process group: torchrun starts each worker with
+`start_new_session=True` (torch/distributed/elastic/multiprocessing/subprocess_handler), so workers are NOT in
+torchrun's process group, and a SIGKILLed torchrun leaves them orphaned (reparented to init). Every process of a trial
+inherits `AUTOTUNE_TRIAL_TOKEN=<uuid>` in its environment; killing a trial signals torchrun's group and then every
+process whose /proc/<pid>/environ carries the token (SIGTERM, grace, SIGKILL).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from autotune.schema import normalize_row, row_from_spec
+from autotune.types import TrialSpec
+from launchers.base import Launcher, TrialHandle
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# CPU ranks per host: gloo ranks are processes of ~0.4 GB each; beyond 8 a 2-core box spends its time in start-up
+# (DESIGN.md: ~40 s per world-8 run). Raise it with AUTOTUNE_LOCAL_MAX_CPU_RANKS on a bigger host.
+DEFAULT_MAX_CPU_RANKS = 8
+KILL_GRACE_S = 5.0
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it; tiny race with other binders is accepted)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+_CODE_VERSION: str | None = None
+
+
+def code_version() -> str:
+    """`<package version>+g<git short hash>` of the repo the launcher runs from (just the version outside git)."""
+    global _CODE_VERSION
+    if _CODE_VERSION is None:
+        from autotune import __version__
+
+        try:
+            sha = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            sha = ""
+        _CODE_VERSION = f"{__version__}+g{sha}" if sha else __version__
+    return _CODE_VERSION
+
+
+def pids_with_token(token: str) -> list[int]:
+    """Every live process of ours whose environment holds AUTOTUNE_TRIAL_TOKEN=token."""
+    needle = f"AUTOTUNE_TRIAL_TOKEN={token}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    found.append(int(entry.name))
+        except OSError:  # exited meanwhile, or not ours
+            continue
+    return found
+
+
+def _signal_all(proc: subprocess.Popen, token: str, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in pids_with_token(token):
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_trial(proc: subprocess.Popen, token: str, grace_s: float = KILL_GRACE_S) -> None:
+    """SIGTERM torchrun's group and every process of the trial, wait up to `grace_s`, then SIGKILL what is left."""
+    _signal_all(proc, token, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not pids_with_token(token):
+            return
+        time.sleep(0.1)
+    _signal_all(proc, token, signal.SIGKILL)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a process that survives SIGKILL is a kernel matter
+        pass
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def assemble_row(spec: TrialSpec, result_path: Path, *, timed_out: bool, cancelled: bool, returncode: int | None,
+                 started_at: str, ended_at: str, wall_s: float, log_path: str, backend: str) -> dict[str, Any]:
+    """docs/trial_protocol.md "What the launcher does with it": RESULT.json first, then *.err.json, then how it ended."""
+    result = _read_json(result_path) if result_path.exists() else None
+    if result is not None:
+        row = dict(result)
+    else:
+        row = row_from_spec(spec)
+        errors = [e for e in (_read_json(p) for p in sorted(result_path.parent.glob(result_path.name + ".rank*.err.json")))
+                  if e]
+        if errors:
+            err = next((e for e in errors if e.get("status") == "oom"), errors[0])  # an oom on any rank wins
+            row.update(status=err.get("status") if err.get("status") in ("oom", "crash") else "crash",
+                       error_type=err.get("error_type"),
+                       error_message=f"rank {err.get('rank')}: {err.get('error_message')}")
+        elif timed_out:
+            row.update(status="timeout", error_type="Timeout",
+                       error_message=f"no result after timeout_s={spec.timeout_s:g}; process group killed")
+        elif cancelled:
+            row.update(status="crash", error_type="Cancelled", error_message="cancelled by the controller")
+        else:
+            how = (f"signal {signal.Signals(-returncode).name}" if returncode is not None and returncode < 0
+                   else f"exit code {returncode}")
+            row.update(status="crash", error_type="Killed" if returncode else "NoResult",
+                       error_message=f"torchrun ended with {how} and no rank wrote a result")
+    row["backend"] = backend
+    defaults = dict(started_at=started_at, ended_at=ended_at, wall_s=wall_s, log_path=log_path,
+                    gpu_seconds=wall_s * spec.plan.world_size, hostname=socket.gethostname(),
+                    code_version=code_version(), sweep_id=spec.sweep_id, trial_id=spec.trial_id)
+    for key, value in defaults.items():
+        if row.get(key) is None:
+            row[key] = value
+    try:
+        return normalize_row(row)
+    except ValueError as e:  # the trainer broke the protocol: keep the trial, say why
+        bad = row_from_spec(spec)
+        bad.update(backend=backend, status="crash", error_type="ProtocolError", error_message=str(e))
+        bad.update({k: v for k, v in defaults.items() if bad.get(k) is None})
+        return normalize_row(bad)
+
+
+class LocalTrialHandle(TrialHandle):
+    def __init__(self, spec: TrialSpec, launcher: "LocalLauncher") -> None:
+        self.spec = spec
+        self.trial_dir = launcher.workdir / spec.trial_id
+        self.trial_dir.mkdir(parents=True, exist_ok=True)
+        self.spec_path = self.trial_dir / "SPEC.json"
+        self.result_path = self.trial_dir / "RESULT.json"
+        for stale in [self.result_path, *self.trial_dir.glob("RESULT.json*")]:  # a re-run must not read an old result
+            stale.unlink(missing_ok=True)
+        self.spec_path.write_text(spec.to_json())
+        self.log_path = launcher.log_dir / f"{spec.trial_id}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.token = uuid.uuid4().hex
+        self._backend = launcher.name
+        self._grace_s = launcher.kill_grace_s
+        self._cancel = threading.Event()
+        self._done = threading.Event()
+        self._row: dict[str, Any] | None = None
+        self.started_at = utc_now()
+        self._t0 = time.monotonic()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(launcher.command(spec, self.spec_path, self.result_path), cwd=REPO_ROOT,
+                                         env=launcher.environment(self.token), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        self._watcher = threading.Thread(target=self._watch, name=f"trial-{spec.trial_id}", daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        deadline = self._t0 + float(self.spec.timeout_s)
+        timed_out = cancelled = False
+        while self.proc.poll() is None:
+            if self._cancel.is_set():
+                cancelled = True
+                break
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+            self._cancel.wait(0.2)
+        if timed_out or cancelled:
+            kill_trial(self.proc, self.token, self._grace_s)
+        else:
+            leftovers = pids_with_token(self.token)  # workers orphaned by a torchrun that died first
+            if leftovers:
+                kill_trial(self.proc, self.token, self._grace_s)
+        wall_s = time.monotonic() - self._t0
+        self._row = assemble_row(self.spec, self.result_path, timed_out=timed_out, cancelled=cancelled,
+                                 returncode=self.proc.returncode, started_at=self.started_at, ended_at=utc_now(),
+                                 wall_s=wall_s, log_path=str(self.log_path), backend=self._backend)
+        self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"trial {self.spec.trial_id} still running after {timeout} s")
+        assert self._row is not None
+        return dict(self._row)
+
+    def cancel(self) -> None:
+        if not self._done.is_set():
+            self._cancel.set()
+        self._done.wait()
+
+    def status(self) -> str:
+        if not self._done.is_set():
+            return "running"
+        assert self._row is not None
+        return str(self._row["status"])
+
+
+class LocalLauncher(Launcher):
+    """`LocalLauncher(workdir=..., nproc_per_node=None, log_dir=...)`; several handles may be in flight at once."""
+
+    name = "local"
+
+    def __init__(self, workdir: str | Path | None = None, nproc_per_node: int | None = None,
+                 log_dir: str | Path | None = None, python: str | None = None,
+                 kill_grace_s: float = KILL_GRACE_S, module: str = "bench_model.run") -> None:
+        self.module = module  # the trial entry point (docs/trial_protocol.md); another only for protocol tests
+        self.workdir = Path(workdir) if workdir is not None else Path("results") / "_local_trials"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = Path(log_dir) if log_dir is not None else self.workdir / "logs"
+        self.nproc_per_node = nproc_per_node
+        self.python = python or sys.executable
+        self.kill_grace_s = kill_grace_s
+        self._gpus: int | None = None
+
+    def num_visible_gpus(self) -> int:
+        if self._gpus is None:
+            import torch  # lazy: only a real local run needs it
+
+            self._gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return self._gpus
+
+    def max_world_size(self) -> int:
+        gpus = self.num_visible_gpus()
+        if gpus:
+            return gpus
+        return int(os.environ.get("AUTOTUNE_LOCAL_MAX_CPU_RANKS", DEFAULT_MAX_CPU_RANKS))
+
+    def describe_limit(self) -> str:
+        gpus = self.num_visible_gpus()
+        return (f"{gpus} visible GPU(s)" if gpus else
+                f"{self.max_world_size()} CPU ranks (AUTOTUNE_LOCAL_MAX_CPU_RANKS)")
+
+    def command(self, spec: TrialSpec, spec_path: Path, result_path: Path) -> list[str]:
+        nproc = self.nproc_per_node or spec.plan.world_size
+        if nproc != spec.plan.world_size:
+            raise ValueError(f"nproc_per_node={nproc} != plan world size {spec.plan.world_size}: "
+                             "the local launcher runs one trial on one host")
+        return [self.python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
+                "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--max-restarts", "0",
+                "-m", self.module, "--spec", str(spec_path.resolve()), "--out", str(result_path.resolve())]
+
+    def environment(self, token: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env["AUTOTUNE_TRIAL_TOKEN"] = token
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        env.setdefault("OMP_NUM_THREADS", "1")  # N ranks share the host's cores; torchrun would say the same
+        # Keep collectives on loopback: gloo and NCCL bootstrap bind the interface named here.
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        env.setdefault("NCCL_SOCKET_IFNAME", "lo")
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def submit(self, spec: TrialSpec) -> LocalTrialHandle:
+        limit = self.max_world_size()
+        if spec.plan.world_size > limit:
+            raise ValueError(f"plan world size {spec.plan.world_size} exceeds the local backend's {self.describe_limit()}"
+                             "; use --backend slurm|ray|simulate")
+        return LocalTrialHandle(spec, self)
