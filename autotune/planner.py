@@ -1,0 +1,166 @@
+"""Enumerate every parallel layout of N GPUs, reject the impossible ones (with reasons), score the rest with the
+memory and performance models, and rank them. Vectorised: one numpy array per plan field, no Python loop per
+candidate except hashing the candidate ids (which need one sha1 each)."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+
+from autotune.constraints import reject_reasons
+from autotune.memory import memory_arrays
+from autotune.perf import perf_arrays
+from autotune.plan_arrays import RECOMPUTE_CODE, recompute_names, schedule_names, SCHEDULE_CODE
+from autotune.types import ModelSpec, ParallelPlan, TrainSpec
+
+COLUMNS = ["candidate_id", "num_gpus", "dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size",
+           "grad_accum_steps", "recompute", "sequence_parallel", "pp_schedule", "reject_reason", "fits",
+           "mem_params_bytes", "mem_grads_bytes", "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes",
+           "mem_buffers_bytes", "mem_overhead_bytes", "mem_allocated_bytes", "mem_reserved_bytes", "pred_step_s",
+           "pred_tokens_per_s", "pred_tokens_per_s_per_gpu", "pred_mfu", "rank"]
+_MEM_KEYS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead", "allocated", "reserved")
+_PERF_KEYS = ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
+
+
+class NoValidLayoutError(ValueError):
+    """No enumerated layout is valid and fits; the message says why (one line)."""
+
+
+def _layouts(space, num_gpus: int) -> np.ndarray:
+    """(dp, tp, pp, cp) rows with dp*tp*pp*cp = num_gpus over the space's values."""
+    tp, pp, cp = np.meshgrid(np.array(space.tp), np.array(space.pp), np.array(space.cp), indexing="ij")
+    tp, pp, cp = tp.ravel(), pp.ravel(), cp.ravel()
+    inner = tp * pp * cp
+    ok = num_gpus % inner == 0
+    dp = num_gpus // inner
+    if space.dp is not None:
+        ok &= np.isin(dp, np.array(space.dp))
+    return np.stack([dp[ok], tp[ok], pp[ok], cp[ok]], axis=1).astype(np.int64)
+
+
+def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.ndarray]:
+    """Plan arrays of every canonical layout: SP only with tp > 1, vpp > 1 only with pp > 1, interleaved 1F1B exactly
+    when vpp > 1, grad_accum = global_batch / (dp * micro_batch) (floored to >= 1 when it does not divide; the batch
+    rule then rejects it)."""
+    lay = _layouts(space, num_gpus)
+    dims = [np.arange(len(lay)), np.array(space.zero_stage), np.array(space.micro_batch_size),
+            np.array([RECOMPUTE_CODE[r] for r in space.recompute]), np.array(space.vpp),
+            np.array(sorted(set(space.sequence_parallel)), dtype=bool)]
+    grids = [g.ravel() for g in np.meshgrid(*dims, indexing="ij")]
+    li, z, mbs, rc, vpp, sp = grids
+    dp, tp, pp, cp = (lay[li, j] if len(lay) else np.zeros(0, np.int64) for j in range(4))
+    sp = sp.astype(bool)
+    # tp=1 has no sequence parallelism: keep one row (the first listed SP value) and store it as false
+    keep = ((tp > 1) | (sp == dims[5][0])) & ((vpp == 1) | (pp > 1))
+    sp = sp & (tp > 1)
+    arr = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp, "zero_stage": z, "micro_batch_size": mbs,
+           "recompute": rc, "sequence_parallel": sp}
+    arr = {k: np.asarray(v)[keep] for k, v in arr.items()}
+    arr["grad_accum_steps"] = np.maximum(train.global_batch_size // (arr["dp"] * arr["micro_batch_size"]), 1)
+    arr["pp_schedule"] = np.where(arr["vpp"] > 1, SCHEDULE_CODE["interleaved_1f1b"], SCHEDULE_CODE["1f1b"])
+    return arr
+
+
+def candidate_ids(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec) -> list[str]:
+    """`autotune.types.candidate_id` for every row, building the same sorted-key JSON text without a dataclass per
+    row (tests check equality with the reference implementation)."""
+    model_json = json.dumps(dataclasses.asdict(model), sort_keys=True)
+    train_json = json.dumps({"seq_len": train.seq_len, "global_batch_size": train.global_batch_size,
+                             "precision": train.precision}, sort_keys=True)
+    head, tail = '{"model": ' + model_json + ', "plan": ', ', "train": ' + train_json + "}"
+    fmt = ('{"cp": %d, "dp": %d, "grad_accum_steps": %d, "micro_batch_size": %d, "pp": %d, "pp_schedule": "%s", '
+           '"recompute": "%s", "sequence_parallel": %s, "tp": %d, "vpp": %d, "zero_stage": %d}')
+    rows = zip(arr["cp"].tolist(), arr["dp"].tolist(), arr["grad_accum_steps"].tolist(),
+               arr["micro_batch_size"].tolist(), arr["pp"].tolist(), schedule_names(arr["pp_schedule"]).tolist(),
+               recompute_names(arr["recompute"]).tolist(),
+               np.where(arr["sequence_parallel"], "true", "false").tolist(), arr["tp"].tolist(),
+               arr["vpp"].tolist(), arr["zero_stage"].tolist())
+    sha1 = hashlib.sha1
+    return [sha1((head + fmt % r + tail).encode()).hexdigest()[:12] for r in rows]
+
+
+def _memory_reason(reserved: np.ndarray, device_bytes: int, headroom: float) -> np.ndarray:
+    usable = device_bytes * (1 - headroom)
+    suffix = f" GiB > {usable / 2**30:.1f} GiB usable ({device_bytes / 2**30:.1f} GiB - {headroom * 100:g}% headroom)"
+    return np.array([f"needs {r / 2**30:.1f}{suffix}" for r in reserved.tolist()], dtype=object)
+
+
+def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
+    """DataFrame (COLUMNS) for plan arrays: reasons, memory, predictions, fits, rank."""
+    import pandas as pd
+
+    model, train, cluster, space = cfg.model, cfg.train, cfg.cluster, cfg.space
+    reasons = reject_reasons(arr, model, train, cluster, space)
+    mem = memory_arrays(arr, model, train, cluster)
+    perf = perf_arrays(arr, model, train, cluster)
+    fits = mem["reserved"] <= cluster.device_memory_bytes * (1 - space.memory_headroom)
+    over = np.equal(reasons, None) & ~fits
+    if over.any():
+        reasons[over] = _memory_reason(mem["reserved"][over], cluster.device_memory_bytes, space.memory_headroom)
+    cols: dict[str, Any] = {"candidate_id": candidate_ids(arr, model, train),
+                            "num_gpus": np.full(len(arr["dp"]), num_gpus, dtype=np.int64)}
+    for k in ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps"):
+        cols[k] = arr[k]
+    cols["recompute"] = recompute_names(arr["recompute"])
+    cols["sequence_parallel"] = arr["sequence_parallel"]
+    cols["pp_schedule"] = schedule_names(arr["pp_schedule"])
+    cols["reject_reason"] = reasons
+    cols["fits"] = fits
+    cols.update({f"mem_{k}_bytes": mem[k] for k in _MEM_KEYS})
+    cols.update({f"pred_{k}": perf[k] for k in _PERF_KEYS})
+    df = pd.DataFrame(cols)
+    ok = np.equal(reasons, None)
+    order = np.lexsort((mem["reserved"], -perf["tokens_per_s"]))
+    order = order[ok[order]]
+    rank = np.full(len(df), np.nan)
+    rank[order] = np.arange(1, len(order) + 1)
+    df["rank"] = pd.array(np.where(np.isnan(rank), 0, rank).astype(np.int64), dtype="Int64")
+    df.loc[~ok, "rank"] = pd.NA
+    return df[COLUMNS]
+
+
+def enumerate_candidates(cfg, num_gpus: int):
+    """Every enumerated candidate of `num_gpus` GPUs (rejected ones included) as a pandas DataFrame with COLUMNS."""
+    if isinstance(num_gpus, bool) or not isinstance(num_gpus, (int, np.integer)) or num_gpus < 1:
+        raise ValueError(f"num_gpus={num_gpus!r} must be an integer >= 1")
+    return score_arrays(enumerate_arrays(cfg.space, cfg.train, int(num_gpus)), cfg, int(num_gpus))
+
+
+def best_candidates(cfg, num_gpus: int, k: int = 10):
+    """The top-k valid, fitting candidates (by rank); NoValidLayoutError naming why when there are none."""
+    df = enumerate_candidates(cfg, num_gpus)
+    good = df[df["rank"].notna()].sort_values("rank")
+    if len(good):
+        return good.head(k)
+    raise NoValidLayoutError(explain_no_layout(df, cfg, num_gpus))
+
+
+def explain_no_layout(df, cfg, num_gpus: int) -> str:
+    s = cfg.space
+    if len(df) == 0:
+        return (f"no dp*tp*pp*cp = {num_gpus} from space.tp={list(s.tp)}, space.pp={list(s.pp)}, "
+                f"space.cp={list(s.cp)}" + ("" if s.dp is None else f", space.dp={list(s.dp)}"))
+    rule_ok = df["reject_reason"].isna() | df["reject_reason"].str.startswith("needs ")
+    if rule_ok.any():
+        valid = df[rule_ok]
+        best = valid.loc[valid["mem_reserved_bytes"].idxmin()]
+        return f"no layout of {num_gpus} GPUs fits: smallest {best['reject_reason']}"
+    reasons = df["reject_reason"]
+    if reasons.str.startswith("train.global_batch_size=").all():
+        return (f"train.global_batch_size={cfg.train.global_batch_size} is not divisible by dp*micro_batch_size "
+                f"for any layout of {num_gpus} GPUs")
+    top = reasons.value_counts()
+    return (f"no valid layout of {num_gpus} GPUs: {len(df)} candidates rejected, most often: {top.index[0]} "
+            f"({int(top.iloc[0])}x)")
+
+
+def plan_from_row(row) -> ParallelPlan:
+    """The ParallelPlan of one candidate row (a DataFrame row, a mapping, or a namedtuple from itertuples)."""
+    get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
+    ints = {k: int(get(k)) for k in ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size",
+                                     "grad_accum_steps")}
+    return ParallelPlan(**ints, recompute=str(get("recompute")), sequence_parallel=bool(get("sequence_parallel")),
+                        pp_schedule=str(get("pp_schedule")))
