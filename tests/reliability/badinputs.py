@@ -177,6 +177,15 @@ def _flag_cases() -> list[BadInput]:
         c("sweep-parallel-zero", ("sweep", "--gpus", "4", "--backend", "simulate", "--parallel", "0"),
           ("--parallel", "0")),
         c("submit-gpus-zero", ("submit", "--dry-run", "--gpus", "0"), ("--gpus", "0")),
+        c("sweep-id-escapes", ("sweep", "--gpus", "4", "--backend", "simulate", "--sweep-id", "../../escape"),
+          ("--sweep-id", "../../escape")),
+        c("netbench-gpus-one", ("netbench", "--gpus", "1"), ("--gpus", "1", ">= 2"), subprocess=True),
+        c("netbench-gpus-word", ("netbench", "--gpus", "x"), ("--gpus", "x")),
+        c("netbench-backend-unknown", ("netbench", "--gpus", "2", "--backend", "mars"), ("--backend", "mars")),
+        c("netbench-sizes-word", ("netbench", "--gpus", "2", "--sizes", "abc"), ("--sizes", "abc")),
+        c("netbench-sizes-one", ("netbench", "--gpus", "2", "--sizes", "0"), ("--sizes", "0")),
+        c("netbench-iters-zero", ("netbench", "--gpus", "2", "--iters", "0"), ("--iters", "0")),
+        c("netbench-cluster-unknown", ("netbench", "--gpus", "2", "cluster=nope"), ("cluster", "nope", "not a preset")),
     ]
 
 
