@@ -113,21 +113,22 @@ def _write_spaces(root: Path) -> Path:
 
 
 def _write_existing_sweep(root: Path) -> Path:
-    """A finished sweep folder the bad inputs point at; its file hashes must not change."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """A real sweep folder (store API) the bad inputs point at; its file hashes must not change."""
+    from autotune.config import load_config
+    from autotune.schema import row_from_spec
+    from autotune.store import SweepStore, trial_id_for
+    from autotune.trialfile import make_spec
 
-    from autotune.schema import RESULT_SCHEMA, empty_row
-
-    sweep = root / "results" / "existing"
-    (sweep / "trials").mkdir(parents=True, exist_ok=True)
-    (sweep / "sweep.yaml").write_text("sweep: existing\n")
-    row = empty_row()
-    row.update(sweep_id="existing", trial_id="t0000", candidate_id="0123456789ab", backend="simulate",
-               status="simulated", tp=1, dp=2, pp=1, cp=1, num_gpus=2)
-    pq.write_table(pa.Table.from_pylist([row], schema=RESULT_SCHEMA), sweep / "trials" / "t0000.parquet")
+    cfg = load_config(["experiment=demo"])
+    store = SweepStore(root / "results" / "existing")
+    if not store.exists():
+        store.create(cfg.resolved_yaml, {"gpus": 2, "backend": "simulate", "overrides": ["experiment=demo"]})
+        spec = make_spec(cfg, cfg.plan(2), sweep_id="existing", backend="simulate")
+        row = row_from_spec(spec)
+        row.update(trial_id=trial_id_for(spec.candidate_id), status="simulated", tokens_per_s=1000.0)
+        store.write_row(row)
     (root / "results" / "empty").mkdir(parents=True, exist_ok=True)
-    return sweep
+    return store.root
 
 
 def prepare(root: Path) -> None:

@@ -28,11 +28,14 @@ class Outcome:
 
 
 def snapshot(folder: Path) -> dict[str, str]:
-    """sha256 of every file under `folder` (relative path -> digest): equal snapshots = nothing written or removed."""
+    """sha256 of every file under `folder` and the name of every sub-folder (relative path -> digest or "dir"):
+    equal snapshots = nothing written, created or removed."""
     out: dict[str, str] = {}
     for p in sorted(folder.rglob("*")):
         if p.is_file():
             out[str(p.relative_to(folder))] = hashlib.sha256(p.read_bytes()).hexdigest()
+        elif p.is_dir():
+            out[str(p.relative_to(folder))] = "dir"
     return out
 
 
