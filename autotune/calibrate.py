@@ -1,0 +1,232 @@
+"""Calibration: measured rows refit the models' free coefficients, so the ranking improves as a sweep runs.
+
+Performance model (autotune.perf): `matmul_efficiency`, `comm_efficiency`, `dp_overlap` are fitted by bounded least
+squares on log(predicted tokens/s/GPU) - log(measured) over the rows with status ok (log residuals: a 2x error counts
+the same for a fast and a slow layout). Memory model (autotune.memory): reserved = allocated·(1 + fragmentation) +
+overhead is linear in its two terms, fitted on measured peak vs predicted allocated bytes (relative residuals).
+
+Bounds keep every coefficient physical (efficiencies in (0, 1], fragmentation in [0, 1], overhead in [0, device
+memory]). A weak prior (weight PRIOR_WEIGHT on the coefficient's distance from its preset value, in bound-normalised
+units) keeps coefficients the data cannot see — `dp_overlap` when no row has dp > 1 — where the preset put them,
+instead of letting them drift along a flat direction. Solver: scipy.optimize.least_squares (trust-region reflective)
+when scipy is installed, else the projected Levenberg-Marquardt below (Nocedal & Wright 2006, Sec. 10.3).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+
+PERF_BOUNDS: dict[str, tuple[float, float]] = {
+    "matmul_efficiency": (0.01, 1.0), "comm_efficiency": (0.01, 1.0), "dp_overlap": (0.0, 1.0)}
+PRIOR_WEIGHT = 1e-6
+MIN_ROWS = 3
+PLAN_COLUMNS = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps", "recompute",
+                "sequence_parallel", "pp_schedule")
+
+
+def bounded_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lower: np.ndarray,
+                          upper: np.ndarray, max_iter: int = 100) -> np.ndarray:
+    """argmin ||residual(x)||² subject to lower <= x <= upper (finite bounds)."""
+    lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+    x = np.clip(np.asarray(x0, float), lower, upper)
+    try:
+        from scipy.optimize import least_squares
+    except ImportError:
+        return _projected_lm(residual, x, lower, upper, max_iter)
+    return least_squares(residual, x, bounds=(lower, upper), method="trf").x
+
+
+def _jacobian(residual: Callable, x: np.ndarray, r: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    jac = np.empty((r.size, x.size))
+    for i in range(x.size):
+        h = 1e-6 * max(1.0, abs(x[i]))
+        h = -h if x[i] + h > upper[i] else h  # one-sided difference that stays feasible
+        xh = x.copy()
+        xh[i] += h
+        jac[:, i] = (residual(xh) - r) / h
+    return jac
+
+
+def _projected_lm(residual: Callable, x: np.ndarray, lower: np.ndarray, upper: np.ndarray, max_iter: int) -> np.ndarray:
+    r = residual(x)
+    cost, lam = float(r @ r), 1e-3
+    for _ in range(max_iter):
+        jac = _jacobian(residual, x, r, lower, upper)
+        grad, hess = jac.T @ r, jac.T @ jac
+        improved = False
+        for _ in range(30):
+            step = np.linalg.solve(hess + lam * np.diag(np.diag(hess) + 1e-12), -grad)
+            xn = np.clip(x + step, lower, upper)
+            rn = residual(xn)
+            if float(rn @ rn) < cost:
+                improved, converged = True, cost - float(rn @ rn) < 1e-12 * max(cost, 1e-30)
+                x, r, cost, lam = xn, rn, float(rn @ rn), max(lam / 3.0, 1e-12)
+                break
+            lam *= 4.0
+        if not improved or converged:
+            break
+    return x
+
+
+def plans_from_rows(rows: Any) -> list[ParallelPlan]:
+    """ParallelPlans from the layout columns of result rows or candidate rows."""
+    recs = rows[list(PLAN_COLUMNS)].to_dict("records")
+    return [ParallelPlan(**{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}) for r in recs]
+
+
+def predict_tokens_per_s_per_gpu(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> np.ndarray:
+    from autotune.perf import perf_arrays
+    from autotune.plan_arrays import arrays_from_plans
+
+    return perf_arrays(arrays_from_plans(plans_from_rows(rows)), model, train, cluster)["tokens_per_s_per_gpu"]
+
+
+def predict_allocated_bytes(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> np.ndarray:
+    from autotune.memory import memory_arrays
+    from autotune.plan_arrays import arrays_from_plans
+
+    return memory_arrays(arrays_from_plans(plans_from_rows(rows)), model, train, cluster)["allocated"]
+
+
+def measured_rows(rows: Any) -> Any:
+    """Rows with a usable measurement: status ok and a positive throughput."""
+    ok = (rows["status"] == "ok") & (rows["tokens_per_s_per_gpu"].fillna(0) > 0)
+    return rows[ok.to_numpy()]
+
+
+def spearman(a: Any, b: Any) -> float | None:
+    """Spearman rank correlation (Pearson on average ranks; ties share their mean rank). None below 3 points."""
+    import pandas as pd
+
+    a, b = pd.Series(np.asarray(a, float)), pd.Series(np.asarray(b, float))
+    if len(a) < 3 or a.nunique() < 2 or b.nunique() < 2:
+        return None
+    return float(np.corrcoef(a.rank(), b.rank())[0, 1])
+
+
+def fit_perf(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
+             names: tuple[str, ...] = tuple(PERF_BOUNDS)) -> dict[str, float]:
+    """Refitted perf coefficients (see module docstring) from measured rows."""
+    measured = np.log(rows["tokens_per_s_per_gpu"].to_numpy(float))
+    lo = np.array([PERF_BOUNDS[n][0] for n in names])
+    hi = np.array([PERF_BOUNDS[n][1] for n in names])
+    u0 = (np.array([getattr(cluster, n) for n in names], float) - lo) / (hi - lo)
+
+    def residual(u: np.ndarray) -> np.ndarray:
+        c = dataclasses.replace(cluster, **dict(zip(names, (lo + u * (hi - lo)).tolist())))
+        pred = np.log(np.maximum(predict_tokens_per_s_per_gpu(rows, model, train, c), 1e-300))
+        return np.concatenate([pred - measured, np.sqrt(PRIOR_WEIGHT) * (u - u0)])
+
+    u = bounded_least_squares(residual, u0, np.zeros_like(u0), np.ones_like(u0))
+    return dict(zip(names, (lo + u * (hi - lo)).tolist()))
+
+
+def fit_memory(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> dict[str, float]:
+    """Refitted (allocator_fragmentation, runtime_overhead_bytes) from measured peaks (reserved, else allocated)."""
+    if "peak_mem_reserved_bytes" not in rows or "peak_mem_allocated_bytes" not in rows:
+        return {}
+    peak = rows["peak_mem_reserved_bytes"].astype(float).fillna(rows["peak_mem_allocated_bytes"].astype(float))
+    peak = peak.to_numpy(float)
+    keep = np.isfinite(peak) & (peak > 0)
+    if keep.sum() < 2:
+        return {}
+    alloc = predict_allocated_bytes(rows, model, train, cluster)[keep]
+    peak = peak[keep]
+    scale = float(cluster.device_memory_bytes)
+    u0 = np.array([cluster.allocator_fragmentation, cluster.runtime_overhead_bytes / scale])
+
+    def residual(u: np.ndarray) -> np.ndarray:
+        pred = alloc * (1.0 + u[0]) + u[1] * scale
+        return np.concatenate([(pred - peak) / peak, np.sqrt(PRIOR_WEIGHT) * (u - u0)])
+
+    u = bounded_least_squares(residual, u0, np.zeros(2), np.ones(2))
+    return {"allocator_fragmentation": float(u[0]), "runtime_overhead_bytes": int(round(u[1] * scale))}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    cluster: ClusterSpec
+    changes: tuple[tuple[str, float, float], ...]  # (coefficient, before, after)
+    num_rows: int
+    perf_rms_log_error_before: float | None
+    perf_rms_log_error_after: float | None
+    spearman_before: float | None
+    spearman_after: float | None
+
+    def describe(self) -> list[str]:
+        lines = [f"{n}: {a:.4g} -> {b:.4g}" for n, a, b in self.changes]
+        if self.spearman_before is not None:
+            lines.append(f"predicted-vs-measured Spearman over {self.num_rows} rows: "
+                         f"{self.spearman_before:.3f} -> {self.spearman_after:.3f}")
+        return lines
+
+
+def _rms_log(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> tuple[float, float | None]:
+    pred = predict_tokens_per_s_per_gpu(rows, model, train, cluster)
+    meas = rows["tokens_per_s_per_gpu"].to_numpy(float)
+    return float(np.sqrt(np.mean((np.log(pred) - np.log(meas)) ** 2))), spearman(pred, meas)
+
+
+def calibrate(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
+              min_rows: int = MIN_ROWS) -> Calibration:
+    """Refit perf coefficients and memory terms from `rows` (a results DataFrame of this model/train shape). Fewer
+    than `min_rows` measured rows: the cluster comes back unchanged."""
+    ok = measured_rows(rows)
+    if len(ok) < min_rows:
+        return Calibration(cluster, (), len(ok), None, None, None, None)
+    err_before, rho_before = _rms_log(ok, model, train, cluster)
+    new = {**fit_perf(ok, model, train, cluster), **fit_memory(ok, model, train, cluster)}
+    fitted = dataclasses.replace(cluster, **new)
+    err_after, rho_after = _rms_log(ok, model, train, fitted)
+    changes = tuple((n, float(getattr(cluster, n)), float(v)) for n, v in new.items()
+                    if not np.isclose(float(getattr(cluster, n)), float(v), rtol=1e-4, atol=0))
+    return Calibration(fitted, changes, len(ok), err_before, err_after, rho_before, rho_after)
+
+
+def arrays_from_frame(df: Any) -> dict[str, np.ndarray]:
+    """Plan arrays (autotune.plan_arrays layout) straight from the layout columns of a candidate or result frame."""
+    from autotune.plan_arrays import INT_FIELDS, RECOMPUTE_CODE, SCHEDULE_CODE
+
+    arr = {f: df[f].to_numpy(dtype=np.int64) for f in INT_FIELDS}
+    arr["recompute"] = df["recompute"].map(RECOMPUTE_CODE).to_numpy(dtype=np.int64)
+    arr["sequence_parallel"] = df["sequence_parallel"].to_numpy(dtype=bool)
+    arr["pp_schedule"] = df["pp_schedule"].map(SCHEDULE_CODE).to_numpy(dtype=np.int64)
+    return arr
+
+
+def rerank(candidates: Any, cfg: Any, cluster: ClusterSpec) -> Any:
+    """The planner's candidate frame re-scored with a calibrated `cluster` (autotune.planner.score_arrays: memory
+    reasons, fits, pred_* and rank all recomputed), row order and any `status` column kept."""
+    from autotune.planner import score_arrays
+
+    num_gpus = int(candidates["num_gpus"].iloc[0]) if len(candidates) else 1
+    scored = score_arrays(arrays_from_frame(candidates), dataclasses.replace(cfg, cluster=cluster), num_gpus)
+    scored.index = candidates.index
+    for col in candidates.columns:
+        if col not in scored.columns:
+            scored[col] = candidates[col]
+    return scored
+
+
+def sweep_specs(sweep_dir: Any, overrides: list[str] | tuple[str, ...] = ()) -> tuple[ModelSpec, TrainSpec, ClusterSpec]:
+    """(model, train, cluster) a sweep ran with: its sweep.yaml's resolved config, or `overrides` composed with
+    the config tree when given (or when the folder has no sweep.yaml)."""
+    from pathlib import Path
+
+    from autotune.config import _build, _model_from, _train_from, load_config
+
+    path = Path(sweep_dir) / "sweep.yaml"
+    if overrides or not path.is_file():
+        cfg = load_config(list(overrides))
+        return cfg.model, cfg.train, cfg.cluster
+    import yaml
+
+    conf = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    if not all(k in conf for k in ("model", "train", "cluster")):
+        raise ValueError(f"{path}: config lacks model/train/cluster; pass them as KEY=VALUE overrides")
+    return _model_from(conf["model"]), _train_from(conf["train"]), _build(ClusterSpec, conf["cluster"], "cluster")
