@@ -17,23 +17,28 @@ Model states (per rank; p, c, g, o, m = bytes of param, compute, grad, one optim
     this is Rajbhandari et al. 2020 Sec 5 / Table 1: (2+2+K)*Psi, K=12; stage 1: 4Psi + 12Psi/D; stage 2:
     2Psi + 14Psi/D; stage 3: 16Psi/D.
 
-Activations of the Llama block (bench_model: RMSNorm, wq/wk/wv with GQA, RoPE, K/V expanded to all heads before
-F.scaled_dot_product_attention(is_causal=True), wo, SwiGLU w2(silu(w1 x) * w3 x)), derived by the method of
-Korthikanti et al. 2022 ("Reducing Activation Recomputation", Sec 4.1 / Table 2): count what autograd saves, per token,
-in compute dtype c:
-  attention: norm input x (h), norm output = shared input of wq/wk/wv (h), SDPA inputs q (h), k and v expanded (h, h),
-             SDPA output (h) + logsumexp (a fp32 values), wo input (the transposed, contiguous copy, h).
-             RoPE multiplies by constant cos/sin, so pre-RoPE q/k are not saved. No s^2 scores (flash-style SDPA).
-  MLP:       norm input (h), norm output = shared input of w1/w3 (h), w1 out (f, for silu'), silu out (f) and w3 out
-             (f, for the product), product = w2 input (f).
-  total 9h + 4f elements per token (+ 4a bytes of logsumexp); a GPT block gives 34h + 5as (Korthikanti Table 2).
-  TP divides q, k, v, SDPA out, wo input and the four f-sized tensors by t. Sequence parallel (DTensor) divides the
-  two norm inputs by t, but autograd saves the all-gathered input of the column-parallel linears at full sequence
-  length, so the two norm outputs stay h (unlike Megatron SP, where Korthikanti's 34/t applies to everything).
-  selective (op-level SAC, torchtitan style): keep matmul and SDPA outputs, recompute norms/RoPE/elementwise:
-             layer input + q,k,v (h+2k)/t + wo out (h) + w1,w3 out (2f/t) + w2 out (h) + SDPA out (h/t) + lse;
-             plus, once, the recomputed rest of one layer during its backward.
-  full:      layer input only (h, /t with SP), plus, once, one whole layer's activations during its recompute.
+Activations of the Llama block as bench_model/model.py implements it (RMSNorm in fp32 then cast back, wq/wk/wv with
+GQA, rotate-half RoPE, F.scaled_dot_product_attention(is_causal=True, enable_gqa=True) so K/V stay at num_kv_heads,
+wo, SwiGLU w2(silu(w1 x) * w3 x)), derived by the method of Korthikanti et al. 2022 ("Reducing Activation
+Recomputation", Sec 4.1 / Table 2): count what autograd saves, per token (bytes; c = compute dtype bytes):
+  each RMSNorm: its fp32 input x.float() (4h, kept by pow), the rsqrt per token (4 bytes) and the normalised y cast
+             back (c*h, kept by `* weight`). Two norms: 2((4 + c)h + 4).
+  norm outputs: the shared input of wq/wk/wv and of w1/w3 (c*h each): 2ch.
+  attention: SDPA keeps q after RoPE (h), k after RoPE (k), v (k), its output (h) and logsumexp (4a bytes, fp32);
+             the output is laid out (B, S, heads, D), so wo's input (its transpose-reshape) is a view of the same
+             storage. RoPE multiplies by constant cos/sin tables, so pre-RoPE q/k are not kept; the tables cast to
+             the compute dtype are kept per call (4*s*head_dim*c per layer, none in fp32). No s^2 scores.
+  MLP:       w1 out (f, for silu'), silu out and w3 out (2f, for the product), product = w2 input (f).
+  total: 2((4 + c)h + 4) + 2ch + c(2h + 2k + 4f) + 4a per token (+ the RoPE tables); a GPT block gives 34h + 5as (Korthikanti Table 2).
+  TP divides the attention and MLP tensors (2h + 2k + 4f, and the heads of the logsumexp) by t. Sequence parallel
+  (DTensor) divides the two norms' tensors by t, but autograd saves the all-gathered input of the column-parallel
+  linears at full sequence length, so the 2ch of norm outputs stays (unlike Megatron SP, where Korthikanti's 34/t
+  applies to everything).
+  selective (bench_model/parallel/recompute.py, torchtitan "op" SAC): outputs of mm, SDPA and reduce-scatter are
+             kept: layer input (ch, /t with SP) + q, k, v (c(h + 2k)/t) + wo and w2 outputs (full-sequence partial
+             sums, 2ch) + w1, w3 outputs (2cf/t) + SDPA output (ch/t) + logsumexp + with SP the two reduce-scatter
+             outputs (2ch/t); plus, once, the recomputed rest of one layer during its backward.
+  full:      layer input only (ch, /t with SP), plus, once, one whole layer's activations during its recompute.
   CP divides s by cp. GPT blocks use Korthikanti Table 2 literally: sbh(10 + 24/t + 5as/(ht)), SP: sbh(34/t + 5as/(ht)),
   selective drops 5as/(ht), full 2sbh (2sbh/t with SP); these are for 2-byte activations and are scaled by c/2.
 Pipeline (Korthikanti Eq. 5 and its interleaving note; Narayanan et al. 2021 Sec 2.2): the first stage of 1F1B holds
@@ -123,12 +128,14 @@ def layer_activation_bytes(model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: An
         scale = act_bytes / 2
         none, sel, full = none * scale, sel * scale, full * scale
     else:  # Llama block, derived in the module docstring
-        tok = s * b
+        tok, c = s * b, act_bytes
         sp_div = np.where(sp, t, 1.0)
-        lse = tok * (a / t) * 4.0
-        none = tok * act_bytes * (2 * h / sp_div + 2 * h + (5 * h + 4 * f) / t) + lse
-        sel = tok * act_bytes * (h / sp_div + (h + 2 * k) / t + 2 * h + 2 * f / t + h / t) + lse
-        full = tok * act_bytes * h / sp_div
+        lse = 4.0 * a / t
+        rope = 4.0 * s * model.head_dim * c if c != 4 else 0.0  # cos/sin cast to bf16 for q and k, per call
+        none = tok * (2 * ((4 + c) * h + 4) / sp_div + 2 * c * h + c * (2 * h + 2 * k + 4 * f) / t + lse) + rope
+        sel = tok * (c * h / sp_div + c * (h + 2 * k) / t + 2 * c * h + 2 * c * f / t + c * h / t + lse
+                     + np.where(sp, 2 * c * h / t, 0.0))
+        full = tok * c * h / sp_div
     saved = np.select([r == _NONE, r == _SEL], [none, sel], full)
     transient = np.select([r == _NONE, r == _SEL], [np.zeros_like(none), np.maximum(none - sel, 0.0)], none)
     return {"saved": saved, "transient": transient}
@@ -161,8 +168,8 @@ def memory_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec
     layers = layers_on_rank(model.num_layers, pp, vpp)
     inflight = inflight_microbatches(pp, vpp, arr["grad_accum_steps"], arr["pp_schedule"])
     tok = seq * mbs
-    # last stage: final-norm input (h, /t with SP) and the head's gathered input (h), compute dtype
-    head_act = tok * c * model.hidden_size * (1.0 / np.where(sp, tp, 1) + 1.0)
+    # last stage: the final RMSNorm's tensors ((4 + c)h, /t with SP) and the head's gathered input (ch)
+    head_act = tok * model.hidden_size * ((4.0 + c) / np.where(sp, tp, 1) + c)
     logits = 2.0 * 4.0 * tok * model.vocab_size / tp
     layer_bytes = psi["layer"] * c
     buffers = np.select([z >= 3, z == 2], [3 * layer_bytes, layer_bytes],

@@ -1,0 +1,91 @@
+"""`autotune estimate [overrides incl. plan.*] [--gpus N] [--json]`: memory breakdown and predicted speed of ONE layout,
+like `accelerate estimate-memory` but for a parallel training step."""
+from __future__ import annotations
+
+import argparse
+
+from autotune.cli.common import add_overrides, positive_int, print_json
+
+
+def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(name, help="memory breakdown and predicted speed of one layout (plan.*)",
+                              description="Estimate one layout given by plan.* overrides, e.g. plan.tp=2 plan.pp=4 "
+                                          "plan.zero_stage=1; dp defaults to --gpus / (tp*pp*cp).")
+    p.add_argument("--gpus", type=positive_int("--gpus"), default=None,
+                   help="world size (default: plan.dp*tp*pp*cp, dp=1 when plan.dp is null)")
+    p.add_argument("--json", action="store_true", help="print mem_*, pred_*, fits and reject_reason as JSON")
+    add_overrides(p)
+    p.set_defaults(run=run)
+    return p
+
+
+def estimate(cfg, num_gpus: int | None) -> dict:
+    """Everything `estimate` reports for cfg.plan(num_gpus): the planner's row for it plus the named terms."""
+    from autotune.constraints import check_plan
+    from autotune.memory import memory_arrays
+    from autotune.perf import perf_arrays
+    from autotune.plan_arrays import arrays_from_plans
+    from autotune.planner import score_arrays
+
+    plan = cfg.plan(num_gpus)
+    reason = check_plan(plan, cfg.model, cfg.train, cfg.cluster, cfg.space)
+    if reason is not None:
+        raise ValueError(reason)
+    arr = arrays_from_plans([plan])
+    row = score_arrays(arr, cfg, plan.world_size).iloc[0].to_dict()
+    mem = {k: float(v[0]) for k, v in memory_arrays(arr, cfg.model, cfg.train, cfg.cluster).items()}
+    perf = {k: float(v[0]) for k, v in perf_arrays(arr, cfg.model, cfg.train, cfg.cluster).items()}
+    model_states = mem["params"] - mem["compute_copy"] + mem["grads"] + mem["optimizer"]
+    row.update({"mem_compute_copy_bytes": mem["compute_copy"], "mem_model_states_bytes": model_states,
+                "worst_stage": "last" if mem["worst_stage_is_last"] else "first",
+                **{f"pred_{k}": v for k, v in perf.items() if k.endswith("_s") and k != "step_s"}})
+    row.pop("rank", None)
+    return row
+
+
+def run(args) -> int:
+    from autotune.config import load_config
+
+    cfg = load_config(args.overrides)
+    row = estimate(cfg, args.gpus)
+    if args.json:
+        print_json(row)
+        return 0
+    _print(row, cfg)
+    return 0
+
+
+_TERMS = [("parameters (stored)", None), ("  of which compute-dtype copy", "mem_compute_copy_bytes"),
+          ("gradients", "mem_grads_bytes"), ("optimizer states (+ master)", "mem_optimizer_bytes"),
+          ("activations", "mem_activations_bytes"), ("logits + grad (fp32)", "mem_logits_bytes"),
+          ("comm buffers", "mem_buffers_bytes"), ("allocated peak", "mem_allocated_bytes"),
+          ("runtime overhead", "mem_overhead_bytes"), ("reserved peak", "mem_reserved_bytes")]
+
+
+def _print(row: dict, cfg) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from autotune.cli.plan import layout_label
+
+    console = Console() if Console().is_terminal else Console(width=120)
+    table = Table(title=f"{cfg.model.name} · {layout_label(row)} · {row['num_gpus']} x {cfg.cluster.name} · "
+                        f"worst rank: {row['worst_stage']} pipeline stage", title_justify="left")
+    table.add_column("component")
+    table.add_column("GiB", justify="right")
+    table.add_column("GB (1e9)", justify="right")
+    for label, key in _TERMS:
+        v = row["mem_params_bytes"] if key is None else row[key]
+        table.add_row(label, f"{v / 2**30:.2f}", f"{v / 1e9:.2f}")
+    table.add_row("model states (params w/o copy + grads + optimizer)", f"{row['mem_model_states_bytes'] / 2**30:.2f}",
+                  f"{row['mem_model_states_bytes'] / 1e9:.2f}")
+    console.print(table)
+    usable = cfg.cluster.device_memory_bytes * (1 - cfg.space.memory_headroom)
+    console.print(f"fits: {'yes' if row['fits'] else 'no'} ({row['mem_reserved_bytes'] / 2**30:.1f} GiB of "
+                  f"{usable / 2**30:.1f} GiB usable)" + ("" if row["fits"] else f" · {row['reject_reason']}"),
+                  highlight=False)
+    console.print(f"predicted: step {row['pred_step_s']:.3f} s (compute {row['pred_compute_s']:.3f}, tp "
+                  f"{row['pred_tp_comm_s']:.3f}, cp {row['pred_cp_comm_s']:.3f}, pp {row['pred_pp_comm_s']:.3f}, "
+                  f"dp exposed {row['pred_dp_comm_s']:.3f}, bubble {row['pred_bubble_s']:.3f}) · "
+                  f"{row['pred_tokens_per_s']:,.0f} tok/s · {row['pred_tokens_per_s_per_gpu']:,.0f} tok/s/GPU · "
+                  f"MFU {100 * row['pred_mfu']:.1f}%", highlight=False)

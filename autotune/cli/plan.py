@@ -1,0 +1,92 @@
+"""`autotune plan --gpus N [overrides] [--top K] [-o FILE.parquet|FILE.csv] [--json]`: every layout of N GPUs, ranked."""
+from __future__ import annotations
+
+import argparse
+
+from autotune.cli.common import add_overrides, positive_int, print_json
+
+
+def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(name, help="rank every parallel layout of N GPUs (memory + predicted speed)",
+                              description="Enumerate every dp*tp*pp*cp layout of N GPUs, reject impossible ones with a "
+                                          "reason, estimate memory and speed, print the best.")
+    p.add_argument("--gpus", type=positive_int("--gpus"), required=True, help="number of GPUs (world size)")
+    p.add_argument("--top", type=positive_int("--top"), default=10, help="rows to print (default 10)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write EVERY candidate to FILE (.parquet or .csv)")
+    p.add_argument("--json", action="store_true", help="print the top rows and the summary as JSON")
+    add_overrides(p)
+    p.set_defaults(run=run)
+    return p
+
+
+def layout_label(row) -> str:
+    """dp8·tp2·pp4·cp1 z1 mbs2 gas8 sel sp (vpp shown when > 1)."""
+    text = f"dp{row['dp']}·tp{row['tp']}·pp{row['pp']}·cp{row['cp']}"
+    if row["vpp"] > 1:
+        text += f"·vpp{row['vpp']}"
+    text += f" z{row['zero_stage']} mbs{row['micro_batch_size']} gas{row['grad_accum_steps']}"
+    text += {"none": "", "selective": " sel", "full": " full"}[row["recompute"]]
+    return text + (" sp" if row["sequence_parallel"] else "")
+
+
+def summary(df) -> dict[str, int]:
+    reasons = df["reject_reason"]
+    over = int(reasons.str.startswith("needs ", na=False).sum())
+    invalid = int(reasons.notna().sum()) - over
+    return {"enumerated": len(df), "invalid": invalid, "over_memory": over, "fitting": int(df["rank"].notna().sum())}
+
+
+def _check_output(path: str) -> None:
+    if not path.endswith((".parquet", ".csv")):
+        raise ValueError(f"-o {path!r}: file name must end in .parquet or .csv")
+
+
+def run(args) -> int:
+    from autotune.config import load_config
+    from autotune.planner import best_candidates, enumerate_candidates
+
+    if args.output:
+        _check_output(args.output)
+    cfg = load_config(args.overrides)
+    df = enumerate_candidates(cfg, args.gpus)
+    if args.output:
+        _write(df, args.output)
+    counts = summary(df)
+    top = best_candidates(cfg, args.gpus, args.top) if counts["fitting"] else best_candidates(cfg, args.gpus)
+    if args.json:
+        rows = top.astype(object).where(top.notna(), None).to_dict(orient="records")
+        print_json({"model": cfg.model.name, "cluster": cfg.cluster.name, "num_gpus": args.gpus, **counts,
+                    "top": rows, "output": args.output})
+        return 0
+    _print_table(top, cfg, args, counts)
+    return 0
+
+
+def _write(df, path: str) -> None:
+    if path.endswith(".csv"):
+        df.to_csv(path, index=False)
+    else:
+        df.to_parquet(path, index=False)
+
+
+def _print_table(top, cfg, args, counts) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{cfg.model.name} on {args.gpus} x {cfg.cluster.name} · seq {cfg.train.seq_len} · "
+                        f"global batch {cfg.train.global_batch_size} seq", title_justify="left")
+    for col in ("rank", "layout", "GiB/GPU", "tok/s/GPU", "MFU %", "step s", "candidate"):
+        table.add_column(col, justify="left" if col in ("layout", "candidate") else "right", no_wrap=True)
+    for _, r in top.iterrows():
+        table.add_row(str(r["rank"]), layout_label(r), f"{r['mem_reserved_bytes'] / 2**30:.1f}",
+                      f"{r['pred_tokens_per_s_per_gpu']:,.0f}", f"{100 * r['pred_mfu']:.1f}",
+                      f"{r['pred_step_s']:.2f}", r["candidate_id"])
+    console = Console()
+    if not console.is_terminal:  # pipes and CI logs: do not squeeze the table into 80 columns
+        console = Console(width=160)
+    console.print(table)
+    line = (f"enumerated {counts['enumerated']} layouts · invalid {counts['invalid']} · over memory "
+            f"{counts['over_memory']} · fitting {counts['fitting']}")
+    if args.output:
+        line += f" · all {counts['enumerated']} written to {args.output}"
+    console.print(line, highlight=False)
