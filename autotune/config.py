@@ -36,6 +36,10 @@ class SpaceSpec:
     allow_uneven_pp: bool = True
     memory_headroom: float = 0.05
 
+    def __post_init__(self) -> None:
+        if not 0.0 <= float(self.memory_headroom) < 1.0:
+            raise ConfigError(f"space.memory_headroom={self.memory_headroom!r} must be within [0, 1)")
+
 
 @dataclass(frozen=True)
 class SweepSpec:
@@ -47,6 +51,15 @@ class SweepSpec:
     parallel: int = 1
     timeout_s: float = 600.0
     results_dir: str = "results"
+
+    def __post_init__(self) -> None:
+        for name in ("max_trials", "timed_steps", "parallel"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"sweep.{name}={getattr(self, name)!r} must be an integer >= 1")
+        if self.warmup_steps < 0:
+            raise ConfigError(f"sweep.warmup_steps={self.warmup_steps!r} must be an integer >= 0")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"sweep.timeout_s={self.timeout_s!r} must be a number > 0")
 
 
 @dataclass(frozen=True)
@@ -118,6 +131,7 @@ def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | 
 def _compose(overrides: list[str], config_dir: Path):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+    import yaml
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -127,6 +141,10 @@ def _compose(overrides: list[str], config_dir: Path):
             return compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(_explain_hydra_error(e, overrides, config_dir)) from None
+    except yaml.YAMLError as e:  # a preset file with a python tag or broken syntax (Hydra loads with a SafeLoader)
+        mark = getattr(e, "problem_mark", None)
+        where = f"{mark.name}, line {mark.line + 1}" if mark is not None else "a config file"
+        raise ConfigError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or _first_line(e)})") from None
     finally:
         GlobalHydra.instance().clear()
 
@@ -141,8 +159,11 @@ def _explain_hydra_error(e: Exception, overrides: list[str], config_dir: Path) -
     if "not in struct" in msg or "Could not override" in msg:
         key = msg.split("'")[1] if "'" in msg else msg
         return f"{key}: unknown config key (see `autotune plan --help` and search_spaces/)"
-    if "mismatched input" in msg or "no viable alternative" in msg or "extraneous input" in msg:
-        return f"override could not be parsed: {_first_line(e)}"
+    if "mismatched input" in msg or "no viable alternative" in msg or "extraneous input" in msg \
+            or "Error parsing override" in msg:
+        why = [ln for ln in msg.splitlines() if ln.strip() and not ln.startswith(("See https://", "Error parsing"))]
+        return (f"override {getattr(e, 'override', '')!r} could not be parsed (expected KEY=VALUE): "
+                f"{why[0] if why else _first_line(e)}")
     return _first_line(e)
 
 

@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"{e.filename}: no such file or directory")
     except PermissionError as e:
         return fail(f"{e.filename}: permission denied")
+    except OSError as e:  # a directory where a file belongs, a file where a folder belongs, a full disk: one line
+        return fail(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e).splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ traceback and nothing written to the existing sweep folder `results/existing` (s
 
 `prepare(root)` writes the files the cases need under `root` (the cwd the CLI runs in); `all_cases()` lists the cases,
 whose paths are relative to that cwd.
-A case whose command has not landed yet is not run (`command` not in harness.available_commands())."""
+A case whose command (or `needs` file) has not landed yet is not run; see `runnable`."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ class BadInput:
     subprocess: bool = False  # True: run the real console script (the rest run in-process, same code path)
     as_nobody: bool = False  # run as an unprivileged user (file permission cases)
     env: dict[str, str] = field(default_factory=dict)
+    needs: str = ""  # a repo path that must exist besides the command (e.g. the HF importer's preset)
 
     @property
     def command(self) -> str:
@@ -129,6 +131,10 @@ def _write_existing_sweep(root: Path) -> Path:
         store.write_row(row)
     (root / "results" / "empty").mkdir(parents=True, exist_ok=True)
     return store.root
+
+
+def runnable(cases: list[BadInput], commands: set[str]) -> list[BadInput]:
+    return [c for c in cases if c.command in commands and (not c.needs or (REPO / c.needs).exists())]
 
 
 def prepare(root: Path) -> None:
@@ -274,7 +280,7 @@ def _file_cases(p: dict[str, Path], spaces: str) -> list[BadInput]:
         c("cluster-efficiency", (*plan8, "cluster=efficiency"), ("cluster.matmul_efficiency", "1.7"), env=env),
     ]
     hf = ("plan", "--gpus", "8", "model=hf")
-    cases += [
+    hf_cases = [
         c("hf-bad-json", (*hf, f"model.config_path={p['hf_bad_json']}"), ("hf_bad_json.json", "JSON")),
         c("hf-empty", (*hf, f"model.config_path={p['hf_empty']}"), ("hf_empty.json",)),
         c("hf-list", (*hf, f"model.config_path={p['hf_list']}"), ("hf_list.json",)),
@@ -289,7 +295,7 @@ def _file_cases(p: dict[str, Path], spaces: str) -> list[BadInput]:
         c("hf-unreadable", (*hf, f"model.config_path={p['hf_unreadable']}"), ("hf_unreadable.json", "permission"),
           subprocess=True, as_nobody=True),
     ]
-    return cases
+    return cases + [dataclasses.replace(h, needs="search_spaces/model/hf.yaml") for h in hf_cases]
 
 
 def _sweep_folder_cases(p: dict[str, Path]) -> list[BadInput]:

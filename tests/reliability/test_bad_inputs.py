@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from badinputs import all_cases, prepare
+from badinputs import all_cases, prepare, runnable
 from harness import available_commands, clean_error_problems, run_in_process, run_subprocess, snapshot
 
 CASES = all_cases()
@@ -30,7 +30,7 @@ def root():
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.command in COMMANDS], ids=lambda c: c.case_id)
+@pytest.mark.parametrize("case", runnable(CASES, COMMANDS), ids=lambda c: c.case_id)
 def test_bad_input_gives_one_clean_line(case, root):
     results = root / "results"
     before = snapshot(results)
