@@ -63,8 +63,9 @@ def _coerce(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_row(trials_dir: str | Path, row: dict[str, Any]) -> Path:
-    """Write one row as `trials_dir/<trial_id>.parquet`, atomically."""
+def write_row(trials_dir: str | Path, row: dict[str, Any], fsync: bool = True) -> Path:
+    """Write one row as `trials_dir/<trial_id>.parquet`, atomically. `fsync=False` only for batches that the caller
+    flushes once at the end (the rename is still atomic; only durability across a power cut is deferred)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -80,9 +81,11 @@ def write_row(trials_dir: str | Path, row: dict[str, Any]) -> Path:
     with open(tmp, "wb") as fh:
         pq.write_table(table, fh)
         fh.flush()
-        os.fsync(fh.fileno())
+        if fsync:
+            os.fsync(fh.fileno())
     os.replace(tmp, final)
-    _fsync_dir(trials_dir)
+    if fsync:
+        _fsync_dir(trials_dir)
     return final
 
 

@@ -66,14 +66,18 @@ def code_version() -> str:
 
 def pids_with_token(token: str) -> list[int]:
     """Every live process of ours whose environment holds AUTOTUNE_TRIAL_TOKEN=token."""
-    needle = f"AUTOTUNE_TRIAL_TOKEN={token}".encode()
+    return pids_with_tokens({token})
+
+
+def pids_with_tokens(tokens: set[str]) -> list[int]:
+    needles = {f"AUTOTUNE_TRIAL_TOKEN={t}".encode() for t in tokens}
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
+                if needles.intersection(fh.read().split(b"\0")):
                     found.append(int(entry.name))
         except OSError:  # exited meanwhile, or not ours
             continue
@@ -105,6 +109,34 @@ def kill_trial(proc: subprocess.Popen, token: str, grace_s: float = KILL_GRACE_S
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:  # pragma: no cover - a process that survives SIGKILL is a kernel matter
         pass
+
+
+TOKEN_FILE = "TOKEN"
+
+
+def reap_orphans(token_files: list[Path], grace_s: float = KILL_GRACE_S) -> int:
+    """Kill the processes of earlier attempts (a controller SIGKILLed mid-trial leaves torchrun and its workers
+    running: they are in their own sessions). Returns how many processes were signalled."""
+    tokens = set()
+    for f in token_files:
+        try:
+            tokens.add(f.read_text().strip())
+        except OSError:
+            continue
+    tokens.discard("")
+    pids = pids_with_tokens(tokens) if tokens else []
+    if not pids:
+        return 0
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids_with_tokens(tokens):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and pids_with_tokens(tokens):
+            time.sleep(0.1)
+    return len(pids)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -167,7 +199,9 @@ class LocalTrialHandle(TrialHandle):
         self.spec_path.write_text(spec.to_json())
         self.log_path = launcher.log_dir / f"{spec.trial_id}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        reap_orphans([self.trial_dir / TOKEN_FILE])  # a previous attempt left behind by a killed controller
         self.token = uuid.uuid4().hex
+        (self.trial_dir / TOKEN_FILE).write_text(self.token)
         self._backend = launcher.name
         self._grace_s = launcher.kill_grace_s
         self._cancel = threading.Event()
@@ -242,6 +276,7 @@ class LocalLauncher(Launcher):
         self.python = python or sys.executable
         self.kill_grace_s = kill_grace_s
         self._gpus: int | None = None
+        reap_orphans(sorted(self.workdir.glob(f"*/{TOKEN_FILE}")), kill_grace_s)
 
     def num_visible_gpus(self) -> int:
         if self._gpus is None:

@@ -1,0 +1,23 @@
+"""Search strategies (ask/tell). `get_strategy(name, candidates, max_trials, seed)`; grid and topk here, more are
+registered in STRATEGIES by the modules that add them."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from autotune.strategies.base import Ask, Pruned, Strategy
+
+__all__ = ["Ask", "Pruned", "Strategy", "STRATEGIES", "get_strategy"]
+
+# name -> "module:Class" (imported on use, so optional dependencies such as optuna load only when chosen)
+STRATEGIES: dict[str, str] = {
+    "grid": "autotune.strategies.grid:GridStrategy",
+    "topk": "autotune.strategies.topk:TopKStrategy",
+}
+
+
+def get_strategy(name: str, candidates: Any, max_trials: int | None, seed: int = 0) -> Strategy:
+    if name not in STRATEGIES:
+        raise ValueError(f"--strategy={name!r} must be one of {', '.join(STRATEGIES)}")
+    module, _, cls = STRATEGIES[name].partition(":")
+    return getattr(importlib.import_module(module), cls)(candidates, max_trials, seed)

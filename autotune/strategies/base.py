@@ -1,0 +1,82 @@
+"""The strategy interface: ask/tell over the planner's candidate frame (DESIGN.md "strategy ... asks -> next TrialSpec").
+
+A strategy sees the candidates the planner found runnable (valid and predicted to fit), hands the controller the next
+one to run (`ask`), and learns each outcome (`tell`). Adaptive strategies (topk's OOM pruning now; optuna, successive
+halving, random later) change what `ask` returns from what `tell` taught them. The controller owns processes, files and
+resume; a strategy owns only the choice. Like optuna's samplers: small base, implementations in their own modules.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One trial to run: a candidate row of the planner frame, at a fidelity (`rung`, `timed_steps`; None = the
+    sweep's default steps). Multi-fidelity strategies ask the same candidate again at a higher rung."""
+
+    candidate: Any  # pandas Series: one row of autotune.planner.enumerate_candidates
+    rung: int = 0
+    timed_steps: int | None = None
+
+    @property
+    def candidate_id(self) -> str:
+        return str(self.candidate["candidate_id"])
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """A candidate the strategy decided never to run, and why (recorded as a `pruned` row)."""
+
+    candidate: Any
+    reason: str
+
+
+class Strategy(abc.ABC):
+    name: str = "base"
+
+    def __init__(self, candidates: "pd.DataFrame", max_trials: int | None, seed: int = 0) -> None:
+        """`candidates`: runnable rows (rank not null) of the planner frame, predicted best first."""
+        if max_trials is not None and max_trials < 1:
+            raise ValueError(f"--max-trials={max_trials} must be an integer >= 1")
+        self.candidates = candidates.reset_index(drop=True)
+        self.max_trials = max_trials
+        self.seed = seed
+        self.num_asked = 0
+        self.results: dict[str, dict[str, Any]] = {}
+        self.excluded: set[str] = set()  # settled without a trial (pruned): never asked, not counted
+
+    @abc.abstractmethod
+    def ask(self) -> Ask | None:
+        """The next trial, or None when there is nothing (more) to run right now."""
+
+    def tell(self, ask: Ask, row: dict[str, Any]) -> list[Pruned]:
+        """Record a finished trial; return candidates this outcome rules out (the controller records them)."""
+        self.results[ask.candidate_id] = row
+        return []
+
+    def replay(self, candidate_id: str, row: dict[str, Any]) -> None:
+        """A row written before a resume: a trial counts against the budget and teaches the strategy; a pruned
+        candidate is only excluded. Neither is asked again."""
+        if row.get("status") == "pruned":
+            self.excluded.add(candidate_id)
+        else:
+            self.results[candidate_id] = row
+
+    def budget_left(self) -> int | None:
+        if self.max_trials is None:
+            return None
+        return max(0, self.max_trials - len(self.results) - self._in_flight())
+
+    def _in_flight(self) -> int:
+        return 0
+
+    def planned_total(self) -> int:
+        """How many trials this sweep will run in all (for `trial i/K` and the ETA)."""
+        n = len(self.candidates)
+        return n if self.max_trials is None else min(n, self.max_trials)

@@ -1,0 +1,215 @@
+"""The sweep controller: plan -> record planner-rejected candidates -> order (predicted best first) -> run through a
+launcher -> one row per trial -> live progress -> final ranked table.
+
+Crash safety and resume: every row is written atomically under a trial id derived from its candidate id
+(autotune.store.trial_id_for), and only once the trial has ended. A controller killed at any moment therefore loses at
+most the trials in flight (no row yet) and can never have written two rows for one candidate; `--resume DIR` reads the
+folder back, skips every candidate that has a row, and runs the rest. A re-run of a candidate (only possible for one
+that had no row) replaces its own file.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune.store import FINISHED, SweepStore
+
+__all__ = ["SweepRequest", "run_sweep", "flag_overrides"]
+SUGGEST = "use --backend slurm|ray|simulate"
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    num_gpus: int | None  # None only with resume (read back from sweep.yaml)
+    overrides: tuple[str, ...] = ()  # Hydra overrides, CLI flags already translated (flag_overrides)
+    sweep_id: str | None = None
+    resume: str | None = None
+    resume_if_exists: bool = False
+    # Tests and the reliability benchmark only: (i-th trial of this run, fault, timeout_s or None) -> TrialSpec.inject_fault
+    inject_faults: tuple[tuple[int, str, float | None], ...] = ()
+    argv: tuple[str, ...] = field(default=())
+
+
+def flag_overrides(backend: str | None = None, strategy: str | None = None, max_trials: int | None = None,
+                   steps: int | None = None, parallel: int | None = None) -> list[str]:
+    """The sweep flags as `sweep.*` overrides, so sweep.yaml's resolved config records them and resume re-reads them."""
+    pairs = (("backend", backend), ("strategy", strategy), ("max_trials", max_trials), ("timed_steps", steps),
+             ("parallel", parallel))
+    return [f"sweep.{k}={v}" for k, v in pairs if v is not None]
+
+
+def _default_sweep_id(cfg: Any, num_gpus: int) -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{cfg.model.name}-{num_gpus}g"
+
+
+def _open_store(req: SweepRequest) -> tuple[SweepStore, int, tuple[str, ...], bool]:
+    """(store, num_gpus, overrides, resuming). A resumed sweep takes its GPUs and overrides from sweep.yaml; overrides
+    given again now are appended (later wins), e.g. a different --parallel."""
+    from autotune.config import load_config
+
+    if req.resume:
+        store = SweepStore(req.resume)
+    elif req.sweep_id:
+        if "/" in req.sweep_id or req.sweep_id in ("", ".", ".."):
+            raise ValueError(f"--sweep-id={req.sweep_id!r} must be a plain folder name (no '/')")
+        results_dir = load_config(list(req.overrides)).sweep.results_dir
+        store = SweepStore(Path(results_dir) / req.sweep_id)
+        if store.exists() and not req.resume_if_exists:
+            raise ValueError(f"--sweep-id={req.sweep_id!r}: {store.root} already exists; pass --resume {store.root} "
+                             "or --resume-if-exists")
+        if not store.exists() and store.root.exists() and any(store.root.iterdir()):
+            raise ValueError(f"--sweep-id={req.sweep_id!r}: {store.root} exists and is not a sweep folder")
+    else:
+        store = None
+    if store is not None and store.exists():
+        args = store.read_meta()["args"]
+        if req.num_gpus is not None and req.num_gpus != args["gpus"]:
+            raise ValueError(f"--gpus={req.num_gpus} differs from the resumed sweep's gpus={args['gpus']}")
+        return store, int(args["gpus"]), tuple(args["overrides"]) + tuple(req.overrides), True
+    if req.num_gpus is None:
+        raise ValueError("--gpus is required (except with --resume)")
+    if store is None:
+        cfg = load_config(list(req.overrides))
+        store = SweepStore(Path(cfg.sweep.results_dir) / _default_sweep_id(cfg, req.num_gpus))
+    return store, req.num_gpus, tuple(req.overrides), False
+
+
+def _make_launcher(cfg: Any, store: SweepStore, num_gpus: int) -> Any:
+    from launchers import get_launcher
+
+    backend = cfg.sweep.backend
+    launcher = get_launcher(backend, workdir=store.work_dir, log_dir=store.logs_dir)
+    limit = launcher.max_world_size()
+    if limit is not None and num_gpus > limit:
+        what = launcher.describe_limit() if hasattr(launcher, "describe_limit") else f"{limit} ranks"
+        raise ValueError(f"--gpus={num_gpus} exceeds what --backend={backend} provides here ({what}); {SUGGEST}")
+    return launcher
+
+
+def _record_planner_rejects(cfg: Any, store: SweepStore, frame: Any, done: dict[str, str], backend: str) -> int:
+    from autotune.store import write_row
+    from autotune.sweep.rows import pruned_row
+
+    rejected = frame[frame["rank"].isna()]
+    n = 0
+    for _, cand in rejected.iterrows():
+        if str(cand["candidate_id"]) in done:
+            continue
+        reason = cand["reject_reason"] if isinstance(cand["reject_reason"], str) else "predicted not to fit"
+        write_row(store.trials_dir, pruned_row(cfg, cand, reason, sweep_id=store.sweep_id, backend=backend),
+                  fsync=False)
+        n += 1
+    if n:
+        import os
+
+        os.sync()  # one flush for the batch instead of one fsync per pruned row
+    return n
+
+
+def run_sweep(req: SweepRequest, console: Any = None) -> Path:
+    """Run (or resume) a sweep; returns its folder. User mistakes raise ValueError (one line)."""
+    from autotune.config import load_config
+    from autotune.planner import NoValidLayoutError, enumerate_candidates, explain_no_layout
+    from autotune.strategies import get_strategy
+
+    console = console or make_console()
+    store, num_gpus, overrides, resuming = _open_store(req)
+    cfg = load_config(list(overrides))
+    frame = enumerate_candidates(cfg, num_gpus)
+    runnable = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
+    if runnable.empty:
+        raise NoValidLayoutError(explain_no_layout(frame, cfg, num_gpus))
+    strategy = get_strategy(cfg.sweep.strategy, runnable, cfg.sweep.max_trials, seed=cfg.train.seed)
+    if not resuming:
+        store.root.mkdir(parents=True, exist_ok=True)
+    launcher = _make_launcher(cfg, store, num_gpus)
+    if not resuming:
+        store.create(cfg.resolved_yaml, {"gpus": num_gpus, "overrides": list(overrides), "argv": list(req.argv)})
+    console.print(f"sweep {store.root}  ({'resuming, ' if resuming else ''}{num_gpus} GPUs, model {cfg.model.name}, "
+                  f"backend {cfg.sweep.backend}, strategy {cfg.sweep.strategy})", highlight=False, soft_wrap=True)
+    previous = store.read()
+    done = dict(zip(previous["candidate_id"], previous["status"]))
+    for _, prow in previous[previous["status"].isin(FINISHED)].iterrows():
+        strategy.replay(str(prow["candidate_id"]), {k: (None if _isna(v) else v) for k, v in prow.items()})
+    n_pruned = _record_planner_rejects(cfg, store, frame, done, cfg.sweep.backend)
+    console.print(f"{len(frame)} candidates: {len(runnable)} runnable, {int(frame['rank'].isna().sum())} rejected by "
+                  f"the planner ({n_pruned} recorded now); {len(strategy.results)} trial(s) already done",
+                  highlight=False)
+    try:
+        _loop(cfg, store, launcher, strategy, req, console)
+    finally:
+        launcher.close()
+    from autotune.report import print_summary
+
+    print_summary(store.root, console, top=10)
+    return store.root
+
+
+def make_console() -> Any:
+    """stdout console; piped output (CI logs, tests) gets a wide fixed width instead of rich's 80 columns."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+def _isna(v: Any) -> bool:
+    try:
+        return v is None or bool(v != v)
+    except (TypeError, ValueError):  # arrays (losses)
+        return False
+
+
+def _loop(cfg: Any, store: SweepStore, launcher: Any, strategy: Any, req: SweepRequest, console: Any) -> None:
+    from autotune.sweep.progress import SweepProgress, layout_text
+    from autotune.sweep.rows import candidate_spec, pruned_row
+
+    parallel = max(1, int(cfg.sweep.parallel))
+    faults = {i: (f, t) for i, f, t in req.inject_faults}
+    progress = SweepProgress(console, strategy.planned_total(), parallel, done_before=len(strategy.results))
+    in_flight: dict[str, tuple[Any, Any]] = {}  # trial_id -> (ask, handle)
+    started = 0
+    try:
+        while True:
+            while len(in_flight) < parallel:
+                ask = strategy.ask()
+                if ask is None:
+                    break
+                started += 1
+                fault, fault_timeout = faults.get(started, ("", None))
+                extra: dict[str, Any] = {"inject_fault": fault} if fault else {}
+                if fault_timeout is not None:
+                    extra["timeout_s"] = fault_timeout
+                if ask.timed_steps is not None:
+                    extra["timed_steps"] = ask.timed_steps
+                spec = candidate_spec(cfg, ask.candidate, sweep_id=store.sweep_id, backend=cfg.sweep.backend,
+                                      rung=ask.rung, **extra)
+                in_flight[spec.trial_id] = (ask, launcher.submit(spec))
+            if not in_flight:
+                return
+            progress.running([f"{t} {layout_text(a.candidate)}" for t, (a, _) in in_flight.items()])
+            finished = [t for t, (_, h) in in_flight.items() if h.done()]
+            if not finished:
+                time.sleep(0.2)
+                continue
+            for trial_id in finished:
+                ask, handle = in_flight.pop(trial_id)
+                row = handle.result()
+                store.write_row(row)
+                progress.finished(row)
+                for p in strategy.tell(ask, row):
+                    pruned = pruned_row(cfg, p.candidate, p.reason, sweep_id=store.sweep_id, backend=cfg.sweep.backend)
+                    store.write_row(pruned)
+                    console.print(f"  pruned {pruned['trial_id']}: {p.reason}", highlight=False, soft_wrap=True)
+    except BaseException:
+        # Interrupted: stop what runs and write nothing for it, so a resume runs those candidates again.
+        for _, handle in in_flight.values():
+            handle.cancel()
+        raise
+    finally:
+        progress.stop()
