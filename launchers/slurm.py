@@ -1,0 +1,331 @@
+"""SLURM launcher (submitit): one trial = one job, one SLURM task per rank (per GPU).
+
+Why one task per rank and not torchrun per node: SLURM then owns every rank (scancel, the time limit and
+`--kill-on-bad-exit` reach each one directly), the rank numbers are SLURM's own (SLURM_PROCID, SLURM_LOCALID) and no
+second rendezvous agent is needed. Each task runs `run_rank`, which maps SLURM's environment onto torch.distributed's
+(MASTER_ADDR = first host of SLURM_JOB_NODELIST) and runs `python -m bench_model.run` (docs/trial_protocol.md).
+
+A wave of specs (`submit_many`) becomes one job array per job shape through submitit's `executor.batch()`, capped at
+`max_in_flight` running elements (`--array=0-N%K`). One poller thread asks squeue (then sacct, for jobs squeue has
+forgotten) about every job of the launcher each `poll_s` and maps SLURM states to row statuses. The row always comes
+from RESULT.json / *.err.json on the shared filesystem, never from logs and never from submitit's pickles.
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from autotune.types import TrialSpec
+from launchers.base import Launcher, TrialHandle
+from launchers.local import REPO_ROOT, assemble_row, utc_now
+from launchers.sbatch import SlurmOptions, executor_parameters, job_shape
+
+PENDING_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED"}
+RUNNING_STATES = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+REQUEUE_STATES = {"NODE_FAIL": "NodeFail", "PREEMPTED": "Preempted", "BOOT_FAIL": "BootFail"}
+# terminal state without any result file -> (status, error_type)
+TERMINAL_STATUS = {
+    "COMPLETED": ("crash", "NoResult"), "FAILED": ("crash", "SlurmFailed"), "OUT_OF_MEMORY": ("oom", "SlurmOutOfMemory"),
+    "TIMEOUT": ("timeout", "Timeout"), "DEADLINE": ("timeout", "Timeout"), "CANCELLED": ("crash", "Cancelled"),
+    "SPECIAL_EXIT": ("crash", "SlurmFailed"), "REVOKED": ("crash", "Cancelled"), "GONE": ("crash", "NoResult"),
+    **{state: ("crash", kind) for state, kind in REQUEUE_STATES.items()},
+}
+# after our scancel, how long to wait for SLURM to report the job ended before writing the row anyway
+CANCEL_WAIT_S = 60.0
+
+
+def slurm_status(state: str) -> tuple[str, str]:
+    """(row status, error_type) of a job that ended in `state` without writing any result file."""
+    return TERMINAL_STATUS.get(state, ("crash", "SlurmFailed"))
+
+
+# ---------------------------------------------------------------- inside the job (one call per SLURM task)
+
+def expand_hostnames(nodelist: str) -> list[str]:
+    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=60)
+    names = out.stdout.split()
+    return names or [nodelist]
+
+
+def rank_env(environ: dict[str, str]) -> dict[str, str]:
+    """torch.distributed's env:// variables from SLURM's task environment. The master port is derived from the job id
+    (distinct for every job and array element), so concurrent trials on one node do not collide."""
+    first = expand_hostnames(environ["SLURM_JOB_NODELIST"])[0]
+    master = socket.gethostbyname(first)  # IPv4 of the first node ("localhost" -> 127.0.0.1 in tests)
+    per_node = re.match(r"\d+", environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_NTASKS_PER_NODE", "1"))
+    env = {"RANK": environ["SLURM_PROCID"], "WORLD_SIZE": environ["SLURM_NTASKS"],
+           "LOCAL_RANK": environ["SLURM_LOCALID"], "LOCAL_WORLD_SIZE": per_node.group(0) if per_node else "1",
+           "GROUP_RANK": environ.get("SLURM_NODEID", "0"), "MASTER_ADDR": master,
+           "MASTER_PORT": str(20000 + int(environ["SLURM_JOB_ID"]) % 20000)}
+    if master.startswith("127."):  # single host: keep gloo/NCCL bootstrap on loopback too
+        env.update(GLOO_SOCKET_IFNAME=environ.get("GLOO_SOCKET_IFNAME", "lo"),
+                   NCCL_SOCKET_IFNAME=environ.get("NCCL_SOCKET_IFNAME", "lo"))
+    return env
+
+
+def run_rank(spec_path: str, result_path: str, module: str = "bench_model.run") -> None:
+    """Entry point of every SLURM task (submitted through submitit). A failing rank exits non-zero so that
+    `srun --kill-on-bad-exit` ends its peers instead of leaving them blocked in a collective."""
+    env = dict(os.environ)
+    env.update(rank_env(env))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    proc = subprocess.run([sys.executable, "-m", module, "--spec", spec_path, "--out", result_path],
+                          env=env, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        sys.stdout.flush()
+        os._exit(proc.returncode if 0 < proc.returncode < 256 else 1)
+
+
+# ---------------------------------------------------------------- on the submitting host
+
+def query_states(job_ids: Iterable[str]) -> dict[str, str] | None:
+    """SLURM state per job id ("123" or array element "123_4"). squeue first (live jobs, and finished ones for
+    MinJobAge); sacct for ids squeue no longer knows. An id neither knows is absent. None: squeue itself failed
+    (controller briefly unreachable): no information this round, which is not the same as "every job is gone"."""
+    wanted = set(job_ids)
+    if not wanted:
+        return {}
+    states: dict[str, str] = {}
+    try:
+        out = subprocess.run(["squeue", "--states=all", "-h", "-r", "-u", getpass.getuser(), "-o", "%i|%T"],
+                             capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return None
+    if out.returncode != 0:
+        return None
+    for line in out.stdout.splitlines():
+        jid, _, state = line.strip().partition("|")
+        if jid in wanted:
+            states[jid] = state.strip()
+    missing = wanted - set(states)
+    if missing:
+        acct = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(sorted(missing))],
+                              capture_output=True, text=True, timeout=120)
+        if acct.returncode == 0:
+            for line in acct.stdout.splitlines():
+                jid, _, state = line.strip().partition("|")
+                if jid in missing and state:
+                    states[jid] = state.split()[0]  # "CANCELLED by 0" -> CANCELLED
+    return states
+
+
+class SlurmTrialHandle(TrialHandle):
+    def __init__(self, spec: TrialSpec, launcher: "SlurmLauncher", trial_dir: Path) -> None:
+        self.spec = spec
+        self.trial_dir = trial_dir
+        self.spec_path = trial_dir / "SPEC.json"
+        self.result_path = trial_dir / "RESULT.json"
+        self.job: Any = None  # submitit.slurm.slurm.SlurmJob, replaced on requeue
+        self.job_ids: list[str] = []
+        self.requeues = 0
+        self._launcher = launcher
+        self._done = threading.Event()
+        self._row: dict[str, Any] | None = None
+        self._state = "PENDING"
+        self._seen = False
+        self._t_run: float | None = None
+        self.started_at: str | None = None
+        self._cancel_requested = False
+        self._kill_sent_at: float | None = None
+        self._timed_out = False
+
+    # -- called by the launcher's poller thread only
+    def _attach(self, job: Any) -> None:
+        self.job = job
+        self.job_ids.append(str(job.job_id))
+        self._seen = False
+        self._state = "PENDING"
+
+    def _advance(self, state: str | None, now: float) -> None:
+        """One poll: `state` is SLURM's word for the job, None when neither squeue nor sacct knows it."""
+        if self._done.is_set():
+            return
+        if self._kill_sent_at is None and (self._cancel_requested or self._over_time(now)):
+            self._timed_out = not self._cancel_requested
+            self._scancel()
+            self._kill_sent_at = now
+        if state is None and not self._seen and self._kill_sent_at is None:
+            return  # submitted, not visible to squeue yet
+        self._seen = self._seen or state is not None
+        state = state or "GONE"  # forgotten by squeue (MinJobAge) and unknown to sacct: judge by the files
+        self._state = state
+        if state in PENDING_STATES or state in RUNNING_STATES or (state == "GONE" and not self._seen):
+            if state in RUNNING_STATES and self._t_run is None:
+                self._t_run, self.started_at = now, utc_now()
+            if self._kill_sent_at is None or now - self._kill_sent_at < CANCEL_WAIT_S:
+                return
+        self._finish(state, now)
+
+    def _over_time(self, now: float) -> bool:
+        return self._t_run is not None and now - self._t_run > float(self.spec.timeout_s)
+
+    def _scancel(self) -> None:
+        subprocess.run(["scancel", str(self.job.job_id)], capture_output=True, timeout=60)
+
+    def _finish(self, state: str, now: float) -> None:
+        has_files = self.result_path.exists() or any(self.trial_dir.glob("RESULT.json.rank*.err.json"))
+        ours = self._timed_out or self._cancel_requested
+        if not has_files and not ours and state in REQUEUE_STATES and self.requeues < self._launcher.options.max_requeues:
+            self.requeues += 1
+            self._t_run = None
+            self._launcher._resubmit(self)
+            return
+        wall_s = 0.0 if self._t_run is None else now - self._t_run
+        row = assemble_row(self.spec, self.result_path, timed_out=self._timed_out and not self._cancel_requested,
+                           cancelled=self._cancel_requested, returncode=None, started_at=self.started_at or utc_now(),
+                           ended_at=utc_now(), wall_s=wall_s, log_path=self.log_path, backend="slurm")
+        if not has_files and not ours:
+            status, error_type = slurm_status(state)
+            row.update(status=status, error_type=error_type,
+                       error_message=f"SLURM job {self.job.job_id} ended {state} and no rank wrote a result"
+                                     + (f" (after {self.requeues} requeue(s))" if self.requeues else ""))
+        self._row = row
+        self._done.set()
+
+    def _fail(self, error: Exception) -> None:
+        row = assemble_row(self.spec, self.result_path, timed_out=False, cancelled=False, returncode=None,
+                           started_at=self.started_at or utc_now(), ended_at=utc_now(), wall_s=0.0,
+                           log_path=self.log_path, backend="slurm")
+        if row["status"] == "crash" and row["error_type"] in (None, "NoResult", "Killed"):
+            row.update(error_type=type(error).__name__, error_message=f"slurm launcher: {error}")
+        self._row = row
+        self._done.set()
+
+    @property
+    def log_path(self) -> str:
+        try:
+            return str(self.job.paths.stdout)
+        except Exception:  # submitit path helpers need a job id
+            return str(self.trial_dir)
+
+    # -- public
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"trial {self.spec.trial_id} (SLURM job {self.job_ids}) still running after {timeout} s")
+        assert self._row is not None
+        return dict(self._row)
+
+    def cancel(self) -> None:
+        if not self._done.is_set():
+            self._cancel_requested = True
+            self._launcher._wake.set()
+        self._done.wait()
+
+    def status(self) -> str:
+        if self._done.is_set():
+            assert self._row is not None
+            return str(self._row["status"])
+        return "running" if self._state in RUNNING_STATES else "pending"
+
+
+class SlurmLauncher(Launcher):
+    """`SlurmLauncher(workdir=..., python=..., slurm={...} | partition=..., account=..., ...)`.
+
+    `workdir` must be on a filesystem the compute nodes share (each trial's SPEC.json/RESULT.json and submitit's
+    folder live there). SLURM_CONF and the rest of the submitting environment reach the jobs (sbatch --export=ALL)."""
+
+    name = "slurm"
+
+    def __init__(self, workdir: str | Path | None = None, python: str | None = None, log_dir: str | Path | None = None,
+                 slurm: dict[str, Any] | None = None, module: str = "bench_model.run", **options: Any) -> None:
+        merged = {**(slurm or {}), **options}
+        self.options = SlurmOptions.from_mapping(merged)
+        self.workdir = Path(workdir if workdir is not None else Path("results") / "_slurm_trials").resolve()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.submitit_dir = Path(log_dir).resolve() if log_dir is not None else self.workdir / "_submitit"
+        self.python = python or sys.executable
+        self.module = module  # the trial entry point (docs/trial_protocol.md); another only for protocol tests
+        self._handles: list[SlurmTrialHandle] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = False
+        self._poller: threading.Thread | None = None
+
+    def _executor(self, spec: TrialSpec) -> Any:
+        import submitit  # lazy: `autotune plan` never pays for it
+
+        ex = submitit.SlurmExecutor(folder=self.submitit_dir / "%j", python=shlex.quote(self.python))
+        setup = [f"export PYTHONPATH={shlex.quote(str(REPO_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}"]
+        ex.update_parameters(**executor_parameters(job_shape(spec, self.options), self.options,
+                                                   f"autotune-{spec.sweep_id}", setup))
+        return ex
+
+    def _prepare(self, spec: TrialSpec) -> SlurmTrialHandle:
+        trial_dir = self.workdir / spec.trial_id
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        for stale in trial_dir.glob("RESULT.json*"):  # a re-run must not read an old result
+            stale.unlink()
+        (trial_dir / "SPEC.json").write_text(spec.to_json())
+        return SlurmTrialHandle(spec, self, trial_dir)
+
+    def submit_many(self, specs: list[TrialSpec]) -> list[SlurmTrialHandle]:
+        """One job array per job shape (same nodes/tasks/time limit), via submitit's executor.batch()."""
+        if self._closed:
+            raise RuntimeError("launcher is closed")
+        handles = [self._prepare(s) for s in specs]
+        groups: dict[tuple, list[SlurmTrialHandle]] = {}
+        for h in handles:
+            groups.setdefault((job_shape(h.spec, self.options), h.spec.sweep_id), []).append(h)
+        for members in groups.values():
+            ex = self._executor(members[0].spec)
+            with ex.batch():
+                jobs = [ex.submit(run_rank, str(h.spec_path), str(h.result_path), self.module) for h in members]
+            for h, job in zip(members, jobs):
+                h._attach(job)
+        with self._lock:
+            self._handles.extend(handles)
+        self._ensure_poller()
+        return handles
+
+    def submit(self, spec: TrialSpec) -> SlurmTrialHandle:
+        return self.submit_many([spec])[0]
+
+    def _resubmit(self, handle: SlurmTrialHandle) -> None:
+        for stale in handle.trial_dir.glob("RESULT.json*"):
+            stale.unlink()
+        handle._attach(self._executor(handle.spec).submit(run_rank, str(handle.spec_path), str(handle.result_path),
+                                                        self.module))
+
+    def _ensure_poller(self) -> None:
+        if self._poller is None or not self._poller.is_alive():
+            self._poller = threading.Thread(target=self._poll_loop, name="slurm-poller", daemon=True)
+            self._poller.start()
+
+    def _poll_loop(self) -> None:
+        while True:
+            with self._lock:
+                active = [h for h in self._handles if not h.done()]
+            if not active:
+                return
+            states = query_states(str(h.job.job_id) for h in active)
+            now = time.monotonic()
+            for h in active if states is not None else ():
+                try:
+                    h._advance(states.get(str(h.job.job_id)), now)
+                except Exception as e:  # a broken trial must not stop the poller for all the others
+                    h._fail(e)
+            self._wake.wait(self.options.poll_s)
+            self._wake.clear()
+
+    def close(self) -> None:
+        """Cancel every job still pending or running (a stopped sweep leaves nothing behind in the queue)."""
+        self._closed = True
+        with self._lock:
+            active = [h for h in self._handles if not h.done()]
+        for h in active:
+            h._cancel_requested = True
+        self._wake.set()
+        for h in active:
+            h._done.wait(CANCEL_WAIT_S + 2 * self.options.poll_s + 10)
