@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,9 @@ class SweepSpec:
     parallel: int = 1
     timeout_s: float = 600.0
     results_dir: str = "results"
+    # backend blocks, passed to the launcher as options and checked there (launchers/sbatch.py, launchers/ray_launcher.py)
+    slurm: dict[str, Any] = field(default_factory=dict)
+    ray: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("max_trials", "timed_steps", "parallel"):
