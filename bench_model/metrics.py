@@ -1,0 +1,77 @@
+"""Measurements around the training loop: the CPU matmul peak used for MFU, peak memory, and provenance fields."""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import resource
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def measured_matmul_peak_flops(compute_dtype: str, size: int = 512, reps: int = 5) -> float:
+    """FLOP/s of a square matmul on this CPU rank, best of `reps` (2*n^3 FLOPs each). All ranks measure at the same
+    time, so cores shared by ranks are shared here too: the peak is what one rank can get while its peers run."""
+    dtype = _DTYPES.get(compute_dtype, torch.float32)
+    a = torch.randn(size, size).to(dtype)
+    b = torch.randn(size, size).to(dtype)
+    a @ b  # warm-up (thread pool, packing buffers)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * size**3 / best
+
+
+def peak_memory_bytes(device: torch.device) -> tuple[int, int]:
+    """(allocated, reserved) peak of this rank. CUDA: allocator max_memory_allocated / max_memory_reserved.
+    CPU: there is no allocator counter, so both are the process's peak resident set size (ru_maxrss, KiB on Linux),
+    which includes the Python/torch runtime."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return rss, rss
+
+
+def address_space_bytes() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("VmSize not found in /proc/self/status")
+
+
+def limit_address_space(extra_bytes: int) -> None:
+    """RLIMIT_AS = current size + extra: allocations beyond it fail with ENOMEM (trial protocol memory_limit_bytes)."""
+    limit = address_space_bytes() + int(extra_bytes)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def code_version() -> str:
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "describe", "--always", "--dirty", "--tags"],
+                             capture_output=True, text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        from importlib.metadata import version
+
+        return version("autotune")
+    except Exception:  # noqa: BLE001 - provenance is best effort
+        return "unknown"
+
+
+def hostname() -> str:
+    return os.uname().nodename

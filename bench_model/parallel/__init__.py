@@ -1,0 +1,25 @@
+"""`parallelize`: apply parallelism to one (pipeline-stage) model from outside, in the fixed torchtitan order
+TP + SP -> CP -> activation recompute -> data parallel (ZeRO stage over dp x cp). Pipeline splitting happens before,
+in bench_model.parallel.pipeline."""
+from __future__ import annotations
+
+from torch import nn
+
+from autotune.types import ParallelPlan
+from bench_model.parallel.context_parallel import apply_context_parallel
+from bench_model.parallel.data_parallel import apply_data_parallel, needs_fsdp
+from bench_model.parallel.mesh import Meshes, build_meshes
+from bench_model.parallel.recompute import apply_recompute
+from bench_model.parallel.tensor_parallel import apply_tensor_parallel
+
+__all__ = ["Meshes", "build_meshes", "parallelize"]
+
+
+def parallelize(model: nn.Module, meshes: Meshes, plan: ParallelPlan, precision: str) -> None:
+    if plan.tp > 1:
+        apply_tensor_parallel(model, meshes.tp, plan.sequence_parallel)
+    if plan.cp > 1:
+        apply_context_parallel(model, meshes.cp)
+    apply_recompute(model, plan.recompute)
+    if needs_fsdp(plan.dp * plan.cp, precision):
+        apply_data_parallel(model, meshes, plan.zero_stage, precision)

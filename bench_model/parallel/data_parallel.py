@@ -1,0 +1,116 @@
+"""Data parallelism by ZeRO stage (Rajbhandari et al. 2020, "ZeRO", Sec 5) over the flattened dp x cp group
+(N = dp*cp ranks; CP ranks hold identical parameters and see different tokens, so they join gradient reduction; this is
+torchtitan's dp_shard_cp). Every stage uses FSDP2 `fully_shard` per transformer block plus one root unit (embedding,
+final norm, head), so all stages share one code path, one mixed-precision policy and per-block communication overlapped
+with compute. Exactly what one rank holds, with P = this rank's parameters after TP/PP (fp32):
+
+  stage 0  DDP semantics. FSDP2 as HSDP on mesh (replicate=N, shard=1): full P params, full P grads (fp32), full AdamW
+           state (2P fp32). Gradients are all-reduced (mean) once per optimizer step, per block, overlapped with backward
+           (no sync on earlier gradient-accumulation micro-batches).
+  stage 1  As stage 0 for params and grads (all-reduced), but AdamW state is sharded: each rank keeps an fp32 slice of
+           ceil(numel/N) elements of every parameter (the slice it updates) plus 2 state tensors of that size, i.e.
+           P/N master slice + 2P/N state. After the update one flat all-gather refreshes the full parameters.
+  stage 2  FSDP2 fully_shard over N with reshard_after_forward=False: params sharded at rest (P/N), gathered per
+           block for forward and kept gathered until backward (so a full gathered copy of every block on this rank
+           is alive from its forward until its backward: peak ~P in compute dtype during the step), grads
+           reduce-scattered (mean) to P/N after every micro-batch, AdamW state 2P/N.
+  stage 3  As stage 2 with reshard_after_forward=True: each block's gathered params are freed after its forward and
+           re-gathered in backward; at most the current block (plus the one FSDP prefetches) is gathered at a time.
+
+Mixed precision (train.precision=bf16): parameters, gradients after reduction and AdamW state are fp32; FSDP2 casts the
+gathered parameters to bf16 for compute (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), so activations
+are bf16 and the gathered-parameter buffers are bf16 (P*2 bytes per gathered block). fp32: everything fp32. Root unit
+(embedding, final norm, output head) is gathered for the whole step (reshard_after_forward=False) in every stage.
+With N == 1 and fp32 no wrapper is applied (nothing to reduce or cast)."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.tensor import DTensor
+
+try:  # public from torch 2.6
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+except ImportError:  # pragma: no cover - torch < 2.6
+    from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
+
+from bench_model.parallel.mesh import Meshes
+
+
+def needs_fsdp(num_dp_ranks: int, precision: str) -> bool:
+    return num_dp_ranks > 1 or precision == "bf16"
+
+
+def apply_data_parallel(model: nn.Module, meshes: Meshes, zero_stage: int, precision: str) -> None:
+    mesh = meshes.hsdp if zero_stage in (0, 1) else meshes.dp_cp
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if precision == "bf16" else torch.float32,
+                              reduce_dtype=torch.float32)
+    for block in model.layers.values():
+        fully_shard(block, mesh=mesh, reshard_after_forward=(zero_stage == 3), mp_policy=mp)
+    fully_shard(model, mesh=mesh, reshard_after_forward=False, mp_policy=mp)
+
+
+def set_gradient_sync(parts: list[nn.Module], zero_stage: int, last_microbatch: bool) -> None:
+    """Stages 0/1 reduce once per step (DDP no_sync); stages 2/3 reduce-scatter every micro-batch (grads sharded)."""
+    for part in parts:
+        if hasattr(part, "set_requires_gradient_sync"):
+            part.set_requires_gradient_sync(last_microbatch or zero_stage >= 2)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+class ZeRO1AdamW:
+    """AdamW with optimizer state sharded over `group` (ZeRO stage 1). AdamW is elementwise, so updating slices with
+    `torch.optim.AdamW` gives the same numbers as the unsharded optimizer. Gradients must already be reduced."""
+
+    def __init__(self, params: list[nn.Parameter], group: dist.ProcessGroup, **adamw_kwargs):
+        self.params = [p for p in params if p.requires_grad]
+        self.group, self.n, self.rank = group, dist.get_world_size(group), dist.get_rank(group)
+        self.slices: list[tuple[int, int, int]] = []  # (start, end, chunk) into each flattened local parameter
+        shards = []
+        for p in self.params:
+            numel = _local(p).numel()
+            chunk = math.ceil(numel / self.n)
+            start, end = min(self.rank * chunk, numel), min((self.rank + 1) * chunk, numel)
+            self.slices.append((start, end, chunk))
+            shards.append(nn.Parameter(_local(p).detach().reshape(-1)[start:end].clone()))
+        self.shards = shards
+        self.inner = torch.optim.AdamW(shards, **adamw_kwargs)
+        self.param_groups = self.inner.param_groups
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for p, shard, (start, end, _) in zip(self.params, self.shards, self.slices):
+            shard.grad = _local(p.grad).reshape(-1)[start:end] if p.grad is not None else None
+        self.inner.step()
+        self._all_gather()
+
+    @torch.no_grad()
+    def _all_gather(self) -> None:
+        chunks = [c for _, _, c in self.slices]
+        send = torch.zeros(sum(chunks), dtype=self.shards[0].dtype, device=self.shards[0].device)
+        offset = 0
+        for shard, c in zip(self.shards, chunks):
+            send[offset:offset + shard.numel()] = shard
+            offset += c
+        recv = torch.empty(self.n, send.numel(), dtype=send.dtype, device=send.device)
+        dist.all_gather_into_tensor(recv, send, group=self.group)
+        offset = 0
+        for p, c in zip(self.params, chunks):
+            local = _local(p)
+            local.view(-1).copy_(recv[:, offset:offset + c].reshape(-1)[:local.numel()])
+            offset += c
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+        for s in self.shards:
+            s.grad = None
+
+    def state_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for st in self.inner.state.values() for t in st.values()
+                   if isinstance(t, torch.Tensor))

@@ -1,0 +1,48 @@
+"""The world as one DeviceMesh ("pp", "dp", "cp", "unit", "tp"), picotron-style: rank = ((pp*dp + dp)*cp + cp)*tp + tp,
+so TP neighbours are adjacent ranks (same node) and PP is the outermost axis. "unit" is a size-1 axis that lets ZeRO
+stages 0/1 run FSDP2 as HSDP with (replicate = dp*cp, shard = 1), i.e. DDP semantics. "dp_cp" is dp and cp flattened:
+the data-parallel group over which parameters are replicated/sharded and gradients reduced (torchtitan's dp_shard_cp)."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+from autotune.types import ParallelPlan
+
+AXES = ("pp", "dp", "cp", "unit", "tp")
+
+
+@dataclass(frozen=True)
+class Meshes:
+    world: DeviceMesh
+    pp: DeviceMesh
+    tp: DeviceMesh
+    cp: DeviceMesh
+    dp_cp: DeviceMesh  # 1-D, dp*cp ranks
+    hsdp: DeviceMesh  # 2-D (dp_cp, unit): FSDP2 replicate x shard(=1)
+
+    @property
+    def pp_rank(self) -> int:
+        return self.pp.get_local_rank()
+
+    @property
+    def dp_rank(self) -> int:
+        return self.world.get_local_rank("dp")
+
+    @property
+    def cp_rank(self) -> int:
+        return self.cp.get_local_rank()
+
+
+def build_meshes(plan: ParallelPlan, device_type: str, world_size: int) -> Meshes:
+    if plan.world_size != world_size:
+        raise ValueError(f"plan dp({plan.dp}) * tp({plan.tp}) * pp({plan.pp}) * cp({plan.cp}) = {plan.world_size} "
+                         f"!= world_size({world_size})")
+    world = init_device_mesh(device_type, (plan.pp, plan.dp, plan.cp, 1, plan.tp), mesh_dim_names=AXES)
+    dp_cp = world["dp", "cp"]._flatten("dp_cp")  # private but stable since torch 2.5; torchtitan relies on it
+    with warnings.catch_warnings():  # slicing a flattened dim with another one warns of a future deprecation
+        warnings.simplefilter("ignore", UserWarning)
+        hsdp = world["dp_cp", "unit"]
+    return Meshes(world=world, pp=world["pp"], tp=world["tp"], cp=world["cp"], dp_cp=dp_cp, hsdp=hsdp)

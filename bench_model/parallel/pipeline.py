@@ -1,0 +1,80 @@
+"""Pipeline parallelism with torch.distributed.pipelining: manual stage split of the Llama (layers keyed by global
+index, so a stage is the full model with the other layers deleted), one PipelineStage per virtual stage, and the
+GPipe / 1F1B (Narayanan et al. 2021, PipeDream-Flush) / interleaved 1F1B (Narayanan et al. 2021, Megatron-LM Sec 2.2)
+schedules with n_microbatches = grad_accum_steps.
+
+Stage placement: num_stages = pp*vpp; rank r of the pp group holds stages r, r+pp, ..., r+(vpp-1)*pp (loop order, as
+the interleaved schedule expects). Layers: each stage gets floor(L/S); the L mod S extra layers go to the middle stages
+first (1, 2, ..., S-2), then stage 0, then stage S-1, so the first stage (embedding) and the last stage (final norm +
+output head + loss) take fewer layers when S does not divide L."""
+from __future__ import annotations
+
+import copy
+import inspect
+
+import torch
+from torch import nn
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+
+from bench_model.parallel.mesh import Meshes
+
+_SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
+_HAS_SCALE_GRADS = "scale_grads" in inspect.signature(Schedule1F1B.__init__).parameters
+
+
+def layer_split(num_layers: int, num_stages: int) -> list[list[int]]:
+    """Global layer indices of each stage."""
+    if num_stages > num_layers:
+        raise ValueError(f"plan.pp*vpp={num_stages} must be <= model.num_layers={num_layers}")
+    counts = [num_layers // num_stages] * num_stages
+    order = list(range(1, num_stages - 1)) + [0, num_stages - 1]
+    for i in range(num_layers % num_stages):
+        counts[order[i]] += 1
+    out, start = [], 0
+    for c in counts:
+        out.append(list(range(start, start + c)))
+        start += c
+    return out
+
+
+def stage_indices(pp: int, vpp: int, pp_rank: int) -> list[int]:
+    return [pp_rank + k * pp for k in range(vpp)]
+
+
+def build_stage_module(full: nn.Module, stage: int, num_stages: int, layers: list[int]) -> nn.Module:
+    """A deep copy of the (meta) model holding only `layers`; embedding only on stage 0, norm + head only on the last."""
+    if full.spec.tie_embeddings and num_stages > 1:
+        raise ValueError("model.tie_embeddings=true with plan.pp > 1: tied embeddings would span stages "
+                         "(bench_model does not support it)")
+    part = copy.deepcopy(full)
+    keep = {str(i) for i in layers}
+    for key in list(part.layers.keys()):
+        if key not in keep:
+            del part.layers[key]
+    if stage != 0:
+        part.tok_embeddings = None
+    if stage != num_stages - 1:
+        part.norm, part.output = None, None
+    return part
+
+
+def build_schedule(parts: list[nn.Module], stages: list[int], num_stages: int, meshes: Meshes, pp_schedule: str,
+                   n_microbatches: int, loss_fn, device: torch.device):
+    pipe_stages = [PipelineStage(part, idx, num_stages, device, group=meshes.pp.get_group())
+                   for part, idx in zip(parts, stages)]
+    cls = _SCHEDULES[pp_schedule]
+    kwargs = {"scale_grads": True} if _HAS_SCALE_GRADS else {}
+    if not _HAS_SCALE_GRADS:  # older torch sums micro-batch gradients: average in the loss instead
+        base = loss_fn
+        loss_fn = lambda out, tgt: base(out, tgt) / n_microbatches  # noqa: E731
+    if cls is ScheduleInterleaved1F1B:
+        return cls(pipe_stages, n_microbatches=n_microbatches, loss_fn=loss_fn, **kwargs)
+    if len(pipe_stages) != 1:
+        raise ValueError(f"plan.pp_schedule={pp_schedule!r} runs one stage per rank; vpp={len(pipe_stages)} needs "
+                         "interleaved_1f1b")
+    return cls(pipe_stages[0], n_microbatches=n_microbatches, loss_fn=loss_fn, **kwargs)
+
+
+def losses_are_scaled() -> bool:
+    """True when the per-micro-batch losses the schedule returns were divided by n_microbatches (torch < 2.6)."""
+    return not _HAS_SCALE_GRADS

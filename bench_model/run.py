@@ -1,0 +1,131 @@
+"""Trial entry point (docs/trial_protocol.md): `python -m bench_model.run --spec SPEC.json --out RESULT.json` on every
+rank under torchrun, or `main(argv)` in a process that has the torch.distributed environment (a single process
+without it runs as a world of 1 on 127.0.0.1).
+
+Rank 0 writes RESULT.json atomically after a barrier and before any teardown. A failing rank writes
+RESULT.json.rank<R>.err.json and exits at once with os._exit (3 = oom, 1 = crash) so torchrun tears down the others.
+OOM is recognised by type: torch.OutOfMemoryError (CUDA) and MemoryError (CPU; see `as_memory_error`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_CRASH, EXIT_OOM = 0, 1, 3
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench_model.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, help="TrialSpec JSON file")
+    parser.add_argument("--out", required=True, help="result JSON path (rank 0 writes it)")
+    return parser.parse_args(argv)
+
+
+def write_json_atomic(path: Path, obj: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def as_memory_error(exc: BaseException) -> BaseException:
+    """torch's CPU allocator reports ENOMEM as a plain c10::Error (RuntimeError "DefaultCPUAllocator: can't allocate
+    memory", verified on torch 2.13), not as an exception type. This is the single place that maps it to MemoryError,
+    so everything downstream classifies by type. Walks the __cause__/__context__ chain (pipelining re-raises)."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, (MemoryError,)) or type(seen).__name__ == "OutOfMemoryError":
+            return seen
+        if isinstance(seen, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(seen):
+            return MemoryError(str(seen).strip().splitlines()[-1])
+        seen = seen.__cause__ or seen.__context__
+    return exc
+
+
+def is_oom(exc: BaseException) -> bool:
+    import torch
+
+    exc = as_memory_error(exc)
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError))
+
+
+def _ensure_env() -> None:
+    """A bare process (no torchrun) is a world of 1 on loopback."""
+    if "RANK" in os.environ:
+        return
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+
+
+def fault_hook(spec, rank: int):
+    def hook() -> None:
+        fault = spec.inject_fault
+        if fault == "crash" or (fault == "crash_rank1" and rank == 1):
+            raise RuntimeError(f"injected fault {fault!r} on rank {rank}")
+        if fault == "hang" and rank == 0:
+            while True:  # the others block in the next collective; only the launcher's timeout ends this
+                time.sleep(60)
+        if fault == "kill_rank1" and rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+    if spec.inject_fault not in ("", "crash", "crash_rank1", "hang", "kill_rank1"):
+        raise ValueError(f"inject_fault={spec.inject_fault!r} must be one of '', crash, crash_rank1, hang, kill_rank1")
+    return hook
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    out = Path(args.out)
+    _ensure_env()
+    rank = int(os.environ["RANK"])
+    try:
+        from autotune.types import TrialSpec
+        from bench_model.trial import run_trial
+
+        spec = TrialSpec.from_json(Path(args.spec).read_text())
+        row = run_trial(spec, fault_hook(spec, rank))
+        if rank == 0:
+            write_json_atomic(out, row)
+    except BaseException as e:  # noqa: BLE001 - every failure becomes an err file and an exit code
+        exc = as_memory_error(e)
+        status = "oom" if is_oom(e) else "crash"
+        traceback.print_exc()
+        err = {"rank": rank, "status": status, "error_type": type(exc).__name__,
+               "error_message": (str(exc).strip().splitlines() or [""])[-1][:500]}
+        try:
+            write_json_atomic(out.with_name(f"{out.name}.rank{rank}.err.json"), err)
+            print(f"[rank {rank}] {status}: {err['error_type']}: {err['error_message']}", file=sys.stderr, flush=True)
+        finally:
+            return EXIT_OOM if status == "oom" else EXIT_CRASH
+    _teardown()
+    return EXIT_OK
+
+
+def _teardown() -> None:
+    import torch.distributed as dist
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code != EXIT_OK:
+        os._exit(code)  # no teardown: peers may be blocked in a collective; torchrun reaps them
+    sys.exit(code)

@@ -1,0 +1,159 @@
+"""Build one layout from a TrialSpec and run its timed training loop.
+
+Loss: mean cross-entropy over every token of the global batch. Each micro-batch's loss is the mean over its tokens,
+and all micro-batches hold the same number of tokens, so averaging per micro-batch (1/grad_accum, or the pipeline
+schedule's gradient scaling) and then across the dp x cp group (FSDP's mean reduction) gives the global mean. TP ranks
+compute the same (replicated) loss through `loss_parallel`."""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from autotune.types import TrialSpec
+from bench_model import data
+from bench_model.model import build_meta_model
+from bench_model.parallel import Meshes, build_meshes, parallelize
+from bench_model.parallel.context_parallel import cp_positions
+from bench_model.parallel.data_parallel import ZeRO1AdamW, needs_fsdp, set_gradient_sync
+from bench_model.parallel.pipeline import build_schedule, build_stage_module, layer_split, losses_are_scaled, stage_indices
+from bench_model.weights import init_parameters
+
+ADAMW = dict(betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """logits (B, S, V) [vocab-sharded DTensor under TP], labels (B, S) -> mean over tokens, in fp32."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+
+
+@dataclass
+class Trainer:
+    spec: TrialSpec
+    device: torch.device
+    meshes: Meshes
+    parts: list[nn.Module]
+    optimizer: object
+    schedule: object | None
+    is_first: bool
+    is_last: bool
+    positions: torch.Tensor | None
+    step_times_s: list[float] = field(default_factory=list)
+
+    def loss_context(self):
+        if self.spec.plan.tp > 1:
+            from torch.distributed.tensor.parallel import loss_parallel
+
+            return loss_parallel()
+        return contextlib.nullcontext()
+
+    def local_batch(self, step: int, indices: range) -> tuple[torch.Tensor, torch.Tensor]:
+        t = self.spec.train
+        tokens, labels = data.batch(t.seed, step, indices, t.seq_len, self.spec.model.vocab_size, self.positions)
+        return tokens.to(self.device), labels.to(self.device)
+
+    def step(self, step: int) -> torch.Tensor:
+        """One optimizer step; returns this rank's mean loss (zero on non-last pipeline stages), not synchronised."""
+        p = self.spec.plan
+        indices = data.rank_sample_range(self.meshes.dp_rank, p.micro_batch_size, p.grad_accum_steps)
+        loss = self._pipeline_step(step, indices) if self.schedule is not None else self._flat_step(step, indices)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    def _flat_step(self, step: int, indices: range) -> torch.Tensor:
+        p, model = self.spec.plan, self.parts[0]
+        total = torch.zeros((), device=self.device)
+        for m in range(p.grad_accum_steps):
+            mb = indices[m * p.micro_batch_size:(m + 1) * p.micro_batch_size]
+            tokens, labels = self.local_batch(step, mb)
+            set_gradient_sync(self.parts, p.zero_stage, m == p.grad_accum_steps - 1)
+            with self.loss_context():
+                loss = cross_entropy(model(tokens), labels) / p.grad_accum_steps
+                loss.backward()
+            total += loss.detach()
+        return total
+
+    def _pipeline_step(self, step: int, indices: range) -> torch.Tensor:
+        tokens, labels = self.local_batch(step, indices)  # (mbs*ga, S); the schedule splits micro-batches on dim 0
+        losses: list[torch.Tensor] = []
+        args = (tokens,) if self.is_first else ()
+        kwargs = dict(target=labels, losses=losses) if self.is_last else {}
+        with self.loss_context():
+            self.schedule.step(*args, **kwargs)
+        if not self.is_last:
+            return torch.zeros((), device=self.device)
+        stacked = torch.stack([x.detach().float() for x in losses])
+        return stacked.sum() if losses_are_scaled() else stacked.mean()
+
+
+def build_trainer(spec: TrialSpec, device: torch.device) -> Trainer:
+    p, m, t = spec.plan, spec.model, spec.train
+    if t.global_batch_size != p.dp * p.micro_batch_size * p.grad_accum_steps:
+        raise ValueError(f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
+                         f"({p.micro_batch_size}) * grad_accum_steps({p.grad_accum_steps})")
+    meshes = build_meshes(p, device.type, dist.get_world_size())
+    full = build_meta_model(m, t.seq_len)
+    num_stages = p.pp * p.vpp
+    if p.pp > 1:
+        stages = stage_indices(p.pp, p.vpp, meshes.pp_rank)
+        split = layer_split(m.num_layers, num_stages)
+        parts = [build_stage_module(full, s, num_stages, split[s]) for s in stages]
+    else:
+        stages, parts = [0], [full]
+    for part in parts:
+        parallelize(part, meshes, p, t.precision)
+        part.to_empty(device=device)
+        init_parameters(part, t.seed, m.num_layers, device)
+    params = [q for part in parts for q in part.parameters()]
+    optimizer = _make_optimizer(params, spec, meshes)
+    schedule = None
+    if p.pp > 1:
+        schedule = build_schedule(parts, stages, num_stages, meshes, p.pp_schedule, p.grad_accum_steps,
+                                  cross_entropy, device)
+    positions = cp_positions(t.seq_len, p.cp, meshes.cp_rank) if p.cp > 1 else None
+    return Trainer(spec=spec, device=device, meshes=meshes, parts=parts, optimizer=optimizer, schedule=schedule,
+                   is_first=0 in stages, is_last=(num_stages - 1) in stages, positions=positions)
+
+
+def _make_optimizer(params: list[nn.Parameter], spec: TrialSpec, meshes: Meshes):
+    from torch.distributed.tensor import DTensor
+
+    if spec.train.optimizer != "adamw":
+        raise ValueError(f"train.optimizer={spec.train.optimizer!r}: bench_model implements adamw only")
+    kwargs = dict(lr=spec.train.lr, **ADAMW)
+    kinds = {isinstance(q, DTensor) for q in params}
+    if len(kinds) > 1:  # foreach kernels cannot mix DTensor and plain tensors (TP without SP and without FSDP)
+        kwargs["foreach"] = False
+    p = spec.plan
+    if p.zero_stage == 1 and needs_fsdp(p.dp * p.cp, spec.train.precision) and p.dp * p.cp > 1:
+        return ZeRO1AdamW(params, meshes.dp_cp.get_group(), **kwargs)
+    return torch.optim.AdamW(params, **kwargs)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
+    """warmup_steps untimed + timed_steps timed; step times are this rank's wall time between device syncs."""
+    spec = trainer.spec
+    losses = []
+    dist.barrier()
+    for step in range(spec.warmup_steps + spec.timed_steps):
+        timed = step >= spec.warmup_steps
+        if timed and step == spec.warmup_steps:
+            fault_hook()
+        synchronize(trainer.device)
+        t0 = time.perf_counter()
+        losses.append(trainer.step(step))
+        synchronize(trainer.device)
+        if timed:
+            trainer.step_times_s.append(time.perf_counter() - t0)
+    return losses

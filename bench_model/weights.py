@@ -1,0 +1,22 @@
+"""Deterministic initialisation of a parallelised (DTensor) model: every rank draws the *full* fp32 value of each
+parameter from the per-name seeded generator of bench_model.model.full_init_tensor and keeps its own shard. Replicate ->
+Shard redistribution is a local slice (no communication), so the result equals the single-device init in every layout."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor, Replicate
+
+from bench_model.model import full_init_tensor
+
+
+@torch.no_grad()
+def init_parameters(module: nn.Module, seed: int, num_layers: int, device: torch.device) -> None:
+    for name, p in module.named_parameters():
+        full = full_init_tensor(name, tuple(p.shape), seed, num_layers).to(device=device, dtype=p.dtype)
+        if isinstance(p, DTensor):
+            src = DTensor.from_local(full, p.device_mesh, [Replicate()] * p.device_mesh.ndim, run_check=False)
+            p.to_local().copy_(src.redistribute(p.device_mesh, p.placements).to_local())
+        else:
+            p.copy_(full)
+    module.init_buffers(device)
