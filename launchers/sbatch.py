@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import shlex
+import socket
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from autotune.types import TrialSpec
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # sbatch option values we accept from config: partition/account/qos/job names and constraint expressions
 # ("a100&ib", "[rack1|rack2]*2"). No whitespace, quotes, backslash, `$`, backtick or `;`.
@@ -51,6 +58,7 @@ class SlurmOptions:
     max_in_flight: int = 16  # job-array parallelism: `--array=0-N%max_in_flight`
     max_requeues: int = 2  # NODE_FAIL / PREEMPTED / BOOT_FAIL resubmissions per trial
     poll_s: float = 5.0  # squeue/sacct period (one call for all jobs of the launcher)
+    batch_window_s: float = 0.5  # trials submitted this close together leave as one job array
     controller_partition: str | None = None  # `autotune submit`: where the controller job runs (None = partition)
     controller_time_min: int = 24 * 60
     controller_cpus: int = 2
@@ -69,7 +77,7 @@ class SlurmOptions:
                 raise ValueError(f"sweep.slurm.{name}={v!r} must be an integer >= 1")
         if isinstance(self.max_requeues, bool) or not isinstance(self.max_requeues, int) or self.max_requeues < 0:
             raise ValueError(f"sweep.slurm.max_requeues={self.max_requeues!r} must be an integer >= 0")
-        for name in ("time_limit_factor", "startup_s", "poll_s"):
+        for name in ("time_limit_factor", "startup_s", "poll_s", "batch_window_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise ValueError(f"sweep.slurm.{name}={v!r} must be a number > 0")
@@ -188,3 +196,42 @@ def controller_script(sweep_argv: list[str], *, python: str, workdir: str, log_p
               "set -euo pipefail", f"cd {q(workdir)}",
               " ".join(["exec", q(python), "-m", "autotune.cli.main", "sweep", *(q(a) for a in sweep_argv)]), ""]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- inside the job (one call per SLURM task)
+# Kept in this light module: each of the job's tasks imports it (submitit unpickles `run_rank` by reference), and
+# pulling pyarrow in through launchers.local would cost every rank a second of CPU on a busy node.
+
+def expand_hostnames(nodelist: str) -> list[str]:
+    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=60)
+    names = out.stdout.split()
+    return names or [nodelist]
+
+
+def rank_env(environ: dict[str, str]) -> dict[str, str]:
+    """torch.distributed's env:// variables from SLURM's task environment. The master port is derived from the job id
+    (distinct for every job and array element), so concurrent trials on one node do not collide."""
+    first = expand_hostnames(environ["SLURM_JOB_NODELIST"])[0]
+    master = socket.gethostbyname(first)  # IPv4 of the first node ("localhost" -> 127.0.0.1 in tests)
+    per_node = re.match(r"\d+", environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_NTASKS_PER_NODE", "1"))
+    env = {"RANK": environ["SLURM_PROCID"], "WORLD_SIZE": environ["SLURM_NTASKS"],
+           "LOCAL_RANK": environ["SLURM_LOCALID"], "LOCAL_WORLD_SIZE": per_node.group(0) if per_node else "1",
+           "GROUP_RANK": environ.get("SLURM_NODEID", "0"), "MASTER_ADDR": master,
+           "MASTER_PORT": str(20000 + int(environ["SLURM_JOB_ID"]) % 20000)}
+    if master.startswith("127."):  # single host: keep gloo/NCCL bootstrap on loopback too
+        env.update(GLOO_SOCKET_IFNAME=environ.get("GLOO_SOCKET_IFNAME", "lo"),
+                   NCCL_SOCKET_IFNAME=environ.get("NCCL_SOCKET_IFNAME", "lo"))
+    return env
+
+
+def run_rank(spec_path: str, result_path: str, module: str = "bench_model.run") -> None:
+    """Entry point of every SLURM task (submitted through submitit). A failing rank exits non-zero so that
+    `srun --kill-on-bad-exit` ends its peers instead of leaving them blocked in a collective."""
+    env = dict(os.environ)
+    env.update(rank_env(env))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    proc = subprocess.run([sys.executable, "-m", module, "--spec", spec_path, "--out", result_path],
+                          env=env, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        sys.stdout.flush()
+        os._exit(proc.returncode if 0 < proc.returncode < 256 else 1)

@@ -2,7 +2,7 @@
 
 Why one task per rank and not torchrun per node: SLURM then owns every rank (scancel, the time limit and
 `--kill-on-bad-exit` reach each one directly), the rank numbers are SLURM's own (SLURM_PROCID, SLURM_LOCALID) and no
-second rendezvous agent is needed. Each task runs `run_rank`, which maps SLURM's environment onto torch.distributed's
+second rendezvous agent is needed. Each task runs `launchers.sbatch.run_rank`, which maps SLURM's environment onto torch.distributed's
 (MASTER_ADDR = first host of SLURM_JOB_NODELIST) and runs `python -m bench_model.run` (docs/trial_protocol.md).
 
 A wave of specs (`submit_many`) becomes one job array per job shape through submitit's `executor.batch()`, capped at
@@ -13,10 +13,7 @@ from RESULT.json / *.err.json on the shared filesystem, never from logs and neve
 from __future__ import annotations
 
 import getpass
-import os
-import re
 import shlex
-import socket
 import subprocess
 import sys
 import threading
@@ -27,7 +24,7 @@ from typing import Any, Iterable
 from autotune.types import TrialSpec
 from launchers.base import Launcher, TrialHandle
 from launchers.local import REPO_ROOT, assemble_row, utc_now
-from launchers.sbatch import SlurmOptions, executor_parameters, job_shape
+from launchers.sbatch import SlurmOptions, executor_parameters, job_shape, run_rank
 
 PENDING_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED"}
 RUNNING_STATES = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"}
@@ -46,43 +43,6 @@ CANCEL_WAIT_S = 60.0
 def slurm_status(state: str) -> tuple[str, str]:
     """(row status, error_type) of a job that ended in `state` without writing any result file."""
     return TERMINAL_STATUS.get(state, ("crash", "SlurmFailed"))
-
-
-# ---------------------------------------------------------------- inside the job (one call per SLURM task)
-
-def expand_hostnames(nodelist: str) -> list[str]:
-    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=60)
-    names = out.stdout.split()
-    return names or [nodelist]
-
-
-def rank_env(environ: dict[str, str]) -> dict[str, str]:
-    """torch.distributed's env:// variables from SLURM's task environment. The master port is derived from the job id
-    (distinct for every job and array element), so concurrent trials on one node do not collide."""
-    first = expand_hostnames(environ["SLURM_JOB_NODELIST"])[0]
-    master = socket.gethostbyname(first)  # IPv4 of the first node ("localhost" -> 127.0.0.1 in tests)
-    per_node = re.match(r"\d+", environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_NTASKS_PER_NODE", "1"))
-    env = {"RANK": environ["SLURM_PROCID"], "WORLD_SIZE": environ["SLURM_NTASKS"],
-           "LOCAL_RANK": environ["SLURM_LOCALID"], "LOCAL_WORLD_SIZE": per_node.group(0) if per_node else "1",
-           "GROUP_RANK": environ.get("SLURM_NODEID", "0"), "MASTER_ADDR": master,
-           "MASTER_PORT": str(20000 + int(environ["SLURM_JOB_ID"]) % 20000)}
-    if master.startswith("127."):  # single host: keep gloo/NCCL bootstrap on loopback too
-        env.update(GLOO_SOCKET_IFNAME=environ.get("GLOO_SOCKET_IFNAME", "lo"),
-                   NCCL_SOCKET_IFNAME=environ.get("NCCL_SOCKET_IFNAME", "lo"))
-    return env
-
-
-def run_rank(spec_path: str, result_path: str, module: str = "bench_model.run") -> None:
-    """Entry point of every SLURM task (submitted through submitit). A failing rank exits non-zero so that
-    `srun --kill-on-bad-exit` ends its peers instead of leaving them blocked in a collective."""
-    env = dict(os.environ)
-    env.update(rank_env(env))
-    env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.run([sys.executable, "-m", module, "--spec", spec_path, "--out", result_path],
-                          env=env, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        sys.stdout.flush()
-        os._exit(proc.returncode if 0 < proc.returncode < 256 else 1)
 
 
 # ---------------------------------------------------------------- on the submitting host
@@ -191,6 +151,17 @@ class SlurmTrialHandle(TrialHandle):
         self._row = row
         self._done.set()
 
+    def _finish_unsubmitted(self, error: Exception | None) -> None:
+        """Cancelled before it was submitted (error None), or sbatch refused it."""
+        row = assemble_row(self.spec, self.result_path, timed_out=False, cancelled=error is None, returncode=None,
+                           started_at=utc_now(), ended_at=utc_now(), wall_s=0.0, log_path=str(self.trial_dir),
+                           backend="slurm")
+        if error is not None:
+            row.update(error_type="SubmissionError", error_message="submission failed: "
+                       + (" ".join(str(error).split()) or type(error).__name__)[-500:])
+        self._row = row
+        self._done.set()
+
     def _fail(self, error: Exception) -> None:
         row = assemble_row(self.spec, self.result_path, timed_out=False, cancelled=False, returncode=None,
                            started_at=self.started_at or utc_now(), ended_at=utc_now(), wall_s=0.0,
@@ -248,6 +219,8 @@ class SlurmLauncher(Launcher):
         self.python = python or sys.executable
         self.module = module  # the trial entry point (docs/trial_protocol.md); another only for protocol tests
         self._handles: list[SlurmTrialHandle] = []
+        self._queued: list[SlurmTrialHandle] = []  # submit()ted, waiting for the batch window to close
+        self._queued_since = 0.0
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
@@ -271,10 +244,32 @@ class SlurmLauncher(Launcher):
         return SlurmTrialHandle(spec, self, trial_dir)
 
     def submit_many(self, specs: list[TrialSpec]) -> list[SlurmTrialHandle]:
-        """One job array per job shape (same nodes/tasks/time limit), via submitit's executor.batch()."""
+        """Submit a wave now: one job array per job shape (same nodes/tasks/time limit), via submitit's batch()."""
         if self._closed:
             raise RuntimeError("launcher is closed")
         handles = [self._prepare(s) for s in specs]
+        self._submit_groups(handles)
+        with self._lock:
+            self._handles.extend(handles)
+            self._ensure_poller()
+        return handles
+
+    def submit(self, spec: TrialSpec) -> SlurmTrialHandle:
+        """Queue one trial; trials submitted within `batch_window_s` of each other (a controller filling its
+        `parallel` slots) leave together as one job array. An sbatch failure becomes that trial's crash row."""
+        if self._closed:
+            raise RuntimeError("launcher is closed")
+        handle = self._prepare(spec)
+        with self._lock:
+            if not self._queued:
+                self._queued_since = time.monotonic()
+            self._queued.append(handle)
+            self._handles.append(handle)
+            self._ensure_poller()
+        self._wake.set()
+        return handle
+
+    def _submit_groups(self, handles: list[SlurmTrialHandle]) -> None:
         groups: dict[tuple, list[SlurmTrialHandle]] = {}
         for h in handles:
             groups.setdefault((job_shape(h.spec, self.options), h.spec.sweep_id), []).append(h)
@@ -284,39 +279,59 @@ class SlurmLauncher(Launcher):
                 jobs = [ex.submit(run_rank, str(h.spec_path), str(h.result_path), self.module) for h in members]
             for h, job in zip(members, jobs):
                 h._attach(job)
-        with self._lock:
-            self._handles.extend(handles)
-        self._ensure_poller()
-        return handles
-
-    def submit(self, spec: TrialSpec) -> SlurmTrialHandle:
-        return self.submit_many([spec])[0]
 
     def _resubmit(self, handle: SlurmTrialHandle) -> None:
         for stale in handle.trial_dir.glob("RESULT.json*"):
             stale.unlink()
         handle._attach(self._executor(handle.spec).submit(run_rank, str(handle.spec_path), str(handle.result_path),
-                                                        self.module))
+                                                          self.module))
 
-    def _ensure_poller(self) -> None:
-        if self._poller is None or not self._poller.is_alive():
+    def _ensure_poller(self) -> None:  # caller holds self._lock
+        if self._poller is None:
             self._poller = threading.Thread(target=self._poll_loop, name="slurm-poller", daemon=True)
             self._poller.start()
 
+    def _take_due(self, now: float) -> tuple[list[SlurmTrialHandle], list[SlurmTrialHandle]] | None:
+        """(queued batch now due, submitted active handles), or None when there is nothing left to watch."""
+        with self._lock:
+            batch: list[SlurmTrialHandle] = []
+            cancelled = [h for h in self._queued if h._cancel_requested]
+            self._queued = [h for h in self._queued if not h._cancel_requested]
+            if self._queued and (self._closed or now - self._queued_since >= self.options.batch_window_s):
+                batch, self._queued = self._queued, []
+            active = [h for h in self._handles if not h.done() and h.job is not None]
+            if not (active or batch or self._queued or cancelled):
+                self._poller = None
+                return None
+        for h in cancelled:
+            h._finish_unsubmitted(None)
+        return batch, active
+
     def _poll_loop(self) -> None:
+        last_poll = 0.0
         while True:
-            with self._lock:
-                active = [h for h in self._handles if not h.done()]
-            if not active:
+            due = self._take_due(time.monotonic())
+            if due is None:
                 return
-            states = query_states(str(h.job.job_id) for h in active)
-            now = time.monotonic()
-            for h in active if states is not None else ():
+            batch, active = due
+            if batch:
                 try:
-                    h._advance(states.get(str(h.job.job_id)), now)
-                except Exception as e:  # a broken trial must not stop the poller for all the others
-                    h._fail(e)
-            self._wake.wait(self.options.poll_s)
+                    self._submit_groups(batch)
+                except Exception as e:  # sbatch refused (bad partition, ...): those trials crash with its words
+                    for h in batch:
+                        if h.job is None:
+                            h._finish_unsubmitted(e)
+                last_poll = 0.0
+            now = time.monotonic()
+            if active and now - last_poll >= self.options.poll_s or any(h._cancel_requested for h in active):
+                states = query_states(str(h.job.job_id) for h in active)
+                last_poll = now = time.monotonic()
+                for h in active if states is not None else ():
+                    try:
+                        h._advance(states.get(str(h.job.job_id)), now)
+                    except Exception as e:  # a broken trial must not stop the poller for all the others
+                        h._fail(e)
+            self._wake.wait(min(self.options.poll_s, self.options.batch_window_s))
             self._wake.clear()
 
     def close(self) -> None:
