@@ -1,0 +1,98 @@
+"""What every exporter shares: the derived numbers of one layout, the "not mapped" list, and the comment header.
+
+An exporter never drops an autotune setting silently: whatever the target cannot express is appended to
+`Export.unmapped` as "<autotune field>=<value>: <why / what the target does instead>", and the file says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from autotune import __version__
+from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+
+
+@dataclass(frozen=True)
+class ExportContext:
+    """One winning layout of one job, plus the numbers every target spells differently."""
+
+    model: ModelSpec
+    train: TrainSpec
+    cluster: ClusterSpec
+    plan: ParallelPlan
+
+    def __post_init__(self) -> None:
+        p, gbs = self.plan, self.train.global_batch_size
+        if p.dp * p.micro_batch_size * p.grad_accum_steps != gbs:
+            raise ValueError(
+                f"plan.dp*micro_batch_size*grad_accum_steps={p.dp}*{p.micro_batch_size}*{p.grad_accum_steps}"
+                f"={p.dp * p.micro_batch_size * p.grad_accum_steps} != train.global_batch_size={gbs}")
+
+    @property
+    def world_size(self) -> int:
+        return self.plan.world_size
+
+    @property
+    def num_nodes(self) -> int:
+        return -(-self.world_size // self.cluster.gpus_per_node)
+
+    @property
+    def gpus_per_node(self) -> int:
+        return min(self.world_size, self.cluster.gpus_per_node)
+
+    @property
+    def global_batch_size(self) -> int:
+        """Sequences per optimizer step = dp * micro_batch_size * grad_accum_steps."""
+        return self.train.global_batch_size
+
+    @property
+    def layers_per_virtual_stage(self) -> int | None:
+        """num_layers / (pp * vpp) when it divides evenly (Megatron and torchtitan want an integer), else None."""
+        chunks = self.plan.pp * self.plan.vpp
+        return self.model.num_layers // chunks if self.model.num_layers % chunks == 0 else None
+
+    @property
+    def bf16(self) -> bool:
+        return self.train.precision == "bf16"
+
+    def summary(self) -> str:
+        p = self.plan
+        return (f"dp={p.dp} tp={p.tp} pp={p.pp} cp={p.cp} vpp={p.vpp} zero_stage={p.zero_stage} "
+                f"micro_batch_size={p.micro_batch_size} grad_accum_steps={p.grad_accum_steps} "
+                f"recompute={p.recompute} sequence_parallel={str(p.sequence_parallel).lower()} "
+                f"pp_schedule={p.pp_schedule}")
+
+
+@dataclass
+class Export:
+    """A target's document (dict for TOML/YAML/JSON, list of argv tokens for Megatron) and what did not map."""
+
+    target: str  # e.g. "torchtitan 0.2.2 (torchtitan/config/job_config.py)"
+    body: object
+    unmapped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # how to use the file; one line each
+
+    def skip(self, setting: str, why: str) -> None:
+        self.unmapped.append(f"{setting}: {why}")
+
+
+def header_lines(ctx: ExportContext, export: Export) -> list[str]:
+    """The comment block (without comment markers) that opens every exported file."""
+    lines = [
+        f"Written by autotune {__version__} for model {ctx.model.name} on {ctx.world_size} GPU(s) "
+        f"({ctx.num_nodes} node(s) of {ctx.cluster.name}).",
+        f"Layout: {ctx.summary()}",
+        f"Batch: global_batch_size={ctx.global_batch_size} sequences x seq_len={ctx.train.seq_len} "
+        f"({ctx.global_batch_size * ctx.train.seq_len} tokens) per optimizer step; precision={ctx.train.precision}.",
+        f"Key names follow {export.target}.",
+    ]
+    lines += export.notes
+    if export.unmapped:
+        lines.append("NOT MAPPED (the target cannot express these autotune settings; the file does not apply them):")
+        lines += [f"  - {u}" for u in export.unmapped]
+    else:
+        lines.append("NOT MAPPED: nothing; every autotune setting of this layout is expressed below.")
+    return lines
+
+
+def comment_block(lines: list[str], marker: str = "#") -> str:
+    return "".join(f"{marker} {line}\n" if line else f"{marker}\n" for line in lines)

@@ -1,0 +1,58 @@
+"""DeepSpeed config (JSON), key names of DeepSpeed 0.19.8 (`deepspeed/runtime/config.py`, `runtime/constants.py`,
+`runtime/zero/config.py`, `runtime/tensor_parallel/config.py`): train_batch_size, train_micro_batch_size_per_gpu,
+gradient_accumulation_steps, zero_optimization.stage, bf16.enabled, tensor_parallel.autotp_size.
+
+DeepSpeed checks train_batch_size == micro_batch * gradient_accumulation_steps * data-parallel world size, where
+the data-parallel world is world_size / autotp_size (or what a Megatron-style mpu reports), so the file is valid for
+exactly dp = plan.dp data-parallel ranks.
+
+JSON has no comments: what did not map is the list under the top-level key "_autotune_unmapped", and the layout
+under "_autotune"; DeepSpeed reads only the keys it knows and ignores these two.
+"""
+from __future__ import annotations
+
+import json
+
+from autotune.interop._common import Export, ExportContext, header_lines
+from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+
+TARGET = "DeepSpeed 0.19.8 (deepspeed/runtime/config.py; deepspeed.initialize(config=FILE))"
+
+
+def translate(ctx: ExportContext) -> Export:
+    p = ctx.plan
+    ex = Export(target=TARGET, body={}, notes=[
+        "The training script owns the model code: DeepSpeed applies ZeRO, batching and AutoTP from this file."])
+    body: dict = {
+        "train_batch_size": ctx.global_batch_size,
+        "train_micro_batch_size_per_gpu": p.micro_batch_size,
+        "gradient_accumulation_steps": p.grad_accum_steps,
+        "bf16": {"enabled": ctx.bf16},
+        "zero_optimization": {"stage": p.zero_stage},
+    }
+    if p.tp > 1:
+        # AutoTP training (shards nn.Linear of HF-style models over tp ranks); dp world = world_size / autotp_size
+        body["tensor_parallel"] = {"autotp_size": p.tp}
+        if p.sequence_parallel:
+            ex.skip("plan.sequence_parallel=true", "DeepSpeed AutoTP has no Megatron-style sequence parallelism "
+                    "(norms and dropout run on the full sequence on every TP rank)")
+    if p.cp > 1:
+        ex.skip(f"plan.cp={p.cp}", "DeepSpeed has no ring context parallelism (DeepSpeed-Ulysses is a different "
+                "algorithm: all-to-all over attention heads, set up in the training script)")
+    if p.pp > 1:
+        ex.skip(f"plan.pp={p.pp} vpp={p.vpp} pp_schedule={p.pp_schedule}", "DeepSpeed pipeline parallelism needs "
+                "the model written as a deepspeed.pipe.PipelineModule(num_stages=pp); it is not a config key")
+    if p.recompute != "none":
+        ex.skip(f"plan.recompute={p.recompute}", "DeepSpeed's activation_checkpointing section only configures "
+                "deepspeed.checkpointing.checkpoint(), which the model code must call per layer")
+    ex.body = body
+    return ex
+
+
+def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan) -> str:
+    ctx = ExportContext(model, train, cluster, plan)
+    ex = translate(ctx)
+    info = {"comment": header_lines(ctx, ex)[:4] + ex.notes, "plan": plan.to_dict(), "model": model.name,
+            "num_gpus": ctx.world_size}
+    doc = {"_autotune": info, "_autotune_unmapped": ex.unmapped, **ex.body}
+    return json.dumps(doc, indent=2) + "\n"

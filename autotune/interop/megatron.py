@@ -1,0 +1,98 @@
+"""Megatron-LM command-line arguments, flag names of Megatron-LM core_r0.12.0 (`megatron/training/arguments.py`):
+parallelism (--tensor-model-parallel-size, --pipeline-model-parallel-size, --context-parallel-size,
+--num-layers-per-virtual-pipeline-stage, --sequence-parallel, --use-distributed-optimizer, --use-torch-fsdp2),
+batch (--micro-batch-size, --global-batch-size), recompute (--recompute-granularity full|selective,
+--recompute-method, --recompute-num-layers) and the Llama model dims (--num-layers, --hidden-size, --ffn-hidden-size,
+--num-attention-heads, --group-query-attention/--num-query-groups, --swiglu, --normalization RMSNorm,
+--position-embedding-type rope, --rotary-base, --disable-bias-linear, --untie-embeddings-and-output-weights).
+
+The file holds one `--flag [value]` per line and `#` comments: `shlex.split(text, comments=True)` gives the argv,
+e.g. `torchrun ... pretrain_gpt.py $(grep -v '^#' megatron.args) <data/tokenizer args>`.
+Megatron derives the data-parallel size as world_size / (tp * pp * cp), so the launch must use exactly world_size ranks.
+"""
+from __future__ import annotations
+
+from autotune.interop._common import Export, ExportContext, comment_block, header_lines
+from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+
+TARGET = "Megatron-LM core_r0.12.0 (megatron/training/arguments.py; pretrain_gpt.py)"
+
+
+def translate(ctx: ExportContext) -> Export:
+    ex = Export(target=TARGET, body=[], notes=[
+        f"Launch with {ctx.world_size} ranks ({ctx.num_nodes} x {ctx.gpus_per_node}): Megatron derives "
+        f"data-parallel size = world_size / (tp*pp*cp) = {ctx.plan.dp}.",
+        "Add your data and tokenizer arguments; --vocab-size applies to the NullTokenizer (a real tokenizer "
+        "sets the vocabulary, padded by --make-vocab-size-divisible-by)."])
+    argv: list[list[str]] = []
+    argv += _model_args(ctx)
+    argv += _parallel_args(ctx, ex)
+    argv += [["--micro-batch-size", str(ctx.plan.micro_batch_size)],
+             ["--global-batch-size", str(ctx.global_batch_size)]]
+    argv += _recompute_args(ctx)
+    argv += [["--bf16"]] if ctx.bf16 else []
+    ex.body = argv
+    return ex
+
+
+def _model_args(ctx: ExportContext) -> list[list[str]]:
+    m, seq = ctx.model, ctx.train.seq_len
+    args = [["--num-layers", str(m.num_layers)], ["--hidden-size", str(m.hidden_size)],
+            ["--ffn-hidden-size", str(m.ffn_hidden_size)], ["--num-attention-heads", str(m.num_heads)]]
+    if m.num_kv_heads != m.num_heads:
+        args += [["--group-query-attention"], ["--num-query-groups", str(m.num_kv_heads)]]
+    args += [["--seq-length", str(seq)], ["--max-position-embeddings", str(seq)],
+             ["--vocab-size", str(m.vocab_size)], ["--make-vocab-size-divisible-by", "1"]]
+    if m.block == "llama":
+        # --rotary-base is parsed as an int by Megatron; every Llama/Mistral/Qwen2 theta is a whole number
+        args += [["--swiglu"], ["--normalization", "RMSNorm"], ["--norm-epsilon", repr(float(m.norm_eps))],
+                 ["--position-embedding-type", "rope"], ["--rotary-base", str(round(m.rope_theta))],
+                 ["--disable-bias-linear"]]
+    if not m.tie_embeddings:
+        args.append(["--untie-embeddings-and-output-weights"])
+    args += [["--attention-dropout", "0.0"], ["--hidden-dropout", "0.0"]]
+    return args
+
+
+def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
+    p = ctx.plan
+    args = [["--tensor-model-parallel-size", str(p.tp)], ["--pipeline-model-parallel-size", str(p.pp)],
+            ["--context-parallel-size", str(p.cp)]]
+    if p.vpp > 1:
+        per_stage = ctx.layers_per_virtual_stage
+        if per_stage is None:
+            ex.skip(f"plan.vpp={p.vpp}", f"num_layers={ctx.model.num_layers} is not divisible by pp*vpp="
+                    f"{p.pp * p.vpp}; Megatron's --num-layers-per-virtual-pipeline-stage needs an even split")
+        else:
+            args.append(["--num-layers-per-virtual-pipeline-stage", str(per_stage)])
+    if p.pp > 1 and p.pp_schedule == "gpipe":
+        ex.skip("plan.pp_schedule=gpipe", "Megatron runs 1F1B (interleaved with virtual stages); no GPipe option")
+    if p.sequence_parallel:
+        args.append(["--sequence-parallel"])
+    if p.zero_stage in (1, 2):
+        args.append(["--use-distributed-optimizer"])
+        if p.zero_stage == 2:
+            ex.skip("plan.zero_stage=2", "written as --use-distributed-optimizer: optimizer state sharded and "
+                    "gradients reduce-scattered, but Megatron keeps a full-size gradient buffer per rank (ZeRO-1 memory)")
+    elif p.zero_stage == 3:
+        args.append(["--use-torch-fsdp2"])
+        if p.pp > 1:
+            ex.skip("plan.zero_stage=3 with plan.pp>1", "Megatron's --use-torch-fsdp2 help: "
+                    "\"FSDP2 is not currently working with Pipeline Parallel\"")
+    return args
+
+
+def _recompute_args(ctx: ExportContext) -> list[list[str]]:
+    if ctx.plan.recompute == "full":
+        # every layer recomputed from its input: Megatron's "uniform" method with one layer per checkpoint
+        return [["--recompute-granularity", "full"], ["--recompute-method", "uniform"], ["--recompute-num-layers", "1"]]
+    if ctx.plan.recompute == "selective":
+        # Megatron's selective recompute is the core attention (Korthikanti et al. 2022, Sec 5), like autotune's
+        return [["--recompute-granularity", "selective"]]
+    return []
+
+
+def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan) -> str:
+    ctx = ExportContext(model, train, cluster, plan)
+    ex = translate(ctx)
+    return comment_block(header_lines(ctx, ex)) + "".join(" ".join(a) + "\n" for a in ex.body)

@@ -1,0 +1,125 @@
+"""torchtitan job config (TOML), key names of torchtitan 0.2.2 (PyPI; `torchtitan/config/job_config.py`:
+`[job]`, `[model]` name/flavor, `[training]` local_batch_size/global_batch_size/seq_len/mixed_precision_param,
+`[parallelism]` data_parallel_replicate_degree/data_parallel_shard_degree/fsdp_reshard_after_forward/
+tensor_parallel_degree/pipeline_parallel_degree/pipeline_parallel_schedule/pipeline_parallel_microbatch_size/
+pipeline_parallel_layers_per_stage/context_parallel_degree, `[activation_checkpoint]` mode/selective_ac_option).
+0.2.2 is the last release that reads TOML (`--job.config_file`); 0.3.0 takes the same `section.key` names as CLI flags.
+
+Mapping (our bench trainer is built the torchtitan way, so most of it is one-to-one):
+- ZeRO-3 -> FSDP2 with reshard_after_forward "always"; ZeRO-2 -> FSDP2 "never" (gathered params kept from forward to
+  backward, grads and optimizer state sharded); ZeRO-1 has no FSDP2 equivalent -> "never" and said so;
+  ZeRO-0 -> DDP (data_parallel_replicate_degree) only when the layout is pure DP: torchtitan 0.2.2
+  `llama3/infra/parallelize.py` raises "DDP has not supported > 1D parallelism" otherwise, so it becomes FSDP.
+- torchtitan's [training] local_batch_size is per DP rank per optimizer step *before* gradient accumulation;
+  with PP it is split into microbatches of pipeline_parallel_microbatch_size. So local_batch_size =
+  micro_batch_size x (grad_accum_steps with PP, else 1) and global_batch_size = dp x micro x grad_accum, from which
+  torchtitan derives the accumulation steps (`train.py`: global_batch_size // (local_batch_size * dp_degree)).
+"""
+from __future__ import annotations
+
+import json
+
+from autotune.interop._common import Export, ExportContext, comment_block, header_lines
+from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+
+TARGET = "torchtitan 0.2.2 (torchtitan/config/job_config.py; run: torchrun ... -m torchtitan.train --job.config_file FILE)"
+SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved_1f1b": "Interleaved1F1B"}
+# torchtitan 0.2.2 `torchtitan/models/llama3/__init__.py` flavors (dim, n_layers, n_heads, n_kv_heads, ffn, vocab)
+# with ffn = the SwiGLU hidden size its ffn_dim_multiplier/multiple_of produce (the Llama-3.1 config.json values).
+FLAVORS = {
+    (4096, 32, 32, 8, 14336, 128256): "8B",
+    (8192, 80, 64, 8, 28672, 128256): "70B",
+    (16384, 126, 128, 8, 53248, 128256): "405B",
+}
+
+
+def translate(ctx: ExportContext) -> Export:
+    m, p, t = ctx.model, ctx.plan, ctx.train
+    ex = Export(target=TARGET, body={})
+    flavor = FLAVORS.get((m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_hidden_size, m.vocab_size))
+    if flavor is None or m.tie_embeddings:
+        flavor = flavor or "8B"
+        ex.skip(f"model {m.name} (hidden_size={m.hidden_size} num_layers={m.num_layers} num_heads={m.num_heads} "
+                f"num_kv_heads={m.num_kv_heads} ffn_hidden_size={m.ffn_hidden_size} vocab_size={m.vocab_size} "
+                f"tie_embeddings={str(m.tie_embeddings).lower()})",
+                "torchtitan model dims come from a registered flavor, not the TOML; register one in "
+                "torchtitan/models/llama3/__init__.py and set [model] flavor (placeholder written: \"8B\")")
+    ex.body["job"] = {"description": f"autotune export: {m.name} {ctx.summary()}"}
+    ex.body["model"] = {"name": "llama3", "flavor": flavor}
+    ex.body["training"] = {
+        "local_batch_size": p.micro_batch_size * (p.grad_accum_steps if p.pp > 1 else 1),
+        "global_batch_size": ctx.global_batch_size,
+        "seq_len": t.seq_len,
+        "mixed_precision_param": "bfloat16" if ctx.bf16 else "float32",
+    }
+    ex.body["parallelism"] = _parallelism(ctx, ex)
+    ex.body["activation_checkpoint"] = _activation_checkpoint(ctx, ex)
+    return ex
+
+
+def _parallelism(ctx: ExportContext, ex: Export) -> dict:
+    p = ctx.plan
+    pure_dp = p.tp == p.pp == p.cp == 1
+    if p.zero_stage == 0 and not pure_dp:
+        ex.skip("plan.zero_stage=0 (replicated DP)", "torchtitan 0.2.2 supports DDP only as 1-D parallelism; "
+                "written as FSDP (data_parallel_shard_degree) with fsdp_reshard_after_forward=\"never\"")
+    if p.zero_stage == 1:
+        ex.skip("plan.zero_stage=1", "FSDP2 has no optimizer-only sharding; written as fsdp_reshard_after_forward="
+                "\"never\" (ZeRO-2-like: gradients are sharded too)")
+    use_ddp = p.zero_stage == 0 and pure_dp
+    out = {
+        "data_parallel_replicate_degree": p.dp if use_ddp else 1,
+        "data_parallel_shard_degree": 1 if use_ddp else p.dp,
+        "fsdp_reshard_after_forward": "always" if p.zero_stage == 3 else "never",
+        "tensor_parallel_degree": p.tp,
+        "pipeline_parallel_degree": p.pp,
+        "context_parallel_degree": p.cp,
+    }
+    if p.tp > 1 and not p.sequence_parallel:
+        ex.skip("plan.sequence_parallel=false", "torchtitan 0.2.2 always applies SequenceParallel together with TP")
+    if p.pp > 1:
+        out["pipeline_parallel_schedule"] = SCHEDULES[p.pp_schedule]
+        out["pipeline_parallel_microbatch_size"] = p.micro_batch_size
+        per_stage = ctx.layers_per_virtual_stage
+        if per_stage is not None:
+            # pp*vpp equal chunks like autotune's split: torchtitan counts the embedding and the head as one layer
+            # each unless told not to (num_stages = ceil((L + first + last) / layers_per_stage), pipeline_parallel.py)
+            out["pipeline_parallel_layers_per_stage"] = per_stage
+            out["pipeline_parallel_first_stage_less_layers"] = 0
+            out["pipeline_parallel_last_stage_less_layers"] = 0
+        else:
+            ex.skip(f"plan.pp={p.pp} x vpp={p.vpp} uneven split of num_layers={ctx.model.num_layers}",
+                    "left to torchtitan's own split (first/last stage take fewer layers)")
+    return out
+
+
+def _activation_checkpoint(ctx: ExportContext, ex: Export) -> dict:
+    mode = ctx.plan.recompute
+    if mode == "selective":
+        ex.skip("plan.recompute=selective", "autotune's selective recompute drops the attention core only; "
+                "torchtitan's nearest is per-op SAC (selective_ac_option=\"op\"), which saves a different set")
+        return {"mode": "selective", "selective_ac_option": "op"}
+    return {"mode": mode}
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(str(v))  # a JSON string is a valid TOML basic string
+
+
+def to_toml(doc: dict) -> str:
+    """Tables of scalars only (all this exporter writes); parsed back by tomllib in the tests."""
+    out = []
+    for section, values in doc.items():
+        out.append(f"\n[{section}]\n")
+        out += [f"{k} = {_toml_value(v)}\n" for k, v in values.items()]
+    return "".join(out)
+
+
+def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan) -> str:
+    ctx = ExportContext(model, train, cluster, plan)
+    ex = translate(ctx)
+    return comment_block(header_lines(ctx, ex)) + to_toml(ex.body)
