@@ -1,0 +1,140 @@
+"""Memory model: hand-computed cases (arithmetic in the comments) and the Llama block's saved tensors measured with
+autograd's saved-tensor hooks on bench_model's own block."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autotune.memory import (estimate_memory, inflight_microbatches, layer_activation_bytes, memory_arrays,
+                             model_state_arrays, rank_params)
+from autotune.plan_arrays import SCHEDULE_CODE, arrays_from_plans
+from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+
+# L=2, h=8, f=16, 2 heads (head_dim 4), 1 kv head (kv_dim 4), V=10, untied.
+# layer: wq 8*8=64, wk 8*4=32, wv 32, wo 64 -> 192; MLP 3*8*16=384; 2 norms 16 -> 592.
+# model: embedding 80 + 2*592 + final norm 8 + head 80 = 1352.
+SMALL = ModelSpec(name="small", num_layers=2, hidden_size=8, ffn_hidden_size=16, num_heads=2, num_kv_heads=1,
+                  vocab_size=10)
+BF16 = TrainSpec(seq_len=4, global_batch_size=8)  # fp32 params/grads/Adam, bf16 compute (the trainer's default)
+CLUSTER = ClusterSpec(name="c", device_memory_bytes=10**9, peak_flops_bf16=1e12, peak_flops_fp32=1e11,
+                      gpus_per_node=8, intra_node_bw_bytes_per_s=1e10, intra_node_latency_s=1e-6,
+                      inter_node_bw_bytes_per_s=1e9, inter_node_latency_s=1e-5, runtime_overhead_bytes=1000,
+                      allocator_fragmentation=0.5)
+
+
+def test_small_model_param_count():
+    assert SMALL.num_params() == 1352
+
+
+@pytest.mark.parametrize("stage,dp,expected", [
+    # (params fp32, compute copy bf16, grads fp32, Adam 2 x fp32)
+    (0, 4, (1352 * 4, 1352 * 2, 1352 * 4, 1352 * 8)),          # DDP: everything replicated, bf16 copy since c != p
+    (1, 4, (1352 * 4, 1352 * 2, 1352 * 4, 1352 * 8 / 4)),      # optimizer sharded
+    (2, 4, (1352 * 4 / 4, 1352 * 2, 1352 * 4 / 4, 1352 * 8 / 4)),  # FSDP2 no-reshard: storage sharded, copy kept
+    (3, 4, (1352 * 4 / 4, 0, 1352 * 4 / 4, 1352 * 8 / 4)),     # FSDP2 reshard: all sharded, gathered layers in buffers
+])
+def test_model_states_trainer_semantics(stage, dp, expected):
+    ms = model_state_arrays(1352, stage, dp, BF16)
+    assert (float(ms["params"]), float(ms["compute_copy"]), float(ms["grads"]), float(ms["optimizer"])) == expected
+
+
+def test_fp32_has_no_compute_copy_until_stage2():
+    fp32 = dataclasses.replace(BF16, precision="fp32", compute_dtype="fp32")
+    assert float(model_state_arrays(1352, 1, 4, fp32)["compute_copy"]) == 0
+    assert float(model_state_arrays(1352, 2, 4, fp32)["compute_copy"]) == 1352 * 4  # unsharded params kept fwd->bwd
+
+
+def test_rank_params_pipeline_and_tied():
+    # pp=2: one layer per stage. first = 592 + embedding 80; last = 592 + head 80 + final norm 8
+    r = rank_params(SMALL, 1, 2, 1)
+    assert (float(r["first"]), float(r["last"])) == (672, 680)
+    # tp=2: matrices 576 / 2 = 288, norms 16 replicated -> 304 per layer; embedding/head vocab-parallel 40
+    r = rank_params(SMALL, 2, 1, 1)
+    assert float(r["layer"]) == 304 and float(r["first"]) == 2 * 304 + 40 + 40 + 8
+    tied = dataclasses.replace(SMALL, tie_embeddings=True)
+    assert float(rank_params(tied, 1, 1, 1)["first"]) == 1352 - 80  # one shared matrix
+    assert float(rank_params(tied, 1, 2, 1)["last"]) == 592 + 80 + 8  # the last stage keeps its own copy
+
+
+def test_llama_layer_activations_hand_computed():
+    # s=4, b=1, h=8, f=16, kv=4, a=2, c=2 bytes, tp=1. Per token: norms 2*((4+2)*8 + 4) = 104; norm outputs 2*2*8 = 32;
+    # attention+MLP 2*(2*8 + 2*4 + 4*16) = 176; logsumexp 4*2 = 8 -> 320 bytes x 4 tokens = 1280;
+    # RoPE tables cast to bf16: 4 * s * head_dim * c = 4*4*4*2 = 128. Total 1408.
+    assert float(layer_activation_bytes(SMALL, 4, 1, 1, False, 0, 2)["saved"]) == 1408
+    # full recompute keeps the layer input: 4 tokens * 8 * 2 = 64; its transient is one whole layer (1408)
+    full = layer_activation_bytes(SMALL, 4, 1, 1, False, 2, 2)
+    assert (float(full["saved"]), float(full["transient"])) == (64, 1408)
+    # selective: input 16 + q,k,v 2*(8+8)=32 + wo,w2 outs 2*2*8=32 + w1,w3 2*2*16=64 + SDPA out 16 + lse 8 = 168/token
+    assert float(layer_activation_bytes(SMALL, 4, 1, 1, False, 1, 2)["saved"]) == 168 * 4
+
+
+def test_sequence_parallel_keeps_gathered_linear_inputs():
+    # DTensor SP divides the norm tensors by t but not the all-gathered matmul inputs (2ch per token).
+    t2 = float(layer_activation_bytes(SMALL, 4, 1, 2, False, 0, 2)["saved"])
+    sp = float(layer_activation_bytes(SMALL, 4, 1, 2, True, 0, 2)["saved"])
+    assert t2 - sp == 4 * 104 / 2  # half of the norms' 104 bytes per token, 4 tokens; the 32 of norm outputs stay
+
+
+def test_inflight_microbatches():
+    one = SCHEDULE_CODE["1f1b"]
+    inter = SCHEDULE_CODE["interleaved_1f1b"]
+    assert float(inflight_microbatches(4, 1, 16, one)["first"]) == 4
+    assert float(inflight_microbatches(4, 1, 16, one)["last"]) == 1
+    # Korthikanti Eq. 5 note: pp * (1 + (pp-1)/(pp*vpp)) = 4 * (1 + 3/8) = 5.5; last rank ((vpp-1)*pp + 1)/vpp = 2.5
+    assert float(inflight_microbatches(4, 2, 16, inter)["first"]) == 5.5
+    assert float(inflight_microbatches(4, 2, 16, inter)["last"]) == 2.5
+    assert float(inflight_microbatches(4, 1, 16, SCHEDULE_CODE["gpipe"])["first"]) == 16
+
+
+def test_estimate_memory_totals_hand_computed():
+    # dp=2, no TP/PP, ZeRO-0, mbs=1, s=4: params 1352*4 + copy 1352*2 = 8112; grads 5408; Adam 10816;
+    # activations 2 layers * 1408 + final norm ((4+2)*8*4 = 192) + head input (2*8*4 = 64) = 3072;
+    # logits 2 (logits + grad) * 4 bytes * 4 tokens * 10 vocab = 320; DDP bucket 25 MiB.
+    plan = ParallelPlan(dp=2, micro_batch_size=1, grad_accum_steps=4)
+    m = estimate_memory(plan, SMALL, BF16, CLUSTER)
+    bucket = 25 * 2**20
+    assert (m.params_bytes, m.grads_bytes, m.optimizer_bytes) == (8112, 5408, 10816)
+    assert (m.activations_bytes, m.logits_bytes, m.buffers_bytes) == (3072, 320, bucket)
+    alloc = 8112 + 5408 + 10816 + 3072 + 320 + bucket
+    assert m.allocated_peak_bytes == alloc
+    assert m.reserved_peak_bytes == pytest.approx(alloc * 1.5 + 1000)  # fragmentation 0.5, overhead 1000
+
+
+def test_worst_rank_is_the_larger_stage():
+    # 1F1B pp=2, m=4: first stage holds 2 micro-batches of 1 layer, the last 1 micro-batch + head + logits.
+    plan = ParallelPlan(dp=1, pp=2, micro_batch_size=1, grad_accum_steps=4)
+    m = memory_arrays(arrays_from_plans([plan]), SMALL, BF16, CLUSTER)
+    assert not bool(m["worst_stage_is_last"][0])
+    assert float(m["activations"][0]) == 2 * 1408 + 0  # no head activations on the first stage
+    assert float(m["logits"][0]) == 0
+
+
+def test_measured_saved_tensors_of_bench_model_block():
+    """Ground truth: bytes autograd saves in one bench_model TransformerBlock (bf16), deduplicated by storage,
+    excluding parameters and the model's own RoPE buffer, equal the model's per-layer activation term."""
+    torch = pytest.importorskip("torch")
+    from bench_model.model import TransformerBlock, rope_tables
+
+    spec = ModelSpec(name="t", num_layers=1, hidden_size=64, ffn_hidden_size=160, num_heads=8, num_kv_heads=2,
+                     vocab_size=100)
+    b, s = 2, 32
+    for dtype, c in ((torch.bfloat16, 2), (torch.float32, 4)):
+        block = TransformerBlock(spec).to(dtype)
+        for p in block.parameters():
+            torch.nn.init.normal_(p, std=0.02)
+        rope = rope_tables(spec.head_dim, torch.arange(s), 1e4)
+        skip = {p.untyped_storage().data_ptr() for p in block.parameters()} | {rope.untyped_storage().data_ptr()}
+        saved: dict[int, int] = {}
+
+        def pack(t):
+            ptr = t.untyped_storage().data_ptr()
+            if ptr not in skip:
+                saved[ptr] = t.untyped_storage().nbytes()
+            return t
+
+        x = torch.randn(b, s, 64, dtype=dtype, requires_grad=True)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            block(x, rope)
+        predicted = float(layer_activation_bytes(spec, s, b, 1, False, 0, c)["saved"])
+        assert sum(saved.values()) == predicted, dtype

@@ -1,0 +1,113 @@
+"""Enumeration: exact columns, canonical layouts, ids equal to the reference implementation, ranking, and the
+one-line errors when nothing can run."""
+from __future__ import annotations
+
+import pytest
+
+from autotune.config import load_config
+from autotune.memory import estimate_memory
+from autotune.perf import estimate_perf
+from autotune.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates, plan_from_row
+from autotune.types import candidate_id
+
+EXPECTED_COLUMNS = [
+    "candidate_id", "num_gpus", "dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps",
+    "recompute", "sequence_parallel", "pp_schedule", "reject_reason", "fits", "mem_params_bytes", "mem_grads_bytes",
+    "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes", "mem_buffers_bytes", "mem_overhead_bytes",
+    "mem_allocated_bytes", "mem_reserved_bytes", "pred_step_s", "pred_tokens_per_s", "pred_tokens_per_s_per_gpu",
+    "pred_mfu", "rank"]
+
+
+@pytest.fixture(scope="module")
+def cfg8b():
+    return load_config(["model=llama-3.1-8b", "cluster=h100-sxm-80gb"])
+
+
+@pytest.fixture(scope="module")
+def df8b(cfg8b):
+    return enumerate_candidates(cfg8b, 64)
+
+
+def test_columns_exact(df8b):
+    assert list(df8b.columns) == EXPECTED_COLUMNS == COLUMNS
+
+
+def test_small_space_counted_by_hand():
+    # 4 GPUs, tp in {1,2}, pp=cp=1 -> layouts (dp4,tp1), (dp2,tp2); x zero {0,1} x SP {true,false} where tp>1 only:
+    # tp1: 2 rows, tp2: 2 x 2 = 4 rows -> 6
+    cfg = load_config(["space.tp=[1,2]", "space.pp=[1]", "space.cp=[1]", "space.zero_stage=[0,1]",
+                       "space.micro_batch_size=[1]", "space.recompute=[none]", "space.vpp=[1,2]"])
+    df = enumerate_candidates(cfg, 4)
+    assert len(df) == 6
+    assert sorted(zip(df.dp, df.tp, df.sequence_parallel.astype(bool))) == sorted(
+        [(4, 1, False)] * 2 + [(2, 2, True)] * 2 + [(2, 2, False)] * 2)
+    assert (df.grad_accum_steps == cfg.train.global_batch_size // df.dp).all()
+
+
+def test_canonical_layouts(df8b):
+    assert not ((df8b.tp == 1) & df8b.sequence_parallel).any()
+    assert not ((df8b.pp == 1) & (df8b.vpp > 1)).any()
+    assert ((df8b.vpp > 1) == (df8b.pp_schedule == "interleaved_1f1b")).all()
+    assert (df8b.dp * df8b.tp * df8b.pp * df8b.cp == 64).all()
+    assert df8b.candidate_id.is_unique
+
+
+def test_candidate_ids_match_reference(df8b, cfg8b):
+    for _, row in df8b.iloc[::7].iterrows():
+        assert row.candidate_id == candidate_id(plan_from_row(row), cfg8b.model, cfg8b.train)
+
+
+def test_rows_match_scalar_estimators(df8b, cfg8b):
+    for _, row in df8b.iloc[::613].iterrows():
+        plan = plan_from_row(row)
+        mem = estimate_memory(plan, cfg8b.model, cfg8b.train, cfg8b.cluster).as_columns()
+        perf = estimate_perf(plan, cfg8b.model, cfg8b.train, cfg8b.cluster).as_columns()
+        for k, v in {**mem, **perf}.items():
+            assert row[k] == pytest.approx(v), k
+
+
+def test_memory_rejects_keep_predictions_and_reason(df8b):
+    over = df8b[df8b.reject_reason.str.startswith("needs ", na=False)]
+    assert len(over) > 0 and not over.fits.any() and over["rank"].isna().all()
+    assert over.pred_tokens_per_s.notna().all() and (over.pred_tokens_per_s > 0).all()
+    r = over.iloc[0]
+    assert r.reject_reason == (f"needs {r.mem_reserved_bytes / 2**30:.1f} GiB > 75.7 GiB usable "
+                               f"(79.6 GiB - 5% headroom)")  # 85,520,809,984 B = 79.6 GiB; x 0.95 = 75.7
+
+
+def test_rank_orders_valid_fitting_by_throughput(df8b):
+    ranked = df8b[df8b["rank"].notna()].sort_values("rank")
+    assert ranked.reject_reason.isna().all() and ranked.fits.all()
+    assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
+    assert ranked.pred_tokens_per_s.is_monotonic_decreasing
+    assert df8b[df8b.reject_reason.notna()]["rank"].isna().all()
+
+
+def test_best_candidates_top_k(cfg8b):
+    top = best_candidates(cfg8b, 64, 3)
+    assert list(top["rank"]) == [1, 2, 3]
+
+
+def test_no_layout_for_the_batch():
+    cfg = load_config(["model=llama-3.1-8b", "train.global_batch_size=6", "space.pp=[1]", "space.cp=[1]"])
+    with pytest.raises(NoValidLayoutError, match=r"^train.global_batch_size=6 is not divisible by "
+                                                 r"dp\*micro_batch_size for any layout of 64 GPUs$"):
+        best_candidates(cfg, 64)
+
+
+def test_no_layout_fits():
+    cfg = load_config(["model=llama-3.1-405b", "cluster=h100-sxm-80gb"])
+    with pytest.raises(NoValidLayoutError, match=r"^no layout of 8 GPUs fits: smallest needs [0-9.]+ GiB > 75.7 GiB"):
+        best_candidates(cfg, 8)
+
+
+def test_no_factorisation():
+    cfg = load_config(["space.tp=[1]", "space.pp=[1]", "space.cp=[1]", "space.dp=[2]"])
+    with pytest.raises(NoValidLayoutError, match=r"^no dp\*tp\*pp\*cp = 3 from space.tp=\[1\]"):
+        best_candidates(cfg, 3)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_bad_num_gpus(cfg8b, bad):
+    with pytest.raises(ValueError, match="num_gpus="):
+        enumerate_candidates(cfg8b, bad)
