@@ -154,8 +154,10 @@ def assemble_row(spec: TrialSpec, result_path: Path, *, timed_out: bool, cancell
         row = dict(result)
     else:
         row = row_from_spec(spec)
-        errors = [e for e in (_read_json(p) for p in sorted(result_path.parent.glob(result_path.name + ".rank*.err.json")))
-                  if e]
+        # Oldest first: the rank that failed first is the root cause; the others then see "Connection closed by peer".
+        err_files = sorted(result_path.parent.glob(result_path.name + ".rank*.err.json"),
+                           key=lambda p: p.stat().st_mtime_ns)
+        errors = [e for e in (_read_json(p) for p in err_files) if e]
         if errors:
             err = next((e for e in errors if e.get("status") == "oom"), errors[0])  # an oom on any rank wins
             row.update(status=err.get("status") if err.get("status") in ("oom", "crash") else "crash",
