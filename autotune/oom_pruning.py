@@ -98,3 +98,16 @@ def newly_pruned(before: Any, after: Any) -> Any:
         return after[after["status"] == PRUNED]
     was = (before["status"] == PRUNED).reindex(after.index, fill_value=False)
     return after[(after["status"] == PRUNED) & ~was]
+
+
+def dominated_candidates(candidates: Any, oom: Mapping[str, Any], skip: Any = lambda cid: False) -> list[tuple[Any, str]]:
+    """(candidate row, reason) for every row of `candidates` dominated by the OOM row `oom` whose id `skip` does not
+    exclude (already run, in flight or pruned): what a strategy records as `pruned` after an OOM."""
+    out = []
+    trial = oom.get("trial_id") if hasattr(oom, "get") else None
+    for idx in dominated_mask(candidates, oom).nonzero()[0]:
+        cand = candidates.iloc[int(idx)]
+        if skip(str(cand["candidate_id"])):
+            continue
+        out.append((cand, f"dominated by OOM trial {trial} ({dominance_reason(oom, cand)})"))
+    return out

@@ -1,0 +1,69 @@
+"""Measure the search-efficiency landscape once: every runnable layout of the tiny model on 8 gloo ranks, run with the
+real trainer through the local launcher, one row each, then cached as `landscape_tiny_w8.parquet` (see README.md).
+
+    .venv/bin/python benchmarks/data/measure_landscape.py            # resumable: skips layouts that have a row
+    .venv/bin/python benchmarks/data/measure_landscape.py --collect  # only (re)write the Parquet fixture
+
+Layouts run in a fixed shuffled order (seed 0), so slow drift of the shared machine's load does not line up with the
+predicted ranking.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+OVERRIDES = ["experiment=demo", "space.tp=[1,2,4]", "space.pp=[1,2,4]", "space.cp=[1]", "space.vpp=[1]",
+             "space.zero_stage=[0,2,3]", "space.micro_batch_size=[1,2]", "space.recompute=[none]",
+             "space.sequence_parallel=[true]", "sweep.warmup_steps=1", "sweep.timed_steps=3", "sweep.timeout_s=400"]
+NUM_GPUS = 8
+WORK = ROOT / "results" / "landscape-tiny-w8"
+FIXTURE = Path(__file__).resolve().parent / "landscape_tiny_w8.parquet"
+
+
+def measure() -> None:
+    from autotune.config import load_config
+    from autotune.planner import enumerate_candidates
+    from autotune.store import SweepStore
+    from autotune.sweep.rows import candidate_spec
+    from launchers.local import LocalLauncher
+
+    cfg = load_config(OVERRIDES)
+    frame = enumerate_candidates(cfg, NUM_GPUS)
+    runnable = frame[frame["rank"].notna()].sample(frac=1.0, random_state=0)
+    store = SweepStore(WORK)
+    if not store.exists():
+        store.create(cfg.resolved_yaml, {"gpus": NUM_GPUS, "overrides": OVERRIDES, "argv": sys.argv})
+    prev = store.read()
+    done = set(prev.loc[prev["status"].isin(["ok", "oom"]), "candidate_id"])  # crashes are retried on a re-run
+    launcher = LocalLauncher(workdir=store.work_dir, log_dir=store.logs_dir)
+    for i, (_, cand) in enumerate(runnable.iterrows()):
+        if cand["candidate_id"] in done:
+            continue
+        spec = candidate_spec(cfg, cand, sweep_id=store.sweep_id, backend="local")
+        t0 = time.time()
+        row = launcher.submit(spec).result()
+        store.write_row(row)
+        print(f"[{i + 1}/{len(runnable)}] {cand['candidate_id']} dp{cand.dp} tp{cand.tp} pp{cand.pp} cp{cand.cp} "
+              f"z{cand.zero_stage} mbs{cand.micro_batch_size}: {row['status']} "
+              f"{row['tokens_per_s_per_gpu']} tok/s/gpu ({time.time() - t0:.0f} s)", flush=True)
+
+
+def collect() -> None:
+    from autotune.store import read_results
+
+    df = read_results(WORK)
+    df.to_parquet(FIXTURE, index=False)
+    print(f"wrote {FIXTURE}: {len(df)} rows, {int((df['status'] == 'ok').sum())} ok")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--collect", action="store_true")
+    if not ap.parse_args().collect:
+        measure()
+    collect()
