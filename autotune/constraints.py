@@ -44,6 +44,9 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
         (inter & (m % pp != 0),
          lambda grad_accum_steps, pp: f"grad_accum_steps={grad_accum_steps} is not a multiple of pp={pp} "
                                       f"(Interleaved1F1B needs n_microbatches % pp == 0)", ("grad_accum_steps", "pp")),
+        ((pp > 1) & model.tie_embeddings,
+         lambda pp: f"pp={pp} with model.tie_embeddings=true: the tied embedding and head would span pipeline stages "
+                    f"(bench_model needs pp=1)", ("pp",)),
         ((z > 0) & (dp * cp == 1),
          lambda zero_stage: f"zero_stage={zero_stage} shards nothing at dp*cp=1", ("zero_stage",)),
     ]

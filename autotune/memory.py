@@ -5,13 +5,16 @@ that calls it with length-1 arrays. Notation: Psi = parameters on this rank afte
 ZeRO/FSDP sharding group: context-parallel ranks hold identical parameters, torchtitan's "dp_shard_cp"),
 t = tp, s = seq_len/cp (tokens per rank), b = micro-batch size, h = hidden, f = ffn hidden, a = heads, k = kv_dim.
 
-Model states (per rank; p, c, g, o, m = bytes of param, compute, grad, one optimizer state, master):
-  trainer (train.master_dtype null; FSDP2/DDP as bench_model applies them):
-    stage 0 (DDP)             params Psi*p, grads Psi*g, optimizer 2*Psi*o
-    stage 1                   optimizer /D (each rank updates its slice, then all-gathers params)
-    stage 2 (FSDP2, no reshard after fwd) params and grads /D too, plus the unsharded compute copy Psi*c kept fwd->bwd
-    stage 3 (FSDP2, reshard)  everything /D; 2 layers gathered in compute dtype (current + prefetch) -> buffers
-    compute copy: when c != p, stages 0-1 also hold a full Psi*c copy during fwd/bwd (separate term, `compute_copy`).
+Model states (per rank; p, c, g, o, m = bytes of param, compute, grad, one optimizer state, master), as
+bench_model/parallel/data_parallel.py applies them (FSDP2 per block + a root unit, MixedPrecisionPolicy(param_dtype=c,
+reduce_dtype=fp32)) when train.master_dtype is null:
+    stage 0 (HSDP, shard=1)   params Psi*p, grads Psi*g, optimizer 2*Psi*o
+    stage 1                   as 0, but AdamW state and an fp32 slice of the params it updates are /D (ZeRO1AdamW)
+    stage 2 (reshard_after_forward=False) params and grads /D too
+    stage 3 (reshard_after_forward=True)  the same; two gathered blocks (current + prefetch) -> buffers
+  compute copy (`compute_copy`, a separate term so it can be reconciled with measured peaks): FSDP2's gathered/cast
+    params of every block live from forward to backward in stages 0-2 (Psi*c; none with one rank and no cast: no
+    wrapper); in stage 3 only the root unit (embedding, final norm, head) stays gathered all step.
   paper accounting (train.master_dtype set; Megatron/DeepSpeed/ZeRO): params are the working copy (full until stage 3),
     master + optimizer states sharded from stage 1, grads from stage 2. With bf16 params/grads and fp32 master + Adam
     this is Rajbhandari et al. 2020 Sec 5 / Table 1: (2+2+K)*Psi, K=12; stage 1: 4Psi + 12Psi/D; stage 2:
@@ -41,14 +44,16 @@ Recomputation", Sec 4.1 / Table 2): count what autograd saves, per token (bytes;
   full:      layer input only (ch, /t with SP), plus, once, one whole layer's activations during its recompute.
   CP divides s by cp. GPT blocks use Korthikanti Table 2 literally: sbh(10 + 24/t + 5as/(ht)), SP: sbh(34/t + 5as/(ht)),
   selective drops 5as/(ht), full 2sbh (2sbh/t with SP); these are for 2-byte activations and are scaled by c/2.
-Pipeline (Korthikanti Eq. 5 and its interleaving note; Narayanan et al. 2021 Sec 2.2): the first stage of 1F1B holds
-  min(pp, m) micro-batches in flight, interleaved 1F1B pp*(1 + (pp-1)/(pp*vpp)); the last rank holds 1 (1F1B) or
-  ((vpp-1)*pp + 1)/vpp (its warm-up forwards, Megatron's interleaved schedule); GPipe holds all m. The worst rank is
-  the larger of the first stage (embedding, most micro-batches) and the last (head, final norm, logits).
-Logits: fp32 logits of b*s*V/t (vocab-parallel loss) plus their gradient on the last stage: 2 * 4 bytes per element.
-Buffers: DDP bucket (25 MiB, torch DDP bucket_cap_mb default) for stages 0-1; FSDP2 reduce-scatter input of one layer
-  (stage 2) plus two all-gathered layers (stage 3), in compute dtype. Runtime overhead (CUDA context, NCCL, cuBLAS
-  workspace) is cluster.runtime_overhead_bytes; reserved = allocated * (1 + cluster.allocator_fragmentation) + overhead.
+Pipeline (Korthikanti Eq. 5 and its interleaving note; Narayanan et al. 2021 Sec 2.2): rank r of 1F1B holds
+  min(pp - r, m) micro-batches in flight, interleaved 1F1B ((pp-r-1)*2 + (vpp-1)*pp + 1)/vpp (rank 0:
+  pp*(1 + (pp-1)/(pp*vpp))); GPipe holds all m. Layers per rank follow bench_model's split (`layers_of_rank`).
+  The worst rank is the largest of ranks 0 (embedding, most micro-batches), 1 (gets uneven-split extra layers first)
+  and pp-1 (head, final norm, logits).
+Logits: bench_model computes the loss on logits.float(): the fp32 log-softmax kept for backward, its fp32 gradient and
+  the compute-dtype gradient into the head, (8 + c) bytes per element of b*s*V/t (vocab-parallel loss), last stage.
+Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute dtype plus its fp32 reduce buffer;
+  stage 3 adds two gathered blocks in compute dtype. Runtime overhead (CUDA context, NCCL, cuBLAS workspace) is
+  cluster.runtime_overhead_bytes; reserved = allocated * (1 + cluster.allocator_fragmentation) + overhead.
 Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer, optimizer-step temporaries.
 """
 from __future__ import annotations
@@ -60,8 +65,8 @@ import numpy as np
 from autotune.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ModelSpec, ParallelPlan, TrainSpec
 from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, arrays_from_plans
 
-DDP_BUCKET_BYTES = 25 * 2**20  # torch DistributedDataParallel bucket_cap_mb=25 default
 _NONE, _SEL, _FULL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"], RECOMPUTE_CODE["full"]
+POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
 
 
 def _dtype_bytes(train: TrainSpec) -> dict[str, int]:
@@ -78,38 +83,68 @@ def model_state_arrays(num_params: Any, zero_stage: Any, shard: Any, train: Trai
     z = np.asarray(zero_stage)
     d = np.asarray(shard, dtype=np.float64)
     b = _dtype_bytes(train)
-    paper = train.master_dtype is not None
-    params_shard_from = 3 if paper else 2
-    params = psi * b["p"] / np.where(z >= params_shard_from, d, 1.0)
-    grads = psi * b["g"] / np.where(z >= 2, d, 1.0)
-    optimizer = psi * (b["o"] + b["m"]) / np.where(z >= 1, d, 1.0)
-    if paper:
+    if train.master_dtype is not None:  # paper accounting: working params full until stage 3, master with optimizer
+        params = psi * b["p"] / np.where(z >= 3, d, 1.0)
+        grads = psi * b["g"] / np.where(z >= 2, d, 1.0)
+        optimizer = psi * (b["o"] + b["m"]) / np.where(z >= 1, d, 1.0)
         copy = np.where((z < 3) & (b["c"] != b["p"]), psi * b["c"], 0.0)
-    else:  # stage 2 keeps the gathered compute-dtype params from forward through backward
-        copy = np.where(z == 2, psi * b["c"], np.where((z < 2) & (b["c"] != b["p"]), psi * b["c"], 0.0))
+        return {"params": params, "compute_copy": copy, "grads": grads, "optimizer": optimizer}
+    params = psi * b["p"] / np.where(z >= 2, d, 1.0)
+    grads = psi * b["g"] / np.where(z >= 2, d, 1.0)
+    # ZeRO-1 (bench_model ZeRO1AdamW): each rank keeps an fp32 slice of the params it updates plus its Adam states
+    optimizer = psi * b["o"] / np.where(z >= 1, d, 1.0) + np.where(z == 1, psi * b["p"] / d, 0.0)
+    # FSDP2 (every stage; HSDP with shard=1 for stages 0-1) gathers/casts params per block and keeps them from forward
+    # to backward unless it reshards (stage 3); with one rank and no cast there is no wrapper and no copy
+    fsdp = (d > 1) | (b["c"] != b["p"])
+    copy = np.where((z <= 2) & fsdp, psi * b["c"], 0.0)
     return {"params": params, "compute_copy": copy, "grads": grads, "optimizer": optimizer}
 
 
-def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any) -> dict[str, np.ndarray]:
-    """Parameters held by the first and the last pipeline rank (worst-case ceil split), plus one layer's local size."""
-    tp, pp, vpp = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp))
-    matmul = model.matmul_params() - model.vocab_size * model.hidden_size  # all blocks' weight matrices
-    per_layer_matmul = matmul // model.num_layers
-    per_layer_repl = model.layer_params() - per_layer_matmul  # norms (and GPT biases): replicated across TP
-    layer_local = per_layer_matmul / tp + per_layer_repl
-    layers = layers_on_rank(model.num_layers, pp, vpp)
-    vh_local = model.vocab_size * model.hidden_size / tp  # vocab-parallel embedding / head
-    final_norm = model.num_params() - model.embedding_params() - model.head_params() - model.num_layers * model.layer_params()
-    head_last = np.where(pp > 1, vh_local, 0.0) if model.tie_embeddings else vh_local  # tied: a copy on the last stage
-    single = pp == 1
-    first = layers * layer_local + vh_local + np.where(single, head_last + final_norm, 0.0)
-    last = np.where(single, first, layers * layer_local + head_last + final_norm)
-    return {"first": first, "last": last, "layer": layer_local}
+def layers_of_rank(num_layers: int, pp: Any, vpp: Any, rank: Any) -> np.ndarray:
+    """Layers held by pipeline rank `rank` under bench_model's split (bench_model/parallel/pipeline.py): each of the
+    S = pp*vpp stages gets floor(L/S); the L mod S extra layers go to stages 1..S-2 first, then stage 0, then S-1.
+    Rank r holds stages r, r+pp, ..., r+(vpp-1)*pp."""
+    pp, vpp, rank = np.asarray(pp), np.asarray(vpp), np.asarray(rank)
+    stages = pp * vpp
+    base, extra = num_layers // stages, num_layers % stages
+    total = np.zeros(np.broadcast(pp, vpp, rank).shape, dtype=np.int64)
+    for k in range(int(np.max(vpp, initial=1))):
+        j = rank + k * pp
+        middle = (j >= 1) & (j <= stages - 2) & (j <= extra)
+        first = (j == 0) & (extra >= stages - 1) & (stages > 1)
+        total = total + np.where(k < vpp, base + (middle | first), 0)
+    return total
 
 
 def layers_on_rank(num_layers: int, pp: Any, vpp: Any) -> np.ndarray:
-    pp, vpp = np.asarray(pp), np.asarray(vpp)
-    return -(-num_layers // (pp * vpp)) * vpp  # ceil per virtual stage; uneven splits give the worst rank the ceil
+    """The most layers any pipeline rank holds (for compute balance)."""
+    return np.maximum.reduce([layers_of_rank(num_layers, pp, vpp, r)
+                              for r in (0, np.minimum(1, np.asarray(pp) - 1), np.asarray(pp) - 1)])
+
+
+def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any) -> dict[str, Any]:
+    """Parameters of pipeline ranks 0, 1 and pp-1 (`first`, `second`, `last`), the part of each that is FSDP's root
+    unit (embedding, final norm, head: `root_<pos>`), their layer counts (`layers_<pos>`) and one layer's local size."""
+    tp, pp, vpp = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp))
+    matmul = model.matmul_params() - model.vocab_size * model.hidden_size  # all blocks' weight matrices
+    per_layer_matmul = matmul // model.num_layers
+    per_layer_repl = model.layer_params() - per_layer_matmul  # norms: replicated across TP
+    layer_local = per_layer_matmul / tp + per_layer_repl
+    vh_local = model.vocab_size * model.hidden_size / tp  # vocab-parallel embedding / head
+    final_norm = (model.num_params() - model.embedding_params() - model.head_params()
+                  - model.num_layers * model.layer_params())
+    head = np.where(pp > 1, vh_local, 0.0) if model.tie_embeddings else vh_local  # tied: a copy on the last stage
+    single = pp == 1
+    roots = {"first": vh_local + np.where(single, head + final_norm, 0.0),
+             "second": np.where(pp == 2, head + final_norm, np.where(single, vh_local + head + final_norm, 0.0)),
+             "last": np.where(single, vh_local, 0.0) + head + final_norm}
+    ranks = {"first": 0, "second": np.minimum(1, pp - 1), "last": pp - 1}
+    out: dict[str, Any] = {"layer": layer_local}
+    for pos in POSITIONS:
+        layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos])
+        out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + roots[pos], roots[pos], layers
+        out[f"rank_{pos}"] = ranks[pos]
+    return out
 
 
 def layer_activation_bytes(model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any,
@@ -141,57 +176,63 @@ def layer_activation_bytes(model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: An
     return {"saved": saved, "transient": transient}
 
 
-def inflight_microbatches(pp: Any, vpp: Any, m: Any, schedule: Any) -> dict[str, np.ndarray]:
-    """Micro-batches whose activations the first / last pipeline rank holds at its peak (in units of its layers)."""
-    pp, vpp, m, sch = (np.asarray(x, dtype=np.float64) for x in (pp, vpp, m, schedule))
-    inter = sch == SCHEDULE_CODE["interleaved_1f1b"]
-    gpipe = sch == SCHEDULE_CODE["gpipe"]
-    first = np.where(inter, pp * (1 + (pp - 1) / (pp * vpp)), pp)
-    last = np.where(inter, ((vpp - 1) * pp + 1) / vpp, 1.0)
-    first, last = np.minimum(first, m), np.minimum(last, m)
-    first, last = np.where(gpipe, m, first), np.where(gpipe, m, last)
-    single = pp == 1
-    return {"first": np.where(single, 1.0, first), "last": np.where(single, 1.0, last)}
+def inflight_microbatches(pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any = 0) -> np.ndarray:
+    """Micro-batches whose activations pipeline rank `rank` holds at its peak, in units of all its layers.
+    1F1B (PipeDream-Flush): pp - rank warm-up forwards. Interleaved 1F1B (Megatron-LM's schedule, which torch's
+    Interleaved1F1B follows): (pp - rank - 1)*2 + (vpp - 1)*pp + 1 chunk forwards of 1/vpp of the rank's layers; for
+    rank 0 that is pp*(1 + (pp-1)/(pp*vpp)), Korthikanti et al. 2022's note to Eq. 5. GPipe: all m."""
+    pp, vpp, m, sch, r = (np.asarray(x, dtype=np.float64) for x in (pp, vpp, m, schedule, rank))
+    inter = np.where(sch == SCHEDULE_CODE["interleaved_1f1b"], ((pp - r - 1) * 2 + (vpp - 1) * pp + 1) / vpp, pp - r)
+    n = np.where(sch == SCHEDULE_CODE["gpipe"], m, np.minimum(inter, m))
+    return np.where(pp == 1, 1.0, n)
+
+
+def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras) -> dict[str, np.ndarray]:
+    pp, z, shard = arr["pp"], arr["zero_stage"], arr["dp"] * arr["cp"]
+    ms = model_state_arrays(psi[pos], z, shard, train)
+    copy = ms["compute_copy"]
+    if train.master_dtype is None:  # FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
+        copy = copy + np.where(z == 3, psi[f"root_{pos}"] * DTYPE_BYTES[train.compute_dtype], 0.0)
+    inflight = inflight_microbatches(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"])
+    act = psi[f"layers_{pos}"] * layer_act["saved"] * inflight + layer_act["transient"]
+    is_last = psi[f"rank_{pos}"] == pp - 1
+    act = act + np.where(is_last, extras["head_act"], 0.0)
+    logits = np.where(is_last, extras["logits"], 0.0)
+    params = ms["params"] + copy
+    alloc = params + ms["grads"] + ms["optimizer"] + act + logits + extras["buffers"]
+    return {"params": params, "compute_copy": copy, "grads": ms["grads"], "optimizer": ms["optimizer"],
+            "activations": act, "logits": logits, "allocated": alloc}
 
 
 def memory_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
                   cluster: ClusterSpec) -> dict[str, np.ndarray]:
     """Vectorised worst-rank memory for plan arrays (see `autotune.plan_arrays`). Keys: params (incl. compute_copy),
-    compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, reserved (all bytes)."""
-    tp, pp, cp, vpp, z = arr["tp"], arr["pp"], arr["cp"], arr["vpp"], arr["zero_stage"]
-    mbs, sp, rc = arr["micro_batch_size"], arr["sequence_parallel"], arr["recompute"]
-    c = DTYPE_BYTES[train.compute_dtype]
-    shard = arr["dp"] * cp
-    psi = rank_params(model, tp, pp, vpp)
+    compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, reserved (bytes) and
+    worst_pp_rank (the pipeline rank these numbers describe)."""
+    tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
+    c, g = DTYPE_BYTES[train.compute_dtype], DTYPE_BYTES[train.grad_dtype]
+    psi = rank_params(model, tp, arr["pp"], arr["vpp"])
     seq = train.seq_len / cp
-    layer_act = layer_activation_bytes(model, seq, mbs, tp, sp, rc, c)
-    layers = layers_on_rank(model.num_layers, pp, vpp)
-    inflight = inflight_microbatches(pp, vpp, arr["grad_accum_steps"], arr["pp_schedule"])
-    tok = seq * mbs
-    # last stage: the final RMSNorm's tensors ((4 + c)h, /t with SP) and the head's gathered input (ch)
-    head_act = tok * model.hidden_size * ((4.0 + c) / np.where(sp, tp, 1) + c)
-    logits = 2.0 * 4.0 * tok * model.vocab_size / tp
-    layer_bytes = psi["layer"] * c
-    buffers = np.select([z >= 3, z == 2], [3 * layer_bytes, layer_bytes],
-                        np.where(shard > 1, float(DDP_BUCKET_BYTES), 0.0))
-    out: dict[str, dict[str, np.ndarray]] = {}
-    for stage in ("first", "last"):
-        ms = model_state_arrays(psi[stage], z, shard, train)
-        act = layers * layer_act["saved"] * inflight[stage] + layer_act["transient"]
-        is_last = (pp == 1) | (stage == "last")
-        act = act + np.where(is_last, head_act, 0.0)
-        lg = np.where(is_last, logits, 0.0)
-        params = ms["params"] + ms["compute_copy"]
-        alloc = params + ms["grads"] + ms["optimizer"] + act + lg + buffers
-        out[stage] = {"params": params, "compute_copy": ms["compute_copy"], "grads": ms["grads"],
-                      "optimizer": ms["optimizer"], "activations": act, "logits": lg, "allocated": alloc}
-    last_worse = out["last"]["allocated"] > out["first"]["allocated"]
-    res = {k: np.where(last_worse, out["last"][k], out["first"][k]) for k in out["first"]}
-    res["buffers"] = buffers * np.ones_like(res["allocated"])
-    res["allocated"] = res["allocated"] + 0.0
+    layer_act = layer_activation_bytes(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
+    tok = seq * arr["micro_batch_size"]
+    fsdp = (arr["dp"] * cp > 1) | (c != DTYPE_BYTES[train.param_dtype])
+    extras = {
+        # last stage: the final RMSNorm's tensors ((4 + c)h, /t with SP) and the head's gathered input (ch)
+        "head_act": tok * model.hidden_size * ((4.0 + c) / np.where(sp, tp, 1) + c),
+        # loss on fp32 logits (bench_model.trainer.cross_entropy: logits.float()): the fp32 log-softmax kept for
+        # backward, its fp32 gradient and the compute-dtype gradient into the head, b*s*V/t elements each
+        "logits": (8.0 + c) * tok * model.vocab_size / tp,
+        # one block's unsharded gradient (compute dtype) and its fp32 reduce buffer (reduce_dtype=fp32);
+        # stage 3 also holds two gathered blocks (current + prefetch)
+        "buffers": np.where(fsdp, psi["layer"] * (c + g), 0.0) + np.where(z == 3, 2 * psi["layer"] * c, 0.0),
+    }
+    per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras) for pos in POSITIONS]
+    worst = np.argmax(np.stack([p["allocated"] for p in per]), axis=0)
+    res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}
+    res["buffers"] = extras["buffers"] * np.ones_like(res["allocated"])
     res["overhead"] = np.full_like(res["allocated"], float(cluster.runtime_overhead_bytes))
     res["reserved"] = res["allocated"] * (1.0 + cluster.allocator_fragmentation) + res["overhead"]
-    res["worst_stage_is_last"] = last_worse
+    res["worst_pp_rank"] = np.choose(worst, [np.broadcast_to(psi[f"rank_{pos}"], worst.shape) for pos in POSITIONS])
     return res
 
 

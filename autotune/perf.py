@@ -23,8 +23,9 @@ comm: alpha-beta with NCCL ring bus factors (NCCL docs, "Performance: algorithm 
     that (K/V and their gradients). Not overlapped (conservative).
   PP: per micro-batch and virtual stage, one activation b*s/cp*h(/t with SP)*c sent forward and one gradient back
     (Narayanan et al. 2021 Sec 2.2).
-  DP (group dp*cp, ZeRO stages as in autotune.memory): stage 0-1 all-reduce grads once per step (stage 1 also
-    all-gathers updated params); stage 2 all-gathers params and reduce-scatters grads every micro-batch (FSDP2);
+  DP (group dp*cp, ZeRO stages as in autotune.memory and bench_model/parallel/data_parallel.py): stage 0-1 all-reduce
+    grads (grad dtype) once per step (stage 1 also all-gathers the updated params, param dtype); stage 2 all-gathers
+    params (compute dtype) and reduce-scatters grads (grad dtype, FSDP2 reduce_dtype) every micro-batch;
     stage 3 all-gathers twice (forward and backward) and reduce-scatters every micro-batch. Exposed part:
     max(dp_comm * (1 - dp_overlap), dp_comm - hideable compute), hideable = backward (stages 0-1, gradient buckets
     all-reduce as backward proceeds) or forward + backward (stages 2-3, FSDP prefetch).
@@ -120,14 +121,15 @@ def _dp_comm_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, c
     dp, tp, pp, cp, vpp, z = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"], arr["zero_stage"]
     m = arr["grad_accum_steps"]
     n = dp * cp
-    psi = np.maximum(rank_params(model, tp, pp, vpp)["first"], rank_params(model, tp, pp, vpp)["last"])
+    ranks = rank_params(model, tp, pp, vpp)
+    psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])
     c, g, p = (DTYPE_BYTES[x] for x in (train.compute_dtype, train.grad_dtype, train.param_dtype))
     bw, lat = _link(cluster, tp * cp * dp)
     ar = ring_s("all_reduce", n, psi * g, bw, lat)
     ag_p = ring_s("all_gather", n, psi * p, bw, lat)
     ag_c = ring_s("all_gather", n, psi * c, bw, lat)
-    rs_c = ring_s("reduce_scatter", n, psi * c, bw, lat)
-    return np.select([z == 0, z == 1, z == 2], [ar, ar + ag_p, m * (ag_c + rs_c)], m * (2 * ag_c + rs_c))
+    rs_g = ring_s("reduce_scatter", n, psi * g, bw, lat)  # FSDP2 reduce_dtype = fp32 (bench_model data_parallel.py)
+    return np.select([z == 0, z == 1, z == 2], [ar, ar + ag_p, m * (ag_c + rs_g)], m * (2 * ag_c + rs_g))
 
 
 def estimate_perf(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> PerfEstimate:

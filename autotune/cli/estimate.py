@@ -37,7 +37,7 @@ def estimate(cfg, num_gpus: int | None) -> dict:
     perf = {k: float(v[0]) for k, v in perf_arrays(arr, cfg.model, cfg.train, cfg.cluster).items()}
     model_states = mem["params"] - mem["compute_copy"] + mem["grads"] + mem["optimizer"]
     row.update({"mem_compute_copy_bytes": mem["compute_copy"], "mem_model_states_bytes": model_states,
-                "worst_stage": "last" if mem["worst_stage_is_last"] else "first",
+                "worst_pp_rank": int(mem["worst_pp_rank"]),
                 **{f"pred_{k}": v for k, v in perf.items() if k.endswith("_s") and k != "step_s"}})
     row.pop("rank", None)
     return row
@@ -70,7 +70,7 @@ def _print(row: dict, cfg) -> None:
 
     console = Console() if Console().is_terminal else Console(width=120)
     table = Table(title=f"{cfg.model.name} · {layout_label(row)} · {row['num_gpus']} x {cfg.cluster.name} · "
-                        f"worst rank: {row['worst_stage']} pipeline stage", title_justify="left")
+                        f"worst rank: pipeline rank {row['worst_pp_rank']}", title_justify="left")
     table.add_column("component")
     table.add_column("GiB", justify="right")
     table.add_column("GB (1e9)", justify="right")

@@ -57,6 +57,13 @@ def test_tp_within_node_and_override():
     assert _check(c2, tp=8, grad_accum_steps=512) is None
 
 
+def test_tied_embeddings_need_one_pipeline_stage():
+    c = load_config(["model=llama-3.2-1b"])  # tied embeddings (Llama-3.2-1B config.json)
+    assert _check(c, pp=2, grad_accum_steps=c.train.global_batch_size) == (
+        "pp=2 with model.tie_embeddings=true: the tied embedding and head would span pipeline stages "
+        "(bench_model needs pp=1)")
+
+
 def test_uneven_pipeline_split_rule():
     c = load_config(["model=llama-3.1-8b", "space.allow_uneven_pp=false"])
     assert _check(c, pp=3, grad_accum_steps=512) == "pp*vpp=3 does not divide num_layers=32 (space.allow_uneven_pp=false)"

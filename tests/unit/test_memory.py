@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from autotune.memory import (estimate_memory, inflight_microbatches, layer_activation_bytes, memory_arrays,
-                             model_state_arrays, rank_params)
+from autotune.memory import (estimate_memory, inflight_microbatches, layer_activation_bytes, layers_of_rank,
+                             memory_arrays, model_state_arrays, rank_params)
 from autotune.plan_arrays import SCHEDULE_CODE, arrays_from_plans
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
@@ -28,33 +28,43 @@ def test_small_model_param_count():
 
 
 @pytest.mark.parametrize("stage,dp,expected", [
-    # (params fp32, compute copy bf16, grads fp32, Adam 2 x fp32)
-    (0, 4, (1352 * 4, 1352 * 2, 1352 * 4, 1352 * 8)),          # DDP: everything replicated, bf16 copy since c != p
-    (1, 4, (1352 * 4, 1352 * 2, 1352 * 4, 1352 * 8 / 4)),      # optimizer sharded
+    # (params fp32, compute copy bf16, grads fp32, optimizer: Adam 2 x fp32 [+ ZeRO-1 fp32 param slice])
+    (0, 4, (1352 * 4, 1352 * 2, 1352 * 4, 1352 * 8)),          # DDP semantics: replicated; bf16 gathered copy
+    (1, 4, (1352 * 4, 1352 * 2, 1352 * 4, 1352 * 8 / 4 + 1352 * 4 / 4)),  # Adam state + its fp32 param slice /4
     (2, 4, (1352 * 4 / 4, 1352 * 2, 1352 * 4 / 4, 1352 * 8 / 4)),  # FSDP2 no-reshard: storage sharded, copy kept
-    (3, 4, (1352 * 4 / 4, 0, 1352 * 4 / 4, 1352 * 8 / 4)),     # FSDP2 reshard: all sharded, gathered layers in buffers
+    (3, 4, (1352 * 4 / 4, 0, 1352 * 4 / 4, 1352 * 8 / 4)),     # FSDP2 reshard: all sharded (root copy added later)
 ])
 def test_model_states_trainer_semantics(stage, dp, expected):
     ms = model_state_arrays(1352, stage, dp, BF16)
     assert (float(ms["params"]), float(ms["compute_copy"]), float(ms["grads"]), float(ms["optimizer"])) == expected
 
 
-def test_fp32_has_no_compute_copy_until_stage2():
+def test_fp32_compute_copy_only_with_a_wrapper():
     fp32 = dataclasses.replace(BF16, precision="fp32", compute_dtype="fp32")
-    assert float(model_state_arrays(1352, 1, 4, fp32)["compute_copy"]) == 0
+    assert float(model_state_arrays(1352, 0, 1, fp32)["compute_copy"]) == 0  # one rank, no cast: no FSDP wrapper
+    assert float(model_state_arrays(1352, 1, 4, fp32)["compute_copy"]) == 1352 * 4  # HSDP gathers (shard=1)
     assert float(model_state_arrays(1352, 2, 4, fp32)["compute_copy"]) == 1352 * 4  # unsharded params kept fwd->bwd
+
+
+def test_layer_split_follows_bench_model():
+    # bench_model/parallel/pipeline.py layer_split: floor(L/S) each, extras to stages 1..S-2, then 0, then S-1.
+    # L=10, S=4: [2, 3, 3, 2]; L=11, S=4: [3, 3, 3, 2]; L=10, pp=2, vpp=2 (S=4, [2,3,3,2]): rank 0 holds stages 0, 2
+    assert [int(layers_of_rank(10, 4, 1, r)) for r in range(4)] == [2, 3, 3, 2]
+    assert [int(layers_of_rank(11, 4, 1, r)) for r in range(4)] == [3, 3, 3, 2]
+    assert [int(layers_of_rank(10, 2, 2, r)) for r in range(2)] == [5, 5]
+    assert [int(layers_of_rank(7, 2, 1, r)) for r in range(2)] == [4, 3]
+    assert int(layers_of_rank(7, 1, 1, 0)) == 7
 
 
 def test_rank_params_pipeline_and_tied():
     # pp=2: one layer per stage. first = 592 + embedding 80; last = 592 + head 80 + final norm 8
     r = rank_params(SMALL, 1, 2, 1)
-    assert (float(r["first"]), float(r["last"])) == (672, 680)
+    assert (float(r["first"]), float(r["last"]), float(r["second"])) == (672, 680, 680)
     # tp=2: matrices 576 / 2 = 288, norms 16 replicated -> 304 per layer; embedding/head vocab-parallel 40
     r = rank_params(SMALL, 2, 1, 1)
     assert float(r["layer"]) == 304 and float(r["first"]) == 2 * 304 + 40 + 40 + 8
     tied = dataclasses.replace(SMALL, tie_embeddings=True)
     assert float(rank_params(tied, 1, 1, 1)["first"]) == 1352 - 80  # one shared matrix
-    assert float(rank_params(tied, 1, 2, 1)["last"]) == 592 + 80 + 8  # the last stage keeps its own copy
 
 
 def test_llama_layer_activations_hand_computed():
@@ -79,35 +89,39 @@ def test_sequence_parallel_keeps_gathered_linear_inputs():
 def test_inflight_microbatches():
     one = SCHEDULE_CODE["1f1b"]
     inter = SCHEDULE_CODE["interleaved_1f1b"]
-    assert float(inflight_microbatches(4, 1, 16, one)["first"]) == 4
-    assert float(inflight_microbatches(4, 1, 16, one)["last"]) == 1
+    assert [float(inflight_microbatches(4, 1, 16, one, r)) for r in range(4)] == [4, 3, 2, 1]
+    assert float(inflight_microbatches(4, 1, 2, one, 0)) == 2  # capped by the micro-batches there are
     # Korthikanti Eq. 5 note: pp * (1 + (pp-1)/(pp*vpp)) = 4 * (1 + 3/8) = 5.5; last rank ((vpp-1)*pp + 1)/vpp = 2.5
-    assert float(inflight_microbatches(4, 2, 16, inter)["first"]) == 5.5
-    assert float(inflight_microbatches(4, 2, 16, inter)["last"]) == 2.5
-    assert float(inflight_microbatches(4, 1, 16, SCHEDULE_CODE["gpipe"])["first"]) == 16
+    assert float(inflight_microbatches(4, 2, 16, inter, 0)) == 5.5
+    assert float(inflight_microbatches(4, 2, 16, inter, 3)) == 2.5
+    assert float(inflight_microbatches(4, 1, 16, SCHEDULE_CODE["gpipe"], 0)) == 16
+    assert float(inflight_microbatches(1, 1, 16, one, 0)) == 1
 
 
 def test_estimate_memory_totals_hand_computed():
     # dp=2, no TP/PP, ZeRO-0, mbs=1, s=4: params 1352*4 + copy 1352*2 = 8112; grads 5408; Adam 10816;
     # activations 2 layers * 1408 + final norm ((4+2)*8*4 = 192) + head input (2*8*4 = 64) = 3072;
-    # logits 2 (logits + grad) * 4 bytes * 4 tokens * 10 vocab = 320; DDP bucket 25 MiB.
+    # logits (8 + 2) bytes * 4 tokens * 10 vocab = 400; buffers: one block's grad bf16 + fp32 = 592 * 6 = 3552.
     plan = ParallelPlan(dp=2, micro_batch_size=1, grad_accum_steps=4)
     m = estimate_memory(plan, SMALL, BF16, CLUSTER)
-    bucket = 25 * 2**20
     assert (m.params_bytes, m.grads_bytes, m.optimizer_bytes) == (8112, 5408, 10816)
-    assert (m.activations_bytes, m.logits_bytes, m.buffers_bytes) == (3072, 320, bucket)
-    alloc = 8112 + 5408 + 10816 + 3072 + 320 + bucket
+    assert (m.activations_bytes, m.logits_bytes, m.buffers_bytes) == (3072, 400, 3552)
+    alloc = 8112 + 5408 + 10816 + 3072 + 400 + 3552
     assert m.allocated_peak_bytes == alloc
     assert m.reserved_peak_bytes == pytest.approx(alloc * 1.5 + 1000)  # fragmentation 0.5, overhead 1000
 
 
-def test_worst_rank_is_the_larger_stage():
-    # 1F1B pp=2, m=4: first stage holds 2 micro-batches of 1 layer, the last 1 micro-batch + head + logits.
+def test_worst_rank_is_the_largest_stage():
+    # 1F1B pp=2, m=4: rank 0 holds 2 micro-batches of its layer (2 * 1408 = 2816 bytes) + 672 params;
+    # rank 1 holds 1 micro-batch (1408) + head/norm activations (256) + logits (400) + 680 params -> rank 0 is worst
     plan = ParallelPlan(dp=1, pp=2, micro_batch_size=1, grad_accum_steps=4)
     m = memory_arrays(arrays_from_plans([plan]), SMALL, BF16, CLUSTER)
-    assert not bool(m["worst_stage_is_last"][0])
-    assert float(m["activations"][0]) == 2 * 1408 + 0  # no head activations on the first stage
-    assert float(m["logits"][0]) == 0
+    assert int(m["worst_pp_rank"][0]) == 0
+    assert float(m["activations"][0]) == 2 * 1408 and float(m["logits"][0]) == 0
+    # a vocabulary of 100,000 makes the last stage's logits dominate: rank 1 becomes the worst
+    big = dataclasses.replace(SMALL, vocab_size=100_000)
+    m = memory_arrays(arrays_from_plans([plan]), big, BF16, CLUSTER)
+    assert int(m["worst_pp_rank"][0]) == 1 and float(m["logits"][0]) == 10 * 4 * 100_000
 
 
 def test_measured_saved_tensors_of_bench_model_block():
