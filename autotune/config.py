@@ -54,6 +54,14 @@ class SweepSpec:
     # backend blocks, passed to the launcher as options and checked there (launchers/sbatch.py, launchers/ray_launcher.py)
     slurm: dict[str, Any] = field(default_factory=dict)
     ray: dict[str, Any] = field(default_factory=dict)
+    # search (issue 6: autotune/strategies/options.py, autotune/budget.py, autotune/calibrate.py)
+    objective: str = "throughput"
+    storage: str | None = None
+    halving_steps: Any = (1, 3, 9)
+    halving_eta: int = 3
+    halving_pool: int | None = None
+    budget_gpu_hours: float | None = None
+    calibrate: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_trials", "timed_steps", "parallel"):

@@ -13,11 +13,16 @@ __all__ = ["Ask", "Pruned", "Strategy", "STRATEGIES", "get_strategy"]
 STRATEGIES: dict[str, str] = {
     "grid": "autotune.strategies.grid:GridStrategy",
     "topk": "autotune.strategies.topk:TopKStrategy",
+    "optuna": "autotune.strategies.optuna_strategy:OptunaStrategy",
+    "halving": "autotune.strategies.halving:HalvingStrategy",
+    "random": "autotune.strategies.random_search:RandomStrategy",
 }
 
 
-def get_strategy(name: str, candidates: Any, max_trials: int | None, seed: int = 0) -> Strategy:
+def get_strategy(name: str, candidates: Any, max_trials: int | None, seed: int = 0, **options: Any) -> Strategy:
+    """`options`: strategy-specific settings (autotune.strategies.options.strategy_options); grid/topk take none."""
     if name not in STRATEGIES:
         raise ValueError(f"--strategy={name!r} must be one of {', '.join(STRATEGIES)}")
     module, _, cls = STRATEGIES[name].partition(":")
-    return getattr(importlib.import_module(module), cls)(candidates, max_trials, seed)
+    factory = getattr(importlib.import_module(module), cls)
+    return factory(candidates, max_trials, seed, **options) if options else factory(candidates, max_trials, seed)
