@@ -189,6 +189,22 @@ class SweepStore:
             raise ValueError(f"{path}: not a sweep file (no `args` key)")
         return doc
 
+    def config(self, overrides: tuple[str, ...] | list[str] = ()) -> Any:
+        """The sweep's Config rebuilt from the resolved config saved in sweep.yaml (so later edits of the presets do
+        not change what a resumed or exported sweep means), with `overrides` applied on top (e.g. sweep.parallel=2)."""
+        import tempfile
+
+        import yaml
+
+        from autotune.config import load_config
+
+        resolved = self.read_meta().get("config")
+        if not isinstance(resolved, dict):
+            raise ValueError(f"{self.root / SWEEP_FILE}: no resolved `config` mapping")
+        with tempfile.TemporaryDirectory(prefix="autotune-sweepcfg-") as tmp:
+            Path(tmp, "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+            return load_config(list(overrides), config_dir=tmp)
+
     def write_row(self, row: dict[str, Any]) -> Path:
         return write_row(self.trials_dir, row)
 

@@ -46,13 +46,14 @@ def _default_sweep_id(cfg: Any, num_gpus: int) -> str:
     return f"{stamp}-{cfg.model.name}-{num_gpus}g"
 
 
-def _open_store(req: SweepRequest) -> tuple[SweepStore, int, tuple[str, ...], bool]:
-    """(store, num_gpus, overrides, resuming). A resumed sweep takes its GPUs and overrides from sweep.yaml; overrides
-    given again now are appended (later wins), e.g. a different --parallel."""
+def _open_store(req: SweepRequest) -> tuple[SweepStore, int, Any, bool]:
+    """(store, num_gpus, config, resuming). A resumed sweep takes its GPUs and resolved config from sweep.yaml; the
+    overrides given now apply on top of it (e.g. another --parallel)."""
     from autotune.config import load_config
 
     if req.resume:
         store = SweepStore(req.resume)
+        store.read_meta()  # a clear error when DIR is not a sweep folder
     elif req.sweep_id:
         if "/" in req.sweep_id or req.sweep_id in ("", ".", ".."):
             raise ValueError(f"--sweep-id={req.sweep_id!r} must be a plain folder name (no '/')")
@@ -66,16 +67,17 @@ def _open_store(req: SweepRequest) -> tuple[SweepStore, int, tuple[str, ...], bo
     else:
         store = None
     if store is not None and store.exists():
-        args = store.read_meta()["args"]
-        if req.num_gpus is not None and req.num_gpus != args["gpus"]:
-            raise ValueError(f"--gpus={req.num_gpus} differs from the resumed sweep's gpus={args['gpus']}")
-        return store, int(args["gpus"]), tuple(args["overrides"]) + tuple(req.overrides), True
+        gpus = int(store.read_meta()["args"]["gpus"])
+        if req.num_gpus is not None and req.num_gpus != gpus:
+            raise ValueError(f"--gpus={req.num_gpus} differs from the resumed sweep's gpus={gpus}")
+        extra = req.overrides if req.resume else tuple(o for o in req.overrides if o.startswith("sweep."))
+        return store, gpus, store.config(list(extra)), True
     if req.num_gpus is None:
         raise ValueError("--gpus is required (except with --resume)")
+    cfg = load_config(list(req.overrides))
     if store is None:
-        cfg = load_config(list(req.overrides))
         store = SweepStore(Path(cfg.sweep.results_dir) / _default_sweep_id(cfg, req.num_gpus))
-    return store, req.num_gpus, tuple(req.overrides), False
+    return store, req.num_gpus, cfg, False
 
 
 def _make_launcher(cfg: Any, store: SweepStore, num_gpus: int) -> Any:
@@ -112,13 +114,11 @@ def _record_planner_rejects(cfg: Any, store: SweepStore, frame: Any, done: dict[
 
 def run_sweep(req: SweepRequest, console: Any = None) -> Path:
     """Run (or resume) a sweep; returns its folder. User mistakes raise ValueError (one line)."""
-    from autotune.config import load_config
     from autotune.planner import NoValidLayoutError, enumerate_candidates, explain_no_layout
     from autotune.strategies import get_strategy
 
     console = console or make_console()
-    store, num_gpus, overrides, resuming = _open_store(req)
-    cfg = load_config(list(overrides))
+    store, num_gpus, cfg, resuming = _open_store(req)
     frame = enumerate_candidates(cfg, num_gpus)
     runnable = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
     if runnable.empty:
@@ -128,7 +128,7 @@ def run_sweep(req: SweepRequest, console: Any = None) -> Path:
         store.root.mkdir(parents=True, exist_ok=True)
     launcher = _make_launcher(cfg, store, num_gpus)
     if not resuming:
-        store.create(cfg.resolved_yaml, {"gpus": num_gpus, "overrides": list(overrides), "argv": list(req.argv)})
+        store.create(cfg.resolved_yaml, {"gpus": num_gpus, "overrides": list(req.overrides), "argv": list(req.argv)})
     console.print(f"sweep {store.root}  ({'resuming, ' if resuming else ''}{num_gpus} GPUs, model {cfg.model.name}, "
                   f"backend {cfg.sweep.backend}, strategy {cfg.sweep.strategy})", highlight=False, soft_wrap=True)
     previous = store.read()
