@@ -54,8 +54,10 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
     dp, tp, pp, cp = (lay[li, j] if len(lay) else np.zeros(0, np.int64) for j in range(4))
     sp = sp.astype(bool)
     # tp=1 has no sequence parallelism: keep one row (the first listed SP value) and store it as false
-    keep = ((tp > 1) | (sp == dims[5][0])) & ((vpp == 1) | (pp > 1))
+    # pp=1 has no virtual stages: likewise keep the first listed vpp value and store vpp=1
+    keep = ((tp > 1) | (sp == dims[5][0])) & ((pp > 1) | (vpp == dims[4][0]))
     sp = sp & (tp > 1)
+    vpp = np.where(pp > 1, vpp, 1)
     arr = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp, "zero_stage": z, "micro_batch_size": mbs,
            "recompute": rc, "sequence_parallel": sp}
     arr = {k: np.asarray(v)[keep] for k, v in arr.items()}

@@ -73,12 +73,12 @@ def _print(row: dict, cfg) -> None:
                         f"worst rank: pipeline rank {row['worst_pp_rank']}", title_justify="left")
     table.add_column("component")
     table.add_column("GiB", justify="right")
+    table.add_column("MiB", justify="right")
     table.add_column("GB (1e9)", justify="right")
-    for label, key in _TERMS:
-        v = row["mem_params_bytes"] if key is None else row[key]
-        table.add_row(label, f"{v / 2**30:.2f}", f"{v / 1e9:.2f}")
-    table.add_row("model states (params w/o copy + grads + optimizer)", f"{row['mem_model_states_bytes'] / 2**30:.2f}",
-                  f"{row['mem_model_states_bytes'] / 1e9:.2f}")
+    terms = [(label, row["mem_params_bytes"] if key is None else row[key]) for label, key in _TERMS]
+    terms.append(("model states (params w/o copy + grads + optimizer)", row["mem_model_states_bytes"]))
+    for label, v in terms:
+        table.add_row(label, f"{v / 2**30:.2f}", f"{v / 2**20:,.1f}", f"{v / 1e9:.2f}")
     console.print(table)
     usable = cfg.cluster.device_memory_bytes * (1 - cfg.space.memory_headroom)
     console.print(f"fits: {'yes' if row['fits'] else 'no'} ({row['mem_reserved_bytes'] / 2**30:.1f} GiB of "
