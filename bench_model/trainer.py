@@ -32,6 +32,13 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
 
 
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """Under loss_parallel the loss is a replicated DTensor; its local value is the loss."""
+    from torch.distributed.tensor import DTensor
+
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
 @dataclass
 class Trainer:
     spec: TrialSpec
@@ -76,7 +83,7 @@ class Trainer:
             with self.loss_context():
                 loss = cross_entropy(model(tokens), labels) / p.grad_accum_steps
                 loss.backward()
-            total += loss.detach()
+            total += _plain(loss.detach())
         return total
 
     def _pipeline_step(self, step: int, indices: range) -> torch.Tensor:
@@ -88,7 +95,7 @@ class Trainer:
             self.schedule.step(*args, **kwargs)
         if not self.is_last:
             return torch.zeros((), device=self.device)
-        stacked = torch.stack([x.detach().float() for x in losses])
+        stacked = torch.stack([_plain(x.detach()).float() for x in losses])
         return stacked.sum() if losses_are_scaled() else stacked.mean()
 
 

@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
+from bench_model.parallel.collectives import _all_gather_flat, _reduce_scatter_flat
+
 from bench_model.model import _SDPA_HAS_GQA
 
 
@@ -33,9 +35,9 @@ class _AllGatherSeq(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
         ctx.group, n = group, dist.get_world_size(group)
         x = x.contiguous()
-        out = torch.empty((n, *x.shape), dtype=x.dtype, device=x.device)
-        dist.all_gather_into_tensor(out, x, group=group)
-        return out.movedim(0, 2).flatten(2, 3)  # (n, B, H, S, D) -> (B, H, n*S, D)
+        out = torch.empty((n * x.shape[0], *x.shape[1:]), dtype=x.dtype, device=x.device)
+        _all_gather_flat(out, x, group=group)  # (n*B, H, S, D): gloo wants dim 0 stacked
+        return out.view(n, *x.shape).movedim(0, 2).flatten(2, 3)  # (n, B, H, S, D) -> (B, H, n*S, D)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
@@ -44,7 +46,7 @@ class _AllGatherSeq(torch.autograd.Function):
         g = grad.reshape(b, h, n, ns // n, d).movedim(2, 0).contiguous()  # (n, B, H, S, D)
         if dist.get_backend(group) == "nccl":
             out = torch.empty_like(g[0])
-            dist.reduce_scatter_tensor(out, g, group=group)
+            _reduce_scatter_flat(out, g, group=group)
             return out, None
         dist.all_reduce(g, group=group)
         return g[dist.get_rank(group)].clone(), None

@@ -36,6 +36,7 @@ try:  # public from torch 2.6
 except ImportError:  # pragma: no cover - torch < 2.6
     from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
 
+from bench_model.parallel.collectives import _all_gather_flat
 from bench_model.parallel.mesh import Meshes
 
 
@@ -97,8 +98,9 @@ class ZeRO1AdamW:
         for shard, c in zip(self.shards, chunks):
             send[offset:offset + shard.numel()] = shard
             offset += c
-        recv = torch.empty(self.n, send.numel(), dtype=send.dtype, device=send.device)
-        dist.all_gather_into_tensor(recv, send, group=self.group)
+        recv = torch.empty(self.n * send.numel(), dtype=send.dtype, device=send.device)
+        _all_gather_flat(recv, send, group=self.group)  # rank-major; gloo wants a flat output
+        recv = recv.view(self.n, send.numel())
         offset = 0
         for p, c in zip(self.params, chunks):
             local = _local(p)
