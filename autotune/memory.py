@@ -65,7 +65,7 @@ import numpy as np
 from autotune.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ModelSpec, ParallelPlan, TrainSpec
 from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, arrays_from_plans
 
-_NONE, _SEL, _FULL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"], RECOMPUTE_CODE["full"]
+_NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
 POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
 
 

@@ -66,8 +66,9 @@ def ring_s(kind: str, n: Any, nbytes: Any, bw: Any, lat: Any) -> np.ndarray:
 def _compute_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
                num_gpus: np.ndarray) -> np.ndarray:
     tp, pp, cp, vpp = arr["tp"], arr["pp"], arr["cp"], arr["vpp"]
-    tokens_per_rank = train.global_batch_tokens / num_gpus * tp * pp  # TP and PP ranks share tokens, not FLOPs
-    flops = model.flops_per_token(train.seq_len) * tokens_per_rank / (tp * pp)
+    # a step's model FLOPs split evenly over all ranks (TP splits each GEMM, PP the layers, dp*cp the tokens);
+    # the busiest pipeline rank's extra layers enter through `imbalance`
+    flops = model.flops_per_token(train.seq_len) * train.global_batch_tokens / num_gpus
     rc = arr["recompute"]
     factor = np.select([rc == RECOMPUTE_CODE["full"], rc == RECOMPUTE_CODE["selective"]],
                        [FULL_RECOMPUTE_FACTOR, 1.0 + SELECTIVE_OVERHEAD], 1.0)

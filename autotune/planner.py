@@ -13,7 +13,7 @@ import numpy as np
 from autotune.constraints import reject_reasons
 from autotune.memory import memory_arrays
 from autotune.perf import perf_arrays
-from autotune.plan_arrays import RECOMPUTE_CODE, recompute_names, schedule_names, SCHEDULE_CODE
+from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, recompute_names, schedule_names
 from autotune.types import ModelSpec, ParallelPlan, TrainSpec
 
 COLUMNS = ["candidate_id", "num_gpus", "dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size",
@@ -115,12 +115,12 @@ def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
     cols.update({f"pred_{k}": perf[k] for k in _PERF_KEYS})
     df = pd.DataFrame(cols)
     ok = np.equal(reasons, None)
-    order = np.lexsort((mem["reserved"], -perf["tokens_per_s"]))
+    order = np.lexsort((mem["reserved"], -perf["tokens_per_s"]))  # fastest first, then least memory
     order = order[ok[order]]
-    rank = np.full(len(df), np.nan)
+    rank = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
     rank[order] = np.arange(1, len(order) + 1)
-    df["rank"] = pd.array(np.where(np.isnan(rank), 0, rank).astype(np.int64), dtype="Int64")
-    df.loc[~ok, "rank"] = pd.NA
+    rank[~ok] = pd.NA
+    df["rank"] = rank
     return df[COLUMNS]
 
 
