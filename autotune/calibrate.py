@@ -230,3 +230,43 @@ def sweep_specs(sweep_dir: Any, overrides: list[str] | tuple[str, ...] = ()) -> 
     if not all(k in conf for k in ("model", "train", "cluster")):
         raise ValueError(f"{path}: config lacks model/train/cluster; pass them as KEY=VALUE overrides")
     return _model_from(conf["model"]), _train_from(conf["train"]), _build(ClusterSpec, conf["cluster"], "cluster")
+
+
+class OnlineCalibrator:
+    """The controller's hook: after each measured row, refit (`calibrate`) on every ok row so far, re-score the
+    runnable candidates with the refitted cluster (`rerank`) and hand the new order to the strategy
+    (`strategy.update_ranking(frame)` where it has one: topk re-orders what it has not asked yet)."""
+
+    def __init__(self, cfg: Any, candidates: Any, min_rows: int = MIN_ROWS) -> None:
+        import pandas as pd
+
+        self.cfg, self.candidates, self.min_rows = cfg, candidates, min_rows
+        self.cluster = cfg.cluster
+        self.rows = pd.DataFrame()
+        self.last: Calibration | None = None
+
+    def observe(self, row: dict[str, Any]) -> Calibration | None:
+        """Add one finished row; return the new Calibration when it changed the coefficients, else None."""
+        import pandas as pd
+
+        if row.get("status") != "ok" or not row.get("tokens_per_s_per_gpu"):
+            return None
+        keep = {k: row.get(k) for k in PLAN_COLUMNS + ("status", "tokens_per_s_per_gpu", "peak_mem_reserved_bytes",
+                                                       "peak_mem_allocated_bytes", "candidate_id")}
+        self.rows = pd.concat([self.rows, pd.DataFrame([keep])], ignore_index=True)
+        if len(self.rows) < self.min_rows:
+            return None
+        cal = calibrate(self.rows, self.cfg.model, self.cfg.train, self.cfg.cluster, self.min_rows)
+        if not cal.changes or (self.last is not None and cal.cluster == self.last.cluster):
+            return None
+        self.last, self.cluster = cal, cal.cluster
+        return cal
+
+    def after_row(self, row: dict[str, Any], strategy: Any, log: Callable[[str], Any] | None = None) -> None:
+        cal = self.observe(row)
+        if cal is None or not hasattr(strategy, "update_ranking"):
+            return
+        frame = rerank(self.candidates, self.cfg, cal.cluster)
+        strategy.update_ranking(frame[frame["rank"].notna()].sort_values("rank", kind="stable"))
+        if log is not None:
+            log("calibrated: " + "; ".join(cal.describe()))

@@ -29,7 +29,12 @@ def add_parser(sub, name: str) -> None:
                                    "write one Parquet row per trial under results/<sweep_id>/, print a ranked table.")
     p.add_argument("--gpus", type=positive_int("--gpus"), help="GPUs (ranks) per trial; read back on --resume")
     p.add_argument("--backend", choices=BACKENDS, help="where trials run (default: sweep.backend, local)")
-    p.add_argument("--strategy", help="grid | topk (default: sweep.strategy)")
+    p.add_argument("--strategy", help="grid | topk | optuna | halving | random (default: sweep.strategy)")
+    p.add_argument("--objective", choices=("throughput", "pareto"),
+                   help="optuna: throughput (TPE) or pareto (NSGA-II, throughput vs peak memory)")
+    p.add_argument("--storage", help="optuna study storage URL (default sqlite:///results/<sweep>/optuna.db)")
+    p.add_argument("--budget-gpu-hours", type=positive_float("--budget-gpu-hours"),
+                   help="start no trial once this many GPU-hours are spent")
     p.add_argument("--max-trials", type=positive_int("--max-trials"), help="trials to run (default sweep.max_trials)")
     p.add_argument("--steps", type=positive_int("--steps"), help="timed steps per trial (default sweep.timed_steps)")
     p.add_argument("--parallel", type=positive_int("--parallel"), help="trials in flight at once (default 1)")
@@ -39,6 +44,7 @@ def add_parser(sub, name: str) -> None:
     p.add_argument("--resume-if-exists", action="store_true", help="with --sweep-id: resume it if it exists")
     # tests and the reliability benchmark only: make the I-th trial of this run fail (docs/trial_protocol.md)
     p.add_argument("--inject-fault", action="append", type=_fault, default=[], help=argparse.SUPPRESS)
+    p.add_argument("--memory-limit-bytes", type=positive_int("--memory-limit-bytes"), help=argparse.SUPPRESS)
     add_overrides(p)
     p.set_defaults(run=run)
 
@@ -52,8 +58,12 @@ def run(args: argparse.Namespace) -> int:
                            steps=args.steps, parallel=args.parallel)
     if args.timeout_s is not None:
         flags.append(f"sweep.timeout_s={args.timeout_s}")
+    for key in ("objective", "storage", "budget_gpu_hours"):
+        if getattr(args, key) is not None:
+            flags.append(f"sweep.{key}={getattr(args, key)}")
     req = SweepRequest(num_gpus=args.gpus, overrides=tuple(list(args.overrides) + flags), sweep_id=args.sweep_id,
                        resume=args.resume, resume_if_exists=args.resume_if_exists,
-                       inject_faults=tuple(args.inject_fault), argv=tuple(sys.argv[1:]))
+                       inject_faults=tuple(args.inject_fault), argv=tuple(sys.argv[1:]),
+                       memory_limit_bytes=args.memory_limit_bytes)
     run_sweep(req)
     return 0

@@ -50,15 +50,29 @@ class OptunaStrategy(Strategy):
         self._index = {self._key(self.candidates.iloc[i]): i for i in range(len(self.candidates))}
         n = len(self.candidates)
         self.num_seed_trials = num_seed_trials if num_seed_trials is not None else max(1, min(5, math.ceil(0.1 * n)))
-        self.study = self._create_study(optuna, storage, study_name)
+        import optuna  # noqa: F401  (fail here, not mid-sweep, when optuna is missing)
+        self._storage, self._study_name, self._study = storage, study_name, None
         self._trials: dict[str, Any] = {}
         self._pending: set[str] = set()
         self.pruned: dict[str, str] = {}
-        if not self.study.trials:  # a fresh study: the perf model's best go first
-            for i in range(min(self.num_seed_trials, n)):
-                self.study.enqueue_trial(self._params(self.candidates.iloc[i]))
+
+    @property
+    def study(self) -> Any:
+        """Created on first use (the controller makes the sweep folder after building the strategy)."""
+        if self._study is None:
+            import optuna
+
+            self._study = self._create_study(optuna, self._storage, self._study_name)
+            if not self._study.trials:  # a fresh study: the perf model's best go first
+                for i in range(min(self.num_seed_trials, len(self.candidates))):
+                    self._study.enqueue_trial(self._params(self.candidates.iloc[i]))
+        return self._study
 
     def _create_study(self, optuna: Any, storage: str | None, study_name: str | None) -> Any:
+        if storage and storage.startswith("sqlite:///"):
+            from pathlib import Path
+
+            Path(storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             if self.objective == "pareto":

@@ -14,3 +14,6 @@ class RandomStrategy(TopKStrategy):
 
     def __init__(self, candidates: Any, max_trials: int | None, seed: int = 0, **_options: Any) -> None:
         super().__init__(candidates.sample(frac=1.0, random_state=seed), max_trials, seed)
+
+    def update_ranking(self, candidates: Any) -> None:
+        """Random ignores the models, calibrated or not."""

@@ -31,6 +31,16 @@ class TopKStrategy(GridStrategy):
         if row.get("status") == "oom":
             self._learn(row)
 
+    def update_ranking(self, candidates: Any) -> None:
+        """Calibration re-scored the candidates (autotune.calibrate.OnlineCalibrator): what is not asked yet follows
+        the new predicted order; candidates no longer runnable drop out."""
+        import pandas as pd
+
+        asked = self.candidates.iloc[:self._next]
+        rest = candidates[~candidates["candidate_id"].isin(asked["candidate_id"])
+                          & candidates["candidate_id"].isin(self.candidates["candidate_id"])]
+        self.candidates = pd.concat([asked, rest]).reset_index(drop=True)
+
     def _learn(self, oom_row: dict[str, Any]) -> list[Pruned]:
         from autotune.oom_pruning import dominance_reason, dominated_mask
 

@@ -30,6 +30,7 @@ class SweepRequest:
     resume_if_exists: bool = False
     # Tests and the reliability benchmark only: (i-th trial of this run, fault, timeout_s or None) -> TrialSpec.inject_fault
     inject_faults: tuple[tuple[int, str, float | None], ...] = ()
+    memory_limit_bytes: int | None = None  # tests only: TrialSpec.memory_limit_bytes of every trial (a real CPU OOM)
     argv: tuple[str, ...] = field(default=())
 
 
@@ -62,7 +63,8 @@ def _open_store(req: SweepRequest) -> tuple[SweepStore, int, Any, bool]:
         if store.exists() and not req.resume_if_exists:
             raise ValueError(f"--sweep-id={req.sweep_id!r}: {store.root} already exists; pass --resume {store.root} "
                              "or --resume-if-exists")
-        if not store.exists() and store.root.exists() and any(store.root.iterdir()):
+        # Only empty sub-folders (a controller stopped between mkdir and sweep.yaml) still count as a fresh folder.
+        if not store.exists() and store.root.exists() and any(p.is_file() for p in store.root.rglob("*")):
             raise ValueError(f"--sweep-id={req.sweep_id!r}: {store.root} exists and is not a sweep folder")
     else:
         store = None
@@ -123,7 +125,10 @@ def run_sweep(req: SweepRequest, console: Any = None) -> Path:
     runnable = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
     if runnable.empty:
         raise NoValidLayoutError(explain_no_layout(frame, cfg, num_gpus))
-    strategy = get_strategy(cfg.sweep.strategy, runnable, cfg.sweep.max_trials, seed=cfg.train.seed)
+    from autotune.strategies.options import strategy_options
+
+    strategy = get_strategy(cfg.sweep.strategy, runnable, cfg.sweep.max_trials, seed=cfg.train.seed,
+                            **strategy_options(cfg, store.root, store.sweep_id))
     if not resuming:
         store.root.mkdir(parents=True, exist_ok=True)
     launcher = _make_launcher(cfg, store, num_gpus)
@@ -174,9 +179,17 @@ def _loop(cfg: Any, store: SweepStore, launcher: Any, strategy: Any, req: SweepR
     progress = SweepProgress(console, strategy.planned_total(), parallel, done_before=len(strategy.results))
     in_flight: dict[str, tuple[Any, Any]] = {}  # trial_id -> (ask, handle)
     started = 0
+    from autotune.budget import GpuBudget
+    from autotune.calibrate import OnlineCalibrator
+
+    budget = GpuBudget(cfg.sweep.budget_gpu_hours, store.read())
+    calibrator = OnlineCalibrator(cfg, strategy.candidates) if cfg.sweep.calibrate else None
     try:
         while True:
             while len(in_flight) < parallel:
+                if budget.exhausted():
+                    budget.announce(console)
+                    break
                 ask = strategy.ask()
                 if ask is None:
                     break
@@ -187,6 +200,8 @@ def _loop(cfg: Any, store: SweepStore, launcher: Any, strategy: Any, req: SweepR
                     extra["timeout_s"] = fault_timeout
                 if ask.timed_steps is not None:
                     extra["timed_steps"] = ask.timed_steps
+                if req.memory_limit_bytes is not None:
+                    extra["memory_limit_bytes"] = req.memory_limit_bytes
                 spec = candidate_spec(cfg, ask.candidate, sweep_id=store.sweep_id, backend=cfg.sweep.backend,
                                       rung=ask.rung, **extra)
                 in_flight[spec.trial_id] = (ask, launcher.submit(spec))
@@ -202,6 +217,9 @@ def _loop(cfg: Any, store: SweepStore, launcher: Any, strategy: Any, req: SweepR
                 row = handle.result()
                 store.write_row(row)
                 progress.finished(row)
+                budget.add(row)
+                if calibrator is not None:
+                    calibrator.after_row(row, strategy, lambda msg: console.print(f"  {msg}", highlight=False))
                 for p in strategy.tell(ask, row):
                     pruned = pruned_row(cfg, p.candidate, p.reason, sweep_id=store.sweep_id, backend=cfg.sweep.backend)
                     store.write_row(pruned)

@@ -4,8 +4,8 @@ real trainer through the local launcher, one row each, then cached as `landscape
     .venv/bin/python benchmarks/data/measure_landscape.py            # resumable: skips layouts that have a row
     .venv/bin/python benchmarks/data/measure_landscape.py --collect  # only (re)write the Parquet fixture
 
-Layouts run in a fixed shuffled order (seed 0), so slow drift of the shared machine's load does not line up with the
-predicted ranking.
+Layouts run in a fixed shuffled order (seed 0; tp = 1 layouts first), so slow drift of the shared machine's load
+does not line up with the predicted ranking. Crashed layouts are retried when the script is run again.
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def measure() -> None:
     cfg = load_config(OVERRIDES)
     frame = enumerate_candidates(cfg, NUM_GPUS)
     runnable = frame[frame["rank"].notna()].sample(frac=1.0, random_state=0)
+    runnable = runnable.sort_values("tp", kind="stable")  # tp = 1 first (the tp > 1 trainer paths were fixed later)
     store = SweepStore(WORK)
     if not store.exists():
         store.create(cfg.resolved_yaml, {"gpus": NUM_GPUS, "overrides": OVERRIDES, "argv": sys.argv})
