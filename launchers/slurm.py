@@ -78,6 +78,30 @@ def query_states(job_ids: Iterable[str]) -> dict[str, str] | None:
     return states
 
 
+def _setup_lines() -> list[str]:
+    return [f"export PYTHONPATH={shlex.quote(str(REPO_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}"]
+
+
+def trial_script_text(specs: list[TrialSpec], opts: SlurmOptions, folder: Path,
+                      python: str | None = None) -> list[tuple[str, list[str]]]:
+    """The sbatch scripts a wave of `specs` becomes (one job array per job shape), without submitting: what
+    `autotune submit --dry-run` shows. Same parameters as `SlurmLauncher` passes to submitit."""
+    from submitit.slurm.slurm import _make_sbatch_string  # submitit's own script writer (no srun needed)
+
+    groups: dict[Any, list[TrialSpec]] = {}
+    for spec in specs:
+        groups.setdefault((job_shape(spec, opts), spec.sweep_id), []).append(spec)
+    out = []
+    for (shape, sweep_id), members in groups.items():
+        params = executor_parameters(shape, opts, f"autotune-{sweep_id}", _setup_lines())
+        command = " ".join([shlex.quote(python or sys.executable), "-u -m submitit.core._submit",
+                            shlex.quote(str(folder / "%j"))])
+        text = _make_sbatch_string(command=command, folder=folder / "%j",
+                                   map_count=len(members) if len(members) > 1 else None, **params)
+        out.append((text, [s.trial_id for s in members]))
+    return out
+
+
 class SlurmTrialHandle(TrialHandle):
     def __init__(self, spec: TrialSpec, launcher: "SlurmLauncher", trial_dir: Path) -> None:
         self.spec = spec
@@ -230,9 +254,8 @@ class SlurmLauncher(Launcher):
         import submitit  # lazy: `autotune plan` never pays for it
 
         ex = submitit.SlurmExecutor(folder=self.submitit_dir / "%j", python=shlex.quote(self.python))
-        setup = [f"export PYTHONPATH={shlex.quote(str(REPO_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}"]
         ex.update_parameters(**executor_parameters(job_shape(spec, self.options), self.options,
-                                                   f"autotune-{spec.sweep_id}", setup))
+                                                   f"autotune-{spec.sweep_id}", _setup_lines()))
         return ex
 
     def _prepare(self, spec: TrialSpec) -> SlurmTrialHandle:

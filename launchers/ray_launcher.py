@@ -1,0 +1,391 @@
+"""Ray launcher: one trial = one placement group of N bundles (GPU:1 each on GPU clusters, CPU only on `cluster=cpu`)
+and one actor per rank.
+
+Each actor starts `python -m bench_model.run` as a child process with the torch.distributed environment: MASTER_ADDR
+is rank 0's node address (127.0.0.1 in tests), MASTER_PORT a port free on that node, LOCAL_RANK the rank's GPU among
+the GPUs Ray gave the trial's actors on that node (CUDA_VISIBLE_DEVICES is set to that union, as Ray Train does, so
+NCCL sees its peers). The driver polls the ranks, tears the others down when one fails (what torchrun does locally),
+kills every rank at `timeout_s`, and copies RESULT.json / *.err.json / logs back from the actors: the row needs no
+shared filesystem. The placement group is removed after every trial.
+
+Tests run Ray inside a private network namespace (`unshare --net`, loopback only: docs/engines.md).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from autotune.types import TrialSpec
+from launchers.base import Launcher, TrialHandle
+
+# Ray workers import this module for every rank actor: it stays light (launchers.local would pull pyarrow in).
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+POLL_S = 0.5
+KILL_GRACE_S = 5.0
+PEER_GRACE_S = 10.0  # after one rank fails, how long its peers get to write their own error file
+LOG_TAIL_BYTES = 1 << 20
+
+
+class RankWorker:
+    """A Ray actor holding one rank's process (wrapped with ray.remote at launch; plain class so it imports light)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.trial_dir: Path | None = None
+        self.log_path: Path | None = None
+
+    def node_info(self) -> dict[str, Any]:
+        import ray
+
+        ip = ray.util.get_node_ip_address()
+        return {"node_id": ray.get_runtime_context().get_node_id(), "ip": ip,
+                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
+    def free_port(self) -> int:
+        import ray
+
+        return free_port(ray.util.get_node_ip_address())
+
+    def start(self, spec_json: str, trial_dir: str, rank_env: dict[str, str], module: str) -> int:
+        self.trial_dir = Path(trial_dir)
+        self.trial_dir.mkdir(parents=True, exist_ok=True)
+        spec_path = self.trial_dir / "SPEC.json"
+        if not spec_path.exists() or spec_path.read_text() != spec_json:
+            spec_path.write_text(spec_json)
+        env = dict(os.environ)
+        env.update(rank_env)
+        env.setdefault("OMP_NUM_THREADS", "1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        self.log_path = self.trial_dir / f"rank{rank_env['RANK']}.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", module, "--spec", str(spec_path),
+                                          "--out", str(self.trial_dir / "RESULT.json")],
+                                         cwd=str(REPO_ROOT) if REPO_ROOT.is_dir() else None, env=env, stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def stop(self, grace_s: float = KILL_GRACE_S) -> int | None:
+        """SIGTERM the rank's process group, SIGKILL after `grace_s`."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                return self.proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                continue
+        return self.proc.poll()
+
+    def collect(self) -> dict[str, str]:
+        """RESULT.json, this node's *.err.json files and this rank's log tail, as text."""
+        out: dict[str, str] = {}
+        if self.trial_dir is None:
+            return out
+        for path in [self.trial_dir / "RESULT.json", *self.trial_dir.glob("RESULT.json.rank*.err.json")]:
+            if path.is_file():
+                out[path.name] = path.read_text()
+        if self.log_path is not None and self.log_path.is_file():
+            with open(self.log_path, "rb") as fh:
+                fh.seek(max(0, self.log_path.stat().st_size - LOG_TAIL_BYTES))
+                out[self.log_path.name] = fh.read().decode(errors="replace")
+        return out
+
+
+def ray_rank_envs(infos: list[dict[str, Any]], master_addr: str, master_port: int) -> list[dict[str, str]]:
+    """torch.distributed env per rank from the actors' (node, GPU ids): ranks on one node share one
+    CUDA_VISIBLE_DEVICES (their GPUs' union) and LOCAL_RANK indexes it; on CPU LOCAL_RANK counts ranks per node."""
+    world = len(infos)
+    by_node: dict[str, list[int]] = {}
+    for rank, info in enumerate(infos):
+        by_node.setdefault(info["node_id"], []).append(rank)
+    envs = []
+    for rank, info in enumerate(infos):
+        peers = by_node[info["node_id"]]
+        env = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(len(peers)),
+               "GROUP_RANK": str(list(by_node).index(info["node_id"])), "MASTER_ADDR": master_addr,
+               "MASTER_PORT": str(master_port), "LOCAL_RANK": str(peers.index(rank))}
+        gpus = sorted({g for r in peers for g in infos[r]["gpu_ids"]}, key=lambda g: (len(g), g))
+        if info["gpu_ids"]:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            env["LOCAL_RANK"] = str(gpus.index(info["gpu_ids"][0]))
+        if master_addr.startswith("127."):  # one host: keep gloo/NCCL bootstrap on loopback
+            env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
+        envs.append(env)
+    return envs
+
+
+class RayTrialHandle(TrialHandle):
+    def __init__(self, spec: TrialSpec, launcher: "RayLauncher") -> None:
+        self.spec = spec
+        self._launcher = launcher
+        self.trial_dir = launcher.workdir / spec.trial_id
+        self.trial_dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.trial_dir.glob("RESULT.json*"):  # a re-run must not read an old result
+            stale.unlink()
+        (self.trial_dir / "SPEC.json").write_text(spec.to_json())
+        self.result_path = self.trial_dir / "RESULT.json"
+        self.log_path = launcher.log_dir / f"{spec.trial_id}.log"
+        self._cancel = threading.Event()
+        self._done = threading.Event()
+        self._running = False
+        self._row: dict[str, Any] | None = None
+        self._thread = threading.Thread(target=self._run, name=f"ray-{spec.trial_id}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from launchers.local import assemble_row
+
+        t0, started_at = time.monotonic(), utc_now()
+        outcome: dict[str, Any] = {"timed_out": False, "cancelled": False, "returncode": None}
+        pg, actors = None, []
+        try:
+            pg, actors, outcome = self._launcher._run_trial(self, outcome)
+        except Exception as e:  # Ray refused (bad address, lost node): the trial crashes with its words
+            outcome["error"] = e
+        finally:
+            self._launcher._release(pg, actors)
+        wall_s = time.monotonic() - outcome.get("t_start", t0)
+        row = assemble_row(self.spec, self.result_path, timed_out=outcome["timed_out"],
+                           cancelled=outcome["cancelled"], returncode=outcome["returncode"],
+                           started_at=outcome.get("started_at", started_at), ended_at=utc_now(), wall_s=wall_s,
+                           log_path=str(self.log_path), backend="ray")
+        error = outcome.get("error")
+        if error is not None and row["error_type"] in ("NoResult", "Killed"):
+            row.update(error_type=type(error).__name__,
+                       error_message=("ray: " + " ".join(str(error).split()))[:500])
+        elif row["error_message"] and "torchrun ended" in row["error_message"]:
+            row["error_message"] = row["error_message"].replace("torchrun ended", "a Ray rank ended")
+        self._row = row
+        self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"trial {self.spec.trial_id} still running after {timeout} s")
+        assert self._row is not None
+        return dict(self._row)
+
+    def cancel(self) -> None:
+        if not self._done.is_set():
+            self._cancel.set()
+        self._done.wait()
+
+    def status(self) -> str:
+        if self._done.is_set():
+            assert self._row is not None
+            return str(self._row["status"])
+        return "running" if self._running else "pending"
+
+
+class RayLauncher(Launcher):
+    """`RayLauncher(workdir=..., ray={"address": None | "auto" | "host:port", "num_cpus": ..., "gpus_per_rank": ...,
+    "cpus_per_rank": 1})`. Without an address it starts a local Ray bound to 127.0.0.1 and stops it on close()."""
+
+    name = "ray"
+    OPTIONS = ("address", "num_cpus", "gpus_per_rank", "cpus_per_rank")
+
+    def __init__(self, workdir: str | Path | None = None, log_dir: str | Path | None = None,
+                 ray: dict[str, Any] | None = None, module: str = "bench_model.run", **options: Any) -> None:
+        merged = {**(ray or {}), **options}
+        unknown = sorted(set(merged) - set(self.OPTIONS))
+        if unknown:
+            raise ValueError(f"sweep.ray.{unknown[0]}: unknown key (known: {', '.join(self.OPTIONS)})")
+        self.address = merged.get("address")
+        if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
+            raise ValueError(f"sweep.ray.address={self.address!r} must be null, 'auto' or 'host:port'")
+        self.num_cpus = _count("num_cpus", merged.get("num_cpus"), max(8, os.cpu_count() or 1))
+        self.cpus_per_rank = _count("cpus_per_rank", merged.get("cpus_per_rank"), 1)
+        self.gpus_per_rank = merged.get("gpus_per_rank")
+        if self.gpus_per_rank is not None and (isinstance(self.gpus_per_rank, bool)
+                                               or not isinstance(self.gpus_per_rank, (int, float))
+                                               or self.gpus_per_rank < 0):
+            raise ValueError(f"sweep.ray.gpus_per_rank={self.gpus_per_rank!r} must be null or a number >= 0")
+        self.workdir = Path(workdir if workdir is not None else Path("results") / "_ray_trials").resolve()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = Path(log_dir).resolve() if log_dir is not None else self.workdir / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.module = module  # the trial entry point (docs/trial_protocol.md); another only for protocol tests
+        self._started_ray = False
+        self._temp_dir = ""
+        self._lock = threading.Lock()
+        self._worker_cls: Any = None
+        self._handles: list[RayTrialHandle] = []
+
+    def max_world_size(self) -> int | None:
+        return None if self.address else self.num_cpus // self.cpus_per_rank
+
+    def describe_limit(self) -> str:
+        return f"{self.max_world_size()} CPU ranks of the local Ray (sweep.ray.num_cpus)"
+
+    def _ensure_ray(self) -> Any:
+        import ray  # lazy: only this backend pays for it
+
+        with self._lock:
+            if not ray.is_initialized():
+                path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+                env = {"env_vars": {"PYTHONPATH": path}}
+                if self.address:
+                    ray.init(address=self.address, runtime_env=env, log_to_driver=False)
+                else:
+                    # address="local": never attach to another Ray found on this host; own temp dir: no shared state
+                    self._temp_dir = f"/tmp/ray-autotune-{os.getpid()}"
+                    ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False,
+                             _node_ip_address="127.0.0.1", _temp_dir=self._temp_dir, runtime_env=env)
+                    self._started_ray = True
+            if self._worker_cls is None:
+                self._worker_cls = ray.remote(RankWorker)
+        return ray
+
+    def submit(self, spec: TrialSpec) -> RayTrialHandle:
+        limit = self.max_world_size()
+        if limit is not None and spec.plan.world_size > limit:
+            raise ValueError(f"plan world size {spec.plan.world_size} exceeds the local Ray's {limit} CPU slots "
+                             "(sweep.ray.num_cpus / cpus_per_rank)")
+        self._ensure_ray()
+        handle = RayTrialHandle(spec, self)
+        with self._lock:
+            self._handles.append(handle)
+        return handle
+
+    def _gpus_per_rank(self, spec: TrialSpec) -> float:
+        if self.gpus_per_rank is not None:
+            return float(self.gpus_per_rank)
+        return 1.0 if spec.cluster.device_type == "cuda" else 0.0
+
+    def _run_trial(self, handle: RayTrialHandle, outcome: dict[str, Any]) -> tuple[Any, list, dict[str, Any]]:
+        ray = self._ensure_ray()
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        spec, world, gpus = handle.spec, handle.spec.plan.world_size, self._gpus_per_rank(handle.spec)
+        bundle = {"CPU": float(self.cpus_per_rank), **({"GPU": gpus} if gpus else {})}
+        pg = placement_group([dict(bundle) for _ in range(world)], strategy="PACK")
+        actors: list = []
+        while not _ready(ray, pg.ready(), POLL_S):  # queued for resources: not counted against timeout_s
+            if handle._cancel.is_set():
+                outcome["cancelled"] = True
+                return pg, actors, outcome
+        actors = [self._worker_cls.options(
+            num_cpus=self.cpus_per_rank, num_gpus=gpus,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=i),
+        ).remote() for i in range(world)]
+        infos = ray.get([a.node_info.remote() for a in actors])
+        port = ray.get(actors[0].free_port.remote())
+        envs = ray_rank_envs(infos, infos[0]["ip"], port)
+        outcome.update(t_start=time.monotonic(), started_at=utc_now())
+        ray.get([a.start.remote(spec.to_json(), str(handle.trial_dir), env, self.module)
+                 for a, env in zip(actors, envs)])
+        handle._running = True
+        self._watch(ray, handle, actors, outcome)
+        self._collect(ray, handle, actors)
+        return pg, actors, outcome
+
+    def _watch(self, ray: Any, handle: RayTrialHandle, actors: list, outcome: dict[str, Any]) -> None:
+        deadline = outcome["t_start"] + float(handle.spec.timeout_s)
+        failed_at: float | None = None
+        while True:
+            codes = ray.get([a.poll.remote() for a in actors])
+            bad = [c for c in codes if c not in (None, 0)]
+            if bad and failed_at is None:
+                failed_at = time.monotonic()
+                outcome["returncode"] = bad[0]
+            if all(c is not None for c in codes):
+                outcome["returncode"] = bad[0] if bad else 0
+                return
+            if handle._cancel.is_set():
+                outcome["cancelled"] = True
+            elif time.monotonic() >= deadline:
+                outcome["timed_out"] = True
+            elif failed_at is None or time.monotonic() - failed_at < PEER_GRACE_S:
+                time.sleep(POLL_S)
+                continue
+            # cancelled, timed out, or a failed rank's peers are stuck in a collective: stop every rank
+            ray.get([a.stop.remote() for a in actors])
+            return
+
+    def _collect(self, ray: Any, handle: RayTrialHandle, actors: list) -> None:
+        """Bring result/error files and log tails back from the ranks' nodes (no shared filesystem needed)."""
+        logs = []
+        for rank, files in enumerate(ray.get([a.collect.remote() for a in actors])):
+            for name, text in files.items():
+                if name.endswith(".log"):
+                    logs.append(f"===== rank {rank} =====\n{text}")
+                elif not (handle.trial_dir / name).exists():
+                    tmp = handle.trial_dir / f".{name}.tmp"
+                    tmp.write_text(text)
+                    os.replace(tmp, handle.trial_dir / name)
+        handle.log_path.write_text("\n".join(logs))
+
+    def _release(self, pg: Any, actors: list) -> None:
+        if pg is None:
+            return
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        for a in actors:
+            try:
+                ray.kill(a)
+            except Exception:  # already dead
+                pass
+        try:
+            remove_placement_group(pg)
+        except Exception:  # Ray already shut down
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            handles = list(self._handles)
+        for h in handles:
+            h.cancel()
+        if self._started_ray:
+            import shutil
+
+            import ray
+
+            ray.shutdown()
+            self._started_ray = False
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+
+def _ready(ray: Any, ref: Any, timeout_s: float) -> bool:
+    done, _ = ray.wait([ref], timeout=timeout_s)
+    return bool(done)
+
+
+def _count(name: str, value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"sweep.ray.{name}={value!r} must be null or an integer >= 1")
+    return value
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def free_port(address: str) -> int:
+    """A TCP port free on `address` (rank 0's node address) right now; the OS picks it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((address, 0))
+        return int(s.getsockname()[1])
+
+
+__all__ = ["RayLauncher", "RayTrialHandle", "RankWorker", "ray_rank_envs"]

@@ -1,0 +1,161 @@
+"""Real engines for tests: a one-node SLURM on 127.0.0.1 (launchers/scripts/slurm_local.sh: munged, slurmctld,
+slurmd, 8 fake GPUs) and Ray inside a private network namespace (`unshare --net`, loopback only).
+
+Each pytest session gets its own SLURM (own state folder, own free ports), so concurrent sessions do not meet. When an
+engine cannot start, the fixture FAILS with the daemons' log tail: a missing engine is a broken CI, never a skip.
+
+Import these fixtures into a conftest (`from engine_fixtures import *`): tests/engines/conftest.py does, and
+tests/contract/launcher_cases.py reaches them through `request.getfixturevalue`.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SLURM_SCRIPT = REPO / "launchers" / "scripts" / "slurm_local.sh"
+IN_NETNS_ENV = "AUTOTUNE_IN_NETNS"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class SlurmEngine:
+    """A running one-node SLURM: `conf` is its slurm.conf (SLURM_CONF), `start_s` how long start-up took."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.env = dict(os.environ, AUTOTUNE_SLURM_DIR=str(state_dir),
+                        AUTOTUNE_SLURM_CTLD_PORT=str(_free_port()), AUTOTUNE_SLURM_SLURMD_PORT=str(_free_port()))
+        self.conf = state_dir / "etc" / "slurm.conf"
+        self.start_s = float("nan")
+
+    def _script(self, action: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(SLURM_SCRIPT), action], env=self.env, capture_output=True, text=True,
+                              timeout=timeout_s)
+
+    def start(self) -> "SlurmEngine":
+        missing = [b for b in ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue")
+                   if shutil.which(b) is None and not Path("/usr/sbin", b).exists()]
+        if missing:
+            pytest.fail(f"SLURM engine: {', '.join(missing)} not installed (bash .ci/run apt-installs slurm-wlm munge)",
+                        pytrace=False)
+        t0 = time.monotonic()
+        out = self._script("start")
+        self.start_s = time.monotonic() - t0
+        if out.returncode != 0:
+            logs = "".join(p.read_text()[-2000:] for p in sorted((self.state_dir / "log").glob("*.log")))
+            pytest.fail(f"SLURM engine did not start (rc={out.returncode}):\n{out.stdout}\n{out.stderr}\n{logs}",
+                        pytrace=False)
+        return self
+
+    def stop(self) -> None:
+        self._script("stop", timeout_s=60)
+
+    def run(self, *argv: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run(list(argv), env=dict(os.environ, SLURM_CONF=str(self.conf)), capture_output=True,
+                              text=True, timeout=timeout_s)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory) -> Any:
+    """A real SLURM for this session; SLURM_CONF points every sbatch/squeue (and every child process) at it."""
+    engine = SlurmEngine(tmp_path_factory.mktemp("slurm")).start()
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(engine.conf)
+    print(f"\n[engines] SLURM started in {engine.start_s:.2f} s ({engine.conf})")
+    yield engine
+    engine.stop()
+    if old is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = old
+
+
+@pytest.fixture(scope="session")
+def slurm_launcher_factory(slurm_cluster) -> Callable[..., Any]:
+    """`factory(tmp_path, **options)` -> a SlurmLauncher on the session's SLURM, polling every second."""
+    from launchers.slurm import SlurmLauncher
+
+    def make(tmp: Path, **options: Any) -> Any:
+        options = {"poll_s": 1.0, "time_limit_floor_min": 5, **options}
+        return SlurmLauncher(workdir=tmp / "work", log_dir=tmp / "logs", **options)
+
+    return make
+
+
+# ---------------------------------------------------------------- Ray: only ever inside a private network namespace
+
+def in_private_netns() -> bool:
+    """True inside the namespace the Ray tests run in: marked by the env and holding no interface but loopback."""
+    return os.environ.get(IN_NETNS_ENV) == "1" and sorted(os.listdir("/sys/class/net")) == ["lo"]
+
+
+def netns_argv(argv: list[str]) -> list[str]:
+    """`argv` run in a new network namespace with only loopback up. Plain `unshare --net` needs root (CI runs as
+    root); otherwise a user namespace maps us to root inside."""
+    prefix = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--net", "--map-root-user"]
+    return [*prefix, "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *argv]
+
+
+def run_in_netns(argv: list[str], timeout_s: float, cwd: Path = REPO,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, **(env or {}))
+    full_env[IN_NETNS_ENV] = "1"
+    full_env.pop("RAY_ADDRESS", None)
+    return subprocess.run(netns_argv(argv), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout_s)
+
+
+def run_pytest_in_netns(paths: list[str], timeout_s: float, extra: list[str] = ()) -> subprocess.CompletedProcess:
+    """Run pytest on `paths` inside the private namespace (Ray binds and probes only loopback there)."""
+    return run_in_netns([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *extra, *paths],
+                        timeout_s=timeout_s)
+
+
+def require_private_netns() -> None:
+    if not in_private_netns():
+        pytest.fail("Ray tests must run inside a private network namespace (run_pytest_in_netns); "
+                    f"interfaces here: {sorted(os.listdir('/sys/class/net'))}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def ray_session(tmp_path_factory) -> Any:
+    """One local Ray (127.0.0.1 only) for the session; every RayLauncher of the session joins it."""
+    require_private_netns()
+    from launchers.ray_launcher import RayLauncher
+
+    owner = RayLauncher(workdir=tmp_path_factory.mktemp("ray-owner"))
+    t0 = time.monotonic()
+    try:
+        owner._ensure_ray()
+    except Exception as e:  # noqa: BLE001 - any failure to start is a failed engine
+        pytest.fail(f"Ray engine did not start: {e}", pytrace=False)
+    owner.start_s = time.monotonic() - t0
+    print(f"\n[engines] Ray started in {owner.start_s:.2f} s")
+    yield owner
+    owner.close()
+
+
+@pytest.fixture(scope="session")
+def ray_launcher_factory(ray_session) -> Callable[..., Any]:
+    from launchers.ray_launcher import RayLauncher
+
+    def make(tmp: Path, **options: Any) -> Any:
+        return RayLauncher(workdir=tmp / "work", log_dir=tmp / "logs", **options)
+
+    return make
+
+
+__all__ = ["slurm_cluster", "slurm_launcher_factory", "ray_session", "ray_launcher_factory", "SlurmEngine",
+           "in_private_netns", "netns_argv", "run_in_netns", "run_pytest_in_netns", "require_private_netns"]
