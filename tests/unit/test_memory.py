@@ -152,3 +152,44 @@ def test_measured_saved_tensors_of_bench_model_block():
             block(x, rope)
         predicted = float(layer_activation_bytes(spec, s, b, 1, False, 0, c)["saved"])
         assert sum(saved.values()) == predicted, dtype
+
+
+@pytest.mark.parametrize("mode,code", [("none", 0), ("selective", 1), ("full", 2)])
+def test_measured_activations_with_bench_model_recompute(mode, code):
+    """Ground truth for the recompute variants: torch's MemTracker (tracks every storage on CPU too) after the forward
+    of two bench_model blocks wrapped by bench_model's own apply_recompute (non-reentrant checkpoint / op-level SAC).
+    ACT bytes = 2 layers' saved activations + the output; with recompute the first layer's saved input is the
+    external x (tracked as "other"), so subtract it once."""
+    torch = pytest.importorskip("torch")
+    mem_tracker = pytest.importorskip("torch.distributed._tools.mem_tracker")
+    from bench_model.model import TransformerBlock, rope_tables
+    from bench_model.parallel.recompute import apply_recompute
+
+    spec = ModelSpec(name="t", num_layers=2, hidden_size=64, ffn_hidden_size=160, num_heads=8, num_kv_heads=2,
+                     vocab_size=100)
+    b, s = 2, 32
+
+    class TwoBlocks(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleDict({"0": TransformerBlock(spec), "1": TransformerBlock(spec)})
+
+        def forward(self, x, rope):
+            for layer in self.layers.values():
+                x = layer(x, rope)
+            return x
+
+    model = TwoBlocks().to(torch.bfloat16)
+    apply_recompute(model, mode)
+    rope = rope_tables(spec.head_dim, torch.arange(s), 1e4)
+    x = torch.randn(b, s, 64, dtype=torch.bfloat16, requires_grad=True)
+    tracker = mem_tracker.MemTracker()
+    tracker.track_external(model, x, rope)
+    with tracker:
+        y = model(x, rope)  # keep the graph (and its saved tensors) alive for the snapshot
+        snap = next(iter(tracker.get_tracker_snapshot("current").values()))
+    act = next(v for k, v in snap.items() if str(k).endswith("ACT"))
+    saved = float(layer_activation_bytes(spec, s, b, 1, False, code, 2)["saved"])
+    x_bytes = out_bytes = b * s * 64 * 2
+    expected = 2 * saved + out_bytes - (x_bytes if mode != "none" else 0)
+    assert act == expected and y.shape == x.shape
