@@ -264,9 +264,10 @@ class OnlineCalibrator:
 
     def after_row(self, row: dict[str, Any], strategy: Any, log: Callable[[str], Any] | None = None) -> None:
         cal = self.observe(row)
-        if cal is None or not hasattr(strategy, "update_ranking"):
+        if cal is None:
             return
-        frame = rerank(self.candidates, self.cfg, cal.cluster)
-        strategy.update_ranking(frame[frame["rank"].notna()].sort_values("rank", kind="stable"))
+        if hasattr(strategy, "update_ranking"):
+            frame = rerank(self.candidates, self.cfg, cal.cluster)
+            strategy.update_ranking(frame[frame["rank"].notna()].sort_values("rank", kind="stable"))
         if log is not None:
             log("calibrated: " + "; ".join(cal.describe()))
