@@ -12,6 +12,7 @@ from RESULT.json / *.err.json on the shared filesystem, never from logs and neve
 """
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import shlex
 import subprocess
@@ -19,12 +20,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from autotune.types import TrialSpec
 from launchers.base import Launcher, TrialHandle
 from launchers.local import REPO_ROOT, assemble_row, utc_now
-from launchers.sbatch import SlurmOptions, executor_parameters, job_shape, run_rank
+from launchers.sbatch import JobShape, SlurmOptions, executor_parameters, job_shape, run_rank
 
 PENDING_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED"}
 RUNNING_STATES = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"}
@@ -78,6 +79,17 @@ def query_states(job_ids: Iterable[str]) -> dict[str, str] | None:
     return states
 
 
+def group_by_shape(items: list, opts: SlurmOptions, key: Callable[[Any], TrialSpec]) -> dict[tuple, list]:
+    """Items whose trials need the same nodes x tasks x GPUs go into one job array; its time limit is the
+    longest any member needs."""
+    groups: dict[tuple, list] = {}
+    for item in items:
+        spec = key(item)
+        groups.setdefault((dataclasses.replace(job_shape(spec, opts), time_min=0), spec.sweep_id), []).append(item)
+    return {(dataclasses.replace(shape, time_min=max(job_shape(key(i), opts).time_min for i in members)), sweep): members
+            for (shape, sweep), members in groups.items()}
+
+
 def _setup_lines() -> list[str]:
     return [f"export PYTHONPATH={shlex.quote(str(REPO_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}"]
 
@@ -88,11 +100,8 @@ def trial_script_text(specs: list[TrialSpec], opts: SlurmOptions, folder: Path,
     `autotune submit --dry-run` shows. Same parameters as `SlurmLauncher` passes to submitit."""
     from submitit.slurm.slurm import _make_sbatch_string  # submitit's own script writer (no srun needed)
 
-    groups: dict[Any, list[TrialSpec]] = {}
-    for spec in specs:
-        groups.setdefault((job_shape(spec, opts), spec.sweep_id), []).append(spec)
     out = []
-    for (shape, sweep_id), members in groups.items():
+    for (shape, sweep_id), members in group_by_shape(specs, opts, key=lambda s: s).items():
         params = executor_parameters(shape, opts, f"autotune-{sweep_id}", _setup_lines())
         command = " ".join([shlex.quote(python or sys.executable), "-u -m submitit.core._submit",
                             shlex.quote(str(folder / "%j"))])
@@ -250,12 +259,11 @@ class SlurmLauncher(Launcher):
         self._closed = False
         self._poller: threading.Thread | None = None
 
-    def _executor(self, spec: TrialSpec) -> Any:
+    def _executor(self, shape: JobShape, sweep_id: str) -> Any:
         import submitit  # lazy: `autotune plan` never pays for it
 
         ex = submitit.SlurmExecutor(folder=self.submitit_dir / "%j", python=shlex.quote(self.python))
-        ex.update_parameters(**executor_parameters(job_shape(spec, self.options), self.options,
-                                                   f"autotune-{spec.sweep_id}", _setup_lines()))
+        ex.update_parameters(**executor_parameters(shape, self.options, f"autotune-{sweep_id}", _setup_lines()))
         return ex
 
     def _prepare(self, spec: TrialSpec) -> SlurmTrialHandle:
@@ -293,11 +301,8 @@ class SlurmLauncher(Launcher):
         return handle
 
     def _submit_groups(self, handles: list[SlurmTrialHandle]) -> None:
-        groups: dict[tuple, list[SlurmTrialHandle]] = {}
-        for h in handles:
-            groups.setdefault((job_shape(h.spec, self.options), h.spec.sweep_id), []).append(h)
-        for members in groups.values():
-            ex = self._executor(members[0].spec)
+        for (shape, sweep_id), members in group_by_shape(handles, self.options, key=lambda h: h.spec).items():
+            ex = self._executor(shape, sweep_id)
             with ex.batch():
                 jobs = [ex.submit(run_rank, str(h.spec_path), str(h.result_path), self.module) for h in members]
             for h, job in zip(members, jobs):
@@ -306,8 +311,8 @@ class SlurmLauncher(Launcher):
     def _resubmit(self, handle: SlurmTrialHandle) -> None:
         for stale in handle.trial_dir.glob("RESULT.json*"):
             stale.unlink()
-        handle._attach(self._executor(handle.spec).submit(run_rank, str(handle.spec_path), str(handle.result_path),
-                                                          self.module))
+        ex = self._executor(job_shape(handle.spec, self.options), handle.spec.sweep_id)
+        handle._attach(ex.submit(run_rank, str(handle.spec_path), str(handle.result_path), self.module))
 
     def _ensure_poller(self) -> None:  # caller holds self._lock
         if self._poller is None:

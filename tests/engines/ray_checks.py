@@ -1,0 +1,96 @@
+"""Ray backend checks. NOT collected directly (no test_ prefix): Ray may only run inside a private network namespace,
+so tests/engines/test_ray_engine.py runs this file there (`unshare --net`, loopback up) and fails if it fails.
+
+A 4-rank trial of the tiny model through Ray matches the local backend's row and losses; a failing rank tears its
+peers down and the placement group is released; `autotune sweep --backend ray --gpus 4` finishes a small sweep."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.schema import RESULT_COLUMNS
+from engine_fixtures import require_private_netns
+
+AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
+TINY = ["experiment=demo", "train.global_batch_size=4"]
+LAYOUT = ("num_gpus", "dp", "tp", "pp", "cp", "zero_stage", "micro_batch_size", "grad_accum_steps", "seq_len",
+          "global_batch_tokens", "num_params", "candidate_id")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _only_in_private_netns():
+    require_private_netns()
+
+
+def spec_for(trial_id: str, backend: str, world: int, overrides=(), **extra):
+    from autotune.config import load_config
+    from autotune.trialfile import make_spec
+
+    cfg = load_config(TINY + list(overrides))
+    fields = dict(warmup_steps=1, timed_steps=2, timeout_s=300.0)
+    fields.update(extra)
+    return make_spec(cfg, cfg.plan(world), sweep_id="engines", trial_id=trial_id, backend=backend, **fields)
+
+
+def test_ray_runs_on_loopback_only(ray_session):
+    import ray
+
+    assert sorted(os.listdir("/sys/class/net")) == ["lo"]
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    assert [n["NodeManagerAddress"] for n in nodes] == ["127.0.0.1"]
+    assert ray.cluster_resources()["CPU"] == ray_session.num_cpus >= 8
+    assert ray_session.start_s < 120
+
+
+def test_four_rank_trial_matches_local(ray_launcher_factory, tmp_path):
+    """Same layout (dp=2 x tp=2), same seed: the Ray row has the local row's columns, layout and per-step losses."""
+    from launchers.local import LocalLauncher
+
+    overrides = ["plan.tp=2"]
+    row_r = ray_launcher_factory(tmp_path / "ray").submit(spec_for("t4-ray", "ray", 4, overrides)).result(timeout=600)
+    local = LocalLauncher(workdir=tmp_path / "local" / "work", log_dir=tmp_path / "local" / "logs")
+    row_l = local.submit(spec_for("t4-local", "local", 4, overrides)).result(timeout=600)
+    assert row_r["status"] == row_l["status"] == "ok", (row_r["error_message"], row_l["error_message"])
+    assert list(row_r) == list(row_l) == RESULT_COLUMNS
+    assert (row_r["backend"], row_r["dp"], row_r["tp"]) == ("ray", 2, 2)
+    for key in LAYOUT:
+        assert row_r[key] == row_l[key], key
+    assert len(row_r["losses"]) == 2 and row_r["losses"] == pytest.approx(row_l["losses"], rel=1e-6, abs=1e-6)
+    log = Path(row_r["log_path"]).read_text()
+    assert all(f"===== rank {r} =====" in log for r in range(4))  # every rank's log came back to the driver
+
+
+def test_failing_rank_tears_down_and_releases_the_group(ray_launcher_factory, tmp_path):
+    import ray
+    from ray.util.placement_group import placement_group_table
+
+    launcher = ray_launcher_factory(tmp_path)
+    row = launcher.submit(spec_for("r-crash1", "ray", 2, inject_fault="crash_rank1")).result(timeout=600)
+    assert (row["status"], row["error_type"]) == ("crash", "RuntimeError"), row["error_message"]
+    assert row["error_message"].startswith("rank 1:"), row["error_message"]
+    states = {pg["state"] for pg in placement_group_table().values()}
+    assert states <= {"REMOVED"}, states
+    assert ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]
+
+
+def test_sweep_backend_ray_finishes_with_parquet_rows_and_report(tmp_path):
+    """`autotune sweep --backend ray --gpus 4` in this namespace: it starts its own local Ray (address=local)."""
+    argv = [AUTOTUNE, "sweep", "--backend", "ray", "--gpus", "4", "--max-trials", "2", "--parallel", "2",
+            "--steps", "2", "--sweep-id", "r1", *TINY, "sweep.warmup_steps=1", f"sweep.results_dir={tmp_path}"]
+    out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    from autotune.store import read_results
+
+    rows = read_results(tmp_path / "r1")
+    ran = rows[rows["status"] != "pruned"]
+    assert len(ran) == 2 and set(ran["status"]) == {"ok"} and set(ran["backend"]) == {"ray"}, ran[["status",
+                                                                                                   "error_message"]]
+    assert (ran["tokens_per_s"] > 0).all() and (ran["num_gpus"] == 4).all()
+    report = subprocess.run([AUTOTUNE, "report", str(tmp_path / "r1")], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    assert report.returncode == 0, report.stderr
+    assert all(t in report.stdout for t in ran["trial_id"]), report.stdout
