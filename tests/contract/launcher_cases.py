@@ -11,11 +11,15 @@ the tests that apply to it and says so in the skip reason.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))  # engine_fixtures (real SLURM and Ray)
+from engine_fixtures import in_private_netns  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -38,10 +42,23 @@ def _simulate(tmp: Path, request: Any) -> Any:
     return SimulateLauncher(workdir=tmp / "work", log_dir=tmp / "logs")
 
 
+def _slurm(tmp: Path, request: Any) -> Any:  # a real one-node SLURM on 127.0.0.1 (tests/engines/engine_fixtures.py)
+    return request.getfixturevalue("slurm_launcher_factory")(tmp)
+
+
+def _ray(tmp: Path, request: Any) -> Any:  # a real local Ray, inside the private network namespace only
+    return request.getfixturevalue("ray_launcher_factory")(tmp)
+
+
 LAUNCHER_CASES: list[LauncherCase] = [
     LauncherCase("local", _local),
     LauncherCase("simulate", _simulate, starts_processes=False),
+    LauncherCase("slurm", _slurm),
 ]
+# Ray may only run inside a private network namespace; tests/engines/test_ray_engine.py runs this suite's `ray` case
+# there (a child pytest under `unshare --net`), and fails if it fails.
+if in_private_netns():
+    LAUNCHER_CASES.append(LauncherCase("ray", _ray))
 
 
 def needs_processes(case: LauncherCase, what: str) -> None:
