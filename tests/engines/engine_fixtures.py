@@ -68,19 +68,27 @@ class SlurmEngine:
                               text=True, timeout=timeout_s)
 
 
+_SHARED: dict[str, Any] = {}
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory) -> Any:
-    """A real SLURM for this session; SLURM_CONF points every sbatch/squeue (and every child process) at it."""
-    engine = SlurmEngine(tmp_path_factory.mktemp("slurm")).start()
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(engine.conf)
-    print(f"\n[engines] SLURM started in {engine.start_s:.2f} s ({engine.conf})")
+    """A real SLURM for this session; SLURM_CONF points every sbatch/squeue (and every child process) at it. One
+    engine per process even when several conftests register this fixture (tests/contract and tests/engines)."""
+    engine = _SHARED.get("slurm")
+    if engine is None:
+        engine = _SHARED["slurm"] = SlurmEngine(tmp_path_factory.mktemp("slurm")).start()
+        _SHARED["old_conf"] = os.environ.get("SLURM_CONF")
+        os.environ["SLURM_CONF"] = str(engine.conf)
+        print(f"\n[engines] SLURM started in {engine.start_s:.2f} s ({engine.conf})")
     yield engine
-    engine.stop()
-    if old is None:
-        os.environ.pop("SLURM_CONF", None)
-    else:
-        os.environ["SLURM_CONF"] = old
+    if _SHARED.pop("slurm", None) is not None:  # the first teardown (session end) stops it
+        engine.stop()
+        old = _SHARED.pop("old_conf", None)
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
 
 
 @pytest.fixture(scope="session")
