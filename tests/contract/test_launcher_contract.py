@@ -71,7 +71,8 @@ def test_success_row(launcher_case, tmp_path):
     if case.starts_processes:
         assert row["status"] == "ok", row
         assert row["tokens_per_s"] > 0 and row["tokens_per_s_per_gpu"] == pytest.approx(row["tokens_per_s"] / 2)
-        assert row["timed_steps"] == 2 and len(row["losses"]) == 2 and row["final_loss"] == row["losses"][-1]
+        # losses: every step's loss, warm-up included (docs/trial_protocol.md "per-step loss list")
+        assert row["timed_steps"] == 2 and len(row["losses"]) == 1 + 2 and row["final_loss"] == row["losses"][-1]
         assert row["wall_s"] > 0 and row["gpu_seconds"] == pytest.approx(row["wall_s"] * case.world_size)
         assert row["started_at"] <= row["ended_at"]
         assert processes_of(spec.trial_id) == []
