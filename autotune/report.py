@@ -17,6 +17,12 @@ COUNT_ORDER = ("ok", "oom", "crash", "timeout", "pruned", "simulated", "invalid"
 assert set(COUNT_ORDER) == set(STATUSES)
 
 
+def _pd_na() -> Any:
+    import pandas as pd
+
+    return pd.NA
+
+
 def load(sweep_dir: str | Path) -> "pd.DataFrame":
     from autotune.store import read_results
 
@@ -88,7 +94,9 @@ def ranked_table(df: "pd.DataFrame", top: int = 10) -> Any:
         err = row["error_type"] if isinstance(row["error_type"], str) else ""
         peak = row["peak_mem_reserved_bytes"] if row["peak_mem_reserved_bytes"] == row["peak_mem_reserved_bytes"] \
             and row["peak_mem_reserved_bytes"] is not None else row["peak_mem_allocated_bytes"]
-        table.add_row("-" if row["rank"] is None or row["rank"] != row["rank"] else str(int(row["rank"])),
+        rank = row["rank"]
+        missing = rank is None or rank is _pd_na() or rank != rank  # pd.NA (Int64 column) has no truth value
+        table.add_row("-" if missing else str(int(rank)),
                       str(row["trial_id"]), layout_text(row), str(row["status"]),
                       _num(row["tokens_per_s_per_gpu"], ",.1f"), _num(row["pred_tokens_per_s_per_gpu"], ",.1f"),
                       _num(row["mfu"], ".3f"), _num(row["pred_mfu"], ".3f"), _gib(peak), _gib(row["pred_mem_bytes"]),
