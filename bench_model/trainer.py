@@ -99,12 +99,15 @@ class Trainer:
         return stacked.sum() if losses_are_scaled() else stacked.mean()
 
 
-def build_trainer(spec: TrialSpec, device: torch.device) -> Trainer:
+def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: None) -> Trainer:
+    """`after_startup` runs once the process groups (and their threads) exist, before any model memory is allocated:
+    the point where a memory cap measures the layout and not the runtime."""
     p, m, t = spec.plan, spec.model, spec.train
     if t.global_batch_size != p.dp * p.micro_batch_size * p.grad_accum_steps:
         raise ValueError(f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
                          f"({p.micro_batch_size}) * grad_accum_steps({p.grad_accum_steps})")
     meshes = build_meshes(p, device.type, dist.get_world_size())
+    after_startup()
     full = build_meta_model(m, t.seq_len)
     num_stages = p.pp * p.vpp
     if p.pp > 1:

@@ -31,15 +31,20 @@ def init_distributed() -> torch.device:
 def run_trial(spec: TrialSpec, fault_hook: Callable[[], None] = lambda: None) -> dict[str, Any]:
     started_at, t_start = metrics.utc_now(), time.perf_counter()
     device = init_distributed()
-    if spec.memory_limit_bytes is not None and device.type == "cpu":
-        metrics.limit_address_space(spec.memory_limit_bytes)
     peak_flops = _peak_flops_per_rank(spec, device)
-    trainer = build_trainer(spec, device)
+    trainer = build_trainer(spec, device, lambda: _cap_memory(spec, device))
     local_losses = run_steps(trainer, fault_hook)
     row = _summarise(spec, trainer, local_losses, peak_flops)
     dist.barrier()
     row.update(started_at=started_at, ended_at=metrics.utc_now(), wall_s=time.perf_counter() - t_start)
     return normalize_row(row)
+
+
+def _cap_memory(spec: TrialSpec, device: torch.device) -> None:
+    """memory_limit_bytes (CPU only): RLIMIT_AS = address space after start-up (process groups and their threads
+    created) + the limit, so the model, optimizer and activations of the layout are what can exceed it."""
+    if spec.memory_limit_bytes is not None and device.type == "cpu":
+        metrics.limit_address_space(spec.memory_limit_bytes)
 
 
 def _peak_flops_per_rank(spec: TrialSpec, device: torch.device) -> float:

@@ -1,0 +1,72 @@
+"""bench_model pieces that need no process group: layer split, CP positions, data determinism, init determinism,
+model shapes and parameter count against ModelSpec, CP attention mask = causal mask (by hand)."""
+from __future__ import annotations
+
+import torch
+
+from autotune.types import ModelSpec
+from bench_model import data
+from bench_model.model import Llama, build_meta_model, full_init_tensor
+from bench_model.parallel.context_parallel import cp_positions
+from bench_model.parallel.pipeline import layer_split
+
+TINY = ModelSpec(name="tiny", num_layers=8, hidden_size=128, ffn_hidden_size=352, num_heads=8, num_kv_heads=4,
+                 vocab_size=1024, rope_theta=10000.0)
+
+
+def test_layer_split_even_and_uneven():
+    assert layer_split(8, 2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # 8 layers over 6 stages: floor 1 each, the 2 extra go to the middle stages 1 and 2 (first/last get fewer)
+    assert [len(s) for s in layer_split(8, 6)] == [1, 2, 2, 1, 1, 1]
+    # 7 layers over 3 stages: extra to the middle stage, then stage 0; the last stage (head) gets fewest
+    assert [len(s) for s in layer_split(7, 3)] == [2, 3, 2]
+    assert sum(layer_split(13, 4), []) == list(range(13))
+
+
+def test_cp_positions_load_balanced():
+    # seq 16, cp 2: 4 chunks of 4; rank 0 holds chunks 0 and 3, rank 1 holds chunks 1 and 2
+    assert cp_positions(16, 2, 0).tolist() == [0, 1, 2, 3, 12, 13, 14, 15]
+    assert cp_positions(16, 2, 1).tolist() == [4, 5, 6, 7, 8, 9, 10, 11]
+    all_pos = torch.cat([cp_positions(128, 4, r) for r in range(4)])
+    assert sorted(all_pos.tolist()) == list(range(128))
+
+
+def test_data_is_a_function_of_seed_step_index():
+    a = data.sample_tokens(7, 3, 5, 128, 1024)
+    assert torch.equal(a, data.sample_tokens(7, 3, 5, 128, 1024))
+    assert not torch.equal(a, data.sample_tokens(7, 3, 6, 128, 1024))
+    tokens, labels = data.batch(7, 3, range(4, 6), 128, 1024)
+    assert torch.equal(tokens[1], a[:-1]) and torch.equal(labels[1], a[1:])
+    assert list(data.rank_sample_range(1, 2, 3)) == [6, 7, 8, 9, 10, 11]
+
+
+def test_model_matches_model_spec_and_is_deterministic():
+    model = build_meta_model(TINY, 128)
+    assert sum(p.numel() for p in model.parameters()) == TINY.num_params()
+    m1, m2 = Llama(TINY, 32), Llama(TINY, 32)
+    m1.init_weights(5)
+    m2.init_weights(5)
+    tokens = torch.randint(0, 1024, (2, 32))
+    out = m1(tokens)
+    assert out.shape == (2, 32, 1024)
+    assert torch.equal(out, m2(tokens))
+    assert torch.equal(full_init_tensor("layers.3.attention.wq.weight", (4, 4), 5, 8),
+                       full_init_tensor("layers.3._checkpoint_wrapped_module.attention.wq.weight", (4, 4), 5, 8))
+
+
+def test_context_parallel_mask_equals_causal_attention():
+    """Attention of the load-balanced chunks with the global-position mask equals the causal result at those rows."""
+    from bench_model.parallel.context_parallel import ContextParallelAttention
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 16, 8) for _ in range(3))
+    full = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    cp = 2
+    k_pos = torch.cat([cp_positions(16, cp, r) for r in range(cp)])
+    for rank in range(cp):
+        q_pos = cp_positions(16, cp, rank)
+        attn = ContextParallelAttention.__new__(ContextParallelAttention)
+        attn.q_pos, attn.k_pos, attn._mask = q_pos, k_pos, None
+        out = torch.nn.functional.scaled_dot_product_attention(q[:, :, q_pos], k[:, :, k_pos], v[:, :, k_pos],
+                                                               attn_mask=attn.mask(q.device))
+        torch.testing.assert_close(out, full[:, :, q_pos])
