@@ -40,6 +40,14 @@ def check_value(field: str, value: Any) -> str:
     return text
 
 
+def check_one_line(field: str, text: str) -> str:
+    """A value bound for a `#SBATCH` line (paths too): bash ends that comment at a newline, so no quoting protects the
+    rest of the value, which would run as a command."""
+    if any(c in text for c in "\n\r\x00"):
+        raise ValueError(f"{field}={text!r} must not contain a newline (it would end its #SBATCH line)")
+    return text
+
+
 @dataclass(frozen=True)
 class SlurmOptions:
     """`sweep.slurm.*` (search_spaces/sweep/default.yaml); see docs/engines.md."""
@@ -186,7 +194,7 @@ def controller_script(sweep_argv: list[str], *, python: str, workdir: str, log_p
     shlex-quoted onto the exec line; `#SBATCH` values are checked names, quoted too."""
     q = shlex.quote
     lines = ["#!/bin/bash", f"#SBATCH --job-name={q(check_value('job name', job_name))}",
-             f"#SBATCH --output={q(log_path)}", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
+             f"#SBATCH --output={q(check_one_line('log path', log_path))}", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
              f"#SBATCH --cpus-per-task={int(opts.controller_cpus)}", f"#SBATCH --time={int(opts.controller_time_min)}"]
     partition = opts.controller_partition or opts.partition
     for key, value in (("partition", partition), ("account", opts.account), ("qos", opts.qos)):

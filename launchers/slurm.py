@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 from autotune.types import TrialSpec
 from launchers.base import Launcher, TrialHandle
 from launchers.local import REPO_ROOT, assemble_row, utc_now
-from launchers.sbatch import JobShape, SlurmOptions, executor_parameters, job_shape, run_rank
+from launchers.sbatch import JobShape, SlurmOptions, check_one_line, executor_parameters, job_shape, run_rank
 
 PENDING_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED"}
 RUNNING_STATES = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"}
@@ -100,6 +100,7 @@ def trial_script_text(specs: list[TrialSpec], opts: SlurmOptions, folder: Path,
     `autotune submit --dry-run` shows. Same parameters as `SlurmLauncher` passes to submitit."""
     from submitit.slurm.slurm import _make_sbatch_string  # submitit's own script writer (no srun needed)
 
+    check_one_line("sweep log folder", str(folder))
     out = []
     for (shape, sweep_id), members in group_by_shape(specs, opts, key=lambda s: s).items():
         params = executor_parameters(shape, opts, f"autotune-{sweep_id}", _setup_lines())
@@ -249,6 +250,7 @@ class SlurmLauncher(Launcher):
         self.workdir = Path(workdir if workdir is not None else Path("results") / "_slurm_trials").resolve()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.submitit_dir = Path(log_dir).resolve() if log_dir is not None else self.workdir / "_submitit"
+        check_one_line("sweep log folder", str(self.submitit_dir))  # it lands on `#SBATCH --output=` lines
         self.python = python or sys.executable
         self.module = module  # the trial entry point (docs/trial_protocol.md); another only for protocol tests
         self._handles: list[SlurmTrialHandle] = []
