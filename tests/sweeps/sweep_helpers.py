@@ -1,0 +1,45 @@
+"""Shared by the sweep tests: run the CLI as a subprocess (the console entry point), list the planner's ranking."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "autotune.cli.main"]
+
+
+def autotune(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def planner_frame(overrides: list[str], num_gpus: int):
+    from autotune.config import load_config
+    from autotune.planner import enumerate_candidates
+
+    return enumerate_candidates(load_config(overrides), num_gpus)
+
+
+def ranked_trial_ids(overrides: list[str], num_gpus: int, n: int) -> list[str]:
+    """The first n trials a grid/topk sweep starts: the planner's ranking, best first."""
+    from autotune.store import trial_id_for
+
+    frame = planner_frame(overrides, num_gpus)
+    ranked = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
+    return [trial_id_for(str(c)) for c in ranked["candidate_id"][:n]]
+
+
+def processes_mentioning(text: str) -> list[str]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd:
+            found.append(f"{entry.name}: {cmd[:200]}")
+    return found

@@ -1,0 +1,99 @@
+"""A real local sweep: the tiny Llama on 4 gloo ranks (experiment=demo), topk, 6 trials of which 4 run cleanly, the
+5th crashes (every rank raises) and the 6th hangs (only the launcher's timeout ends it). Then the report with plots,
+`export --best` round-tripped through `autotune bench --config`, and notebooks/pareto.ipynb executed on this sweep."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sweep_helpers import REPO, autotune, planner_frame, processes_mentioning, ranked_trial_ids
+
+DEMO = ["experiment=demo", "sweep.warmup_steps=1", "sweep.timeout_s=400"]
+HANG_TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("sweep4")
+    proc = autotune(["sweep", "--gpus", "4", "--backend", "local", "--strategy", "topk", "--max-trials", "6",
+                     "--steps", "2", "--sweep-id", "s4", "--inject-fault", "5:crash",
+                     "--inject-fault", f"6:hang:{HANG_TIMEOUT_S}", *DEMO], cwd, timeout=1800)
+    return cwd, cwd / "results" / "s4", proc
+
+
+def test_sweep_rows(local_sweep):
+    from autotune.store import read_results, scan_trials
+
+    cwd, sweep, proc = local_sweep
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert "results/s4" in lines[0] and "results/s4" in lines[-1]
+    assert "trial 6/6" in proc.stdout and "ETA" in proc.stdout and "best" in proc.stdout
+    df = read_results(sweep)
+    assert df["candidate_id"].is_unique and df["trial_id"].is_unique
+    files = scan_trials(sweep / "trials")
+    assert files.corrupt == () and len(files.good) == len(df)
+    frame = planner_frame(DEMO, 4)
+    assert set(df.loc[df["status"] == "pruned", "candidate_id"]) == set(frame.loc[frame["rank"].isna(), "candidate_id"])
+    order = ranked_trial_ids(DEMO, 4, 6)
+    run = df[df["status"] != "pruned"].set_index("trial_id")
+    assert sorted(run.index) == sorted(order)
+    ok = run.loc[order[:4]]
+    assert (ok["status"] == "ok").all(), ok[["status", "error_type", "error_message"]]
+    assert (ok["tokens_per_s"] > 0).all() and (ok["mfu"] > 0).all() and (ok["num_gpus"] == 4).all()
+    assert ok["losses"].map(len).eq(1 + 2).all() and ok["pred_tokens_per_s_per_gpu"].notna().all()
+    assert (ok["backend"] == "local").all() and ok["log_path"].map(lambda p: (sweep / "logs") in __import__(
+        "pathlib").Path(p).parents).all()
+    crash, hang = run.loc[order[4]], run.loc[order[5]]
+    assert (crash["status"], crash["error_type"]) == ("crash", "RuntimeError")
+    assert (hang["status"], hang["error_type"]) == ("timeout", "Timeout")
+    assert HANG_TIMEOUT_S <= hang["wall_s"] < HANG_TIMEOUT_S + 60
+    assert processes_mentioning(str(sweep)) == []
+
+
+def test_report_and_plots(local_sweep):
+    cwd, sweep, _ = local_sweep
+    proc = autotune(["report", str(sweep), "--plots"], cwd)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ok 4  oom 0  crash 1  timeout 1" in proc.stdout and "Pareto front" in proc.stdout
+    for name in ("throughput", "tp_pp_heatmap", "pred_vs_measured", "pareto"):
+        for ext in ("png", "svg"):
+            assert (sweep / "plots" / f"{name}.{ext}").stat().st_size > 1000
+
+
+def test_export_best_runs_in_bench(local_sweep):
+    from autotune.report import best_row
+    from autotune.store import read_results
+    from autotune.trialfile import load_trialfile
+
+    cwd, sweep, _ = local_sweep
+    out = sweep / "best.yaml"
+    proc = autotune(["export", str(sweep), "--best", "-o", str(out)], cwd)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    model, train, cluster, plan = load_trialfile(out)
+    best = best_row(read_results(sweep))
+    assert plan.candidate_id(model, train) == best["candidate_id"]
+    proc = autotune(["bench", "--nproc", str(plan.world_size), "--config", str(out), "--steps", "1", "--json",
+                     "--workdir", str(cwd / "bench")], cwd, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    row = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert row["status"] == "ok" and row["candidate_id"] == best["candidate_id"]
+
+
+def test_notebook_executes_on_this_sweep(local_sweep):
+    import nbformat
+    from nbclient import NotebookClient
+
+    cwd, sweep, _ = local_sweep
+    nb = nbformat.read(REPO / "notebooks" / "pareto.ipynb", as_version=4)
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1
+    params[0].source = f"sweep_dir = {str(sweep)!r}"
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "ok 4  oom 0  crash 1  timeout 1" in text
+    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 4  # the four plots, displayed
+    defs = [c.source for c in nb.cells if c.cell_type == "code" and ("def " in c.source or "class " in c.source)]
+    assert defs == []  # the notebook defines nothing of its own
