@@ -129,9 +129,15 @@ def run_sweep(req: SweepRequest, console: Any = None) -> Path:
 
     strategy = get_strategy(cfg.sweep.strategy, runnable, cfg.sweep.max_trials, seed=cfg.train.seed,
                             **strategy_options(cfg, store.root, store.sweep_id))
-    if not resuming:
-        store.root.mkdir(parents=True, exist_ok=True)
-    launcher = _make_launcher(cfg, store, num_gpus)
+    created = not resuming and not store.root.exists()
+    try:
+        launcher = _make_launcher(cfg, store, num_gpus)
+    except ValueError:
+        if created:  # the launcher made its scratch folders: leave no half-made sweep folder behind
+            import shutil
+
+            shutil.rmtree(store.root, ignore_errors=True)
+        raise
     if not resuming:
         store.create(cfg.resolved_yaml, {"gpus": num_gpus, "overrides": list(req.overrides), "argv": list(req.argv)})
     console.print(f"sweep {store.root}  ({'resuming, ' if resuming else ''}{num_gpus} GPUs, model {cfg.model.name}, "
