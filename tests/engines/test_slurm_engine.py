@@ -65,7 +65,7 @@ def test_four_rank_trial_matches_local(slurm_launcher_factory, tmp_path):
     assert (row_s["backend"], row_s["dp"], row_s["tp"]) == ("slurm", 2, 2)
     for key in LAYOUT:
         assert row_s[key] == row_l[key], key
-    assert len(row_s["losses"]) == 2 and row_s["losses"] == pytest.approx(row_l["losses"], rel=1e-6, abs=1e-6)
+    assert len(row_s["losses"]) >= 2 and row_s["losses"] == pytest.approx(row_l["losses"], rel=1e-6, abs=1e-6)
     # one SLURM task per rank: submitit wrote one log per task of the job
     task_logs = sorted(Path(row_s["log_path"]).parent.glob("*_log.out"))
     assert len(task_logs) == 4, task_logs
@@ -103,6 +103,19 @@ def _wait_state(engine, job_id: str, want: set[str], timeout_s: float = 120) -> 
     raise AssertionError(f"job {job_id} stayed {state!r}, wanted {want}")
 
 
+def _resume(engine, timeout_s: float = 60) -> None:
+    """Bring the node back (ReturnToService=2 may already have done it when slurmd re-registered)."""
+    deadline = time.monotonic() + timeout_s
+    state = ""
+    while time.monotonic() < deadline:
+        state = engine.run("sinfo", "-h", "-n", "localhost", "-o", "%T").stdout.strip()
+        if state.rstrip("*~#") in ("idle", "mixed", "allocated"):
+            return
+        engine.run("scontrol", "update", "nodename=localhost", "state=resume")
+        time.sleep(0.5)
+    raise AssertionError(f"node stayed {state!r}")
+
+
 def test_node_failure_is_requeued_a_bounded_number_of_times(slurm_launcher_factory, slurm_cluster, tmp_path):
     """A real NODE_FAIL (the node set DOWN under a running job): resubmitted once (max_requeues=1), the second failure
     becomes a crash row naming the state."""
@@ -117,11 +130,10 @@ def test_node_failure_is_requeued_a_bounded_number_of_times(slurm_launcher_facto
             down = slurm_cluster.run("scontrol", "update", "nodename=localhost", "state=down", "reason=engine-test")
             assert down.returncode == 0, down.stderr
             _wait_state(slurm_cluster, job_id, {"NODE_FAIL"})
-            up = slurm_cluster.run("scontrol", "update", "nodename=localhost", "state=resume")
-            assert up.returncode == 0, up.stderr
+            _resume(slurm_cluster)
         row = handle.result(timeout=300)
     finally:
-        slurm_cluster.run("scontrol", "update", "nodename=localhost", "state=resume")
+        _resume(slurm_cluster)
     assert (row["status"], row["error_type"]) == ("crash", "NodeFail"), row["error_message"]
     assert "NODE_FAIL" in row["error_message"] and "after 1 requeue" in row["error_message"]
     assert len(handle.job_ids) == 2 and handle.requeues == 1

@@ -1,0 +1,103 @@
+"""Per-trial overhead of the SLURM and Ray backends against the local one, and engine start-up times; prints JSON.
+
+The same 2-rank trial of the tiny model (1 warmup + 1 timed step) runs `--repeats` times through each backend, one
+at a time; overhead = median(submit -> row) of the backend - median of local. SLURM runs on a one-node SLURM started
+by launchers/scripts/slurm_local.sh in a temporary folder; Ray runs inside a private network namespace (this script
+re-runs itself there with --only ray). Usage: python benchmarks/engine_overhead.py [--repeats 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _spec(trial_id: str, backend: str):
+    from autotune.config import load_config
+    from autotune.trialfile import make_spec
+
+    cfg = load_config(["experiment=demo", "train.global_batch_size=4"])
+    return make_spec(cfg, cfg.plan(2), sweep_id="bench", trial_id=trial_id, backend=backend, warmup_steps=1,
+                     timed_steps=1, timeout_s=600.0)
+
+
+def _time_trials(launcher, backend: str, repeats: int) -> list[float]:
+    times = []
+    for i in range(repeats):
+        t0 = time.monotonic()
+        row = launcher.submit(_spec(f"{backend}-{i}", backend)).result(timeout=900)
+        times.append(time.monotonic() - t0)
+        assert row["status"] == "ok", row["error_message"]
+    return times
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_local_and_slurm(repeats: int, tmp: Path) -> dict:
+    from launchers.local import LocalLauncher
+    from launchers.slurm import SlurmLauncher
+
+    out = {"local_trial_s": _time_trials(LocalLauncher(workdir=tmp / "local"), "local", repeats)}
+    env = dict(os.environ, AUTOTUNE_SLURM_DIR=str(tmp / "slurm"), AUTOTUNE_SLURM_CTLD_PORT=str(_free_port()),
+               AUTOTUNE_SLURM_SLURMD_PORT=str(_free_port()))
+    script = REPO / "launchers" / "scripts" / "slurm_local.sh"
+    t0 = time.monotonic()
+    subprocess.run(["bash", str(script), "start"], env=env, check=True, capture_output=True)
+    out["slurm_start_s"] = time.monotonic() - t0
+    os.environ["SLURM_CONF"] = str(tmp / "slurm" / "etc" / "slurm.conf")
+    try:
+        launcher = SlurmLauncher(workdir=tmp / "slurm-work", poll_s=1.0, time_limit_floor_min=5)
+        out["slurm_trial_s"] = _time_trials(launcher, "slurm", repeats)
+    finally:
+        subprocess.run(["bash", str(script), "stop"], env=env, capture_output=True)
+    return out
+
+
+def bench_ray(repeats: int, tmp: Path) -> dict:
+    from launchers.ray_launcher import RayLauncher
+
+    launcher = RayLauncher(workdir=tmp / "ray-work")
+    t0 = time.monotonic()
+    launcher._ensure_ray()
+    out = {"ray_start_s": time.monotonic() - t0, "ray_trial_s": _time_trials(launcher, "ray", repeats)}
+    launcher.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", choices=("ray",), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="engine-bench-") as tmp:
+        if args.only == "ray":
+            print(json.dumps(bench_ray(args.repeats, Path(tmp))))
+            return
+        result = bench_local_and_slurm(args.repeats, Path(tmp))
+        ray = subprocess.run(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", sys.executable,
+                              __file__, "--only", "ray", "--repeats", str(args.repeats)],
+                             capture_output=True, text=True, check=True)
+        result.update(json.loads(ray.stdout.strip().splitlines()[-1]))
+    local = statistics.median(result["local_trial_s"])
+    for backend in ("slurm", "ray"):
+        result[f"{backend}_overhead_s"] = statistics.median(result[f"{backend}_trial_s"]) - local
+    result.update(repeats=args.repeats, cpu_count=os.cpu_count(), load_avg_1m=os.getloadavg()[0])
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
