@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 AUTOTUNE = str(VENV_BIN / "autotune")
 NOBODY_UID = 65534  # root reads any file: an "unreadable file" case must run as an unprivileged user
+TINY = ["experiment=demo", "sweep.warmup_steps=1"]  # the fault runs: tiny model, one warm-up step
 
 
 @dataclass(frozen=True)
@@ -121,3 +122,85 @@ def available_commands() -> set[str]:
         if getattr(action, "choices", None) and isinstance(action.choices, dict):
             return set(action.choices)
     return set()
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that mention `text` (a trial's work dir is on every rank's command line)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd:
+            found.append(f"{entry.name}: {cmd[:200]}")
+    return found
+
+
+def count_trial_files(trials: Path) -> int:
+    try:
+        return sum(1 for e in trials.iterdir() if e.name.endswith(".parquet") and not e.name.startswith("."))
+    except FileNotFoundError:
+        return 0
+
+
+def kill_when(proc: subprocess.Popen, ready, timeout_s: float = 300.0) -> bool:
+    """SIGKILL `proc` as soon as `ready()` holds; True when the kill hit a live process (not one that had finished)."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None and not ready():
+        time.sleep(0.002)
+    if proc.poll() is not None:
+        return False
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    return True
+
+
+@dataclass(frozen=True)
+class FolderTally:
+    statuses: dict[str, str]  # candidate_id -> status (the last one read when a candidate has several rows)
+    rows: int
+    files: int
+    corrupt: int
+
+    @property
+    def duplicates(self) -> int:
+        return self.rows - len(self.statuses)
+
+
+def tally(sweep: Path) -> FolderTally:
+    """What a sweep folder holds, read the way every consumer reads it (autotune.store)."""
+    from autotune.store import read_results, scan_trials
+
+    files = scan_trials(sweep / "trials")
+    df = read_results(sweep)
+    return FolderTally(dict(zip(df["candidate_id"], df["status"])), len(df), len(files.good), len(files.corrupt))
+
+
+def ranked_trial_ids(overrides: list[str], num_gpus: int, n: int) -> list[str]:
+    """The first n trials a topk sweep starts: the planner's ranking, best first."""
+    from autotune.config import load_config
+    from autotune.planner import enumerate_candidates
+    from autotune.store import trial_id_for
+
+    frame = enumerate_candidates(load_config(overrides), num_gpus)
+    ranked = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
+    return [trial_id_for(str(c)) for c in ranked["candidate_id"][:n]]
+
+
+def final_state(sweep: Path) -> dict[str, str]:
+    """candidate_id -> status, asserting every file is readable and no candidate has two rows."""
+    from autotune.store import read_results, scan_trials
+
+    files = scan_trials(sweep / "trials")
+    assert files.corrupt == (), files.corrupt
+    df = read_results(sweep)
+    assert df["candidate_id"].is_unique, df["candidate_id"][df["candidate_id"].duplicated()].tolist()
+    assert len(files.good) == len(df)
+    return dict(zip(df["candidate_id"], df["status"]))

@@ -10,13 +10,11 @@ runs on the local backend: the controller is killed while a real torchrun trial 
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import time
 from pathlib import Path
 
-from harness import AUTOTUNE
-from test_faults_local import processes_mentioning
+from harness import AUTOTUNE, count_trial_files, final_state, kill_when, processes_mentioning
 
 SIM = ["--gpus", "8", "--backend", "simulate", "--max-trials", "40", "experiment=demo"]
 SEED = 20261122
@@ -27,41 +25,11 @@ def _start(cwd: Path, sweep_id: str, args: list[str]) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _count(trials: Path) -> int:
-    try:
-        return sum(1 for e in trials.iterdir() if e.name.endswith(".parquet") and not e.name.startswith("."))
-    except FileNotFoundError:
-        return 0
-
-
-def kill_when(proc: subprocess.Popen, ready, timeout_s: float = 300.0) -> bool:
-    """SIGKILL `proc` as soon as `ready()` holds; True when the kill hit a live process (not one that had finished)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None and not ready():
-        time.sleep(0.002)
-    if proc.poll() is not None:
-        return False
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    return True
-
-
-def _final_state(sweep: Path) -> dict[str, str]:
-    from autotune.store import read_results, scan_trials
-
-    files = scan_trials(sweep / "trials")
-    assert files.corrupt == (), files.corrupt
-    df = read_results(sweep)
-    assert df["candidate_id"].is_unique, df["candidate_id"][df["candidate_id"].duplicated()].tolist()
-    assert len(files.good) == len(df)
-    return dict(zip(df["candidate_id"], df["status"]))
-
-
 def test_simulate_controller_killed_at_random_points(tmp_path):
     ref = subprocess.run([AUTOTUNE, "sweep", "--sweep-id", "reference", *SIM], cwd=tmp_path, capture_output=True,
                          text=True, timeout=300)
     assert ref.returncode == 0, ref.stderr[-2000:]
-    expected = _final_state(tmp_path / "results" / "reference")
+    expected = final_state(tmp_path / "results" / "reference")
     num_pruned = sum(s == "pruned" for s in expected.values())
     total = len(expected)
     assert sum(s == "simulated" for s in expected.values()) == 40
@@ -79,16 +47,16 @@ def test_simulate_controller_killed_at_random_points(tmp_path):
         if threshold is None:
             ready = lambda: (sweep / "sweep.yaml").exists()  # noqa: E731
         else:
-            ready = lambda t=threshold: _count(sweep / "trials") >= t  # noqa: E731
+            ready = lambda t=threshold: count_trial_files(sweep / "trials") >= t  # noqa: E731
         hit = kill_when(proc, ready)
-        kills.append((phase, threshold, hit, _count(sweep / "trials")))
+        kills.append((phase, threshold, hit, count_trial_files(sweep / "trials")))
         assert hit, f"the sweep finished before the kill point {phase} ({threshold} files): {kills}"
     assert [k[3] for k in kills] == sorted(k[3] for k in kills)  # progress is kept across kills, never lost
 
     done = subprocess.run([AUTOTUNE, "sweep", "--sweep-id", "killed", "--resume-if-exists", *SIM], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _final_state(sweep) == expected, kills  # every candidate exactly once, same outcome as without kills
+    assert final_state(sweep) == expected, kills  # every candidate exactly once, same outcome as without kills
 
 
 def test_killed_between_mkdir_and_sweep_yaml_is_resumable(tmp_path):
@@ -99,7 +67,7 @@ def test_killed_between_mkdir_and_sweep_yaml_is_resumable(tmp_path):
                            "--backend", "simulate", "--max-trials", "5", "experiment=demo"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert sum(s == "simulated" for s in _final_state(tmp_path / "results" / "half").values()) == 5
+    assert sum(s == "simulated" for s in final_state(tmp_path / "results" / "half").values()) == 5
 
 
 def test_local_controller_killed_with_a_trial_in_flight(tmp_path):
@@ -112,13 +80,13 @@ def test_local_controller_killed_with_a_trial_in_flight(tmp_path):
     in_flight = lambda: any((sweep / "work").glob("*/SPEC.json"))  # noqa: E731 - the launcher wrote the trial's spec
     assert kill_when(proc, in_flight), "the controller ended before its first trial started"
     first = [p.parent.name for p in (sweep / "work").glob("*/SPEC.json")]
-    state = _final_state(sweep)
+    state = final_state(sweep)
     assert all(state.get(t[1:]) in (None, "pruned") for t in first)  # the in-flight trial has no row yet
 
     done = subprocess.run([AUTOTUNE, "sweep", "--sweep-id", "lk", "--resume-if-exists", *args], cwd=tmp_path,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    state = _final_state(sweep)
+    state = final_state(sweep)
     ran = {c: s for c, s in state.items() if s != "pruned"}
     assert len(ran) == 2 and set(ran.values()) == {"ok"}, ran
     assert {t[1:] for t in first} <= set(ran)  # the killed trial's candidate was run again, once

@@ -9,43 +9,14 @@ the trial left alive.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from harness import AUTOTUNE, REPO
+from harness import AUTOTUNE, TINY, processes_mentioning, ranked_trial_ids
 
-TINY = ["experiment=demo", "sweep.warmup_steps=1"]
 HANG_TIMEOUT_S = 30.0
-
-
-def processes_mentioning(text: str) -> list[str]:
-    """Command lines of live processes that mention `text` (a trial's work dir is on every rank's command line)."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmd:
-            found.append(f"{entry.name}: {cmd[:200]}")
-    return found
-
-
-def ranked_trial_ids(overrides: list[str], num_gpus: int, n: int) -> list[str]:
-    """The first n trials a topk sweep starts: the planner's ranking, best first."""
-    from autotune.config import load_config
-    from autotune.planner import enumerate_candidates
-    from autotune.store import trial_id_for
-
-    frame = enumerate_candidates(load_config(overrides), num_gpus)
-    ranked = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
-    return [trial_id_for(str(c)) for c in ranked["candidate_id"][:n]]
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,7 @@ import os
 import subprocess
 import time
 
-from harness import AUTOTUNE
-from test_controller_kill import _final_state
-from test_faults_local import TINY, processes_mentioning, ranked_trial_ids
+from harness import AUTOTUNE, TINY, final_state, processes_mentioning, ranked_trial_ids
 
 
 def _jobs(cluster, name: str) -> dict[str, str]:
@@ -64,7 +62,7 @@ def test_scancel_and_node_down_on_slurm(slurm_cluster, tmp_path):
     assert [s for j, s in jobs.items() if j not in (hung, healthy)] == ["COMPLETED"], jobs  # the requeued run
 
     sweep = tmp_path / sweep_id
-    state = _final_state(sweep)  # one readable file per candidate
+    state = final_state(sweep)  # one readable file per candidate
     first, second = ranked_trial_ids(TINY, 2, 2)
     ran = {c: s for c, s in state.items() if s != "pruned"}
     assert ran == {first[1:]: "crash", second[1:]: "ok"}, ran
