@@ -164,6 +164,8 @@ class RayTrialHandle(TrialHandle):
                            cancelled=outcome["cancelled"], returncode=outcome["returncode"],
                            started_at=outcome.get("started_at", started_at), ended_at=utc_now(), wall_s=wall_s,
                            log_path=str(self.log_path), backend="ray")
+        if row["wall_s"] is not None:  # the trainer's own wall_s when it wrote one: keep the pair consistent
+            row["gpu_seconds"] = row["wall_s"] * self.spec.plan.world_size
         error = outcome.get("error")
         if error is not None and row["error_type"] in ("NoResult", "Killed"):
             row.update(error_type=type(error).__name__,

@@ -177,6 +177,8 @@ class SlurmTrialHandle(TrialHandle):
         row = assemble_row(self.spec, self.result_path, timed_out=self._timed_out and not self._cancel_requested,
                            cancelled=self._cancel_requested, returncode=None, started_at=self.started_at or utc_now(),
                            ended_at=utc_now(), wall_s=wall_s, log_path=self.log_path, backend="slurm")
+        if row["wall_s"] is not None:  # the trainer's own wall_s when it wrote one: keep the pair consistent
+            row["gpu_seconds"] = row["wall_s"] * self.spec.plan.world_size
         if not has_files and not ours:
             status, error_type = slurm_status(state)
             row.update(status=status, error_type=error_type,

@@ -1,5 +1,6 @@
 """`autotune submit [sweep args] [--dry-run]`: run the sweep controller itself as a SLURM batch job, so the sweep
-survives logout. Takes exactly `autotune sweep`'s arguments (same parser), prints the job id and the results path.
+survives logout. Takes exactly `autotune sweep`'s arguments (same parser), prints the job id and the results path. Without
+`--backend` (and with `sweep.backend: local`) the trials go to SLURM too: `--backend slurm` is added.
 
 The controller script lands in `<results_dir>/<sweep_id>.submit/` (the sweep folder itself must stay empty until the
 controller creates it); `--dry-run` writes that script plus the job-array scripts of the first wave of trials into
@@ -74,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     argv = sweep_argv(args)
     if not args.sweep_id:
         argv = ["--sweep-id", sweep_id, *argv]
+    if args.backend is None and cfg.sweep.backend == "local":  # a controller job's own node is not where trials go
+        argv = ["--backend", "slurm", *argv]
+        args.backend = "slurm"
     results = Path(cfg.sweep.results_dir).resolve()
     sweep_dir = results / sweep_id
     script_dir = sweep_dir / "sbatch" if args.dry_run else results / f"{sweep_id}.submit"

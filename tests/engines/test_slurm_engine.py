@@ -144,8 +144,7 @@ def test_sweep_backend_slurm_finishes_with_parquet_rows_and_report(slurm_cluster
     """`autotune sweep --backend slurm --gpus 4`: two real trials leave as one job array (--parallel 2)."""
     env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf))
     argv = [AUTOTUNE, "sweep", "--backend", "slurm", "--gpus", "4", "--max-trials", "2", "--parallel", "2",
-            "--steps", "2", "--sweep-id", "s1", *TINY, "sweep.warmup_steps=1", f"sweep.results_dir={tmp_path}",
-            "sweep.slurm.poll_s=1"]
+            "--steps", "2", "--sweep-id", "s1", *TINY, "sweep.warmup_steps=1", f"sweep.results_dir={tmp_path}"]
     out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     from autotune.store import read_results
