@@ -16,6 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
 	$(BIN)/python -m pip install -q -e ".[ray,test]"
+	# Optional schema validators for `autotune export` (tests/unit/test_interop_schemas.py skips what is missing):
+	# --no-deps so their torch pins never touch this venv's torch; "-" = a failed install is not a failed venv.
+	-$(BIN)/python -m pip install -q tyro hjson py-cpuinfo pydantic msgpack einops && \
+	  $(BIN)/python -m pip install -q --no-deps torchtitan==0.2.2 && \
+	  DS_BUILD_OPS=0 $(BIN)/python -m pip install -q --no-deps --no-build-isolation deepspeed==0.19.8
 	touch $@
 
 venv: $(STAMP)
