@@ -38,12 +38,13 @@ def translate(ctx: ExportContext) -> Export:
     ex = Export(target=TARGET, body={})
     flavor = FLAVORS.get((m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_hidden_size, m.vocab_size))
     if flavor is None or m.tie_embeddings:
-        flavor = flavor or "8B"
+        # the model's own name: torchtitan refuses an unregistered flavor instead of silently training other dims
+        flavor = m.name
         ex.skip(f"model {m.name} (hidden_size={m.hidden_size} num_layers={m.num_layers} num_heads={m.num_heads} "
                 f"num_kv_heads={m.num_kv_heads} ffn_hidden_size={m.ffn_hidden_size} vocab_size={m.vocab_size} "
                 f"tie_embeddings={str(m.tie_embeddings).lower()})",
-                "torchtitan model dims come from a registered flavor, not the TOML; register one in "
-                "torchtitan/models/llama3/__init__.py and set [model] flavor (placeholder written: \"8B\")")
+                "torchtitan model dims come from a registered flavor, not the TOML; register flavor "
+                f"\"{m.name}\" with these dims in torchtitan/models/llama3/__init__.py (0.2.2 has no weight tying)")
     ex.body["job"] = {"description": f"autotune export: {m.name} {ctx.summary()}"}
     ex.body["model"] = {"name": "llama3", "flavor": flavor}
     ex.body["training"] = {

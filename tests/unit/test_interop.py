@@ -102,7 +102,8 @@ def test_torchtitan_says_what_it_cannot_do(llama8b):
     assert "plan.sequence_parallel=false: torchtitan 0.2.2 always applies SequenceParallel" in text
     tiny = load_config(["model=tiny"])
     text = render("torchtitan", tiny.model, tiny.train, tiny.cluster, tiny.plan(1))
-    assert "model tiny (hidden_size=128" in text and "register one in" in text
+    assert "model tiny (hidden_size=128" in text and 'register flavor "tiny" with these dims' in text
+    assert tomllib.loads(text)["model"] == {"name": "llama3", "flavor": "tiny"}
 
 
 # ---------------------------------------------------------------- Megatron-LM (argv)
