@@ -214,22 +214,14 @@ def rerank(candidates: Any, cfg: Any, cluster: ClusterSpec) -> Any:
 
 
 def sweep_specs(sweep_dir: Any, overrides: list[str] | tuple[str, ...] = ()) -> tuple[ModelSpec, TrainSpec, ClusterSpec]:
-    """(model, train, cluster) a sweep ran with: its sweep.yaml's resolved config, or `overrides` composed with
-    the config tree when given (or when the folder has no sweep.yaml)."""
-    from pathlib import Path
+    """(model, train, cluster) a sweep ran with: its sweep.yaml's resolved config (autotune.store.SweepStore.config)
+    with `overrides` on top, or the config tree with `overrides` when the folder has no sweep.yaml."""
+    from autotune.config import load_config
+    from autotune.store import SweepStore
 
-    from autotune.config import _build, _model_from, _train_from, load_config
-
-    path = Path(sweep_dir) / "sweep.yaml"
-    if overrides or not path.is_file():
-        cfg = load_config(list(overrides))
-        return cfg.model, cfg.train, cfg.cluster
-    import yaml
-
-    conf = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    if not all(k in conf for k in ("model", "train", "cluster")):
-        raise ValueError(f"{path}: config lacks model/train/cluster; pass them as KEY=VALUE overrides")
-    return _model_from(conf["model"]), _train_from(conf["train"]), _build(ClusterSpec, conf["cluster"], "cluster")
+    store = SweepStore(sweep_dir)
+    cfg = store.config(list(overrides)) if store.exists() else load_config(list(overrides))
+    return cfg.model, cfg.train, cfg.cluster
 
 
 class OnlineCalibrator:
