@@ -13,7 +13,8 @@ over the planner's candidate frame restricted to the measured (status ok) layout
 - A rung's observed throughput replays measurement noise: step time drawn from N(mean, std / sqrt(s)) with the
   trial's measured mean and std (seeded); full-fidelity trials report the measured value.
 - Best found at a time share = the measured throughput of the layout the strategy has observed to be best so far,
-  divided by the landscape's best. topk runs with online calibration, as in a sweep (sweep.calibrate=true).
+  divided by the landscape's best. topk runs with online calibration, as in a sweep (sweep.calibrate=true);
+  `topk_uncalibrated` is the same without it, for comparison.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "data"))
 
 FIXTURE = ROOT / "benchmarks" / "data" / "landscape_tiny_w8.parquet"
 SHARES = [round(0.05 * i, 2) for i in range(1, 21)]
-STRATEGIES = ("grid", "random", "topk", "optuna", "halving")
+STRATEGIES = ("grid", "random", "topk", "optuna", "halving", "topk_uncalibrated")
 
 
 def load_landscape(path: Path):
@@ -102,7 +103,8 @@ def run(path: Path, seeds: int) -> list[dict]:
     best = float(ok.loc[cands["candidate_id"], "tokens_per_s_per_gpu"].max())
     results = []
     for name in STRATEGIES:
-        curves = np.array([curve(replay(name, cfg, cands, ok, s), total_s, best) for s in range(seeds)])
+        base, calibrated = name.split("_")[0], not name.endswith("_uncalibrated")
+        curves = np.array([curve(replay(base, cfg, cands, ok, s, calibrated), total_s, best) for s in range(seeds)])
         i20 = SHARES.index(0.2)
         results.append({"strategy": name, "best_ratio_at_20pct": round(float(curves[:, i20].mean()), 4),
                         "min_ratio_at_20pct": round(float(curves[:, i20].min()), 4),
