@@ -133,6 +133,10 @@ def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | 
         raise
     except (TypeError, ValueError) as e:
         raise ConfigError(str(e)) from None
+    if raw["model"].get("config_path") is not None:  # issue 7: save the imported dims, not a path relative to cwd
+        from autotune.hf_import import freeze_resolved_yaml
+
+        resolved_yaml = freeze_resolved_yaml(resolved_yaml, model)
     plan_fields = dict(raw.get("plan") or {})
     _check_plan_types(plan_fields)
     return Config(model=model, cluster=cluster, train=train, space=space, sweep=sweep, plan_fields=plan_fields,

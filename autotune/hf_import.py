@@ -16,6 +16,7 @@ What a ModelSpec cannot hold, and how it is handled:
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,3 +171,15 @@ def model_from_hf_config(path: str | Path, name: str | None = None) -> ModelSpec
             block="llama", rope_theta=hf.rope_theta, norm_eps=hf.rms_norm_eps)
     except ValueError as e:  # e.g. heads not dividing hidden: ModelSpec names the field and the rule
         raise ValueError(f"{path}: {e}") from None
+
+
+def freeze_resolved_yaml(resolved_yaml: str, model: ModelSpec) -> str:
+    """The resolved config with `model:` holding the imported dims instead of the config.json path, so a saved sweep
+    (sweep.yaml) re-loads from any working directory and a later edit of the file does not change what it meant."""
+    import yaml
+
+    doc = yaml.safe_load(resolved_yaml)
+    section = doc["model"]
+    doc["model"] = {**dataclasses.asdict(model), "default_seq_len": section.get("default_seq_len"),
+                    "default_global_batch_size": section.get("default_global_batch_size"), "config_path": None}
+    return yaml.safe_dump(doc, sort_keys=False)

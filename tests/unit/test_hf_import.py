@@ -127,3 +127,20 @@ def test_autotune_plan_on_a_shipped_example():
     d = json.loads(r.stdout)
     assert d["model"] == "mistral-7b-v0.1" and d["num_gpus"] == 8 and d["fitting"] > 0
     assert d["top"][0]["dp"] * d["top"][0]["tp"] * d["top"][0]["pp"] * d["top"][0]["cp"] == 8
+
+
+def test_a_saved_sweep_keeps_the_imported_dims(tmp_path, monkeypatch):
+    """sweep.yaml stores the dims read from config.json, not its (cwd-relative) path: export/resume work from any
+    folder and after the file is gone."""
+    from autotune.store import SweepStore
+
+    src = tmp_path / "qwen.json"
+    src.write_text((EXAMPLES / "qwen2.5-0.5b.json").read_text())
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(["model=hf", "model.config_path=qwen.json", "train.seq_len=1024"])
+    store = SweepStore(tmp_path / "sweep").create(cfg.resolved_yaml, {"gpus": 8})
+    src.unlink()
+    monkeypatch.chdir(EXAMPLES)
+    again = store.config()
+    assert again.model == cfg.model and again.model.name == "qwen"
+    assert again.train == cfg.train and again.train.seq_len == 1024
