@@ -51,6 +51,8 @@ def load_trialfile(path: str | Path) -> tuple[ModelSpec, TrainSpec, ClusterSpec,
         doc = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    except UnicodeDecodeError as e:  # a binary file: name the file, not just the codec
+        raise ConfigError(f"{path}: not a UTF-8 text file ({e.reason} at byte {e.start})") from None
     if not isinstance(doc, dict) or doc.get("autotune_trialfile") != TRIALFILE_VERSION:
         raise ConfigError(f"{path}: not an autotune trial file (expected key autotune_trialfile: {TRIALFILE_VERSION})")
     parts = []

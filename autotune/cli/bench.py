@@ -38,6 +38,7 @@ def build_spec(args):
         if plan.world_size != args.nproc:
             raise ConfigError(f"--nproc={args.nproc} != plan dp({plan.dp}) * tp({plan.tp}) * pp({plan.pp}) * "
                               f"cp({plan.cp}) = {plan.world_size} in {args.config}")
+        _refuse_invalid(plan, model, train, cluster, None)
         return TrialSpec(sweep_id="bench", trial_id="bench", model=model, train=train, cluster=cluster, plan=plan,
                          **extra)
     cfg = load_config(args.overrides)
@@ -45,7 +46,19 @@ def build_spec(args):
     if plan.world_size != args.nproc:
         raise ConfigError(f"--nproc={args.nproc} != plan dp({plan.dp}) * tp({plan.tp}) * pp({plan.pp}) * "
                           f"cp({plan.cp}) = {plan.world_size}")
+    _refuse_invalid(plan, cfg.model, cfg.train, cfg.cluster, cfg.space)
     return make_spec(cfg, plan, sweep_id="bench", trial_id="bench", **extra)
+
+
+def _refuse_invalid(plan, model, train, cluster, space) -> None:
+    """The planner's rules (tp | heads, pp <= layers, ...): a layout it would reject is a one-line error, not a trial
+    that crashes on N ranks."""
+    from autotune.config import ConfigError
+    from autotune.constraints import check_plan
+
+    reason = check_plan(plan, model, train, cluster, space)
+    if reason is not None:
+        raise ConfigError(reason)
 
 
 def run_local(spec, workdir: str | None) -> dict:

@@ -23,7 +23,7 @@ class BadInput:
     argv: tuple[str, ...]
     expect: tuple[str, ...]  # substrings the one error line must contain (field and value; rule where fixed)
     subprocess: bool = False  # True: run the real console script (the rest run in-process, same code path)
-    as_nobody: bool = False  # run as an unprivileged user (file permission cases)
+    unprivileged: bool = False  # run without root's file-permission override (file permission cases)
     env: dict[str, str] = field(default_factory=dict)
     needs: str = ""  # a repo path that must exist besides the command (e.g. the HF importer's preset)
 
@@ -62,7 +62,7 @@ def _write_files(root: Path) -> dict[str, Path]:
     trial("tf_unknown_field", lambda d: d["plan"].__setitem__("colour", "red"))
     trial("tf_no_model", lambda d: d.pop("model"))
     trial("tf_zero_layers", lambda d: d["model"].__setitem__("num_layers", 0))
-    trial("tf_tp3", lambda d: d["plan"].update(tp=3, dp=1))
+    trial("tf_tp3", lambda d: d["plan"].update(tp=3, dp=1, grad_accum_steps=16))
     raw = {"tf_pytag": f"autotune_trialfile: 1\nmodel: {PY_TAG}\n", "tf_empty": "",
            "tf_list": "- 1\n- 2\n", "tf_syntax": "autotune_trialfile: 1\nmodel: [unclosed\n",
            "tf_other_yaml": "name: something else\n"}
@@ -127,7 +127,8 @@ def _write_existing_sweep(root: Path) -> Path:
         store.create(cfg.resolved_yaml, {"gpus": 2, "backend": "simulate", "overrides": ["experiment=demo"]})
         spec = make_spec(cfg, cfg.plan(2), sweep_id="existing", backend="simulate")
         row = row_from_spec(spec)
-        row.update(trial_id=trial_id_for(spec.candidate_id), status="simulated", tokens_per_s=1000.0)
+        row.update(trial_id=trial_id_for(spec.candidate_id), status="ok", tokens_per_s=1000.0,
+                   tokens_per_s_per_gpu=500.0, mfu=0.1, peak_mem_allocated_bytes=2**28, timed_steps=3)
         store.write_row(row)
     (root / "results" / "empty").mkdir(parents=True, exist_ok=True)
     return store.root
@@ -250,7 +251,7 @@ def _override_cases() -> list[BadInput]:
 
 def _file_cases(p: dict[str, Path], spaces: str) -> list[BadInput]:
     c = BadInput
-    bench = ("bench", "--config")
+    bench = ("bench", "--nproc", "2", "--config")  # --nproc is required even with a trial file (reported)
     cases = [
         c("trialfile-python-tag", (*bench, str(p["tf_pytag"])), ("tf_pytag.yaml", "not valid YAML"), subprocess=True),
         c("trialfile-empty", (*bench, str(p["tf_empty"])), ("tf_empty.yaml",)),
@@ -261,12 +262,13 @@ def _file_cases(p: dict[str, Path], spaces: str) -> list[BadInput]:
         c("trialfile-directory", (*bench, str(p["a_dir"])), ("a_dir",)),
         c("trialfile-missing", (*bench, "inputs/nope.yaml"), ("nope.yaml", "no such")),
         c("trialfile-unreadable", (*bench, str(p["tf_unreadable"])), ("tf_unreadable.yaml", "permission"),
-          subprocess=True, as_nobody=True),
+          subprocess=True, unprivileged=True),
         c("trialfile-tp-word", (*bench, str(p["tf_tp_word"])), ("plan.tp", "two")),
         c("trialfile-unknown-field", (*bench, str(p["tf_unknown_field"])), ("plan.colour",)),
         c("trialfile-no-model", (*bench, str(p["tf_no_model"])), ("model",)),
         c("trialfile-zero-layers", (*bench, str(p["tf_zero_layers"])), ("model.num_layers", "0")),
-        c("trialfile-tp3-heads", (*bench, str(p["tf_tp3"])), ("tp=3", "num_heads=8")),
+        c("trialfile-tp3-heads", ("bench", "--nproc", "3", "--config", str(p["tf_tp3"])), ("tp=3", "num_heads=8")),
+        c("trialfile-nproc-mismatch", (*bench, str(p["tf_tp3"])), ("--nproc=2", "tp(3)", "3")),
     ]
     env = {"AUTOTUNE_SEARCH_SPACES": spaces}
     plan8 = ("plan", "--gpus", "8")
@@ -293,7 +295,7 @@ def _file_cases(p: dict[str, Path], spaces: str) -> list[BadInput]:
         c("hf-directory", (*hf, f"model.config_path={p['a_dir']}"), ("a_dir",)),
         c("hf-missing", (*hf, "model.config_path=inputs/nope.json"), ("nope.json", "no such")),
         c("hf-unreadable", (*hf, f"model.config_path={p['hf_unreadable']}"), ("hf_unreadable.json", "permission"),
-          subprocess=True, as_nobody=True),
+          subprocess=True, unprivileged=True),
     ]
     return cases + [dataclasses.replace(h, needs="search_spaces/model/hf.yaml") for h in hf_cases]
 

@@ -17,7 +17,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 AUTOTUNE = str(VENV_BIN / "autotune")
-NOBODY_UID = 65534  # root reads any file: an "unreadable file" case must run as an unprivileged user
 TINY = ["experiment=demo", "sweep.warmup_steps=1"]  # the fault runs: tiny model, one warm-up step
 
 
@@ -40,17 +39,18 @@ def snapshot(folder: Path) -> dict[str, str]:
     return out
 
 
-def run_subprocess(argv: list[str], cwd: Path, env: dict[str, str] | None = None, as_nobody: bool = False,
+def run_subprocess(argv: list[str], cwd: Path, env: dict[str, str] | None = None, unprivileged: bool = False,
                    timeout_s: float = 120.0) -> Outcome:
     full_env = dict(os.environ)
     full_env.update(_absolute(env, cwd))
     full_env.pop("PYTHONWARNINGS", None)
-    kwargs = {}
-    if as_nobody and os.geteuid() == 0:
-        kwargs = dict(user=NOBODY_UID, group=NOBODY_UID, extra_groups=[])
-        full_env["HOME"] = str(cwd)
-    proc = subprocess.run([AUTOTUNE, *argv], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=timeout_s, **kwargs)
+    prefix = []
+    if unprivileged and os.geteuid() == 0:
+        # root reads any file: drop the two capabilities that let it (util-linux setpriv; the bounding set applies at
+        # exec). Safer than switching to uid 65534, which may not reach the interpreter (a venv inside /root).
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    proc = subprocess.run([*prefix, AUTOTUNE, *argv], cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=timeout_s)
     return Outcome(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -90,7 +90,7 @@ def run_in_process(argv: list[str], cwd: Path, env: dict[str, str] | None = None
 # A clean error names the rule; these words are how our messages state one. A line without any of them is vague.
 RULE_WORDS = ("must", "not ", "unknown", "no such", "exceed", "requires", "invalid", "expected", "denied", "choose",
               "required", "unrecognized", "cannot", "missing", "empty", "is a directory", "no valid", "no layout",
-              "unsupported", "only", "already")
+              "unsupported", "only", "already", "!=")
 
 
 def clean_error_problems(outcome: Outcome, expect: tuple[str, ...]) -> list[str]:

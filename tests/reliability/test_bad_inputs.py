@@ -2,8 +2,8 @@
 
 The cases live in badinputs.py (shared with benchmarks/reliability.py). Most run in-process through
 `autotune.cli.main.main(argv)` (same dispatcher, same error path, no 1-2 s interpreter start); the cases marked
-`subprocess=True` run the real `.venv/bin/autotune` console script, including the file-permission cases, which run as
-an unprivileged user because root reads any file."""
+`subprocess=True` run the real `.venv/bin/autotune` console script, including the file-permission cases, which run
+without root's capability to read any file (harness.run_subprocess)."""
 from __future__ import annotations
 
 import os
@@ -22,7 +22,6 @@ COMMANDS = available_commands()
 
 @pytest.fixture(scope="module")
 def root():
-    # Not tmp_path: its parents are 0700, and the permission cases run as an unprivileged user that must reach the cwd.
     path = Path(tempfile.mkdtemp(prefix="autotune-badinput-"))
     os.chmod(path, 0o755)
     prepare(path)
@@ -35,7 +34,7 @@ def test_bad_input_gives_one_clean_line(case, root):
     results = root / "results"
     before = snapshot(results)
     if case.subprocess:
-        outcome = run_subprocess(list(case.argv), root, case.env, as_nobody=case.as_nobody)
+        outcome = run_subprocess(list(case.argv), root, case.env, unprivileged=case.unprivileged)
     else:
         outcome = run_in_process(list(case.argv), root, case.env)
     problems = clean_error_problems(outcome, case.expect)
