@@ -105,9 +105,16 @@ def slurm_launcher_factory(slurm_cluster) -> Callable[..., Any]:
 
 # ---------------------------------------------------------------- Ray: only ever inside a private network namespace
 
+def net_interfaces() -> list[str]:
+    """Interfaces of this process's network namespace (/proc/net/dev is per namespace; /sys/class/net is not: it shows
+    the namespace that mounted sysfs)."""
+    lines = Path("/proc/net/dev").read_text().splitlines()[2:]
+    return sorted(line.split(":")[0].strip() for line in lines)
+
+
 def in_private_netns() -> bool:
     """True inside the namespace the Ray tests run in: marked by the env and holding no interface but loopback."""
-    return os.environ.get(IN_NETNS_ENV) == "1" and sorted(os.listdir("/sys/class/net")) == ["lo"]
+    return os.environ.get(IN_NETNS_ENV) == "1" and net_interfaces() == ["lo"]
 
 
 def netns_argv(argv: list[str]) -> list[str]:
@@ -134,7 +141,7 @@ def run_pytest_in_netns(paths: list[str], timeout_s: float, extra: list[str] = (
 def require_private_netns() -> None:
     if not in_private_netns():
         pytest.fail("Ray tests must run inside a private network namespace (run_pytest_in_netns); "
-                    f"interfaces here: {sorted(os.listdir('/sys/class/net'))}", pytrace=False)
+                    f"interfaces here: {net_interfaces()}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -166,4 +173,4 @@ def ray_launcher_factory(ray_session) -> Callable[..., Any]:
 
 
 __all__ = ["slurm_cluster", "slurm_launcher_factory", "ray_session", "ray_launcher_factory", "SlurmEngine",
-           "in_private_netns", "netns_argv", "run_in_netns", "run_pytest_in_netns", "require_private_netns"]
+           "in_private_netns", "net_interfaces", "netns_argv", "run_in_netns", "run_pytest_in_netns", "require_private_netns"]

@@ -5,7 +5,6 @@ A 4-rank trial of the tiny model through Ray matches the local backend's row and
 peers down and the placement group is released; `autotune sweep --backend ray --gpus 4` finishes a small sweep."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autotune.schema import RESULT_COLUMNS
-from engine_fixtures import require_private_netns
+from engine_fixtures import net_interfaces, require_private_netns
 
 AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
 TINY = ["experiment=demo", "train.global_batch_size=4"]
@@ -39,7 +38,7 @@ def spec_for(trial_id: str, backend: str, world: int, overrides=(), **extra):
 def test_ray_runs_on_loopback_only(ray_session):
     import ray
 
-    assert sorted(os.listdir("/sys/class/net")) == ["lo"]
+    assert net_interfaces() == ["lo"]
     nodes = [n for n in ray.nodes() if n["Alive"]]
     assert [n["NodeManagerAddress"] for n in nodes] == ["127.0.0.1"]
     assert ray.cluster_resources()["CPU"] == ray_session.num_cpus >= 8
@@ -59,7 +58,7 @@ def test_four_rank_trial_matches_local(ray_launcher_factory, tmp_path):
     assert (row_r["backend"], row_r["dp"], row_r["tp"]) == ("ray", 2, 2)
     for key in LAYOUT:
         assert row_r[key] == row_l[key], key
-    assert len(row_r["losses"]) == 2 and row_r["losses"] == pytest.approx(row_l["losses"], rel=1e-6, abs=1e-6)
+    assert len(row_r["losses"]) >= 2 and row_r["losses"] == pytest.approx(row_l["losses"], rel=1e-6, abs=1e-6)
     log = Path(row_r["log_path"]).read_text()
     assert all(f"===== rank {r} =====" in log for r in range(4))  # every rank's log came back to the driver
 

@@ -10,9 +10,12 @@ from engine_fixtures import REPO, run_in_netns, run_pytest_in_netns
 
 
 def test_private_namespace_has_only_loopback():
-    out = run_in_netns(["sh", "-c", "ls /sys/class/net && ip -4 addr show lo"], timeout_s=60)
+    out = run_in_netns(["sh", "-c", "ip -o link show && ip -4 -o addr show"], timeout_s=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split()[0] == "lo" and "127.0.0.1/8" in out.stdout
+    lines = out.stdout.strip().splitlines()
+    assert [line.split(":")[1].strip() for line in lines[:-1]] == ["lo"], out.stdout  # one link: loopback
+    assert "state UNKNOWN" in lines[0] or "UP" in lines[0], out.stdout
+    assert lines[-1].split()[1:4] == ["lo", "inet", "127.0.0.1/8"], out.stdout  # its only address
 
 
 def test_ray_checks_and_contract_suite_in_private_netns():
