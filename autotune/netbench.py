@@ -2,9 +2,11 @@
 (gloo on CPU, NCCL on GPUs), fit α (latency, s) and β (bandwidth, bytes/s) per link class, and write them into a
 cluster preset so the performance model prices communication with the user's real links.
 
-Model: t = α + busbw_factor · n / β, where n is the buffer size in bytes and the bus factor converts the algorithm's
-data volume to what crosses each link (nccl-tests doc/PERFORMANCE.md: all-reduce 2(g-1)/g, all-gather and
-reduce-scatter (g-1)/g with n the full gathered buffer, send/recv 1). With it, one (α, β) pair describes a link class
+Model: t = steps · α + busbw_factor · n / β — the ring model autotune.perf.ring_s prices collectives with, so the
+fitted numbers mean there exactly what they meant here. n is the buffer size in bytes; the bus factor converts the
+algorithm's data volume to what crosses each link (nccl-tests doc/PERFORMANCE.md: all-reduce 2(g-1)/g, all-gather and
+reduce-scatter (g-1)/g with n the full gathered buffer, send/recv 1); steps are the ring's latency-bound hops
+(all-reduce 2(g-1), all-gather and reduce-scatter g-1, send/recv 1). One (α, β) pair then describes a link class
 across collectives and group sizes.
 
 Link classes: `intra` (ranks on one host / NVLink) and `inter` (across nodes). On one host — `--backend local` — only
@@ -23,6 +25,13 @@ from typing import Any
 
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "p2p")
 DEFAULT_SIZES_BYTES: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
+
+
+def ring_steps(collective: str, group_size: int) -> int:
+    """Latency-bound hops of a ring collective (autotune.perf.ring_s)."""
+    bus_factor(collective, group_size)  # validates the name
+    g = group_size
+    return 2 * (g - 1) if collective == "all_reduce" else (1 if collective == "p2p" else g - 1)
 
 
 def bus_factor(collective: str, group_size: int) -> float:
@@ -72,23 +81,25 @@ class NetbenchResult:
 
 
 def fit_alpha_beta(samples: list[Sample], link_class: str) -> LinkFit:
-    """Bounded least squares for t = α + x/β with x = bus_factor·n, α >= 0, 1/β > 0. Relative residuals (each sample
-    divided by its time) so the small-message latency counts as much as the large-message bandwidth."""
+    """Bounded least squares for t = k·α + x/β with k = ring steps, x = bus_factor·n, α >= 0, 1/β > 0. Relative
+    residuals (each sample divided by its time) so the small-message latency counts as much as the large-message
+    bandwidth."""
     import numpy as np
 
     x = np.array([bus_factor(s.collective, s.group_size) * s.size_bytes for s in samples], dtype=float)
     t = np.array([s.time_s for s in samples], dtype=float)
+    k = np.array([ring_steps(s.collective, s.group_size) for s in samples], dtype=float)
     if len(samples) < 2 or np.ptp(x) == 0:
         raise ValueError(f"netbench: link class {link_class!r} needs samples at >= 2 message sizes to fit alpha and beta")
     w = 1.0 / t
-    a_mat = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
+    a_mat = np.stack([k, x], axis=1) * w[:, None]
     (alpha, inv_beta), *_ = np.linalg.lstsq(a_mat, t * w, rcond=None)
     if alpha < 0:  # bound active: refit bandwidth alone through the origin
         alpha, inv_beta = 0.0, float(np.sum(w * x * w * t) / np.sum((w * x) ** 2))
     if inv_beta <= 0:  # latency-dominated over the whole range: bandwidth unmeasurable, take the largest message's
         inv_beta = float(np.max(t / x))
-        alpha = float(max(0.0, np.min(t - x * inv_beta)))
-    pred = alpha + x * inv_beta
+        alpha = float(max(0.0, np.min((t - x * inv_beta) / k)))
+    pred = k * alpha + x * inv_beta
     rel = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
     return LinkFit(link_class, float(alpha), float(1.0 / inv_beta), len(samples), rel)
 

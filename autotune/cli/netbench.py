@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     intra = result.fits["intra"]
     header = (f"Measured by `autotune netbench --backend {args.backend} --gpus {args.gpus}` on "
               f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} ({result.backend}, {len(result.samples)} "
-              f"samples)\nfrom preset {base.name!r}. Fit t = alpha + busbw_factor*n/beta (nccl-tests PERFORMANCE.md):\n"
+              f"samples)\nfrom preset {base.name!r}. Fit t = ring_steps*alpha + busbw_factor*n/beta (autotune.perf.ring_s;\n"
+              f"bus factors from nccl-tests PERFORMANCE.md):\n"
               f"intra alpha={intra.latency_s:.3g} s beta={intra.bw_bytes_per_s:.3g} B/s "
               f"(rel. RMS error {intra.rel_rms_error:.2f}).\n" + "\n".join(result.notes)
               + "\ncomm_efficiency=1.0: measured bandwidth is already what the links deliver.")

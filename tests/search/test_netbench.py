@@ -6,24 +6,26 @@ import pytest
 
 from autotune.cli.main import main
 from autotune.config import SEARCH_SPACES, load_config
-from autotune.netbench import Sample, bus_factor, fit_alpha_beta
+from autotune.netbench import Sample, bus_factor, fit_alpha_beta, ring_steps
 
 
 def test_bus_factors_match_nccl_tests():
     # nccl-tests doc/PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather/reduce-scatter (n-1)/n.
     assert bus_factor("all_reduce", 4) == 1.5 and bus_factor("all_gather", 4) == 0.75
     assert bus_factor("reduce_scatter", 2) == 0.5 and bus_factor("p2p", 8) == 1.0
+    assert (ring_steps("all_reduce", 4), ring_steps("all_gather", 8), ring_steps("p2p", 2)) == (6, 7, 1)
     with pytest.raises(ValueError, match="collective='bcast'"):
         bus_factor("bcast", 2)
 
 
 def test_fit_recovers_known_alpha_beta():
-    # alpha = 50 us, beta = 2 GB/s: a 4-rank all-reduce of 1 MB moves 1.5 MB per link -> 50e-6 + 1.5e6/2e9 = 800 us.
+    # alpha = 50 us per hop, beta = 2 GB/s: a 4-rank ring all-reduce of 1 MiB takes 2*(4-1) = 6 hops and moves
+    # 1.5 MiB per link -> 6 * 50e-6 + 1.5 * 2**20 / 2e9 = 1.0864 ms.
     alpha, beta = 50e-6, 2e9
-    samples = [Sample(op, "intra", g, n, alpha + bus_factor(op, g) * n / beta)
+    samples = [Sample(op, "intra", g, n, ring_steps(op, g) * alpha + bus_factor(op, g) * n / beta)
                for op in ("all_reduce", "all_gather", "p2p") for g in (2, 4) for n in (4096, 1 << 20, 1 << 22)]
     assert [s.time_s for s in samples if s.collective == "all_reduce" and s.group_size == 4][1] == pytest.approx(
-        50e-6 + 1.5 * (1 << 20) / 2e9)
+        1.0864e-3, rel=1e-4)
     fit = fit_alpha_beta(samples, "intra")
     assert fit.latency_s == pytest.approx(alpha, rel=1e-6) and fit.bw_bytes_per_s == pytest.approx(beta, rel=1e-6)
     assert fit.rel_rms_error < 1e-9
