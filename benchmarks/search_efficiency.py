@@ -114,7 +114,7 @@ def run(path: Path, seeds: int) -> list[dict]:
     return results
 
 
-def calibration_figures(path: Path, seeds: int) -> dict:
+def calibration_figures(path: Path, seeds: int, cluster_yaml: Path | None = None) -> dict:
     """Spearman(predicted, measured tokens/s/GPU) with the preset vs after calibration: in-sample on every layout, and
     out-of-sample (fit on a random half, score the other half; mean over seeds)."""
     import dataclasses
@@ -122,6 +122,12 @@ def calibration_figures(path: Path, seeds: int) -> dict:
     from autotune.calibrate import calibrate, predict_tokens_per_s_per_gpu, spearman
 
     cfg, cands, ok = load_landscape(path)
+    if cluster_yaml is not None:  # e.g. the preset `autotune netbench` wrote: measured links as the starting point
+        import yaml
+
+        from autotune.types import ClusterSpec
+
+        cfg = dataclasses.replace(cfg, cluster=ClusterSpec(**yaml.safe_load(cluster_yaml.read_text())))
     rows = ok.loc[cands["candidate_id"]].reset_index()
     cal = calibrate(rows, cfg.model, cfg.train, cfg.cluster)
     before_oos, after_oos = [], []
@@ -140,7 +146,7 @@ def calibration_figures(path: Path, seeds: int) -> dict:
             "changes": [{"name": n, "before": a, "after": b} for n, a, b in cal.changes],
             "fitted": {k: getattr(cal.cluster, k) for k in ("matmul_efficiency", "comm_efficiency", "dp_overlap",
                                                              "runtime_overhead_bytes", "allocator_fragmentation")},
-            "preset": dataclasses.asdict(cfg.cluster)["name"]}
+            "preset": cfg.cluster.name}
 
 
 def main() -> None:
@@ -148,13 +154,15 @@ def main() -> None:
     ap.add_argument("--fixture", type=Path, default=FIXTURE)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--calibration", action="store_true", help="print the calibration Spearman figures instead")
+    ap.add_argument("--cluster-yaml", type=Path, help="--calibration: start from this preset (e.g. netbench's)")
     args = ap.parse_args()
     import logging
     import warnings
 
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
-    out = calibration_figures(args.fixture, args.seeds) if args.calibration else run(args.fixture, args.seeds)
+    out = calibration_figures(args.fixture, args.seeds, args.cluster_yaml) if args.calibration else \
+        run(args.fixture, args.seeds)
     print(json.dumps(out, indent=1))
 
 
