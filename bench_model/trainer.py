@@ -99,9 +99,11 @@ class Trainer:
         return stacked.sum() if losses_are_scaled() else stacked.mean()
 
 
-def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: None) -> Trainer:
+def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: None,
+                  materialize=contextlib.nullcontext) -> Trainer:
     """`after_startup` runs once the process groups (and their threads) exist, before any model memory is allocated:
-    the point where a memory cap measures the layout and not the runtime."""
+    the point where a memory cap measures the layout and not the runtime. `materialize()` is the context in which the
+    parallelised meta model gets storage and the optimizer is built (FakeTensorMode for the memory probe)."""
     p, m, t = spec.plan, spec.model, spec.train
     if t.global_batch_size != p.dp * p.micro_batch_size * p.grad_accum_steps:
         raise ValueError(f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
@@ -118,10 +120,12 @@ def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: N
         stages, parts = [0], [full]
     for part in parts:
         parallelize(part, meshes, p, t.precision)
-        part.to_empty(device=device)
-        init_parameters(part, t.seed, m.num_layers, device)
-    params = [q for part in parts for q in part.parameters()]
-    optimizer = _make_optimizer(params, spec, meshes)
+    with materialize():
+        for part in parts:
+            part.to_empty(device=device)
+            init_parameters(part, t.seed, m.num_layers, device)
+        params = [q for part in parts for q in part.parameters()]
+        optimizer = _make_optimizer(params, spec, meshes)
     schedule = None
     if p.pp > 1:
         schedule = build_schedule(parts, stages, num_stages, meshes, p.pp_schedule, p.grad_accum_steps,

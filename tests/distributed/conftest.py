@@ -14,8 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().parent / "multi_layout.py"
-# Small enough for a 2-core CI box, big enough that every layout has real work: tiny model, 8 sequences of 128 tokens.
-BASE = ["model=tiny", "train.global_batch_size=8"]
+# Small enough for a 2-core CI box, big enough that every layout has real work: tiny model, 4 sequences of 128 tokens.
+BASE = ["model=tiny", "train.global_batch_size=4"]
 STEPS = dict(warmup_steps=1, timed_steps=4)  # 5 optimizer steps, all losses compared
 
 
@@ -24,7 +24,7 @@ def make_spec(num_gpus: int, precision: str = "fp32", overrides: tuple[str, ...]
     from autotune.trialfile import make_spec as _make
 
     cfg = load_config([*BASE, f"train.precision={precision}", *overrides])
-    fields = dict(STEPS, timeout_s=900.0)
+    fields = dict(STEPS, timeout_s=1800.0)
     fields.update(extra)
     return _make(cfg, cfg.plan(num_gpus), trial_id=f"t{uuid.uuid4().hex[:8]}", **fields)
 
@@ -42,7 +42,7 @@ def torchrun_env(token: str) -> dict[str, str]:
     return env
 
 
-def torchrun(nproc: int, args: list[str], log: Path, timeout_s: float = 900.0) -> tuple[int, str]:
+def torchrun(nproc: int, args: list[str], log: Path, timeout_s: float = 1700.0) -> tuple[int, str]:
     """Run `torchrun --nproc-per-node nproc <args>`; returns (exit code, token carried by every process)."""
     token = uuid.uuid4().hex
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),

@@ -13,6 +13,8 @@ import pytest
 from conftest import make_spec, max_rel_diff, run_layouts
 
 FP32_TOL = 1e-4
+# One launch runs a whole world-size group; on a loaded 2-core box that can exceed the default 900 s per test.
+pytestmark = pytest.mark.timeout(1800)
 
 
 def _plan(**kw) -> tuple[str, ...]:
@@ -22,7 +24,7 @@ def _plan(**kw) -> tuple[str, ...]:
 WORLD2 = {
     "dp2_zero0": _plan(zero_stage=0, micro_batch_size=2),
     "dp2_zero1": _plan(zero_stage=1, micro_batch_size=2),
-    "dp2_zero2": _plan(zero_stage=2),
+    "dp2_zero2": _plan(zero_stage=2),  # 2 micro-batches: grads reduce-scattered twice
     "dp2_zero3": _plan(zero_stage=3, micro_batch_size=2),
     "tp2_sp": _plan(tp=2, sequence_parallel=True, micro_batch_size=2),
     "tp2_nosp": _plan(tp=2, micro_batch_size=4),
@@ -39,7 +41,7 @@ WORLD4 = {
     "dp2_tp2_zero2": _plan(dp=2, tp=2, sequence_parallel=True, zero_stage=2),
     "pp2_dp2_zero1": _plan(pp=2, dp=2, zero_stage=1),
     "cp4": _plan(cp=4, micro_batch_size=2),
-    "pp4_tp1_1f1b_recompute_full": _plan(pp=4, recompute="full"),
+    "pp4_1f1b_recompute_full": _plan(pp=4, recompute="full"),
 }
 WORLD8 = {
     "dp2_tp4_zero3": _plan(dp=2, tp=4, sequence_parallel=True, zero_stage=3, micro_batch_size=2),
@@ -101,7 +103,7 @@ def test_world8_layout_matches_one_rank(name, world8, reference_fp32):
 
 def test_rows_carry_metrics(world2):
     row = world2["dp2_zero0"]
-    assert row["num_gpus"] == 2 and row["global_batch_tokens"] == 8 * 128
+    assert row["num_gpus"] == 2 and row["global_batch_tokens"] == 4 * 128
     assert row["tokens_per_s"] > 0 and row["tokens_per_s_per_gpu"] == pytest.approx(row["tokens_per_s"] / 2)
     assert row["timed_steps"] == 4 and row["step_time_mean_s"] > 0 and row["step_time_std_s"] >= 0
     assert row["mfu"] > 0 and row["tflops_per_gpu"] > 0

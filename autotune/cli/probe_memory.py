@@ -1,0 +1,38 @@
+"""`autotune probe-memory [overrides incl. plan.*] [--gpus N] [--json]`: measure the worst-rank peak memory of one
+layout of a world of N on this machine alone (fake process group; see bench_model/memory_probe.py), with the same
+mem_* keys as `autotune estimate --json` so the two can be compared."""
+from __future__ import annotations
+
+import argparse
+
+from autotune.cli.common import add_overrides, gib, positive_int, print_json
+
+
+def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(name, help="measure one layout's worst-rank peak memory without N devices",
+                              description="Probe one layout given by plan.* overrides on a fake process group; dp "
+                                          "defaults to --gpus / (tp*pp*cp).")
+    p.add_argument("--gpus", type=positive_int("--gpus"), default=None,
+                   help="world size (default: plan.dp*tp*pp*cp, dp=1 when plan.dp is null)")
+    p.add_argument("--json", action="store_true", help="print the mem_* keys as JSON")
+    add_overrides(p)
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args) -> int:
+    from autotune.config import load_config
+    from autotune.trialfile import make_spec
+    from bench_model.memory_probe import probe_memory
+
+    cfg = load_config(args.overrides)
+    spec = make_spec(cfg, cfg.plan(args.gpus), sweep_id="probe", trial_id="probe")
+    row = probe_memory(spec)
+    if args.json:
+        print_json(row)
+        return 0
+    print(f"probe-memory ({row['probe_method']}), rank 0 of {row['num_gpus']}:")
+    for key, value in row.items():
+        if key.startswith("mem_"):
+            print(f"  {key[4:-6]:<12} {gib(value)}")
+    return 0
