@@ -21,7 +21,11 @@ SBIN="${AUTOTUNE_SLURM_SBIN:-/usr/sbin}"
 
 log() { echo "slurm_local: $*" >&2; }
 
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+running() {  # a zombie (a daemon whose reaper is an init that does not reap) counts as gone
+  [ -r "/proc/$1/stat" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+pid_alive() { [ -f "$1" ] && running "$(cat "$1" 2>/dev/null)"; }
+any_alive() { local p; for p in "$@"; do running "$p" && return 0; done; return 1; }
 
 write_config() {
   mkdir -p "$DIR"/{etc,munge,state,spool,log,gpus}
@@ -113,16 +117,22 @@ start() {
 }
 
 stop() {
-  local f
+  # Signal pids read up front: slurmd removes its pid file when shutdown starts, then waits for its step daemons.
+  local pids=() p
   if pid_alive "$DIR/slurmctld.pid"; then SLURM_CONF="$CONF" timeout 10 scancel --user="$USER_NAME" >/dev/null 2>&1 || true; fi
-  for f in "$DIR/slurmd.pid" "$DIR/slurmctld.pid" "$DIR/munge/munged.pid"; do
-    if pid_alive "$f"; then
-      kill "$(cat "$f")" 2>/dev/null || true
-      for _ in $(seq 50); do pid_alive "$f" || break; sleep 0.1; done
-      pid_alive "$f" && kill -9 "$(cat "$f")" 2>/dev/null || true
-    fi
-    rm -f "$f"
+  for p in "$DIR/slurmd.pid" "$DIR/slurmctld.pid" "$DIR/munge/munged.pid"; do
+    [ -f "$p" ] && pids+=("$(cat "$p" 2>/dev/null)")
   done
+  # step daemons of this cluster (a job killed mid-step, e.g. by a node failure, can leave one behind)
+  for p in $(grep -lzx "SLURM_CONF=$CONF" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmstepd ] && pids+=("$p")
+  done
+  if [ ${#pids[@]} -gt 0 ]; then
+    kill "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 50); do any_alive "${pids[@]}" || break; sleep 0.1; done
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  fi
+  rm -f "$DIR/slurmd.pid" "$DIR/slurmctld.pid" "$DIR/munge/munged.pid"
   log "stopped"
 }
 
