@@ -160,7 +160,7 @@ class Calibration:
 
     def describe(self) -> list[str]:
         lines = [f"{n}: {a:.4g} -> {b:.4g}" for n, a, b in self.changes]
-        if self.spearman_before is not None:
+        if self.spearman_before is not None and self.spearman_after is not None:
             lines.append(f"predicted-vs-measured Spearman over {self.num_rows} rows: "
                          f"{self.spearman_before:.3f} -> {self.spearman_after:.3f}")
         return lines
