@@ -183,6 +183,7 @@ def _loop(cfg: Any, store: SweepStore, launcher: Any, strategy: Any, req: SweepR
     parallel = max(1, int(cfg.sweep.parallel))
     faults = {i: (f, t) for i, f, t in req.inject_faults}
     progress = SweepProgress(console, strategy.planned_total(), parallel, done_before=len(strategy.results))
+    progress.seed(strategy.results.values())
     in_flight: dict[str, tuple[Any, Any]] = {}  # trial_id -> (ask, handle)
     started = 0
     from autotune.budget import GpuBudget

@@ -43,6 +43,17 @@ class SweepProgress:
             self._live = Status("starting", console=console)
             self._live.start()
 
+    def seed(self, rows: Any) -> None:
+        """Rows finished before a resume: they set the best so far (and the ETA's per-trial time), printing nothing."""
+        for row in rows:
+            if row.get("wall_s") is not None:
+                self.walls.append(float(row["wall_s"]))
+            value = row.get("tokens_per_s_per_gpu")
+            if value is None and row.get("status") == "simulated":
+                value = row.get("pred_tokens_per_s_per_gpu")
+            if value is not None and (self.best is None or value > self.best[0]):
+                self.best = (float(value), str(row["trial_id"]))
+
     def running(self, in_flight: list[str]) -> None:
         if self._live is not None:
             self._live.update(f"running {', '.join(in_flight) or '-'}  ({self.count}/{self.total} done, "
