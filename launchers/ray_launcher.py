@@ -246,14 +246,28 @@ class RayLauncher(Launcher):
                 if self.address:
                     ray.init(address=self.address, runtime_env=env, log_to_driver=False)
                 else:
-                    # address="local": never attach to another Ray found on this host; own temp dir: no shared state
-                    self._temp_dir = f"/tmp/ray-autotune-{os.getpid()}"
-                    ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False,
-                             _node_ip_address="127.0.0.1", _temp_dir=self._temp_dir, runtime_env=env)
-                    self._started_ray = True
+                    self._start_local_ray(ray, env)
             if self._worker_cls is None:
                 self._worker_cls = ray.remote(RankWorker)
         return ray
+
+    def _start_local_ray(self, ray: Any, runtime_env: dict[str, Any]) -> None:
+        """address="local": never attach to another Ray found on this host; own temp dir: no shared state. No
+        prestarted idle workers (num_cpus of them would compete with the ranks on a small box). Ray gives its raylet a
+        fixed 30 s to register; on an overloaded host that can pass, so one more try."""
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        self._temp_dir = f"/tmp/ray-autotune-{os.getpid()}"
+        for attempt in (1, 2):
+            try:
+                ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False,
+                         _node_ip_address="127.0.0.1", _temp_dir=self._temp_dir, runtime_env=runtime_env,
+                         _system_config={"enable_worker_prestart": False, "prestart_worker_first_driver": False})
+                break
+            except Exception:  # noqa: BLE001 - Ray raises a bare Exception for the start-up timeout
+                ray.shutdown()
+                if attempt == 2:
+                    raise
+        self._started_ray = True
 
     def submit(self, spec: TrialSpec) -> RayTrialHandle:
         limit = self.max_world_size()
