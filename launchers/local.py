@@ -271,9 +271,10 @@ class LocalLauncher(Launcher):
                  log_dir: str | Path | None = None, python: str | None = None,
                  kill_grace_s: float = KILL_GRACE_S, module: str = "bench_model.run") -> None:
         self.module = module  # the trial entry point (docs/trial_protocol.md); another only for protocol tests
-        self.workdir = Path(workdir) if workdir is not None else Path("results") / "_local_trials"
+        # absolute: rows carry log_path, which must stay valid from wherever the folder is read
+        self.workdir = (Path(workdir) if workdir is not None else Path("results") / "_local_trials").resolve()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.log_dir = Path(log_dir) if log_dir is not None else self.workdir / "logs"
+        self.log_dir = Path(log_dir).resolve() if log_dir is not None else self.workdir / "logs"
         self.nproc_per_node = nproc_per_node
         self.python = python or sys.executable
         self.kill_grace_s = kill_grace_s
