@@ -266,6 +266,9 @@ class RayLauncher(Launcher):
             except Exception:  # noqa: BLE001 - Ray raises a bare Exception for the start-up timeout
                 ray.shutdown()
                 if attempt == 2:
+                    import shutil
+
+                    shutil.rmtree(self._temp_dir, ignore_errors=True)
                     raise
         self._started_ray = True
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,9 @@ def test_failing_rank_tears_down_and_releases_the_group(ray_launcher_factory, tm
     assert row["error_message"].startswith("rank 1:"), row["error_message"]
     states = {pg["state"] for pg in placement_group_table().values()}
     assert states <= {"REMOVED"}, states
+    deadline = time.monotonic() + 60  # Ray hands a removed group's CPUs back asynchronously
+    while ray.available_resources().get("CPU") != ray.cluster_resources()["CPU"] and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]
 
 

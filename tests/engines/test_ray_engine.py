@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 
+import pytest
+
 from engine_fixtures import REPO, run_in_netns, run_pytest_in_netns
 
 
@@ -18,6 +20,7 @@ def test_private_namespace_has_only_loopback():
     assert lines[-1].split()[1:4] == ["lo", "inet", "127.0.0.1/8"], out.stdout  # its only address
 
 
+@pytest.mark.timeout(2400)  # one test holding ten (each under the default 900 s in the child)
 def test_ray_checks_and_contract_suite_in_private_netns():
     paths = [str(REPO / "tests" / "engines" / "ray_checks.py"),
              str(REPO / "tests" / "contract" / "test_launcher_contract.py")]
