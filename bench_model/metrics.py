@@ -13,7 +13,7 @@ import torch
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def measured_matmul_peak_flops(compute_dtype: str, size: int = 512, reps: int = 5) -> float:
+def measured_matmul_peak_flops(compute_dtype: str, size: int = 512, reps: int = 10) -> float:
     """FLOP/s of a square matmul on this CPU rank, best of `reps` (2*n^3 FLOPs each). All ranks measure at the same
     time, so cores shared by ranks are shared here too: the peak is what one rank can get while its peers run."""
     dtype = _DTYPES.get(compute_dtype, torch.float32)

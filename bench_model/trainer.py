@@ -119,7 +119,7 @@ def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: N
     else:
         stages, parts = [0], [full]
     for part in parts:
-        parallelize(part, meshes, p, t.precision)
+        parallelize(part, meshes, p, t.precision, compile=spec.compile)
     with materialize():
         for part in parts:
             part.to_empty(device=device)

@@ -1,5 +1,6 @@
 """`parallelize`: apply parallelism to one (pipeline-stage) model from outside, in the fixed torchtitan order
-TP + SP -> CP -> activation recompute -> data parallel (ZeRO stage over dp x cp). Pipeline splitting happens before,
+TP + SP -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data parallel (ZeRO stage over
+dp x cp). Pipeline splitting happens before,
 in bench_model.parallel.pipeline."""
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ from bench_model.parallel.tensor_parallel import apply_tensor_parallel
 __all__ = ["Meshes", "build_meshes", "parallelize"]
 
 
-def parallelize(model: nn.Module, meshes: Meshes, plan: ParallelPlan, precision: str) -> None:
+def parallelize(model: nn.Module, meshes: Meshes, plan: ParallelPlan, precision: str, compile: bool = False) -> None:
     if plan.tp > 1:
         apply_tensor_parallel(model, meshes.tp, plan.sequence_parallel)
     if plan.cp > 1:
         apply_context_parallel(model, meshes.cp)
     apply_recompute(model, plan.recompute)
+    if compile:  # per block, in place (parameter names unchanged), as torchtitan does before FSDP
+        for block in model.layers.values():
+            block.compile()
     if needs_fsdp(plan.dp * plan.cp, precision):
         apply_data_parallel(model, meshes, plan.zero_stage, precision)
