@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"{e.filename}: no such file or directory")
     except PermissionError as e:
         return fail(f"{e.filename}: permission denied")
-    except OSError as e:  # a directory where a file belongs, a file where a folder belongs, a full disk: one line
+    except (FileExistsError, NotADirectoryError) as e:  # mkdir(parents=True) met a file where a folder belongs
+        return fail(f"{e.filename}: must be a folder, but a file of that name exists ({e.strerror})")
+    except OSError as e:  # a directory where a file belongs, a full disk: one line
         return fail(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e).splitlines()[0])
 
 

@@ -82,8 +82,14 @@ class OptunaStrategy(Strategy):
                 sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.num_seed_trials,
                                                      multivariate=True)
                 directions = ["maximize"]
-            return optuna.create_study(storage=storage, study_name=study_name, sampler=sampler,
-                                       directions=directions, load_if_exists=True)
+            try:
+                return optuna.create_study(storage=storage, study_name=study_name, sampler=sampler,
+                                           directions=directions, load_if_exists=True)
+            except Exception as e:  # a bad --storage URL: sqlalchemy's NoSuchModuleError / ArgumentError / ...
+                if type(e).__module__.startswith("sqlalchemy") or isinstance(e, (ValueError, ImportError)):
+                    why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    raise ValueError(f"--storage={storage!r} cannot be opened as an Optuna storage ({why})") from None
+                raise
 
     def _key(self, row: Any) -> tuple:
         return tuple(_py(row[d]) for d in self.dims)

@@ -86,7 +86,9 @@ def _make_launcher(cfg: Any, store: SweepStore, num_gpus: int) -> Any:
     from launchers import get_launcher
 
     backend = cfg.sweep.backend
-    launcher = get_launcher(backend, workdir=store.work_dir, log_dir=store.logs_dir)
+    # the backend's own block (sweep.slurm / sweep.ray) reaches its launcher, which checks it
+    block = {name: dict(getattr(cfg.sweep, name) or {}) for name in ("slurm", "ray") if name == backend}
+    launcher = get_launcher(backend, workdir=store.work_dir, log_dir=store.logs_dir, **block)
     limit = launcher.max_world_size()
     if limit is not None and num_gpus > limit:
         what = launcher.describe_limit() if hasattr(launcher, "describe_limit") else f"{limit} ranks"

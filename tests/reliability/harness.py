@@ -90,7 +90,7 @@ def run_in_process(argv: list[str], cwd: Path, env: dict[str, str] | None = None
 # A clean error names the rule; these words are how our messages state one. A line without any of them is vague.
 RULE_WORDS = ("must", "not ", "unknown", "no such", "exceed", "requires", "invalid", "expected", "denied", "choose",
               "required", "unrecognized", "cannot", "missing", "empty", "is a directory", "no valid", "no layout",
-              "unsupported", "only", "already", "!=")
+              "unsupported", "only", "already", "!=", "differs", "twice", "needs")
 
 
 def clean_error_problems(outcome: Outcome, expect: tuple[str, ...]) -> list[str]:
