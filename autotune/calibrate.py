@@ -81,16 +81,14 @@ def plans_from_rows(rows: Any) -> list[ParallelPlan]:
 
 def predict_tokens_per_s_per_gpu(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> np.ndarray:
     from autotune.perf import perf_arrays
-    from autotune.plan_arrays import arrays_from_plans
 
-    return perf_arrays(arrays_from_plans(plans_from_rows(rows)), model, train, cluster)["tokens_per_s_per_gpu"]
+    return perf_arrays(arrays_from_frame(rows), model, train, cluster)["tokens_per_s_per_gpu"]
 
 
 def predict_allocated_bytes(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> np.ndarray:
     from autotune.memory import memory_arrays
-    from autotune.plan_arrays import arrays_from_plans
 
-    return memory_arrays(arrays_from_plans(plans_from_rows(rows)), model, train, cluster)["allocated"]
+    return memory_arrays(arrays_from_frame(rows), model, train, cluster)["allocated"]
 
 
 def measured_rows(rows: Any) -> Any:
@@ -112,14 +110,17 @@ def spearman(a: Any, b: Any) -> float | None:
 def fit_perf(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
              names: tuple[str, ...] = tuple(PERF_BOUNDS)) -> dict[str, float]:
     """Refitted perf coefficients (see module docstring) from measured rows."""
+    from autotune.perf import perf_arrays
+
     measured = np.log(rows["tokens_per_s_per_gpu"].to_numpy(float))
+    arr = arrays_from_frame(rows)  # once: the residual runs the vectorised model hundreds of times
     lo = np.array([PERF_BOUNDS[n][0] for n in names])
     hi = np.array([PERF_BOUNDS[n][1] for n in names])
     u0 = (np.array([getattr(cluster, n) for n in names], float) - lo) / (hi - lo)
 
     def residual(u: np.ndarray) -> np.ndarray:
         c = dataclasses.replace(cluster, **dict(zip(names, (lo + u * (hi - lo)).tolist())))
-        pred = np.log(np.maximum(predict_tokens_per_s_per_gpu(rows, model, train, c), 1e-300))
+        pred = np.log(np.maximum(perf_arrays(arr, model, train, c)["tokens_per_s_per_gpu"], 1e-300))
         return np.concatenate([pred - measured, np.sqrt(PRIOR_WEIGHT) * (u - u0)])
 
     u = bounded_least_squares(residual, u0, np.zeros_like(u0), np.ones_like(u0))
