@@ -175,11 +175,14 @@ def assemble_row(spec: TrialSpec, result_path: Path, *, timed_out: bool, cancell
                        error_message=f"torchrun ended with {how} and no rank wrote a result")
     row["backend"] = backend
     defaults = dict(started_at=started_at, ended_at=ended_at, wall_s=wall_s, log_path=log_path,
-                    gpu_seconds=wall_s * spec.plan.world_size, hostname=socket.gethostname(),
-                    code_version=code_version(), sweep_id=spec.sweep_id, trial_id=spec.trial_id)
+                    hostname=socket.gethostname(), code_version=code_version(), sweep_id=spec.sweep_id,
+                    trial_id=spec.trial_id)
     for key, value in defaults.items():
         if row.get(key) is None:
             row[key] = value
+    if row.get("gpu_seconds") is None:  # wall_s x world, the trainer's wall_s when it wrote one (as slurm/ray do)
+        row["gpu_seconds"] = float(row["wall_s"]) * spec.plan.world_size
+    defaults["gpu_seconds"] = wall_s * spec.plan.world_size
     try:
         return normalize_row(row)
     except ValueError as e:  # the trainer broke the protocol: keep the trial, say why
