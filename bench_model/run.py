@@ -57,6 +57,18 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (MemoryError, torch.OutOfMemoryError))
 
 
+def die_with_parent() -> None:
+    """Linux: SIGKILL this rank when its parent (torchrun, srun's step, a Ray actor) dies, so a killed launcher never
+    leaves ranks running. A no-op where prctl is unavailable."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _ensure_env() -> None:
     """A bare process (no torchrun) is a world of 1 on loopback."""
     if "RANK" in os.environ:
@@ -88,6 +100,7 @@ def fault_hook(spec, rank: int):
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     out = Path(args.out)
+    die_with_parent()
     _ensure_env()
     rank = int(os.environ["RANK"])
     try:

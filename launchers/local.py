@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import shutil
 import subprocess
 import sys
 import threading
@@ -82,6 +83,9 @@ def pids_with_tokens(tokens: set[str]) -> list[int]:
         except OSError:  # exited meanwhile, or not ours
             continue
     return found
+
+
+SETPRIV = shutil.which("setpriv")
 
 
 def _signal_all(proc: subprocess.Popen, token: str, sig: int) -> None:
@@ -307,7 +311,10 @@ class LocalLauncher(Launcher):
         if nproc != spec.plan.world_size:
             raise ValueError(f"nproc_per_node={nproc} != plan world size {spec.plan.world_size}: "
                              "the local launcher runs one trial on one host")
-        return [self.python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
+        # setpriv --pdeathsig: torchrun dies with the controller (a SIGKILLed controller must not leave a trial running;
+        # the ranks follow torchrun, see bench_model.run.die_with_parent).
+        prefix = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
+        return prefix + [self.python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
                 "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--max-restarts", "0",
                 "-m", self.module, "--spec", str(spec_path.resolve()), "--out", str(result_path.resolve())]
 

@@ -12,7 +12,7 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
     p = subparsers.add_parser(name, help="run one layout (plan.*) of the benchmark trainer locally",
                               description="Benchmark one layout locally, e.g. `autotune bench --nproc 4 model=tiny "
                                           "plan.dp=2 plan.tp=2`; dp defaults to --nproc / (tp*pp*cp).")
-    p.add_argument("--nproc", type=positive_int("--nproc"), required=True,
+    p.add_argument("--nproc", type=positive_int("--nproc"), default=None,
                    help="number of ranks; must equal plan.dp*tp*pp*cp")
     p.add_argument("--steps", type=positive_int("--steps"), default=None,
                    help="timed steps (default: sweep.timed_steps); warm-up steps stay sweep.warmup_steps")
@@ -35,12 +35,14 @@ def build_spec(args):
         if args.overrides:
             raise ConfigError(f"--config={args.config!r} runs the file as is; drop the overrides {args.overrides}")
         model, train, cluster, plan = load_trialfile(args.config)
-        if plan.world_size != args.nproc:
+        if args.nproc is not None and plan.world_size != args.nproc:
             raise ConfigError(f"--nproc={args.nproc} != plan dp({plan.dp}) * tp({plan.tp}) * pp({plan.pp}) * "
                               f"cp({plan.cp}) = {plan.world_size} in {args.config}")
         _refuse_invalid(plan, model, train, cluster, None)
         return TrialSpec(sweep_id="bench", trial_id="bench", model=model, train=train, cluster=cluster, plan=plan,
                          **extra)
+    if args.nproc is None:
+        raise ConfigError("--nproc is required unless --config gives the layout (--nproc N must equal dp*tp*pp*cp)")
     cfg = load_config(args.overrides)
     plan = cfg.plan(args.nproc)
     if plan.world_size != args.nproc:

@@ -38,7 +38,14 @@ def build_parser() -> OneLineParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Overrides (key=value) may come anywhere, also after flags: `autotune sweep --gpus 2 experiment=demo --max-trials 4
+    # sweep.warmup_steps=1`. argparse stops collecting a positional list at the first flag, so gather the rest here.
+    args, extra = parser.parse_known_args(argv)
+    stray = [t for t in extra if t.startswith("-") or "=" not in t]
+    if stray or (extra and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+    if extra:
+        args.overrides = list(args.overrides or []) + extra
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
