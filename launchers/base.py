@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import abc
+import threading
 import importlib
 from typing import Any
 
@@ -28,6 +29,44 @@ class TrialHandle(abc.ABC):
     @abc.abstractmethod
     def status(self) -> str:
         """`pending` | `running` | one of the row statuses once done."""
+
+
+class ThreadedTrialHandle(TrialHandle):
+    """The plumbing every process-running handle shares: a watcher sets `_row` and then the `_done` event;
+    `result`/`done`/`cancel`/`status` read them. Subclasses ask for a stop in `_request_cancel` and say whether the
+    trial has started in `_started`."""
+
+    _done: threading.Event
+    _row: dict[str, Any] | None
+
+    @abc.abstractmethod
+    def _request_cancel(self) -> None: ...
+
+    def _started(self) -> bool:
+        return True
+
+    def _what(self) -> str:
+        return f"trial {self.spec.trial_id}"
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"{self._what()} still running after {timeout} s")
+        assert self._row is not None
+        return dict(self._row)
+
+    def cancel(self) -> None:
+        if not self._done.is_set():
+            self._request_cancel()
+        self._done.wait()
+
+    def status(self) -> str:
+        if self._done.is_set():
+            assert self._row is not None
+            return str(self._row["status"])
+        return "running" if self._started() else "pending"
 
 
 class Launcher(abc.ABC):

@@ -27,7 +27,7 @@ from typing import Any
 
 from autotune.schema import normalize_row, row_from_spec
 from autotune.types import TrialSpec
-from launchers.base import Launcher, TrialHandle
+from launchers.base import Launcher, ThreadedTrialHandle
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # CPU ranks per host: gloo ranks are processes of ~0.4 GB each; beyond 8 a 2-core box spends its time in start-up
@@ -196,7 +196,7 @@ def assemble_row(spec: TrialSpec, result_path: Path, *, timed_out: bool, cancell
         return normalize_row(bad)
 
 
-class LocalTrialHandle(TrialHandle):
+class LocalTrialHandle(ThreadedTrialHandle):
     def __init__(self, spec: TrialSpec, launcher: "LocalLauncher") -> None:
         self.spec = spec
         self.trial_dir = launcher.workdir / spec.trial_id
@@ -248,25 +248,8 @@ class LocalTrialHandle(TrialHandle):
                                  wall_s=wall_s, log_path=str(self.log_path), backend=self._backend)
         self._done.set()
 
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def result(self, timeout: float | None = None) -> dict[str, Any]:
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"trial {self.spec.trial_id} still running after {timeout} s")
-        assert self._row is not None
-        return dict(self._row)
-
-    def cancel(self) -> None:
-        if not self._done.is_set():
-            self._cancel.set()
-        self._done.wait()
-
-    def status(self) -> str:
-        if not self._done.is_set():
-            return "running"
-        assert self._row is not None
-        return str(self._row["status"])
+    def _request_cancel(self) -> None:
+        self._cancel.set()
 
 
 class LocalLauncher(Launcher):

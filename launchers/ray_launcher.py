@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.types import TrialSpec
-from launchers.base import Launcher, TrialHandle
+from launchers.base import Launcher, ThreadedTrialHandle
 
 # Ray workers import this module for every rank actor: it stays light (launchers.local would pull pyarrow in).
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -129,7 +129,7 @@ def ray_rank_envs(infos: list[dict[str, Any]], master_addr: str, master_port: in
     return envs
 
 
-class RayTrialHandle(TrialHandle):
+class RayTrialHandle(ThreadedTrialHandle):
     def __init__(self, spec: TrialSpec, launcher: "RayLauncher") -> None:
         self.spec = spec
         self._launcher = launcher
@@ -175,25 +175,11 @@ class RayTrialHandle(TrialHandle):
         self._row = row
         self._done.set()
 
-    def done(self) -> bool:
-        return self._done.is_set()
+    def _request_cancel(self) -> None:
+        self._cancel.set()
 
-    def result(self, timeout: float | None = None) -> dict[str, Any]:
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"trial {self.spec.trial_id} still running after {timeout} s")
-        assert self._row is not None
-        return dict(self._row)
-
-    def cancel(self) -> None:
-        if not self._done.is_set():
-            self._cancel.set()
-        self._done.wait()
-
-    def status(self) -> str:
-        if self._done.is_set():
-            assert self._row is not None
-            return str(self._row["status"])
-        return "running" if self._running else "pending"
+    def _started(self) -> bool:
+        return bool(self._running)
 
 
 class RayLauncher(Launcher):

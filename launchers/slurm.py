@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from autotune.types import TrialSpec
-from launchers.base import Launcher, TrialHandle
+from launchers.base import Launcher, ThreadedTrialHandle
 from launchers.local import REPO_ROOT, assemble_row, utc_now
 from launchers.sbatch import JobShape, SlurmOptions, check_one_line, executor_parameters, job_shape, run_rank
 
@@ -112,7 +112,7 @@ def trial_script_text(specs: list[TrialSpec], opts: SlurmOptions, folder: Path,
     return out
 
 
-class SlurmTrialHandle(TrialHandle):
+class SlurmTrialHandle(ThreadedTrialHandle):
     def __init__(self, spec: TrialSpec, launcher: "SlurmLauncher", trial_dir: Path) -> None:
         self.spec = spec
         self.trial_dir = trial_dir
@@ -214,27 +214,16 @@ class SlurmTrialHandle(TrialHandle):
         except Exception:  # submitit path helpers need a job id
             return str(self.trial_dir)
 
-    # -- public
-    def done(self) -> bool:
-        return self._done.is_set()
+    # -- ThreadedTrialHandle hooks
+    def _what(self) -> str:
+        return f"trial {self.spec.trial_id} (SLURM job {self.job_ids})"
 
-    def result(self, timeout: float | None = None) -> dict[str, Any]:
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"trial {self.spec.trial_id} (SLURM job {self.job_ids}) still running after {timeout} s")
-        assert self._row is not None
-        return dict(self._row)
+    def _request_cancel(self) -> None:
+        self._cancel_requested = True
+        self._launcher._wake.set()
 
-    def cancel(self) -> None:
-        if not self._done.is_set():
-            self._cancel_requested = True
-            self._launcher._wake.set()
-        self._done.wait()
-
-    def status(self) -> str:
-        if self._done.is_set():
-            assert self._row is not None
-            return str(self._row["status"])
-        return "running" if self._state in RUNNING_STATES else "pending"
+    def _started(self) -> bool:
+        return self._state in RUNNING_STATES
 
 
 class SlurmLauncher(Launcher):
