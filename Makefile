@@ -31,7 +31,7 @@ demo: venv
 	$(BIN)/autotune export results/demo --best -o results/demo/best.yaml
 
 test: venv
-	$(BIN)/python -m pytest -x -q tests
+	$(BIN)/python -m pytest -x -q --durations=25 tests
 
 test-fast: venv
 	$(BIN)/python -m pytest -x -q tests/unit

@@ -50,6 +50,21 @@ def as_memory_error(exc: BaseException) -> BaseException:
     return exc
 
 
+# What a surviving rank's collective raises when a peer process vanished (gloo on CPU; NCCL on GPUs). Such an error
+# is a consequence, not the cause: the launcher looks for the rank that failed first, or died without a word.
+PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "remote process exited",
+                     "ncclRemoteError", "NCCL communicator was aborted")
+
+
+def is_peer_lost(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if any(marker in str(seen) for marker in PEER_LOST_MARKERS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def is_oom(exc: BaseException) -> bool:
     import torch
 
@@ -116,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         status = "oom" if is_oom(e) else "crash"
         traceback.print_exc()
         err = {"rank": rank, "status": status, "error_type": type(exc).__name__,
-               "error_message": (str(exc).strip().splitlines() or [""])[-1][:500]}
+               "error_message": (str(exc).strip().splitlines() or [""])[-1][:500],
+               "peer_lost": status == "crash" and is_peer_lost(e)}
         try:
             write_json_atomic(out.with_name(f"{out.name}.rank{rank}.err.json"), err)
             print(f"[rank {rank}] {status}: {err['error_type']}: {err['error_message']}", file=sys.stderr, flush=True)

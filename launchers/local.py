@@ -162,11 +162,17 @@ def assemble_row(spec: TrialSpec, result_path: Path, *, timed_out: bool, cancell
         err_files = sorted(result_path.parent.glob(result_path.name + ".rank*.err.json"),
                            key=lambda p: p.stat().st_mtime_ns)
         errors = [e for e in (_read_json(p) for p in err_files) if e]
-        if errors:
-            err = next((e for e in errors if e.get("status") == "oom"), errors[0])  # an oom on any rank wins
+        causes = [e for e in errors if not e.get("peer_lost")]  # a lost peer is a consequence, never the cause
+        if causes:
+            err = next((e for e in causes if e.get("status") == "oom"), causes[0])  # an oom on any rank wins
             row.update(status=err.get("status") if err.get("status") in ("oom", "crash") else "crash",
                        error_type=err.get("error_type"),
                        error_message=f"rank {err.get('rank')}: {err.get('error_message')}")
+        elif errors:  # every error file says "my peer vanished": a rank died without writing one (signal, OOM killer)
+            silent = sorted(set(range(spec.plan.world_size)) - {e.get("rank") for e in errors})
+            row.update(status="crash", error_type="Killed",
+                       error_message=f"rank(s) {silent} died without writing an error (killed by a signal?); "
+                                     f"rank {errors[0].get('rank')} then saw: {errors[0].get('error_message')}")
         elif timed_out:
             row.update(status="timeout", error_type="Timeout",
                        error_message=f"no result after timeout_s={spec.timeout_s:g}; process group killed")
