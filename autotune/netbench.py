@@ -212,6 +212,23 @@ def apply_to_cluster(cluster: Any, result: NetbenchResult) -> Any:
     return dataclasses.replace(cluster, **changes)
 
 
+def check_preset_path(path: str | Path, flag: str = "-o") -> Path:
+    """Refuse, before any work, a preset path the config tree could never load (Hydra reads `<name>.yaml`)."""
+    path = Path(path)
+    if path.suffix != ".yaml" or path.stem in ("", ".") or path.is_dir():
+        raise ValueError(f"{flag}={str(path)!r} must be a file name ending in .yaml (a cluster preset)")
+    return path
+
+
+def preset_usage(path: Path) -> str:
+    """How to use a written preset: `cluster=<stem>` only works from the config tree's cluster/ folder."""
+    from autotune.config import SEARCH_SPACES
+
+    if path.resolve().parent == (SEARCH_SPACES / "cluster").resolve():
+        return f"use: cluster={path.stem}"
+    return f"to use it, copy it to {SEARCH_SPACES / 'cluster'}/ and pass cluster={path.stem}"
+
+
 def write_cluster_preset(cluster: Any, path: str | Path, header: str) -> Path:
     """A preset YAML that `cluster=<stem>` loads: every ClusterSpec field, a comment header saying where the numbers
     came from. Written atomically; the preset's `name` is the file stem so the config tree finds it."""

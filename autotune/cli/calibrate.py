@@ -23,10 +23,11 @@ def add_parser(sub, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autotune.calibrate import calibrate, sweep_specs
-    from autotune.netbench import write_cluster_preset
+    from autotune.netbench import check_preset_path, preset_usage, write_cluster_preset
     from autotune.store import read_results
 
     sweep_dir = Path(args.sweep_dir)
+    check_preset_path(args.output)
     if not sweep_dir.is_dir():
         raise ValueError(f"SWEEP_DIR={str(sweep_dir)!r} is not a directory")
     model, train, cluster = sweep_specs(sweep_dir, args.overrides)
@@ -50,5 +51,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         for line in cal.describe():
             print(line)
-        print(f"wrote {path} (use: cluster={path.stem})")
+        print(f"wrote {path} ({preset_usage(path)})")
     return 0

@@ -39,11 +39,14 @@ def _sizes(text: str | None) -> tuple[int, ...]:
 
 def run(args: argparse.Namespace) -> int:
     from autotune.config import SEARCH_SPACES, load_config
-    from autotune.netbench import apply_to_cluster, run_netbench, write_cluster_preset
+    from autotune.netbench import (apply_to_cluster, check_preset_path, preset_usage, run_netbench,
+                                   write_cluster_preset)
 
     if args.gpus < 2:
         raise ValueError(f"--gpus={args.gpus} must be >= 2 (a collective needs two ranks)")
     sizes = _sizes(args.sizes)
+    if args.output is not None:
+        check_preset_path(args.output)
     base = load_config(args.overrides).cluster
     result = run_netbench(args.gpus, sizes, iters=args.iters)
     cluster = apply_to_cluster(base, result)
@@ -65,5 +68,5 @@ def run(args: argparse.Namespace) -> int:
                   f"({fit.num_samples} samples, rel. RMS {fit.rel_rms_error:.2f})")
         for note in result.notes:
             print(f"note: {note}")
-        print(f"wrote {path} (use: cluster={path.stem})")
+        print(f"wrote {path} ({preset_usage(path)})")
     return 0

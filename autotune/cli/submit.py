@@ -84,16 +84,19 @@ def run(args: argparse.Namespace) -> int:
     if not args.dry_run and sweep_dir.exists():
         raise ValueError(f"--sweep-id={sweep_id!r}: {sweep_dir} already exists (a dry run or an earlier sweep); "
                          "choose another --sweep-id")
-    script_dir.mkdir(parents=True, exist_ok=True)
     text = controller_script(argv, python=sys.executable, workdir=str(Path.cwd()),
                              log_path=str(script_dir / "controller-%j.log"), job_name=f"autotune-{sweep_id}", opts=opts)
-    controller = script_dir / "controller.sbatch"
-    controller.write_text(text)
+    scripts = {"controller.sbatch": text}  # every script is built (and refused) before anything is written
     if args.dry_run:
-        trials = _write_trial_scripts(cfg, args, sweep_id, script_dir, opts)
+        scripts.update(_trial_scripts(cfg, args, sweep_id, opts))
+    script_dir.mkdir(parents=True, exist_ok=True)
+    for name, body in scripts.items():
+        (script_dir / name).write_text(body)
+    controller = script_dir / "controller.sbatch"
+    if args.dry_run:
         print(f"dry run: nothing submitted; scripts in {script_dir}")
-        for path in [controller, *trials]:
-            print(f"  {path}")
+        for name in scripts:
+            print(f"  {script_dir / name}")
         return 0
     out = subprocess.run(["sbatch", "--parsable", str(controller)], capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
@@ -106,10 +109,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_trial_scripts(cfg: Any, args: argparse.Namespace, sweep_id: str, script_dir: Path,
-                         opts: Any) -> list[Path]:
+def _trial_scripts(cfg: Any, args: argparse.Namespace, sweep_id: str, opts: Any) -> dict[str, str]:
     """The job-array scripts the controller would submit for its first wave (the best-predicted candidates, as many
-    as run at once), one per job shape, exactly as launchers/slurm.py builds them."""
+    as run at once), one per job shape, exactly as launchers/slurm.py builds them: file name -> text."""
     from autotune.planner import enumerate_candidates
     from autotune.sweep.rows import candidate_spec
     from launchers.slurm import trial_script_text
@@ -120,10 +122,8 @@ def _write_trial_scripts(cfg: Any, args: argparse.Namespace, sweep_id: str, scri
     specs = [candidate_spec(cfg, cand, sweep_id=sweep_id, backend="slurm", timeout_s=cfg.sweep.timeout_s)
              for _, cand in runnable.head(wave).iterrows()]
     logs = Path(cfg.sweep.results_dir).resolve() / sweep_id / "logs"  # the sweep's launcher log_dir
-    paths = []
+    scripts = {}
     for i, (text, members) in enumerate(trial_script_text(specs, opts, logs)):
-        path = script_dir / f"trials-wave0-{i}.sbatch"
         shebang, _, rest = text.partition("\n")
-        path.write_text(f"{shebang}\n# first wave, {len(members)} trial(s): {', '.join(members)}\n{rest}")
-        paths.append(path)
-    return paths
+        scripts[f"trials-wave0-{i}.sbatch"] = f"{shebang}\n# first wave, {len(members)} trial(s): {', '.join(members)}\n{rest}"
+    return scripts

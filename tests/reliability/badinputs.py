@@ -194,6 +194,7 @@ def _flag_cases() -> list[BadInput]:
         c("netbench-sizes-one", ("netbench", "--gpus", "2", "--sizes", "0"), ("--sizes", "0")),
         c("netbench-iters-zero", ("netbench", "--gpus", "2", "--iters", "0"), ("--iters", "0")),
         c("netbench-cluster-unknown", ("netbench", "--gpus", "2", "cluster=nope"), ("cluster", "nope", "not a preset")),
+        c("netbench-output-not-yaml", ("netbench", "--gpus", "2", "-o", "net.txt"), ("-o", "net.txt", ".yaml")),
     ]
 
 
@@ -330,6 +331,8 @@ def _sweep_folder_cases(p: dict[str, Path]) -> list[BadInput]:
                                         "sweep.slurm.extra_sbatch=['--comment=x\\n#SBATCH --wrap=id']"),
           ("sweep.slurm.extra_sbatch",)),
         c("calibrate-missing", ("calibrate", "results/nope", "-o", "inputs/cal.yaml"), ("results/nope",)),
+        c("calibrate-output-not-yaml", ("calibrate", "results/existing", "-o", "inputs/cal.json"),
+          ("-o", "cal.json", ".yaml")),
         c("calibrate-too-few-rows", ("calibrate", "results/existing", "-o", "inputs/cal.yaml"),
           ("results/existing", "3")),
         c("probe-memory-gpus-zero", ("probe-memory", "--gpus", "0"), ("--gpus", "0")),

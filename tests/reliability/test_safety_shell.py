@@ -94,6 +94,7 @@ def test_newline_in_a_path_bound_for_sbatch_is_refused(tmp_path):
                                "experiment=demo"], cwd=cwd, capture_output=True, text=True, timeout=300)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and "newline" in lines[0], proc.stderr[-2000:]
+        assert not (cwd / "results" / "n").exists()  # refused before anything was written (no empty sbatch/ left)
     assert _executed(tmp_path, token) == []
 
 
