@@ -44,7 +44,9 @@ def test_crash_on_one_rank_tears_down_all(tmp_path):
     code, out, errs, token, wall_s = _launch(spec, tmp_path)
     assert code != 0 and not out.exists()
     assert errs[1] == {"rank": 1, "status": "crash", "error_type": "RuntimeError",
-                       "error_message": "injected fault 'crash_rank1' on rank 1"}
+                       "error_message": "injected fault 'crash_rank1' on rank 1", "peer_lost": False}
+    # rank 0, if it noticed before torchrun ended it, saw its peer vanish: marked as a consequence, not a cause
+    assert all(e["peer_lost"] for r, e in errs.items() if r != 1), errs
     assert wall_s < 250  # rank 0 was blocked in a collective: torchrun ended it, no hang until the timeout
     _assert_all_gone(token)
 
