@@ -8,13 +8,13 @@ reason printed.
 """
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
 from autotune.schema import RESULT_COLUMNS
 from launcher_cases import needs_processes
+from proc_scan import processes_mentioning as processes_of
 
 TINY = ["experiment=demo", "train.global_batch_size=4"]
 
@@ -31,20 +31,6 @@ def make_spec(case, trial_id: str, **extra):
     return _make(cfg, plan, sweep_id="contract", trial_id=trial_id, backend=case.name, **fields)
 
 
-def processes_of(text: str) -> list[str]:
-    """Live processes whose command line mentions `text` (every rank's command line holds the trial's SPEC path)."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmd:
-            found.append(cmd[:160])
-    return found
 
 
 def assert_row_shape(row, case, spec) -> None:

@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from proc_scan import processes_mentioning  # noqa: F401 - part of the harness API (benchmarks/reliability.py)
+
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 AUTOTUNE = str(VENV_BIN / "autotune")
@@ -124,20 +126,6 @@ def available_commands() -> set[str]:
     return set()
 
 
-def processes_mentioning(text: str) -> list[str]:
-    """Command lines of live processes that mention `text` (a trial's work dir is on every rank's command line)."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmd:
-            found.append(f"{entry.name}: {cmd[:200]}")
-    return found
 
 
 def count_trial_files(trials: Path) -> int:

@@ -1,10 +1,11 @@
 """Shared by the sweep tests: run the CLI as a subprocess (the console entry point), list the planner's ranking."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from proc_scan import processes_mentioning  # noqa: F401 - re-exported to the sweep tests
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "autotune.cli.main"]
@@ -30,16 +31,3 @@ def ranked_trial_ids(overrides: list[str], num_gpus: int, n: int) -> list[str]:
     return [trial_id_for(str(c)) for c in ranked["candidate_id"][:n]]
 
 
-def processes_mentioning(text: str) -> list[str]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmd:
-            found.append(f"{entry.name}: {cmd[:200]}")
-    return found
