@@ -18,7 +18,6 @@ import dataclasses
 import json
 import os
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,99 +103,61 @@ def fit_alpha_beta(samples: list[Sample], link_class: str) -> LinkFit:
     return LinkFit(link_class, float(alpha), float(1.0 / inv_beta), len(samples), rel)
 
 
-def _time_op(dist, op: str, buf, out, group, peer: int | None, iters: int) -> float:
-    rank = dist.get_rank()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        if op == "all_reduce":
-            dist.all_reduce(buf, group=group)
-        elif op == "all_gather":
-            dist.all_gather_into_tensor(out, buf, group=group)
-        elif op == "reduce_scatter":
-            dist.reduce_scatter_tensor(out, buf, group=group)
-        elif rank == 0:  # p2p ping-pong: half a round trip is one transfer
-            dist.send(buf, dst=peer)
-            dist.recv(buf, src=peer)
-        else:
-            dist.recv(buf, src=0)
-            dist.send(buf, dst=0)
-    if buf.is_cuda:
-        import torch
-        torch.cuda.synchronize()
-    dt = (time.perf_counter() - t0) / iters
-    return dt / 2 if op == "p2p" else dt
-
-
-def _bench_group(dist, torch, op: str, g: int, size: int, group, device, iters: int, warmup: int) -> float | None:
-    """Time `op` on the first g ranks for a buffer of `size` bytes (the full gathered/reduced buffer); rank 0 returns
-    the slowest rank's mean time, others None. All ranks of the world call it (new_group / barrier need everyone)."""
-    rank = dist.get_rank()
-    if rank >= g:
-        dist.barrier()
-        return None
-    numel = max(g, size // 4 // g * g)  # fp32, divisible by g for the sharded collectives
-    full = torch.ones(numel, dtype=torch.float32, device=device)
-    shard = torch.empty(numel // g, dtype=torch.float32, device=device)
-    buf, out = {"all_gather": (shard, full), "reduce_scatter": (full, shard)}.get(op, (full, None))
-    peer = 1 if op == "p2p" else None
-    _time_op(dist, op, buf, out, group, peer, warmup)
-    dt = _time_op(dist, op, buf, out, group, peer, iters)
-    worst = torch.tensor([dt], dtype=torch.float64, device=device)
-    dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)
-    dist.barrier()
-    return float(worst.item()) if rank == 0 else None
-
-
-def _worker(rank: int, world: int, store_path: str, out_path: str, sizes: list[int], iters: int, warmup: int) -> None:
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback only (127.0.0.1)
-    import warnings
-
-    import torch
-    import torch.distributed as dist
-
-    # all_gather_into_tensor / reduce_scatter_tensor warn on new torch, but their successors do not exist in 2.6.
-    warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
-    cuda = torch.cuda.is_available() and torch.cuda.device_count() >= world
-    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    store = dist.FileStore(store_path, world)
-    dist.init_process_group("nccl" if cuda else "gloo", store=store, rank=rank, world_size=world)
-    group_sizes = sorted({g for g in (2, 4, 8, 16, world) if 2 <= g <= world})
-    groups = {g: dist.new_group(list(range(g))) for g in group_sizes}
-    samples = []
-    for op in COLLECTIVES:
-        for g in ([2] if op == "p2p" else group_sizes):
-            for size in sizes:
-                t = _bench_group(dist, torch, op, g, size, groups[g], device, iters, warmup)
-                if t is not None:
-                    samples.append(dict(collective=op, link_class="intra", group_size=g, size_bytes=size, time_s=t))
-    if rank == 0:
-        tmp = out_path + ".tmp"
-        Path(tmp).write_text(json.dumps({"backend": dist.get_backend(), "samples": samples}))
-        os.replace(tmp, out_path)
-    dist.barrier()
-    dist.destroy_process_group()
+def fit_result(world_size: int, backend: str, raw_samples: list[dict[str, Any]], hosts: int) -> NetbenchResult:
+    """Fit (α, β) per link class that has samples at >= 2 sizes, and per collective within the intra class."""
+    samples = tuple(Sample(**s) for s in raw_samples)
+    fits = {link: fit_alpha_beta([s for s in samples if s.link_class == link], link)
+            for link in ("intra", "inter") if any(s.link_class == link for s in samples)}
+    by_op = {op: fit_alpha_beta([s for s in samples if s.collective == op and s.link_class == "intra"], op)
+             for op in COLLECTIVES if any(s.collective == op and s.link_class == "intra" for s in samples)}
+    notes = () if "inter" in fits else (
+        f"{hosts} host(s): only the intra-node link class is measurable; inter-node alpha/beta keep the preset's values",)
+    return NetbenchResult(world_size, backend, samples, fits, by_op, notes)
 
 
 def run_netbench(num_ranks: int, sizes_bytes: tuple[int, ...] = DEFAULT_SIZES_BYTES, iters: int = 5,
-                 warmup: int = 2) -> NetbenchResult:
-    """Start `num_ranks` local processes (one host), time every collective, fit α/β. Rendezvous through a FileStore;
-    gloo's own connections stay on the loopback interface."""
+                 warmup: int = 2, *, cfg: Any = None, backend: str = "local", workdir: str | Path | None = None,
+                 timeout_s: float = 600.0) -> NetbenchResult:
+    """Start `num_ranks` ranks of `autotune.netbench_rank` through the sweep's own launchers (`local`: torchrun on
+    this host; `slurm`: one job, one task per rank; `ray`: a placement group), time every collective, fit α/β.
+    `workdir` must be on a filesystem every rank sees (the trial protocol's files); default a temporary folder."""
     if num_ranks < 2:
         raise ValueError(f"--gpus={num_ranks} must be >= 2 (a collective needs two ranks)")
-    import torch.multiprocessing as mp
+    from autotune.config import load_config
+    from autotune.netbench_rank import SIDECAR_SUFFIX
+    from autotune.trialfile import make_spec
+    from autotune.types import ParallelPlan
+    from launchers import get_launcher
 
+    cfg = cfg if cfg is not None else load_config([])
+    if backend == "simulate":
+        raise ValueError("--backend=simulate: netbench measures real links; use local, slurm or ray")
     with tempfile.TemporaryDirectory(prefix="netbench-") as tmp:
-        out = os.path.join(tmp, "result.json")
-        mp.start_processes(_worker, args=(num_ranks, os.path.join(tmp, "store"), out, list(sizes_bytes), iters,
-                                          warmup), nprocs=num_ranks, start_method="spawn", join=True)
-        raw = json.loads(Path(out).read_text())
-    samples = tuple(Sample(**s) for s in raw["samples"])
-    by_op = {op: fit_alpha_beta([s for s in samples if s.collective == op], "intra") for op in COLLECTIVES}
-    notes = ("one host: only the intra-node link class is measurable; inter-node alpha/beta keep the preset's values",)
-    return NetbenchResult(num_ranks, raw["backend"], samples, {"intra": fit_alpha_beta(list(samples), "intra")},
-                          by_op, notes)
+        root = Path(workdir) if workdir is not None else Path(tmp)
+        block = {name: dict(getattr(cfg.sweep, name) or {}) for name in ("slurm", "ray") if name == backend}
+        launcher = get_launcher(backend, workdir=root / "trials", log_dir=root / "logs",
+                                module="autotune.netbench_rank", **block)
+        try:
+            limit = launcher.max_world_size()
+            if limit is not None and num_ranks > limit:
+                raise ValueError(f"--gpus={num_ranks} exceeds what --backend={backend} provides here ({limit} ranks)")
+            spec = make_spec(cfg, ParallelPlan(dp=num_ranks), sweep_id="netbench", trial_id="netbench",
+                             backend=backend, timeout_s=timeout_s,
+                             netbench={"sizes_bytes": list(sizes_bytes), "iters": iters, "warmup": warmup})
+            handle = launcher.submit(spec)
+            row = handle.result(timeout=timeout_s + 600.0)  # + queueing and start-up
+            sidecar = Path(str(handle.result_path) + SIDECAR_SUFFIX)
+            if row["status"] != "ok" or not sidecar.exists():
+                raise NetbenchFailed(f"netbench ranks ended with status={row['status']} "
+                                     f"({row['error_type']}: {row['error_message']}); log: {row['log_path']}")
+            raw = json.loads(sidecar.read_text())
+        finally:
+            launcher.close()
+    return fit_result(num_ranks, raw["backend"], raw["samples"], len(raw["hosts"]))
+
+
+class NetbenchFailed(RuntimeError):
+    """The measurement itself failed (a rank crashed, the job timed out): not bad input, but one line all the same."""
 
 
 def apply_to_cluster(cluster: Any, result: NetbenchResult) -> Any:

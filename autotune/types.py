@@ -302,6 +302,8 @@ class TrialSpec:
     inject_fault: str = ""
     compile: bool = False
     resources: dict[str, Any] = field(default_factory=dict)
+    # `autotune netbench` only (entry autotune.netbench_rank): sizes_bytes, iters, warmup
+    netbench: dict[str, Any] = field(default_factory=dict)
 
     @property
     def candidate_id(self) -> str:

@@ -15,13 +15,13 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 EXIT_OK, EXIT_CRASH, EXIT_OOM = 0, 1, 3
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench_model.run", description=__doc__.splitlines()[0])
+def _parse(argv: list[str] | None, prog: str = "bench_model.run") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description="a trial under the trial protocol (docs/trial_protocol.md)")
     parser.add_argument("--spec", required=True, help="TrialSpec JSON file")
     parser.add_argument("--out", required=True, help="result JSON path (rank 0 writes it)")
     return parser.parse_args(argv)
@@ -113,17 +113,28 @@ def fault_hook(spec, rank: int):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
+    def train(spec: Any, out: Path, rank: int) -> dict[str, Any]:
+        from bench_model.trial import run_trial
+
+        return run_trial(spec, fault_hook(spec, rank))
+
+    return run_protocol(argv, train)
+
+
+def run_protocol(argv: list[str] | None, body: Callable[[Any, Path, int], dict[str, Any]],
+                 prog: str = "bench_model.run") -> int:
+    """The trial protocol around `body(spec, out, rank) -> row` (this trainer, or `autotune.netbench_rank`): rank 0
+    writes the row it returns; any exception on any rank becomes that rank's err file and exit code."""
+    args = _parse(argv, prog)
     out = Path(args.out)
     die_with_parent()
     _ensure_env()
     rank = int(os.environ["RANK"])
     try:
         from autotune.types import TrialSpec
-        from bench_model.trial import run_trial
 
         spec = TrialSpec.from_json(Path(args.spec).read_text())
-        row = run_trial(spec, fault_hook(spec, rank))
+        row = body(spec, out, rank)
         if rank == 0:
             write_json_atomic(out, row)
     except BaseException as e:  # noqa: BLE001 - every failure becomes an err file and an exit code
@@ -142,6 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
+def exit_with(code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code != EXIT_OK:
+        os._exit(code)  # no teardown: peers may be blocked in a collective; torchrun reaps them
+    sys.exit(code)
+
+
 def _teardown() -> None:
     import torch.distributed as dist
 
@@ -152,9 +171,4 @@ def _teardown() -> None:
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if code != EXIT_OK:
-        os._exit(code)  # no teardown: peers may be blocked in a collective; torchrun reaps them
-    sys.exit(code)
+    exit_with(main())

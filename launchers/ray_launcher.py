@@ -96,7 +96,7 @@ class RankWorker:
         out: dict[str, str] = {}
         if self.trial_dir is None:
             return out
-        for path in [self.trial_dir / "RESULT.json", *self.trial_dir.glob("RESULT.json.rank*.err.json")]:
+        for path in [self.trial_dir / "RESULT.json", *self.trial_dir.glob("RESULT.json.*.json")]:  # err files, sidecars
             if path.is_file():
                 out[path.name] = path.read_text()
         if self.log_path is not None and self.log_path.is_file():

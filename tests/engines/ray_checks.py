@@ -97,3 +97,19 @@ def test_sweep_backend_ray_finishes_with_parquet_rows_and_report(tmp_path):
                             timeout=300)
     assert report.returncode == 0, report.stderr
     assert all(t in report.stdout for t in ran["trial_id"]), report.stdout
+
+
+def test_netbench_backend_ray_measures_through_actors(tmp_path):
+    """`autotune netbench --backend ray --gpus 2`: one actor per rank in a placement group; the samples come back
+    from the actors (no shared filesystem assumed) and the fit lands in a preset."""
+    out = tmp_path / "cpu-ray.yaml"
+    argv = [AUTOTUNE, "netbench", "--backend", "ray", "--gpus", "2", "--iters", "2", "--sizes", "4096,262144",
+            "-o", str(out), "cluster=cpu", f"sweep.results_dir={tmp_path}"]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "only the intra-node link class is measurable" in proc.stdout
+    import yaml
+
+    preset = yaml.safe_load(out.read_text())
+    assert 1e-6 < preset["intra_node_latency_s"] < 0.1 and 1e6 < preset["intra_node_bw_bytes_per_s"] < 1e12
+    assert out.read_text().startswith("# Measured by `autotune netbench --backend ray --gpus 2`")

@@ -158,3 +158,22 @@ def test_sweep_backend_slurm_finishes_with_parquet_rows_and_report(slurm_cluster
                             text=True, timeout=300)
     assert report.returncode == 0, report.stderr
     assert all(t in report.stdout for t in ran["trial_id"]), report.stdout
+
+
+def test_netbench_backend_slurm_measures_through_a_job(slurm_cluster, tmp_path):
+    """`autotune netbench --backend slurm --gpus 2`: the ranks run as one SLURM job (one task per rank) and the fit
+    lands in a preset; one host, so only the intra-node class is measured (said in the output)."""
+    env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf))
+    out = tmp_path / "cpu-slurm.yaml"
+    argv = [AUTOTUNE, "netbench", "--backend", "slurm", "--gpus", "2", "--iters", "2", "--sizes", "4096,262144",
+            "-o", str(out), "cluster=cpu", f"sweep.results_dir={tmp_path}"]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "only the intra-node link class is measurable" in proc.stdout
+    import yaml
+
+    preset = yaml.safe_load(out.read_text())
+    assert 1e-6 < preset["intra_node_latency_s"] < 0.1 and 1e6 < preset["intra_node_bw_bytes_per_s"] < 1e12
+    assert out.read_text().startswith("# Measured by `autotune netbench --backend slurm --gpus 2`")
+    sidecars = list((tmp_path / "_netbench").glob("*/trials/netbench/RESULT.json.netbench.json"))
+    assert len(sidecars) == 1 and '"samples"' in sidecars[0].read_text()  # the trial protocol's files, kept

@@ -60,3 +60,15 @@ def test_netbench_bad_flags_are_one_line_errors(capsys):
     assert "--gpus=1 must be >= 2" in capsys.readouterr().err
     assert main(["netbench", "--gpus", "2", "--sizes", "4096"]) == 2
     assert "--sizes='4096' must list >= 2 distinct sizes" in capsys.readouterr().err
+
+
+def test_link_groups_follow_the_hosts():
+    from autotune.netbench_rank import link_groups
+
+    # one host, 4 ranks: intra groups of 2 and 4, no inter-node group
+    assert link_groups(["a"] * 4) == [("intra", (0, 1)), ("intra", (0, 1, 2, 3))]
+    # 2 hosts x 4 ranks (torchrun/srun block order): intra among rank 0's host, inter = one rank per host
+    assert link_groups(["a"] * 4 + ["b"] * 4) == [("intra", (0, 1)), ("intra", (0, 1, 2, 3)), ("inter", (0, 4))]
+    # 3 hosts with interleaved ranks (Ray may place bundles so): membership, not rank order, decides
+    hosts = ["a", "b", "c", "a", "b", "c"]
+    assert link_groups(hosts) == [("intra", (0, 3)), ("inter", (0, 1)), ("inter", (0, 1, 2))]
