@@ -168,16 +168,16 @@ def assemble_row(spec: TrialSpec, result_path: Path, *, timed_out: bool, cancell
             row.update(status=err.get("status") if err.get("status") in ("oom", "crash") else "crash",
                        error_type=err.get("error_type"),
                        error_message=f"rank {err.get('rank')}: {err.get('error_message')}")
+        elif timed_out:  # (a peer_lost file here is a rank noticing the launcher's own kill)
+            row.update(status="timeout", error_type="Timeout",
+                       error_message=f"no result after timeout_s={spec.timeout_s:g}; process group killed")
+        elif cancelled:
+            row.update(status="crash", error_type="Cancelled", error_message="cancelled by the controller")
         elif errors:  # every error file says "my peer vanished": a rank died without writing one (signal, OOM killer)
             silent = sorted(set(range(spec.plan.world_size)) - {e.get("rank") for e in errors})
             row.update(status="crash", error_type="Killed",
                        error_message=f"rank(s) {silent} died without writing an error (killed by a signal?); "
                                      f"rank {errors[0].get('rank')} then saw: {errors[0].get('error_message')}")
-        elif timed_out:
-            row.update(status="timeout", error_type="Timeout",
-                       error_message=f"no result after timeout_s={spec.timeout_s:g}; process group killed")
-        elif cancelled:
-            row.update(status="crash", error_type="Cancelled", error_message="cancelled by the controller")
         else:
             how = (f"signal {signal.Signals(-returncode).name}" if returncode is not None and returncode < 0
                    else f"exit code {returncode}")

@@ -13,13 +13,13 @@ from launchers.local import assemble_row
 GLOO_PEER_GONE = "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:41234"
 
 
-def _row(tmp_path, errors: list[dict], returncode: int = 1) -> dict:
+def _row(tmp_path, errors: list[dict], returncode: int = 1, timed_out: bool = False) -> dict:
     cfg = load_config(["model=tiny", "cluster=cpu"])
     spec = make_spec(cfg, ParallelPlan(dp=2, grad_accum_steps=2), sweep_id="s", trial_id="t")
     result = tmp_path / "RESULT.json"
     for err in errors:  # written in this order: the first is the oldest
         (tmp_path / f"RESULT.json.rank{err['rank']}.err.json").write_text(json.dumps(err))
-    return assemble_row(spec, result, timed_out=False, cancelled=False, returncode=returncode, started_at="a",
+    return assemble_row(spec, result, timed_out=timed_out, cancelled=False, returncode=returncode, started_at="a",
                         ended_at="b", wall_s=1.0, log_path="x.log", backend="local")
 
 
@@ -53,3 +53,8 @@ def test_the_failing_rank_wins_over_an_older_peer_lost_error(tmp_path):
 def test_oom_on_any_rank_wins(tmp_path):
     row = _row(tmp_path, [_err(1, "RuntimeError", "boom"), _err(0, "MemoryError", "no memory", status="oom")], 3)
     assert (row["status"], row["error_type"]) == ("oom", "MemoryError")
+
+
+def test_a_peer_noticing_the_timeout_kill_leaves_the_trial_a_timeout(tmp_path):
+    row = _row(tmp_path, [_err(1, "RuntimeError", GLOO_PEER_GONE)], returncode=-9, timed_out=True)
+    assert (row["status"], row["error_type"]) == ("timeout", "Timeout")
