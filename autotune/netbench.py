@@ -9,8 +9,10 @@ reduce-scatter (g-1)/g with n the full gathered buffer, send/recv 1); steps are 
 (all-reduce 2(g-1), all-gather and reduce-scatter g-1, send/recv 1). One (α, β) pair then describes a link class
 across collectives and group sizes.
 
-Link classes: `intra` (ranks on one host / NVLink) and `inter` (across nodes). On one host — `--backend local` — only
-the intra class is measurable; the preset keeps its inter-node numbers and `NetbenchResult.notes` says so.
+Link classes: `intra` (ranks on one host / NVLink) and `inter` (across nodes). The ranks run
+`autotune.netbench_rank` through the sweep's launchers (local, slurm, ray), which picks the groups from the ranks'
+hostnames. When every rank is on one host only the intra class is measurable; the preset keeps its inter-node numbers
+and `NetbenchResult.notes` says so.
 """
 from __future__ import annotations
 
