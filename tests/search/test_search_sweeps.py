@@ -68,8 +68,9 @@ def test_halving_sweep_promotes_the_measured_best(tmp_path, capsys):
 
 
 def test_budget_stops_the_sweep(tmp_path, capsys):
-    # 0.001 GPU-h = 3.6 GPU-s: one 2-rank trial (process start alone is seconds) spends it
-    df = _sweep(tmp_path, "--strategy", "random", "--max-trials", "3", "--budget-gpu-hours", "0.001")
+    # 0.0001 GPU-h = 0.36 GPU-s: one 2-rank trial spends it (its gpu_seconds = the trainer's wall_s x 2, and the
+    # trainer alone -- process group, model, one step -- takes > 0.18 s; 0.001 GPU-h was not always spent on a quiet box)
+    df = _sweep(tmp_path, "--strategy", "random", "--max-trials", "3", "--budget-gpu-hours", "0.0001")
     out = capsys.readouterr().out
     assert (df["status"] == "ok").sum() == 1
     assert "GPU-hour budget spent" in out and "GPU-hours spent: " in out and "exhaustive grid (18 runnable" in out
