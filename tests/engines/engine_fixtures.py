@@ -174,3 +174,32 @@ def ray_launcher_factory(ray_session) -> Callable[..., Any]:
 
 __all__ = ["slurm_cluster", "slurm_launcher_factory", "ray_session", "ray_launcher_factory", "SlurmEngine",
            "in_private_netns", "net_interfaces", "netns_argv", "run_in_netns", "run_pytest_in_netns", "require_private_netns"]
+
+
+def run_netbench_cli(backend: str, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """`autotune netbench --backend BACKEND --gpus 2` on the tiny `cpu` preset; checks what every backend must deliver
+    and returns the --json result."""
+    import json
+
+    import yaml
+
+    from autotune.config import load_config
+
+    out = tmp_path / f"cpu-{backend}.yaml"
+    argv = [str(Path(sys.executable).with_name("autotune")), "netbench", "--backend", backend, "--gpus", "2",
+            "--iters", "2", "--sizes", "4096,262144", "-o", str(out), "--json", "cluster=cpu",
+            f"sweep.results_dir={tmp_path}"]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert "only the intra-node link class is measurable" in result["notes"][0]
+    # 4 collectives x 2 sizes on the one group of 2 ranks, each a positive time measured by the ranks
+    assert len(result["samples"]) == 8 and all(s["time_s"] > 0 for s in result["samples"]), result["samples"]
+    # the plumbing, not the fit (tests/search/test_netbench.py checks that): 2 small sizes x 2 iterations on a loaded
+    # 2-core box fit loosely (latency may sit on its bound 0; bandwidth seen as low as 0.7 MB/s), but they are measured
+    preset = yaml.safe_load(out.read_text())
+    base = load_config(["cluster=cpu"]).cluster
+    assert 0 <= preset["intra_node_latency_s"] < 1 and 0 < preset["intra_node_bw_bytes_per_s"] < 1e12
+    assert preset["intra_node_bw_bytes_per_s"] != base.intra_node_bw_bytes_per_s
+    assert out.read_text().startswith(f"# Measured by `autotune netbench --backend {backend} --gpus 2`")
+    return result

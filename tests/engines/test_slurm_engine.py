@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from autotune.schema import RESULT_COLUMNS
+from engine_fixtures import run_netbench_cli
 
 REPO = Path(__file__).resolve().parents[2]
 AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
@@ -163,28 +164,6 @@ def test_sweep_backend_slurm_finishes_with_parquet_rows_and_report(slurm_cluster
 def test_netbench_backend_slurm_measures_through_a_job(slurm_cluster, tmp_path):
     """`autotune netbench --backend slurm --gpus 2`: the ranks run as one SLURM job (one task per rank) and the fit
     lands in a preset; one host, so only the intra-node class is measured (said in the output)."""
-    env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf))
-    out = tmp_path / "cpu-slurm.yaml"
-    argv = [AUTOTUNE, "netbench", "--backend", "slurm", "--gpus", "2", "--iters", "2", "--sizes", "4096,262144",
-            "-o", str(out), "--json", "cluster=cpu", f"sweep.results_dir={tmp_path}"]
-    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    import json
-
-    import yaml
-
-    result = json.loads(proc.stdout)
-    assert "only the intra-node link class is measurable" in result["notes"][0]
-    # 4 collectives x 2 sizes on the one group of 2 ranks, each a positive time measured by the ranks
-    assert len(result["samples"]) == 8 and all(s["time_s"] > 0 for s in result["samples"]), result["samples"]
-    preset = yaml.safe_load(out.read_text())
-    # the plumbing, not the fit (tests/search/test_netbench.py checks that): 2 small sizes x 2 iterations on a loaded
-    # 2-core box fit loosely (latency may sit on its bound 0; bandwidth seen as low as 0.7 MB/s), but they are measured
-    from autotune.config import load_config
-
-    base = load_config(["cluster=cpu"]).cluster
-    assert 0 <= preset["intra_node_latency_s"] < 1 and 0 < preset["intra_node_bw_bytes_per_s"] < 1e12
-    assert preset["intra_node_bw_bytes_per_s"] != base.intra_node_bw_bytes_per_s
-    assert out.read_text().startswith("# Measured by `autotune netbench --backend slurm --gpus 2`")
+    run_netbench_cli("slurm", tmp_path, env=dict(os.environ, SLURM_CONF=str(slurm_cluster.conf)))
     sidecars = list((tmp_path / "_netbench").glob("*/trials/netbench/RESULT.json.netbench.json"))
     assert len(sidecars) == 1 and '"samples"' in sidecars[0].read_text()  # the trial protocol's files, kept
