@@ -19,14 +19,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.plan_arrays import arrays_from_frame
+from autotune.types import PLAN_FIELDS, ClusterSpec, ModelSpec, TrainSpec
 
 PERF_BOUNDS: dict[str, tuple[float, float]] = {
     "matmul_efficiency": (0.01, 1.0), "comm_efficiency": (0.01, 1.0), "dp_overlap": (0.0, 1.0)}
 PRIOR_WEIGHT = 1e-6
 MIN_ROWS = 3
-PLAN_COLUMNS = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps", "recompute",
-                "sequence_parallel", "pp_schedule")
 
 
 def bounded_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lower: np.ndarray,
@@ -71,12 +70,6 @@ def _projected_lm(residual: Callable, x: np.ndarray, lower: np.ndarray, upper: n
         if not improved or converged:
             break
     return x
-
-
-def plans_from_rows(rows: Any) -> list[ParallelPlan]:
-    """ParallelPlans from the layout columns of result rows or candidate rows."""
-    recs = rows[list(PLAN_COLUMNS)].to_dict("records")
-    return [ParallelPlan(**{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}) for r in recs]
 
 
 def predict_tokens_per_s_per_gpu(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> np.ndarray:
@@ -189,17 +182,6 @@ def calibrate(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpe
     return Calibration(fitted, changes, len(ok), err_before, err_after, rho_before, rho_after)
 
 
-def arrays_from_frame(df: Any) -> dict[str, np.ndarray]:
-    """Plan arrays (autotune.plan_arrays layout) straight from the layout columns of a candidate or result frame."""
-    from autotune.plan_arrays import INT_FIELDS, RECOMPUTE_CODE, SCHEDULE_CODE
-
-    arr = {f: df[f].to_numpy(dtype=np.int64) for f in INT_FIELDS}
-    arr["recompute"] = df["recompute"].map(RECOMPUTE_CODE).to_numpy(dtype=np.int64)
-    arr["sequence_parallel"] = df["sequence_parallel"].to_numpy(dtype=bool)
-    arr["pp_schedule"] = df["pp_schedule"].map(SCHEDULE_CODE).to_numpy(dtype=np.int64)
-    return arr
-
-
 def rerank(candidates: Any, cfg: Any, cluster: ClusterSpec) -> Any:
     """The planner's candidate frame re-scored with a calibrated `cluster` (autotune.planner.score_arrays: memory
     reasons, fits, pred_* and rank all recomputed), row order and any `status` column kept."""
@@ -244,7 +226,7 @@ class OnlineCalibrator:
 
         if row.get("status") != "ok" or not row.get("tokens_per_s_per_gpu"):
             return None
-        keep = {k: row.get(k) for k in PLAN_COLUMNS + ("status", "tokens_per_s_per_gpu", "peak_mem_reserved_bytes",
+        keep = {k: row.get(k) for k in PLAN_FIELDS + ("status", "tokens_per_s_per_gpu", "peak_mem_reserved_bytes",
                                                        "peak_mem_allocated_bytes", "candidate_id")}
         self.rows = pd.concat([self.rows, pd.DataFrame([keep])], ignore_index=True)
         if len(self.rows) < self.min_rows:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.types import INT_FIELDS, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 SEARCH_SPACES = Path(os.environ.get("AUTOTUNE_SEARCH_SPACES", Path(__file__).resolve().parent.parent / "search_spaces"))
 GROUPS = ("model", "cluster", "space", "train", "sweep", "experiment")
@@ -280,7 +280,7 @@ def _check_plan_types(f: dict[str, Any]) -> None:
     unknown = sorted(set(f) - known)
     if unknown:
         raise ConfigError(f"plan.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
-    for k in ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps"):
+    for k in INT_FIELDS:
         v = f.get(k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
             raise ConfigError(f"plan.{k}={v!r} must be an integer")

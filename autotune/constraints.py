@@ -1,8 +1,9 @@
 """Rules a parallel layout must satisfy before it can run, each with a human reason naming values and rule.
 
-One vectorised implementation (`reject_reasons`) over plan arrays; `check_plan` is the scalar wrapper. Rules are
-checked in order and a candidate keeps the first reason it fails. Reasons are formatted once per distinct value
-combination (a few dozen), not once per candidate.
+One vectorised implementation (`rejections`) over plan arrays; `check_plan` is the scalar wrapper. Rules are
+checked in order and a candidate keeps the first reason it fails, with that rule's stable id (`tp_divides_heads`,
+`pp_microbatches`, ...: the `reject_rule` column; code tests the id, never the message). Reasons are formatted once
+per distinct value combination (a few dozen), not once per candidate.
 """
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import numpy as np
 from autotune.plan_arrays import SCHEDULE_CODE, arrays_from_plans
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
+MEMORY_RULE = "memory"  # the planner's own rejection: the layout's estimated peak does not fit (autotune.planner)
+
+
 def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, space) -> list:
-    """(failing mask, message template, columns the message uses), in the order reasons are reported."""
+    """(rule id, failing mask, message template, columns the message uses), in the order reasons are reported."""
     dp, tp, pp, cp, vpp, z = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"], arr["zero_stage"]
     mbs, m, sched = arr["micro_batch_size"], arr["grad_accum_steps"], arr["pp_schedule"]
     gbs, L, S = train.global_batch_size, model.num_layers, train.seq_len
@@ -20,45 +24,45 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
     allow_uneven = getattr(space, "allow_uneven_pp", True)
     inter = sched == SCHEDULE_CODE["interleaved_1f1b"]
     return [
-        (gbs % (dp * mbs) != 0,
+        ("batch_divisible", gbs % (dp * mbs) != 0,
          lambda dp, micro_batch_size: f"train.global_batch_size={gbs} is not divisible by dp*micro_batch_size="
                                       f"{dp}*{micro_batch_size}={dp * micro_batch_size}", ("dp", "micro_batch_size")),
-        (dp * mbs * m != gbs,
+        ("batch_product", dp * mbs * m != gbs,
          lambda dp, micro_batch_size, grad_accum_steps: f"dp*micro_batch_size*grad_accum_steps={dp}*{micro_batch_size}"
          f"*{grad_accum_steps}={dp * micro_batch_size * grad_accum_steps} != train.global_batch_size={gbs}",
          ("dp", "micro_batch_size", "grad_accum_steps")),
-        (model.num_heads % tp != 0, lambda tp: f"tp={tp} does not divide num_heads={model.num_heads}", ("tp",)),
-        (model.num_kv_heads % tp != 0, lambda tp: f"tp={tp} does not divide num_kv_heads={model.num_kv_heads}", ("tp",)),
-        ((tp > cluster.gpus_per_node) & tp_within_node,
+        ("tp_divides_heads", model.num_heads % tp != 0, lambda tp: f"tp={tp} does not divide num_heads={model.num_heads}", ("tp",)),
+        ("tp_divides_kv_heads", model.num_kv_heads % tp != 0, lambda tp: f"tp={tp} does not divide num_kv_heads={model.num_kv_heads}", ("tp",)),
+        ("tp_within_node", (tp > cluster.gpus_per_node) & tp_within_node,
          lambda tp: f"tp={tp} exceeds gpus_per_node={cluster.gpus_per_node} (space.tp_within_node=true)", ("tp",)),
-        (pp > L, lambda pp: f"pp={pp} exceeds num_layers={L}", ("pp",)),
-        (pp * vpp > L, lambda pp, vpp: f"pp*vpp={pp}*{vpp}={pp * vpp} exceeds num_layers={L}", ("pp", "vpp")),
-        ((L % (pp * vpp) != 0) & (not allow_uneven),
+        ("pp_within_layers", pp > L, lambda pp: f"pp={pp} exceeds num_layers={L}", ("pp",)),
+        ("vpp_within_layers", pp * vpp > L, lambda pp, vpp: f"pp*vpp={pp}*{vpp}={pp * vpp} exceeds num_layers={L}", ("pp", "vpp")),
+        ("pp_divides_layers", (L % (pp * vpp) != 0) & (not allow_uneven),
          lambda pp, vpp: f"pp*vpp={pp * vpp} does not divide num_layers={L} (space.allow_uneven_pp=false)",
          ("pp", "vpp")),
-        ((cp > 1) & (S % (2 * cp) != 0),
+        ("cp_divides_seq", (cp > 1) & (S % (2 * cp) != 0),
          lambda cp: f"seq_len={S} is not divisible by 2*cp={2 * cp} (load-balanced causal chunks)", ("cp",)),
-        ((pp > 1) & (m < pp),
+        ("pp_microbatches", (pp > 1) & (m < pp),
          lambda grad_accum_steps, pp: f"grad_accum_steps={grad_accum_steps} < pp={pp}: the pipeline schedule needs "
                                       f"at least pp micro-batches", ("grad_accum_steps", "pp")),
-        (inter & (m % pp != 0),
+        ("interleaved_microbatches", inter & (m % pp != 0),
          lambda grad_accum_steps, pp: f"grad_accum_steps={grad_accum_steps} is not a multiple of pp={pp} "
                                       f"(Interleaved1F1B needs n_microbatches % pp == 0)", ("grad_accum_steps", "pp")),
-        ((pp > 1) & model.tie_embeddings,
+        ("pp_tied_embeddings", (pp > 1) & model.tie_embeddings,
          lambda pp: f"pp={pp} with model.tie_embeddings=true: the tied embedding and head would span pipeline stages "
                     f"(bench_model needs pp=1)", ("pp",)),
-        ((z > 0) & (dp * cp == 1),
+        ("zero_needs_dp", (z > 0) & (dp * cp == 1),
          lambda zero_stage: f"zero_stage={zero_stage} shards nothing at dp*cp=1", ("zero_stage",)),
     ]
 
 
-def reject_reasons(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
-                   space=None) -> np.ndarray:
-    """Object array: the first failed rule's reason per candidate, or None when every rule holds."""
+def rejections(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
+               space=None) -> tuple[np.ndarray, np.ndarray]:
+    """Two object arrays: the first failed rule's id and its reason per candidate, None when every rule holds."""
     n = len(arr["dp"])
-    out = np.full(n, None, dtype=object)
+    rules, out = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
     open_ = np.ones(n, dtype=bool)
-    for mask, template, cols in _rules(arr, model, train, cluster, space):
+    for rule, mask, template, cols in _rules(arr, model, train, cluster, space):
         hit = np.broadcast_to(mask, (n,)) & open_
         if not hit.any():
             continue
@@ -67,8 +71,15 @@ def reject_reasons(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpe
         uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
         texts = np.array([template(**{c: int(v) for c, v in zip(cols, row)}) for row in uniq], dtype=object)
         out[idx] = texts[np.asarray(inverse).reshape(-1)]
+        rules[idx] = rule
         open_ &= ~hit
-    return out
+    return rules, out
+
+
+def reject_reasons(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
+                   space=None) -> np.ndarray:
+    """Object array: the first failed rule's reason per candidate, or None when every rule holds."""
+    return rejections(arr, model, train, cluster, space)[1]
 
 
 def check_plan(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, space=None) -> str | None:

@@ -21,14 +21,33 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-SHAPE_COLUMNS: tuple[str, ...] = ("dp", "tp", "pp", "cp", "vpp", "sequence_parallel", "pp_schedule")
-RECOMPUTE_ORDER: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
+from autotune.types import PLAN_DIMS, PLAN_FIELDS, py_value
+
+# From each ParallelPlan field's `Dim.oom` (autotune.types): "shape" fields must match; "higher" / "lower" ones are
+# the orders above (a string field ranks by its `Dim.choices`); "derived" ones (grad_accum_steps) follow the rest.
+SHAPE_COLUMNS: tuple[str, ...] = tuple(f for f in PLAN_FIELDS if PLAN_DIMS[f].oom == "shape")
+# the ordered fields, by label: reasons read "mbs .., recompute .., zero .."
+ORDERED_COLUMNS: tuple[str, ...] = tuple(sorted((f for f in PLAN_FIELDS if PLAN_DIMS[f].oom in ("higher", "lower")),
+                                                key=lambda f: PLAN_DIMS[f].label))
+RECOMPUTE_ORDER: dict[str, int] = {name: i for i, name in enumerate(PLAN_DIMS["recompute"].choices)}
 PRUNED = "pruned"
+OOM_RULE = "oom_dominated"  # the `reject_rule` of a candidate pruned here
 
 
 def _value(row: Mapping[str, Any], key: str) -> Any:
-    v = row[key]
-    return v.item() if hasattr(v, "item") else v
+    return py_value(row[key])
+
+
+def _rank(key: str, v: Any) -> Any:
+    """Where `v` sits in the field's order: its index in `choices` for a string field, the number itself else."""
+    choices = PLAN_DIMS[key].choices
+    return choices.index(str(v)) if choices else int(v)
+
+
+def _needs_more(key: str, cand: Any, oom: Any) -> bool:
+    """`cand` needs at least the memory of `oom` along the ordered field `key` (equal counts)."""
+    c, o = _rank(key, cand), _rank(key, oom)
+    return c >= o if PLAN_DIMS[key].oom == "higher" else c <= o
 
 
 def dominance_reason(oom: Mapping[str, Any], cand: Mapping[str, Any]) -> str | None:
@@ -36,18 +55,13 @@ def dominance_reason(oom: Mapping[str, Any], cand: Mapping[str, Any]) -> str | N
     (only the dimensions that differ; "same layout" when none does), or None if it is not dominated."""
     if any(_value(cand, k) != _value(oom, k) for k in SHAPE_COLUMNS):
         return None
-    mbs_c, mbs_o = int(_value(cand, "micro_batch_size")), int(_value(oom, "micro_batch_size"))
-    rc_c, rc_o = str(_value(cand, "recompute")), str(_value(oom, "recompute"))
-    z_c, z_o = int(_value(cand, "zero_stage")), int(_value(oom, "zero_stage"))
-    if mbs_c < mbs_o or RECOMPUTE_ORDER[rc_c] > RECOMPUTE_ORDER[rc_o] or z_c > z_o:
+    if not all(_needs_more(k, _value(cand, k), _value(oom, k)) for k in ORDERED_COLUMNS):
         return None
     parts = []
-    if mbs_c != mbs_o:
-        parts.append(f"mbs {mbs_c} >= {mbs_o}")
-    if rc_c != rc_o:
-        parts.append(f"recompute {rc_c} < {rc_o}")
-    if z_c != z_o:
-        parts.append(f"zero {z_c} < {z_o}")
+    for k in ORDERED_COLUMNS:
+        c, o = _value(cand, k), _value(oom, k)
+        if _rank(k, c) != _rank(k, o):
+            parts.append(f"{PLAN_DIMS[k].label} {c} {'>=' if PLAN_DIMS[k].oom == 'higher' else '<'} {o}")
     return ", ".join(parts) or "same layout"
 
 
@@ -59,26 +73,29 @@ def dominated_mask(candidates: Any, oom: Mapping[str, Any]):
     mask = np.ones(len(candidates), dtype=bool)
     for k in SHAPE_COLUMNS:
         mask &= (candidates[k] == _value(oom, k)).to_numpy()
-    mask &= (candidates["micro_batch_size"] >= int(_value(oom, "micro_batch_size"))).to_numpy()
-    rc = candidates["recompute"].map(RECOMPUTE_ORDER).to_numpy()
-    mask &= rc <= RECOMPUTE_ORDER[str(_value(oom, "recompute"))]
-    mask &= (candidates["zero_stage"] <= int(_value(oom, "zero_stage"))).to_numpy()
+    for k in ORDERED_COLUMNS:
+        choices = PLAN_DIMS[k].choices
+        col = candidates[k].map({c: i for i, c in enumerate(choices)}) if choices else candidates[k]
+        o = _rank(k, _value(oom, k))
+        mask &= (col >= o).to_numpy() if PLAN_DIMS[k].oom == "higher" else (col <= o).to_numpy()
     return mask
 
 
 def prune_after_oom(candidates: Any, oom: Mapping[str, Any], trial_id: str,
                     done_ids: Iterable[str] = ()) -> Any:
     """Return a copy of `candidates` where every not-yet-run candidate dominated by the OOM layout `oom` (a result row
-    or candidate row) has `status` "pruned" and `reject_reason` "dominated by OOM trial <id> (<why>)".
+    or candidate row) has `status` "pruned", `reject_reason` "dominated by OOM trial <id> (<why>)" and `reject_rule`
+    OOM_RULE.
 
     `done_ids` are candidate ids already measured or in flight (left as they are); candidates already pruned or
     rejected by the planner keep their first reason. The OOM candidate itself is not marked (it has its own row)."""
     df = candidates.copy()
     if "status" not in df.columns:
         df["status"] = None
-    if "reject_reason" not in df.columns:
-        df["reject_reason"] = None
-    df["reject_reason"] = df["reject_reason"].astype(object)
+    for col in ("reject_reason", "reject_rule"):
+        if col not in df.columns:
+            df[col] = None
+        df[col] = df[col].astype(object)
     df["status"] = df["status"].astype(object)
     done = set(done_ids)
     oom_id = oom.get("candidate_id") if hasattr(oom, "get") else None
@@ -89,6 +106,7 @@ def prune_after_oom(candidates: Any, oom: Mapping[str, Any], trial_id: str,
         why = dominance_reason(oom, df.loc[idx])
         df.at[idx, "status"] = PRUNED
         df.at[idx, "reject_reason"] = f"dominated by OOM trial {trial_id} ({why})"
+        df.at[idx, "reject_rule"] = OOM_RULE
     return df
 
 

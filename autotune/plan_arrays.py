@@ -1,30 +1,61 @@
 """Column arrays of many `ParallelPlan`s: the one representation the vectorised memory, perf and constraint models
-take, so the planner scores thousands of layouts without a Python loop and the scalar wrappers reuse the same code."""
+take, so the planner scores thousands of layouts without a Python loop and the scalar wrappers reuse the same code.
+
+Integer fields are int64 arrays, booleans bool arrays, string fields int64 codes into the field's `Dim.choices`."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
-from autotune.types import RECOMPUTE_MODES, PP_SCHEDULES, ParallelPlan
+from autotune.types import INT_FIELDS, PLAN_DIMS, PLAN_FIELDS, PLAN_KINDS, ParallelPlan
 
-RECOMPUTE_CODE: dict[str, int] = {name: i for i, name in enumerate(RECOMPUTE_MODES)}
-SCHEDULE_CODE: dict[str, int] = {name: i for i, name in enumerate(PP_SCHEDULES)}
-INT_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps")
+CODES: dict[str, dict[str, int]] = {n: {c: i for i, c in enumerate(PLAN_DIMS[n].choices)}
+                                    for n in PLAN_FIELDS if PLAN_KINDS[n] == "str"}
+RECOMPUTE_CODE: dict[str, int] = CODES["recompute"]
+SCHEDULE_CODE: dict[str, int] = CODES["pp_schedule"]
+__all__ = ["CODES", "INT_FIELDS", "RECOMPUTE_CODE", "SCHEDULE_CODE", "arrays_from_frame", "arrays_from_plans", "plan_columns",
+           "recompute_names", "schedule_names"]
 
 
 def arrays_from_plans(plans: Iterable[ParallelPlan]) -> dict[str, np.ndarray]:
     plans = list(plans)
-    arr = {f: np.array([getattr(p, f) for p in plans], dtype=np.int64) for f in INT_FIELDS}
-    arr["recompute"] = np.array([RECOMPUTE_CODE[p.recompute] for p in plans], dtype=np.int64)
-    arr["sequence_parallel"] = np.array([p.sequence_parallel for p in plans], dtype=bool)
-    arr["pp_schedule"] = np.array([SCHEDULE_CODE[p.pp_schedule] for p in plans], dtype=np.int64)
+    arr: dict[str, np.ndarray] = {}
+    for f in PLAN_FIELDS:
+        values = [getattr(p, f) for p in plans]
+        kind = PLAN_KINDS[f]
+        if kind == "str":
+            arr[f] = np.array([CODES[f][v] for v in values], dtype=np.int64)
+        else:
+            arr[f] = np.array(values, dtype=bool if kind == "bool" else np.int64)
     return arr
 
 
+def decoded(name: str, codes: np.ndarray) -> np.ndarray:
+    """Object array of a string field's names for its codes."""
+    return np.asarray(PLAN_DIMS[name].choices, dtype=object)[codes]
+
+
+def plan_columns(arr: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The plan fields of `arr` as frame columns: numbers and booleans as they are, string fields decoded."""
+    return {f: decoded(f, arr[f]) if PLAN_KINDS[f] == "str" else arr[f] for f in PLAN_FIELDS}
+
+
 def recompute_names(codes: np.ndarray) -> np.ndarray:
-    return np.asarray(RECOMPUTE_MODES, dtype=object)[codes]
+    return decoded("recompute", codes)
 
 
 def schedule_names(codes: np.ndarray) -> np.ndarray:
-    return np.asarray(PP_SCHEDULES, dtype=object)[codes]
+    return decoded("pp_schedule", codes)
+
+
+def arrays_from_frame(df: Any) -> dict[str, np.ndarray]:
+    """Plan arrays straight from the layout columns of a candidate or result frame."""
+    arr: dict[str, np.ndarray] = {}
+    for f in PLAN_FIELDS:
+        kind = PLAN_KINDS[f]
+        if kind == "str":
+            arr[f] = df[f].map(CODES[f]).to_numpy(dtype=np.int64)
+        else:
+            arr[f] = df[f].to_numpy(dtype=bool if kind == "bool" else np.int64)
+    return arr

@@ -3,22 +3,18 @@ memory and performance models, and rank them. Vectorised: one numpy array per pl
 candidate except hashing the candidate ids (which need one sha1 each)."""
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 from typing import Any
 
 import numpy as np
 
-from autotune.constraints import reject_reasons
+from autotune.constraints import MEMORY_RULE, rejections
 from autotune.memory import memory_arrays
 from autotune.perf import perf_arrays
-from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, recompute_names, schedule_names
-from autotune.types import ModelSpec, ParallelPlan, TrainSpec
+from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, plan_columns
+from autotune.types import PLAN_FIELDS, ModelSpec, ParallelPlan, TrainSpec, plan_value
+from autotune.types import candidate_ids as _candidate_ids
 
-COLUMNS = ["candidate_id", "num_gpus", "dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size",
-           "grad_accum_steps", "recompute", "sequence_parallel", "pp_schedule", "reject_reason", "fits",
-           "mem_params_bytes", "mem_grads_bytes", "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes",
+COLUMNS = ["candidate_id", "num_gpus", *PLAN_FIELDS, "reject_rule", "reject_reason", "fits", "mem_params_bytes", "mem_grads_bytes", "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes",
            "mem_buffers_bytes", "mem_overhead_bytes", "mem_allocated_bytes", "mem_reserved_bytes", "pred_step_s",
            "pred_tokens_per_s", "pred_tokens_per_s_per_gpu", "pred_mfu", "rank"]
 _MEM_KEYS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead", "allocated", "reserved")
@@ -67,21 +63,9 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
 
 
 def candidate_ids(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec) -> list[str]:
-    """`autotune.types.candidate_id` for every row, building the same sorted-key JSON text without a dataclass per
-    row (tests check equality with the reference implementation)."""
-    model_json = json.dumps(dataclasses.asdict(model), sort_keys=True)
-    train_json = json.dumps({"seq_len": train.seq_len, "global_batch_size": train.global_batch_size,
-                             "precision": train.precision}, sort_keys=True)
-    head, tail = '{"model": ' + model_json + ', "plan": ', ', "train": ' + train_json + "}"
-    fmt = ('{"cp": %d, "dp": %d, "grad_accum_steps": %d, "micro_batch_size": %d, "pp": %d, "pp_schedule": "%s", '
-           '"recompute": "%s", "sequence_parallel": %s, "tp": %d, "vpp": %d, "zero_stage": %d}')
-    rows = zip(arr["cp"].tolist(), arr["dp"].tolist(), arr["grad_accum_steps"].tolist(),
-               arr["micro_batch_size"].tolist(), arr["pp"].tolist(), schedule_names(arr["pp_schedule"]).tolist(),
-               recompute_names(arr["recompute"]).tolist(),
-               np.where(arr["sequence_parallel"], "true", "false").tolist(), arr["tp"].tolist(),
-               arr["vpp"].tolist(), arr["zero_stage"].tolist())
-    sha1 = hashlib.sha1
-    return [sha1((head + fmt % r + tail).encode()).hexdigest()[:12] for r in rows]
+    """`autotune.types.candidate_id` for every row of plan arrays (the same function, fed columns)."""
+    cols = {k: (v.tolist() if isinstance(v, np.ndarray) else list(v)) for k, v in plan_columns(arr).items()}
+    return _candidate_ids(cols, model, train)
 
 
 def _memory_reason(reserved: np.ndarray, device_bytes: int, headroom: float) -> np.ndarray:
@@ -95,20 +79,18 @@ def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
     import pandas as pd
 
     model, train, cluster, space = cfg.model, cfg.train, cfg.cluster, cfg.space
-    reasons = reject_reasons(arr, model, train, cluster, space)
+    rules, reasons = rejections(arr, model, train, cluster, space)
     mem = memory_arrays(arr, model, train, cluster)
     perf = perf_arrays(arr, model, train, cluster)
     fits = mem["reserved"] <= cluster.device_memory_bytes * (1 - space.memory_headroom)
     over = np.equal(reasons, None) & ~fits
     if over.any():
         reasons[over] = _memory_reason(mem["reserved"][over], cluster.device_memory_bytes, space.memory_headroom)
+        rules[over] = MEMORY_RULE
     cols: dict[str, Any] = {"candidate_id": candidate_ids(arr, model, train),
                             "num_gpus": np.full(len(arr["dp"]), num_gpus, dtype=np.int64)}
-    for k in ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps"):
-        cols[k] = arr[k]
-    cols["recompute"] = recompute_names(arr["recompute"])
-    cols["sequence_parallel"] = arr["sequence_parallel"]
-    cols["pp_schedule"] = schedule_names(arr["pp_schedule"])
+    cols.update(plan_columns(arr))
+    cols["reject_rule"] = rules
     cols["reject_reason"] = reasons
     cols["fits"] = fits
     cols.update({f"mem_{k}_bytes": mem[k] for k in _MEM_KEYS})
@@ -133,7 +115,11 @@ def enumerate_candidates(cfg, num_gpus: int):
 
 def best_candidates(cfg, num_gpus: int, k: int = 10):
     """The top-k valid, fitting candidates (by rank); NoValidLayoutError naming why when there are none."""
-    df = enumerate_candidates(cfg, num_gpus)
+    return top_candidates(enumerate_candidates(cfg, num_gpus), cfg, num_gpus, k)
+
+
+def top_candidates(df, cfg, num_gpus: int, k: int = 10):
+    """`best_candidates` of an already enumerated frame `df`."""
     good = df[df["rank"].notna()].sort_values("rank")
     if len(good):
         return good.head(k)
@@ -145,13 +131,13 @@ def explain_no_layout(df, cfg, num_gpus: int) -> str:
     if len(df) == 0:
         return (f"no dp*tp*pp*cp = {num_gpus} from space.tp={list(s.tp)}, space.pp={list(s.pp)}, "
                 f"space.cp={list(s.cp)}" + ("" if s.dp is None else f", space.dp={list(s.dp)}"))
-    rule_ok = df["reject_reason"].isna() | df["reject_reason"].str.startswith("needs ")
+    rule_ok = df["reject_rule"].isna() | (df["reject_rule"] == MEMORY_RULE)
     if rule_ok.any():
         valid = df[rule_ok]
         best = valid.loc[valid["mem_reserved_bytes"].idxmin()]
         return f"no layout of {num_gpus} GPUs fits: smallest {best['reject_reason']}"
     reasons = df["reject_reason"]
-    if reasons.str.startswith("train.global_batch_size=").all():
+    if (df["reject_rule"] == "batch_divisible").all():
         return (f"train.global_batch_size={cfg.train.global_batch_size} is not divisible by dp*micro_batch_size "
                 f"for any layout of {num_gpus} GPUs")
     top = reasons.value_counts()
@@ -162,7 +148,4 @@ def explain_no_layout(df, cfg, num_gpus: int) -> str:
 def plan_from_row(row) -> ParallelPlan:
     """The ParallelPlan of one candidate row (a DataFrame row, a mapping, or a namedtuple from itertuples)."""
     get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
-    ints = {k: int(get(k)) for k in ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size",
-                                     "grad_accum_steps")}
-    return ParallelPlan(**ints, recompute=str(get("recompute")), sequence_parallel=bool(get("sequence_parallel")),
-                        pp_schedule=str(get("pp_schedule")))
+    return ParallelPlan(**{k: plan_value(k, get(k)) for k in PLAN_FIELDS})

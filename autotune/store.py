@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.schema import RESULT_COLUMNS, RESULT_FIELDS, RESULT_SCHEMA, SCHEMA_VERSION, normalize_row
+from autotune.types import py_value
 
 if TYPE_CHECKING:  # pandas is heavy: imported where used
     import pandas as pd
@@ -59,7 +60,7 @@ def _coerce(row: dict[str, Any]) -> dict[str, Any]:
             v = float(v)
         elif name == "losses" and v is not None:
             v = [None if (x is None or not math.isfinite(float(x))) else float(x) for x in v]
-        out[name] = v.item() if hasattr(v, "item") else v
+        out[name] = py_value(v)
     return out
 
 

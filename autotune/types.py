@@ -174,24 +174,57 @@ class TrainSpec:
 
 
 @dataclass(frozen=True)
+class Dim:
+    """What the code needs to know about one `ParallelPlan` field, declared once next to it (like torchtitan's
+    `MeshAxisName` + `ParallelDims`); every list of layout fields elsewhere derives from these. docs/extending.md lists
+    the places a new field must touch.
+
+    mesh: a device-mesh axis (their product is the world size). searched: listed in search_spaces/space/ (else it
+    is derived from the others: `derived` says how). optuna: one categorical distribution of the Optuna strategy.
+    oom: how the field enters the OOM-pruning partial order (autotune.oom_pruning): "shape" (must be equal),
+    "higher" (a higher value needs at least the memory), "lower" (a lower value, in `choices` order for strings,
+    needs at least the memory) or "derived" (fixed by the other fields). label: its name in OOM-pruning reasons.
+    choices: the allowed values of a string field, in order (their index is the code in plan arrays). count: an integer
+    field that counts something (a degree, a size, a number of steps) and so must be >= 1."""
+
+    mesh: bool = False
+    searched: bool = True
+    derived: str = ""
+    optuna: bool = True
+    oom: Literal["shape", "higher", "lower", "derived"] = "shape"
+    label: str = ""
+    choices: tuple[str, ...] = ()
+    count: bool = True
+
+
+def _dim(default: Any, **meta: Any) -> Any:
+    return field(default=default, metadata={"dim": Dim(**meta)})
+
+
+_DERIVED_GAS = "global_batch_size / (dp * micro_batch_size)"
+_DERIVED_SCHEDULE = "interleaved_1f1b exactly when vpp > 1, else 1f1b"
+
+
+@dataclass(frozen=True)
 class ParallelPlan:
     """One parallel layout. Checks itself on construction (arithmetic in the message, like torchtitan's ParallelDims);
-    model-dependent rules (tp | heads, pp <= layers, ...) live in autotune.constraints."""
+    model-dependent rules (tp | heads, pp <= layers, ...) live in autotune.constraints. Each field's `Dim` metadata
+    says how the rest of the code treats it (PLAN_FIELDS, PLAN_DIMS below)."""
 
-    dp: int = 1
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    vpp: int = 1
-    zero_stage: int = 0
-    micro_batch_size: int = 1
-    grad_accum_steps: int = 1
-    recompute: str = "none"
-    sequence_parallel: bool = False
-    pp_schedule: str = "1f1b"
+    dp: int = _dim(1, mesh=True)
+    tp: int = _dim(1, mesh=True)
+    pp: int = _dim(1, mesh=True)
+    cp: int = _dim(1, mesh=True)
+    vpp: int = _dim(1)
+    zero_stage: int = _dim(0, oom="lower", label="zero", count=False)
+    micro_batch_size: int = _dim(1, oom="higher", label="mbs")
+    grad_accum_steps: int = _dim(1, searched=False, derived=_DERIVED_GAS, optuna=False, oom="derived")
+    recompute: str = _dim("none", oom="lower", label="recompute", choices=RECOMPUTE_MODES)
+    sequence_parallel: bool = _dim(False)
+    pp_schedule: str = _dim("1f1b", searched=False, derived=_DERIVED_SCHEDULE, optuna=False, choices=PP_SCHEDULES)
 
     def __post_init__(self) -> None:
-        for f in ("dp", "tp", "pp", "cp", "vpp", "micro_batch_size", "grad_accum_steps"):
+        for f in COUNT_FIELDS:
             _positive_int(f"plan.{f}", getattr(self, f))
         _require(self.zero_stage in (0, 1, 2, 3), f"plan.zero_stage={self.zero_stage!r} must be one of 0, 1, 2, 3")
         _require(self.recompute in RECOMPUTE_MODES,
@@ -217,12 +250,52 @@ class ParallelPlan:
         return candidate_id(self, model, train)
 
 
+PLAN_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ParallelPlan))
+PLAN_DIMS: dict[str, Dim] = {f.name: f.metadata["dim"] for f in dataclasses.fields(ParallelPlan)}
+PLAN_KINDS: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(ParallelPlan)}  # "int", "str", "bool"
+INT_FIELDS: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if PLAN_KINDS[n] == "int")
+COUNT_FIELDS: tuple[str, ...] = tuple(n for n in INT_FIELDS if PLAN_DIMS[n].count)
+MESH_AXES: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if PLAN_DIMS[n].mesh)
+
+
+def py_value(v: Any) -> Any:
+    """A plain Python scalar from a numpy/pandas cell (`np.int64(2)` -> 2); anything else as it is."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def plan_value(name: str, v: Any) -> Any:
+    """A frame cell of plan field `name` as the Python type the field declares."""
+    return {"int": int, "str": str, "bool": bool}[PLAN_KINDS[name]](py_value(v))
+
+
+def _json_cells(name: str, values: list[Any]) -> list[str]:
+    """json.dumps of each value of one plan field, without one json.dumps call per row."""
+    kind = PLAN_KINDS[name]
+    if kind == "int":
+        return [str(int(v)) for v in values]
+    if kind == "bool":
+        return ["true" if v else "false" for v in values]
+    text = {v: json.dumps(str(v)) for v in set(values)}
+    return [text[v] for v in values]
+
+
+def candidate_ids(columns: dict[str, list[Any]], model: ModelSpec, train: TrainSpec) -> list[str]:
+    """Stable 12-hex ids of (plan, model shape, train shape), one per row of `columns` (plan field -> Python values):
+    sha1 of the sorted-key JSON of {"plan", "model", "train"}, so the same layout of the same job keeps its id across
+    runs. The one implementation behind `candidate_id` and the planner (built as text, no dataclass per row)."""
+    model_json = json.dumps(dataclasses.asdict(model), sort_keys=True)
+    train_json = json.dumps({"seq_len": train.seq_len, "global_batch_size": train.global_batch_size,
+                             "precision": train.precision}, sort_keys=True)
+    head, tail = '{"model": ' + model_json + ', "plan": {', '}, "train": ' + train_json + "}"
+    names = sorted(PLAN_FIELDS)
+    cells = [[f'"{n}": {c}' for c in _json_cells(n, list(columns[n]))] for n in names]
+    sha1 = hashlib.sha1
+    return [sha1((head + ", ".join(row) + tail).encode()).hexdigest()[:12] for row in zip(*cells)]
+
+
 def candidate_id(plan: ParallelPlan, model: ModelSpec, train: TrainSpec) -> str:
     """Stable 12-hex id of (plan, model shape, train shape): same layout of the same job -> same id, across runs."""
-    payload = {"plan": plan.to_dict(), "model": dataclasses.asdict(model),
-               "train": {"seq_len": train.seq_len, "global_batch_size": train.global_batch_size,
-                         "precision": train.precision}}
-    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+    return candidate_ids({n: [getattr(plan, n)] for n in PLAN_FIELDS}, model, train)[0]
 
 
 @dataclass(frozen=True)

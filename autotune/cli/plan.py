@@ -30,9 +30,10 @@ def layout_label(row) -> str:
 
 
 def summary(df) -> dict[str, int]:
-    reasons = df["reject_reason"]
-    over = int(reasons.str.startswith("needs ", na=False).sum())
-    invalid = int(reasons.notna().sum()) - over
+    from autotune.constraints import MEMORY_RULE
+
+    over = int((df["reject_rule"] == MEMORY_RULE).sum())
+    invalid = int(df["reject_rule"].notna().sum()) - over
     return {"enumerated": len(df), "invalid": invalid, "over_memory": over, "fitting": int(df["rank"].notna().sum())}
 
 
@@ -43,7 +44,7 @@ def _check_output(path: str) -> None:
 
 def run(args) -> int:
     from autotune.config import load_config
-    from autotune.planner import best_candidates, enumerate_candidates
+    from autotune.planner import enumerate_candidates, top_candidates
 
     if args.output:
         _check_output(args.output)
@@ -52,7 +53,7 @@ def run(args) -> int:
     if args.output:
         _write(df, args.output)
     counts = summary(df)
-    top = best_candidates(cfg, args.gpus, args.top) if counts["fitting"] else best_candidates(cfg, args.gpus)
+    top = top_candidates(df, cfg, args.gpus, args.top)
     if args.json:
         rows = top.astype(object).where(top.notna(), None).to_dict(orient="records")
         print_json({"model": cfg.model.name, "cluster": cfg.cluster.name, "num_gpus": args.gpus, **counts,

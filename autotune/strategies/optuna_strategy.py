@@ -20,15 +20,11 @@ import warnings
 from typing import Any
 
 from autotune.strategies.base import Ask, Pruned, Strategy
+from autotune.types import PLAN_DIMS, PLAN_FIELDS, py_value
 
-DIMS: tuple[str, ...] = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "recompute",
-                         "sequence_parallel")
+DIMS: tuple[str, ...] = tuple(f for f in PLAN_FIELDS if PLAN_DIMS[f].optuna)  # one categorical each (Dim.optuna)
 OBJECTIVES = ("throughput", "pareto")
 MAX_SNAPS = 1000
-
-
-def _py(v: Any) -> Any:
-    return v.item() if hasattr(v, "item") else v
 
 
 class OptunaStrategy(Strategy):
@@ -46,7 +42,7 @@ class OptunaStrategy(Strategy):
         self.objective = objective
         self.dims = [d for d in DIMS if self.candidates[d].nunique() > 1]
         self.distributions = {d: optuna.distributions.CategoricalDistribution(
-            sorted({_py(v) for v in self.candidates[d]}, key=str)) for d in self.dims}
+            sorted({py_value(v) for v in self.candidates[d]}, key=str)) for d in self.dims}
         self._index = {self._key(self.candidates.iloc[i]): i for i in range(len(self.candidates))}
         n = len(self.candidates)
         self.num_seed_trials = num_seed_trials if num_seed_trials is not None else max(1, min(5, math.ceil(0.1 * n)))
@@ -92,10 +88,10 @@ class OptunaStrategy(Strategy):
                 raise
 
     def _key(self, row: Any) -> tuple:
-        return tuple(_py(row[d]) for d in self.dims)
+        return tuple(py_value(row[d]) for d in self.dims)
 
     def _params(self, row: Any) -> dict[str, Any]:
-        return {d: _py(row[d]) for d in self.dims}
+        return {d: py_value(row[d]) for d in self.dims}
 
     def _in_flight(self) -> int:
         return len(self._pending)

@@ -180,6 +180,7 @@ def _isna(v: Any) -> bool:
 
 def _loop(cfg: Any, store: SweepStore, launcher: Any, strategy: Any, req: SweepRequest, console: Any) -> None:
     from autotune.sweep.progress import SweepProgress, layout_text
+    from autotune.oom_pruning import OOM_RULE
     from autotune.sweep.rows import candidate_spec, pruned_row
 
     parallel = max(1, int(cfg.sweep.parallel))
@@ -230,7 +231,9 @@ def _loop(cfg: Any, store: SweepStore, launcher: Any, strategy: Any, req: SweepR
                 if calibrator is not None:
                     calibrator.after_row(row, strategy, lambda msg: console.print(f"  {msg}", highlight=False))
                 for p in strategy.tell(ask, row):
-                    pruned = pruned_row(cfg, p.candidate, p.reason, sweep_id=store.sweep_id, backend=cfg.sweep.backend)
+                    # every strategy prune is OOM dominance today (autotune.oom_pruning)
+                    pruned = pruned_row(cfg, p.candidate, p.reason, sweep_id=store.sweep_id, backend=cfg.sweep.backend,
+                                        rule=OOM_RULE)
                     store.write_row(pruned)
                     console.print(f"  pruned {pruned['trial_id']}: {p.reason}", highlight=False, soft_wrap=True)
     except BaseException:

@@ -7,9 +7,7 @@ from typing import Any
 
 from autotune.schema import normalize_row, row_from_spec
 from autotune.store import trial_id_for
-from autotune.types import TrialSpec
-
-LAYOUT = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps")
+from autotune.types import PLAN_FIELDS, ParallelPlan, TrialSpec, plan_value
 
 
 def _num(v: Any) -> float | None:
@@ -37,21 +35,21 @@ def candidate_spec(cfg: Any, cand: Any, *, sweep_id: str, backend: str, rung: in
                      backend=backend, **predictions(cand), **extra)
 
 
-def pruned_row(cfg: Any, cand: Any, reason: str, *, sweep_id: str, backend: str) -> dict[str, Any]:
-    """A `pruned` row: identity, layout and predictions of a candidate that is never run, and why."""
+def pruned_row(cfg: Any, cand: Any, reason: str, *, sweep_id: str, backend: str,
+               rule: str | None = None) -> dict[str, Any]:
+    """A `pruned` row: identity, layout and predictions of a candidate that is never run, and why: `reason` (text) and
+    `rule` (the stable id, autotune.constraints / autotune.oom_pruning; default: the candidate's `reject_rule`)."""
     cid = str(cand["candidate_id"])
     try:
         row = row_from_spec(candidate_spec(cfg, cand, sweep_id=sweep_id, backend=backend))
     except ValueError:  # a layout ParallelPlan itself refuses: fill the columns from the frame
-        spec = candidate_spec(cfg, {**dict(cand), **{k: 1 for k in LAYOUT}, "vpp": 1, "recompute": "none",
-                                    "sequence_parallel": False, "pp_schedule": "1f1b"},
-                              sweep_id=sweep_id, backend=backend)
+        spec = candidate_spec(cfg, {**dict(cand), **ParallelPlan().to_dict()}, sweep_id=sweep_id, backend=backend)
         row = row_from_spec(spec)
-        for k in LAYOUT:
-            row[k] = int(cand[k])
-        row.update(recompute=str(cand["recompute"]), sequence_parallel=bool(cand["sequence_parallel"]),
-                   pp_schedule=str(cand["pp_schedule"]), num_gpus=int(cand["num_gpus"]))
+        row.update({k: plan_value(k, cand[k]) for k in PLAN_FIELDS}, num_gpus=int(cand["num_gpus"]))
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    if rule is None:
+        rule = cand.get("reject_rule")
     row.update(candidate_id=cid, trial_id=trial_id_for(cid), status="pruned", reject_reason=reason,
+               reject_rule=rule if isinstance(rule, str) else None,
                started_at=now, ended_at=now)
     return normalize_row(row)

@@ -12,7 +12,8 @@ from autotune.types import candidate_id
 
 EXPECTED_COLUMNS = [
     "candidate_id", "num_gpus", "dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps",
-    "recompute", "sequence_parallel", "pp_schedule", "reject_reason", "fits", "mem_params_bytes", "mem_grads_bytes",
+    "recompute", "sequence_parallel", "pp_schedule", "reject_rule", "reject_reason", "fits", "mem_params_bytes",
+    "mem_grads_bytes",
     "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes", "mem_buffers_bytes", "mem_overhead_bytes",
     "mem_allocated_bytes", "mem_reserved_bytes", "pred_step_s", "pred_tokens_per_s", "pred_tokens_per_s_per_gpu",
     "pred_mfu", "rank"]
