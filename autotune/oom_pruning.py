@@ -25,7 +25,8 @@ from autotune.types import PLAN_DIMS, PLAN_FIELDS, py_value
 
 # From each ParallelPlan field's `Dim.oom` (autotune.types): "shape" fields must match; "higher" / "lower" ones are
 # the orders above (a string field ranks by its `Dim.choices`); "derived" ones (grad_accum_steps) follow the rest.
-SHAPE_COLUMNS: tuple[str, ...] = tuple(f for f in PLAN_FIELDS if PLAN_DIMS[f].oom == "shape")
+# A field with no decision yet (oom=None) counts as shape: no claim across its values.
+SHAPE_COLUMNS: tuple[str, ...] = tuple(f for f in PLAN_FIELDS if PLAN_DIMS[f].oom in ("shape", None))
 # the ordered fields, by label: reasons read "mbs .., recompute .., zero .."
 ORDERED_COLUMNS: tuple[str, ...] = tuple(sorted((f for f in PLAN_FIELDS if PLAN_DIMS[f].oom in ("higher", "lower")),
                                                 key=lambda f: PLAN_DIMS[f].label))

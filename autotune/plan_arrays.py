@@ -8,13 +8,20 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from autotune.types import INT_FIELDS, PLAN_DIMS, PLAN_FIELDS, PLAN_KINDS, ParallelPlan
+from autotune.types import (
+    INT_FIELDS,
+    PLAN_DEFAULTS,
+    PLAN_DIMS,
+    PLAN_FIELDS,
+    PLAN_KINDS,
+    ParallelPlan,
+)
 
 CODES: dict[str, dict[str, int]] = {n: {c: i for i, c in enumerate(PLAN_DIMS[n].choices)}
                                     for n in PLAN_FIELDS if PLAN_KINDS[n] == "str"}
 RECOMPUTE_CODE: dict[str, int] = CODES["recompute"]
 SCHEDULE_CODE: dict[str, int] = CODES["pp_schedule"]
-__all__ = ["CODES", "INT_FIELDS", "RECOMPUTE_CODE", "SCHEDULE_CODE", "arrays_from_frame", "arrays_from_plans", "plan_columns",
+__all__ = ["CODES", "INT_FIELDS", "RECOMPUTE_CODE", "SCHEDULE_CODE", "arrays_from_frame", "arrays_from_plans", "filled", "plan_columns",
            "recompute_names", "schedule_names"]
 
 
@@ -29,6 +36,14 @@ def arrays_from_plans(plans: Iterable[ParallelPlan]) -> dict[str, np.ndarray]:
         else:
             arr[f] = np.array(values, dtype=bool if kind == "bool" else np.int64)
     return arr
+
+
+def filled(name: str, n: int) -> np.ndarray:
+    """`n` copies of plan field `name`'s default, in plan-array form."""
+    kind, default = PLAN_KINDS[name], PLAN_DEFAULTS[name]
+    if kind == "str":
+        return np.full(n, CODES[name][default], dtype=np.int64)
+    return np.full(n, default, dtype=bool if kind == "bool" else np.int64)
 
 
 def decoded(name: str, codes: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ import numpy as np
 from autotune.constraints import MEMORY_RULE, rejections
 from autotune.memory import memory_arrays
 from autotune.perf import perf_arrays
-from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, plan_columns
+from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, filled, plan_columns
 from autotune.types import PLAN_FIELDS, ModelSpec, ParallelPlan, TrainSpec, plan_value
 from autotune.types import candidate_ids as _candidate_ids
 
@@ -59,7 +59,10 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
     arr = {k: np.asarray(v)[keep] for k, v in arr.items()}
     arr["grad_accum_steps"] = np.maximum(train.global_batch_size // (arr["dp"] * arr["micro_batch_size"]), 1)
     arr["pp_schedule"] = np.where(arr["vpp"] > 1, SCHEDULE_CODE["interleaved_1f1b"], SCHEDULE_CODE["1f1b"])
-    return arr
+    for f in PLAN_FIELDS:  # a field the space does not enumerate (yet) stays at its default
+        if f not in arr:
+            arr[f] = filled(f, len(arr["dp"]))
+    return {f: arr[f] for f in PLAN_FIELDS}
 
 
 def candidate_ids(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec) -> list[str]:

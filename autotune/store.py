@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.schema import RESULT_COLUMNS, RESULT_FIELDS, RESULT_SCHEMA, SCHEMA_VERSION, normalize_row
+from autotune.schema import (LATER_COLUMNS, RESULT_COLUMNS, RESULT_FIELDS, RESULT_SCHEMA, SCHEMA_VERSION,
+                             normalize_row)
 from autotune.types import py_value
 
 if TYPE_CHECKING:  # pandas is heavy: imported where used
@@ -113,7 +114,7 @@ def scan_trials(trials_dir: str | Path) -> TrialFiles:
         except Exception as e:  # torn footer, zero bytes, not Parquet: pyarrow raises ArrowInvalid/OSError
             corrupt.append((path, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
             continue
-        missing = [c for c in RESULT_COLUMNS if c not in names]
+        missing = [c for c in RESULT_COLUMNS if c not in names and c not in LATER_COLUMNS]
         if missing:
             corrupt.append((path, f"missing columns {missing[:3]}"))
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -179,19 +180,20 @@ class Dim:
     `MeshAxisName` + `ParallelDims`); every list of layout fields elsewhere derives from these. docs/extending.md lists
     the places a new field must touch.
 
-    mesh: a device-mesh axis (their product is the world size). searched: listed in search_spaces/space/ (else it
-    is derived from the others: `derived` says how). optuna: one categorical distribution of the Optuna strategy.
-    oom: how the field enters the OOM-pruning partial order (autotune.oom_pruning): "shape" (must be equal),
-    "higher" (a higher value needs at least the memory), "lower" (a lower value, in `choices` order for strings,
-    needs at least the memory) or "derived" (fixed by the other fields). label: its name in OOM-pruning reasons.
-    choices: the allowed values of a string field, in order (their index is the code in plan arrays). count: an integer
-    field that counts something (a degree, a size, a number of steps) and so must be >= 1."""
+    mesh: a device-mesh axis (their product is the world size). derived: empty for a field the search space lists
+    (search_spaces/space/), else how the planner computes it from the others. optuna: sampled as one categorical by
+    the Optuna strategy (False for derived fields). oom: how the field enters the OOM-pruning partial order
+    (autotune.oom_pruning): "shape" (must be equal), "higher" (a higher value needs at least the memory), "lower" (a
+    lower value, in `choices` order for strings, needs at least the memory) or "derived" (fixed by the other fields).
+    `optuna` and `oom` have no default: None means "not decided yet" (the code treats the field as not sampled and as
+    shape, the safe side) and tests/unit/test_layout_completeness.py fails until it is decided. label: the field's
+    name in OOM-pruning reasons. choices: the values of a string field, in order (the index is its code in plan
+    arrays). count: an integer that counts something (a degree, a size, a number of steps), so it must be >= 1."""
 
     mesh: bool = False
-    searched: bool = True
     derived: str = ""
-    optuna: bool = True
-    oom: Literal["shape", "higher", "lower", "derived"] = "shape"
+    optuna: bool | None = None
+    oom: Literal["shape", "higher", "lower", "derived"] | None = None
     label: str = ""
     choices: tuple[str, ...] = ()
     count: bool = True
@@ -211,17 +213,17 @@ class ParallelPlan:
     model-dependent rules (tp | heads, pp <= layers, ...) live in autotune.constraints. Each field's `Dim` metadata
     says how the rest of the code treats it (PLAN_FIELDS, PLAN_DIMS below)."""
 
-    dp: int = _dim(1, mesh=True)
-    tp: int = _dim(1, mesh=True)
-    pp: int = _dim(1, mesh=True)
-    cp: int = _dim(1, mesh=True)
-    vpp: int = _dim(1)
-    zero_stage: int = _dim(0, oom="lower", label="zero", count=False)
-    micro_batch_size: int = _dim(1, oom="higher", label="mbs")
-    grad_accum_steps: int = _dim(1, searched=False, derived=_DERIVED_GAS, optuna=False, oom="derived")
-    recompute: str = _dim("none", oom="lower", label="recompute", choices=RECOMPUTE_MODES)
-    sequence_parallel: bool = _dim(False)
-    pp_schedule: str = _dim("1f1b", searched=False, derived=_DERIVED_SCHEDULE, optuna=False, choices=PP_SCHEDULES)
+    dp: int = _dim(1, mesh=True, optuna=True, oom="shape")
+    tp: int = _dim(1, mesh=True, optuna=True, oom="shape")
+    pp: int = _dim(1, mesh=True, optuna=True, oom="shape")
+    cp: int = _dim(1, mesh=True, optuna=True, oom="shape")
+    vpp: int = _dim(1, optuna=True, oom="shape")
+    zero_stage: int = _dim(0, optuna=True, oom="lower", label="zero", count=False)
+    micro_batch_size: int = _dim(1, optuna=True, oom="higher", label="mbs")
+    grad_accum_steps: int = _dim(1, derived=_DERIVED_GAS, optuna=False, oom="derived")
+    recompute: str = _dim("none", optuna=True, oom="lower", label="recompute", choices=RECOMPUTE_MODES)
+    sequence_parallel: bool = _dim(False, optuna=True, oom="shape")
+    pp_schedule: str = _dim("1f1b", derived=_DERIVED_SCHEDULE, optuna=False, oom="shape", choices=PP_SCHEDULES)
 
     def __post_init__(self) -> None:
         for f in COUNT_FIELDS:
@@ -241,7 +243,7 @@ class ParallelPlan:
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.tp * self.pp * self.cp
+        return math.prod(getattr(self, axis) for axis in MESH_AXES)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -251,7 +253,9 @@ class ParallelPlan:
 
 
 PLAN_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ParallelPlan))
-PLAN_DIMS: dict[str, Dim] = {f.name: f.metadata["dim"] for f in dataclasses.fields(ParallelPlan)}
+# a field declared without _dim() gets an undecided Dim (the completeness test names what to decide)
+PLAN_DIMS: dict[str, Dim] = {f.name: f.metadata.get("dim", Dim()) for f in dataclasses.fields(ParallelPlan)}
+PLAN_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ParallelPlan)}
 PLAN_KINDS: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(ParallelPlan)}  # "int", "str", "bool"
 INT_FIELDS: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if PLAN_KINDS[n] == "int")
 COUNT_FIELDS: tuple[str, ...] = tuple(n for n in INT_FIELDS if PLAN_DIMS[n].count)
@@ -279,6 +283,12 @@ def _json_cells(name: str, values: list[Any]) -> list[str]:
     return [text[v] for v in values]
 
 
+# The plan fields every candidate id has hashed since ids were introduced. A field added later enters the id only
+# where it differs from its default, so the ids of existing results (and resume) survive adding a dimension.
+_ID_FIELDS_ALWAYS = frozenset({"dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps",
+                               "recompute", "sequence_parallel", "pp_schedule"})
+
+
 def candidate_ids(columns: dict[str, list[Any]], model: ModelSpec, train: TrainSpec) -> list[str]:
     """Stable 12-hex ids of (plan, model shape, train shape), one per row of `columns` (plan field -> Python values):
     sha1 of the sorted-key JSON of {"plan", "model", "train"}, so the same layout of the same job keeps its id across
@@ -287,10 +297,15 @@ def candidate_ids(columns: dict[str, list[Any]], model: ModelSpec, train: TrainS
     train_json = json.dumps({"seq_len": train.seq_len, "global_batch_size": train.global_batch_size,
                              "precision": train.precision}, sort_keys=True)
     head, tail = '{"model": ' + model_json + ', "plan": {', '}, "train": ' + train_json + "}"
-    names = sorted(PLAN_FIELDS)
-    cells = [[f'"{n}": {c}' for c in _json_cells(n, list(columns[n]))] for n in names]
+    cells = []
+    for n in sorted(PLAN_FIELDS):
+        values = list(columns[n])
+        texts = [f'"{n}": {c}' for c in _json_cells(n, values)]
+        if n not in _ID_FIELDS_ALWAYS:
+            texts = [t if v != PLAN_DEFAULTS[n] else "" for t, v in zip(texts, values)]
+        cells.append(texts)
     sha1 = hashlib.sha1
-    return [sha1((head + ", ".join(row) + tail).encode()).hexdigest()[:12] for row in zip(*cells)]
+    return [sha1((head + ", ".join(c for c in row if c) + tail).encode()).hexdigest()[:12] for row in zip(*cells)]
 
 
 def candidate_id(plan: ParallelPlan, model: ModelSpec, train: TrainSpec) -> str:

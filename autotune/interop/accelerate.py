@@ -20,6 +20,21 @@ from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = "accelerate 1.15.0 (accelerate/commands/config/config_args.py; accelerate launch --config_file FILE)"
 FSDP1_STRATEGY = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
+# Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
+# by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
+PLAN_KEYS: dict[str, str] = {
+    "dp": "num_processes, parallelism_config_dp_shard_size",
+    "tp": "parallelism_config_tp_size",
+    "pp": "NOT MAPPED: accelerate has no pipeline-parallel config",
+    "cp": "parallelism_config_cp_size",
+    "vpp": "NOT MAPPED: accelerate has no pipeline-parallel config",
+    "zero_stage": "fsdp_config.fsdp_reshard_after_forward, deepspeed_config.zero_stage",
+    "micro_batch_size": "NOT MAPPED: the DataLoader batch_size in the training script",
+    "grad_accum_steps": "deepspeed_config.gradient_accumulation_steps (DeepSpeed plugin; else the script's)",
+    "recompute": "fsdp_config.fsdp_activation_checkpointing (full only)",
+    "sequence_parallel": "NOT MAPPED: accelerate's TP applies the model's tp_plan, no sequence-parallel switch",
+    "pp_schedule": "NOT MAPPED: accelerate has no pipeline-parallel config",
+}
 
 
 def translate(ctx: ExportContext) -> Export:

@@ -17,6 +17,21 @@ from autotune.interop._common import Export, ExportContext, header_lines
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = "DeepSpeed 0.19.8 (deepspeed/runtime/config.py; deepspeed.initialize(config=FILE))"
+# Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
+# by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
+PLAN_KEYS: dict[str, str] = {
+    "dp": "train_batch_size (DeepSpeed checks it = micro * accumulation * dp)",
+    "tp": "tensor_parallel.autotp_size",
+    "pp": "NOT MAPPED: pipeline parallelism is a deepspeed.pipe.PipelineModule in the model code, not a key",
+    "cp": "NOT MAPPED: DeepSpeed has no ring context parallelism",
+    "vpp": "NOT MAPPED: no pipeline key (see pp)",
+    "zero_stage": "zero_optimization.stage",
+    "micro_batch_size": "train_micro_batch_size_per_gpu",
+    "grad_accum_steps": "gradient_accumulation_steps",
+    "recompute": "NOT MAPPED: activation checkpointing is called per layer by the model code",
+    "sequence_parallel": "NOT MAPPED: AutoTP has no Megatron-style sequence parallelism",
+    "pp_schedule": "NOT MAPPED: no pipeline key (see pp)",
+}
 
 
 def translate(ctx: ExportContext) -> Export:

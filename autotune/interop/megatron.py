@@ -16,6 +16,21 @@ from autotune.interop._common import Export, ExportContext, comment_block, heade
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = "Megatron-LM core_r0.12.0 (megatron/training/arguments.py; pretrain_gpt.py)"
+# Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
+# by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
+PLAN_KEYS: dict[str, str] = {
+    "dp": "the launch's world size (Megatron derives dp = world_size / (tp*pp*cp); see the file's launch note)",
+    "tp": "--tensor-model-parallel-size",
+    "pp": "--pipeline-model-parallel-size",
+    "cp": "--context-parallel-size",
+    "vpp": "--num-layers-per-virtual-pipeline-stage",
+    "zero_stage": "--use-distributed-optimizer (1, 2), --use-torch-fsdp2 (3)",
+    "micro_batch_size": "--micro-batch-size",
+    "grad_accum_steps": "--global-batch-size (Megatron derives the accumulation steps from it)",
+    "recompute": "--recompute-granularity, --recompute-method, --recompute-num-layers",
+    "sequence_parallel": "--sequence-parallel",
+    "pp_schedule": "NOT MAPPED: no flag; Megatron runs 1F1B (interleaved with virtual stages), never GPipe",
+}
 
 
 def translate(ctx: ExportContext) -> Export:

@@ -17,6 +17,21 @@ from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = "nanotron 0.4 (nanotron/config/config.py; run: torchrun ... run_train.py --config-file FILE)"
 ENGINES = {"1f1b": "1f1b", "gpipe": "afab"}  # afab = all-forward-all-backward, i.e. GPipe
+# Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
+# by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
+PLAN_KEYS: dict[str, str] = {
+    "dp": "parallelism.dp",
+    "tp": "parallelism.tp",
+    "pp": "parallelism.pp",
+    "cp": "NOT MAPPED: nanotron 0.4 has no context parallelism",
+    "vpp": "NOT MAPPED: nanotron 0.4 has no interleaved pipeline engine",
+    "zero_stage": "optimizer.zero_stage (0 or 1)",
+    "micro_batch_size": "tokens.micro_batch_size",
+    "grad_accum_steps": "tokens.batch_accumulation_per_replica",
+    "recompute": "NOT MAPPED: nanotron 0.4 has no activation-recompute option",
+    "sequence_parallel": "parallelism.tp_mode (REDUCE_SCATTER)",
+    "pp_schedule": "parallelism.pp_engine (1f1b, afab)",
+}
 
 
 def translate(ctx: ExportContext) -> Export:

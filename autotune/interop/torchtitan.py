@@ -24,6 +24,21 @@ from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = "torchtitan 0.2.2 (torchtitan/config/job_config.py; run: torchrun ... -m torchtitan.train --job.config_file FILE)"
 SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved_1f1b": "Interleaved1F1B"}
+# Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
+# by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
+PLAN_KEYS: dict[str, str] = {
+    "dp": "parallelism.data_parallel_shard_degree (data_parallel_replicate_degree for pure-DP ZeRO-0)",
+    "tp": "parallelism.tensor_parallel_degree",
+    "pp": "parallelism.pipeline_parallel_degree",
+    "cp": "parallelism.context_parallel_degree",
+    "vpp": "parallelism.pipeline_parallel_layers_per_stage (num_layers / (pp*vpp))",
+    "zero_stage": "parallelism.fsdp_reshard_after_forward (DDP vs FSDP degree)",
+    "micro_batch_size": "training.local_batch_size, parallelism.pipeline_parallel_microbatch_size",
+    "grad_accum_steps": "training.global_batch_size (torchtitan derives the accumulation steps from it)",
+    "recompute": "activation_checkpoint.mode",
+    "sequence_parallel": "NOT MAPPED: no key; torchtitan 0.2.2 always applies SequenceParallel with TP",
+    "pp_schedule": "parallelism.pipeline_parallel_schedule",
+}
 # torchtitan 0.2.2 `torchtitan/models/llama3/__init__.py` flavors (dim, n_layers, n_heads, n_kv_heads, ffn, vocab)
 # with ffn = the SwiGLU hidden size its ffn_dim_multiplier/multiple_of produce (the Llama-3.1 config.json values).
 FLAVORS = {

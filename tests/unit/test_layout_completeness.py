@@ -1,0 +1,129 @@
+"""Every ParallelPlan field is wired into every place that must know it (docs/extending.md). Adding a field without
+deciding each place fails here, with one line per place to update; nothing else should need to break.
+
+Checked mechanically: the field's `Dim` declaration (autotune/types.py: Optuna and OOM-pruning decisions), the search
+space defaults (search_spaces/space/default.yaml + config.SpaceSpec), the planner's enumeration, the results schema,
+the Optuna distribution, and every exporter's PLAN_KEYS table (mapped or "NOT MAPPED: why"). Not checkable here,
+listed in docs/extending.md: constraints, the memory and perf models, and the bench trainer's mesh.
+"""
+import dataclasses
+from pathlib import Path
+
+import yaml
+
+from autotune.config import SpaceSpec, load_config
+from autotune.interop import FORMATS, _module
+from autotune.planner import enumerate_arrays, enumerate_candidates
+from autotune.schema import PLAN_ARROW_TYPES, RESULT_SCHEMA
+from autotune.types import PLAN_DIMS, PLAN_FIELDS, PLAN_KINDS, ParallelPlan
+
+ROOT = Path(__file__).resolve().parents[2]
+SPACE_YAML = ROOT / "search_spaces" / "space" / "default.yaml"
+
+
+def _declaration_problems(name: str) -> list[str]:
+    f = {x.name: x for x in dataclasses.fields(ParallelPlan)}[name]
+    dim, out = PLAN_DIMS[name], []
+    if "dim" not in f.metadata:
+        out.append("autotune/types.py: declare it with _dim(default, ...) so its Dim metadata exists")
+    if PLAN_KINDS[name] not in PLAN_ARROW_TYPES:
+        out.append(f"autotune/types.py: type {PLAN_KINDS[name]!r} has no column type (int, str or bool)")
+    if dim.optuna is None:
+        out.append("Optuna distribution (autotune/strategies/optuna_strategy.py): set Dim.optuna=True to sample it "
+                   "as a categorical, False if it is derived")
+    if dim.oom is None:
+        out.append("OOM-pruning partial order (autotune/oom_pruning.py): set Dim.oom to shape / higher / lower / "
+                   "derived and document why in the module docstring")
+    elif dim.oom in ("higher", "lower") and not dim.label:
+        out.append("OOM-pruning partial order (autotune/oom_pruning.py): an ordered field needs Dim.label")
+    if PLAN_KINDS[name] == "str" and not dim.choices:
+        out.append("autotune/types.py: a string field needs Dim.choices (its codes in autotune/plan_arrays.py)")
+    return out
+
+
+def _space_problems(name: str, space_yaml: dict, varied: set[str]) -> list[str]:
+    dim, out = PLAN_DIMS[name], []
+    if dim.derived:
+        return out
+    if name not in space_yaml:
+        out.append(f"search space defaults ({SPACE_YAML.relative_to(ROOT)}): list its values, or set Dim.derived "
+                   "if the planner computes it")
+    if name not in {x.name for x in dataclasses.fields(SpaceSpec)}:
+        out.append("search space schema (autotune/config.py SpaceSpec and _space_from): add the field")
+    if name not in varied:
+        out.append("planner enumeration (autotune/planner.py enumerate_arrays): enumerate the space's values "
+                   "(it is held at its default now)")
+    return out
+
+
+def _optuna_problems(name: str) -> list[str]:
+    from autotune.strategies.optuna_strategy import DIMS
+
+    if PLAN_DIMS[name].optuna and name not in DIMS:
+        return ["Optuna distribution (autotune/strategies/optuna_strategy.py DIMS): sample it"]
+    return []
+
+
+def _schema_problems(name: str) -> list[str]:
+    want = PLAN_ARROW_TYPES.get(PLAN_KINDS[name])
+    if name not in RESULT_SCHEMA.names or RESULT_SCHEMA.field(name).type != want:
+        return [f"results schema (autotune/schema.py RESULT_FIELDS): a {want} column"]
+    return []
+
+
+def _export_problems(name: str) -> list[str]:
+    out = []
+    for fmt in FORMATS:
+        keys = getattr(_module(fmt), "PLAN_KEYS", {})
+        if not keys.get(name, "").strip():
+            out.append(f"export mapping (autotune/interop/{fmt}.py PLAN_KEYS): the target key(s), or "
+                       "\"NOT MAPPED: <why>\" (and list it in translate()'s unmapped settings)")
+    return out
+
+
+def test_every_plan_field_is_wired_everywhere():
+    space_yaml = yaml.safe_load(SPACE_YAML.read_text())
+    cfg = load_config(["model=tiny"])
+    arr = enumerate_arrays(cfg.space, cfg.train, 8)
+    varied = {f for f in PLAN_FIELDS if len(set(arr[f].tolist())) > 1}
+    problems = []
+    for name in PLAN_FIELDS:
+        for where in (_declaration_problems(name) + _space_problems(name, space_yaml, varied)
+                      + _optuna_problems(name) + _schema_problems(name) + _export_problems(name)):
+            problems.append(f"ParallelPlan.{name}: {where}")
+    assert not problems, "a ParallelPlan field is not wired everywhere (see docs/extending.md):\n" + "\n".join(problems)
+
+
+def test_export_tables_name_only_plan_fields_and_say_why_when_not_mapped():
+    for fmt in FORMATS:
+        keys = _module(fmt).PLAN_KEYS
+        assert set(keys) == set(PLAN_FIELDS), fmt
+        for field, target in keys.items():
+            if target.startswith("NOT MAPPED"):
+                assert target.startswith("NOT MAPPED: ") and len(target) > len("NOT MAPPED: ") + 10, (fmt, field)
+
+
+def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
+    """A field an exporter declares NOT MAPPED shows up in its unmapped list for some layout that uses it
+    (the table agrees with what translate() does)."""
+    from autotune.interop import unmapped
+
+    cfg = load_config(["model=llama-3.1-8b", "cluster=h100-sxm-80gb"])
+    job = (cfg.model, cfg.train, cfg.cluster)
+    layouts = [
+        ParallelPlan(dp=4, tp=4, pp=2, cp=2, vpp=2, zero_stage=1, micro_batch_size=2, grad_accum_steps=64,
+                     recompute="selective", sequence_parallel=True, pp_schedule="interleaved_1f1b"),
+        ParallelPlan(dp=2, tp=2, pp=2, micro_batch_size=1, grad_accum_steps=256, recompute="full",
+                     pp_schedule="gpipe"),
+        ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32),
+    ]
+    texts = {fmt: " | ".join(u for p in layouts for u in unmapped(fmt, *job, p)) for fmt in FORMATS}
+    for fmt in FORMATS:
+        for field, target in _module(fmt).PLAN_KEYS.items():
+            if target.startswith("NOT MAPPED"):
+                assert field in texts[fmt], (fmt, field, texts[fmt])
+
+
+def test_planner_frame_has_every_field_as_a_column():
+    df = enumerate_candidates(load_config(["model=tiny"]), 8)
+    assert [c for c in df.columns if c in PLAN_FIELDS] == list(PLAN_FIELDS)
