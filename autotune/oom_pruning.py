@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from autotune.types import PLAN_DIMS, PLAN_FIELDS, py_value
+from autotune.types import PLAN_DEFAULTS, PLAN_DIMS, PLAN_FIELDS, py_value
 
 # From each ParallelPlan field's `Dim.oom` (autotune.types): "shape" fields must match; "higher" / "lower" ones are
 # the orders above (a string field ranks by its `Dim.choices`); "derived" ones (grad_accum_steps) follow the rest.
@@ -36,7 +36,16 @@ OOM_RULE = "oom_dominated"  # the `reject_rule` of a candidate pruned here
 
 
 def _value(row: Mapping[str, Any], key: str) -> Any:
-    return py_value(row[key])
+    """The row's value of plan field `key`; a row from before the field existed holds its default."""
+    return py_value(row[key]) if key in row else PLAN_DEFAULTS[key]
+
+
+def _column(candidates: Any, key: str) -> Any:
+    import pandas as pd
+
+    if key in candidates.columns:
+        return candidates[key]
+    return pd.Series([PLAN_DEFAULTS[key]] * len(candidates), index=candidates.index)
 
 
 def _rank(key: str, v: Any) -> Any:
@@ -73,7 +82,7 @@ def dominated_mask(candidates: Any, oom: Mapping[str, Any]):
 
     mask = np.ones(len(candidates), dtype=bool)
     for k in SHAPE_COLUMNS:
-        mask &= (candidates[k] == _value(oom, k)).to_numpy()
+        mask &= (_column(candidates, k) == _value(oom, k)).to_numpy()
     for k in ORDERED_COLUMNS:
         choices = PLAN_DIMS[k].choices
         col = candidates[k].map({c: i for i, c in enumerate(choices)}) if choices else candidates[k]

@@ -65,11 +65,14 @@ def schedule_names(codes: np.ndarray) -> np.ndarray:
 
 
 def arrays_from_frame(df: Any) -> dict[str, np.ndarray]:
-    """Plan arrays straight from the layout columns of a candidate or result frame."""
+    """Plan arrays straight from the layout columns of a candidate or result frame (a frame from before a field
+    existed has no column for it: it holds the field's default)."""
     arr: dict[str, np.ndarray] = {}
     for f in PLAN_FIELDS:
         kind = PLAN_KINDS[f]
-        if kind == "str":
+        if f not in df.columns:
+            arr[f] = filled(f, len(df))
+        elif kind == "str":
             arr[f] = df[f].map(CODES[f]).to_numpy(dtype=np.int64)
         else:
             arr[f] = df[f].to_numpy(dtype=bool if kind == "bool" else np.int64)

@@ -24,10 +24,17 @@ def tiny():
     return load_config(["model=tiny"])
 
 
+FIRST_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps", "recompute",
+                "sequence_parallel", "pp_schedule")  # ParallelPlan at commit 46ae7e1
+
+
 def reference_id(plan, model, train) -> str:
     """The candidate id exactly as autotune computed it before the layout refactor (commit 46ae7e1,
-    autotune/types.py candidate_id): sha1 of json.dumps({"plan", "model", "train"}, sort_keys=True)[:12]."""
-    payload = {"plan": dataclasses.asdict(plan), "model": dataclasses.asdict(model),
+    autotune/types.py candidate_id): sha1 of json.dumps({"plan", "model", "train"}, sort_keys=True)[:12]; a field
+    added since enters only when it is not at its default (docs/extending.md), so old ids stay valid."""
+    defaults = ParallelPlan().to_dict()
+    plan_dict = {k: v for k, v in dataclasses.asdict(plan).items() if k in FIRST_FIELDS or v != defaults[k]}
+    payload = {"plan": plan_dict, "model": dataclasses.asdict(model),
                "train": {"seq_len": train.seq_len, "global_batch_size": train.global_batch_size,
                          "precision": train.precision}}
     return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
