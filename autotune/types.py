@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from autotune.dims import Dim, dim_field
+
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 PP_SCHEDULES: tuple[str, ...] = ("1f1b", "gpipe", "interleaved_1f1b")
@@ -174,35 +176,6 @@ class TrainSpec:
         return 2 if self.optimizer == "adamw" else 0  # Adam: exp_avg, exp_avg_sq (Kingma & Ba 2015)
 
 
-@dataclass(frozen=True)
-class Dim:
-    """What the code needs to know about one `ParallelPlan` field, declared once next to it (like torchtitan's
-    `MeshAxisName` + `ParallelDims`); every list of layout fields elsewhere derives from these. docs/extending.md lists
-    the places a new field must touch.
-
-    mesh: a device-mesh axis (their product is the world size). derived: empty for a field the search space lists
-    (search_spaces/space/), else how the planner computes it from the others. optuna: sampled as one categorical by
-    the Optuna strategy (False for derived fields). oom: how the field enters the OOM-pruning partial order
-    (autotune.oom_pruning): "shape" (must be equal), "higher" (a higher value needs at least the memory), "lower" (a
-    lower value, in `choices` order for strings, needs at least the memory) or "derived" (fixed by the other fields).
-    `optuna` and `oom` have no default: None means "not decided yet" (the code treats the field as not sampled and as
-    shape, the safe side) and tests/unit/test_layout_completeness.py fails until it is decided. label: the field's
-    name in OOM-pruning reasons. choices: the values of a string field, in order (the index is its code in plan
-    arrays). count: an integer that counts something (a degree, a size, a number of steps), so it must be >= 1."""
-
-    mesh: bool = False
-    derived: str = ""
-    optuna: bool | None = None
-    oom: Literal["shape", "higher", "lower", "derived"] | None = None
-    label: str = ""
-    choices: tuple[str, ...] = ()
-    count: bool = True
-
-
-def _dim(default: Any, **meta: Any) -> Any:
-    return field(default=default, metadata={"dim": Dim(**meta)})
-
-
 _DERIVED_GAS = "global_batch_size / (dp * micro_batch_size)"
 _DERIVED_SCHEDULE = "interleaved_1f1b exactly when vpp > 1, else 1f1b"
 
@@ -213,17 +186,17 @@ class ParallelPlan:
     model-dependent rules (tp | heads, pp <= layers, ...) live in autotune.constraints. Each field's `Dim` metadata
     says how the rest of the code treats it (PLAN_FIELDS, PLAN_DIMS below)."""
 
-    dp: int = _dim(1, mesh=True, optuna=True, oom="shape")
-    tp: int = _dim(1, mesh=True, optuna=True, oom="shape")
-    pp: int = _dim(1, mesh=True, optuna=True, oom="shape")
-    cp: int = _dim(1, mesh=True, optuna=True, oom="shape")
-    vpp: int = _dim(1, optuna=True, oom="shape")
-    zero_stage: int = _dim(0, optuna=True, oom="lower", label="zero", count=False)
-    micro_batch_size: int = _dim(1, optuna=True, oom="higher", label="mbs")
-    grad_accum_steps: int = _dim(1, derived=_DERIVED_GAS, optuna=False, oom="derived")
-    recompute: str = _dim("none", optuna=True, oom="lower", label="recompute", choices=RECOMPUTE_MODES)
-    sequence_parallel: bool = _dim(False, optuna=True, oom="shape")
-    pp_schedule: str = _dim("1f1b", derived=_DERIVED_SCHEDULE, optuna=False, oom="shape", choices=PP_SCHEDULES)
+    dp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
+    tp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
+    pp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
+    cp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
+    vpp: int = dim_field(1, optuna=True, oom="shape")
+    zero_stage: int = dim_field(0, optuna=True, oom="lower", label="zero", count=False)
+    micro_batch_size: int = dim_field(1, optuna=True, oom="higher", label="mbs")
+    grad_accum_steps: int = dim_field(1, derived=_DERIVED_GAS, optuna=False, oom="derived")
+    recompute: str = dim_field("none", optuna=True, oom="lower", label="recompute", choices=RECOMPUTE_MODES)
+    sequence_parallel: bool = dim_field(False, optuna=True, oom="shape")
+    pp_schedule: str = dim_field("1f1b", derived=_DERIVED_SCHEDULE, optuna=False, oom="shape", choices=PP_SCHEDULES)
 
     def __post_init__(self) -> None:
         for f in COUNT_FIELDS:
@@ -253,7 +226,7 @@ class ParallelPlan:
 
 
 PLAN_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ParallelPlan))
-# a field declared without _dim() gets an undecided Dim (the completeness test names what to decide)
+# a field declared without dim_field() gets an undecided Dim (the completeness test names what to decide)
 PLAN_DIMS: dict[str, Dim] = {f.name: f.metadata.get("dim", Dim()) for f in dataclasses.fields(ParallelPlan)}
 PLAN_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ParallelPlan)}
 PLAN_KINDS: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(ParallelPlan)}  # "int", "str", "bool"

@@ -25,7 +25,8 @@ def _declaration_problems(name: str) -> list[str]:
     f = {x.name: x for x in dataclasses.fields(ParallelPlan)}[name]
     dim, out = PLAN_DIMS[name], []
     if "dim" not in f.metadata:
-        out.append("autotune/types.py: declare it with _dim(default, ...) so its Dim metadata exists")
+        out.append("autotune/types.py: declare it with dim_field(default, ...) (autotune/dims.py) so its Dim "
+                   "metadata exists")
     if PLAN_KINDS[name] not in PLAN_ARROW_TYPES:
         out.append(f"autotune/types.py: type {PLAN_KINDS[name]!r} has no column type (int, str or bool)")
     if dim.optuna is None:

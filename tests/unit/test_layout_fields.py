@@ -13,7 +13,12 @@ from autotune.config import load_config
 from autotune.constraints import MEMORY_RULE, rejections
 from autotune.oom_pruning import OOM_RULE, prune_after_oom
 from autotune.plan_arrays import arrays_from_plans
-from autotune.planner import candidate_ids, enumerate_arrays, enumerate_candidates, plan_from_row
+from autotune.planner import (
+    candidate_ids,
+    enumerate_arrays,
+    enumerate_candidates,
+    plan_from_row,
+)
 from autotune.schema import RESULT_SCHEMA, empty_row
 from autotune.store import read_results, write_row
 from autotune.types import PLAN_FIELDS, ParallelPlan, candidate_id, py_value
