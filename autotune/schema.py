@@ -23,7 +23,8 @@ RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("model_name", _S), ("num_layers", _I), ("hidden_size", _I), ("ffn_hidden_size", _I), ("num_heads", _I),
     ("num_kv_heads", _I), ("vocab_size", _I), ("tie_embeddings", _B), ("num_params", _I),
     # hardware + layout
-    ("hardware", _S), ("num_gpus", _I), *[(f, PLAN_ARROW_TYPES[PLAN_KINDS[f]]) for f in PLAN_FIELDS], ("precision", _S), ("seq_len", _I), ("global_batch_tokens", _I),
+    ("hardware", _S), ("num_gpus", _I), *[(f, PLAN_ARROW_TYPES[PLAN_KINDS[f]]) for f in PLAN_FIELDS],
+    ("precision", _S), ("seq_len", _I), ("global_batch_tokens", _I),
     # measured
     ("tokens_per_s", _F), ("tokens_per_s_per_gpu", _F), ("mfu", _F), ("tflops_per_gpu", _F),
     ("step_time_mean_s", _F), ("step_time_std_s", _F), ("timed_steps", _I),
@@ -56,7 +57,8 @@ def row_from_spec(spec: Any) -> dict[str, Any]:
         sweep_id=spec.sweep_id, trial_id=spec.trial_id, candidate_id=spec.candidate_id, backend=spec.backend,
         model_name=m.name, num_layers=m.num_layers, hidden_size=m.hidden_size, ffn_hidden_size=m.ffn_hidden_size,
         num_heads=m.num_heads, num_kv_heads=m.num_kv_heads, vocab_size=m.vocab_size, tie_embeddings=m.tie_embeddings,
-        num_params=m.num_params(), hardware=spec.cluster.name, num_gpus=p.world_size, **p.to_dict(), precision=t.precision, seq_len=t.seq_len, global_batch_tokens=t.global_batch_tokens,
+        num_params=m.num_params(), hardware=spec.cluster.name, num_gpus=p.world_size, **p.to_dict(),
+        precision=t.precision, seq_len=t.seq_len, global_batch_tokens=t.global_batch_tokens,
         pred_mem_bytes=spec.pred_mem_bytes, pred_tokens_per_s_per_gpu=spec.pred_tokens_per_s_per_gpu,
         pred_mfu=spec.pred_mfu,
     )

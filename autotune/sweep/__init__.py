@@ -179,8 +179,8 @@ def _isna(v: Any) -> bool:
 
 
 def _loop(cfg: Any, store: SweepStore, launcher: Any, strategy: Any, req: SweepRequest, console: Any) -> None:
-    from autotune.sweep.progress import SweepProgress, layout_text
     from autotune.oom_pruning import OOM_RULE
+    from autotune.sweep.progress import SweepProgress, layout_text
     from autotune.sweep.rows import candidate_spec, pruned_row
 
     parallel = max(1, int(cfg.sweep.parallel))
