@@ -21,8 +21,8 @@ CODES: dict[str, dict[str, int]] = {n: {c: i for i, c in enumerate(PLAN_DIMS[n].
                                     for n in PLAN_FIELDS if PLAN_KINDS[n] == "str"}
 RECOMPUTE_CODE: dict[str, int] = CODES["recompute"]
 SCHEDULE_CODE: dict[str, int] = CODES["pp_schedule"]
-__all__ = ["CODES", "INT_FIELDS", "RECOMPUTE_CODE", "SCHEDULE_CODE", "arrays_from_frame", "arrays_from_plans", "filled", "plan_columns",
-           "recompute_names", "schedule_names"]
+__all__ = ["CODES", "INT_FIELDS", "RECOMPUTE_CODE", "SCHEDULE_CODE", "arrays_from_frame", "arrays_from_plans", "decoded",
+           "filled", "plan_columns", "recompute_names", "schedule_names"]
 
 
 def arrays_from_plans(plans: Iterable[ParallelPlan]) -> dict[str, np.ndarray]:
