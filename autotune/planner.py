@@ -15,8 +15,9 @@ from autotune.types import PLAN_FIELDS, ModelSpec, ParallelPlan, TrainSpec, plan
 from autotune.types import candidate_ids as _candidate_ids
 
 COLUMNS = ["candidate_id", "num_gpus", *PLAN_FIELDS, "reject_rule", "reject_reason", "fits", "mem_params_bytes",
-           "mem_grads_bytes", "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes", "mem_buffers_bytes", "mem_overhead_bytes", "mem_allocated_bytes", "mem_reserved_bytes", "pred_step_s",
-           "pred_tokens_per_s", "pred_tokens_per_s_per_gpu", "pred_mfu", "rank"]
+           "mem_grads_bytes", "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes", "mem_buffers_bytes",
+           "mem_overhead_bytes", "mem_allocated_bytes", "mem_reserved_bytes", "pred_step_s", "pred_tokens_per_s",
+           "pred_tokens_per_s_per_gpu", "pred_mfu", "rank"]
 _MEM_KEYS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead", "allocated", "reserved")
 _PERF_KEYS = ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
 
