@@ -245,11 +245,11 @@ def plan_value(name: str, v: Any) -> Any:
     return {"int": int, "str": str, "bool": bool}[PLAN_KINDS[name]](py_value(v))
 
 
-def _json_cells(name: str, values: list[Any]) -> list[str]:
-    """json.dumps of each value of one plan field, without one json.dumps call per row."""
+def _json_cells(name: str, values: list[Any]) -> list[Any]:
+    """The JSON text of each value of one plan field (ints stay ints, for "%d"), without a json.dumps per row."""
     kind = PLAN_KINDS[name]
     if kind == "int":
-        return [str(int(v)) for v in values]
+        return values
     if kind == "bool":
         return ["true" if v else "false" for v in values]
     text = {v: json.dumps(str(v)) for v in set(values)}
@@ -270,15 +270,21 @@ def candidate_ids(columns: dict[str, list[Any]], model: ModelSpec, train: TrainS
     train_json = json.dumps({"seq_len": train.seq_len, "global_batch_size": train.global_batch_size,
                              "precision": train.precision}, sort_keys=True)
     head, tail = '{"model": ' + model_json + ', "plan": {', '}, "train": ' + train_json + "}"
-    cells = []
+    pieces, cells, seen_always = [], [], False
     for n in sorted(PLAN_FIELDS):
-        values = list(columns[n])
-        texts = [f'"{n}": {c}' for c in _json_cells(n, values)]
-        if n not in _ID_FIELDS_ALWAYS:
-            texts = [t if v != PLAN_DEFAULTS[n] else "" for t, v in zip(texts, values)]
+        values = columns[n]
+        texts = _json_cells(n, values)
+        if n in _ID_FIELDS_ALWAYS:
+            pieces.append((", " if seen_always else "") + f'"{n}": ' + ("%d" if PLAN_KINDS[n] == "int" else "%s"))
+            seen_always = True
+        else:  # present only off its default, carrying its own separator
+            form = f', "{n}": %s' if seen_always else f'"{n}": %s, '
+            texts = [form % t if v != PLAN_DEFAULTS[n] else "" for t, v in zip(texts, values)]
+            pieces.append("%s")
         cells.append(texts)
+    fmt = head.replace("%", "%%") + "".join(pieces) + tail.replace("%", "%%")
     sha1 = hashlib.sha1
-    return [sha1((head + ", ".join(c for c in row if c) + tail).encode()).hexdigest()[:12] for row in zip(*cells)]
+    return [sha1((fmt % row).encode()).hexdigest()[:12] for row in zip(*cells)]
 
 
 def candidate_id(plan: ParallelPlan, model: ModelSpec, train: TrainSpec) -> str:
