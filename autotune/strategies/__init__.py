@@ -8,7 +8,7 @@ from typing import Any
 
 from autotune.strategies.base import Ask, Pruned, Strategy
 
-__all__ = ["Ask", "Pruned", "Strategy", "STRATEGIES", "get_strategy"]
+__all__ = ["Ask", "Pruned", "Strategy", "STRATEGIES", "get_strategy", "strategy_class"]
 
 # name -> "module:Class" (imported on use, so optional dependencies such as optuna load only when chosen)
 STRATEGIES: dict[str, str] = {
@@ -20,10 +20,14 @@ STRATEGIES: dict[str, str] = {
 }
 
 
-def get_strategy(name: str, candidates: Any, max_trials: int | None, seed: int = 0, **options: Any) -> Strategy:
-    """`options`: strategy-specific settings (autotune.strategies.options.strategy_options); grid/topk take none."""
+def strategy_class(name: str) -> type[Strategy]:
     if name not in STRATEGIES:
         raise ValueError(f"--strategy={name!r} must be one of {', '.join(STRATEGIES)}")
     module, _, cls = STRATEGIES[name].partition(":")
-    factory = getattr(importlib.import_module(module), cls)
+    return getattr(importlib.import_module(module), cls)
+
+
+def get_strategy(name: str, candidates: Any, max_trials: int | None, seed: int = 0, **options: Any) -> Strategy:
+    """`options`: strategy-specific settings (`Strategy.options_from_config`); grid/topk/random take none."""
+    factory = strategy_class(name)
     return factory(candidates, max_trials, seed, **options) if options else factory(candidates, max_trials, seed)

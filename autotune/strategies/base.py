@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
 
@@ -52,6 +54,12 @@ class Strategy(abc.ABC):
         self.num_asked = 0
         self.results: dict[str, dict[str, Any]] = {}
         self.excluded: set[str] = set()  # settled without a trial (pruned): never asked, not counted
+
+    @classmethod
+    def options_from_config(cls, sweep: Any, sweep_root: Path, sweep_id: str) -> dict[str, Any]:
+        """Hook: this strategy's own settings from `sweep.*` (autotune.config.SweepSpec), passed to the constructor
+        as keywords by the controller; none by default."""
+        return {}
 
     @abc.abstractmethod
     def ask(self) -> Ask | None:

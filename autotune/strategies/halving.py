@@ -57,6 +57,10 @@ class HalvingStrategy(Strategy):
         self._replayed: list[tuple[int, str, dict[str, Any]]] = []
         self._replayed_keys: set[tuple[int, str]] = set()  # (rung, candidate id): a row replayed twice counts once
 
+    @classmethod
+    def options_from_config(cls, sweep: Any, sweep_root: Any, sweep_id: str) -> dict[str, Any]:
+        return {"halving_steps": sweep.halving_steps, "halving_eta": sweep.halving_eta, "halving_pool": sweep.halving_pool}
+
     def _pool_size(self, pool: int | None) -> int:
         n = len(self.candidates)
         if pool is not None:

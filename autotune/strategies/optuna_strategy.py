@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 from typing import Any
 
 from autotune.strategies.base import Ask, Pruned, Strategy
@@ -56,6 +57,12 @@ class OptunaStrategy(Strategy):
         self._trials: dict[str, Any] = {}
         self._pending: set[str] = set()
         self.pruned: dict[str, str] = {}
+
+    @classmethod
+    def options_from_config(cls, sweep: Any, sweep_root: Path, sweep_id: str) -> dict[str, Any]:
+        """sweep.objective, sweep.storage (default: a SQLite study in the sweep folder, named after the sweep)."""
+        storage = sweep.storage or f"sqlite:///{sweep_root.resolve() / 'optuna.db'}"
+        return {"objective": sweep.objective, "storage": storage, "study_name": sweep_id}
 
     @property
     def study(self) -> Any:
