@@ -210,7 +210,7 @@ def sweep_specs(sweep_dir: Any, overrides: list[str] | tuple[str, ...] = ()) -> 
 class OnlineCalibrator:
     """The controller's hook: after each measured row, refit (`calibrate`) on every ok row so far, re-score the
     runnable candidates with the refitted cluster (`rerank`) and hand the new order to the strategy
-    (`strategy.update_ranking(frame)` where it has one: topk re-orders what it has not asked yet)."""
+    (`strategy.update_ranking(frame)`: topk re-orders what it has not asked yet, the others keep their order)."""
 
     def __init__(self, cfg: Any, candidates: Any, min_rows: int = MIN_ROWS) -> None:
         import pandas as pd
@@ -241,8 +241,7 @@ class OnlineCalibrator:
         cal = self.observe(row)
         if cal is None:
             return
-        if hasattr(strategy, "update_ranking"):
-            frame = rerank(self.candidates, self.cfg, cal.cluster)
-            strategy.update_ranking(frame[frame["rank"].notna()].sort_values("rank", kind="stable"))
+        frame = rerank(self.candidates, self.cfg, cal.cluster)
+        strategy.update_ranking(frame[frame["rank"].notna()].sort_values("rank", kind="stable"))
         if log is not None:
             log("calibrated: " + "; ".join(cal.describe()))

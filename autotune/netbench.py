@@ -129,16 +129,16 @@ def run_netbench(num_ranks: int, sizes_bytes: tuple[int, ...] = DEFAULT_SIZES_BY
     from autotune.netbench_rank import SIDECAR_SUFFIX
     from autotune.trialfile import make_spec
     from autotune.types import ParallelPlan
-    from launchers import get_launcher
+    from launchers.base import SIMULATED, launcher_from_config, launcher_names
 
     cfg = cfg if cfg is not None else load_config([])
-    if backend == "simulate":
-        raise ValueError("--backend=simulate: netbench measures real links; use local, slurm or ray")
+    if backend in SIMULATED:
+        raise ValueError(f"--backend={backend}: netbench measures real links; use "
+                         f"{' or '.join(launcher_names(measuring=True))}")
     with tempfile.TemporaryDirectory(prefix="netbench-") as tmp:
         root = Path(workdir) if workdir is not None else Path(tmp)
-        block = {name: dict(getattr(cfg.sweep, name) or {}) for name in ("slurm", "ray") if name == backend}
-        launcher = get_launcher(backend, workdir=root / "trials", log_dir=root / "logs",
-                                module="autotune.netbench_rank", **block)
+        launcher = launcher_from_config(cfg.sweep, backend, workdir=root / "trials", log_dir=root / "logs",
+                                        module="autotune.netbench_rank")
         try:
             limit = launcher.max_world_size()
             if limit is not None and num_ranks > limit:

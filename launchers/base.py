@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import abc
-import threading
 import importlib
+import threading
+from collections.abc import Mapping
 from typing import Any
 
 from autotune.types import TrialSpec
@@ -70,6 +71,9 @@ class ThreadedTrialHandle(TrialHandle):
 
 
 class Launcher(abc.ABC):
+    """`submit` is the one method a backend must write; the others are optional hooks with working defaults (like
+    optuna's `BaseSampler.before_trial`), so callers never probe for them."""
+
     name: str = "base"
 
     @abc.abstractmethod
@@ -79,20 +83,41 @@ class Launcher(abc.ABC):
         """The most ranks one trial can get here (None = no known limit)."""
         return None
 
+    def describe_limit(self) -> str:
+        """`max_world_size` in words, with the setting that raises it (for the "--gpus exceeds ..." error)."""
+        return f"{self.max_world_size()} ranks"
+
     def close(self) -> None:
         """Release whatever the launcher holds (connections, placement groups)."""
 
 
-_REGISTRY = {
+# The one list of backends: CLI choices and error messages derive from it. name -> "module:Class" (imported on use, so
+# ray/submitit load only when chosen).
+LAUNCHERS: dict[str, str] = {
     "local": "launchers.local:LocalLauncher",
-    "simulate": "launchers.simulate:SimulateLauncher",
     "slurm": "launchers.slurm:SlurmLauncher",
     "ray": "launchers.ray_launcher:RayLauncher",
+    "simulate": "launchers.simulate:SimulateLauncher",
 }
+SIMULATED = frozenset({"simulate"})  # backends that start no process (models only): nothing to measure there
+
+
+def launcher_names(*, measuring: bool = False, besides: str | None = None) -> tuple[str, ...]:
+    """Registered backends (`measuring`: only those that run real ranks; `besides`: all but that one)."""
+    return tuple(n for n in LAUNCHERS if not (measuring and n in SIMULATED) and n != besides)
 
 
 def get_launcher(name: str, **options: Any) -> Launcher:
-    if name not in _REGISTRY:
-        raise ValueError(f"--backend={name!r} must be one of {', '.join(_REGISTRY)}")
-    module, _, cls = _REGISTRY[name].partition(":")
+    if name not in LAUNCHERS:
+        raise ValueError(f"--backend={name!r} must be one of {', '.join(LAUNCHERS)}")
+    module, _, cls = LAUNCHERS[name].partition(":")
     return getattr(importlib.import_module(module), cls)(**options)
+
+
+def launcher_from_config(sweep: Any, backend: str, **options: Any) -> Launcher:
+    """The launcher of `backend` (`sweep`: autotune.config.SweepSpec) given the backend's own block when the config
+    has one (`sweep.slurm`, `sweep.ray`: a mapping the launcher checks)."""
+    block = getattr(sweep, backend, None)  # a backend without a config block has no field of its name
+    if isinstance(block, Mapping):
+        options[backend] = dict(block)
+    return get_launcher(backend, **options)

@@ -11,11 +11,8 @@ process whose /proc/<pid>/environ carries the token (SIGTERM, grace, SIGKILL).
 """
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import os
 import signal
-import socket
 import shutil
 import subprocess
 import sys
@@ -25,44 +22,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from autotune.schema import normalize_row, row_from_spec
 from autotune.types import TrialSpec
-from launchers.base import Launcher, ThreadedTrialHandle
+from launchers.base import Launcher, ThreadedTrialHandle, launcher_names
+from launchers.protocol import (
+    REPO_ROOT, RESULT_FILE, SPEC_FILE, assemble_row, free_port, prepare_trial_dir, rank_args, utc_now,
+)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # CPU ranks per host: gloo ranks are processes of ~0.4 GB each; beyond 8 a 2-core box spends its time in start-up
 # (DESIGN.md: ~40 s per world-8 run). Raise it with AUTOTUNE_LOCAL_MAX_CPU_RANKS on a bigger host.
 DEFAULT_MAX_CPU_RANKS = 8
 KILL_GRACE_S = 5.0
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the OS picks it; tiny race with other binders is accepted)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-_CODE_VERSION: str | None = None
-
-
-def code_version() -> str:
-    """`<package version>+g<git short hash>` of the repo the launcher runs from (just the version outside git)."""
-    global _CODE_VERSION
-    if _CODE_VERSION is None:
-        from autotune import __version__
-
-        try:
-            sha = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                 text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            sha = ""
-        _CODE_VERSION = f"{__version__}+g{sha}" if sha else __version__
-    return _CODE_VERSION
 
 
 def pids_with_token(token: str) -> list[int]:
@@ -143,75 +112,12 @@ def reap_orphans(token_files: list[Path], grace_s: float = KILL_GRACE_S) -> int:
     return len(pids)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def assemble_row(spec: TrialSpec, result_path: Path, *, timed_out: bool, cancelled: bool, returncode: int | None,
-                 started_at: str, ended_at: str, wall_s: float, log_path: str, backend: str) -> dict[str, Any]:
-    """docs/trial_protocol.md "What the launcher does with it": RESULT.json first, then *.err.json, then how it ended."""
-    result = _read_json(result_path) if result_path.exists() else None
-    if result is not None:
-        row = dict(result)
-    else:
-        row = row_from_spec(spec)
-        # Oldest first: the rank that failed first is the root cause; the others then see "Connection closed by peer".
-        err_files = sorted(result_path.parent.glob(result_path.name + ".rank*.err.json"),
-                           key=lambda p: p.stat().st_mtime_ns)
-        errors = [e for e in (_read_json(p) for p in err_files) if e]
-        causes = [e for e in errors if not e.get("peer_lost")]  # a lost peer is a consequence, never the cause
-        if causes:
-            err = next((e for e in causes if e.get("status") == "oom"), causes[0])  # an oom on any rank wins
-            row.update(status=err.get("status") if err.get("status") in ("oom", "crash") else "crash",
-                       error_type=err.get("error_type"),
-                       error_message=f"rank {err.get('rank')}: {err.get('error_message')}")
-        elif timed_out:  # (a peer_lost file here is a rank noticing the launcher's own kill)
-            row.update(status="timeout", error_type="Timeout",
-                       error_message=f"no result after timeout_s={spec.timeout_s:g}; process group killed")
-        elif cancelled:
-            row.update(status="crash", error_type="Cancelled", error_message="cancelled by the controller")
-        elif errors:  # every error file says "my peer vanished": a rank died without writing one (signal, OOM killer)
-            silent = sorted(set(range(spec.plan.world_size)) - {e.get("rank") for e in errors})
-            row.update(status="crash", error_type="Killed",
-                       error_message=f"rank(s) {silent} died without writing an error (killed by a signal?); "
-                                     f"rank {errors[0].get('rank')} then saw: {errors[0].get('error_message')}")
-        else:
-            how = (f"signal {signal.Signals(-returncode).name}" if returncode is not None and returncode < 0
-                   else f"exit code {returncode}")
-            row.update(status="crash", error_type="Killed" if returncode else "NoResult",
-                       error_message=f"torchrun ended with {how} and no rank wrote a result")
-    row["backend"] = backend
-    defaults = dict(started_at=started_at, ended_at=ended_at, wall_s=wall_s, log_path=log_path,
-                    hostname=socket.gethostname(), code_version=code_version(), sweep_id=spec.sweep_id,
-                    trial_id=spec.trial_id)
-    for key, value in defaults.items():
-        if row.get(key) is None:
-            row[key] = value
-    if row.get("gpu_seconds") is None:  # wall_s x world, the trainer's wall_s when it wrote one (as slurm/ray do)
-        row["gpu_seconds"] = float(row["wall_s"]) * spec.plan.world_size
-    defaults["gpu_seconds"] = wall_s * spec.plan.world_size
-    try:
-        return normalize_row(row)
-    except ValueError as e:  # the trainer broke the protocol: keep the trial, say why
-        bad = row_from_spec(spec)
-        bad.update(backend=backend, status="crash", error_type="ProtocolError", error_message=str(e))
-        bad.update({k: v for k, v in defaults.items() if bad.get(k) is None})
-        return normalize_row(bad)
-
-
 class LocalTrialHandle(ThreadedTrialHandle):
     def __init__(self, spec: TrialSpec, launcher: "LocalLauncher") -> None:
         self.spec = spec
-        self.trial_dir = launcher.workdir / spec.trial_id
-        self.trial_dir.mkdir(parents=True, exist_ok=True)
-        self.spec_path = self.trial_dir / "SPEC.json"
-        self.result_path = self.trial_dir / "RESULT.json"
-        for stale in [self.result_path, *self.trial_dir.glob("RESULT.json*")]:  # a re-run must not read an old result
-            stale.unlink(missing_ok=True)
-        self.spec_path.write_text(spec.to_json())
+        self.trial_dir = prepare_trial_dir(launcher.workdir, spec)
+        self.spec_path = self.trial_dir / SPEC_FILE
+        self.result_path = self.trial_dir / RESULT_FILE
         self.log_path = launcher.log_dir / f"{spec.trial_id}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         reap_orphans([self.trial_dir / TOKEN_FILE])  # a previous attempt left behind by a killed controller
@@ -305,7 +211,7 @@ class LocalLauncher(Launcher):
         prefix = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
         return prefix + [self.python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
                 "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--max-restarts", "0",
-                "-m", self.module, "--spec", str(spec_path.resolve()), "--out", str(result_path.resolve())]
+                *rank_args(self.module, spec_path.resolve(), result_path.resolve())]
 
     def environment(self, token: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -322,5 +228,5 @@ class LocalLauncher(Launcher):
         limit = self.max_world_size()
         if spec.plan.world_size > limit:
             raise ValueError(f"plan world size {spec.plan.world_size} exceeds the local backend's {self.describe_limit()}"
-                             "; use --backend slurm|ray|simulate")
+                             f"; use --backend {'|'.join(launcher_names(besides=self.name))}")
         return LocalTrialHandle(spec, self)

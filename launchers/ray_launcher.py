@@ -12,10 +12,8 @@ Tests run Ray inside a private network namespace (`unshare --net`, loopback only
 """
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,9 +23,11 @@ from typing import Any
 
 from autotune.types import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
+from launchers.protocol import (
+    REPO_ROOT, RESULT_FILE, SPEC_FILE, assemble_row, free_port, prepare_trial_dir, rank_args, utc_now,
+)
 
-# Ray workers import this module for every rank actor: it stays light (launchers.local would pull pyarrow in).
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# Ray workers import this module for every rank actor: it stays light (launchers.protocol imports pyarrow lazily).
 
 POLL_S = 0.5
 KILL_GRACE_S = 5.0
@@ -58,7 +58,7 @@ class RankWorker:
     def start(self, spec_json: str, trial_dir: str, rank_env: dict[str, str], module: str) -> int:
         self.trial_dir = Path(trial_dir)
         self.trial_dir.mkdir(parents=True, exist_ok=True)
-        spec_path = self.trial_dir / "SPEC.json"
+        spec_path = self.trial_dir / SPEC_FILE
         if not spec_path.exists() or spec_path.read_text() != spec_json:
             spec_path.write_text(spec_json)
         env = dict(os.environ)
@@ -67,8 +67,7 @@ class RankWorker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         self.log_path = self.trial_dir / f"rank{rank_env['RANK']}.log"
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", module, "--spec", str(spec_path),
-                                          "--out", str(self.trial_dir / "RESULT.json")],
+            self.proc = subprocess.Popen([sys.executable, *rank_args(module, spec_path, self.trial_dir / RESULT_FILE)],
                                          cwd=str(REPO_ROOT) if REPO_ROOT.is_dir() else None, env=env, stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         return self.proc.pid
@@ -96,7 +95,7 @@ class RankWorker:
         out: dict[str, str] = {}
         if self.trial_dir is None:
             return out
-        for path in [self.trial_dir / "RESULT.json", *self.trial_dir.glob("RESULT.json.*.json")]:  # err files, sidecars
+        for path in [self.trial_dir / RESULT_FILE, *self.trial_dir.glob(RESULT_FILE + ".*.json")]:  # err files, sidecars
             if path.is_file():
                 out[path.name] = path.read_text()
         if self.log_path is not None and self.log_path.is_file():
@@ -133,12 +132,8 @@ class RayTrialHandle(ThreadedTrialHandle):
     def __init__(self, spec: TrialSpec, launcher: "RayLauncher") -> None:
         self.spec = spec
         self._launcher = launcher
-        self.trial_dir = launcher.workdir / spec.trial_id
-        self.trial_dir.mkdir(parents=True, exist_ok=True)
-        for stale in self.trial_dir.glob("RESULT.json*"):  # a re-run must not read an old result
-            stale.unlink()
-        (self.trial_dir / "SPEC.json").write_text(spec.to_json())
-        self.result_path = self.trial_dir / "RESULT.json"
+        self.trial_dir = prepare_trial_dir(launcher.workdir, spec)
+        self.result_path = self.trial_dir / RESULT_FILE
         self.log_path = launcher.log_dir / f"{spec.trial_id}.log"
         self._cancel = threading.Event()
         self._done = threading.Event()
@@ -148,8 +143,6 @@ class RayTrialHandle(ThreadedTrialHandle):
         self._thread.start()
 
     def _run(self) -> None:
-        from launchers.local import assemble_row
-
         t0, started_at = time.monotonic(), utc_now()
         outcome: dict[str, Any] = {"timed_out": False, "cancelled": False, "returncode": None}
         pg, actors = None, []
@@ -163,15 +156,11 @@ class RayTrialHandle(ThreadedTrialHandle):
         row = assemble_row(self.spec, self.result_path, timed_out=outcome["timed_out"],
                            cancelled=outcome["cancelled"], returncode=outcome["returncode"],
                            started_at=outcome.get("started_at", started_at), ended_at=utc_now(), wall_s=wall_s,
-                           log_path=str(self.log_path), backend="ray")
-        if row["wall_s"] is not None:  # the trainer's own wall_s when it wrote one: keep the pair consistent
-            row["gpu_seconds"] = row["wall_s"] * self.spec.plan.world_size
+                           log_path=str(self.log_path), backend=self._launcher.name, runner="a Ray rank")
         error = outcome.get("error")
         if error is not None and row["error_type"] in ("NoResult", "Killed"):
             row.update(error_type=type(error).__name__,
                        error_message=("ray: " + " ".join(str(error).split()))[:500])
-        elif row["error_message"] and "torchrun ended" in row["error_message"]:
-            row["error_message"] = row["error_message"].replace("torchrun ended", "a Ray rank ended")
         self._row = row
         self._done.set()
 
@@ -380,17 +369,6 @@ def _count(name: str, value: Any, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"sweep.ray.{name}={value!r} must be null or an integer >= 1")
     return value
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def free_port(address: str) -> int:
-    """A TCP port free on `address` (rank 0's node address) right now; the OS picks it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((address, 0))
-        return int(s.getsockname()[1])
 
 
 __all__ = ["RayLauncher", "RayTrialHandle", "RankWorker", "ray_rank_envs"]

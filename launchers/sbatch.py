@@ -16,12 +16,10 @@ import socket
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from autotune.types import TrialSpec
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from launchers.protocol import REPO_ROOT, rank_args
 
 # sbatch option values we accept from config: partition/account/qos/job names and constraint expressions
 # ("a100&ib", "[rack1|rack2]*2"). No whitespace, quotes, backslash, `$`, backtick or `;`.
@@ -132,10 +130,6 @@ class JobShape:
     gpus_per_node: int  # gres request (0 = none)
     time_min: int
 
-    @property
-    def num_tasks(self) -> int:
-        return self.nodes * self.tasks_per_node
-
 
 def predicted_run_s(spec: TrialSpec) -> float | None:
     """Warmup + timed steps at the predicted speed: step_s = global_batch_tokens / (tokens/s/GPU x GPUs)."""
@@ -208,7 +202,7 @@ def controller_script(sweep_argv: list[str], *, python: str, workdir: str, log_p
 
 # ---------------------------------------------------------------- inside the job (one call per SLURM task)
 # Kept in this light module: each of the job's tasks imports it (submitit unpickles `run_rank` by reference), and
-# pulling pyarrow in through launchers.local would cost every rank a second of CPU on a busy node.
+# pulling pyarrow in (autotune.schema) would cost every rank a second of CPU on a busy node; launchers.protocol is light.
 
 def expand_hostnames(nodelist: str) -> list[str]:
     out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=60)
@@ -238,7 +232,7 @@ def run_rank(spec_path: str, result_path: str, module: str = "bench_model.run") 
     env = dict(os.environ)
     env.update(rank_env(env))
     env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.run([sys.executable, "-m", module, "--spec", spec_path, "--out", result_path],
+    proc = subprocess.run([sys.executable, *rank_args(module, spec_path, result_path)],
                           env=env, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         sys.stdout.flush()

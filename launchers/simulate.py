@@ -7,14 +7,13 @@ yields status `invalid` with the reason. This is what lets `autotune sweep --gpu
 """
 from __future__ import annotations
 
-import datetime as _dt
 import socket
 from typing import Any
 
 from autotune.schema import normalize_row, row_from_spec
 from autotune.types import TrialSpec
 from launchers.base import Launcher, TrialHandle
-from launchers.local import code_version
+from launchers.protocol import code_version, utc_now
 
 
 def simulate_row(spec: TrialSpec, backend: str = "simulate") -> dict[str, Any]:
@@ -22,7 +21,7 @@ def simulate_row(spec: TrialSpec, backend: str = "simulate") -> dict[str, Any]:
     from autotune.memory import estimate_memory
     from autotune.perf import estimate_perf
 
-    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    now = utc_now()
     row = row_from_spec(spec)
     row.update(backend=backend, started_at=now, ended_at=now, hostname=socket.gethostname(),
                code_version=code_version())

@@ -24,7 +24,9 @@ from typing import Any, Callable, Iterable
 
 from autotune.types import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
-from launchers.local import REPO_ROOT, assemble_row, utc_now
+from launchers.protocol import (
+    REPO_ROOT, RESULT_FILE, SPEC_FILE, assemble_row, clear_results, has_result_files, prepare_trial_dir, utc_now,
+)
 from launchers.sbatch import JobShape, SlurmOptions, check_one_line, executor_parameters, job_shape, run_rank
 
 PENDING_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED"}
@@ -116,8 +118,8 @@ class SlurmTrialHandle(ThreadedTrialHandle):
     def __init__(self, spec: TrialSpec, launcher: "SlurmLauncher", trial_dir: Path) -> None:
         self.spec = spec
         self.trial_dir = trial_dir
-        self.spec_path = trial_dir / "SPEC.json"
-        self.result_path = trial_dir / "RESULT.json"
+        self.spec_path = trial_dir / SPEC_FILE
+        self.result_path = trial_dir / RESULT_FILE
         self.job: Any = None  # submitit.slurm.slurm.SlurmJob, replaced on requeue
         self.job_ids: list[str] = []
         self.requeues = 0
@@ -166,7 +168,7 @@ class SlurmTrialHandle(ThreadedTrialHandle):
         subprocess.run(["scancel", str(self.job.job_id)], capture_output=True, timeout=60)
 
     def _finish(self, state: str, now: float) -> None:
-        has_files = self.result_path.exists() or any(self.trial_dir.glob("RESULT.json.rank*.err.json"))
+        has_files = has_result_files(self.trial_dir)
         ours = self._timed_out or self._cancel_requested
         if not has_files and not ours and state in REQUEUE_STATES and self.requeues < self._launcher.options.max_requeues:
             self.requeues += 1
@@ -177,8 +179,6 @@ class SlurmTrialHandle(ThreadedTrialHandle):
         row = assemble_row(self.spec, self.result_path, timed_out=self._timed_out and not self._cancel_requested,
                            cancelled=self._cancel_requested, returncode=None, started_at=self.started_at or utc_now(),
                            ended_at=utc_now(), wall_s=wall_s, log_path=self.log_path, backend="slurm")
-        if row["wall_s"] is not None:  # the trainer's own wall_s when it wrote one: keep the pair consistent
-            row["gpu_seconds"] = row["wall_s"] * self.spec.plan.world_size
         if not has_files and not ours:
             status, error_type = slurm_status(state)
             row.update(status=status, error_type=error_type,
@@ -260,12 +260,7 @@ class SlurmLauncher(Launcher):
         return ex
 
     def _prepare(self, spec: TrialSpec) -> SlurmTrialHandle:
-        trial_dir = self.workdir / spec.trial_id
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        for stale in trial_dir.glob("RESULT.json*"):  # a re-run must not read an old result
-            stale.unlink()
-        (trial_dir / "SPEC.json").write_text(spec.to_json())
-        return SlurmTrialHandle(spec, self, trial_dir)
+        return SlurmTrialHandle(spec, self, prepare_trial_dir(self.workdir, spec))
 
     def submit_many(self, specs: list[TrialSpec]) -> list[SlurmTrialHandle]:
         """Submit a wave now: one job array per job shape (same nodes/tasks/time limit), via submitit's batch()."""
@@ -302,8 +297,7 @@ class SlurmLauncher(Launcher):
                 h._attach(job)
 
     def _resubmit(self, handle: SlurmTrialHandle) -> None:
-        for stale in handle.trial_dir.glob("RESULT.json*"):
-            stale.unlink()
+        clear_results(handle.trial_dir)
         ex = self._executor(job_shape(handle.spec, self.options), handle.spec.sweep_id)
         handle._attach(ex.submit(run_rank, str(handle.spec_path), str(handle.result_path), self.module))
 

@@ -14,7 +14,9 @@ from autotune.cli.common import add_overrides, positive_int, print_json
 def add_parser(sub, name: str) -> None:
     p = sub.add_parser(name, help="measure collective latency/bandwidth and write a cluster preset",
                        description=__doc__)
-    p.add_argument("--backend", default="local", choices=["local", "slurm", "ray"],
+    from launchers import launcher_names
+
+    p.add_argument("--backend", default="local", choices=launcher_names(measuring=True),
                    help="local: N ranks on this host (gloo on CPU, NCCL on GPUs; intra-node only); slurm: one job "
                         "sized like a trial; ray: a placement group (both measure inter-node links when ranks span hosts)")
     p.add_argument("--workdir", default=None,

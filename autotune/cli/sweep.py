@@ -7,8 +7,6 @@ import sys
 
 from autotune.cli.common import add_overrides, positive_float, positive_int
 
-BACKENDS = ("local", "simulate", "slurm", "ray")
-
 
 def _fault(text: str) -> tuple[int, str, float | None]:
     parts = text.split(":")
@@ -24,12 +22,16 @@ def _fault(text: str) -> tuple[int, str, float | None]:
 
 
 def add_parser(sub, name: str) -> None:
+    from autotune.strategies import STRATEGIES
+    from launchers import launcher_names
+
     p = sub.add_parser(name, help="plan, run the most promising layouts, record every outcome, rank them",
                        description="Plan the layouts of N GPUs, run them (best predicted first) through a launcher, "
                                    "write one Parquet row per trial under results/<sweep_id>/, print a ranked table.")
     p.add_argument("--gpus", type=positive_int("--gpus"), help="GPUs (ranks) per trial; read back on --resume")
-    p.add_argument("--backend", choices=BACKENDS, help="where trials run (default: sweep.backend, local)")
-    p.add_argument("--strategy", help="grid | topk | optuna | halving | random (default: sweep.strategy)")
+    p.add_argument("--backend", choices=launcher_names(), help="where trials run (default: sweep.backend, local)")
+    # not argparse choices: get_strategy checks the name against the same registry, also for sweep.strategy in YAML
+    p.add_argument("--strategy", help=f"{' | '.join(STRATEGIES)} (default: sweep.strategy)")
     p.add_argument("--objective", choices=("throughput", "pareto"),
                    help="optuna: throughput (TPE) or pareto (NSGA-II, throughput vs peak memory)")
     p.add_argument("--storage", help="optuna study storage URL (default sqlite:///results/<sweep>/optuna.db)")

@@ -1,9 +1,11 @@
-"""The strategy interface: ask/tell over the planner's candidate frame (DESIGN.md "strategy ... asks -> next TrialSpec").
+"""The strategy interface: ask/tell over the planner's candidate frame (the controller asks, then runs a TrialSpec).
 
 A strategy sees the candidates the planner found runnable (valid and predicted to fit), hands the controller the next
-one to run (`ask`), and learns each outcome (`tell`). Adaptive strategies (topk's OOM pruning now; optuna, successive
-halving, random later) change what `ask` returns from what `tell` taught them. The controller owns processes, files and
-resume; a strategy owns only the choice. Like optuna's samplers: small base, implementations in their own modules.
+one to run (`ask`), and learns each outcome (`tell`). Adaptive strategies (topk and random prune what an OOM dominates,
+optuna samples with TPE/NSGA-II, halving promotes the measured best to more steps) change what `ask` returns from what
+`tell` taught them. The controller owns processes, files and resume; a strategy owns only the choice. Like optuna's
+samplers: small base, `ask` the one abstract method, optional hooks with default bodies, implementations in their own
+modules. Every registered strategy passes tests/contract/test_strategy_contract.py.
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
 
@@ -51,6 +55,12 @@ class Strategy(abc.ABC):
         self.results: dict[str, dict[str, Any]] = {}
         self.excluded: set[str] = set()  # settled without a trial (pruned): never asked, not counted
 
+    @classmethod
+    def options_from_config(cls, sweep: Any, sweep_root: Path, sweep_id: str) -> dict[str, Any]:
+        """Hook: this strategy's own settings from `sweep.*` (autotune.config.SweepSpec), passed to the constructor
+        as keywords by the controller; none by default."""
+        return {}
+
     @abc.abstractmethod
     def ask(self) -> Ask | None:
         """The next trial, or None when there is nothing (more) to run right now."""
@@ -68,12 +78,19 @@ class Strategy(abc.ABC):
         else:
             self.results[candidate_id] = row
 
+    def update_ranking(self, candidates: "pd.DataFrame") -> None:
+        """Hook: calibration re-scored the runnable candidates (autotune.calibrate.OnlineCalibrator), predicted best
+        first. Strategies that follow the models' order re-order what they have not asked yet; by default the
+        order chosen at the start stands."""
+
     def budget_left(self) -> int | None:
+        """Trials still allowed (never negative; None = no limit), counting trials in flight."""
         if self.max_trials is None:
             return None
         return max(0, self.max_trials - len(self.results) - self._in_flight())
 
     def _in_flight(self) -> int:
+        """Trials asked and not yet told (they count against the budget)."""
         return 0
 
     def planned_total(self) -> int:

@@ -55,6 +55,11 @@ class HalvingStrategy(Strategy):
         self.num_trials = 0
         self.pruned: dict[str, str] = {}
         self._replayed: list[tuple[int, str, dict[str, Any]]] = []
+        self._replayed_keys: set[tuple[int, str]] = set()  # (rung, candidate id): a row replayed twice counts once
+
+    @classmethod
+    def options_from_config(cls, sweep: Any, sweep_root: Any, sweep_id: str) -> dict[str, Any]:
+        return {"halving_steps": sweep.halving_steps, "halving_eta": sweep.halving_eta, "halving_pool": sweep.halving_pool}
 
     def _pool_size(self, pool: int | None) -> int:
         n = len(self.candidates)
@@ -78,6 +83,8 @@ class HalvingStrategy(Strategy):
         return total if self.max_trials is None else min(total, self.max_trials)
 
     def budget_left(self) -> int | None:
+        if self._replayed:  # replayed rows are trials spent, whether or not ask() has run since the resume
+            self._apply_replay()
         if self.max_trials is None:
             return None
         return max(0, self.max_trials - self.num_trials - len(self._pending))
@@ -129,8 +136,11 @@ class HalvingStrategy(Strategy):
         order, which interleaves rungs)."""
         if row.get("status") == "pruned":
             self.excluded.add(candidate_id)
-        else:
-            self._replayed.append((_rung_of(str(row.get("trial_id") or "")), candidate_id, row))
+            return
+        key = (_rung_of(str(row.get("trial_id") or "")), candidate_id)
+        if key not in self._replayed_keys:
+            self._replayed_keys.add(key)
+            self._replayed.append((*key, row))
 
     def _apply_replay(self) -> None:
         rows, self._replayed = sorted(self._replayed, key=lambda x: x[0]), []
@@ -149,7 +159,9 @@ class HalvingStrategy(Strategy):
     def _learn(self, oom_row: dict[str, Any]) -> list[Pruned]:
         from autotune.oom_pruning import dominated_candidates
 
-        pool_ids = {str(c["candidate_id"]) for c in self._queue}
+        # queued at a later rung is not "not yet run": a candidate with a row of an earlier rung is never pruned (its
+        # pruned row would replace that measured row)
+        pool_ids = {str(c["candidate_id"]) for c in self._queue} - set(self.results)
         found = dominated_candidates(self.candidates, oom_row, skip=lambda cid: cid not in pool_ids or cid in self.pruned)
         for cand, reason in found:
             self.pruned[str(cand["candidate_id"])] = reason

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 from typing import Any
 
 from autotune.strategies.base import Ask, Pruned, Strategy
@@ -48,9 +49,16 @@ class OptunaStrategy(Strategy):
         self.num_seed_trials = num_seed_trials if num_seed_trials is not None else max(1, min(5, math.ceil(0.1 * n)))
         import optuna  # noqa: F401  (fail here, not mid-sweep, when optuna is missing)
         self._storage, self._study_name, self._study = storage, study_name, None
+        self._seeded = False
         self._trials: dict[str, Any] = {}
         self._pending: set[str] = set()
         self.pruned: dict[str, str] = {}
+
+    @classmethod
+    def options_from_config(cls, sweep: Any, sweep_root: Path, sweep_id: str) -> dict[str, Any]:
+        """sweep.objective, sweep.storage (default: a SQLite study in the sweep folder, named after the sweep)."""
+        storage = sweep.storage or f"sqlite:///{sweep_root.resolve() / 'optuna.db'}"
+        return {"objective": sweep.objective, "storage": storage, "study_name": sweep_id}
 
     @property
     def study(self) -> Any:
@@ -59,10 +67,26 @@ class OptunaStrategy(Strategy):
             import optuna
 
             self._study = self._create_study(optuna, self._storage, self._study_name)
-            if not self._study.trials:  # a fresh study: the perf model's best go first
-                for i in range(min(self.num_seed_trials, len(self.candidates))):
-                    self._study.enqueue_trial(self._params(self.candidates.iloc[i]))
         return self._study
+
+    def _seed_study(self) -> None:
+        """At the first ask: the perf model's best go first, those not settled already (a resume has replayed its rows
+        by now) and not in the study already (a persistent study keeps its queue, and a shared one is seeded once)."""
+        self._seeded = True
+        # a queued (WAITING) trial has no params yet: optuna keeps what it will be given in its "fixed_params"
+        known = {self._key(t.system_attrs.get("fixed_params") or t.params) for t in self.study.trials}
+        for i in range(min(self.num_seed_trials, len(self.candidates))):
+            row = self.candidates.iloc[i]
+            if self._open(str(row["candidate_id"])) and self._key(row) not in known:
+                self.study.enqueue_trial(self._params(row))
+
+    def _reseed_sampler(self) -> None:
+        """The sampler's random state follows from (seed, trials finished), not from how many asks this process made:
+        a resumed sweep then samples what the uninterrupted one would have."""
+        import optuna
+
+        finished = sum(t.state == optuna.trial.TrialState.COMPLETE for t in self.study.trials)
+        self.study.sampler = self._make_sampler(optuna, self.seed + finished)
 
     def _create_study(self, optuna: Any, storage: str | None, study_name: str | None) -> Any:
         if storage and storage.startswith("sqlite:///"):
@@ -71,13 +95,8 @@ class OptunaStrategy(Strategy):
             Path(storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            if self.objective == "pareto":
-                sampler = optuna.samplers.NSGAIISampler(seed=self.seed, population_size=max(4, self.num_seed_trials))
-                directions = ["maximize", "minimize"]
-            else:
-                sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.num_seed_trials,
-                                                     multivariate=True)
-                directions = ["maximize"]
+            sampler = self._make_sampler(optuna, self.seed)
+            directions = ["maximize", "minimize"] if self.objective == "pareto" else ["maximize"]
             try:
                 return optuna.create_study(storage=storage, study_name=study_name, sampler=sampler,
                                            directions=directions, load_if_exists=True)
@@ -86,6 +105,13 @@ class OptunaStrategy(Strategy):
                     why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                     raise ValueError(f"--storage={storage!r} cannot be opened as an Optuna storage ({why})") from None
                 raise
+
+    def _make_sampler(self, optuna: Any, seed: int) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            if self.objective == "pareto":
+                return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, self.num_seed_trials))
+            return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.num_seed_trials, multivariate=True)
 
     def _key(self, row: Any) -> tuple:
         return tuple(py_value(row[d]) for d in self.dims)
@@ -117,13 +143,22 @@ class OptunaStrategy(Strategy):
             return None
         import optuna
 
+        if not self._seeded:
+            self._seed_study()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            waiting = (optuna.trial.TrialState.WAITING,)
             for _ in range(MAX_SNAPS):
+                self._reseed_sampler()
+                queued = bool(self.study.get_trials(deepcopy=False, states=waiting))  # ask() pops the queue first
                 trial = self.study.ask(self.distributions)
                 idx = self._index.get(self._key(trial.params))
                 if idx is not None and self._open(str(self.candidates.iloc[idx]["candidate_id"])):
                     return self._start(trial, self.candidates.iloc[idx])
+                if queued:  # a seed settled since it was queued (pruned by an OOM): drop it, as a resume would
+                    trial.set_user_attr("snapped_to", None)
+                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    continue
                 near = self._nearest(self._key(trial.params))
                 trial.set_user_attr("snapped_to", None if near is None else str(self.candidates.iloc[near]["candidate_id"]))
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)

@@ -13,12 +13,18 @@ import datetime as _dt
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.store import FINISHED, SweepStore
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from autotune.config import Config
+    from autotune.strategies import Ask, Strategy
+    from launchers import Launcher, TrialHandle
+
 __all__ = ["SweepRequest", "run_sweep", "flag_overrides"]
-SUGGEST = "use --backend slurm|ray|simulate"
 
 
 @dataclass(frozen=True)
@@ -42,12 +48,12 @@ def flag_overrides(backend: str | None = None, strategy: str | None = None, max_
     return [f"sweep.{k}={v}" for k, v in pairs if v is not None]
 
 
-def _default_sweep_id(cfg: Any, num_gpus: int) -> str:
+def _default_sweep_id(cfg: Config, num_gpus: int) -> str:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{cfg.model.name}-{num_gpus}g"
 
 
-def _open_store(req: SweepRequest) -> tuple[SweepStore, int, Any, bool]:
+def _open_store(req: SweepRequest) -> tuple[SweepStore, int, Config, bool]:
     """(store, num_gpus, config, resuming). A resumed sweep takes its GPUs and resolved config from sweep.yaml; the
     overrides given now apply on top of it (e.g. another --parallel)."""
     from autotune.config import load_config
@@ -82,21 +88,19 @@ def _open_store(req: SweepRequest) -> tuple[SweepStore, int, Any, bool]:
     return store, req.num_gpus, cfg, False
 
 
-def _make_launcher(cfg: Any, store: SweepStore, num_gpus: int) -> Any:
-    from launchers import get_launcher
+def _make_launcher(cfg: Config, store: SweepStore, num_gpus: int) -> Launcher:
+    from launchers.base import launcher_from_config, launcher_names
 
     backend = cfg.sweep.backend
-    # the backend's own block (sweep.slurm / sweep.ray) reaches its launcher, which checks it
-    block = {name: dict(getattr(cfg.sweep, name) or {}) for name in ("slurm", "ray") if name == backend}
-    launcher = get_launcher(backend, workdir=store.work_dir, log_dir=store.logs_dir, **block)
+    launcher = launcher_from_config(cfg.sweep, backend, workdir=store.work_dir, log_dir=store.logs_dir)
     limit = launcher.max_world_size()
     if limit is not None and num_gpus > limit:
-        what = launcher.describe_limit() if hasattr(launcher, "describe_limit") else f"{limit} ranks"
-        raise ValueError(f"--gpus={num_gpus} exceeds what --backend={backend} provides here ({what}); {SUGGEST}")
+        raise ValueError(f"--gpus={num_gpus} exceeds what --backend={backend} provides here "
+                         f"({launcher.describe_limit()}); use --backend {'|'.join(launcher_names(besides=backend))}")
     return launcher
 
 
-def _record_planner_rejects(cfg: Any, store: SweepStore, frame: Any, done: dict[str, str], backend: str) -> int:
+def _record_planner_rejects(cfg: Config, store: SweepStore, frame: Any, done: dict[str, str], backend: str) -> int:
     from autotune.store import write_row
     from autotune.sweep.rows import pruned_row
 
@@ -116,7 +120,7 @@ def _record_planner_rejects(cfg: Any, store: SweepStore, frame: Any, done: dict[
     return n
 
 
-def run_sweep(req: SweepRequest, console: Any = None) -> Path:
+def run_sweep(req: SweepRequest, console: Console | None = None) -> Path:
     """Run (or resume) a sweep; returns its folder. User mistakes raise ValueError (one line)."""
     from autotune.planner import NoValidLayoutError, enumerate_candidates, explain_no_layout
     from autotune.strategies import get_strategy
@@ -162,7 +166,7 @@ def run_sweep(req: SweepRequest, console: Any = None) -> Path:
     return store.root
 
 
-def make_console() -> Any:
+def make_console() -> Console:
     """stdout console; piped output (CI logs, tests) gets a wide fixed width instead of rich's 80 columns."""
     import sys
 
@@ -178,7 +182,8 @@ def _isna(v: Any) -> bool:
         return False
 
 
-def _loop(cfg: Any, store: SweepStore, launcher: Any, strategy: Any, req: SweepRequest, console: Any) -> None:
+def _loop(cfg: Config, store: SweepStore, launcher: Launcher, strategy: Strategy, req: SweepRequest,
+          console: Console) -> None:
     from autotune.oom_pruning import OOM_RULE
     from autotune.sweep.progress import SweepProgress, layout_text
     from autotune.sweep.rows import candidate_spec, pruned_row
@@ -187,7 +192,7 @@ def _loop(cfg: Any, store: SweepStore, launcher: Any, strategy: Any, req: SweepR
     faults = {i: (f, t) for i, f, t in req.inject_faults}
     progress = SweepProgress(console, strategy.planned_total(), parallel, done_before=len(strategy.results))
     progress.seed(strategy.results.values())
-    in_flight: dict[str, tuple[Any, Any]] = {}  # trial_id -> (ask, handle)
+    in_flight: dict[str, tuple[Ask, TrialHandle]] = {}  # trial_id -> (ask, handle)
     started = 0
     from autotune.budget import GpuBudget
     from autotune.calibrate import OnlineCalibrator

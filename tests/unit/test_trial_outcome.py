@@ -8,7 +8,7 @@ from autotune.config import load_config
 from autotune.trialfile import make_spec
 from autotune.types import ParallelPlan
 from bench_model.run import is_peer_lost
-from launchers.local import assemble_row
+from launchers.protocol import assemble_row
 
 GLOO_PEER_GONE = "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:41234"
 

@@ -1,0 +1,144 @@
+"""The trial protocol's launcher side (docs/trial_protocol.md), shared by every launcher: file names, the per-trial
+folder, the rank command, timestamps, free ports and the one function that turns a trial's files into its row.
+
+Like submitit's `core`, every backend imports this module and none imports another backend. It stays light (standard
+library only at import time): SLURM tasks and Ray rank actors import it on every rank, so autotune.schema (pyarrow)
+is imported inside `assemble_row`, where only the controller calls it.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import signal
+import socket
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autotune.types import TrialSpec
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SPEC_FILE = "SPEC.json"
+RESULT_FILE = "RESULT.json"
+ERR_GLOB = RESULT_FILE + ".rank*.err.json"  # one per failed rank: RESULT.json.rank<R>.err.json
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    """A TCP port free on `address` right now (the OS picks it; a tiny race with other binders is accepted)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((address, 0))
+        return int(s.getsockname()[1])
+
+
+_CODE_VERSION: str | None = None
+
+
+def code_version() -> str:
+    """`<package version>+g<git short hash>` of the repo the launcher runs from (just the version outside git)."""
+    global _CODE_VERSION
+    if _CODE_VERSION is None:
+        from autotune import __version__
+
+        try:
+            sha = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            sha = ""
+        _CODE_VERSION = f"{__version__}+g{sha}" if sha else __version__
+    return _CODE_VERSION
+
+
+def clear_results(trial_dir: Path) -> None:
+    """Delete RESULT.json and every sidecar of an earlier attempt: a re-run must not read an old result."""
+    for stale in trial_dir.glob(RESULT_FILE + "*"):
+        stale.unlink(missing_ok=True)
+
+
+def prepare_trial_dir(workdir: Path, spec: "TrialSpec") -> Path:
+    """`<workdir>/<trial_id>/` with a fresh SPEC.json and no result of an earlier attempt."""
+    trial_dir = workdir / spec.trial_id
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    clear_results(trial_dir)
+    (trial_dir / SPEC_FILE).write_text(spec.to_json())
+    return trial_dir
+
+
+def has_result_files(trial_dir: Path) -> bool:
+    """Did any rank write RESULT.json or an error file (the row then comes from them, not from how the job ended)?"""
+    return (trial_dir / RESULT_FILE).exists() or any(trial_dir.glob(ERR_GLOB))
+
+
+def rank_args(module: str, spec_path: Path | str, result_path: Path | str) -> list[str]:
+    """What every rank runs after `python`: `-m bench_model.run --spec SPEC.json --out RESULT.json`."""
+    return ["-m", module, "--spec", str(spec_path), "--out", str(result_path)]
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def assemble_row(spec: "TrialSpec", result_path: Path, *, timed_out: bool, cancelled: bool, returncode: int | None,
+                 started_at: str, ended_at: str, wall_s: float, log_path: str, backend: str,
+                 runner: str = "torchrun") -> dict[str, Any]:
+    """docs/trial_protocol.md "What the launcher does with it": RESULT.json first, then *.err.json, then how it ended.
+    `runner` names what started the ranks in the message of a trial that ended without any file."""
+    from autotune.schema import normalize_row, row_from_spec
+
+    result = _read_json(result_path) if result_path.exists() else None
+    if result is not None:
+        row = dict(result)
+    else:
+        row = row_from_spec(spec)
+        row.update(_outcome_without_result(spec, result_path, timed_out, cancelled, returncode, runner))
+    row["backend"] = backend
+    defaults = dict(started_at=started_at, ended_at=ended_at, wall_s=wall_s, log_path=log_path,
+                    hostname=socket.gethostname(), code_version=code_version(), sweep_id=spec.sweep_id,
+                    trial_id=spec.trial_id)
+    for key, value in defaults.items():
+        if row.get(key) is None:
+            row[key] = value
+    if row.get("gpu_seconds") is None:  # wall_s x world, the trainer's wall_s when it wrote one
+        row["gpu_seconds"] = float(row["wall_s"]) * spec.plan.world_size
+    defaults["gpu_seconds"] = wall_s * spec.plan.world_size
+    try:
+        return normalize_row(row)
+    except ValueError as e:  # the trainer broke the protocol: keep the trial, say why
+        bad = row_from_spec(spec)
+        bad.update(backend=backend, status="crash", error_type="ProtocolError", error_message=str(e))
+        bad.update({k: v for k, v in defaults.items() if bad.get(k) is None})
+        return normalize_row(bad)
+
+
+def _outcome_without_result(spec: "TrialSpec", result_path: Path, timed_out: bool, cancelled: bool,
+                            returncode: int | None, runner: str) -> dict[str, Any]:
+    """status / error_type / error_message of a trial whose rank 0 wrote no RESULT.json."""
+    # Oldest first: the rank that failed first is the root cause; the others then see "Connection closed by peer".
+    err_files = sorted(result_path.parent.glob(result_path.name + ".rank*.err.json"), key=lambda p: p.stat().st_mtime_ns)
+    errors = [e for e in (_read_json(p) for p in err_files) if e]
+    causes = [e for e in errors if not e.get("peer_lost")]  # a lost peer is a consequence, never the cause
+    if causes:
+        err = next((e for e in causes if e.get("status") == "oom"), causes[0])  # an oom on any rank wins
+        return dict(status=err.get("status") if err.get("status") in ("oom", "crash") else "crash",
+                    error_type=err.get("error_type"), error_message=f"rank {err.get('rank')}: {err.get('error_message')}")
+    if timed_out:  # (a peer_lost file here is a rank noticing the launcher's own kill)
+        return dict(status="timeout", error_type="Timeout",
+                    error_message=f"no result after timeout_s={spec.timeout_s:g}; process group killed")
+    if cancelled:
+        return dict(status="crash", error_type="Cancelled", error_message="cancelled by the controller")
+    if errors:  # every error file says "my peer vanished": a rank died without writing one (signal, OOM killer)
+        silent = sorted(set(range(spec.plan.world_size)) - {e.get("rank") for e in errors})
+        return dict(status="crash", error_type="Killed",
+                    error_message=f"rank(s) {silent} died without writing an error (killed by a signal?); "
+                                  f"rank {errors[0].get('rank')} then saw: {errors[0].get('error_message')}")
+    how = (f"signal {signal.Signals(-returncode).name}" if returncode is not None and returncode < 0
+           else f"exit code {returncode}")
+    return dict(status="crash", error_type="Killed" if returncode else "NoResult",
+                error_message=f"{runner} ended with {how} and no rank wrote a result")
