@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import AutotuneError
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 SEARCH_SPACES = Path(os.environ.get("AUTOTUNE_SEARCH_SPACES", Path(__file__).resolve().parent.parent / "search_spaces"))
 GROUPS = ("model", "cluster", "space", "train", "sweep", "experiment")
 
 
-class ConfigError(ValueError):
+class ConfigError(AutotuneError):
     """A user mistake in the configuration; the CLI prints it as one line and exits 2."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.errors import InputFileError
 from autotune.schema import STATUSES
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def best_row(df: "pd.DataFrame") -> dict[str, Any]:
     r = r[r["rank"].notna()]
     if r.empty:
         counts = ", ".join(f"{k} {v}" for k, v in status_counts(df).items() if v)
-        raise ValueError(f"no successful trial to export in this sweep ({counts or 'no rows'})")
+        raise InputFileError(f"no successful trial to export in this sweep ({counts or 'no rows'})")
     return r.iloc[0].to_dict()
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.errors import InputFileError
 from autotune.schema import RESULT_COLUMNS, RESULT_FIELDS, RESULT_SCHEMA, SCHEMA_VERSION, normalize_row
 
 if TYPE_CHECKING:  # pandas is heavy: imported where used
@@ -183,10 +184,10 @@ class SweepStore:
 
         path = self.root / SWEEP_FILE
         if not path.is_file():
-            raise ValueError(f"--resume={str(self.root)!r} is not a sweep folder (no {SWEEP_FILE})")
+            raise InputFileError(f"--resume={str(self.root)!r} is not a sweep folder (no {SWEEP_FILE})")
         doc = yaml.safe_load(path.read_text())
         if not isinstance(doc, dict) or "args" not in doc:
-            raise ValueError(f"{path}: not a sweep file (no `args` key)")
+            raise InputFileError(f"{path}: not a sweep file (no `args` key)")
         return doc
 
     def config(self, overrides: tuple[str, ...] | list[str] = ()) -> Any:
@@ -200,7 +201,7 @@ class SweepStore:
 
         resolved = self.read_meta().get("config")
         if not isinstance(resolved, dict):
-            raise ValueError(f"{self.root / SWEEP_FILE}: no resolved `config` mapping")
+            raise InputFileError(f"{self.root / SWEEP_FILE}: no resolved `config` mapping")
         with tempfile.TemporaryDirectory(prefix="autotune-sweepcfg-") as tmp:
             Path(tmp, "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
             return load_config(list(overrides), config_dir=tmp)

@@ -6,6 +6,7 @@ import threading
 import importlib
 from typing import Any
 
+from autotune.errors import UsageError
 from autotune.types import TrialSpec
 
 
@@ -93,6 +94,6 @@ _REGISTRY = {
 
 def get_launcher(name: str, **options: Any) -> Launcher:
     if name not in _REGISTRY:
-        raise ValueError(f"--backend={name!r} must be one of {', '.join(_REGISTRY)}")
+        raise UsageError(f"--backend={name!r} must be one of {', '.join(_REGISTRY)}")
     module, _, cls = _REGISTRY[name].partition(":")
     return getattr(importlib.import_module(module), cls)(**options)

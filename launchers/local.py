@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import UsageError
 from autotune.schema import normalize_row, row_from_spec
 from autotune.types import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
@@ -298,7 +299,7 @@ class LocalLauncher(Launcher):
     def command(self, spec: TrialSpec, spec_path: Path, result_path: Path) -> list[str]:
         nproc = self.nproc_per_node or spec.plan.world_size
         if nproc != spec.plan.world_size:
-            raise ValueError(f"nproc_per_node={nproc} != plan world size {spec.plan.world_size}: "
+            raise UsageError(f"nproc_per_node={nproc} != plan world size {spec.plan.world_size}: "
                              "the local launcher runs one trial on one host")
         # setpriv --pdeathsig: torchrun dies with the controller (a SIGKILLed controller must not leave a trial running;
         # the ranks follow torchrun, see bench_model.run.die_with_parent).
@@ -321,6 +322,6 @@ class LocalLauncher(Launcher):
     def submit(self, spec: TrialSpec) -> LocalTrialHandle:
         limit = self.max_world_size()
         if spec.plan.world_size > limit:
-            raise ValueError(f"plan world size {spec.plan.world_size} exceeds the local backend's {self.describe_limit()}"
+            raise UsageError(f"plan world size {spec.plan.world_size} exceeds the local backend's {self.describe_limit()}"
                              "; use --backend slurm|ray|simulate")
         return LocalTrialHandle(spec, self)

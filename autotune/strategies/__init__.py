@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from autotune.errors import UsageError
 from autotune.strategies.base import Ask, Pruned, Strategy
 
 __all__ = ["Ask", "Pruned", "Strategy", "STRATEGIES", "get_strategy"]
@@ -22,7 +23,7 @@ STRATEGIES: dict[str, str] = {
 def get_strategy(name: str, candidates: Any, max_trials: int | None, seed: int = 0, **options: Any) -> Strategy:
     """`options`: strategy-specific settings (autotune.strategies.options.strategy_options); grid/topk take none."""
     if name not in STRATEGIES:
-        raise ValueError(f"--strategy={name!r} must be one of {', '.join(STRATEGIES)}")
+        raise UsageError(f"--strategy={name!r} must be one of {', '.join(STRATEGIES)}")
     module, _, cls = STRATEGIES[name].partition(":")
     factory = getattr(importlib.import_module(module), cls)
     return factory(candidates, max_trials, seed, **options) if options else factory(candidates, max_trials, seed)

@@ -11,6 +11,8 @@ import abc
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from autotune.errors import UsageError
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -43,7 +45,7 @@ class Strategy(abc.ABC):
     def __init__(self, candidates: "pd.DataFrame", max_trials: int | None, seed: int = 0) -> None:
         """`candidates`: runnable rows (rank not null) of the planner frame, predicted best first."""
         if max_trials is not None and max_trials < 1:
-            raise ValueError(f"--max-trials={max_trials} must be an integer >= 1")
+            raise UsageError(f"--max-trials={max_trials} must be an integer >= 1")
         self.candidates = candidates.reset_index(drop=True)
         self.max_trials = max_trials
         self.seed = seed

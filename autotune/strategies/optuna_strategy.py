@@ -19,6 +19,7 @@ import math
 import warnings
 from typing import Any
 
+from autotune.errors import UsageError
 from autotune.strategies.base import Ask, Pruned, Strategy
 
 DIMS: tuple[str, ...] = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "recompute",
@@ -39,7 +40,7 @@ class OptunaStrategy(Strategy):
                  **_options: Any) -> None:
         super().__init__(candidates, max_trials, seed)
         if objective not in OBJECTIVES:
-            raise ValueError(f"--objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
+            raise UsageError(f"--objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -88,7 +89,7 @@ class OptunaStrategy(Strategy):
             except Exception as e:  # a bad --storage URL: sqlalchemy's NoSuchModuleError / ArgumentError / ...
                 if type(e).__module__.startswith("sqlalchemy") or isinstance(e, (ValueError, ImportError)):
                     why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                    raise ValueError(f"--storage={storage!r} cannot be opened as an Optuna storage ({why})") from None
+                    raise UsageError(f"--storage={storage!r} cannot be opened as an Optuna storage ({why})") from None
                 raise
 
     def _key(self, row: Any) -> tuple:
