@@ -130,7 +130,7 @@ def print_summary(sweep_dir: str | Path, console: Any, top: int = 10) -> "pd.Dat
     df = load(sweep_dir)
     console.print(ranked_table(df, top))
     console.print(f"status: {counts_line(df)}", highlight=False)
-    from autotune.budget import sweep_cost_lines  # issue 6: GPU-hours spent vs the exhaustive grid
+    from autotune.budget import sweep_cost_lines  # GPU-hours spent vs the exhaustive grid
 
     for line in sweep_cost_lines(sweep_dir, df):
         console.print(line, highlight=False)

@@ -1,4 +1,4 @@
-"""The results store: one folder per sweep (DESIGN.md "Results table").
+"""The results store: one folder per sweep (docs/architecture.md "Store: the results table").
 
     results/<sweep_id>/
       sweep.yaml                  resolved config + the CLI arguments that started the sweep (resume reads it back)

@@ -1,4 +1,4 @@
-"""Frozen dataclasses that cross stage boundaries (DESIGN.md "Types that cross stage boundaries").
+"""Frozen dataclasses that cross stage boundaries (docs/architecture.md "Types that cross stage boundaries").
 
 Everything here is plain data: no Hydra, no torch, no I/O. Validation raises `ValueError` whose message names the field,
 the value and the rule, so the CLI can print it as one line.
@@ -229,7 +229,7 @@ def candidate_id(plan: ParallelPlan, model: ModelSpec, train: TrainSpec) -> str:
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Worst-rank bytes per component (DESIGN.md "Memory model")."""
+    """Worst-rank bytes per component (docs/memory_model.md)."""
 
     params_bytes: float
     grads_bytes: float

@@ -1,4 +1,4 @@
-"""Worst-rank peak memory of a world of N without N devices (issue 3 item 7): rank 0 of the layout runs alone on a fake
+"""Worst-rank peak memory of a world of N without N devices (probe-memory): rank 0 of the layout runs alone on a fake
 process group (torch.testing._internal.distributed.fake_pg: collectives return at once, shapes are real).
 
 - CUDA present: the real trainer (bench_model.trainer) runs two real optimizer steps on the real device; the peak is

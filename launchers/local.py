@@ -32,7 +32,8 @@ from launchers.base import Launcher, ThreadedTrialHandle
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # CPU ranks per host: gloo ranks are processes of ~0.4 GB each; beyond 8 a 2-core box spends its time in start-up
-# (DESIGN.md: ~40 s per world-8 run). Raise it with AUTOTUNE_LOCAL_MAX_CPU_RANKS on a bigger host.
+# (~40 s per world-8 run, docs/architecture.md "Measured costs"). Raise it with AUTOTUNE_LOCAL_MAX_CPU_RANKS on a
+# bigger host.
 DEFAULT_MAX_CPU_RANKS = 8
 KILL_GRACE_S = 5.0
 

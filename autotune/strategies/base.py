@@ -1,4 +1,4 @@
-"""The strategy interface: ask/tell over the planner's candidate frame (DESIGN.md "strategy ... asks -> next TrialSpec").
+"""The strategy interface: ask/tell over the planner's candidate frame (docs/architecture.md "Dispatch").
 
 A strategy sees the candidates the planner found runnable (valid and predicted to fit), hands the controller the next
 one to run (`ask`), and learns each outcome (`tell`). Adaptive strategies (topk's OOM pruning now; optuna, successive
