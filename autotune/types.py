@@ -1,7 +1,7 @@
 """Frozen dataclasses that cross stage boundaries (docs/architecture.md "Types that cross stage boundaries").
 
-Everything here is plain data: no Hydra, no torch, no I/O. Validation raises `ValueError` whose message names the field,
-the value and the rule, so the CLI can print it as one line.
+Everything here is plain data: no Hydra, no torch, no I/O. Validation raises `SpecError` (autotune/errors.py, a
+ValueError) whose message names the field, the value and the rule, so the CLI can print it as one line.
 """
 from __future__ import annotations
 
