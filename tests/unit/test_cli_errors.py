@@ -37,7 +37,7 @@ def _run_estimate_raising(exc: str) -> subprocess.CompletedProcess:
         from autotune.cli.main import main
         sys.exit(main(["estimate"]))
     """)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_internal_value_error_keeps_its_traceback_and_is_not_exit_2():
