@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from autotune.errors import UsageError
+
 SPENDING = ("ok", "oom", "crash", "timeout")  # statuses that ran (pruned / simulated / invalid rows cost nothing)
 
 
@@ -41,7 +43,7 @@ class GpuBudget:
     def __init__(self, budget_gpu_hours: float | None, previous_rows: Any = None) -> None:
         if budget_gpu_hours is not None and (isinstance(budget_gpu_hours, bool) or not budget_gpu_hours > 0
                                              or math.isinf(budget_gpu_hours)):
-            raise ValueError(f"--budget-gpu-hours={budget_gpu_hours!r} must be a number > 0")
+            raise UsageError(f"--budget-gpu-hours={budget_gpu_hours!r} must be a number > 0")
         self.limit_s = None if budget_gpu_hours is None else float(budget_gpu_hours) * 3600.0
         self.spent_s = spent_gpu_seconds(previous_rows)
         self.announced = False

@@ -8,8 +8,8 @@ overhead is linear in its two terms, fitted on measured peak vs predicted alloca
 Bounds keep every coefficient physical (efficiencies in (0, 1], fragmentation in [0, 1], overhead in [0, device
 memory]). A weak prior (weight PRIOR_WEIGHT on the coefficient's distance from its preset value, in bound-normalised
 units) keeps coefficients the data cannot see — `dp_overlap` when no row has dp > 1 — where the preset put them,
-instead of letting them drift along a flat direction. Solver: scipy.optimize.least_squares (trust-region reflective)
-when scipy is installed, else the projected Levenberg-Marquardt below (Nocedal & Wright 2006, Sec. 10.3).
+instead of letting them drift along a flat direction. Solver: scipy.optimize.least_squares, trust-region reflective
+with box bounds (Branch, Coleman & Li 1999). Rank agreement: scipy.stats.spearmanr.
 """
 from __future__ import annotations
 
@@ -29,47 +29,25 @@ MIN_ROWS = 3
 
 
 def bounded_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lower: np.ndarray,
-                          upper: np.ndarray, max_iter: int = 100) -> np.ndarray:
-    """argmin ||residual(x)||² subject to lower <= x <= upper (finite bounds)."""
+                          upper: np.ndarray) -> np.ndarray:
+    """argmin ||residual(x)||² subject to lower <= x <= upper (finite bounds); x0 is clipped into the box first."""
+    from scipy.optimize import least_squares
+
     lower, upper = np.asarray(lower, float), np.asarray(upper, float)
     x = np.clip(np.asarray(x0, float), lower, upper)
-    try:
-        from scipy.optimize import least_squares
-    except ImportError:
-        return _projected_lm(residual, x, lower, upper, max_iter)
     return least_squares(residual, x, bounds=(lower, upper), method="trf").x
 
 
-def _jacobian(residual: Callable, x: np.ndarray, r: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    jac = np.empty((r.size, x.size))
-    for i in range(x.size):
-        h = 1e-6 * max(1.0, abs(x[i]))
-        h = -h if x[i] + h > upper[i] else h  # one-sided difference that stays feasible
-        xh = x.copy()
-        xh[i] += h
-        jac[:, i] = (residual(xh) - r) / h
-    return jac
+def spearman(a: Any, b: Any) -> float | None:
+    """Spearman rank correlation (scipy.stats.spearmanr: ties share their mean rank). None below 3 points or when
+    either side is constant (the coefficient is undefined there)."""
+    import pandas as pd
+    from scipy.stats import spearmanr
 
-
-def _projected_lm(residual: Callable, x: np.ndarray, lower: np.ndarray, upper: np.ndarray, max_iter: int) -> np.ndarray:
-    r = residual(x)
-    cost, lam = float(r @ r), 1e-3
-    for _ in range(max_iter):
-        jac = _jacobian(residual, x, r, lower, upper)
-        grad, hess = jac.T @ r, jac.T @ jac
-        improved = False
-        for _ in range(30):
-            step = np.linalg.solve(hess + lam * np.diag(np.diag(hess) + 1e-12), -grad)
-            xn = np.clip(x + step, lower, upper)
-            rn = residual(xn)
-            if float(rn @ rn) < cost:
-                improved, converged = True, cost - float(rn @ rn) < 1e-12 * max(cost, 1e-30)
-                x, r, cost, lam = xn, rn, float(rn @ rn), max(lam / 3.0, 1e-12)
-                break
-            lam *= 4.0
-        if not improved or converged:
-            break
-    return x
+    a, b = pd.Series(np.asarray(a, float)), pd.Series(np.asarray(b, float))
+    if len(a) < 3 or a.nunique() < 2 or b.nunique() < 2:
+        return None
+    return float(spearmanr(a, b).statistic)
 
 
 def predict_tokens_per_s_per_gpu(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> np.ndarray:
@@ -88,16 +66,6 @@ def measured_rows(rows: Any) -> Any:
     """Rows with a usable measurement: status ok and a positive throughput."""
     ok = (rows["status"] == "ok") & (rows["tokens_per_s_per_gpu"].fillna(0) > 0)
     return rows[ok.to_numpy()]
-
-
-def spearman(a: Any, b: Any) -> float | None:
-    """Spearman rank correlation (Pearson on average ranks; ties share their mean rank). None below 3 points."""
-    import pandas as pd
-
-    a, b = pd.Series(np.asarray(a, float)), pd.Series(np.asarray(b, float))
-    if len(a) < 3 or a.nunique() < 2 or b.nunique() < 2:
-        return None
-    return float(np.corrcoef(a.rank(), b.rank())[0, 1])
 
 
 def fit_perf(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,

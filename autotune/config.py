@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import AutotuneError
 from autotune.types import INT_FIELDS, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 SEARCH_SPACES = Path(os.environ.get("AUTOTUNE_SEARCH_SPACES", Path(__file__).resolve().parent.parent / "search_spaces"))
 GROUPS = ("model", "cluster", "space", "train", "sweep", "experiment")
 
 
-class ConfigError(ValueError):
+class ConfigError(AutotuneError):
     """A user mistake in the configuration; the CLI prints it as one line and exits 2."""
 
 
@@ -54,7 +55,7 @@ class SweepSpec:
     # backend blocks, passed to the launcher as options and checked there (launchers/sbatch.py, launchers/ray_launcher.py)
     slurm: dict[str, Any] = field(default_factory=dict)
     ray: dict[str, Any] = field(default_factory=dict)
-    # search (issue 6: autotune/strategies/options.py, autotune/budget.py, autotune/calibrate.py)
+    # search strategy options, read by autotune/strategies/options.py, autotune/budget.py, autotune/calibrate.py
     objective: str = "throughput"
     storage: str | None = None
     halving_steps: Any = (1, 3, 9)
@@ -133,7 +134,7 @@ def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | 
         raise
     except (TypeError, ValueError) as e:
         raise ConfigError(str(e)) from None
-    if raw["model"].get("config_path") is not None:  # issue 7: save the imported dims, not a path relative to cwd
+    if raw["model"].get("config_path") is not None:  # save the imported dims, not a path relative to cwd
         from autotune.hf_import import freeze_resolved_yaml
 
         resolved_yaml = freeze_resolved_yaml(resolved_yaml, model)
@@ -215,7 +216,7 @@ def _model_from(values: dict[str, Any]) -> ModelSpec:
     values.pop("default_seq_len", None)
     values.pop("default_global_batch_size", None)
     if path is not None:
-        from autotune.hf_import import model_from_hf_config  # issue 7: model=hf model.config_path=...
+        from autotune.hf_import import model_from_hf_config  # model=hf model.config_path=...
 
         return model_from_hf_config(path, name=values.get("name"))
     return _build(ModelSpec, values, "model")

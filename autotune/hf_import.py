@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import InputFileError, SpecError
 from autotune.types import ModelSpec
 
 SUPPORTED_MODEL_TYPES: dict[str, str] = {
@@ -63,8 +64,8 @@ class HFModelConfig:
 def read_hf_config(path: str | Path) -> HFModelConfig:
     """Parse and check a config.json (or a directory holding one)."""
     if path is None or str(path) in ("", _MISSING):
-        raise ValueError("model.config_path is required with model=hf "
-                         "(e.g. model=hf model.config_path=examples/hf_configs/llama-3.2-1b.json)")
+        raise SpecError("model.config_path is required with model=hf "
+                        "(e.g. model=hf model.config_path=examples/hf_configs/llama-3.2-1b.json)")
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
@@ -72,18 +73,18 @@ def read_hf_config(path: str | Path) -> HFModelConfig:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         where = " (a directory must hold config.json)" if Path(path).is_dir() else ""
-        raise ValueError(f"model.config_path={str(path)!r}: no such file{where}") from None
+        raise InputFileError(f"model.config_path={str(path)!r}: no such file{where}") from None
     except PermissionError:
-        raise ValueError(f"model.config_path={str(path)!r}: permission denied") from None
+        raise InputFileError(f"model.config_path={str(path)!r}: permission denied") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"model.config_path={str(path)!r}: cannot read ({type(e).__name__}: "
-                         f"{getattr(e, 'strerror', None) or e})") from None
+        raise InputFileError(f"model.config_path={str(path)!r}: cannot read ({type(e).__name__}: "
+                             f"{getattr(e, 'strerror', None) or e})") from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"{p}: not valid JSON (line {e.lineno} column {e.colno}: {e.msg})") from None
+        raise InputFileError(f"{p}: not valid JSON (line {e.lineno} column {e.colno}: {e.msg})") from None
     if not isinstance(raw, dict):
-        raise ValueError(f"{p}: a config.json must hold a JSON object, got {type(raw).__name__}")
+        raise InputFileError(f"{p}: a config.json must hold a JSON object, got {type(raw).__name__}")
     return _parse(raw, p)
 
 
@@ -94,11 +95,11 @@ def _parse(raw: dict[str, Any], p: Path) -> HFModelConfig:
     ints["num_key_value_heads"] = ints["num_attention_heads"] if kv is None else _int(raw, "num_key_value_heads", p)
     act = raw.get("hidden_act", "silu")
     if act != "silu":
-        raise ValueError(f"{p}: hidden_act={act!r} is not supported (allowed: silu, the SwiGLU MLP)")
+        raise InputFileError(f"{p}: hidden_act={act!r} is not supported (allowed: silu, the SwiGLU MLP)")
     head_dim = raw.get("head_dim")
     if head_dim is not None and head_dim != ints["hidden_size"] // ints["num_attention_heads"]:
-        raise ValueError(f"{p}: head_dim={head_dim!r} must equal hidden_size/num_attention_heads="
-                         f"{ints['hidden_size']}/{ints['num_attention_heads']} (autotune derives head_dim)")
+        raise InputFileError(f"{p}: head_dim={head_dim!r} must equal hidden_size/num_attention_heads="
+                             f"{ints['hidden_size']}/{ints['num_attention_heads']} (autotune derives head_dim)")
     max_pos = raw.get("max_position_embeddings")
     if max_pos is not None:
         max_pos = _int(raw, "max_position_embeddings", p)
@@ -118,22 +119,22 @@ def _model_type(raw: dict[str, Any], p: Path) -> str:
     if model_type is not None:
         if model_type not in SUPPORTED_MODEL_TYPES:
             seen = f" (architectures={archs!r})" if archs is not None else ""
-            raise ValueError(f"{p}: model_type={model_type!r}{seen} is not supported (allowed: {allowed})")
+            raise InputFileError(f"{p}: model_type={model_type!r}{seen} is not supported (allowed: {allowed})")
         return model_type
     if isinstance(archs, list) and archs and archs[0] in _ARCH_TO_TYPE:
         return _ARCH_TO_TYPE[archs[0]]
     if archs is None:
-        raise ValueError(f"{p}: missing key model_type (allowed: {allowed})")
-    raise ValueError(f"{p}: architectures={archs!r} is not supported "
-                     f"(allowed: {', '.join(SUPPORTED_MODEL_TYPES.values())})")
+        raise InputFileError(f"{p}: missing key model_type (allowed: {allowed})")
+    raise InputFileError(f"{p}: architectures={archs!r} is not supported "
+                         f"(allowed: {', '.join(SUPPORTED_MODEL_TYPES.values())})")
 
 
 def _int(raw: dict[str, Any], key: str, p: Path) -> int:
     if key not in raw:
-        raise ValueError(f"{p}: missing key {key}")
+        raise InputFileError(f"{p}: missing key {key}")
     v = raw[key]
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f"{p}: {key}={v!r} must be an integer >= 1")
+        raise InputFileError(f"{p}: {key}={v!r} must be an integer >= 1")
     return v
 
 
@@ -142,14 +143,14 @@ def _float(raw: dict[str, Any], key: str, default: float, p: Path) -> float:
     if v is None:
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-        raise ValueError(f"{p}: {key}={v!r} must be a number > 0")
+        raise InputFileError(f"{p}: {key}={v!r} must be a number > 0")
     return float(v)
 
 
 def _bool(raw: dict[str, Any], key: str, default: bool, p: Path) -> bool:
     v = raw.get(key, default)
     if not isinstance(v, bool):
-        raise ValueError(f"{p}: {key}={v!r} must be true or false")
+        raise InputFileError(f"{p}: {key}={v!r} must be true or false")
     return v
 
 
@@ -170,7 +171,7 @@ def model_from_hf_config(path: str | Path, name: str | None = None) -> ModelSpec
             num_kv_heads=hf.num_key_value_heads, vocab_size=hf.vocab_size, tie_embeddings=hf.tie_word_embeddings,
             block="llama", rope_theta=hf.rope_theta, norm_eps=hf.rms_norm_eps)
     except ValueError as e:  # e.g. heads not dividing hidden: ModelSpec names the field and the rule
-        raise ValueError(f"{path}: {e}") from None
+        raise InputFileError(f"{path}: {e}") from None
 
 
 def freeze_resolved_yaml(resolved_yaml: str, model: ModelSpec) -> str:

@@ -1,4 +1,4 @@
-"""Worst-rank memory model (DESIGN.md "Memory model"): bytes per component for one training step.
+"""Worst-rank memory model (docs/memory_model.md "Modelling assumptions"): bytes per component for one training step.
 
 Every formula exists once, vectorised over candidate arrays (`memory_arrays`); `estimate_memory` is the scalar wrapper
 that calls it with length-1 arrays. Notation: Psi = parameters on this rank after the TP/PP split, D = dp*cp (the

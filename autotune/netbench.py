@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import AutotuneError, UsageError
+
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "p2p")
 DEFAULT_SIZES_BYTES: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
 
@@ -91,7 +93,7 @@ def fit_alpha_beta(samples: list[Sample], link_class: str) -> LinkFit:
     t = np.array([s.time_s for s in samples], dtype=float)
     k = np.array([ring_steps(s.collective, s.group_size) for s in samples], dtype=float)
     if len(samples) < 2 or np.ptp(x) == 0:
-        raise ValueError(f"netbench: link class {link_class!r} needs samples at >= 2 message sizes to fit alpha and beta")
+        raise AutotuneError(f"netbench: link class {link_class!r} needs samples at >= 2 message sizes to fit alpha and beta")
     w = 1.0 / t
     a_mat = np.stack([k, x], axis=1) * w[:, None]
     (alpha, inv_beta), *_ = np.linalg.lstsq(a_mat, t * w, rcond=None)
@@ -124,7 +126,7 @@ def run_netbench(num_ranks: int, sizes_bytes: tuple[int, ...] = DEFAULT_SIZES_BY
     this host; `slurm`: one job, one task per rank; `ray`: a placement group), time every collective, fit α/β.
     `workdir` must be on a filesystem every rank sees (the trial protocol's files); default a temporary folder."""
     if num_ranks < 2:
-        raise ValueError(f"--gpus={num_ranks} must be >= 2 (a collective needs two ranks)")
+        raise UsageError(f"--gpus={num_ranks} must be >= 2 (a collective needs two ranks)")
     from autotune.config import load_config
     from autotune.netbench_rank import SIDECAR_SUFFIX
     from autotune.trialfile import make_spec
@@ -133,7 +135,7 @@ def run_netbench(num_ranks: int, sizes_bytes: tuple[int, ...] = DEFAULT_SIZES_BY
 
     cfg = cfg if cfg is not None else load_config([])
     if backend in SIMULATED:
-        raise ValueError(f"--backend={backend}: netbench measures real links; use "
+        raise UsageError(f"--backend={backend}: netbench measures real links; use "
                          f"{' or '.join(launcher_names(measuring=True))}")
     with tempfile.TemporaryDirectory(prefix="netbench-") as tmp:
         root = Path(workdir) if workdir is not None else Path(tmp)
@@ -142,7 +144,7 @@ def run_netbench(num_ranks: int, sizes_bytes: tuple[int, ...] = DEFAULT_SIZES_BY
         try:
             limit = launcher.max_world_size()
             if limit is not None and num_ranks > limit:
-                raise ValueError(f"--gpus={num_ranks} exceeds what --backend={backend} provides here ({limit} ranks)")
+                raise UsageError(f"--gpus={num_ranks} exceeds what --backend={backend} provides here ({limit} ranks)")
             spec = make_spec(cfg, ParallelPlan(dp=num_ranks), sweep_id="netbench", trial_id="netbench",
                              backend=backend, timeout_s=timeout_s,
                              netbench={"sizes_bytes": list(sizes_bytes), "iters": iters, "warmup": warmup})
@@ -179,7 +181,7 @@ def check_preset_path(path: str | Path, flag: str = "-o") -> Path:
     """Refuse, before any work, a preset path the config tree could never load (Hydra reads `<name>.yaml`)."""
     path = Path(path)
     if path.suffix != ".yaml" or path.stem in ("", ".") or path.is_dir():
-        raise ValueError(f"{flag}={str(path)!r} must be a file name ending in .yaml (a cluster preset)")
+        raise UsageError(f"{flag}={str(path)!r} must be a file name ending in .yaml (a cluster preset)")
     return path
 
 

@@ -9,7 +9,7 @@ The partial order ("Y needs >= the memory of X") used here, and why each part ho
   Eq. 1-2: bytes per layer ∝ s·b·h). With a fixed global batch, a 1F1B pipeline keeps min(pp, m) micro-batches of
   size b in flight, i.e. min(pp·b, B/dp) sequences, which never shrinks as b grows (GPipe keeps all B/dp).
 - **recompute: Y <= X** in none < selective < full. Less recomputation saves more tensors (Korthikanti et al. 2022,
-  Sec. 4: selective drops the attention core, full keeps only layer inputs), so less recompute needs more memory.
+  Sec. 4; selective saves matmul and attention outputs, full only layer inputs), so less recompute needs more memory.
 - **zero_stage: Y <= X** in 0 < 1 < 2 < 3. A lower ZeRO stage shards fewer of optimizer state / gradients /
   parameters over dp (Rajbhandari et al. 2020, Fig. 1), so it needs more memory. With dp = 1 every stage is the
   same, which the order also allows (equal is dominated too).

@@ -1,5 +1,5 @@
-"""Step-time model (DESIGN.md "Performance model"): roofline compute + alpha-beta communication per axis + pipeline
-bubble. One vectorised implementation (`perf_arrays`); `estimate_perf` wraps it for one plan.
+"""Step-time model (docs/memory_model.md "Modelling assumptions"): roofline compute + alpha-beta communication per
+axis + pipeline bubble. One vectorised implementation (`perf_arrays`); `estimate_perf` wraps it for one plan.
 
 The knobs calibration refits live in ClusterSpec: `matmul_efficiency` (fraction of peak reached by large GEMMs),
 `comm_efficiency` (fraction of link bandwidth NCCL reaches) and `dp_overlap` (fraction of data-parallel traffic hidden

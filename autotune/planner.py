@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from autotune.constraints import MEMORY_RULE, rejections
+from autotune.errors import AutotuneError, UsageError
 from autotune.memory import memory_arrays
 from autotune.perf import perf_arrays
 from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, filled, plan_columns
@@ -22,7 +23,7 @@ _MEM_KEYS = ("params", "grads", "optimizer", "activations", "logits", "buffers",
 _PERF_KEYS = ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
 
 
-class NoValidLayoutError(ValueError):
+class NoValidLayoutError(AutotuneError):
     """No enumerated layout is valid and fits; the message says why (one line)."""
 
 
@@ -113,7 +114,7 @@ def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
 def enumerate_candidates(cfg, num_gpus: int):
     """Every enumerated candidate of `num_gpus` GPUs (rejected ones included) as a pandas DataFrame with COLUMNS."""
     if isinstance(num_gpus, bool) or not isinstance(num_gpus, (int, np.integer)) or num_gpus < 1:
-        raise ValueError(f"num_gpus={num_gpus!r} must be an integer >= 1")
+        raise UsageError(f"num_gpus={num_gpus!r} must be an integer >= 1")
     return score_arrays(enumerate_arrays(cfg.space, cfg.train, int(num_gpus)), cfg, int(num_gpus))
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.errors import InputFileError
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -156,7 +158,7 @@ def make_plots(sweep_dir: str | Path) -> list[Path]:
     plots_dir = sweep_dir / "plots"
     plots_dir.mkdir(parents=True, exist_ok=True)
     if not (df["status"] != "pruned").any():
-        raise ValueError(f"{sweep_dir}: no trial has run yet (only pruned rows): nothing to plot")
+        raise InputFileError(f"{sweep_dir}: no trial has run yet (only pruned rows): nothing to plot")
     out = []
     for plot in (plot_throughput, plot_tp_pp_heatmap, plot_pred_vs_measured, plot_pareto):
         out += plot(df, plots_dir)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.errors import InputFileError
 from autotune.schema import STATUSES
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def best_row(df: "pd.DataFrame") -> dict[str, Any]:
     r = r[r["rank"].notna()]
     if r.empty:
         counts = ", ".join(f"{k} {v}" for k, v in status_counts(df).items() if v)
-        raise ValueError(f"no successful trial to export in this sweep ({counts or 'no rows'})")
+        raise InputFileError(f"no successful trial to export in this sweep ({counts or 'no rows'})")
     return r.iloc[0].to_dict()
 
 
@@ -129,7 +130,7 @@ def print_summary(sweep_dir: str | Path, console: Any, top: int = 10) -> "pd.Dat
     df = load(sweep_dir)
     console.print(ranked_table(df, top))
     console.print(f"status: {counts_line(df)}", highlight=False)
-    from autotune.budget import sweep_cost_lines  # issue 6: GPU-hours spent vs the exhaustive grid
+    from autotune.budget import sweep_cost_lines  # GPU-hours spent vs the exhaustive grid
 
     for line in sweep_cost_lines(sweep_dir, df):
         console.print(line, highlight=False)

@@ -1,6 +1,6 @@
-"""The results table: one row per trial (DESIGN.md "Results table"). The trainer writes these keys as JSON, the store
-writes them as Parquet with this exact Arrow schema, so every backend yields identical columns. Missing numbers are
-null, never -1."""
+"""The results table: one row per trial (docs/architecture.md "Store: the results table"). The trainer writes these
+keys as JSON, the store writes them as Parquet with this exact Arrow schema, so every backend yields identical
+columns. Missing numbers are null, never -1."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""The results store: one folder per sweep (DESIGN.md "Results table").
+"""The results store: one folder per sweep (docs/architecture.md "Store: the results table").
 
     results/<sweep_id>/
       sweep.yaml                  resolved config + the CLI arguments that started the sweep (resume reads it back)
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.errors import InputFileError
 from autotune.schema import (LATER_COLUMNS, RESULT_COLUMNS, RESULT_FIELDS, RESULT_SCHEMA, SCHEMA_VERSION,
                              normalize_row)
 from autotune.types import py_value
@@ -185,10 +186,10 @@ class SweepStore:
 
         path = self.root / SWEEP_FILE
         if not path.is_file():
-            raise ValueError(f"--resume={str(self.root)!r} is not a sweep folder (no {SWEEP_FILE})")
+            raise InputFileError(f"--resume={str(self.root)!r} is not a sweep folder (no {SWEEP_FILE})")
         doc = yaml.safe_load(path.read_text())
         if not isinstance(doc, dict) or "args" not in doc:
-            raise ValueError(f"{path}: not a sweep file (no `args` key)")
+            raise InputFileError(f"{path}: not a sweep file (no `args` key)")
         return doc
 
     def config(self, overrides: tuple[str, ...] | list[str] = ()) -> Any:
@@ -202,7 +203,7 @@ class SweepStore:
 
         resolved = self.read_meta().get("config")
         if not isinstance(resolved, dict):
-            raise ValueError(f"{self.root / SWEEP_FILE}: no resolved `config` mapping")
+            raise InputFileError(f"{self.root / SWEEP_FILE}: no resolved `config` mapping")
         with tempfile.TemporaryDirectory(prefix="autotune-sweepcfg-") as tmp:
             Path(tmp, "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
             return load_config(list(overrides), config_dir=tmp)

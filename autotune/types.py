@@ -1,7 +1,7 @@
-"""Frozen dataclasses that cross stage boundaries (DESIGN.md "Types that cross stage boundaries").
+"""Frozen dataclasses that cross stage boundaries (docs/architecture.md "Types that cross stage boundaries").
 
-Everything here is plain data: no Hydra, no torch, no I/O. Validation raises `ValueError` whose message names the field,
-the value and the rule, so the CLI can print it as one line.
+Everything here is plain data: no Hydra, no torch, no I/O. Validation raises `SpecError` (autotune/errors.py, a
+ValueError) whose message names the field, the value and the rule, so the CLI can print it as one line.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from autotune.dims import Dim, dim_field
+from autotune.errors import SpecError
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
@@ -22,7 +23,7 @@ DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 def _require(ok: bool, message: str) -> None:
     if not ok:
-        raise ValueError(message)
+        raise SpecError(message)
 
 
 def _positive_int(name: str, value: Any) -> None:
@@ -294,7 +295,7 @@ def candidate_id(plan: ParallelPlan, model: ModelSpec, train: TrainSpec) -> str:
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Worst-rank bytes per component (DESIGN.md "Memory model")."""
+    """Worst-rank bytes per component (docs/memory_model.md)."""
 
     params_bytes: float
     grads_bytes: float

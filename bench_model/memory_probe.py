@@ -1,4 +1,4 @@
-"""Worst-rank peak memory of a world of N without N devices (issue 3 item 7): rank 0 of the layout runs alone on a fake
+"""Worst-rank peak memory of a world of N without N devices (probe-memory): rank 0 of the layout runs alone on a fake
 process group (torch.testing._internal.distributed.fake_pg: collectives return at once, shapes are real).
 
 - CUDA present: the real trainer (bench_model.trainer) runs two real optimizer steps on the real device; the peak is
@@ -25,13 +25,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from autotune.errors import UsageError
 from autotune.types import MemoryEstimate, TrialSpec
 
 
 def probe_memory(spec: TrialSpec) -> dict[str, Any]:
     p = spec.plan
     if p.pp > 1:
-        raise ValueError(f"plan.pp={p.pp}: probe-memory supports pp=1 only (a pipeline stage needs its real peers "
+        raise UsageError(f"plan.pp={p.pp}: probe-memory supports pp=1 only (a pipeline stage needs its real peers "
                          "for activations; see bench_model/memory_probe.py)")
     from torch.testing._internal.distributed.fake_pg import FakeStore
 

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autotune.errors import SpecError
 from autotune.types import ModelSpec
 
 # `enable_gqa` exists from torch 2.5 (the package supports >= 2.6, but keep the fallback explicit).
@@ -124,7 +125,7 @@ class Llama(nn.Module):
     def __init__(self, spec: ModelSpec, seq_len: int):
         super().__init__()
         if spec.block != "llama":
-            raise ValueError(f"model.block={spec.block!r}: bench_model implements only the llama block")
+            raise SpecError(f"model.block={spec.block!r}: bench_model implements only the llama block")
         self.spec, self.seq_len = spec, seq_len
         self.tok_embeddings: nn.Embedding | None = nn.Embedding(spec.vocab_size, spec.hidden_size)
         self.layers = nn.ModuleDict({str(i): TransformerBlock(spec) for i in range(spec.num_layers)})

@@ -15,6 +15,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from autotune.errors import SpecError
 from autotune.types import TrialSpec
 from bench_model import data
 from bench_model.model import build_meta_model
@@ -106,8 +107,8 @@ def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: N
     parallelised meta model gets storage and the optimizer is built (FakeTensorMode for the memory probe)."""
     p, m, t = spec.plan, spec.model, spec.train
     if t.global_batch_size != p.dp * p.micro_batch_size * p.grad_accum_steps:
-        raise ValueError(f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
-                         f"({p.micro_batch_size}) * grad_accum_steps({p.grad_accum_steps})")
+        raise SpecError(f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
+                        f"({p.micro_batch_size}) * grad_accum_steps({p.grad_accum_steps})")
     meshes = build_meshes(p, device.type, dist.get_world_size())
     after_startup()
     full = build_meta_model(m, t.seq_len)
@@ -139,7 +140,7 @@ def _make_optimizer(params: list[nn.Parameter], spec: TrialSpec, meshes: Meshes)
     from torch.distributed.tensor import DTensor
 
     if spec.train.optimizer != "adamw":
-        raise ValueError(f"train.optimizer={spec.train.optimizer!r}: bench_model implements adamw only")
+        raise SpecError(f"train.optimizer={spec.train.optimizer!r}: bench_model implements adamw only")
     kwargs = dict(lr=spec.train.lr, **ADAMW)
     kinds = {isinstance(q, DTensor) for q in params}
     if len(kinds) > 1:  # foreach kernels cannot mix DTensor and plain tensors (TP without SP and without FSDP)

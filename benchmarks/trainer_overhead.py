@@ -1,4 +1,4 @@
-"""Overhead of bench_model's training loop over a plain PyTorch loop (issue 3 item 8): one CPU rank, same model
+"""Overhead of bench_model's training loop over a plain PyTorch loop: one CPU rank, same model
 (bench_model.model.Llama), same shapes, same AdamW; prints JSON {"bench_step_s", "plain_step_s", "ratio", ...}.
 Target ratio <= 1.10.
 

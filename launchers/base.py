@@ -7,6 +7,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from autotune.errors import UsageError
 from autotune.types import TrialSpec
 
 
@@ -109,7 +110,7 @@ def launcher_names(*, measuring: bool = False, besides: str | None = None) -> tu
 
 def get_launcher(name: str, **options: Any) -> Launcher:
     if name not in LAUNCHERS:
-        raise ValueError(f"--backend={name!r} must be one of {', '.join(LAUNCHERS)}")
+        raise UsageError(f"--backend={name!r} must be one of {', '.join(LAUNCHERS)}")
     module, _, cls = LAUNCHERS[name].partition(":")
     return getattr(importlib.import_module(module), cls)(**options)
 

@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import UsageError
 from autotune.types import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle, launcher_names
 from launchers.protocol import (
@@ -29,7 +30,8 @@ from launchers.protocol import (
 )
 
 # CPU ranks per host: gloo ranks are processes of ~0.4 GB each; beyond 8 a 2-core box spends its time in start-up
-# (DESIGN.md: ~40 s per world-8 run). Raise it with AUTOTUNE_LOCAL_MAX_CPU_RANKS on a bigger host.
+# (~40 s per world-8 run, docs/architecture.md "Measured costs"). Raise it with AUTOTUNE_LOCAL_MAX_CPU_RANKS on a
+# bigger host.
 DEFAULT_MAX_CPU_RANKS = 8
 KILL_GRACE_S = 5.0
 
@@ -204,7 +206,7 @@ class LocalLauncher(Launcher):
     def command(self, spec: TrialSpec, spec_path: Path, result_path: Path) -> list[str]:
         nproc = self.nproc_per_node or spec.plan.world_size
         if nproc != spec.plan.world_size:
-            raise ValueError(f"nproc_per_node={nproc} != plan world size {spec.plan.world_size}: "
+            raise UsageError(f"nproc_per_node={nproc} != plan world size {spec.plan.world_size}: "
                              "the local launcher runs one trial on one host")
         # setpriv --pdeathsig: torchrun dies with the controller (a SIGKILLed controller must not leave a trial running;
         # the ranks follow torchrun, see bench_model.run.die_with_parent).
@@ -227,6 +229,6 @@ class LocalLauncher(Launcher):
     def submit(self, spec: TrialSpec) -> LocalTrialHandle:
         limit = self.max_world_size()
         if spec.plan.world_size > limit:
-            raise ValueError(f"plan world size {spec.plan.world_size} exceeds the local backend's {self.describe_limit()}"
+            raise UsageError(f"plan world size {spec.plan.world_size} exceeds the local backend's {self.describe_limit()}"
                              f"; use --backend {'|'.join(launcher_names(besides=self.name))}")
         return LocalTrialHandle(spec, self)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import SpecError, UsageError
 from autotune.types import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
 from launchers.protocol import (
@@ -183,17 +184,17 @@ class RayLauncher(Launcher):
         merged = {**(ray or {}), **options}
         unknown = sorted(set(merged) - set(self.OPTIONS))
         if unknown:
-            raise ValueError(f"sweep.ray.{unknown[0]}: unknown key (known: {', '.join(self.OPTIONS)})")
+            raise SpecError(f"sweep.ray.{unknown[0]}: unknown key (known: {', '.join(self.OPTIONS)})")
         self.address = merged.get("address")
         if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
-            raise ValueError(f"sweep.ray.address={self.address!r} must be null, 'auto' or 'host:port'")
+            raise SpecError(f"sweep.ray.address={self.address!r} must be null, 'auto' or 'host:port'")
         self.num_cpus = _count("num_cpus", merged.get("num_cpus"), max(8, os.cpu_count() or 1))
         self.cpus_per_rank = _count("cpus_per_rank", merged.get("cpus_per_rank"), 1)
         self.gpus_per_rank = merged.get("gpus_per_rank")
         if self.gpus_per_rank is not None and (isinstance(self.gpus_per_rank, bool)
                                                or not isinstance(self.gpus_per_rank, (int, float))
                                                or self.gpus_per_rank < 0):
-            raise ValueError(f"sweep.ray.gpus_per_rank={self.gpus_per_rank!r} must be null or a number >= 0")
+            raise SpecError(f"sweep.ray.gpus_per_rank={self.gpus_per_rank!r} must be null or a number >= 0")
         self.workdir = Path(workdir if workdir is not None else Path("results") / "_ray_trials").resolve()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_dir = Path(log_dir).resolve() if log_dir is not None else self.workdir / "logs"
@@ -250,7 +251,7 @@ class RayLauncher(Launcher):
     def submit(self, spec: TrialSpec) -> RayTrialHandle:
         limit = self.max_world_size()
         if limit is not None and spec.plan.world_size > limit:
-            raise ValueError(f"plan world size {spec.plan.world_size} exceeds the local Ray's {limit} CPU slots "
+            raise UsageError(f"plan world size {spec.plan.world_size} exceeds the local Ray's {limit} CPU slots "
                              "(sweep.ray.num_cpus / cpus_per_rank)")
         self._ensure_ray()
         handle = RayTrialHandle(spec, self)
@@ -367,7 +368,7 @@ def _count(name: str, value: Any, default: int) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"sweep.ray.{name}={value!r} must be null or an integer >= 1")
+        raise SpecError(f"sweep.ray.{name}={value!r} must be null or an integer >= 1")
     return value
 
 

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from autotune.errors import SpecError
 from autotune.types import TrialSpec
 from launchers.protocol import REPO_ROOT, rank_args
 
@@ -33,8 +34,8 @@ _RESERVED_KEYS = {"nodes", "ntasks", "ntasks-per-node", "array", "output", "erro
 def check_value(field: str, value: Any) -> str:
     text = str(value)
     if not _SAFE_VALUE.match(text):
-        raise ValueError(f"{field}={text!r} must be a plain SLURM name or expression "
-                         "(no spaces, quotes, backslash, $, backtick or ;)")
+        raise SpecError(f"{field}={text!r} must be a plain SLURM name or expression "
+                        "(no spaces, quotes, backslash, $, backtick or ;)")
     return text
 
 
@@ -42,7 +43,7 @@ def check_one_line(field: str, text: str) -> str:
     """A value bound for a `#SBATCH` line (paths too): bash ends that comment at a newline, so no quoting protects the
     rest of the value, which would run as a command."""
     if any(c in text for c in "\n\r\x00"):
-        raise ValueError(f"{field}={text!r} must not contain a newline (it would end its #SBATCH line)")
+        raise SpecError(f"{field}={text!r} must not contain a newline (it would end its #SBATCH line)")
     return text
 
 
@@ -76,17 +77,17 @@ class SlurmOptions:
         for name in ("gpus_per_node", "cpus_per_task"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ValueError(f"sweep.slurm.{name}={v!r} must be null or an integer >= 1")
+                raise SpecError(f"sweep.slurm.{name}={v!r} must be null or an integer >= 1")
         for name in ("time_limit_floor_min", "max_in_flight", "controller_time_min", "controller_cpus"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"sweep.slurm.{name}={v!r} must be an integer >= 1")
+                raise SpecError(f"sweep.slurm.{name}={v!r} must be an integer >= 1")
         if isinstance(self.max_requeues, bool) or not isinstance(self.max_requeues, int) or self.max_requeues < 0:
-            raise ValueError(f"sweep.slurm.max_requeues={self.max_requeues!r} must be an integer >= 0")
+            raise SpecError(f"sweep.slurm.max_requeues={self.max_requeues!r} must be an integer >= 0")
         for name in ("time_limit_factor", "startup_s", "poll_s", "batch_window_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise ValueError(f"sweep.slurm.{name}={v!r} must be a number > 0")
+                raise SpecError(f"sweep.slurm.{name}={v!r} must be a number > 0")
         extra_sbatch_parameters(self.extra_sbatch)
 
     @classmethod
@@ -95,11 +96,11 @@ class SlurmOptions:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"sweep.slurm.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+            raise SpecError(f"sweep.slurm.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
         extra = values.get("extra_sbatch")
         if extra is not None:
             if isinstance(extra, str) or not isinstance(extra, Iterable):
-                raise ValueError(f"sweep.slurm.extra_sbatch={extra!r} must be a list of '--key[=value]' strings")
+                raise SpecError(f"sweep.slurm.extra_sbatch={extra!r} must be a list of '--key[=value]' strings")
             values["extra_sbatch"] = tuple(extra)
         return cls(**values)
 
@@ -111,11 +112,11 @@ def extra_sbatch_parameters(lines: Iterable[str]) -> dict[str, Any]:
     for line in lines:
         m = _SBATCH_LINE.match(line) if isinstance(line, str) else None
         if m is None:
-            raise ValueError(f"sweep.slurm.extra_sbatch entry {line!r} must look like '--key=value' or '--flag' "
-                             "(one line, lower-case key)")
+            raise SpecError(f"sweep.slurm.extra_sbatch entry {line!r} must look like '--key=value' or '--flag' "
+                            "(one line, lower-case key)")
         key = m.group("key")
         if key in _RESERVED_KEYS:
-            raise ValueError(f"sweep.slurm.extra_sbatch entry {line!r}: --{key} is set by the launcher")
+            raise SpecError(f"sweep.slurm.extra_sbatch entry {line!r}: --{key} is set by the launcher")
         value = m.group("value")
         out[key] = True if value is None else check_value(f"sweep.slurm.extra_sbatch --{key}", value)
     return out
@@ -154,7 +155,7 @@ def job_shape(spec: TrialSpec, opts: SlurmOptions) -> JobShape:
     per_node = opts.gpus_per_node or spec.cluster.gpus_per_node
     nodes = math.ceil(world / per_node)
     if world % nodes:
-        raise ValueError(f"plan world size {world} cannot be spread evenly over {nodes} nodes of {per_node} GPUs")
+        raise SpecError(f"plan world size {world} cannot be spread evenly over {nodes} nodes of {per_node} GPUs")
     tasks = world // nodes
     return JobShape(nodes=nodes, tasks_per_node=tasks, gpus_per_node=tasks if opts.use_gres else 0,
                     time_min=time_limit_min(spec, opts))

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autotune.cli.common import add_overrides, print_json
+from autotune.errors import InputFileError
 
 
 def add_parser(sub, name: str) -> None:
@@ -29,14 +30,14 @@ def run(args: argparse.Namespace) -> int:
     sweep_dir = Path(args.sweep_dir)
     check_preset_path(args.output)
     if not sweep_dir.is_dir():
-        raise ValueError(f"SWEEP_DIR={str(sweep_dir)!r} is not a directory")
+        raise InputFileError(f"SWEEP_DIR={str(sweep_dir)!r} is not a directory")
     model, train, cluster = sweep_specs(sweep_dir, args.overrides)
     rows = read_results(sweep_dir)
     rows = rows[(rows["model_name"] == model.name) & (rows["seq_len"] == train.seq_len)]
     cal = calibrate(rows, model, train, cluster)
     if cal.perf_rms_log_error_before is None:
-        raise ValueError(f"SWEEP_DIR={str(sweep_dir)!r} has {cal.num_rows} measured rows (status ok) for model "
-                         f"{model.name!r}; calibration needs >= 3")
+        raise InputFileError(f"SWEEP_DIR={str(sweep_dir)!r} has {cal.num_rows} measured rows (status ok) for model "
+                             f"{model.name!r}; calibration needs >= 3")
     header = (f"Calibrated by `autotune calibrate {sweep_dir}` on {datetime.now(timezone.utc).isoformat(timespec='seconds')}\n"
               f"from preset {cluster.name!r} and {cal.num_rows} measured rows of model {model.name!r}:\n"
               + "\n".join(cal.describe())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from autotune.cli.common import add_overrides, positive_int, print_json
+from autotune.errors import SpecError
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
@@ -30,7 +31,7 @@ def estimate(cfg, num_gpus: int | None) -> dict:
     plan = cfg.plan(num_gpus)
     reason = check_plan(plan, cfg.model, cfg.train, cfg.cluster, cfg.space)
     if reason is not None:
-        raise ValueError(reason)
+        raise SpecError(reason)
     arr = arrays_from_plans([plan])
     row = score_arrays(arr, cfg, plan.world_size).iloc[0].to_dict()
     mem = {k: float(v[0]) for k, v in memory_arrays(arr, cfg.model, cfg.train, cfg.cluster).items()}

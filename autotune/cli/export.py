@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import InputFileError, UsageError
+
 
 def add_parser(sub, name: str) -> None:
     p = sub.add_parser(name, help="write the best (or a chosen) trial's layout as a runnable config")
@@ -28,7 +30,7 @@ def select_row(df: Any, best: bool, trial: str | None) -> dict[str, Any]:
         return best_row(df)
     hit = df[(df["trial_id"] == trial) | (df["candidate_id"] == trial)]
     if hit.empty:
-        raise ValueError(f"--trial={trial!r} is not a trial or candidate id of this sweep ({len(df)} rows)")
+        raise UsageError(f"--trial={trial!r} is not a trial or candidate id of this sweep ({len(df)} rows)")
     return hit.iloc[0].to_dict()
 
 
@@ -40,17 +42,17 @@ def export_text(sweep_dir: Path, row: dict[str, Any], fmt: str) -> tuple[str, An
     cfg = SweepStore(sweep_dir).config()
     plan = plan_from_row(row)
     if plan.candidate_id(cfg.model, cfg.train) != row["candidate_id"]:
-        raise ValueError(f"trial {row['trial_id']}: its layout does not match the sweep's config "
-                         f"(candidate_id {row['candidate_id']} != {plan.candidate_id(cfg.model, cfg.train)})")
+        raise InputFileError(f"trial {row['trial_id']}: its layout does not match the sweep's config "
+                             f"(candidate_id {row['candidate_id']} != {plan.candidate_id(cfg.model, cfg.train)})")
     parts = (cfg.model, cfg.train, cfg.cluster, plan)
     if fmt == "autotune":
         return "", parts
     try:
         from autotune import interop
     except ImportError:
-        raise ValueError(f"--format={fmt!r}: autotune.interop is not available in this install") from None
+        raise UsageError(f"--format={fmt!r}: autotune.interop is not available in this install") from None
     if fmt not in interop.FORMATS:
-        raise ValueError(f"--format={fmt!r} must be one of autotune, {', '.join(interop.FORMATS)}")
+        raise UsageError(f"--format={fmt!r} must be one of autotune, {', '.join(interop.FORMATS)}")
     return interop.render(fmt, *parts), parts
 
 
@@ -68,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
 
     sweep_dir = Path(args.sweep_dir)
     if not (sweep_dir / "trials").is_dir():
-        raise ValueError(f"SWEEP_DIR={args.sweep_dir!r} is not a sweep folder (no trials/ inside)")
+        raise InputFileError(f"SWEEP_DIR={args.sweep_dir!r} is not a sweep folder (no trials/ inside)")
     row = select_row(read_results(sweep_dir), args.best, args.trial)
     if row["status"] not in ("ok", "simulated") and not args.trial:
-        raise ValueError(f"trial {row['trial_id']} has status {row['status']}: nothing runnable to export")
+        raise UsageError(f"trial {row['trial_id']} has status {row['status']}: nothing runnable to export")
     text, parts = export_text(sweep_dir, row, args.format)
     comment = (f"exported by `autotune export` from {sweep_dir} trial {row['trial_id']} (status {row['status']}, "
                f"tok/s/GPU {_fmt(row.get('tokens_per_s_per_gpu'))}, predicted {_fmt(row.get('pred_tokens_per_s_per_gpu'))})")

@@ -6,6 +6,7 @@ import importlib
 import sys
 
 from autotune.cli.common import OneLineParser, fail
+from autotune.errors import AutotuneError
 
 # subcommand -> module (autotune.cli.<module>)
 COMMANDS: dict[str, str] = {
@@ -26,13 +27,8 @@ def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="autotune", description="Parallelism autotuner for LLM training.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name, module in COMMANDS.items():
-        try:
-            mod = importlib.import_module(f"autotune.cli.{module}")
-        except ModuleNotFoundError as e:
-            if e.name != f"autotune.cli.{module}":
-                raise
-            continue  # command not built yet
-        mod.add_parser(sub, name)
+        # every command ships with the package: a missing module is a packaging bug, so its ImportError surfaces
+        importlib.import_module(f"autotune.cli.{module}").add_parser(sub, name)
     return parser
 
 
@@ -54,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)
         return 130
-    except ValueError as e:  # ConfigError and every validation error: one line, exit 2
-        return fail(str(e))
+    except AutotuneError as e:  # a user mistake (ConfigError, SpecError, ...): one line, exit 2. Any other
+        return fail(str(e))  # ValueError is a bug in autotune or a library and keeps its traceback.
     except FileNotFoundError as e:
         return fail(f"{e.filename}: no such file or directory")
     except PermissionError as e:

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autotune.cli.common import add_overrides, positive_int, print_json
+from autotune.errors import UsageError
 
 
 def add_parser(sub, name: str) -> None:
@@ -40,9 +41,9 @@ def _sizes(text: str | None) -> tuple[int, ...]:
     try:
         sizes = tuple(int(x) for x in text.split(","))
     except ValueError:
-        raise ValueError(f"--sizes={text!r} must be comma-separated integers (bytes)") from None
+        raise UsageError(f"--sizes={text!r} must be comma-separated integers (bytes)") from None
     if len(set(sizes)) < 2 or min(sizes) < 16:
-        raise ValueError(f"--sizes={text!r} must list >= 2 distinct sizes, each >= 16 bytes")
+        raise UsageError(f"--sizes={text!r} must list >= 2 distinct sizes, each >= 16 bytes")
     return sizes
 
 
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
                                    write_cluster_preset)
 
     if args.gpus < 2:
-        raise ValueError(f"--gpus={args.gpus} must be >= 2 (a collective needs two ranks)")
+        raise UsageError(f"--gpus={args.gpus} must be >= 2 (a collective needs two ranks)")
     sizes = _sizes(args.sizes)
     if args.output is not None:
         check_preset_path(args.output)

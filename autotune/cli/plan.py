@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from autotune.cli.common import add_overrides, positive_int, print_json
+from autotune.errors import UsageError
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
@@ -39,7 +40,7 @@ def summary(df) -> dict[str, int]:
 
 def _check_output(path: str) -> None:
     if not path.endswith((".parquet", ".csv")):
-        raise ValueError(f"-o {path!r}: file name must end in .parquet or .csv")
+        raise UsageError(f"-o {path!r}: file name must end in .parquet or .csv")
 
 
 def run(args) -> int:

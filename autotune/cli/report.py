@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from autotune.cli.common import positive_int
+from autotune.errors import InputFileError
 
 
 def add_parser(sub, name: str) -> None:
@@ -22,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
 
     sweep_dir = Path(args.sweep_dir)
     if not (sweep_dir / "trials").is_dir():
-        raise ValueError(f"SWEEP_DIR={args.sweep_dir!r} is not a sweep folder (no trials/ inside)")
+        raise InputFileError(f"SWEEP_DIR={args.sweep_dir!r} is not a sweep folder (no trials/ inside)")
     console = make_console()
     print_summary(sweep_dir, console, top=args.top)
     if args.plots:

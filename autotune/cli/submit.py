@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cli import sweep as sweep_cli
+from autotune.errors import AutotuneError, UsageError
 
 _OWN = {"dry_run", "help", "run"}
 
@@ -44,7 +45,7 @@ def sweep_argv(args: argparse.Namespace) -> list[str]:
         if value == action.default:
             continue
         if isinstance(action, argparse._AppendAction):
-            raise ValueError(f"{action.option_strings[0]} is a test-only flag and cannot be submitted")
+            raise UsageError(f"{action.option_strings[0]} is a test-only flag and cannot be submitted")
         if isinstance(action, argparse._StoreTrueAction):
             argv.append(action.option_strings[0])
         else:
@@ -55,7 +56,7 @@ def sweep_argv(args: argparse.Namespace) -> list[str]:
 def _sweep_id(args: argparse.Namespace, cfg: Any) -> str:
     if args.sweep_id:
         if "/" in args.sweep_id or args.sweep_id in ("", ".", ".."):
-            raise ValueError(f"--sweep-id={args.sweep_id!r} must be a plain folder name (no '/')")
+            raise UsageError(f"--sweep-id={args.sweep_id!r} must be a plain folder name (no '/')")
         return args.sweep_id
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{cfg.model.name}-{args.gpus}g"
@@ -66,9 +67,9 @@ def run(args: argparse.Namespace) -> int:
     from launchers.sbatch import SlurmOptions, controller_script
 
     if args.resume:
-        raise ValueError("--resume: submit a new sweep, or run `autotune sweep --resume DIR` inside a job yourself")
+        raise UsageError("--resume: submit a new sweep, or run `autotune sweep --resume DIR` inside a job yourself")
     if args.gpus is None:
-        raise ValueError("--gpus is required")
+        raise UsageError("--gpus is required")
     cfg = load_config(list(args.overrides))
     opts = SlurmOptions.from_mapping(cfg.sweep.slurm)
     sweep_id = _sweep_id(args, cfg)
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     sweep_dir = results / sweep_id
     script_dir = sweep_dir / "sbatch" if args.dry_run else results / f"{sweep_id}.submit"
     if not args.dry_run and sweep_dir.exists():
-        raise ValueError(f"--sweep-id={sweep_id!r}: {sweep_dir} already exists (a dry run or an earlier sweep); "
+        raise UsageError(f"--sweep-id={sweep_id!r}: {sweep_dir} already exists (a dry run or an earlier sweep); "
                          "choose another --sweep-id")
     text = controller_script(argv, python=sys.executable, workdir=str(Path.cwd()),
                              log_path=str(script_dir / "controller-%j.log"), job_name=f"autotune-{sweep_id}", opts=opts)
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = subprocess.run(["sbatch", "--parsable", str(controller)], capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
-        raise ValueError(f"sbatch refused {controller}: {' '.join(out.stderr.split())}")
+        raise AutotuneError(f"sbatch refused {controller}: {' '.join(out.stderr.split())}")
     job_id = out.stdout.strip().split(";")[0]
     print(f"submitted controller job {job_id}")
     print(f"results: {sweep_dir}")

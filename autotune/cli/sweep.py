@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from autotune.cli.common import add_overrides, positive_float, positive_int
+from autotune.errors import UsageError
 
 
 def _fault(text: str) -> tuple[int, str, float | None]:
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.sweep import SweepRequest, flag_overrides, run_sweep
 
     if args.resume and args.sweep_id:
-        raise ValueError("--resume and --sweep-id name the folder twice: give one")
+        raise UsageError("--resume and --sweep-id name the folder twice: give one")
     flags = flag_overrides(backend=args.backend, strategy=args.strategy, max_trials=args.max_trials,
                            steps=args.steps, parallel=args.parallel)
     if args.timeout_s is not None:

@@ -1,4 +1,4 @@
-"""Export one layout to the config another trainer reads (issue 7).
+"""Export one layout to the config another trainer reads (`autotune export --format ...`).
 
     render(fmt, model, train, cluster, plan) -> str     # pure: no I/O, no sweep needed
     FORMATS   = ("torchtitan", "megatron", "nanotron", "deepspeed", "accelerate")
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 
+from autotune.errors import UsageError
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 FORMATS: tuple[str, ...] = ("torchtitan", "megatron", "nanotron", "deepspeed", "accelerate")
@@ -26,7 +27,7 @@ SUFFIXES: dict[str, str] = {
 
 def _module(fmt: str):
     if fmt not in FORMATS:
-        raise ValueError(f"--format={fmt!r} is not an export format (choose from: {', '.join(FORMATS)})")
+        raise UsageError(f"--format={fmt!r} is not an export format (choose from: {', '.join(FORMATS)})")
     return importlib.import_module(f"autotune.interop.{fmt}")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autotune import __version__
+from autotune.errors import SpecError
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 
@@ -23,7 +24,7 @@ class ExportContext:
     def __post_init__(self) -> None:
         p, gbs = self.plan, self.train.global_batch_size
         if p.dp * p.micro_batch_size * p.grad_accum_steps != gbs:
-            raise ValueError(
+            raise SpecError(
                 f"plan.dp*micro_batch_size*grad_accum_steps={p.dp}*{p.micro_batch_size}*{p.grad_accum_steps}"
                 f"={p.dp * p.micro_batch_size * p.grad_accum_steps} != train.global_batch_size={gbs}")
 

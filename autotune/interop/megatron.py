@@ -102,7 +102,8 @@ def _recompute_args(ctx: ExportContext) -> list[list[str]]:
         # every layer recomputed from its input: Megatron's "uniform" method with one layer per checkpoint
         return [["--recompute-granularity", "full"], ["--recompute-method", "uniform"], ["--recompute-num-layers", "1"]]
     if ctx.plan.recompute == "selective":
-        # Megatron's selective recompute is the core attention (Korthikanti et al. 2022, Sec 5), like autotune's
+        # The nearest Megatron setting, not the same policy: Megatron's selective recomputes the core attention
+        # (Korthikanti et al. 2022, Sec 5); autotune's selective saves matmul and SDPA outputs, recomputes the rest
         return [["--recompute-granularity", "selective"]]
     return []
 

@@ -112,8 +112,11 @@ def _parallelism(ctx: ExportContext, ex: Export) -> dict:
 def _activation_checkpoint(ctx: ExportContext, ex: Export) -> dict:
     mode = ctx.plan.recompute
     if mode == "selective":
-        ex.skip("plan.recompute=selective", "autotune's selective recompute drops the attention core only; "
-                "torchtitan's nearest is per-op SAC (selective_ac_option=\"op\"), which saves a different set")
+        # torchtitan 0.2.2 "op" policy: torchtitan/distributed/activation_checkpoint.py `_custom_policy`
+        ex.skip("plan.recompute=selective", "autotune's selective recompute is op-level SAC that saves the outputs of "
+                "every matmul and of the attention (SDPA) kernel and recomputes the rest (norms, RoPE, SwiGLU "
+                "activation, residual adds); torchtitan's selective_ac_option=\"op\" saves the same ops except every "
+                "second matmul, so it keeps fewer activations and recomputes more")
         return {"mode": "selective", "selective_ac_option": "op"}
     return {"mode": mode}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from autotune.errors import UsageError
 from autotune.strategies.base import Ask, Pruned, Strategy
 
 __all__ = ["Ask", "Pruned", "Strategy", "STRATEGIES", "get_strategy", "strategy_class"]
@@ -22,7 +23,7 @@ STRATEGIES: dict[str, str] = {
 
 def strategy_class(name: str) -> type[Strategy]:
     if name not in STRATEGIES:
-        raise ValueError(f"--strategy={name!r} must be one of {', '.join(STRATEGIES)}")
+        raise UsageError(f"--strategy={name!r} must be one of {', '.join(STRATEGIES)}")
     module, _, cls = STRATEGIES[name].partition(":")
     return getattr(importlib.import_module(module), cls)
 

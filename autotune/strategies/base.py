@@ -1,4 +1,4 @@
-"""The strategy interface: ask/tell over the planner's candidate frame (the controller asks, then runs a TrialSpec).
+"""The strategy interface: ask/tell over the planner's candidate frame (docs/architecture.md "Dispatch").
 
 A strategy sees the candidates the planner found runnable (valid and predicted to fit), hands the controller the next
 one to run (`ask`), and learns each outcome (`tell`). Adaptive strategies (topk and random prune what an OOM dominates,
@@ -12,6 +12,8 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from autotune.errors import UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -47,7 +49,7 @@ class Strategy(abc.ABC):
     def __init__(self, candidates: "pd.DataFrame", max_trials: int | None, seed: int = 0) -> None:
         """`candidates`: runnable rows (rank not null) of the planner frame, predicted best first."""
         if max_trials is not None and max_trials < 1:
-            raise ValueError(f"--max-trials={max_trials} must be an integer >= 1")
+            raise UsageError(f"--max-trials={max_trials} must be an integer >= 1")
         self.candidates = candidates.reset_index(drop=True)
         self.max_trials = max_trials
         self.seed = seed

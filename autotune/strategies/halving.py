@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from autotune.errors import SpecError
 from autotune.strategies.base import Ask, Pruned, Strategy
 
 DEFAULT_STEPS: tuple[int, ...] = (1, 3, 9)
@@ -28,11 +29,11 @@ def parse_steps(steps: Any) -> tuple[int, ...]:
         try:
             steps = [int(x) for x in steps.split(",")]
         except ValueError:
-            raise ValueError(f"sweep.halving_steps={text!r} must be comma-separated integers, e.g. 1,3,9") from None
+            raise SpecError(f"sweep.halving_steps={text!r} must be comma-separated integers, e.g. 1,3,9") from None
     steps = tuple(steps)
     if not steps or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in steps) or \
             any(b <= a for a, b in zip(steps, steps[1:])):
-        raise ValueError(f"sweep.halving_steps={list(steps)!r} must be increasing integers >= 1, e.g. [1, 3, 9]")
+        raise SpecError(f"sweep.halving_steps={list(steps)!r} must be increasing integers >= 1, e.g. [1, 3, 9]")
     return steps
 
 
@@ -44,7 +45,7 @@ class HalvingStrategy(Strategy):
         super().__init__(candidates, max_trials, seed)
         self.steps = parse_steps(halving_steps)
         if isinstance(halving_eta, bool) or not isinstance(halving_eta, int) or halving_eta < 2:
-            raise ValueError(f"sweep.halving_eta={halving_eta!r} must be an integer >= 2")
+            raise SpecError(f"sweep.halving_eta={halving_eta!r} must be an integer >= 2")
         self.eta = halving_eta
         self.pool_size = self._pool_size(halving_pool)
         self.rung = 0
@@ -65,7 +66,7 @@ class HalvingStrategy(Strategy):
         n = len(self.candidates)
         if pool is not None:
             if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
-                raise ValueError(f"sweep.halving_pool={pool!r} must be an integer >= 1")
+                raise SpecError(f"sweep.halving_pool={pool!r} must be an integer >= 1")
             return min(pool, n)
         if self.max_trials is None:
             return n

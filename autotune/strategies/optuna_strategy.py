@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import UsageError
 from autotune.strategies.base import Ask, Pruned, Strategy
 from autotune.types import PLAN_DIMS, PLAN_FIELDS, py_value
 
@@ -36,7 +37,7 @@ class OptunaStrategy(Strategy):
                  **_options: Any) -> None:
         super().__init__(candidates, max_trials, seed)
         if objective not in OBJECTIVES:
-            raise ValueError(f"--objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
+            raise UsageError(f"--objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -103,7 +104,7 @@ class OptunaStrategy(Strategy):
             except Exception as e:  # a bad --storage URL: sqlalchemy's NoSuchModuleError / ArgumentError / ...
                 if type(e).__module__.startswith("sqlalchemy") or isinstance(e, (ValueError, ImportError)):
                     why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                    raise ValueError(f"--storage={storage!r} cannot be opened as an Optuna storage ({why})") from None
+                    raise UsageError(f"--storage={storage!r} cannot be opened as an Optuna storage ({why})") from None
                 raise
 
     def _make_sampler(self, optuna: Any, seed: int) -> Any:

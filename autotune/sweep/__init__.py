@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.errors import UsageError
 from autotune.store import FINISHED, SweepStore
 
 if TYPE_CHECKING:
@@ -63,25 +64,25 @@ def _open_store(req: SweepRequest) -> tuple[SweepStore, int, Config, bool]:
         store.read_meta()  # a clear error when DIR is not a sweep folder
     elif req.sweep_id:
         if "/" in req.sweep_id or req.sweep_id in ("", ".", ".."):
-            raise ValueError(f"--sweep-id={req.sweep_id!r} must be a plain folder name (no '/')")
+            raise UsageError(f"--sweep-id={req.sweep_id!r} must be a plain folder name (no '/')")
         results_dir = load_config(list(req.overrides)).sweep.results_dir
         store = SweepStore(Path(results_dir) / req.sweep_id)
         if store.exists() and not req.resume_if_exists:
-            raise ValueError(f"--sweep-id={req.sweep_id!r}: {store.root} already exists; pass --resume {store.root} "
+            raise UsageError(f"--sweep-id={req.sweep_id!r}: {store.root} already exists; pass --resume {store.root} "
                              "or --resume-if-exists")
         # Only empty sub-folders (a controller stopped between mkdir and sweep.yaml) still count as a fresh folder.
         if not store.exists() and store.root.exists() and any(p.is_file() for p in store.root.rglob("*")):
-            raise ValueError(f"--sweep-id={req.sweep_id!r}: {store.root} exists and is not a sweep folder")
+            raise UsageError(f"--sweep-id={req.sweep_id!r}: {store.root} exists and is not a sweep folder")
     else:
         store = None
     if store is not None and store.exists():
         gpus = int(store.read_meta()["args"]["gpus"])
         if req.num_gpus is not None and req.num_gpus != gpus:
-            raise ValueError(f"--gpus={req.num_gpus} differs from the resumed sweep's gpus={gpus}")
+            raise UsageError(f"--gpus={req.num_gpus} differs from the resumed sweep's gpus={gpus}")
         extra = req.overrides if req.resume else tuple(o for o in req.overrides if o.startswith("sweep."))
         return store, gpus, store.config(list(extra)), True
     if req.num_gpus is None:
-        raise ValueError("--gpus is required (except with --resume)")
+        raise UsageError("--gpus is required (except with --resume)")
     cfg = load_config(list(req.overrides))
     if store is None:
         store = SweepStore(Path(cfg.sweep.results_dir) / _default_sweep_id(cfg, req.num_gpus))
@@ -95,7 +96,7 @@ def _make_launcher(cfg: Config, store: SweepStore, num_gpus: int) -> Launcher:
     launcher = launcher_from_config(cfg.sweep, backend, workdir=store.work_dir, log_dir=store.logs_dir)
     limit = launcher.max_world_size()
     if limit is not None and num_gpus > limit:
-        raise ValueError(f"--gpus={num_gpus} exceeds what --backend={backend} provides here "
+        raise UsageError(f"--gpus={num_gpus} exceeds what --backend={backend} provides here "
                          f"({launcher.describe_limit()}); use --backend {'|'.join(launcher_names(besides=backend))}")
     return launcher
 

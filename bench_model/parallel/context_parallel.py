@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
+from autotune.errors import SpecError
 from bench_model.parallel.collectives import _all_gather_flat, _reduce_scatter_flat
 
 from bench_model.model import _SDPA_HAS_GQA
@@ -21,7 +22,7 @@ from bench_model.model import _SDPA_HAS_GQA
 def cp_positions(seq_len: int, cp: int, cp_rank: int) -> torch.Tensor:
     """Global token positions held by `cp_rank`, in local order: chunk i then chunk 2cp-1-i."""
     if seq_len % (2 * cp):
-        raise ValueError(f"train.seq_len={seq_len} must be divisible by 2*plan.cp={2 * cp} for load-balanced CP")
+        raise SpecError(f"train.seq_len={seq_len} must be divisible by 2*plan.cp={2 * cp} for load-balanced CP")
     c = seq_len // (2 * cp)
     a, b = cp_rank, 2 * cp - 1 - cp_rank
     return torch.cat([torch.arange(a * c, (a + 1) * c), torch.arange(b * c, (b + 1) * c)])

@@ -112,7 +112,3 @@ class ZeRO1AdamW:
             p.grad = None
         for s in self.shards:
             s.grad = None
-
-    def state_bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for st in self.inner.state.values() for t in st.values()
-                   if isinstance(t, torch.Tensor))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from autotune.errors import SpecError
 from autotune.types import ParallelPlan
 
 AXES = ("pp", "dp", "cp", "unit", "tp")
@@ -38,8 +39,8 @@ class Meshes:
 
 def build_meshes(plan: ParallelPlan, device_type: str, world_size: int) -> Meshes:
     if plan.world_size != world_size:
-        raise ValueError(f"plan dp({plan.dp}) * tp({plan.tp}) * pp({plan.pp}) * cp({plan.cp}) = {plan.world_size} "
-                         f"!= world_size({world_size})")
+        raise SpecError(f"plan dp({plan.dp}) * tp({plan.tp}) * pp({plan.pp}) * cp({plan.cp}) = {plan.world_size} "
+                        f"!= world_size({world_size})")
     world = init_device_mesh(device_type, (plan.pp, plan.dp, plan.cp, 1, plan.tp), mesh_dim_names=AXES)
     dp_cp = world["dp", "cp"]._flatten("dp_cp")  # private but stable since torch 2.5; torchtitan relies on it
     with warnings.catch_warnings():  # slicing a flattened dim with another one warns of a future deprecation

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
+from autotune.errors import SpecError
 from bench_model.parallel.mesh import Meshes
 
 _SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
@@ -25,7 +26,7 @@ _HAS_SCALE_GRADS = "scale_grads" in inspect.signature(Schedule1F1B.__init__).par
 def layer_split(num_layers: int, num_stages: int) -> list[list[int]]:
     """Global layer indices of each stage."""
     if num_stages > num_layers:
-        raise ValueError(f"plan.pp*vpp={num_stages} must be <= model.num_layers={num_layers}")
+        raise SpecError(f"plan.pp*vpp={num_stages} must be <= model.num_layers={num_layers}")
     counts = [num_layers // num_stages] * num_stages
     order = list(range(1, num_stages - 1)) + [0, num_stages - 1]
     for i in range(num_layers % num_stages):
@@ -44,8 +45,8 @@ def stage_indices(pp: int, vpp: int, pp_rank: int) -> list[int]:
 def build_stage_module(full: nn.Module, stage: int, num_stages: int, layers: list[int]) -> nn.Module:
     """A deep copy of the (meta) model holding only `layers`; embedding only on stage 0, norm + head only on the last."""
     if full.spec.tie_embeddings and num_stages > 1:
-        raise ValueError("model.tie_embeddings=true with plan.pp > 1: tied embeddings would span stages "
-                         "(bench_model does not support it)")
+        raise SpecError("model.tie_embeddings=true with plan.pp > 1: tied embeddings would span stages "
+                        "(bench_model does not support it)")
     part = copy.deepcopy(full)
     keep = {str(i) for i in layers}
     for key in list(part.layers.keys()):
@@ -70,8 +71,8 @@ def build_schedule(parts: list[nn.Module], stages: list[int], num_stages: int, m
     if cls is ScheduleInterleaved1F1B:
         return cls(pipe_stages, n_microbatches=n_microbatches, loss_fn=loss_fn, **kwargs)
     if len(pipe_stages) != 1:
-        raise ValueError(f"plan.pp_schedule={pp_schedule!r} runs one stage per rank; vpp={len(pipe_stages)} needs "
-                         "interleaved_1f1b")
+        raise SpecError(f"plan.pp_schedule={pp_schedule!r} runs one stage per rank; vpp={len(pipe_stages)} needs "
+                        "interleaved_1f1b")
     return cls(pipe_stages[0], n_microbatches=n_microbatches, loss_fn=loss_fn, **kwargs)
 
 

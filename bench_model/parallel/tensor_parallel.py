@@ -11,13 +11,15 @@ from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
                                                SequenceParallel, parallelize_module)
 
+from autotune.errors import SpecError
+
 
 def apply_tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh, sequence_parallel: bool) -> None:
     """In place on a (possibly pipeline-stage) Llama; layers missing on this stage are simply absent."""
     spec = model.spec
     if spec.num_heads % tp_mesh.size() or spec.num_kv_heads % tp_mesh.size():
-        raise ValueError(f"plan.tp={tp_mesh.size()} must divide model.num_heads={spec.num_heads} "
-                         f"and model.num_kv_heads={spec.num_kv_heads}")
+        raise SpecError(f"plan.tp={tp_mesh.size()} must divide model.num_heads={spec.num_heads} "
+                        f"and model.num_kv_heads={spec.num_kv_heads}")
     stream = Shard(1) if sequence_parallel else Replicate()  # layout of the residual stream between TP regions
     top: dict[str, object] = {}
     if model.tok_embeddings is not None:

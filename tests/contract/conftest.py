@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from launcher_cases import LAUNCHER_CASES, LauncherCase
-from engine_fixtures import ray_launcher_factory, ray_session, slurm_cluster, slurm_launcher_factory  # noqa: F401  (issue 5)
+from engine_fixtures import ray_launcher_factory, ray_session, slurm_cluster, slurm_launcher_factory  # noqa: F401
 
 
 @pytest.fixture(params=LAUNCHER_CASES, ids=lambda c: c.name)

@@ -1,6 +1,7 @@
 """bf16 mixed precision (fp32 params/grads/AdamW, bf16 compute through FSDP2's MixedPrecisionPolicy) reproduces the
 1-rank bf16 curve within a looser 2e-3 relative: bf16 matmuls round each product sum to 8 bits of mantissa, and the
-layouts sum partial products in different orders (DESIGN.md measured <= 4e-4 on 4D layouts)."""
+layouts sum partial products in different orders (<= 4e-4 measured on 4D layouts: docs/architecture.md "Tests and
+benchmarks")."""
 from __future__ import annotations
 
 from conftest import make_spec, max_rel_diff, run_layouts

@@ -1,5 +1,5 @@
 """Every layout trains the same model: its per-step loss curve (5 AdamW steps, tiny Llama, fp32) reproduces the
-1-rank curve within 1e-4 relative (issue 3 "Equivalence suite"). The 1-rank reference runs once per session in-process;
+1-rank curve within 1e-4 relative (docs/architecture.md "Tests"). The 1-rank reference runs once per session in-process;
 layouts of one world size share ONE torchrun launch (bench driver tests/distributed/multi_layout.py), so the suite pays
 process start-up three times, not once per layout.
 

@@ -4,7 +4,7 @@ traceback and nothing written to the existing sweep folder `results/existing` (s
 
 `prepare(root)` writes the files the cases need under `root` (the cwd the CLI runs in); `all_cases()` lists the cases,
 whose paths are relative to that cwd.
-A case whose command (or `needs` file) has not landed yet is not run; see `runnable`."""
+`runnable` drops a case whose command or `needs` file is missing; the test asserts that drops none."""
 from __future__ import annotations
 
 import dataclasses

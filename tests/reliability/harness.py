@@ -116,7 +116,7 @@ def clean_error_problems(outcome: Outcome, expect: tuple[str, ...]) -> list[str]
 
 
 def available_commands() -> set[str]:
-    """The subcommands the dispatcher has right now (each lands as its engineer commits it)."""
+    """The subcommands the dispatcher registers (all of autotune.cli.main.COMMANDS; a missing one is an ImportError)."""
     from autotune.cli.main import build_parser
 
     parser = build_parser()

@@ -48,3 +48,4 @@ def test_case_table_is_large_and_unique():
     assert len(ids) == len(set(ids))
     assert len(CASES) >= 50
     assert sum(c.subprocess for c in CASES) >= 8  # a solid subset through the real console script
+    assert runnable(CASES, COMMANDS) == CASES  # every case runs: no command or `needs` file is missing
