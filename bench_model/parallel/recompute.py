@@ -22,24 +22,49 @@ from __future__ import annotations
 
 import functools
 
+import torch
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-from torch.utils.checkpoint import checkpoint
 
-from bench_model.model import swiglu
+from bench_model.model import rms_norm, swiglu
 
 RECOMPUTED_NORMS = ("attention_norm", "ffn_norm")
 
 
-def _checkpointed_swiglu():
-    return functools.partial(checkpoint, swiglu, use_reentrant=False, preserve_rng_state=False)
+class RecomputeInBackward(torch.autograd.Function):
+    """out = fn(*inputs), keeping only the inputs; backward re-runs fn with autograd on and differentiates that graph,
+    so the gradients are the very ops (and bits) of the un-recomputed path. One Python call per region: cheaper than
+    torch.utils.checkpoint's saved-tensor hooks (about 30 against 240 us of forward overhead per region, measured on
+    this project's CPU box with benchmarks/recompute_cost.py's machinery; see docs/memory_model.md)."""
+
+    @staticmethod
+    def forward(ctx, fn, *inputs):
+        ctx.fn = fn
+        ctx.save_for_backward(*inputs)
+        return fn(*inputs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        inputs = [x.detach().requires_grad_(x.requires_grad) for x in ctx.saved_tensors]
+        with torch.enable_grad():
+            out = ctx.fn(*inputs)
+        wanted = [x for x in inputs if x.requires_grad]
+        got = iter(torch.autograd.grad(out, wanted, grads))
+        return (None, *(next(got) if x.requires_grad else None for x in inputs))
+
+
+def _recomputed_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    # norm.weight is looked up per call: FSDP2 swaps the sharded and unsharded parameter in and out
+    return RecomputeInBackward.apply(functools.partial(rms_norm, eps=norm.eps), x, norm.weight)
 
 
 def apply_selective(block: nn.Module) -> None:
-    """In place: checkpoint the norms and the SwiGLU gating of one block (no RNG inside them, hence no RNG state)."""
+    """In place: the norms and the SwiGLU gating of one block recompute in backward. The modules keep their names and
+    hooks (tensor/sequence parallel); only their forward is routed through RecomputeInBackward."""
     for name in RECOMPUTED_NORMS:
-        setattr(block, name, checkpoint_wrapper(getattr(block, name), preserve_rng_state=False))
-    block.feed_forward.act = _checkpointed_swiglu()
+        norm = getattr(block, name)
+        norm.forward = functools.partial(_recomputed_norm, norm)
+    block.feed_forward.act = functools.partial(RecomputeInBackward.apply, swiglu)
 
 
 def apply_recompute(model: nn.Module, mode: str) -> None:
