@@ -3,20 +3,21 @@
 - none: autograd keeps everything.
 - full: each block is wrapped with non-reentrant `checkpoint`; only the block inputs are kept and the whole block is
   recomputed in backward (plus one block's activations live while it is recomputed).
-- selective: module-level checkpoints around the cheap elementwise regions only - the two RMSNorms and SwiGLU's
-  silu(gate) * up - in the spirit of Megatron-Core's fine-grained `recompute_modules` ("layernorm", "moe_act"). Each
-  region keeps its inputs (the residual stream for a norm, the w1 and w3 outputs for SwiGLU) and recomputes its
-  internals just before its own backward. Matmul inputs/outputs and the attention kernel's q, k, v, output and
-  logsumexp stay saved by construction (they lie outside every region), so no matmul or attention FLOP is recomputed.
-  What is dropped against `none`: the norms' fp32 copy of their input, their rsqrt and normalised output, and SwiGLU's
-  silu output (autotune/memory.py derives the bytes).
+- selective: the cheap elementwise regions only - the two RMSNorms and SwiGLU's silu(gate) * up - recompute in
+  backward, in the spirit of Megatron-Core's fine-grained `recompute_modules` ("layernorm", activation). Each region
+  keeps its inputs (the residual stream for a norm, the w1 and w3 outputs for SwiGLU) and re-runs its internals just
+  before its own backward. Matmul inputs and the attention kernel's q, k, v, output and logsumexp lie outside every
+  region and stay saved by construction, so no matmul or attention FLOP is recomputed. Dropped against `none`: the
+  norms' fp32 copy of their input, their rsqrt and normalised output, and SwiGLU's silu output (autotune/memory.py
+  derives the bytes).
 
-Why not op-level SAC (`create_selective_checkpoint_contexts` with a per-aten-op policy, torchtitan's "op" mode, which
+Why not op-level SAC (`create_selective_checkpoint_contexts` with a per-aten-op policy, torchtitan's "op" SAC, which
 this module used before): in eager mode its policy is a Python call per aten op of the block plus saved-tensor
 bookkeeping (a `detach` per saved output), which left the GPU idle - measured on an H200 (Llama-3.2-1B, seq 4096,
 docs/memory_model.md): forward 68 ms against 33 ms without recompute and backward 107 ms against 65 ms, slower than
-full recompute. A region checkpoint pays that bookkeeping once per region (3 per block) instead of once per op;
-`benchmarks/recompute_cost.py` measures both. Op-level SAC is cheap only under torch.compile, which traces it away.
+full recompute. Why not `torch.utils.checkpoint` per region either: its saved-tensor hooks cost ~240 us of forward
+per region on this project's CPU box against ~30 us for the one autograd.Function call used here. A region pays its
+bookkeeping once (3 per block) instead of once per op; `benchmarks/recompute_cost.py` measures all of them.
 """
 from __future__ import annotations
 
@@ -33,9 +34,8 @@ RECOMPUTED_NORMS = ("attention_norm", "ffn_norm")
 
 class RecomputeInBackward(torch.autograd.Function):
     """out = fn(*inputs), keeping only the inputs; backward re-runs fn with autograd on and differentiates that graph,
-    so the gradients are the very ops (and bits) of the un-recomputed path. One Python call per region: cheaper than
-    torch.utils.checkpoint's saved-tensor hooks (about 30 against 240 us of forward overhead per region, measured on
-    this project's CPU box with benchmarks/recompute_cost.py's machinery; see docs/memory_model.md)."""
+    so the gradients are the same ops as without recompute (bit-identical in bf16; in fp32 the residual stream's
+    gradient parts may be summed in another order). One Python call per region, no saved-tensor hooks."""
 
     @staticmethod
     def forward(ctx, fn, *inputs):
