@@ -37,10 +37,12 @@ Recomputation", Sec 4.1 / Table 2): count what autograd saves, per token (bytes;
   (DTensor) divides the two norms' tensors by t, but autograd saves the all-gathered input of the column-parallel
   linears at full sequence length, so the 2ch of norm outputs stays (unlike Megatron SP, where Korthikanti's 34/t
   applies to everything).
-  selective (bench_model/parallel/recompute.py, torchtitan "op" SAC): outputs of mm, SDPA and reduce-scatter are
-             kept: layer input (ch, /t with SP) + q, k, v (c(h + 2k)/t) + wo and w2 outputs (full-sequence partial
-             sums, 2ch) + w1, w3 outputs (2cf/t) + SDPA output (ch/t) + logsumexp + with SP the two reduce-scatter
-             outputs (2ch/t); plus, once, the recomputed rest of one layer during its backward.
+  selective (bench_model/parallel/recompute.py: region checkpoints around the two RMSNorms and SwiGLU's gating):
+             each norm keeps only its input (ch, /t with SP) instead of (4 + c)h + 4; SwiGLU keeps the w1 and w3
+             outputs and drops the silu output (3cf/t instead of 4cf/t); everything else is as for none. Total
+             2ch (/t with SP) + 2ch + c(2h + 2k + 3f)/t + 4a per token (+ the RoPE tables). Transient: the larger
+             recomputed region of one layer during its backward, a norm's internals (fp32 copy unless c = 4,
+             rsqrt, output) or the silu output (cf/t).
   full:      layer input only (ch, /t with SP), plus, once, one whole layer's activations during its recompute.
   CP divides s by cp. GPT blocks use Korthikanti Table 2 literally: sbh(10 + 24/t + 5as/(ht)), SP: sbh(34/t + 5as/(ht)),
   selective drops 5as/(ht), full 2sbh (2sbh/t with SP); these are for 2-byte activations and are scaled by c/2.
@@ -168,11 +170,13 @@ def layer_activation_bytes(model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: An
         lse = 4.0 * a / t
         rope = 4.0 * s * model.head_dim * c if c != 4 else 0.0  # cos/sin cast to bf16 for q and k, per call
         none = tok * (2 * ((4 + c) * h + 4) / sp_div + 2 * c * h + c * (2 * h + 2 * k + 4 * f) / t + lse) + rope
-        sel = tok * (c * h / sp_div + c * (h + 2 * k) / t + 2 * c * h + 2 * c * f / t + c * h / t + lse
-                     + np.where(sp, 2 * c * h / t, 0.0))
+        sel = tok * (2 * c * h / sp_div + 2 * c * h + c * (2 * h + 2 * k + 3 * f) / t + lse) + rope
+        norm_internals = ((4 if c != 4 else 0) + c) * h + 4  # fp32 copy, output, rsqrt; bytes per token
+        sel_transient = tok * np.maximum(norm_internals / sp_div, c * f / t)
         full = tok * c * h / sp_div
     saved = np.select([r == _NONE, r == _SEL], [none, sel], full)
-    transient = np.select([r == _NONE, r == _SEL], [np.zeros_like(none), np.maximum(none - sel, 0.0)], none)
+    transient = np.select([r == _NONE, r == _SEL], [np.zeros_like(none), sel_transient if model.block != "gpt"
+                                                    else np.maximum(none - sel, 0.0)], none)
     return {"saved": saved, "transient": transient}
 
 

@@ -8,7 +8,7 @@ behind backward compute). Everything else is a documented constant below.
 compute_s  = flops_per_token * tokens_per_rank * recompute_factor * stage_imbalance / (peak(compute_dtype) * eff)
   model FLOPs: ModelSpec.flops_per_token (6N + causal attention term). recompute_factor: full recompute runs the
   forward twice, 8/6 of model FLOPs (Korthikanti et al. 2022 Eq. 7 vs full-recompute 4 passes); selective recompute
-  (norms, RoPE, elementwise only) costs `SELECTIVE_OVERHEAD` (Korthikanti report 1.6-2.7% for theirs).
+  (the two RMSNorms and SwiGLU gating, elementwise only) costs `SELECTIVE_OVERHEAD` (Korthikanti report 1.6-2.7% for theirs).
   eff = matmul_efficiency * m/(m + GEMM_M0) * n/(n + GEMM_N0): GEMM efficiency falls when a GEMM dimension shrinks
   (tile quantisation, launch and memory-bound tails): m = tokens per micro-batch per rank (b*s/cp), n = h/tp.
   stage_imbalance = ceil-split layers on the busiest rank * pp * vpp / (num_layers * vpp).
@@ -42,7 +42,7 @@ from autotune.memory import layers_on_rank, rank_params
 from autotune.plan_arrays import RECOMPUTE_CODE, arrays_from_plans
 from autotune.types import DTYPE_BYTES, ClusterSpec, ModelSpec, ParallelPlan, PerfEstimate, TrainSpec
 
-SELECTIVE_OVERHEAD = 0.03  # extra time of op-level selective recompute (elementwise re-runs); calibrated later
+SELECTIVE_OVERHEAD = 0.03  # extra time of selective recompute (norm and SwiGLU re-runs); calibrated later
 FULL_RECOMPUTE_FACTOR = 8.0 / 6.0  # one extra forward pass: 2 FLOPs/param/token on top of 6
 GEMM_M0 = 256.0  # tokens per GEMM at which efficiency is halved by this term
 GEMM_N0 = 128.0  # GEMM width (h/tp) at which efficiency is halved by this term

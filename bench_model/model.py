@@ -56,9 +56,13 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.empty(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return y.type_as(x) * self.weight
+        return rms_norm(x, self.weight, self.eps)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return y.type_as(x) * weight
 
 
 def rope_tables(head_dim: int, positions: torch.Tensor, theta: float) -> torch.Tensor:
@@ -97,6 +101,11 @@ class Attention(nn.Module):
         return self.wo(o.transpose(1, 2).reshape(b, s, -1))
 
 
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """SwiGLU's gating, silu(x W1) * (x W3) (Shazeer 2020)."""
+    return F.silu(gate) * up
+
+
 class FeedForward(nn.Module):
     def __init__(self, spec: ModelSpec):
         super().__init__()
@@ -104,8 +113,11 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(spec.ffn_hidden_size, spec.hidden_size, bias=False)  # down
         self.w3 = nn.Linear(spec.hidden_size, spec.ffn_hidden_size, bias=False)  # up
 
+        # The gated activation is an attribute so selective recompute can swap in a checkpointed version.
+        self.act: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = swiglu
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))  # SwiGLU, Shazeer 2020
+        return self.w2(self.act(self.w1(x), self.w3(x)))
 
 
 class TransformerBlock(nn.Module):

@@ -45,5 +45,18 @@ def build_meshes(plan: ParallelPlan, device_type: str, world_size: int) -> Meshe
     dp_cp = world["dp", "cp"]._flatten("dp_cp")  # private but stable since torch 2.5; torchtitan relies on it
     with warnings.catch_warnings():  # slicing a flattened dim with another one warns of a future deprecation
         warnings.simplefilter("ignore", UserWarning)
-        hsdp = world["dp_cp", "unit"]
+        hsdp = world[hsdp_dims(plan)]
     return Meshes(world=world, pp=world["pp"], tp=world["tp"], cp=world["cp"], dp_cp=dp_cp, hsdp=hsdp)
+
+
+def hsdp_dims(plan: ParallelPlan) -> tuple[str, str]:
+    """Names of the (replicate, shard) mesh dims for FSDP2-as-DDP, in ascending mesh-dim order (non-increasing rank strides) on every torch.
+    A slice must list dims with non-increasing rank strides (torch >= 2.10 checks the CuTe layouts; older torch the
+    dim indices). When dp or cp is 1, dp_cp is the other root dim, so slice that: a flattened dim of size 1 has
+    stride 0 in torch 2.11's layout algebra, which put ("dp_cp", "unit") out of order for dp = cp = 1 and tp > 1.
+    With dp, cp > 1 the flattened dim has cp's stride, tp, the same as the size-1 "unit" after it."""
+    if plan.cp == 1:
+        return ("dp", "unit")
+    if plan.dp == 1:
+        return ("cp", "unit")
+    return ("dp_cp", "unit")

@@ -36,6 +36,7 @@ WORLD2 = {
     "dp2_zero3_recompute_selective": _plan(zero_stage=3, recompute="selective", micro_batch_size=2),
     "tp2_sp_recompute_full": _plan(tp=2, sequence_parallel=True, recompute="full", micro_batch_size=2),
     "cp2_recompute_selective": _plan(cp=2, recompute="selective", micro_batch_size=2),
+    "tp2_sp_recompute_selective": _plan(tp=2, sequence_parallel=True, recompute="selective", micro_batch_size=2),
 }
 WORLD4 = {
     "dp2_tp2_zero2": _plan(dp=2, tp=2, sequence_parallel=True, zero_stage=2),
