@@ -31,9 +31,10 @@ LAYOUTS = {  # world size 8 each; dp = FSDP degree (ZeRO-3, torchtitan's default
 
 
 def compare(name: str, plan: ParallelPlan) -> dict:
-    from autotune.validation.torchtitan_probe import bench_model_probe, probe_torchtitan
+    from autotune.validation.torchtitan_probe import compare_layout
 
-    bm, tt = bench_model_probe(MODEL, plan, SEQ_LEN), probe_torchtitan(MODEL, plan, SEQ_LEN)
+    both = compare_layout(MODEL, plan, SEQ_LEN)
+    bm, tt = both["bench_model"], both["torchtitan"]
     return {"layout": name, "plan": {k: getattr(plan, k) for k in ("dp", "tp", "cp", "micro_batch_size",
                                                                     "recompute", "sequence_parallel")},
             "bench_model_peak_bytes": bm["peak_bytes"], "torchtitan_peak_bytes": tt["peak_bytes"],

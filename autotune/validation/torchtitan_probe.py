@@ -144,3 +144,41 @@ def bench_model_probe(model: ModelSpec, plan: ParallelPlan, seq_len: int, precis
     by_cat = {k: float(row[f"mem_{k}_bytes"]) for k in keys}
     return {"peak_bytes": math.fsum(by_cat.values()), "by_category": by_cat,
             "optimizer_bytes": float(row["mem_optimizer_bytes"])}
+
+
+def compare_layout(model: ModelSpec, plan: ParallelPlan, seq_len: int, precision: str = "bf16",
+                   timeout_s: float = 900.0) -> dict[str, Any]:
+    """Both probes on one layout, each in a fresh Python process (torch's process-group registry and torchtitan's
+    module-level device settings do not survive a second world in one process). Raises RuntimeError with the child's
+    last error line when a probe fails, e.g. when torchtitan or one of its import-time dependencies is missing."""
+    import json
+    import subprocess
+    import sys
+    from dataclasses import asdict
+
+    out: dict[str, Any] = {}
+    for which in ("bench_model", "torchtitan"):
+        arg = json.dumps({"which": which, "model": asdict(model), "plan": asdict(plan), "seq_len": seq_len,
+                          "precision": precision})
+        proc = subprocess.run([sys.executable, "-m", "autotune.validation.torchtitan_probe", arg], capture_output=True,
+                              text=True, timeout=timeout_s)
+        if proc.returncode != 0:
+            lines = [x for x in proc.stderr.splitlines() if x.strip()]
+            raise RuntimeError(f"{which} probe failed (exit {proc.returncode}): {lines[-1] if lines else ''}")
+        out[which] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _main(arg: str) -> None:
+    import json
+
+    req = json.loads(arg)
+    model, plan = ModelSpec(**req["model"]), ParallelPlan(**req["plan"])
+    fn = probe_torchtitan if req["which"] == "torchtitan" else bench_model_probe
+    print(json.dumps(fn(model, plan, req["seq_len"], req["precision"])))
+
+
+if __name__ == "__main__":
+    import sys
+
+    _main(sys.argv[1])
