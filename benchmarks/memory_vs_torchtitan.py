@@ -24,6 +24,9 @@ LAYOUTS = {  # world size 8 each; dp = FSDP degree (ZeRO-3, torchtitan's default
     "tp8_sp": ParallelPlan(dp=1, tp=8, sequence_parallel=True, micro_batch_size=2, recompute="none"),
     "fsdp4_tp2_sp_selective": ParallelPlan(dp=4, tp=2, sequence_parallel=True, micro_batch_size=2,
                                            recompute="selective"),
+    "fsdp4_tp2_sp_full": ParallelPlan(dp=4, tp=2, sequence_parallel=True, micro_batch_size=2, recompute="full"),
+    "fsdp2_tp4_sp_none": ParallelPlan(dp=2, tp=4, sequence_parallel=True, micro_batch_size=2, recompute="none"),
+    # torchtitan's CP needs CUDA SDPA (no CP rule for the CPU flash kernel): these two report its error
     "fsdp4_cp2_none": ParallelPlan(dp=4, cp=2, micro_batch_size=2, recompute="none"),
     "fsdp2_tp2_cp2_full": ParallelPlan(dp=2, tp=2, cp=2, sequence_parallel=True, micro_batch_size=2,
                                        recompute="full"),
