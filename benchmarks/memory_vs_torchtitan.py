@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         try:
             rows.append(compare(name, LAYOUTS[name]))
-        except Exception as exc:  # a layout one of the probes cannot run is reported, not hidden
+        except RuntimeError as exc:  # a layout one of the probes cannot run is reported, not hidden
             rows.append({"layout": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"})
     ok = [r for r in rows if "ratio" in r]
     print(json.dumps({"model": MODEL.name, "seq_len": SEQ_LEN, "world_size": 8, "layouts": rows,

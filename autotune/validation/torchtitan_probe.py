@@ -160,8 +160,8 @@ def compare_layout(model: ModelSpec, plan: ParallelPlan, seq_len: int, precision
     for which in ("bench_model", "torchtitan"):
         arg = json.dumps({"which": which, "model": asdict(model), "plan": asdict(plan), "seq_len": seq_len,
                           "precision": precision})
-        proc = subprocess.run([sys.executable, "-m", "autotune.validation.torchtitan_probe", arg], capture_output=True,
-                              text=True, timeout=timeout_s)
+        proc = subprocess.run([sys.executable, "-m", "autotune.validation.torchtitan_probe", arg],
+                              capture_output=True, check=False, text=True, timeout=timeout_s)
         if proc.returncode != 0:
             lines = [x for x in proc.stderr.splitlines() if x.strip()]
             raise RuntimeError(f"{which} probe failed (exit {proc.returncode}): {lines[-1] if lines else ''}")
