@@ -7,7 +7,6 @@ from __future__ import annotations
 import torch
 import torch.multiprocessing as mp
 import torch.nn.functional as F
-
 from conftest import free_port
 
 
@@ -23,7 +22,11 @@ def _rank(rank: int, port: int, out) -> None:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, loss_parallel, parallelize_module
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        loss_parallel,
+        parallelize_module,
+    )
 
     from bench_model import trainer
 
