@@ -18,7 +18,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[ray,test]"
 	# Optional schema validators for `autotune export` (tests/unit/test_interop_schemas.py skips what is missing):
 	# --no-deps so their torch pins never touch this venv's torch; "-" = a failed install is not a failed venv.
-	-$(BIN)/python -m pip install -q tyro hjson py-cpuinfo pydantic msgpack einops && \
+	# tokenizers torchdata tensorboard datasets triton: torchtitan imports them at import time (its memory probe,
+	# autotune/validation/torchtitan_probe.py, needs them; tests/unit/test_torchtitan_probe.py fails without them);
+	# triton is a ~285 MB wheel, installed --no-deps.
+	-$(BIN)/python -m pip install -q tyro hjson py-cpuinfo pydantic msgpack einops tokenizers torchdata tensorboard datasets && \
+	  $(BIN)/python -m pip install -q --no-deps triton && \
 	  $(BIN)/python -m pip install -q --no-deps torchtitan==0.2.2 && \
 	  DS_BUILD_OPS=0 $(BIN)/python -m pip install -q --no-deps --no-build-isolation deepspeed==0.19.8
 	touch $@

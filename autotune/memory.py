@@ -52,7 +52,10 @@ Pipeline (Korthikanti Eq. 5 and its interleaving note; Narayanan et al. 2021 Sec
   The worst rank is the largest of ranks 0 (embedding, most micro-batches), 1 (gets uneven-split extra layers first)
   and pp-1 (head, final norm, logits).
 Logits: bench_model computes the loss on logits.float(): the fp32 log-softmax kept for backward, its fp32 gradient and
-  the compute-dtype gradient into the head, (8 + c) bytes per element of b*s*V/t (vocab-parallel loss), last stage.
+  the compute-dtype gradient into the head, (8 + c) bytes per element of n*V/t (vocab-parallel loss), last stage.
+  With pp=1 the loss is chunked (bench_model.trainer.chunked_cross_entropy): each chunk of LOSS_CHUNK_TOKENS tokens
+  runs head + loss under checkpoint, so only one chunk's logits exist, in its backward: n = min(b*s, 1024). The
+  pipeline's loss_fn sees the whole micro-batch's logits: n = b*s.
 Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute dtype plus its fp32 reduce buffer;
   stage 3 adds two gathered blocks in compute dtype. Runtime overhead (CUDA context, NCCL, cuBLAS workspace) is
   cluster.runtime_overhead_bytes; reserved = allocated * (1 + cluster.allocator_fragmentation) + overhead.
@@ -68,6 +71,8 @@ from autotune.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ModelSpec, 
 from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, arrays_from_plans
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
+# bench_model.trainer.LOSS_CHUNK_TOKENS (tests/unit/test_memory.py checks they agree)
+LOSS_CHUNK_TOKENS = 1024
 POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
 
 
@@ -223,9 +228,11 @@ def memory_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec
     extras = {
         # last stage: the final RMSNorm's tensors ((4 + c)h, /t with SP) and the head's gathered input (ch)
         "head_act": tok * model.hidden_size * ((4.0 + c) / np.where(sp, tp, 1) + c),
-        # loss on fp32 logits (bench_model.trainer.cross_entropy: logits.float()): the fp32 log-softmax kept for
-        # backward, its fp32 gradient and the compute-dtype gradient into the head, b*s*V/t elements each
-        "logits": (8.0 + c) * tok * model.vocab_size / tp,
+        # loss on fp32 logits: the fp32 log-softmax kept for backward, its fp32 gradient and the compute-dtype
+        # gradient into the head, (8 + c) bytes per logit. pp=1 (chunked_cross_entropy): one checkpointed chunk of
+        # min(tokens, LOSS_CHUNK_TOKENS) tokens at a time; pp>1 (the pipeline's loss_fn): the whole micro-batch
+        "logits": (8.0 + c) * np.where(arr["pp"] == 1, np.minimum(tok, LOSS_CHUNK_TOKENS), tok)
+        * model.vocab_size / tp,
         # one block's unsharded gradient (compute dtype) and its fp32 reduce buffer (reduce_dtype=fp32);
         # stage 3 also holds two gathered blocks (current + prefetch)
         "buffers": np.where(fsdp, psi["layer"] * (c + g), 0.0) + np.where(z == 3, 2 * psi["layer"] * c, 0.0),

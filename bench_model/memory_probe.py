@@ -92,14 +92,11 @@ def _one_microbatch(trainer, data) -> None:
     """Forward + backward of one micro-batch with gradient reduction on: activations of a micro-batch are freed by its
     backward, so later micro-batches repeat the same peak (FSDPMemTracker also tracks one iteration only)."""
     from bench_model.parallel.data_parallel import set_gradient_sync
-    from bench_model.trainer import cross_entropy
 
     p = trainer.spec.plan
     tokens, labels = trainer.local_batch(0, range(p.micro_batch_size))
     set_gradient_sync(trainer.parts, p.zero_stage, True)
-    with trainer.loss_context():
-        loss = cross_entropy(trainer.parts[0](tokens), labels) / p.grad_accum_steps
-        loss.backward()
+    trainer.microbatch_backward(tokens, labels)
 
 
 def _probe_cuda(spec: TrialSpec) -> MemoryEstimate:

@@ -149,12 +149,16 @@ class Llama(nn.Module):
         self.rope_positions = torch.arange(seq_len, device="cpu")
         self.register_buffer("rope", torch.empty(2, seq_len, spec.head_dim), persistent=False)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, loss_fn: Callable | None = None) -> torch.Tensor:
+        """Logits (B, S, V) on the last stage, hidden states elsewhere; with `loss_fn(head, h)` the loss instead, so
+        the loss can apply the head itself chunk by chunk (bench_model.trainer.chunked_cross_entropy)."""
         h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens  # (B, S) -> (B, S, H)
         for layer in self.layers.values():
             h = layer(h, self.rope)
         if self.norm is not None:
             h = self.norm(h)
+        if loss_fn is not None:
+            return loss_fn(self.output, h)
         return self.output(h) if self.output is not None else h  # (B, S, V) on the last stage
 
     def init_buffers(self, device: torch.device | str) -> None:

@@ -7,6 +7,7 @@ compute the same (replicated) loss through `loss_parallel`."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -14,6 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from autotune.errors import SpecError
 from autotune.types import TrialSpec
@@ -28,9 +30,38 @@ from bench_model.weights import init_parameters
 ADAMW = dict(betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
 
+# Tokens per chunk of the chunked loss: the fp32 logits of at most this many tokens exist at a time. 1024 keeps the
+# head's GEMM large (m = 1024) while the fp32 logits of Llama 3's 128k vocabulary stay at 0.5 GB per chunk.
+LOSS_CHUNK_TOKENS = 1024
+
+
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """logits (B, S, V) [vocab-sharded DTensor under TP], labels (B, S) -> mean over tokens, in fp32."""
     return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+
+
+def _chunk_loss_sum(head: nn.Module, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(head(h).float(), labels, reduction="sum")
+
+
+def chunked_cross_entropy(head: nn.Module, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of head(h) over all tokens without the logits of the whole micro-batch: the tokens (B*S) are
+    cut into chunks of LOSS_CHUNK_TOKENS, each chunk's head matmul + fp32 loss runs under non-reentrant checkpoint
+    (nothing of it is saved; backward recomputes the chunk's logits), so at most one chunk's logits exist at a time
+    (the chunked/fused loss of Liger-Kernel's FusedLinearCrossEntropy and Wijmans et al. 2024, "Cut Your Losses").
+    Under TP + SP the sequence-sharded hidden states are gathered first (the gather the head does anyway)."""
+    from torch.distributed.tensor import DTensor, Replicate
+
+    if isinstance(h, DTensor):
+        h = h.redistribute(placements=[Replicate()] * h.device_mesh.ndim)
+    h, labels = h.flatten(0, 1), labels.flatten(0, 1)  # (B*S, H), (B*S,)
+    total = sum(checkpoint(_chunk_loss_sum, head, hc, yc, use_reentrant=False)
+                for hc, yc in zip(h.split(LOSS_CHUNK_TOKENS), labels.split(LOSS_CHUNK_TOKENS)))
+    return total / labels.numel()
+
+
+def _labelled_loss(labels: torch.Tensor, head: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    return chunked_cross_entropy(head, h, labels)
 
 
 def _plain(t: torch.Tensor) -> torch.Tensor:
@@ -75,17 +106,22 @@ class Trainer:
         return loss
 
     def _flat_step(self, step: int, indices: range) -> torch.Tensor:
-        p, model = self.spec.plan, self.parts[0]
+        p = self.spec.plan
         total = torch.zeros((), device=self.device)
         for m in range(p.grad_accum_steps):
             mb = indices[m * p.micro_batch_size:(m + 1) * p.micro_batch_size]
             tokens, labels = self.local_batch(step, mb)
             set_gradient_sync(self.parts, p.zero_stage, m == p.grad_accum_steps - 1)
-            with self.loss_context():
-                loss = cross_entropy(model(tokens), labels) / p.grad_accum_steps
-                loss.backward()
-            total += _plain(loss.detach())
+            total += _plain(self.microbatch_backward(tokens, labels).detach())
         return total
+
+    def microbatch_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Forward, chunked loss and backward of one micro-batch (pp=1); returns its loss / grad_accum_steps."""
+        loss_fn = functools.partial(_labelled_loss, labels)
+        with self.loss_context():
+            loss = self.parts[0](tokens, loss_fn=loss_fn) / self.spec.plan.grad_accum_steps
+            loss.backward()
+        return loss
 
     def _pipeline_step(self, step: int, indices: range) -> torch.Tensor:
         tokens, labels = self.local_batch(step, indices)  # (mbs*ga, S); the schedule splits micro-batches on dim 0

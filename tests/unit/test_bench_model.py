@@ -70,3 +70,38 @@ def test_context_parallel_mask_equals_causal_attention():
         out = torch.nn.functional.scaled_dot_product_attention(q[:, :, q_pos], k[:, :, k_pos], v[:, :, k_pos],
                                                                attn_mask=attn.mask(q.device))
         torch.testing.assert_close(out, full[:, :, q_pos])
+
+
+def test_chunked_cross_entropy_equals_full_logits_loss(monkeypatch):
+    """The chunked, checkpointed loss gives the loss and gradients of F.cross_entropy on the full fp32 logits
+    (chunks of 3 tokens over 2 x 5 = 10 tokens: 4 chunks, the last one short)."""
+    import torch.nn.functional as F
+
+    from bench_model import trainer
+
+    monkeypatch.setattr(trainer, "LOSS_CHUNK_TOKENS", 3)
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 50, bias=False)
+    h = torch.randn(2, 5, 16, requires_grad=True)
+    labels = torch.randint(0, 50, (2, 5))
+    ref = F.cross_entropy(head(h).flatten(0, 1).float(), labels.flatten(0, 1))
+    ref_grads = torch.autograd.grad(ref, [h, head.weight])
+    loss = trainer.chunked_cross_entropy(head, h, labels)
+    grads = torch.autograd.grad(loss, [h, head.weight])
+    torch.testing.assert_close(loss, ref, rtol=1e-6, atol=0)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-7)
+
+
+def test_chunked_loss_keeps_no_logits_for_backward():
+    """Nothing of a chunk's head matmul and fp32 loss is saved: after forward the saved tensors are the head's input
+    chunks only, no (tokens, vocab) tensor."""
+    from bench_model import trainer
+
+    head = torch.nn.Linear(16, 4096, bias=False)
+    h = torch.randn(1, 2048, 16, requires_grad=True)
+    labels = torch.randint(0, 4096, (1, 2048))
+    shapes = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: shapes.append(tuple(t.shape)) or t, lambda t: t):
+        trainer.chunked_cross_entropy(head, h, labels)
+    assert shapes and all(4096 not in s for s in shapes), shapes

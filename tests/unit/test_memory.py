@@ -196,3 +196,20 @@ def test_measured_activations_with_bench_model_recompute(mode, code):
     x_bytes = out_bytes = b * s * 64 * 2
     expected = 2 * saved + out_bytes - (x_bytes if mode != "none" else 0)
     assert act == expected and y.shape == x.shape
+
+
+def test_logits_term_follows_the_chunked_loss():
+    """pp=1: bench_model.trainer.chunked_cross_entropy holds one chunk's logits (1024 tokens) at a time:
+    seq 4096, mbs 2, tp 2 -> (8 + 2) bytes * 1024 tokens * 10/2 vocab = 51,200 (unchunked: 8192 tokens = 409,600).
+    pp=2 (vocab 100,000): the pipeline's loss sees the whole micro-batch's logits on the last stage, 10 * 8192 * 1e5."""
+    from autotune import memory
+    from bench_model import trainer
+
+    assert memory.LOSS_CHUNK_TOKENS == trainer.LOSS_CHUNK_TOKENS == 1024
+    long = TrainSpec(seq_len=4096, global_batch_size=8)
+    m = estimate_memory(ParallelPlan(tp=2, micro_batch_size=2, grad_accum_steps=4), SMALL, long, CLUSTER)
+    assert m.logits_bytes == 10 * 1024 * 10 / 2
+    big = dataclasses.replace(SMALL, vocab_size=100_000)  # so the last stage is the worst
+    arr = memory_arrays(arrays_from_plans([ParallelPlan(pp=2, micro_batch_size=2, grad_accum_steps=4)]), big, long,
+                        CLUSTER)
+    assert int(arr["worst_pp_rank"][0]) == 1 and float(arr["logits"][0]) == 10 * 8192 * 100_000
