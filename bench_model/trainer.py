@@ -128,6 +128,9 @@ def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: N
     with materialize():
         for part in parts:
             part.to_empty(device=device)
+            if m.tie_embeddings and part.tok_embeddings is not None and part.output is not None:
+                # to_empty gives each module a new plain (non-DTensor) Parameter, which unties a shared one
+                part.output.weight = part.tok_embeddings.weight
             init_parameters(part, t.seed, m.num_layers, device)
         params = [q for part in parts for q in part.parameters()]
         optimizer = _make_optimizer(params, spec, meshes)

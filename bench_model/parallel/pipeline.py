@@ -82,10 +82,17 @@ def allreduce_tied_embedding_grads(parts: list[nn.Module], group: dist.ProcessGr
     scaled by 1/n_microbatches on both stages) and before the optimizer step."""
     from torch.distributed.tensor import DTensor
 
-    grads = [m.weight.grad for part in parts for m in (part.tok_embeddings, part.output)
-             if m is not None and m.weight.grad is not None]
-    assert len(grads) == 1, f"expected one tied embedding gradient on this rank, found {len(grads)}"
-    local = grads[0].to_local() if isinstance(grads[0], DTensor) else grads[0]
+    params = [m.weight for part in parts for m in (part.tok_embeddings, part.output)
+              if m is not None and m.weight.grad is not None]
+    assert len(params) == 1, f"expected one tied embedding gradient on this rank, found {len(params)}"
+    param = params[0]
+    grad = param.grad
+    if isinstance(grad, DTensor):
+        if grad.placements != param.placements:  # DTensor's embedding backward leaves a Replicate grad under TP
+            grad = param.grad = grad.redistribute(param.device_mesh, param.placements)  # a local slice, no comm
+        local = grad.to_local()
+    else:
+        local = grad
     buf = local if local.is_contiguous() else local.contiguous()
     dist.all_reduce(buf, group=group)
     if buf is not local:
