@@ -54,7 +54,8 @@ WORLD8 = {
 TIED = ("model.tie_embeddings=true",)
 # Tied embeddings across pipeline stages (the last stage's own head copy, its gradient all-reduced with stage 0's,
 # Megatron-LM's embedding group) and fewer micro-batches than stages (grad_accum_steps < pp: the config derives GPipe,
-# torch's 1F1B refuses it). Name -> (model overrides, plan overrides).
+# torch's 1F1B refuses it). Name -> (model overrides, plan overrides). Leaving out the tied-gradient all-reduce moves
+# pp2's curve by 5.5e-4 relative (measured), well above FP32_TOL.
 PIPE4 = {
     "pp4_gas2_gpipe": ((), _plan(pp=4, micro_batch_size=2)),
     "pp2_dp2_gas1_gpipe": ((), _plan(pp=2, dp=2, micro_batch_size=2)),

@@ -129,3 +129,12 @@ def test_few_microbatches_run_gpipe_and_tied_models_pipeline():
                           cfg.cluster)
         assert df.loc[mbs, "pred_step_s"] == pytest.approx(p.step_s)
         assert p.bubble_s == pytest.approx(3 / df.loc[mbs, "grad_accum_steps"] * p.compute_s)
+
+
+def test_config_derives_the_same_schedule():
+    # plan.pp_schedule=null takes autotune.plan_arrays.pp_schedule_codes, like the enumeration: tiny, batch 4, pp=4
+    base = ["model=tiny", "train.global_batch_size=4", "plan.pp=4"]
+    assert load_config([*base, "plan.micro_batch_size=2"]).plan(4).pp_schedule == "gpipe"  # 2 micro-batches < 4
+    assert load_config([*base, "plan.micro_batch_size=1"]).plan(4).pp_schedule == "1f1b"  # 4 micro-batches
+    assert load_config([*base, "plan.vpp=2"]).plan(4).pp_schedule == "interleaved_1f1b"
+    assert load_config([*base, "plan.micro_batch_size=2", "plan.pp_schedule=1f1b"]).plan(4).pp_schedule == "1f1b"
