@@ -52,7 +52,7 @@ class Trainer:
     is_last: bool
     positions: torch.Tensor | None
     step_times_s: list[float] = field(default_factory=list)
-    tied_group: object | None = None  # first+last pipeline rank when they hold the two copies of a tied embedding
+    tied_group: dist.ProcessGroup | None = None  # first + last pipeline rank: the two copies of a tied embedding
 
     def loss_context(self):
         if self.spec.plan.tp > 1:
