@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError
+from autotune.plan_arrays import default_pp_schedule
 from autotune.types import INT_FIELDS, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 SEARCH_SPACES = Path(os.environ.get("AUTOTUNE_SEARCH_SPACES", Path(__file__).resolve().parent.parent / "search_spaces"))
@@ -107,7 +108,7 @@ class Config:
                                   f"dp*micro_batch_size={f['dp']}*{f['micro_batch_size']}={per_step}")
             f["grad_accum_steps"] = gbs // per_step
         if f["pp_schedule"] is None:
-            f["pp_schedule"] = "interleaved_1f1b" if f["vpp"] > 1 else "1f1b"
+            f["pp_schedule"] = default_pp_schedule(f["pp"], f["vpp"], f["grad_accum_steps"])
         try:
             return ParallelPlan(**f)
         except (TypeError, ValueError) as e:

@@ -45,15 +45,12 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
          ("pp", "vpp")),
         ("cp_divides_seq", (cp > 1) & (S % (2 * cp) != 0),
          lambda cp: f"seq_len={S} is not divisible by 2*cp={2 * cp} (load-balanced causal chunks)", ("cp",)),
-        ("pp_microbatches", (pp > 1) & (m < pp),
-         lambda grad_accum_steps, pp: f"grad_accum_steps={grad_accum_steps} < pp={pp}: the pipeline schedule needs "
-                                      f"at least pp micro-batches", ("grad_accum_steps", "pp")),
+        ("pp_microbatches", (sched == SCHEDULE_CODE["1f1b"]) & (pp > 1) & (m < pp),
+         lambda grad_accum_steps, pp: f"grad_accum_steps={grad_accum_steps} < pp={pp}: pp_schedule=1f1b needs at "
+                                      f"least pp micro-batches (gpipe runs it)", ("grad_accum_steps", "pp")),
         ("interleaved_microbatches", inter & (m % pp != 0),
          lambda grad_accum_steps, pp: f"grad_accum_steps={grad_accum_steps} is not a multiple of pp={pp} "
                                       f"(Interleaved1F1B needs n_microbatches % pp == 0)", ("grad_accum_steps", "pp")),
-        ("pp_tied_embeddings", (pp > 1) & model.tie_embeddings,
-         lambda pp: f"pp={pp} with model.tie_embeddings=true: the tied embedding and head would span pipeline stages "
-                    f"(bench_model needs pp=1)", ("pp",)),
         ("zero_needs_dp", (z > 0) & (dp * cp == 1),
          lambda zero_stage: f"zero_stage={zero_stage} shards nothing at dp*cp=1", ("zero_stage",)),
     ]

@@ -22,14 +22,17 @@ comm: alpha-beta with NCCL ring bus factors (NCCL docs, "Performance: algorithm 
   CP (ring attention): per layer forward, cp-1 exchanges of the local K and V chunk (2*b*(s/cp)*k/t*c); backward twice
     that (K/V and their gradients). Not overlapped (conservative).
   PP: per micro-batch and virtual stage, one activation b*s/cp*h(/t with SP)*c sent forward and one gradient back
-    (Narayanan et al. 2021 Sec 2.2).
+    (Narayanan et al. 2021 Sec 2.2). Tied embeddings add, once per step, the all-reduce of the shared embedding/head
+    gradient between the first and last stage (`tied_embedding_allreduce_s`).
   DP (group dp*cp, ZeRO stages as in autotune.memory and bench_model/parallel/data_parallel.py): stage 0-1 all-reduce
     grads (grad dtype) once per step (stage 1 also all-gathers the updated params, param dtype); stage 2 all-gathers
     params (compute dtype) and reduce-scatters grads (grad dtype, FSDP2 reduce_dtype) every micro-batch;
     stage 3 all-gathers twice (forward and backward) and reduce-scatters every micro-batch. Exposed part:
     max(dp_comm * (1 - dp_overlap), dp_comm - hideable compute), hideable = backward (stages 0-1, gradient buckets
     all-reduce as backward proceeds) or forward + backward (stages 2-3, FSDP prefetch).
-bubble_s = (pp - 1)/(m * vpp) * (compute_s + tp_s + cp_s)  (Narayanan et al. 2021 Eq. 1 and Sec 2.2.2 interleaving).
+bubble_s = (pp - 1)/(m * vpp) * (compute_s + tp_s + cp_s)  (Narayanan et al. 2021 Eq. 1 and Sec 2.2.2 interleaving;
+  Huang et al. 2019, GPipe Sec 2.3: (K-1)/(M+K-1) of the step is idle, i.e. (K-1)/M of the ideal time). It holds for any
+  m >= 1: with m < pp (GPipe; 1F1B needs m >= pp) the bubble exceeds the compute, e.g. pp=4, m=2 -> 1.5x.
 step_s = compute + tp + cp + pp + exposed dp + bubble; MFU = model FLOPs per second / (num_gpus * peak).
 """
 from __future__ import annotations
@@ -103,6 +106,7 @@ def perf_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
     bw, lat = _link(cluster, tp * cp * dp * pp)
     p2p_bytes = act_bytes / np.where(sp, tp, 1)
     pp_s = np.where(pp > 1, 2 * m * vpp * (p2p_bytes / bw + lat), 0.0)
+    pp_s = pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)
 
     dp_s = _dp_comm_s(arr, model, train, cluster)
     # DDP/ZeRO-1 hide the all-reduce behind backward (2/3 of compute); FSDP prefetch hides behind fwd and bwd
@@ -131,6 +135,20 @@ def _dp_comm_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, c
     ag_c = ring_s("all_gather", n, psi * c, bw, lat)
     rs_g = ring_s("reduce_scatter", n, psi * g, bw, lat)  # FSDP2 reduce_dtype = fp32 (bench_model data_parallel.py)
     return np.select([z == 0, z == 1, z == 2], [ar, ar + ag_p, m * (ag_c + rs_g)], m * (2 * ag_c + rs_g))
+
+
+def tied_embedding_allreduce_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
+                               cluster: ClusterSpec) -> np.ndarray:
+    """Tied embeddings with pp > 1: once per step, after backward and before the optimizer, the first and last stage
+    all-reduce their shares of the shared V x h gradient (Megatron-LM finalize_model_grads.py,
+    `_allreduce_word_embedding_grads`; bench_model/parallel/pipeline.py). 2-rank ring all-reduce of the local shard:
+    V*h/tp elements (vocab-parallel), /(dp*cp) from ZeRO stage 2 (gradients sharded), in grad dtype. Not overlapped.
+    The two ranks are (pp-1)*dp*cp*tp apart: the link is chosen from the whole pipeline's span, as for p2p."""
+    dp, tp, pp, cp, z = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["zero_stage"]
+    shard = np.where(z >= 2, dp * cp, 1)
+    nbytes = model.vocab_size * model.hidden_size / tp / shard * DTYPE_BYTES[train.grad_dtype]
+    bw, lat = _link(cluster, tp * cp * dp * pp)
+    return np.where((pp > 1) & model.tie_embeddings, ring_s("all_reduce", 2, nbytes, bw, lat), 0.0)
 
 
 def estimate_perf(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> PerfEstimate:

@@ -56,6 +56,20 @@ def plan_columns(arr: dict[str, np.ndarray]) -> dict[str, Any]:
     return {f: decoded(f, arr[f]) if PLAN_KINDS[f] == "str" else arr[f] for f in PLAN_FIELDS}
 
 
+def pp_schedule_codes(pp, vpp, grad_accum_steps) -> np.ndarray:
+    """The pipeline schedule a layout runs unless plan.pp_schedule says otherwise (the one place it is derived):
+    interleaved 1F1B exactly when vpp > 1; GPipe when there are fewer micro-batches than pipeline stages (torch's
+    Schedule1F1B raises for n_microbatches < num_stages, torch/distributed/pipelining/schedules.py; GPipe runs any m,
+    at a bubble of (pp-1)/m, Narayanan et al. 2021 Eq. 1); 1F1B otherwise (same bubble, fewer activations in flight)."""
+    pp, vpp, m = np.asarray(pp), np.asarray(vpp), np.asarray(grad_accum_steps)
+    return np.where(vpp > 1, SCHEDULE_CODE["interleaved_1f1b"],
+                    np.where((pp > 1) & (m < pp), SCHEDULE_CODE["gpipe"], SCHEDULE_CODE["1f1b"]))
+
+
+def default_pp_schedule(pp: int, vpp: int, grad_accum_steps: int) -> str:
+    return PP_SCHEDULES[int(pp_schedule_codes(pp, vpp, grad_accum_steps))]
+
+
 def recompute_names(codes: np.ndarray) -> np.ndarray:
     return decoded("recompute", codes)
 

@@ -11,7 +11,7 @@ from autotune.constraints import MEMORY_RULE, rejections
 from autotune.errors import AutotuneError, UsageError
 from autotune.memory import memory_arrays
 from autotune.perf import perf_arrays
-from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, filled, plan_columns
+from autotune.plan_arrays import RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
 from autotune.types import PLAN_FIELDS, ModelSpec, ParallelPlan, TrainSpec, plan_value
 from autotune.types import candidate_ids as _candidate_ids
 
@@ -40,9 +40,9 @@ def _layouts(space, num_gpus: int) -> np.ndarray:
 
 
 def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.ndarray]:
-    """Plan arrays of every canonical layout: SP only with tp > 1, vpp > 1 only with pp > 1, interleaved 1F1B exactly
-    when vpp > 1, grad_accum = global_batch / (dp * micro_batch) (floored to >= 1 when it does not divide; the batch
-    rule then rejects it)."""
+    """Plan arrays of every canonical layout: SP only with tp > 1, vpp > 1 only with pp > 1, grad_accum =
+    global_batch / (dp * micro_batch) (floored to >= 1 when it does not divide; the batch rule then rejects it), and
+    the schedule of `pp_schedule_codes` (interleaved 1F1B exactly when vpp > 1, GPipe when grad_accum_steps < pp)."""
     lay = _layouts(space, num_gpus)
     dims = [np.arange(len(lay)), np.array(space.zero_stage), np.array(space.micro_batch_size),
             np.array([RECOMPUTE_CODE[r] for r in space.recompute]), np.array(space.vpp),
@@ -60,7 +60,7 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
            "recompute": rc, "sequence_parallel": sp}
     arr = {k: np.asarray(v)[keep] for k, v in arr.items()}
     arr["grad_accum_steps"] = np.maximum(train.global_batch_size // (arr["dp"] * arr["micro_batch_size"]), 1)
-    arr["pp_schedule"] = np.where(arr["vpp"] > 1, SCHEDULE_CODE["interleaved_1f1b"], SCHEDULE_CODE["1f1b"])
+    arr["pp_schedule"] = pp_schedule_codes(arr["pp"], arr["vpp"], arr["grad_accum_steps"])
     for f in PLAN_FIELDS:  # a field the space does not enumerate (yet) stays at its default
         if f not in arr:
             arr[f] = filled(f, len(arr["dp"]))

@@ -24,7 +24,8 @@ from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
 from bench_model.parallel.context_parallel import cp_positions
 from bench_model.parallel.data_parallel import ZeRO1AdamW, needs_fsdp, set_gradient_sync
-from bench_model.parallel.pipeline import build_schedule, build_stage_module, layer_split, losses_are_scaled, stage_indices
+from bench_model.parallel.pipeline import (allreduce_tied_embedding_grads, build_schedule, build_stage_module,
+                                           layer_split, losses_are_scaled, stage_indices, tied_embedding_group)
 from bench_model.weights import init_parameters
 
 ADAMW = dict(betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
@@ -83,6 +84,7 @@ class Trainer:
     is_last: bool
     positions: torch.Tensor | None
     step_times_s: list[float] = field(default_factory=list)
+    tied_group: dist.ProcessGroup | None = None  # first + last pipeline rank: the two copies of a tied embedding
 
     def loss_context(self):
         if self.spec.plan.tp > 1:
@@ -101,6 +103,8 @@ class Trainer:
         p = self.spec.plan
         indices = data.rank_sample_range(self.meshes.dp_rank, p.micro_batch_size, p.grad_accum_steps)
         loss = self._pipeline_step(step, indices) if self.schedule is not None else self._flat_step(step, indices)
+        if self.tied_group is not None:
+            allreduce_tied_embedding_grads(self.parts, self.tied_group)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss
@@ -146,6 +150,7 @@ def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: N
         raise SpecError(f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
                         f"({p.micro_batch_size}) * grad_accum_steps({p.grad_accum_steps})")
     meshes = build_meshes(p, device.type, dist.get_world_size())
+    tied_group = tied_embedding_group(meshes) if p.pp > 1 and m.tie_embeddings else None
     after_startup()
     full = build_meta_model(m, t.seq_len)
     num_stages = p.pp * p.vpp
@@ -160,6 +165,9 @@ def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: N
     with materialize():
         for part in parts:
             part.to_empty(device=device)
+            if m.tie_embeddings and part.tok_embeddings is not None and part.output is not None:
+                # to_empty gives each module a new plain (non-DTensor) Parameter, which unties a shared one
+                part.output.weight = part.tok_embeddings.weight
             init_parameters(part, t.seed, m.num_layers, device)
         params = [q for part in parts for q in part.parameters()]
         optimizer = _make_optimizer(params, spec, meshes)
@@ -169,7 +177,8 @@ def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: N
                                   cross_entropy, device)
     positions = cp_positions(t.seq_len, p.cp, meshes.cp_rank) if p.cp > 1 else None
     return Trainer(spec=spec, device=device, meshes=meshes, parts=parts, optimizer=optimizer, schedule=schedule,
-                   is_first=0 in stages, is_last=(num_stages - 1) in stages, positions=positions)
+                   is_first=0 in stages, is_last=(num_stages - 1) in stages, positions=positions,
+                   tied_group=tied_group)
 
 
 def _make_optimizer(params: list[nn.Parameter], spec: TrialSpec, meshes: Meshes):

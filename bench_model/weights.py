@@ -1,18 +1,23 @@
 """Deterministic initialisation of a parallelised (DTensor) model: every rank draws the *full* fp32 value of each
 parameter from the per-name seeded generator of bench_model.model.full_init_tensor and keeps its own shard. Replicate ->
-Shard redistribution is a local slice (no communication), so the result equals the single-device init in every layout."""
+Shard redistribution is a local slice (no communication), so the result equals the single-device init in every layout.
+With tied embeddings the last pipeline stage's own head weight is drawn as "tok_embeddings.weight", the matrix it ties to
+(bench_model.parallel.pipeline)."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 from torch.distributed.tensor import DTensor, Replicate
 
-from bench_model.model import full_init_tensor
+from bench_model.model import canonical_name, full_init_tensor
 
 
 @torch.no_grad()
 def init_parameters(module: nn.Module, seed: int, num_layers: int, device: torch.device) -> None:
+    tied = module.spec.tie_embeddings
     for name, p in module.named_parameters():
+        if tied and canonical_name(name) == "output.weight":  # a stage's own copy of the tied embedding
+            name = "tok_embeddings.weight"
         full = full_init_tensor(name, tuple(p.shape), seed, num_layers).to(device=device, dtype=p.dtype)
         if isinstance(p, DTensor):
             src = DTensor.from_local(full, p.device_mesh, [Replicate()] * p.device_mesh.ndim, run_check=False)

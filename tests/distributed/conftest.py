@@ -118,6 +118,12 @@ def reference_fp32() -> list[float]:
 
 
 @pytest.fixture(scope="session")
+def reference_fp32_tied() -> list[float]:
+    """The 1-rank curve of the same model with tied embedding and output head (one shared matrix)."""
+    return run_in_process(make_spec(1, "fp32", ("model.tie_embeddings=true",)))["losses"]
+
+
+@pytest.fixture(scope="session")
 def reference_bf16() -> list[float]:
     return run_in_process(make_spec(1, "bf16"))["losses"]
 

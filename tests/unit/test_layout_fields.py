@@ -90,7 +90,7 @@ def test_every_rejection_has_a_rule_id_and_memory_rejections_say_memory(tiny):
     assert set(df["reject_rule"].dropna()) <= {
         MEMORY_RULE, "batch_divisible", "batch_product", "tp_divides_heads", "tp_divides_kv_heads", "tp_within_node",
         "pp_within_layers", "vpp_within_layers", "pp_divides_layers", "cp_divides_seq", "pp_microbatches",
-        "interleaved_microbatches", "pp_tied_embeddings", "zero_needs_dp"}
+        "interleaved_microbatches", "zero_needs_dp"}
 
 
 def test_rule_ids_follow_the_first_failed_rule(tiny):

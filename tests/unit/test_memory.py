@@ -213,3 +213,22 @@ def test_logits_term_follows_the_chunked_loss():
     arr = memory_arrays(arrays_from_plans([ParallelPlan(pp=2, micro_batch_size=2, grad_accum_steps=4)]), big, long,
                         CLUSTER)
     assert int(arr["worst_pp_rank"][0]) == 1 and float(arr["logits"][0]) == 10 * 8192 * 100_000
+
+
+def test_tied_embeddings_pipelined_last_stage_holds_a_copy():
+    # Tied, pp=1: one shared 10 x 8 matrix -> 1352 - 80 = 1272 params. Tied, pp=2 (Megatron's embedding group,
+    # bench_model/parallel/pipeline.py): stage 0 = layer 592 + embedding 80 = 672; last = layer 592 + its own head copy
+    # 80 + final norm 8 = 680, so the two ranks together hold 1272 + 80 (the copy), as untied pp=2 does.
+    tied = dataclasses.replace(SMALL, tie_embeddings=True)
+    assert float(rank_params(tied, 1, 1, 1)["first"]) == 1272
+    r = rank_params(tied, 1, 2, 1)
+    assert (float(r["first"]), float(r["last"])) == (672, 680)
+    assert float(r["first"] + r["last"]) == 1272 + 80
+    # The copy is a parameter like any other: weight (fp32 + bf16 gathered copy), fp32 grad and 2 fp32 Adam states.
+    # V=100,000 makes the last stage the worst rank: psi = 592 + 800,000 + 8 = 800,600.
+    big = dataclasses.replace(tied, vocab_size=100_000)
+    m = memory_arrays(arrays_from_plans([ParallelPlan(pp=2, micro_batch_size=1, grad_accum_steps=4)]), big, BF16,
+                      CLUSTER)
+    assert int(m["worst_pp_rank"][0]) == 1
+    assert (float(m["params"][0]), float(m["grads"][0]), float(m["optimizer"][0])) == (
+        800_600 * 6, 800_600 * 4, 800_600 * 8)

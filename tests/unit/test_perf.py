@@ -78,3 +78,27 @@ def test_outputs_consistent():
     assert p.tokens_per_s_per_gpu == pytest.approx(p.tokens_per_s / 16)
     assert p.mfu == pytest.approx(MODEL.flops_per_token(2048) * p.tokens_per_s / (16 * 1e15))
     assert p.cp_comm_s > 0 and p.pp_comm_s > 0 and p.tp_comm_s > 0
+
+
+def test_gpipe_bubble_with_fewer_microbatches_than_stages():
+    # Narayanan et al. 2021 Eq. 1 ((p-1)/m of the ideal time; GPipe Sec 2.3: (K-1)/(M+K-1) of the step) holds for any
+    # m >= 1: pp=4 with m=2 GPipe micro-batches idles 3/2 of the compute time, the same total tokens in m=64 only 3/64.
+    few = estimate_perf(ParallelPlan(pp=4, micro_batch_size=32, grad_accum_steps=2, pp_schedule="gpipe"),
+                        MODEL, TRAIN, CLUSTER)
+    assert few.bubble_s == pytest.approx(1.5 * few.compute_s)
+    many = estimate_perf(ParallelPlan(pp=4, micro_batch_size=1, grad_accum_steps=64), MODEL, TRAIN, CLUSTER)
+    assert few.step_s > many.step_s  # the bubble outweighs the larger micro-batches' GEMM efficiency here
+
+
+def test_tied_embedding_allreduce_between_first_and_last_stage():
+    # Tied, pp=2, dp=tp=1: one 2-rank all-reduce of the fp32 V*h gradient = 32000*1024*4 = 131,072,000 bytes over
+    # NVLink (span 2 <= 8): 2(n-1)/n = 1 -> 131,072,000 / 4e11 + 2 * 1e-5 s, added to the pipeline communication.
+    tied = dataclasses.replace(MODEL, tie_embeddings=True)
+    plan = ParallelPlan(pp=2, micro_batch_size=1, grad_accum_steps=64)
+    extra = estimate_perf(plan, tied, TRAIN, CLUSTER).pp_comm_s - estimate_perf(plan, MODEL, TRAIN, CLUSTER).pp_comm_s
+    assert extra == pytest.approx(131_072_000 / 4e11 + 2e-5)
+    # ZeRO-2 over dp=2 shards the gradient: each rank all-reduces its half with its peer; tp=2 halves it again
+    z2 = ParallelPlan(dp=2, tp=2, pp=2, zero_stage=2, micro_batch_size=1, grad_accum_steps=32)
+    extra = estimate_perf(z2, tied, TRAIN, CLUSTER).pp_comm_s - estimate_perf(z2, MODEL, TRAIN, CLUSTER).pp_comm_s
+    assert extra == pytest.approx(131_072_000 / 4 / 4e11 + 2e-5)
+    assert estimate_perf(ParallelPlan(micro_batch_size=1, grad_accum_steps=64), tied, TRAIN, CLUSTER).pp_comm_s == 0

@@ -112,3 +112,30 @@ def test_no_factorisation():
 def test_bad_num_gpus(cfg8b, bad):
     with pytest.raises(ValueError, match="num_gpus="):
         enumerate_candidates(cfg8b, bad)
+
+
+def test_few_microbatches_run_gpipe_and_tied_models_pipeline():
+    # Llama-3.2-1B (tied embeddings), 16 GPUs, global batch 16: pp=4 x dp=4 leaves 4 sequences per replica, so
+    # micro_batch_size 4 gives 1 micro-batch < pp -> GPipe (torch's 1F1B needs n_microbatches >= stages); mbs 1 gives
+    # 4 -> 1F1B. Both are valid (the planner prices the bubble, (pp-1)/m = 3 vs 3/4 of compute, instead of a rule).
+    cfg = load_config(["model=llama-3.2-1b", "cluster=h100-sxm-80gb", "train.global_batch_size=16",
+                       "space.tp=[1]", "space.pp=[4]", "space.cp=[1]", "space.vpp=[1]", "space.zero_stage=[1]",
+                       "space.micro_batch_size=[1,4]", "space.recompute=[full]"])
+    df = enumerate_candidates(cfg, 16).set_index("micro_batch_size")
+    assert (df.loc[4, "grad_accum_steps"], df.loc[4, "pp_schedule"]) == (1, "gpipe")
+    assert (df.loc[1, "grad_accum_steps"], df.loc[1, "pp_schedule"]) == (4, "1f1b")
+    assert df.reject_reason.isna().all() and df["rank"].notna().all()
+    for mbs in (1, 4):
+        p = estimate_perf(plan_from_row(df.loc[mbs].to_dict() | {"micro_batch_size": mbs}), cfg.model, cfg.train,
+                          cfg.cluster)
+        assert df.loc[mbs, "pred_step_s"] == pytest.approx(p.step_s)
+        assert p.bubble_s == pytest.approx(3 / df.loc[mbs, "grad_accum_steps"] * p.compute_s)
+
+
+def test_config_derives_the_same_schedule():
+    # plan.pp_schedule=null takes autotune.plan_arrays.pp_schedule_codes, like the enumeration: tiny, batch 4, pp=4
+    base = ["model=tiny", "train.global_batch_size=4", "plan.pp=4"]
+    assert load_config([*base, "plan.micro_batch_size=2"]).plan(4).pp_schedule == "gpipe"  # 2 micro-batches < 4
+    assert load_config([*base, "plan.micro_batch_size=1"]).plan(4).pp_schedule == "1f1b"  # 4 micro-batches
+    assert load_config([*base, "plan.vpp=2"]).plan(4).pp_schedule == "interleaved_1f1b"
+    assert load_config([*base, "plan.micro_batch_size=2", "plan.pp_schedule=1f1b"]).plan(4).pp_schedule == "1f1b"
