@@ -124,15 +124,23 @@ class ClusterSpec:
     runtime_overhead_bytes: int = 0
     allocator_fragmentation: float = 0.0
     device_type: Literal["cuda", "cpu"] = "cuda"
+    # Step-time terms of autotune/perf_terms.py; every preset states them (the perf model refuses a None by name).
+    hbm_bw_bytes_per_s: float | None = None
+    memory_efficiency: float | None = None
+    attention_efficiency: float | None = None
+    pp_microbatch_overhead_s: float | None = None
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
         _positive_int("cluster.device_memory_bytes", self.device_memory_bytes)
         for f in ("peak_flops_bf16", "peak_flops_fp32", "intra_node_bw_bytes_per_s", "inter_node_bw_bytes_per_s"):
             _require(float(getattr(self, f)) > 0, f"cluster.{f}={getattr(self, f)!r} must be > 0")
-        for f in ("matmul_efficiency", "comm_efficiency", "dp_overlap"):
-            v = float(getattr(self, f))
-            _require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
+        for f in ("matmul_efficiency", "comm_efficiency", "dp_overlap", "memory_efficiency", "attention_efficiency"):
+            if getattr(self, f) is not None:
+                v = float(getattr(self, f))
+                _require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
+        for f in ("hbm_bw_bytes_per_s", "pp_microbatch_overhead_s"):
+            _require(getattr(self, f) is None or float(getattr(self, f)) >= 0, f"cluster.{f}={getattr(self, f)!r} must be >= 0")
 
     def peak_flops(self, compute_dtype: str) -> float:
         return self.peak_flops_fp32 if compute_dtype == "fp32" else self.peak_flops_bf16
