@@ -92,6 +92,7 @@ from autotune.plan_arrays import arrays_from_plans
 from autotune.types import ClusterSpec
 import importlib.util
 spec = importlib.util.spec_from_file_location("rr", sys.argv[2]); rr = importlib.util.module_from_spec(spec)
+sys.modules["rr"] = rr
 spec.loader.exec_module(rr)
 runs, _ = rr.load_reference_runs(sys.argv[3])
 cl = {}
