@@ -11,8 +11,8 @@ few rows from a different software stack cannot drag the rest).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -42,7 +42,9 @@ FAMILY_OF = {p: fam for fam, presets in FAMILIES.items() for p in presets}
 
 
 def load_preset(name: str, folder: Path = CLUSTERS) -> ClusterSpec:
-    from omegaconf import OmegaConf  # YAML 1.2 floats ("3.35e12"), as Hydra reads the presets
+    from omegaconf import (
+        OmegaConf,  # YAML 1.2 floats ("3.35e12"), as Hydra reads the presets
+    )
 
     raw = OmegaConf.to_container(OmegaConf.load(folder / f"{name}.yaml"))
     return ClusterSpec(**raw)

@@ -37,10 +37,25 @@ from typing import Any
 import numpy as np
 
 from autotune.memory import rank_params
-from autotune.perf_terms import (attention_s, elementwise_bytes_per_token, fsdp_exposed_s, loss_bytes_per_token,
-                                 memory_bound_s, optimizer_step_s, prefetch_exposed_s, require_perf_fields)
+from autotune.perf_terms import (
+    attention_s,
+    elementwise_bytes_per_token,
+    fsdp_exposed_s,
+    loss_bytes_per_token,
+    memory_bound_s,
+    optimizer_step_s,
+    prefetch_exposed_s,
+    require_perf_fields,
+)
 from autotune.plan_arrays import RECOMPUTE_CODE, arrays_from_plans
-from autotune.types import DTYPE_BYTES, ClusterSpec, ModelSpec, ParallelPlan, PerfEstimate, TrainSpec
+from autotune.types import (
+    DTYPE_BYTES,
+    ClusterSpec,
+    ModelSpec,
+    ParallelPlan,
+    PerfEstimate,
+    TrainSpec,
+)
 
 GEMM_M0 = 256.0  # tokens per GEMM at which efficiency is halved by this term
 GEMM_N0 = 128.0  # GEMM width (h/tp) at which efficiency is halved by this term

@@ -164,7 +164,7 @@ def load_nemo(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]
     listed with its reason (in these tables all dense H100 rows are FP8 or unstated precision)."""
     df = pd.read_csv(folder / "nemo_megatron_bridge_performance_summary.csv")
     skipped = []
-    moe = re.compile(r"(MoE|Mixtral|Qwen3_\d+B_a|DeepSeek|GPT OSS|Nemotron_3|Kimi)", re.I)
+    moe = re.compile(r"(MoE|Mixtral|Qwen3_\d+B_a|DeepSeek|GPT OSS|Nemotron_3|Kimi)", re.IGNORECASE)
     for i, r in df.iterrows():
         if str(r.gpu_type) not in GPU_PRESET:
             reason = f"gpu_type={r.gpu_type}: no cluster preset"

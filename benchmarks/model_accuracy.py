@@ -27,8 +27,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autotune.fit_reference import FAMILY_OF, FREE, apply_fit, fit_all, load_preset, predict  # noqa: E402
-from autotune.reference_runs import SOURCES, load_reference_runs  # noqa: E402
+from autotune.fit_reference import (
+    FAMILY_OF,
+    FREE,
+    apply_fit,
+    fit_all,
+    load_preset,
+    predict,
+)
+from autotune.reference_runs import SOURCES, load_reference_runs
 
 BEFORE_COMMIT = "46ae7e1"  # last commit before the fitted model (perf.py roofline + uncalibrated presets)
 PRESETS = ("h100-sxm-80gb", "h200-141gb", "a100-80gb", "a100-40gb")

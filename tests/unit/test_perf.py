@@ -7,8 +7,13 @@ import dataclasses
 import pytest
 
 from autotune.perf import GEMM_M0, GEMM_N0, _link, estimate_perf, ring_s
-from autotune.perf_terms import (elementwise_bytes_per_token, fsdp_exposed_s, loss_bytes_per_token, optimizer_step_s,
-                                 prefetch_exposed_s)
+from autotune.perf_terms import (
+    elementwise_bytes_per_token,
+    fsdp_exposed_s,
+    loss_bytes_per_token,
+    optimizer_step_s,
+    prefetch_exposed_s,
+)
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 MODEL = ModelSpec(name="m", num_layers=8, hidden_size=1024, ffn_hidden_size=4096, num_heads=16, num_kv_heads=4,
@@ -84,7 +89,7 @@ def test_single_gpu_is_compute_plus_memory_bound():
 def test_recompute_passes():
     # full recompute: GEMMs and attention 4 forward-equivalents instead of 3 (Korthikanti 2022 Eq. 7 vs 8), elementwise
     # re-run once; selective re-runs only the elementwise ops (bench_model keeps mm and SDPA outputs)
-    base = dict(micro_batch_size=1, grad_accum_steps=64)
+    base = {"micro_batch_size": 1, "grad_accum_steps": 64}
     t = 2048
     ends = t * 1024 * 8 / HBM + head_s(t)
     full = estimate_perf(ParallelPlan(**base, recompute="full"), MODEL, TRAIN, CLUSTER)

@@ -7,8 +7,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from autotune.reference_runs import (DATA, load_h200_bench, load_llmfoundry, load_megatron, load_nemo,
-                                     load_reference_runs)
+from autotune.reference_runs import (
+    DATA,
+    load_h200_bench,
+    load_llmfoundry,
+    load_megatron,
+    load_nemo,
+    load_reference_runs,
+)
 
 
 def _rows(name: str) -> int:
