@@ -86,6 +86,7 @@ def _print(row: dict, cfg) -> None:
                   highlight=False)
     console.print(f"predicted: step {row['pred_step_s']:.3f} s (compute {row['pred_compute_s']:.3f}, tp "
                   f"{row['pred_tp_comm_s']:.3f}, cp {row['pred_cp_comm_s']:.3f}, pp {row['pred_pp_comm_s']:.3f}, "
-                  f"dp exposed {row['pred_dp_comm_s']:.3f}, bubble {row['pred_bubble_s']:.3f}) · "
+                  f"dp exposed {row['pred_dp_comm_s']:.3f}, bubble {row['pred_bubble_s']:.3f}, optimizer "
+                  f"{row['pred_optimizer_s']:.3f}) · "
                   f"{row['pred_tokens_per_s']:,.0f} tok/s · {row['pred_tokens_per_s_per_gpu']:,.0f} tok/s/GPU · "
                   f"MFU {100 * row['pred_mfu']:.1f}%", highlight=False)
