@@ -139,8 +139,10 @@ class ClusterSpec:
             if getattr(self, f) is not None:
                 v = float(getattr(self, f))
                 _require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
-        for f in ("hbm_bw_bytes_per_s", "pp_microbatch_overhead_s"):
-            _require(getattr(self, f) is None or float(getattr(self, f)) >= 0, f"cluster.{f}={getattr(self, f)!r} must be >= 0")
+        _require(self.hbm_bw_bytes_per_s is None or float(self.hbm_bw_bytes_per_s) > 0,
+                 f"cluster.hbm_bw_bytes_per_s={self.hbm_bw_bytes_per_s!r} must be > 0")
+        _require(self.pp_microbatch_overhead_s is None or float(self.pp_microbatch_overhead_s) >= 0,
+                 f"cluster.pp_microbatch_overhead_s={self.pp_microbatch_overhead_s!r} must be >= 0")
 
     def peak_flops(self, compute_dtype: str) -> float:
         return self.peak_flops_fp32 if compute_dtype == "fp32" else self.peak_flops_bf16
