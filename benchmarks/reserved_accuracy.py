@@ -27,10 +27,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autotune import reserved  # noqa: E402
-from autotune.config import load_config  # noqa: E402
-from autotune.memory import memory_arrays  # noqa: E402
-from autotune.plan_arrays import arrays_from_plans  # noqa: E402
+from autotune import reserved
+from autotune.config import load_config
+from autotune.memory import memory_arrays
+from autotune.plan_arrays import arrays_from_plans
 
 CSV = ROOT / "benchmarks" / "data" / "measured" / "h200_bench_model_2026-11.csv"
 GIB = 2**30

@@ -13,7 +13,6 @@ from autotune import reserved
 from autotune.memory import memory_arrays
 from autotune.plan_arrays import arrays_from_plans
 from autotune.types import ParallelPlan
-
 from tests.unit.test_memory import BF16, CLUSTER, SMALL
 
 MiB = 2**20
