@@ -111,7 +111,8 @@ def main() -> None:
     rows = measured_rows()
     out = {"source": str(CSV.relative_to(ROOT)), "n_rows": len(rows),
            "coefficients": {"LOGITS_CACHED": reserved.LOGITS_CACHED, "STEP_CACHED": reserved.STEP_CACHED,
-                            "EXPANDABLE_SCALE": reserved.EXPANDABLE_SCALE},
+                            "EXPANDABLE_SCALE": reserved.EXPANDABLE_SCALE,
+                            "RESERVED_SIGMA_REL": reserved.RESERVED_SIGMA_REL},
            **evaluate(rows), "expandable_segments": expandable(rows)}
     if "--fit" in sys.argv:
         out["fitted"] = fit(rows)
