@@ -62,12 +62,26 @@ def transients(row: dict, expandable: bool = False) -> dict:
     return {"res": memory_arrays(arr, cfg.model, cfg.train, cluster), "arr": arr, "cluster": cluster}
 
 
+def old_trainer_logits_fp32(row: dict) -> float:
+    """fp32 logits bytes of the trainer that produced the rows (cross_entropy on the whole logits.float(): 4 b s V / t
+    per rank, s = seq_len / cp; all rows are pp = 1). Fixed here, not taken from autotune.memory's logits term, so a
+    later trainer change (e.g. a chunked loss) does not move the fit against these measurements."""
+    p, cfg = row["cfg"].plan(row["gpus"]), row["cfg"]
+    return 4.0 * p.micro_batch_size * cfg.train.seq_len / p.cp * cfg.model.vocab_size / p.tp
+
+
+def _allocator(row: dict, t: dict) -> float:
+    """autotune/reserved.py with the row's measured allocated peak and the measured trainer's transient blocks."""
+    got = reserved.reserved_bytes(row["alloc"], old_trainer_logits_fp32(row), t["res"]["step_temporaries"],
+                                  t["cluster"].expandable_segments)
+    return float(got[0]) * (1.0 + t["cluster"].allocator_fragmentation)
+
+
 def evaluate(rows: list[dict]) -> dict:
     per, errs = [], {"before_err": [], "before_estimate_err": [], "after_err": [], "after_estimated_alloc_err": []}
     for r in rows:
         t = transients(r)
-        cfg = r["cfg"]
-        after = float(reserved.allocator_reserved(t["res"], t["arr"], cfg.train, t["cluster"], r["alloc"])[0])
+        after = _allocator(r, t)
         after_est = float(t["res"]["allocator_reserved"][0])
         e = {"before_err": r["alloc"] * 1.05 / r["reserved"] - 1, "after_err": after / r["reserved"] - 1,
              "after_estimated_alloc_err": after_est / r["reserved"] - 1,
@@ -88,7 +102,7 @@ def expandable(rows: list[dict]) -> list[dict]:
     for r in rows:
         if r["case"] in EXPANDABLE:
             t = transients(r, expandable=True)
-            pred = float(reserved.allocator_reserved(t["res"], t["arr"], r["cfg"].train, t["cluster"], r["alloc"])[0])
+            pred = _allocator(r, t)
             meas = EXPANDABLE[r["case"]] * GIB
             out.append({"case": r["case"], "measured_reserved_gib": EXPANDABLE[r["case"]],
                         "pred_reserved_gib": round(pred / GIB, 2), "err": round(pred / meas - 1, 4)})
@@ -101,7 +115,7 @@ def fit(rows: list[dict]) -> dict:
         t = transients(r)
         a.append(r["alloc"])
         rv.append(r["reserved"])
-        lg.append(float(t["res"]["logits"][0]) * 4.0 / (8.0 + 2.0))  # bf16 compute: the fp32 share of the logits term
+        lg.append(old_trainer_logits_fp32(r))
         st.append(float(t["res"]["step_temporaries"][0]))
     k = reserved.fit_coefficients(a, rv, lg, st)
     return {"LOGITS_CACHED": round(k[0], 3), "STEP_CACHED": round(k[1], 3)}
