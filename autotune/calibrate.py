@@ -97,7 +97,11 @@ def fit_memory(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSp
     keep = np.isfinite(peak) & (peak > 0)
     if keep.sum() < 2:
         return {}
-    alloc = predict_allocated_bytes(rows, model, train, cluster)[keep]
+    # the caching-allocator model without the residual factor (autotune/reserved.py): the fit refines only that residual
+    from autotune.memory import memory_arrays
+
+    base = dataclasses.replace(cluster, allocator_fragmentation=0.0)
+    alloc = memory_arrays(arrays_from_frame(rows), model, train, base)["allocator_reserved"][keep]
     peak = peak[keep]
     scale = float(cluster.device_memory_bytes)
     u0 = np.array([cluster.allocator_fragmentation, cluster.runtime_overhead_bytes / scale])

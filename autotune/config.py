@@ -6,6 +6,7 @@ mistake becomes a `ConfigError` (a ValueError) whose message names the field, th
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +38,14 @@ class SpaceSpec:
     tp_within_node: bool = True
     allow_uneven_pp: bool = True
     memory_headroom: float = 0.05
+    min_margin_sigma: float = 0.0  # rank layouts with a smaller memory margin (autotune/margin.py) last
 
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.memory_headroom) < 1.0:
             raise ConfigError(f"space.memory_headroom={self.memory_headroom!r} must be within [0, 1)")
+        m = self.min_margin_sigma
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m) or m < 0:
+            raise ConfigError(f"space.min_margin_sigma={m!r} must be a number >= 0 (sigmas of reserved-memory error)")
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,8 @@ Logits: bench_model computes the loss on logits.float(): the fp32 log-softmax ke
   pipeline's loss_fn sees the whole micro-batch's logits: n = b*s.
 Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute dtype plus its fp32 reduce buffer;
   stage 3 adds two gathered blocks in compute dtype. Runtime overhead (CUDA context, NCCL, cuBLAS workspace) is
-  cluster.runtime_overhead_bytes; reserved = allocated * (1 + cluster.allocator_fragmentation) + overhead.
+  cluster.runtime_overhead_bytes; reserved = the caching allocator's reserved peak (autotune/reserved.py: allocated plus
+  the cached segments of large transient blocks, times 1 + cluster.allocator_fragmentation) + overhead.
 Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer, optimizer-step temporaries.
 """
 from __future__ import annotations
@@ -69,6 +70,7 @@ import numpy as np
 
 from autotune.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ModelSpec, ParallelPlan, TrainSpec
 from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, arrays_from_plans
+from autotune.reserved import allocator_reserved, step_temporaries, zero1_gather
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
 # bench_model.trainer.LOSS_CHUNK_TOKENS (tests/unit/test_memory.py checks they agree)
@@ -216,7 +218,8 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras) -> dict[st
 def memory_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
                   cluster: ClusterSpec) -> dict[str, np.ndarray]:
     """Vectorised worst-rank memory for plan arrays (see `autotune.plan_arrays`). Keys: params (incl. compute_copy),
-    compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, reserved (bytes) and
+    compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, step_temporaries (optimizer-step
+    transients), allocator_reserved (the caching allocator's reserved peak), reserved (plus overhead; bytes) and
     worst_pp_rank (the pipeline rank these numbers describe)."""
     tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
     c, g = DTYPE_BYTES[train.compute_dtype], DTYPE_BYTES[train.grad_dtype]
@@ -242,7 +245,11 @@ def memory_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec
     res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}
     res["buffers"] = extras["buffers"] * np.ones_like(res["allocated"])
     res["overhead"] = np.full_like(res["allocated"], float(cluster.runtime_overhead_bytes))
-    res["reserved"] = res["allocated"] * (1.0 + cluster.allocator_fragmentation) + res["overhead"]
+    local = np.choose(worst, [np.broadcast_to(psi[pos], worst.shape) for pos in POSITIONS])
+    shard = arr["dp"] * cp
+    res["step_temporaries"] = step_temporaries(local, z, shard, zero1_gather(arr), train.optimizer_states)
+    res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster)  # autotune/reserved.py
+    res["reserved"] = res["allocator_reserved"] + res["overhead"]
     res["worst_pp_rank"] = np.choose(worst, [np.broadcast_to(psi[f"rank_{pos}"], worst.shape) for pos in POSITIONS])
     return res
 
@@ -253,4 +260,5 @@ def estimate_memory(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, clus
         params_bytes=float(m["params"][0]), grads_bytes=float(m["grads"][0]),
         optimizer_bytes=float(m["optimizer"][0]), activations_bytes=float(m["activations"][0]),
         logits_bytes=float(m["logits"][0]), buffers_bytes=float(m["buffers"][0]),
-        overhead_bytes=float(m["overhead"][0]), fragmentation=cluster.allocator_fragmentation)
+        overhead_bytes=float(m["overhead"][0]),
+        fragmentation=float(m["allocator_reserved"][0] / m["allocated"][0] - 1.0) if m["allocated"][0] > 0 else 0.0)

@@ -1,60 +1,77 @@
-"""Step-time model (docs/memory_model.md "Modelling assumptions"): roofline compute + alpha-beta communication per
-axis + pipeline bubble. One vectorised implementation (`perf_arrays`); `estimate_perf` wraps it for one plan.
+"""Step-time model (docs/memory_model.md "Modelling assumptions"): per-layer roofline compute, memory-bound kernels, alpha-beta
+communication per axis, the busiest pipeline stage and its bubble. One vectorised implementation (`perf_arrays`);
+`estimate_perf` wraps it for one plan. Terms other than GEMMs and collectives live in autotune/perf_terms.py.
 
-The knobs calibration refits live in ClusterSpec: `matmul_efficiency` (fraction of peak reached by large GEMMs),
-`comm_efficiency` (fraction of link bandwidth NCCL reaches) and `dp_overlap` (fraction of data-parallel traffic hidden
-behind backward compute). Everything else is a documented constant below.
+Coefficients in ClusterSpec, fitted per GPU type on public measured runs (autotune/fit_reference.py,
+benchmarks/model_accuracy.py): `matmul_efficiency` (fraction of peak of large GEMMs), `attention_efficiency`
+(FlashAttention kernels), `memory_efficiency` (fraction of HBM bandwidth of elementwise kernels), `comm_efficiency`
+(fraction of link bandwidth NCCL reaches) and `dp_overlap` (fraction of overlapped data-parallel traffic really hidden).
 
-compute_s  = flops_per_token * tokens_per_rank * recompute_factor * stage_imbalance / (peak(compute_dtype) * eff)
-  model FLOPs: ModelSpec.flops_per_token (6N + causal attention term). recompute_factor: full recompute runs the
-  forward twice, 8/6 of model FLOPs (Korthikanti et al. 2022 Eq. 7 vs full-recompute 4 passes); selective recompute
-  (the two RMSNorms and SwiGLU gating, elementwise only) costs `SELECTIVE_OVERHEAD` (Korthikanti report 1.6-2.7% for theirs).
-  eff = matmul_efficiency * m/(m + GEMM_M0) * n/(n + GEMM_N0): GEMM efficiency falls when a GEMM dimension shrinks
-  (tile quantisation, launch and memory-bound tails): m = tokens per micro-batch per rank (b*s/cp), n = h/tp.
-  stage_imbalance = ceil-split layers on the busiest rank * pp * vpp / (num_layers * vpp).
-comm: alpha-beta with NCCL ring bus factors (NCCL docs, "Performance: algorithm bandwidth / bus bandwidth"):
-  all-reduce 2(n-1)/n * bytes / bw + 2(n-1) alpha; all-gather / reduce-scatter (n-1)/n * bytes / bw + (n-1) alpha.
-  bw = link bandwidth * comm_efficiency; the link is NVLink when the group fits in a node under the torchtitan mesh
-  order (pp, dp, cp, tp; tp innermost), InfiniBand otherwise.
-  TP (Megatron, Narayanan et al. 2021 Sec 3.2 / Korthikanti Sec 4.2.2): per layer and micro-batch 2 all-reduces of
-    b*s*h*c in forward and 2 in backward (SP: all-gather + reduce-scatter, same volume); full recompute adds the
-    forward's 2 again. Not overlapped.
-  CP (ring attention): per layer forward, cp-1 exchanges of the local K and V chunk (2*b*(s/cp)*k/t*c); backward twice
-    that (K/V and their gradients). Not overlapped (conservative).
-  PP: per micro-batch and virtual stage, one activation b*s/cp*h(/t with SP)*c sent forward and one gradient back
-    (Narayanan et al. 2021 Sec 2.2). Tied embeddings add, once per step, the all-reduce of the shared embedding/head
-    gradient between the first and last stage (`tied_embedding_allreduce_s`).
-  DP (group dp*cp, ZeRO stages as in autotune.memory and bench_model/parallel/data_parallel.py): stage 0-1 all-reduce
-    grads (grad dtype) once per step (stage 1 also all-gathers the updated params, param dtype); stage 2 all-gathers
-    params (compute dtype) and reduce-scatters grads (grad dtype, FSDP2 reduce_dtype) every micro-batch;
-    stage 3 all-gathers twice (forward and backward) and reduce-scatters every micro-batch. Exposed part:
-    max(dp_comm * (1 - dp_overlap), dp_comm - hideable compute), hideable = backward (stages 0-1, gradient buckets
-    all-reduce as backward proceeds) or forward + backward (stages 2-3, FSDP prefetch).
-bubble_s = (pp - 1)/(m * vpp) * (compute_s + tp_s + cp_s)  (Narayanan et al. 2021 Eq. 1 and Sec 2.2.2 interleaving;
-  Huang et al. 2019, GPipe Sec 2.3: (K-1)/(M+K-1) of the step is idle, i.e. (K-1)/M of the ideal time). It holds for any
-  m >= 1: with m < pp (GPipe; 1F1B needs m >= pp) the bubble exceeds the compute, e.g. pp=4, m=2 -> 1.5x.
-step_s = compute + tp + cp + pp + exposed dp + bubble; MFU = model FLOPs per second / (num_gpus * peak).
+Per micro-batch and layer on one rank (tokens = b*s/cp):
+  GEMM   = tokens * 2 N_layer / tp * passes / (peak * eff), passes = 3 (fwd + bwd), 4 with full recompute
+           (Korthikanti et al. 2022 Eq. 7 vs 8); eff = matmul_efficiency * m/(m + GEMM_M0) * n/(n + GEMM_N0) with
+           m = tokens, n = h/tp (tile quantisation and memory-bound tails of narrow GEMMs).
+  attention, memory-bound (norms, RoPE, SwiGLU, residuals; selective recompute re-runs them): perf_terms.
+  TP (Megatron, Narayanan et al. 2021 Sec 3.2 / Korthikanti Sec 4.2.2): 4 all-reduces of b*s*h*c (6 with full
+    recompute; SP: all-gather + reduce-scatter, same volume), on the critical path (not overlapped).
+  CP (ring attention): cp-1 exchanges of the local K and V chunk forward, twice that backward, not overlapped.
+Stage time per micro-batch = its layers * layer time, + embedding on rank 0, + LM head and loss on rank pp-1; the
+  busiest of ranks 0, 1, pp-1 sets the pace. compute = m * busiest stage; bubble = (pp-1)/vpp * stage time
+  (Narayanan et al. 2021 Eq. 1, Sec 2.2.2 interleaving); pp = (m*vpp + pp - 1) boundaries of 2 p2p transfers +
+  cluster.pp_microbatch_overhead_s each.
+comm: NCCL ring bus factors (NCCL docs, "Performance: algorithm bandwidth / bus bandwidth"): all-reduce
+  2(n-1)/n * bytes / bw + 2(n-1) alpha; all-gather / reduce-scatter (n-1)/n * bytes / bw + (n-1) alpha; bw = link *
+  comm_efficiency, NVLink when the group fits in a node under the mesh order (pp, dp, cp, tp), InfiniBand otherwise.
+DP (group dp*cp; ZeRO stages as bench_model/parallel/data_parallel.py): stages 0-1 all-reduce grads once per step
+  behind the last micro-batch's backward (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
+  (perf_terms.fsdp_exposed_s) every micro-batch, the root unit's gather and reduce-scatter exposed.
+optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s).
+step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
+causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
-from autotune.memory import layers_on_rank, rank_params
+from autotune.memory import rank_params
+from autotune.perf_terms import (
+    attention_s,
+    elementwise_bytes_per_token,
+    fsdp_exposed_s,
+    loss_bytes_per_token,
+    memory_bound_s,
+    optimizer_step_s,
+    prefetch_exposed_s,
+    require_perf_fields,
+)
 from autotune.plan_arrays import RECOMPUTE_CODE, arrays_from_plans
-from autotune.types import DTYPE_BYTES, ClusterSpec, ModelSpec, ParallelPlan, PerfEstimate, TrainSpec
+from autotune.types import (
+    DTYPE_BYTES,
+    ClusterSpec,
+    ModelSpec,
+    ParallelPlan,
+    PerfEstimate,
+    TrainSpec,
+)
 
-SELECTIVE_OVERHEAD = 0.03  # extra time of selective recompute (norm and SwiGLU re-runs); calibrated later
-FULL_RECOMPUTE_FACTOR = 8.0 / 6.0  # one extra forward pass: 2 FLOPs/param/token on top of 6
 GEMM_M0 = 256.0  # tokens per GEMM at which efficiency is halved by this term
 GEMM_N0 = 128.0  # GEMM width (h/tp) at which efficiency is halved by this term
+EMBEDDING_ACCESSES = 4  # gather: read row + write output (forward); backward: read grad + scatter-add into the table
 
 
-def _link(cluster: ClusterSpec, inner_span: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(bandwidth bytes/s, latency s) of a group whose ranks are `inner_span` apart-or-less in the mesh order."""
+def _link(cluster: ClusterSpec, inner_span: np.ndarray, stride: Any = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth bytes/s, latency s) of a group whose ranks are `stride` apart and `inner_span` apart-or-less in the
+    mesh order. A group spanning nodes runs NCCL's rings over every NIC its members on one node own: DGX/HGX nodes are
+    rail-optimised (one NIC per GPU; NVIDIA DGX SuperPOD reference architecture), so the bus bandwidth is the NIC
+    bandwidth times the group's ranks per node, at most the NVLink bandwidth (nccl-tests multi-node all_reduce
+    busbw approaches the node's aggregate NIC bandwidth)."""
     intra = inner_span <= cluster.gpus_per_node
-    bw = np.where(intra, cluster.intra_node_bw_bytes_per_s, cluster.inter_node_bw_bytes_per_s) * cluster.comm_efficiency
+    per_node = np.maximum(cluster.gpus_per_node // np.minimum(stride, cluster.gpus_per_node), 1)
+    inter = np.minimum(cluster.inter_node_bw_bytes_per_s * per_node, cluster.intra_node_bw_bytes_per_s)
+    bw = np.where(intra, cluster.intra_node_bw_bytes_per_s, inter) * cluster.comm_efficiency
     lat = np.where(intra, cluster.intra_node_latency_s, cluster.inter_node_latency_s)
     return bw, lat
 
@@ -66,75 +83,100 @@ def ring_s(kind: str, n: Any, nbytes: Any, bw: Any, lat: Any) -> np.ndarray:
     return steps / np.maximum(n, 1) * np.asarray(nbytes) / bw + steps * lat
 
 
-def _compute_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
-               num_gpus: np.ndarray) -> np.ndarray:
-    tp, pp, cp, vpp = arr["tp"], arr["pp"], arr["cp"], arr["vpp"]
-    # a step's model FLOPs split evenly over all ranks (TP splits each GEMM, PP the layers, dp*cp the tokens);
-    # the busiest pipeline rank's extra layers enter through `imbalance`
-    flops = model.flops_per_token(train.seq_len) * train.global_batch_tokens / num_gpus
-    rc = arr["recompute"]
-    factor = np.select([rc == RECOMPUTE_CODE["full"], rc == RECOMPUTE_CODE["selective"]],
-                       [FULL_RECOMPUTE_FACTOR, 1.0 + SELECTIVE_OVERHEAD], 1.0)
-    imbalance = layers_on_rank(model.num_layers, pp, vpp) * pp / model.num_layers
-    m_dim = arr["micro_batch_size"] * train.seq_len / cp
-    n_dim = model.hidden_size / tp
-    eff = cluster.matmul_efficiency * m_dim / (m_dim + GEMM_M0) * n_dim / (n_dim + GEMM_N0)
-    return flops * factor * imbalance / (cluster.peak_flops(train.compute_dtype) * eff)
+def gemm_efficiency(base: float, m_dim: Any, n_dim: Any) -> np.ndarray:
+    return base * m_dim / (m_dim + GEMM_M0) * n_dim / (n_dim + GEMM_N0)
+
+
+def _layer_terms(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
+                 cluster: ClusterSpec) -> dict[str, np.ndarray]:
+    """Per micro-batch, per layer, on one rank: GEMM, attention, memory-bound, TP and CP seconds."""
+    tp, cp, mbs, sp, rc = arr["tp"], arr["cp"], arr["micro_batch_size"], arr["sequence_parallel"], arr["recompute"]
+    c = DTYPE_BYTES[train.compute_dtype]
+    peak = cluster.peak_flops(train.compute_dtype)
+    tokens = mbs * train.seq_len / cp
+    full = rc == RECOMPUTE_CODE["full"]
+    passes = np.where(full, 4.0, 3.0)  # forward-equivalents: fwd + bwd (2x), + one forward with full recompute
+    h = model.hidden_size
+    per_layer_matmul = (model.matmul_params() - model.vocab_size * h) / model.num_layers
+    gemm = tokens * 2.0 * per_layer_matmul / tp * passes / (peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp))
+    attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak)
+    # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
+    # with selective (non-matmul ops) or full recompute
+    ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
+    mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
+    act_bytes = tokens * h * c
+    bw, lat = _link(cluster, tp)
+    tp_s = np.where(full, 6, 4) * ring_s("all_reduce", tp, act_bytes, bw, lat)
+    bw, lat = _link(cluster, tp * cp, tp)
+    kv_chunk = 2 * tokens * model.kv_dim / tp * c
+    cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
+    return {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
 
 
 def perf_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
                 cluster: ClusterSpec) -> dict[str, np.ndarray]:
     """Vectorised step-time model. Keys: compute_s, tp_comm_s, cp_comm_s, pp_comm_s, dp_comm_s (exposed), bubble_s,
-    step_s, tokens_per_s, tokens_per_s_per_gpu, mfu."""
+    optimizer_s, step_s, tokens_per_s, tokens_per_s_per_gpu, mfu (plus attention_s, memory_bound_s: parts of
+    compute_s)."""
+    require_perf_fields(cluster)
     dp, tp, pp, cp, vpp = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"]
-    m, mbs, z, sp = arr["grad_accum_steps"], arr["micro_batch_size"], arr["zero_stage"], arr["sequence_parallel"]
+    m, z, sp = arr["grad_accum_steps"], arr["zero_stage"], arr["sequence_parallel"]
     num_gpus = dp * tp * pp * cp
-    c = DTYPE_BYTES[train.compute_dtype]
-    seq = train.seq_len / cp
-    layers = layers_on_rank(model.num_layers, pp, vpp)
-    compute = _compute_s(arr, model, train, cluster, num_gpus)
-
-    act_bytes = mbs * seq * model.hidden_size * c
-    bw, lat = _link(cluster, tp)
-    ars_per_layer = np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 6, 4)
-    tp_s = m * layers * ars_per_layer * ring_s("all_reduce", tp, act_bytes, bw, lat)
-
-    bw, lat = _link(cluster, tp * cp)
-    kv_chunk = 2 * mbs * seq * model.kv_dim / tp * c
-    cp_s = m * layers * 3 * (cp - 1) * (kv_chunk / bw + lat)
-
-    bw, lat = _link(cluster, tp * cp * dp * pp)
-    p2p_bytes = act_bytes / np.where(sp, tp, 1)
-    pp_s = np.where(pp > 1, 2 * m * vpp * (p2p_bytes / bw + lat), 0.0)
-    pp_s = pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)
-
-    dp_s = _dp_comm_s(arr, model, train, cluster)
-    # DDP/ZeRO-1 hide the all-reduce behind backward (2/3 of compute); FSDP prefetch hides behind fwd and bwd
-    hideable = np.where(z >= 2, compute, compute * 2.0 / 3.0)
-    dp_exposed = np.maximum(dp_s * (1 - cluster.dp_overlap), dp_s - hideable)
-
-    bubble = (pp - 1) / (m * vpp) * (compute + tp_s + cp_s)
-    step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble
-    tokens_per_s = train.global_batch_tokens / step
-    mfu = model.flops_per_token(train.seq_len) * tokens_per_s / (num_gpus * cluster.peak_flops(train.compute_dtype))
-    return {"compute_s": compute, "tp_comm_s": tp_s, "cp_comm_s": cp_s, "pp_comm_s": pp_s, "dp_comm_s": dp_exposed,
-            "bubble_s": bubble, "step_s": step, "tokens_per_s": tokens_per_s,
-            "tokens_per_s_per_gpu": tokens_per_s / num_gpus, "mfu": mfu}
-
-
-def _dp_comm_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> np.ndarray:
-    dp, tp, pp, cp, vpp, z = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"], arr["zero_stage"]
-    m = arr["grad_accum_steps"]
-    n = dp * cp
-    ranks = rank_params(model, tp, pp, vpp)
-    psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])
     c, g, p = (DTYPE_BYTES[x] for x in (train.compute_dtype, train.grad_dtype, train.param_dtype))
-    bw, lat = _link(cluster, tp * cp * dp)
-    ar = ring_s("all_reduce", n, psi * g, bw, lat)
-    ag_p = ring_s("all_gather", n, psi * p, bw, lat)
-    ag_c = ring_s("all_gather", n, psi * c, bw, lat)
-    rs_g = ring_s("reduce_scatter", n, psi * g, bw, lat)  # FSDP2 reduce_dtype = fp32 (bench_model data_parallel.py)
-    return np.select([z == 0, z == 1, z == 2], [ar, ar + ag_p, m * (ag_c + rs_g)], m * (2 * ag_c + rs_g))
+    peak = cluster.peak_flops(train.compute_dtype)
+    lt = _layer_terms(arr, model, train, cluster)
+    tokens, h, V = lt["tokens"], model.hidden_size, model.vocab_size
+    layer_compute = lt["gemm"] + lt["attn"] + lt["mem"]
+    head = (tokens * 6.0 * V * h / tp / (peak * gemm_efficiency(cluster.matmul_efficiency, tokens, V / tp))
+            + memory_bound_s(tokens * loss_bytes_per_token(model, c, tp), cluster))
+    emb = memory_bound_s(tokens * h * c * EMBEDDING_ACCESSES, cluster)
+    ranks = rank_params(model, tp, pp, vpp)
+    # per micro-batch time of pipeline ranks 0, 1, pp-1; the busiest sets the pace (Narayanan et al. 2021 Sec 2.2)
+    parts = {}
+    for pos in ("first", "second", "last"):
+        n_layers, rank = ranks[f"layers_{pos}"], ranks[f"rank_{pos}"]
+        ends = np.where(rank == 0, emb, 0.0) + np.where(rank == pp - 1, head, 0.0)
+        parts[pos] = (n_layers * layer_compute + ends, n_layers * lt["tp"], n_layers * lt["cp"], n_layers, ends)
+    totals = np.stack([sum(parts[q][:3]) for q in ("first", "second", "last")])
+    busy = np.argmax(totals, axis=0)
+    pick = [np.choose(busy, [parts[q][i] for q in ("first", "second", "last")]) for i in range(5)]
+    comp_mb, tp_mb, cp_mb, busy_layers, _ = pick
+    stage_mb = comp_mb + tp_mb + cp_mb
+    compute, tp_s, cp_s = m * comp_mb, m * tp_mb, m * cp_mb
+    bubble = (pp - 1) / vpp * stage_mb  # Narayanan et al. 2021 Eq. 1 / Sec 2.2.2: (p-1)/(m v) of m stage times
+
+    bw, lat = _link(cluster, tp * cp * dp * pp, cluster.gpus_per_node)  # p2p: one NIC per GPU
+    p2p_bytes = tokens * h * c / np.where(sp, tp, 1)
+    boundary = 2 * (p2p_bytes / bw + lat) + cluster.pp_microbatch_overhead_s
+    pp_s = np.where(pp > 1, (m * vpp + pp - 1) * boundary, 0.0)
+    pp_s = pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)  # once per step, tied embeddings
+
+    # data parallel (group dp*cp), as bench_model/parallel/data_parallel.py runs it
+    n = dp * cp
+    bw, lat = _link(cluster, tp * cp * dp, tp * cp)
+    psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])
+    root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
+    fwd_layer = layer_compute / lt["passes"]
+    bwd_layer = layer_compute - fwd_layer
+    fsdp = m * (fsdp_exposed_s(busy_layers, ring_s("all_gather", n, ranks["layer"] * c, bw, lat),
+                               ring_s("reduce_scatter", n, ranks["layer"] * g, bw, lat), fwd_layer, bwd_layer, z,
+                               cluster.dp_overlap)
+                # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters
+                # after the last: nothing to hide behind
+                + ring_s("all_gather", n, root * c, bw, lat) + ring_s("reduce_scatter", n, root * g, bw, lat))
+    # DDP / ZeRO-1: gradient buckets all-reduce behind the last micro-batch's backward; ZeRO-1 then all-gathers params
+    ddp = (prefetch_exposed_s(ring_s("all_reduce", n, psi * g, bw, lat), busy_layers * bwd_layer, cluster.dp_overlap)
+           + np.where(z == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0))
+    dp_exposed = np.where(z >= 2, fsdp, ddp)
+    opt = optimizer_step_s(psi, n, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster)
+
+    step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
+    tokens_per_s = train.global_batch_tokens / step
+    mfu = model.flops_per_token(train.seq_len) * tokens_per_s / (num_gpus * peak)
+    return {"compute_s": compute, "tp_comm_s": tp_s, "cp_comm_s": cp_s, "pp_comm_s": pp_s, "dp_comm_s": dp_exposed,
+            "bubble_s": bubble, "optimizer_s": opt, "attention_s": m * busy_layers * lt["attn"],
+            "memory_bound_s": m * busy_layers * lt["mem"], "step_s": step, "tokens_per_s": tokens_per_s,
+            "tokens_per_s_per_gpu": tokens_per_s / num_gpus, "mfu": mfu}
 
 
 def tied_embedding_allreduce_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
@@ -153,4 +195,5 @@ def tied_embedding_allreduce_s(arr: dict[str, np.ndarray], model: ModelSpec, tra
 
 def estimate_perf(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> PerfEstimate:
     r = perf_arrays(arrays_from_plans([plan]), model, train, cluster)
-    return PerfEstimate(**{k: float(v[0]) for k, v in r.items()})
+    keep = {f.name for f in dataclasses.fields(PerfEstimate)}
+    return PerfEstimate(**{k: float(v[0]) for k, v in r.items() if k in keep})

@@ -9,6 +9,7 @@ import numpy as np
 
 from autotune.constraints import MEMORY_RULE, rejections
 from autotune.errors import AutotuneError, UsageError
+from autotune.margin import memory_margin, rank_order
 from autotune.memory import memory_arrays
 from autotune.perf import perf_arrays
 from autotune.plan_arrays import RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
@@ -17,8 +18,8 @@ from autotune.types import candidate_ids as _candidate_ids
 
 COLUMNS = ["candidate_id", "num_gpus", *PLAN_FIELDS, "reject_rule", "reject_reason", "fits", "mem_params_bytes",
            "mem_grads_bytes", "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes", "mem_buffers_bytes",
-           "mem_overhead_bytes", "mem_allocated_bytes", "mem_reserved_bytes", "pred_step_s", "pred_tokens_per_s",
-           "pred_tokens_per_s_per_gpu", "pred_mfu", "rank"]
+           "mem_overhead_bytes", "mem_allocated_bytes", "mem_reserved_bytes", "mem_margin_bytes", "mem_margin_sigma",
+           "pred_step_s", "pred_tokens_per_s", "pred_tokens_per_s_per_gpu", "pred_mfu", "rank"]
 _MEM_KEYS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead", "allocated", "reserved")
 _PERF_KEYS = ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
 
@@ -99,11 +100,13 @@ def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
     cols["reject_reason"] = reasons
     cols["fits"] = fits
     cols.update({f"mem_{k}_bytes": mem[k] for k in _MEM_KEYS})
+    margin, sigma = memory_margin(mem["reserved"], cluster.device_memory_bytes, space.memory_headroom)
+    cols["mem_margin_bytes"], cols["mem_margin_sigma"] = margin, sigma
     cols.update({f"pred_{k}": perf[k] for k in _PERF_KEYS})
     df = pd.DataFrame(cols)
     ok = np.equal(reasons, None)
-    order = np.lexsort((mem["reserved"], -perf["tokens_per_s"]))  # fastest first, then least memory
-    order = order[ok[order]]
+    # expected throughput (tok/s x P(fits)), margins below space.min_margin_sigma last: autotune/margin.py
+    order = rank_order(perf["tokens_per_s"], mem["reserved"], sigma, ok, space.min_margin_sigma)
     rank = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
     rank[order] = np.arange(1, len(order) + 1)
     rank[~ok] = pd.NA

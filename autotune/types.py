@@ -127,16 +127,30 @@ class ClusterSpec:
     # Memory-model runtime terms: CUDA context + NCCL + workspace, and allocator fragmentation (reserved/allocated - 1).
     runtime_overhead_bytes: int = 0
     allocator_fragmentation: float = 0.0
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True on the training job (autotune/reserved.py; torchtitan sets it)
+    expandable_segments: bool = False
     device_type: Literal["cuda", "cpu"] = "cuda"
+    # Step-time terms of autotune/perf_terms.py; every preset states them (the perf model refuses a None by name).
+    hbm_bw_bytes_per_s: float | None = None
+    memory_efficiency: float | None = None
+    attention_efficiency: float | None = None
+    pp_microbatch_overhead_s: float | None = None
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
         _positive_int("cluster.device_memory_bytes", self.device_memory_bytes)
         for f in ("peak_flops_bf16", "peak_flops_fp32", "intra_node_bw_bytes_per_s", "inter_node_bw_bytes_per_s"):
             _require(float(getattr(self, f)) > 0, f"cluster.{f}={getattr(self, f)!r} must be > 0")
-        for f in ("matmul_efficiency", "comm_efficiency", "dp_overlap"):
-            v = float(getattr(self, f))
-            _require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
+        for f in ("matmul_efficiency", "comm_efficiency", "dp_overlap", "memory_efficiency", "attention_efficiency"):
+            if getattr(self, f) is not None:
+                v = float(getattr(self, f))
+                _require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
+        _require(isinstance(self.expandable_segments, bool),
+                 f"cluster.expandable_segments={self.expandable_segments!r} must be true or false")
+        _require(self.hbm_bw_bytes_per_s is None or float(self.hbm_bw_bytes_per_s) > 0,
+                 f"cluster.hbm_bw_bytes_per_s={self.hbm_bw_bytes_per_s!r} must be > 0")
+        _require(self.pp_microbatch_overhead_s is None or float(self.pp_microbatch_overhead_s) >= 0,
+                 f"cluster.pp_microbatch_overhead_s={self.pp_microbatch_overhead_s!r} must be >= 0")
 
     def peak_flops(self, compute_dtype: str) -> float:
         return self.peak_flops_fp32 if compute_dtype == "fp32" else self.peak_flops_bf16

@@ -83,10 +83,13 @@ def _print(row: dict, cfg) -> None:
     console.print(table)
     usable = cfg.cluster.device_memory_bytes * (1 - cfg.space.memory_headroom)
     console.print(f"fits: {'yes' if row['fits'] else 'no'} ({row['mem_reserved_bytes'] / 2**30:.1f} GiB of "
-                  f"{usable / 2**30:.1f} GiB usable)" + ("" if row["fits"] else f" · {row['reject_reason']}"),
+                  f"{usable / 2**30:.1f} GiB usable, margin {row['mem_margin_bytes'] / 2**30:.1f} GiB = "
+                  f"{row['mem_margin_sigma']:.1f} sigma of the reserved model's error)"
+                  + ("" if row["fits"] else f" · {row['reject_reason']}"),
                   highlight=False)
     console.print(f"predicted: step {row['pred_step_s']:.3f} s (compute {row['pred_compute_s']:.3f}, tp "
                   f"{row['pred_tp_comm_s']:.3f}, cp {row['pred_cp_comm_s']:.3f}, pp {row['pred_pp_comm_s']:.3f}, "
-                  f"dp exposed {row['pred_dp_comm_s']:.3f}, bubble {row['pred_bubble_s']:.3f}) · "
+                  f"dp exposed {row['pred_dp_comm_s']:.3f}, bubble {row['pred_bubble_s']:.3f}, optimizer "
+                  f"{row['pred_optimizer_s']:.3f}) · "
                   f"{row['pred_tokens_per_s']:,.0f} tok/s · {row['pred_tokens_per_s_per_gpu']:,.0f} tok/s/GPU · "
                   f"MFU {100 * row['pred_mfu']:.1f}%", highlight=False)

@@ -30,6 +30,11 @@ def layout_label(row) -> str:
     return text + (" sp" if row["sequence_parallel"] else "")
 
 
+def margin_label(row) -> str:
+    """Usable memory left above the predicted reserved peak: GiB and sigmas of the reserved model's error."""
+    return f"{row['mem_margin_bytes'] / 2**30:.1f} ({row['mem_margin_sigma']:.1f}σ)"
+
+
 def summary(df) -> dict[str, int]:
     from autotune.constraints import MEMORY_RULE
 
@@ -77,10 +82,10 @@ def _print_table(top, cfg, args, counts) -> None:
 
     table = Table(title=f"{cfg.model.name} on {args.gpus} x {cfg.cluster.name} · seq {cfg.train.seq_len} · "
                         f"global batch {cfg.train.global_batch_size} seq", title_justify="left")
-    for col in ("rank", "layout", "GiB/GPU", "tok/s/GPU", "MFU %", "step s", "candidate"):
+    for col in ("rank", "layout", "GiB/GPU", "margin GiB (σ)", "tok/s/GPU", "MFU %", "step s", "candidate"):
         table.add_column(col, justify="left" if col in ("layout", "candidate") else "right", no_wrap=True)
     for _, r in top.iterrows():
-        table.add_row(str(r["rank"]), layout_label(r), f"{r['mem_reserved_bytes'] / 2**30:.1f}",
+        table.add_row(str(r["rank"]), layout_label(r), f"{r['mem_reserved_bytes'] / 2**30:.1f}", margin_label(r),
                       f"{r['pred_tokens_per_s_per_gpu']:,.0f}", f"{100 * r['pred_mfu']:.1f}",
                       f"{r['pred_step_s']:.2f}", r["candidate_id"])
     console = Console()

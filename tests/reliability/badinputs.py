@@ -108,6 +108,7 @@ def _write_spaces(root: Path) -> Path:
         "py-tag": cpu.replace("name: cpu", f"name: {PY_TAG}"),
         "empty": "",
         "efficiency": cpu.replace("matmul_efficiency: 0.5", "matmul_efficiency: 1.7"),
+        "no-hbm": "\n".join(ln for ln in cpu.splitlines() if not ln.startswith("hbm_bw_bytes_per_s")),
     }
     for name, text in broken.items():
         (spaces / "cluster" / f"{name}.yaml").write_text(text)
@@ -227,9 +228,15 @@ def _override_cases() -> list[BadInput]:
         c("space-recompute-half", (*plan8, "space.recompute=[half]"), ("space.recompute", "half")),
         c("space-sp-yes", (*plan8, "space.sequence_parallel=[yes]"), ("space.sequence_parallel", "yes")),
         c("space-headroom-2", (*plan8, "space.memory_headroom=2.0"), ("space.memory_headroom", "2.0")),
+        c("space-min-margin-negative", (*plan8, "space.min_margin_sigma=-1"), ("space.min_margin_sigma", "-1")),
+        c("space-min-margin-text", (*plan8, "space.min_margin_sigma=abc"), ("space.min_margin_sigma", "abc")),
+        c("cluster-expandable-maybe", (*plan8, "cluster.expandable_segments=maybe"),
+          ("cluster.expandable_segments", "maybe")),
         c("gpus-per-node-zero", (*plan8, "cluster.gpus_per_node=0"), ("cluster.gpus_per_node", "0")),
         c("device-memory-negative", (*plan8, "cluster.device_memory_bytes=-1"), ("cluster.device_memory_bytes", "-1")),
         c("efficiency-above-one", (*plan8, "cluster.matmul_efficiency=1.5"), ("cluster.matmul_efficiency", "1.5")),
+        c("memory-efficiency-above-one", (*plan8, "cluster.memory_efficiency=1.5"), ("cluster.memory_efficiency", "1.5")),
+        c("hbm-bw-negative", (*plan8, "cluster.hbm_bw_bytes_per_s=-1"), ("cluster.hbm_bw_bytes_per_s", "-1")),
         c("sweep-max-trials-key-zero", (*plan8, "sweep.max_trials=0"), ("sweep.max_trials", "0")),
         c("sweep-timeout-negative", (*plan8, "sweep.timeout_s=-5"), ("sweep.timeout_s", "-5")),
         c("top-level-unknown-key", (*plan8, "foo.bar=1"), ("foo",)),
@@ -281,6 +288,7 @@ def _file_cases(p: dict[str, Path], spaces: str) -> list[BadInput]:
         c("cluster-python-tag", (*plan8, "cluster=py-tag"), ("py-tag",), env=env),
         c("cluster-empty", (*plan8, "cluster=empty"), ("cluster",), env=env),
         c("cluster-efficiency", (*plan8, "cluster=efficiency"), ("cluster.matmul_efficiency", "1.7"), env=env),
+        c("cluster-no-hbm", (*plan8, "cluster=no-hbm"), ("cluster.hbm_bw_bytes_per_s", "not set"), env=env),
     ]
     hf = ("plan", "--gpus", "8", "model=hf")
     hf_cases = [

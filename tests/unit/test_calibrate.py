@@ -34,16 +34,17 @@ MIXED = _rows([(dp, tp, pp, z, m, r) for dp, tp, pp in [(8, 1, 1), (4, 2, 1), (2
 
 
 def test_single_rank_throughput_scales_with_matmul_efficiency():
-    # One rank, no communication: step = compute ∝ 1/matmul_efficiency (autotune/perf.py compute_s). Rows measured at
-    # 0.6x the preset's prediction must give matmul_efficiency = 0.6 * 0.5 = 0.3; comm/dp_overlap are unseen and stay.
+    # One rank, no communication: only the GEMM part of the step scales with 1/matmul_efficiency (the memory-bound and
+    # attention terms of autotune/perf_terms.py do not), so rows measured at 0.6x the preset's prediction need a
+    # matmul_efficiency below 0.6 * 0.5 = 0.3; comm/dp_overlap are unseen and stay.
     rows = SINGLE.copy()
     rows["tokens_per_s_per_gpu"] = 0.6 * predict_tokens_per_s_per_gpu(rows, CFG.model, CFG.train, CFG.cluster)
     cal = calibrate(rows, CFG.model, CFG.train, CFG.cluster)
-    assert cal.cluster.matmul_efficiency == pytest.approx(0.3, rel=1e-4)
+    assert 0.2 < cal.cluster.matmul_efficiency < 0.3
     assert cal.cluster.comm_efficiency == pytest.approx(0.8, abs=1e-3) and cal.cluster.dp_overlap < 1e-3
     assert cal.perf_rms_log_error_before == pytest.approx(-np.log(0.6), rel=1e-6)  # every row off by the same 0.6
-    assert cal.perf_rms_log_error_after < 1e-4
-    assert "matmul_efficiency: 0.5 -> 0.3" in cal.describe()
+    assert cal.perf_rms_log_error_after < 0.05
+    assert any(line.startswith("matmul_efficiency: 0.5 -> 0.2") for line in cal.describe())
 
 
 def test_all_three_perf_coefficients_recovered():

@@ -86,3 +86,19 @@ def test_bad_input_one_line_exit_2(args, needle):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr
+
+
+def test_estimate_json_and_plan_show_the_memory_margin(capsys, tmp_path):
+    d = _main_json(capsys, "estimate", "model=llama-3.1-8b", "cluster=h200-141gb", "train.seq_len=8192",
+                   "train.global_batch_size=8", "plan.dp=4", "plan.tp=2", "plan.zero_stage=1")
+    # usable = 150754820096 bytes x (1 - 0.05 headroom); sigma = margin / (0.038 x reserved) (autotune/reserved.py)
+    usable = 150754820096 * 0.95
+    assert d["mem_margin_bytes"] == pytest.approx(usable - d["mem_reserved_bytes"])
+    assert d["mem_margin_sigma"] == pytest.approx(d["mem_margin_bytes"] / (0.038 * d["mem_reserved_bytes"]))
+    out = tmp_path / "plan.csv"
+    r = _run("plan", "--gpus", "8", "model=tiny", "--top", "3", "-o", str(out))
+    assert r.returncode == 0 and "margin GiB (σ)" in r.stdout
+    import pandas as pd
+
+    df = pd.read_csv(out)
+    assert {"mem_margin_bytes", "mem_margin_sigma"} <= set(df.columns)

@@ -15,8 +15,8 @@ EXPECTED_COLUMNS = [
     "recompute", "sequence_parallel", "pp_schedule", "reject_rule", "reject_reason", "fits", "mem_params_bytes",
     "mem_grads_bytes",
     "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes", "mem_buffers_bytes", "mem_overhead_bytes",
-    "mem_allocated_bytes", "mem_reserved_bytes", "pred_step_s", "pred_tokens_per_s", "pred_tokens_per_s_per_gpu",
-    "pred_mfu", "rank"]
+    "mem_allocated_bytes", "mem_reserved_bytes", "mem_margin_bytes", "mem_margin_sigma", "pred_step_s",
+    "pred_tokens_per_s", "pred_tokens_per_s_per_gpu", "pred_mfu", "rank"]
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +76,15 @@ def test_memory_rejects_keep_predictions_and_reason(df8b):
                                f"(79.6 GiB - 5% headroom)")  # 85,520,809,984 B = 79.6 GiB; x 0.95 = 75.7
 
 
-def test_rank_orders_valid_fitting_by_throughput(df8b):
+def test_rank_orders_valid_fitting_by_expected_throughput(df8b):
+    # tok/s x Phi(mem_margin_sigma) (autotune/margin.py; space.min_margin_sigma defaults to 0, so no group split)
+    from autotune.margin import fit_probability
+
     ranked = df8b[df8b["rank"].notna()].sort_values("rank")
     assert ranked.reject_reason.isna().all() and ranked.fits.all()
     assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
-    assert ranked.pred_tokens_per_s.is_monotonic_decreasing
+    expected = ranked.pred_tokens_per_s * fit_probability(ranked.mem_margin_sigma.to_numpy())
+    assert expected.is_monotonic_decreasing
     assert df8b[df8b.reject_reason.notna()]["rank"].isna().all()
 
 

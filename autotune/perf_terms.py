@@ -1,0 +1,114 @@
+"""Physical terms of the step-time model that are not GEMM roofline or collective bandwidth (autotune.perf uses them).
+
+Every function is pure and vectorised over numpy arrays of candidate plans; sources next to each term.
+
+- Memory-bound (non-GEMM) work: normalisations, RoPE, SwiGLU/GeLU elementwise, residual adds, the loss
+  (softmax + cross-entropy over the vocabulary) and the optimizer step are bandwidth-bound, not FLOP-bound (roofline,
+  Williams et al. 2009; Ivanov et al. 2021 "Data Movement Is All You Need", Sec 4: in BERT training the normalisation
+  and elementwise operators take ~1/3 of runtime while doing <1% of the FLOPs). Their time is bytes moved /
+  (HBM bandwidth * memory_efficiency). Bytes are counted tensor by tensor (one read of each input, one write of each
+  output, as Korthikanti et al. 2022 count activations), see `elementwise_bytes_per_token`.
+- Attention kernels (FlashAttention; Dao 2023 "FlashAttention-2", Sec 4.1: 50-73% of peak forward on A100, lower
+  backward) run at their own efficiency, separate from the dense GEMMs: `attention_efficiency` in the preset.
+- Pipeline: the busiest stage sets the pace (Narayanan et al. 2021 Sec 2.2: steady state of 1F1B runs at the slowest
+  stage); the embedding gather sits on the first stage, the LM head GEMM and the loss on the last.
+- Per micro-batch and virtual stage a pipeline boundary costs a p2p send/recv of the activation (latency + bytes/bw,
+  forward and backward) plus a fixed schedule overhead (stream sync, kernel launch gap at the boundary):
+  `pp_microbatch_overhead_s` in the preset.
+- FSDP prefetch as bench_model runs it (FSDP2 fully_shard per block, implicit forward/backward prefetch of the next
+  block's all-gather; PyTorch FSDP2 docs "fully_shard", torchtitan docs/fsdp.md): the all-gather of block i+1 overlaps
+  the compute of block i, so the exposed time per block is max(0, comm - compute); the first gather is never hidden.
+  `dp_overlap` is the fraction of the overlapped part that is really hidden (NCCL kernels share SMs with compute).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autotune.types import ClusterSpec, ModelSpec
+
+# Adam(W) step (Kingma & Ba 2015, Algorithm 1; torch foreach/fused AdamW): per parameter it reads param, grad,
+# exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq: 7 tensors of the optimizer dtype (fp32: 28 bytes).
+ADAM_TENSORS_PER_PARAM = 7
+# Loss over the vocabulary per logit element (bench_model: loss on logits.float()): write the compute-dtype logits,
+# read them and write the fp32 copy, log-softmax reads fp32 and writes fp32, backward reads the fp32 log-probs and
+# writes the fp32 gradient, the cast back reads fp32 and writes the compute-dtype gradient: 2c + 6*4 bytes.
+LOSS_FP32_ACCESSES = 6
+PERF_FIELDS = ("hbm_bw_bytes_per_s", "memory_efficiency", "attention_efficiency", "pp_microbatch_overhead_s")
+
+
+def require_perf_fields(cluster: ClusterSpec) -> None:
+    """A preset without a field the step-time model needs is refused in one line naming the field (no default)."""
+    for f in PERF_FIELDS:
+        if getattr(cluster, f, None) is None:
+            raise ValueError(f"cluster.{f} is not set in preset {cluster.name!r}: the performance model needs it "
+                             f"(see search_spaces/cluster/h100-sxm-80gb.yaml)")
+
+
+def elementwise_bytes_per_token(model: ModelSpec, c: int, tp: Any, sp: Any) -> np.ndarray:
+    """HBM bytes per token per layer of one forward pass of the non-GEMM ops (each input read once, output written
+    once; c = compute dtype bytes). Llama block (bench_model/model.py):
+      2 RMSNorms: read h (cast to fp32, 4 bytes), write h in c: 2 * (4 + c) h
+      RoPE on q and k: read and write h + k: 2c(h + k)
+      SwiGLU silu(w1 x) * w3 x: read 2f, write f (silu's output fused in the product kernel): 3cf
+      2 residual adds: read 2h, write h: 6ch
+      softmax of the attention runs inside the FlashAttention kernel (no HBM traffic of its own)
+    GPT block (LayerNorm with bias, GeLU 4h MLP, biases): 2 LayerNorms 2 * 2ch, GeLU read/write f: 2cf, bias adds on
+    the 4 GEMM outputs read/write 3h + f + h (fused into the GEMM epilogue in Megatron and llm-foundry: not counted),
+    residuals 6ch.
+    TP divides what lives on the sharded hidden dimension (RoPE, MLP elementwise) by tp; norms and residuals are
+    replicated across TP unless sequence parallel splits the sequence (Korthikanti et al. 2022 Sec 4.2.2)."""
+    h, f, k = model.hidden_size, model.ffn_hidden_size, model.kv_dim
+    tp = np.asarray(tp, dtype=np.float64)
+    split = np.where(np.asarray(sp, dtype=bool), tp, 1.0)
+    if model.block == "gpt":
+        sharded, replicated = 2.0 * c * f, 4.0 * c * h + 6.0 * c * h
+    else:
+        sharded, replicated = 2.0 * c * (h + k) + 3.0 * c * f, 2.0 * (4 + c) * h + 6.0 * c * h
+    return sharded / tp + replicated / split
+
+
+def memory_bound_s(nbytes: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Roofline for bandwidth-bound kernels: bytes / (HBM bandwidth * memory_efficiency)."""
+    return np.asarray(nbytes, dtype=np.float64) / (cluster.hbm_bw_bytes_per_s * cluster.memory_efficiency)
+
+
+def loss_bytes_per_token(model: ModelSpec, c: int, tp: Any) -> np.ndarray:
+    """HBM bytes per token of the loss over the (vocab-parallel) logits: V/t elements, (2c + 6*4) bytes each."""
+    return model.vocab_size / np.asarray(tp, dtype=np.float64) * (2.0 * c + 4.0 * LOSS_FP32_ACCESSES)
+
+
+def optimizer_step_s(params_on_rank: Any, shard: Any, zero_stage: Any, opt_bytes: int, cluster: ClusterSpec) -> np.ndarray:
+    """Time of the AdamW update: 7 tensor accesses per parameter the rank updates (its 1/shard slice from ZeRO-1 on)."""
+    updated = np.asarray(params_on_rank, dtype=np.float64) / np.where(np.asarray(zero_stage) >= 1, shard, 1)
+    return memory_bound_s(updated * ADAM_TENSORS_PER_PARAM * opt_bytes, cluster)
+
+
+def attention_s(tokens: Any, seq_len: int, model: ModelSpec, tp: Any, passes: Any, cluster: ClusterSpec,
+                peak: float) -> np.ndarray:
+    """Causal attention score and value matmuls of one layer for `tokens` local tokens: 2 matmuls * 2 FLOPs *
+    s * d_attn per token forward, halved for the causal mask (PaLM, Chowdhery et al. 2022 App. B), heads split by TP;
+    `passes` forward-equivalents (3 = forward + backward, 4 with full recompute), at attention_efficiency of peak."""
+    flops = np.asarray(tokens, dtype=np.float64) * 2.0 * seq_len * model.num_heads * model.head_dim / tp * passes
+    return flops / (peak * cluster.attention_efficiency)
+
+
+def prefetch_exposed_s(comm: Any, compute: Any, overlap: float) -> np.ndarray:
+    """Exposed time of a collective that runs while `compute` proceeds: the part longer than the compute, plus the
+    (1 - overlap) share of the part that overlaps (bandwidth and SM contention slow one of the two)."""
+    comm, compute = np.asarray(comm, dtype=np.float64), np.asarray(compute, dtype=np.float64)
+    return np.maximum(comm - compute, 0.0) + (1.0 - overlap) * np.minimum(comm, compute)
+
+
+def fsdp_exposed_s(layers: Any, ag_layer: Any, rs_layer: Any, fwd_layer: Any, bwd_layer: Any, zero_stage: Any,
+                   overlap: float) -> np.ndarray:
+    """Exposed data-parallel time of one micro-batch under FSDP2 per-block wrapping with implicit prefetch.
+    stage 3 (reshard after forward): forward gathers every block (the first gather exposed, the others behind the
+    previous block's forward); backward gathers again and reduce-scatters each block behind the block's backward.
+    stage 2 (no reshard after forward): one gather per block in forward, reduce-scatter in backward."""
+    layers, z = np.asarray(layers, dtype=np.float64), np.asarray(zero_stage)
+    fwd = ag_layer + (layers - 1) * prefetch_exposed_s(ag_layer, fwd_layer, overlap)
+    bwd_comm = np.where(z >= 3, ag_layer + rs_layer, rs_layer)
+    bwd = layers * prefetch_exposed_s(bwd_comm, bwd_layer, overlap)
+    return fwd + bwd

@@ -1,0 +1,137 @@
+"""How well autotune/reserved.py predicts the CUDA caching allocator's reserved peak on the measured H200 rows.
+
+Rows: benchmarks/data/measured/h200_bench_model_2026-11.csv, every bench_model / probe-memory case with both
+peak_alloc_gib and peak_reserved_gib (torch.cuda.max_memory_allocated / max_memory_reserved; expandable_segments off).
+For each row the allocator model gets the MEASURED allocated peak as input (the fit is about the allocator, not the
+trainer's allocated terms) and the layout's transient blocks from autotune.memory; it is compared with the measured
+reserved peak (which has no CUDA context / NCCL overhead, so neither has the prediction).
+Prints ONE JSON object: per-row measured / predicted GiB and relative errors
+  before_err: allocated * (1 + 0.05), the constant-fragmentation model the presets used before,
+  before_estimate_err: the CSV's est_reserved_gib (the old estimate, incl. 2 GiB runtime overhead) vs measured,
+  after_err: autotune/reserved.py with the coefficients stored there,
+  after_estimated_alloc_err: the same with autotune's own allocated estimate (end-to-end, today's trainer terms),
+and max / rms of each, the three expandable_segments runs of benchmarks/data/measured/README.md, and with --fit the
+least-squares coefficients (reserved.fit_coefficients) to store in autotune/reserved.py.
+Run: PYTHONPATH=. python benchmarks/reserved_accuracy.py [--fit]
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autotune import reserved
+from autotune.config import load_config
+from autotune.memory import memory_arrays
+from autotune.plan_arrays import arrays_from_plans
+
+CSV = ROOT / "benchmarks" / "data" / "measured" / "h200_bench_model_2026-11.csv"
+GIB = 2**30
+# benchmarks/data/measured/README.md, "With PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True": reserved GiB with the
+# setting on, allocated unchanged (the case's row in the CSV gives allocated)
+EXPANDABLE = {"8b_dp4tp2_z1": 106.9, "8b_fsdp8_tt": 98.4, "1b_mbs4": 79.8}
+
+
+def measured_rows(path: Path = CSV) -> list[dict]:
+    """Rows of autotune's own trainer with both peaks, each with its autotune config and GPU count."""
+    out = []
+    with open(path) as fh:
+        for r in csv.DictReader(fh):
+            if not (r["peak_alloc_gib"] and r["peak_reserved_gib"] and r["layout"].startswith("model=")):
+                continue
+            gpus = int(r["kind"].split("--gpus ")[1].split()[0]) if "--gpus " in r["kind"] else 1
+            cfg = load_config(r["layout"].split() + ["cluster=h200-141gb"])
+            out.append({"case": r["case"], "cfg": cfg, "gpus": gpus, "alloc": float(r["peak_alloc_gib"]) * GIB,
+                        "reserved": float(r["peak_reserved_gib"]) * GIB,
+                        "est_reserved": float(r["est_reserved_gib"]) * GIB if r["est_reserved_gib"] else None})
+    return out
+
+
+def transients(row: dict, expandable: bool = False) -> dict:
+    """memory_arrays' result for the row's layout (its logits and step_temporaries feed the allocator model)."""
+    cfg = row["cfg"]
+    cluster = dataclasses.replace(cfg.cluster, expandable_segments=expandable)
+    arr = arrays_from_plans([cfg.plan(row["gpus"])])
+    return {"res": memory_arrays(arr, cfg.model, cfg.train, cluster), "arr": arr, "cluster": cluster}
+
+
+def old_trainer_logits_fp32(row: dict) -> float:
+    """fp32 logits bytes of the trainer that produced the rows (cross_entropy on the whole logits.float(): 4 b s V / t
+    per rank, s = seq_len / cp; all rows are pp = 1). Fixed here, not taken from autotune.memory's logits term, so a
+    later trainer change (e.g. a chunked loss) does not move the fit against these measurements."""
+    p, cfg = row["cfg"].plan(row["gpus"]), row["cfg"]
+    return 4.0 * p.micro_batch_size * cfg.train.seq_len / p.cp * cfg.model.vocab_size / p.tp
+
+
+def _allocator(row: dict, t: dict) -> float:
+    """autotune/reserved.py with the row's measured allocated peak and the measured trainer's transient blocks."""
+    got = reserved.reserved_bytes(row["alloc"], old_trainer_logits_fp32(row), t["res"]["step_temporaries"],
+                                  t["cluster"].expandable_segments)
+    return float(got[0]) * (1.0 + t["cluster"].allocator_fragmentation)
+
+
+def evaluate(rows: list[dict]) -> dict:
+    per, errs = [], {"before_err": [], "before_estimate_err": [], "after_err": [], "after_estimated_alloc_err": []}
+    for r in rows:
+        t = transients(r)
+        after = _allocator(r, t)
+        after_est = float(t["res"]["allocator_reserved"][0])
+        e = {"before_err": r["alloc"] * 1.05 / r["reserved"] - 1, "after_err": after / r["reserved"] - 1,
+             "after_estimated_alloc_err": after_est / r["reserved"] - 1,
+             "before_estimate_err": (r["est_reserved"] / r["reserved"] - 1) if r["est_reserved"] else None}
+        for k, v in e.items():
+            if v is not None:
+                errs[k].append(v)
+        per.append({"case": r["case"], "measured_alloc_gib": round(r["alloc"] / GIB, 2),
+                    "measured_reserved_gib": round(r["reserved"] / GIB, 2), "pred_reserved_gib": round(after / GIB, 2),
+                    **{k: (None if v is None else round(v, 4)) for k, v in e.items()}})
+    summary = {f"{k}_max_abs": round(float(np.max(np.abs(v))), 4) for k, v in errs.items()}
+    summary.update({f"{k}_rms": round(float(np.sqrt(np.mean(np.square(v)))), 4) for k, v in errs.items()})
+    return {"rows": per, **summary}
+
+
+def expandable(rows: list[dict]) -> list[dict]:
+    out = []
+    for r in rows:
+        if r["case"] in EXPANDABLE:
+            t = transients(r, expandable=True)
+            pred = _allocator(r, t)
+            meas = EXPANDABLE[r["case"]] * GIB
+            out.append({"case": r["case"], "measured_reserved_gib": EXPANDABLE[r["case"]],
+                        "pred_reserved_gib": round(pred / GIB, 2), "err": round(pred / meas - 1, 4)})
+    return out
+
+
+def fit(rows: list[dict]) -> dict:
+    a, rv, lg, st = [], [], [], []
+    for r in rows:
+        t = transients(r)
+        a.append(r["alloc"])
+        rv.append(r["reserved"])
+        lg.append(old_trainer_logits_fp32(r))
+        st.append(float(t["res"]["step_temporaries"][0]))
+    k = reserved.fit_coefficients(a, rv, lg, st)
+    return {"LOGITS_CACHED": round(k[0], 3), "STEP_CACHED": round(k[1], 3)}
+
+
+def main() -> None:
+    rows = measured_rows()
+    out = {"source": str(CSV.relative_to(ROOT)), "n_rows": len(rows),
+           "coefficients": {"LOGITS_CACHED": reserved.LOGITS_CACHED, "STEP_CACHED": reserved.STEP_CACHED,
+                            "EXPANDABLE_SCALE": reserved.EXPANDABLE_SCALE,
+                            "RESERVED_SIGMA_REL": reserved.RESERVED_SIGMA_REL},
+           **evaluate(rows), "expandable_segments": expandable(rows)}
+    if "--fit" in sys.argv:
+        out["fitted"] = fit(rows)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

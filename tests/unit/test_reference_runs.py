@@ -1,0 +1,84 @@
+"""Loader of public measured runs (autotune.reference_runs): every row mapped or skipped with a reason, one
+hand-checked row per source, and the fitted presets' accuracy on them (benchmarks/model_accuracy.py)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from autotune.reference_runs import (
+    DATA,
+    load_h200_bench,
+    load_llmfoundry,
+    load_megatron,
+    load_nemo,
+    load_reference_runs,
+)
+
+
+def _rows(name: str) -> int:
+    return sum(1 for _ in open(DATA / name)) - 1
+
+
+def test_llmfoundry_mpt():
+    runs, skipped = load_llmfoundry()
+    assert (len(runs), len(skipped)) == (209, 7) and len(runs) + len(skipped) == _rows("llmfoundry_mpt_benchmarks.csv")
+    assert all("FP8" in s.reason for s in skipped)
+    r = next(x for x in runs if x.row == 0)  # H100 large-scale table, first row: MPT-70b on 512 GPUs
+    assert (r.model.num_layers, r.model.hidden_size, r.model.num_heads, r.model.vocab_size) == (80, 8192, 64, 50368)
+    assert r.cluster == "h100-sxm-80gb" and r.train.seq_len == 2048
+    assert (r.plan.dp, r.plan.zero_stage, r.plan.micro_batch_size, r.plan.grad_accum_steps, r.plan.recompute) == \
+        (512, 3, 8, 1, "full")
+    assert r.measured_tokens_per_s_per_gpu == 1007
+    # shape check against the table's exact parameter count 64,862,437,376 (which includes the 2048 x 8192 learned
+    # positional embedding of the benchmark config): within 0.1% (MPT has no biases, our GPT block has)
+    assert r.model.num_params() + 2048 * 8192 == pytest.approx(64_862_437_376, rel=1e-3)
+
+
+def test_megatron_narayanan():
+    runs, skipped = load_megatron()
+    assert (len(runs), len(skipped)) == (22, 11) and len(runs) + len(skipped) == _rows("megatron_lm_narayanan2021.csv")
+    assert sum("tp-comm-overlap" in s.reason for s in skipped) == 9  # README 2024 H100 table
+    r = next(x for x in runs if x.row == 0)  # Table 1, 1.7B: 137 TFLOP/s per GPU on 32 A100s
+    assert (r.plan.dp, r.plan.tp, r.plan.pp, r.plan.grad_accum_steps) == (32, 1, 1, 16)
+    # Narayanan 2021 Eq. 3 per token: 96 l h^2 (1 + s/6h + V/16lh), l=24, h=2304, s=2048, V=51200
+    # = 12,230,590,464 * (1 + 0.148148 + 0.057870) = 1.47503e10 FLOPs -> 137e12 / 1.47503e10 = 9288 tok/s/GPU
+    assert r.measured_tokens_per_s_per_gpu == pytest.approx(9288, rel=1e-3)
+    t1 = next(x for x in runs if x.row == 8)  # 530B: TP 8 x PP 35 on 2520 GPUs (Table 1)
+    assert (t1.plan.tp, t1.plan.pp, t1.plan.dp, t1.model.num_layers) == (8, 35, 9, 105)
+
+
+def test_nemo_rows_are_all_listed_with_reasons():
+    runs, skipped = load_nemo()
+    assert runs == [] and len(skipped) == _rows("nemo_megatron_bridge_performance_summary.csv") == 330
+    by_row = {s.row: s.reason for s in skipped}
+    assert "FP8" in by_row[4]  # NeMo 24.07 LLAMA2-7B on 8 H100: FP8
+    assert "mixture of experts" in by_row[129]  # GPT OSS 120B on H100, BF16
+    assert Counter(s.reason.split("=")[0] for s in skipped)["gpu_type"] == 256  # B200/B300/GB200/GB300
+
+
+def test_h200_bench_model():
+    runs, skipped = load_h200_bench()
+    assert (len(runs), len(skipped)) == (7, 13)
+    r = next(x for x in runs if x.row == 0)  # 1b_mbs1: llama-3.2-1b seq 4096 gbs 2 mbs 1, 37,395 tok/s
+    assert r.model.name == "llama-3.2-1b" and r.model.num_layers == 16 and r.cluster == "h200-141gb"
+    assert (r.plan.micro_batch_size, r.plan.grad_accum_steps, r.plan.recompute) == (1, 2, "none")
+    assert r.measured_tokens_per_s_per_gpu == 37395
+    assert any("compile=True" in s.reason for s in skipped) and any("oom" in s.reason for s in skipped)
+
+
+def test_fitted_presets_reproduce_benchmark_accuracy():
+    # benchmarks/model_accuracy.py in-sample figures with the fitted presets (see the presets' comments); a change to
+    # the model or presets that loses accuracy fails here
+    from autotune.fit_reference import load_preset, predict
+
+    runs, _ = load_reference_runs()
+    clusters = {r.cluster: load_preset(r.cluster) for r in runs}
+    meas = np.array([r.measured_tokens_per_s_per_gpu for r in runs])
+    err = np.abs(predict(runs, clusters) - meas) / meas
+    assert np.median(err) <= IN_SAMPLE_MEDIAN + 0.01
+    assert np.percentile(err, 90) <= IN_SAMPLE_P90 + 0.03
+
+
+IN_SAMPLE_MEDIAN, IN_SAMPLE_P90 = 0.0358, 0.2548  # benchmarks/model_accuracy.py, 2026-11-23 (238 rows)

@@ -1,0 +1,82 @@
+"""autotune/reserved.py: the CUDA caching allocator's reserved peak, hand-computed and against the measured H200 rows
+(benchmarks/data/measured/h200_bench_model_2026-11.csv, torch.cuda.max_memory_reserved)."""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotune import reserved
+from autotune.memory import memory_arrays
+from autotune.plan_arrays import arrays_from_plans
+from autotune.types import ParallelPlan
+from tests.unit.test_memory import BF16, CLUSTER, SMALL
+
+MiB = 2**20
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_round_large_follows_caching_allocator_rounding():
+    # c10/cuda/CUDACachingAllocator.cpp: requests > 1 MiB come from the large pool, rounded up to kRoundLarge = 2 MiB;
+    # smaller requests share small-pool segments and are left as they are
+    got = reserved.round_large([100, MiB, MiB + 1, 10 * MiB + 1, 4 * MiB])
+    assert got.tolist() == [100, MiB, 2 * MiB, 12 * MiB, 4 * MiB]
+
+
+def test_step_temporaries_hand_computed():
+    psi = 1.0e9  # local parameters
+    # stage 0: foreach AdamW sqrt temporary over all local params, 4e9 bytes -> rounded to 2 MiB: 1908 * 2 MiB
+    assert reserved.step_temporaries(psi, 0, 4, False, 2) == pytest.approx(np.ceil(4e9 / (2 * MiB)) * 2 * MiB)
+    # ZeRO-1 over 4 ranks: temporary over a quarter (1e9 bytes) + ZeRO1AdamW send (1e9) and receive (4e9) buffers
+    want = np.ceil(1e9 / (2 * MiB)) * 2 * MiB + np.ceil(5e9 / (2 * MiB)) * 2 * MiB
+    assert reserved.step_temporaries(psi, 1, 4, True, 2) == pytest.approx(want)
+    assert reserved.step_temporaries(psi, 0, 1, False, 0) == 0  # SGD keeps no state and allocates no temporary
+
+
+def test_reserved_bytes_and_expandable_segments():
+    alloc, logits, step = 50 * 2**30, 4 * 2**30, 8 * 2**30
+    excess = reserved.LOGITS_CACHED * logits + reserved.STEP_CACHED * step
+    assert reserved.reserved_bytes(alloc, logits, step) == pytest.approx(alloc + excess)
+    assert reserved.reserved_bytes(alloc, logits, step, True) == pytest.approx(alloc + reserved.EXPANDABLE_SCALE * excess)
+
+
+def test_fit_recovers_known_coefficients():
+    rng = np.random.default_rng(0)
+    alloc = rng.uniform(20, 90, 12) * 2**30
+    logits, step = rng.uniform(1, 16, 12) * 2**30, rng.uniform(0.2, 20, 12) * 2**30
+    meas = reserved.reserved_bytes(alloc, logits, step, coefficients=(0.4, 0.9))
+    assert reserved.fit_coefficients(alloc, meas, logits, step) == pytest.approx((0.4, 0.9), rel=1e-2)
+
+
+def test_cpu_preset_has_no_caching_allocator_term():
+    cpu = dataclasses.replace(CLUSTER, device_type="cpu")
+    m = memory_arrays(arrays_from_plans([ParallelPlan(dp=2, grad_accum_steps=4)]), SMALL, BF16, cpu)
+    assert m["allocator_reserved"][0] == pytest.approx(m["allocated"][0] * 1.5)  # fragmentation 0.5 only
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("reserved_accuracy", ROOT / "benchmarks" / "reserved_accuracy.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_measured_h200_row_within_8_percent():
+    # measured allocated as input (the allocator model, not the trainer's terms); dp4 x tp2 ZeRO-1 was 121.1 GiB
+    # reserved against 93.5 estimated (-23%) with the constant-fragmentation model
+    bench = _bench()
+    rows = bench.measured_rows()
+    assert len(rows) == 14
+    out = bench.evaluate(rows)
+    assert out["after_err_max_abs"] <= 0.08
+    assert out["before_err_max_abs"] > 0.2  # the constant model it replaces did not hold on these rows
+    z1 = next(r for r in out["rows"] if r["case"] == "8b_dp4tp2_z1")
+    assert abs(z1["pred_reserved_gib"] / 121.1 - 1) <= 0.08
+    # the sigma the planner uses (the end-to-end rms with autotune's own allocated estimate, 0.038 when fitted) is no
+    # smaller than the allocator model's own rms error
+    assert out["after_err_rms"] <= reserved.RESERVED_SIGMA_REL
+    for r in bench.expandable(rows):  # expandable_segments:True runs of the measured README
+        assert abs(r["err"]) <= 0.08
