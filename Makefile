@@ -9,7 +9,7 @@ VENV_FLAGS ?=
 STAMP := $(VENV)/.autotune-installed
 BIN := $(VENV)/bin
 
-.PHONY: venv demo test test-fast clean-demo
+.PHONY: venv demo test test-fast lint clean-demo
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV_FLAGS) $(VENV)
@@ -36,6 +36,10 @@ demo: venv
 
 test: venv
 	$(BIN)/python -m pytest -x -q --durations=25 tests
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test-fast: venv
 	$(BIN)/python -m pytest -x -q tests/unit

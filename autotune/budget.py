@@ -8,6 +8,7 @@ with overhead the median over measured trials of (gpu_seconds - num_gpus x steps
 step time the candidate's own measurement when it has one, else its predicted step time scaled by the median
 measured/predicted ratio (a one-number calibration: the models' absolute scale is the least reliable part).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,9 @@ class GpuBudget:
     """`sweep.budget_gpu_hours` (None = no limit) against the rows written so far (resume counts them)."""
 
     def __init__(self, budget_gpu_hours: float | None, previous_rows: Any = None) -> None:
-        if budget_gpu_hours is not None and (isinstance(budget_gpu_hours, bool) or not budget_gpu_hours > 0
-                                             or math.isinf(budget_gpu_hours)):
+        if budget_gpu_hours is not None and (
+            isinstance(budget_gpu_hours, bool) or not budget_gpu_hours > 0 or math.isinf(budget_gpu_hours)
+        ):
             raise UsageError(f"--budget-gpu-hours={budget_gpu_hours!r} must be a number > 0")
         self.limit_s = None if budget_gpu_hours is None else float(budget_gpu_hours) * 3600.0
         self.spent_s = spent_gpu_seconds(previous_rows)
@@ -59,8 +61,11 @@ class GpuBudget:
         """Say once that the budget stops the sweep."""
         if not self.announced:
             self.announced = True
-            console.print(f"GPU-hour budget spent ({self.spent_s / 3600:.3g} of {self.limit_s / 3600:.3g} GPU-h): "
-                          "starting no more trials", highlight=False)
+            console.print(
+                f"GPU-hour budget spent ({self.spent_s / 3600:.3g} of {self.limit_s / 3600:.3g} GPU-h): "
+                "starting no more trials",
+                highlight=False,
+            )
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,10 @@ class CostSummary:
         out = [f"GPU-hours spent: {self.spent_gpu_hours:.3g} ({self.num_trials} trials)"]
         if self.exhaustive_gpu_hours:
             share = 100.0 * self.spent_gpu_hours / self.exhaustive_gpu_hours
-            out.append(f"exhaustive grid ({self.num_runnable} runnable layouts) would cost ~"
-                       f"{self.exhaustive_gpu_hours:.3g} GPU-hours; this sweep spent {share:.0f}% of that")
+            out.append(
+                f"exhaustive grid ({self.num_runnable} runnable layouts) would cost ~"
+                f"{self.exhaustive_gpu_hours:.3g} GPU-hours; this sweep spent {share:.0f}% of that"
+            )
         return out
 
 
@@ -87,8 +94,14 @@ def exhaustive_gpu_seconds(candidates: Any, rows: Any, warmup_steps: int, timed_
     recs = ok.to_dict("records")
     steps = [float(r.get("timed_steps") or timed_steps) + warmup_steps for r in recs]
     # per-trial overhead in GPU-seconds: what the trial cost beyond its steps (process start, imports, model build)
-    overhead = float(np.median([max(0.0, trial_gpu_seconds(r) - float(r["num_gpus"]) * n * float(r["step_time_mean_s"]))
-                                for r, n in zip(recs, steps)]))
+    overhead = float(
+        np.median(
+            [
+                max(0.0, trial_gpu_seconds(r) - float(r["num_gpus"]) * n * float(r["step_time_mean_s"]))
+                for r, n in zip(recs, steps)
+            ]
+        )
+    )
     measured = {r["candidate_id"]: float(r["step_time_mean_s"]) for r in recs}
     scale = 1.0
     if "pred_step_s" in candidates:
@@ -107,8 +120,9 @@ def exhaustive_gpu_seconds(candidates: Any, rows: Any, warmup_steps: int, timed_
 def cost_summary(candidates: Any, rows: Any, warmup_steps: int, timed_steps: int) -> CostSummary:
     ran = rows[rows["status"].isin(SPENDING)]
     exhaustive = exhaustive_gpu_seconds(candidates, rows, warmup_steps, timed_steps)
-    return CostSummary(spent_gpu_seconds(rows) / 3600.0, len(ran),
-                       None if exhaustive is None else exhaustive / 3600.0, len(candidates))
+    return CostSummary(
+        spent_gpu_seconds(rows) / 3600.0, len(ran), None if exhaustive is None else exhaustive / 3600.0, len(candidates)
+    )
 
 
 def sweep_cost_lines(sweep_dir: Any, rows: Any = None) -> list[str]:

@@ -11,11 +11,13 @@ units) keeps coefficients the data cannot see — `dp_overlap` when no row has d
 instead of letting them drift along a flat direction. Solver: scipy.optimize.least_squares, trust-region reflective
 with box bounds (Branch, Coleman & Li 1999). Rank agreement: scipy.stats.spearmanr.
 """
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -23,13 +25,17 @@ from autotune.plan_arrays import arrays_from_frame
 from autotune.types import PLAN_FIELDS, ClusterSpec, ModelSpec, TrainSpec
 
 PERF_BOUNDS: dict[str, tuple[float, float]] = {
-    "matmul_efficiency": (0.01, 1.0), "comm_efficiency": (0.01, 1.0), "dp_overlap": (0.0, 1.0)}
+    "matmul_efficiency": (0.01, 1.0),
+    "comm_efficiency": (0.01, 1.0),
+    "dp_overlap": (0.0, 1.0),
+}
 PRIOR_WEIGHT = 1e-6
 MIN_ROWS = 3
 
 
-def bounded_least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lower: np.ndarray,
-                          upper: np.ndarray) -> np.ndarray:
+def bounded_least_squares(
+    residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> np.ndarray:
     """argmin ||residual(x)||² subject to lower <= x <= upper (finite bounds); x0 is clipped into the box first."""
     from scipy.optimize import least_squares
 
@@ -68,8 +74,9 @@ def measured_rows(rows: Any) -> Any:
     return rows[ok.to_numpy()]
 
 
-def fit_perf(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
-             names: tuple[str, ...] = tuple(PERF_BOUNDS)) -> dict[str, float]:
+def fit_perf(
+    rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, names: tuple[str, ...] = tuple(PERF_BOUNDS)
+) -> dict[str, float]:
     """Refitted perf coefficients (see module docstring) from measured rows."""
     from autotune.perf import perf_arrays
 
@@ -127,8 +134,10 @@ class Calibration:
     def describe(self) -> list[str]:
         lines = [f"{n}: {a:.4g} -> {b:.4g}" for n, a, b in self.changes]
         if self.spearman_before is not None and self.spearman_after is not None:
-            lines.append(f"predicted-vs-measured Spearman over {self.num_rows} rows: "
-                         f"{self.spearman_before:.3f} -> {self.spearman_after:.3f}")
+            lines.append(
+                f"predicted-vs-measured Spearman over {self.num_rows} rows: "
+                f"{self.spearman_before:.3f} -> {self.spearman_after:.3f}"
+            )
         return lines
 
 
@@ -138,8 +147,9 @@ def _rms_log(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
     return float(np.sqrt(np.mean((np.log(pred) - np.log(meas)) ** 2))), spearman(pred, meas)
 
 
-def calibrate(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
-              min_rows: int = MIN_ROWS) -> Calibration:
+def calibrate(
+    rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, min_rows: int = MIN_ROWS
+) -> Calibration:
     """Refit perf coefficients and memory terms from `rows` (a results DataFrame of this model/train shape). Fewer
     than `min_rows` measured rows: the cluster comes back unchanged."""
     ok = measured_rows(rows)
@@ -149,8 +159,11 @@ def calibrate(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpe
     new = {**fit_perf(ok, model, train, cluster), **fit_memory(ok, model, train, cluster)}
     fitted = dataclasses.replace(cluster, **new)
     err_after, rho_after = _rms_log(ok, model, train, fitted)
-    changes = tuple((n, float(getattr(cluster, n)), float(v)) for n, v in new.items()
-                    if not np.isclose(float(getattr(cluster, n)), float(v), rtol=1e-4, atol=0))
+    changes = tuple(
+        (n, float(getattr(cluster, n)), float(v))
+        for n, v in new.items()
+        if not np.isclose(float(getattr(cluster, n)), float(v), rtol=1e-4, atol=0)
+    )
     return Calibration(fitted, changes, len(ok), err_before, err_after, rho_before, rho_after)
 
 
@@ -168,7 +181,9 @@ def rerank(candidates: Any, cfg: Any, cluster: ClusterSpec) -> Any:
     return scored
 
 
-def sweep_specs(sweep_dir: Any, overrides: list[str] | tuple[str, ...] = ()) -> tuple[ModelSpec, TrainSpec, ClusterSpec]:
+def sweep_specs(
+    sweep_dir: Any, overrides: list[str] | tuple[str, ...] = ()
+) -> tuple[ModelSpec, TrainSpec, ClusterSpec]:
     """(model, train, cluster) a sweep ran with: its sweep.yaml's resolved config (autotune.store.SweepStore.config)
     with `overrides` on top, or the config tree with `overrides` when the folder has no sweep.yaml."""
     from autotune.config import load_config
@@ -198,8 +213,11 @@ class OnlineCalibrator:
 
         if row.get("status") != "ok" or not row.get("tokens_per_s_per_gpu"):
             return None
-        keep = {k: row.get(k) for k in PLAN_FIELDS + ("status", "tokens_per_s_per_gpu", "peak_mem_reserved_bytes",
-                                                       "peak_mem_allocated_bytes", "candidate_id")}
+        keep = {
+            k: row.get(k)
+            for k in PLAN_FIELDS
+            + ("status", "tokens_per_s_per_gpu", "peak_mem_reserved_bytes", "peak_mem_allocated_bytes", "candidate_id")
+        }
         self.rows = pd.concat([self.rows, pd.DataFrame([keep])], ignore_index=True)
         if len(self.rows) < self.min_rows:
             return None

@@ -3,6 +3,7 @@
 This is the only module that touches a Hydra `DictConfig`; everything downstream receives `Config`. Every user
 mistake becomes a `ConfigError` (a ValueError) whose message names the field, the value and the rule.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -103,14 +104,18 @@ class Config:
             else:
                 f["dp"] = num_gpus // inner
         elif num_gpus is not None and f["dp"] * inner != num_gpus:
-            raise ConfigError(f"plan.dp({f['dp']}) * tp({f['tp']}) * pp({f['pp']}) * cp({f['cp']}) "
-                              f"= {f['dp'] * inner} != num_gpus({num_gpus})")
+            raise ConfigError(
+                f"plan.dp({f['dp']}) * tp({f['tp']}) * pp({f['pp']}) * cp({f['cp']}) "
+                f"= {f['dp'] * inner} != num_gpus({num_gpus})"
+            )
         if f["grad_accum_steps"] is None:
             per_step = f["dp"] * f["micro_batch_size"]
             gbs = self.train.global_batch_size
             if gbs % per_step:
-                raise ConfigError(f"train.global_batch_size={gbs} is not divisible by "
-                                  f"dp*micro_batch_size={f['dp']}*{f['micro_batch_size']}={per_step}")
+                raise ConfigError(
+                    f"train.global_batch_size={gbs} is not divisible by "
+                    f"dp*micro_batch_size={f['dp']}*{f['micro_batch_size']}={per_step}"
+                )
             f["grad_accum_steps"] = gbs // per_step
         if f["pp_schedule"] is None:
             f["pp_schedule"] = default_pp_schedule(f["pp"], f["vpp"], f["grad_accum_steps"])
@@ -146,14 +151,22 @@ def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | 
         resolved_yaml = freeze_resolved_yaml(resolved_yaml, model)
     plan_fields = dict(raw.get("plan") or {})
     _check_plan_types(plan_fields)
-    return Config(model=model, cluster=cluster, train=train, space=space, sweep=sweep, plan_fields=plan_fields,
-                  overrides=tuple(overrides), resolved_yaml=resolved_yaml)
+    return Config(
+        model=model,
+        cluster=cluster,
+        train=train,
+        space=space,
+        sweep=sweep,
+        plan_fields=plan_fields,
+        overrides=tuple(overrides),
+        resolved_yaml=resolved_yaml,
+    )
 
 
 def _compose(overrides: list[str], config_dir: Path):
+    import yaml
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    import yaml
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -181,11 +194,17 @@ def _explain_hydra_error(e: Exception, overrides: list[str], config_dir: Path) -
     if "not in struct" in msg or "Could not override" in msg:
         key = msg.split("'")[1] if "'" in msg else msg
         return f"{key}: unknown config key (see `autotune plan --help` and search_spaces/)"
-    if "mismatched input" in msg or "no viable alternative" in msg or "extraneous input" in msg \
-            or "Error parsing override" in msg:
+    if (
+        "mismatched input" in msg
+        or "no viable alternative" in msg
+        or "extraneous input" in msg
+        or "Error parsing override" in msg
+    ):
         why = [ln for ln in msg.splitlines() if ln.strip() and not ln.startswith(("See https://", "Error parsing"))]
-        return (f"override {getattr(e, 'override', '')!r} could not be parsed (expected KEY=VALUE): "
-                f"{why[0] if why else _first_line(e)}")
+        return (
+            f"override {getattr(e, 'override', '')!r} could not be parsed (expected KEY=VALUE): "
+            f"{why[0] if why else _first_line(e)}"
+        )
     return _first_line(e)
 
 
@@ -228,8 +247,10 @@ def _model_from(values: dict[str, Any]) -> ModelSpec:
     return _build(ModelSpec, values, "model")
 
 
-_PRECISION_DTYPES = {"bf16": dict(param_dtype="fp32", compute_dtype="bf16", grad_dtype="fp32"),
-                     "fp32": dict(param_dtype="fp32", compute_dtype="fp32", grad_dtype="fp32")}
+_PRECISION_DTYPES = {
+    "bf16": dict(param_dtype="fp32", compute_dtype="bf16", grad_dtype="fp32"),
+    "fp32": dict(param_dtype="fp32", compute_dtype="fp32", grad_dtype="fp32"),
+}
 
 
 def _train_from(values: dict[str, Any]) -> TrainSpec:
@@ -258,8 +279,11 @@ def _as_tuple(name: str, v: Any, kind: type) -> tuple:
     for x in items:
         bad = (isinstance(x, bool) != (kind is bool)) or not isinstance(x, kind)
         if bad or (kind is int and x < (0 if name == "zero_stage" else 1)):
-            rule = {int: "integers >= 1" if name != "zero_stage" else "integers in 0..3",
-                    str: "strings", bool: "true/false"}[kind]
+            rule = {
+                int: "integers >= 1" if name != "zero_stage" else "integers in 0..3",
+                str: "strings",
+                bool: "true/false",
+            }[kind]
             raise ConfigError(f"space.{name}={v!r} must list {rule}")
     return tuple(items)
 

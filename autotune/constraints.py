@@ -5,6 +5,7 @@ checked in order and a candidate keeps the first reason it fails, with that rule
 `pp_microbatches`, ...: the `reject_rule` column; code tests the id, never the message). Reasons are formatted once
 per distinct value combination (a few dozen), not once per candidate.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,40 +25,91 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
     allow_uneven = getattr(space, "allow_uneven_pp", True)
     inter = sched == SCHEDULE_CODE["interleaved_1f1b"]
     return [
-        ("batch_divisible", gbs % (dp * mbs) != 0,
-         lambda dp, micro_batch_size: f"train.global_batch_size={gbs} is not divisible by dp*micro_batch_size="
-                                      f"{dp}*{micro_batch_size}={dp * micro_batch_size}", ("dp", "micro_batch_size")),
-        ("batch_product", dp * mbs * m != gbs,
-         lambda dp, micro_batch_size, grad_accum_steps: f"dp*micro_batch_size*grad_accum_steps={dp}*{micro_batch_size}"
-         f"*{grad_accum_steps}={dp * micro_batch_size * grad_accum_steps} != train.global_batch_size={gbs}",
-         ("dp", "micro_batch_size", "grad_accum_steps")),
-        ("tp_divides_heads", model.num_heads % tp != 0,
-         lambda tp: f"tp={tp} does not divide num_heads={model.num_heads}", ("tp",)),
-        ("tp_divides_kv_heads", model.num_kv_heads % tp != 0,
-         lambda tp: f"tp={tp} does not divide num_kv_heads={model.num_kv_heads}", ("tp",)),
-        ("tp_within_node", (tp > cluster.gpus_per_node) & tp_within_node,
-         lambda tp: f"tp={tp} exceeds gpus_per_node={cluster.gpus_per_node} (space.tp_within_node=true)", ("tp",)),
+        (
+            "batch_divisible",
+            gbs % (dp * mbs) != 0,
+            lambda dp, micro_batch_size: (
+                f"train.global_batch_size={gbs} is not divisible by dp*micro_batch_size="
+                f"{dp}*{micro_batch_size}={dp * micro_batch_size}"
+            ),
+            ("dp", "micro_batch_size"),
+        ),
+        (
+            "batch_product",
+            dp * mbs * m != gbs,
+            lambda dp, micro_batch_size, grad_accum_steps: (
+                f"dp*micro_batch_size*grad_accum_steps={dp}*{micro_batch_size}"
+                f"*{grad_accum_steps}={dp * micro_batch_size * grad_accum_steps} != train.global_batch_size={gbs}"
+            ),
+            ("dp", "micro_batch_size", "grad_accum_steps"),
+        ),
+        (
+            "tp_divides_heads",
+            model.num_heads % tp != 0,
+            lambda tp: f"tp={tp} does not divide num_heads={model.num_heads}",
+            ("tp",),
+        ),
+        (
+            "tp_divides_kv_heads",
+            model.num_kv_heads % tp != 0,
+            lambda tp: f"tp={tp} does not divide num_kv_heads={model.num_kv_heads}",
+            ("tp",),
+        ),
+        (
+            "tp_within_node",
+            (tp > cluster.gpus_per_node) & tp_within_node,
+            lambda tp: f"tp={tp} exceeds gpus_per_node={cluster.gpus_per_node} (space.tp_within_node=true)",
+            ("tp",),
+        ),
         ("pp_within_layers", pp > L, lambda pp: f"pp={pp} exceeds num_layers={L}", ("pp",)),
-        ("vpp_within_layers", pp * vpp > L,
-         lambda pp, vpp: f"pp*vpp={pp}*{vpp}={pp * vpp} exceeds num_layers={L}", ("pp", "vpp")),
-        ("pp_divides_layers", (L % (pp * vpp) != 0) & (not allow_uneven),
-         lambda pp, vpp: f"pp*vpp={pp * vpp} does not divide num_layers={L} (space.allow_uneven_pp=false)",
-         ("pp", "vpp")),
-        ("cp_divides_seq", (cp > 1) & (S % (2 * cp) != 0),
-         lambda cp: f"seq_len={S} is not divisible by 2*cp={2 * cp} (load-balanced causal chunks)", ("cp",)),
-        ("pp_microbatches", (sched == SCHEDULE_CODE["1f1b"]) & (pp > 1) & (m < pp),
-         lambda grad_accum_steps, pp: f"grad_accum_steps={grad_accum_steps} < pp={pp}: pp_schedule=1f1b needs at "
-                                      f"least pp micro-batches (gpipe runs it)", ("grad_accum_steps", "pp")),
-        ("interleaved_microbatches", inter & (m % pp != 0),
-         lambda grad_accum_steps, pp: f"grad_accum_steps={grad_accum_steps} is not a multiple of pp={pp} "
-                                      f"(Interleaved1F1B needs n_microbatches % pp == 0)", ("grad_accum_steps", "pp")),
-        ("zero_needs_dp", (z > 0) & (dp * cp == 1),
-         lambda zero_stage: f"zero_stage={zero_stage} shards nothing at dp*cp=1", ("zero_stage",)),
+        (
+            "vpp_within_layers",
+            pp * vpp > L,
+            lambda pp, vpp: f"pp*vpp={pp}*{vpp}={pp * vpp} exceeds num_layers={L}",
+            ("pp", "vpp"),
+        ),
+        (
+            "pp_divides_layers",
+            (L % (pp * vpp) != 0) & (not allow_uneven),
+            lambda pp, vpp: f"pp*vpp={pp * vpp} does not divide num_layers={L} (space.allow_uneven_pp=false)",
+            ("pp", "vpp"),
+        ),
+        (
+            "cp_divides_seq",
+            (cp > 1) & (S % (2 * cp) != 0),
+            lambda cp: f"seq_len={S} is not divisible by 2*cp={2 * cp} (load-balanced causal chunks)",
+            ("cp",),
+        ),
+        (
+            "pp_microbatches",
+            (sched == SCHEDULE_CODE["1f1b"]) & (pp > 1) & (m < pp),
+            lambda grad_accum_steps, pp: (
+                f"grad_accum_steps={grad_accum_steps} < pp={pp}: pp_schedule=1f1b needs at "
+                f"least pp micro-batches (gpipe runs it)"
+            ),
+            ("grad_accum_steps", "pp"),
+        ),
+        (
+            "interleaved_microbatches",
+            inter & (m % pp != 0),
+            lambda grad_accum_steps, pp: (
+                f"grad_accum_steps={grad_accum_steps} is not a multiple of pp={pp} "
+                f"(Interleaved1F1B needs n_microbatches % pp == 0)"
+            ),
+            ("grad_accum_steps", "pp"),
+        ),
+        (
+            "zero_needs_dp",
+            (z > 0) & (dp * cp == 1),
+            lambda zero_stage: f"zero_stage={zero_stage} shards nothing at dp*cp=1",
+            ("zero_stage",),
+        ),
     ]
 
 
-def rejections(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
-               space=None) -> tuple[np.ndarray, np.ndarray]:
+def rejections(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, space=None
+) -> tuple[np.ndarray, np.ndarray]:
     """Two object arrays: the first failed rule's id and its reason per candidate, None when every rule holds."""
     n = len(arr["dp"])
     rules, out = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
@@ -76,8 +128,9 @@ def rejections(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, c
     return rules, out
 
 
-def reject_reasons(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec,
-                   space=None) -> np.ndarray:
+def reject_reasons(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, space=None
+) -> np.ndarray:
     """Object array: the first failed rule's reason per candidate, or None when every rule holds."""
     return rejections(arr, model, train, cluster, space)[1]
 

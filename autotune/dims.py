@@ -1,4 +1,5 @@
 """`Dim`: what the code needs to know about one `ParallelPlan` field (autotune/types.py), declared once next to it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

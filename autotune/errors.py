@@ -6,6 +6,7 @@ exit code 2; any other exception is a bug in autotune or a library and keeps its
 
 `AutotuneError` is a `ValueError`, so callers (and tests) that catch `ValueError` keep working.
 """
+
 from __future__ import annotations
 
 

@@ -8,6 +8,7 @@ Everything else (peaks, HBM and link bandwidths, latencies, the per-boundary pip
 datasheet values. Residual: log(predicted / measured tok/s/GPU) (scipy.optimize.least_squares, soft_l1 loss so a
 few rows from a different software stack cannot drag the rest).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,7 +31,7 @@ FREE = (PER_FAMILY, *SHARED)
 PRIORS = {
     "matmul_efficiency": 0.7,  # cuBLAS bf16 GEMMs of LLM shapes: ~70-80% of dense peak (NVIDIA H100/A100 GEMM tables)
     "attention_efficiency": 0.4,  # FlashAttention-2: 50-73% fwd / 35-45% fwd+bwd of A100 peak (Dao 2023 Sec 4.1);
-                                  # ~35% of H100 peak (Shah et al. 2024 "FlashAttention-3", Sec 1)
+    # ~35% of H100 peak (Shah et al. 2024 "FlashAttention-3", Sec 1)
     "memory_efficiency": 0.8,  # elementwise kernels on large tensors: ~80-90% of HBM bandwidth (roofline practice)
     "comm_efficiency": 0.8,  # nccl-tests all_reduce busbw ~360 of 450 GB/s NVLink 4 per direction
     "dp_overlap": 0.5,  # no information: half of the overlapped traffic hidden
@@ -64,7 +65,9 @@ def predict(runs: Iterable[ReferenceRun], clusters: dict[str, ClusterSpec]) -> n
     return out
 
 
-def with_coefficients(clusters: dict[str, ClusterSpec], family: str, values: dict[str, float]) -> dict[str, ClusterSpec]:
+def with_coefficients(
+    clusters: dict[str, ClusterSpec], family: str, values: dict[str, float]
+) -> dict[str, ClusterSpec]:
     new = dict(clusters)
     for name in FAMILIES[family]:
         if name in new:
@@ -73,7 +76,7 @@ def with_coefficients(clusters: dict[str, ClusterSpec], family: str, values: dic
 
 
 def _unpack(x: np.ndarray) -> dict[str, dict[str, float]]:
-    shared = dict(zip(SHARED, x[len(FAMILIES):]))
+    shared = dict(zip(SHARED, x[len(FAMILIES) :]))
     return {fam: {PER_FAMILY: float(x[i]), **shared} for i, fam in enumerate(FAMILIES)}
 
 
@@ -91,8 +94,9 @@ def fit_all(runs: list[ReferenceRun], clusters: dict[str, ClusterSpec]) -> dict[
         rows = np.log(predict(runs, apply_fit(clusters, _unpack(x)))) - measured
         return np.concatenate([rows, PRIOR_WEIGHT * np.log(x / prior)])
 
-    res = least_squares(residual, np.clip(x0, *BOUNDS), bounds=BOUNDS, loss="soft_l1", f_scale=0.1, diff_step=1e-3,
-                        xtol=1e-3, ftol=1e-3)
+    res = least_squares(
+        residual, np.clip(x0, *BOUNDS), bounds=BOUNDS, loss="soft_l1", f_scale=0.1, diff_step=1e-3, xtol=1e-3, ftol=1e-3
+    )
     return _unpack(res.x)
 
 

@@ -14,6 +14,7 @@ What a ModelSpec cannot hold, and how it is handled:
   which over-counts only for seq_len > sliding_window.
 - An explicit `head_dim` different from hidden_size / num_attention_heads is refused (ModelSpec derives head_dim).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,7 +27,10 @@ from autotune.errors import InputFileError, SpecError
 from autotune.types import ModelSpec
 
 SUPPORTED_MODEL_TYPES: dict[str, str] = {
-    "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+}
 _ARCH_TO_TYPE = {arch: t for t, arch in SUPPORTED_MODEL_TYPES.items()}
 _REQUIRED_INTS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 _MISSING = "???"  # OmegaConf's mandatory-value marker, what `model=hf` leaves when model.config_path is not given
@@ -64,8 +68,10 @@ class HFModelConfig:
 def read_hf_config(path: str | Path) -> HFModelConfig:
     """Parse and check a config.json (or a directory holding one)."""
     if path is None or str(path) in ("", _MISSING):
-        raise SpecError("model.config_path is required with model=hf "
-                        "(e.g. model=hf model.config_path=examples/hf_configs/llama-3.2-1b.json)")
+        raise SpecError(
+            "model.config_path is required with model=hf "
+            "(e.g. model=hf model.config_path=examples/hf_configs/llama-3.2-1b.json)"
+        )
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
@@ -77,8 +83,9 @@ def read_hf_config(path: str | Path) -> HFModelConfig:
     except PermissionError:
         raise InputFileError(f"model.config_path={str(path)!r}: permission denied") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise InputFileError(f"model.config_path={str(path)!r}: cannot read ({type(e).__name__}: "
-                             f"{getattr(e, 'strerror', None) or e})") from None
+        raise InputFileError(
+            f"model.config_path={str(path)!r}: cannot read ({type(e).__name__}: {getattr(e, 'strerror', None) or e})"
+        ) from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
@@ -98,19 +105,23 @@ def _parse(raw: dict[str, Any], p: Path) -> HFModelConfig:
         raise InputFileError(f"{p}: hidden_act={act!r} is not supported (allowed: silu, the SwiGLU MLP)")
     head_dim = raw.get("head_dim")
     if head_dim is not None and head_dim != ints["hidden_size"] // ints["num_attention_heads"]:
-        raise InputFileError(f"{p}: head_dim={head_dim!r} must equal hidden_size/num_attention_heads="
-                             f"{ints['hidden_size']}/{ints['num_attention_heads']} (autotune derives head_dim)")
+        raise InputFileError(
+            f"{p}: head_dim={head_dim!r} must equal hidden_size/num_attention_heads="
+            f"{ints['hidden_size']}/{ints['num_attention_heads']} (autotune derives head_dim)"
+        )
     max_pos = raw.get("max_position_embeddings")
     if max_pos is not None:
         max_pos = _int(raw, "max_position_embeddings", p)
     return HFModelConfig(
-        model_type=model_type, **ints,
+        model_type=model_type,
+        **ints,
         tie_word_embeddings=_bool(raw, "tie_word_embeddings", False, p),
         max_position_embeddings=max_pos,
         rope_theta=_float(raw, "rope_theta", 10000.0, p),
         rms_norm_eps=_float(raw, "rms_norm_eps", 1e-6, p),
         attention_bias=True if model_type == "qwen2" else _bool(raw, "attention_bias", False, p),
-        mlp_bias=_bool(raw, "mlp_bias", False, p))
+        mlp_bias=_bool(raw, "mlp_bias", False, p),
+    )
 
 
 def _model_type(raw: dict[str, Any], p: Path) -> str:
@@ -125,8 +136,9 @@ def _model_type(raw: dict[str, Any], p: Path) -> str:
         return _ARCH_TO_TYPE[archs[0]]
     if archs is None:
         raise InputFileError(f"{p}: missing key model_type (allowed: {allowed})")
-    raise InputFileError(f"{p}: architectures={archs!r} is not supported "
-                         f"(allowed: {', '.join(SUPPORTED_MODEL_TYPES.values())})")
+    raise InputFileError(
+        f"{p}: architectures={archs!r} is not supported (allowed: {', '.join(SUPPORTED_MODEL_TYPES.values())})"
+    )
 
 
 def _int(raw: dict[str, Any], key: str, p: Path) -> int:
@@ -166,10 +178,18 @@ def model_from_hf_config(path: str | Path, name: str | None = None) -> ModelSpec
     hf = read_hf_config(path)
     try:
         return ModelSpec(
-            name=name or _default_name(path), num_layers=hf.num_hidden_layers, hidden_size=hf.hidden_size,
-            ffn_hidden_size=hf.intermediate_size, num_heads=hf.num_attention_heads,
-            num_kv_heads=hf.num_key_value_heads, vocab_size=hf.vocab_size, tie_embeddings=hf.tie_word_embeddings,
-            block="llama", rope_theta=hf.rope_theta, norm_eps=hf.rms_norm_eps)
+            name=name or _default_name(path),
+            num_layers=hf.num_hidden_layers,
+            hidden_size=hf.hidden_size,
+            ffn_hidden_size=hf.intermediate_size,
+            num_heads=hf.num_attention_heads,
+            num_kv_heads=hf.num_key_value_heads,
+            vocab_size=hf.vocab_size,
+            tie_embeddings=hf.tie_word_embeddings,
+            block="llama",
+            rope_theta=hf.rope_theta,
+            norm_eps=hf.rms_norm_eps,
+        )
     except ValueError as e:  # e.g. heads not dividing hidden: ModelSpec names the field and the rule
         raise InputFileError(f"{path}: {e}") from None
 
@@ -181,6 +201,10 @@ def freeze_resolved_yaml(resolved_yaml: str, model: ModelSpec) -> str:
 
     doc = yaml.safe_load(resolved_yaml)
     section = doc["model"]
-    doc["model"] = {**dataclasses.asdict(model), "default_seq_len": section.get("default_seq_len"),
-                    "default_global_batch_size": section.get("default_global_batch_size"), "config_path": None}
+    doc["model"] = {
+        **dataclasses.asdict(model),
+        "default_seq_len": section.get("default_seq_len"),
+        "default_global_batch_size": section.get("default_global_batch_size"),
+        "config_path": None,
+    }
     return yaml.safe_dump(doc, sort_keys=False)

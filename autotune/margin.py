@@ -8,6 +8,7 @@ Treating the relative error as normal, P(fits) = Phi(sigma). The default ranking
 throughput, predicted tok/s x P(fits), so a layout 1 sigma from the limit (P = 0.84) must be 19% faster to rank above
 one with room to spare; candidates below space.min_margin_sigma rank after every candidate that clears it.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,9 @@ from autotune.reserved import RESERVED_SIGMA_REL
 _ERF = np.frompyfunc(math.erf, 1, 1)
 
 
-def memory_margin(reserved: Any, device_bytes: float, headroom: float,
-                  sigma_rel: float = RESERVED_SIGMA_REL) -> tuple[np.ndarray, np.ndarray]:
+def memory_margin(
+    reserved: Any, device_bytes: float, headroom: float, sigma_rel: float = RESERVED_SIGMA_REL
+) -> tuple[np.ndarray, np.ndarray]:
     """(margin bytes, margin in sigmas) of predicted reserved peaks against the usable device memory."""
     r = np.asarray(reserved, dtype=np.float64)
     margin = device_bytes * (1.0 - headroom) - r

@@ -62,15 +62,16 @@ Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute 
   the cached segments of large transient blocks, times 1 + cluster.allocator_fragmentation) + overhead.
 Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer, optimizer-step temporaries.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from autotune.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ModelSpec, ParallelPlan, TrainSpec
 from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, arrays_from_plans
 from autotune.reserved import allocator_reserved, step_temporaries, zero1_gather
+from autotune.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ModelSpec, ParallelPlan, TrainSpec
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
 # bench_model.trainer.LOSS_CHUNK_TOKENS (tests/unit/test_memory.py checks they agree)
@@ -79,9 +80,13 @@ POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the can
 
 
 def _dtype_bytes(train: TrainSpec) -> dict[str, int]:
-    return {"p": DTYPE_BYTES[train.param_dtype], "c": DTYPE_BYTES[train.compute_dtype],
-            "g": DTYPE_BYTES[train.grad_dtype], "o": DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states,
-            "m": DTYPE_BYTES[train.master_dtype] if train.master_dtype else 0}
+    return {
+        "p": DTYPE_BYTES[train.param_dtype],
+        "c": DTYPE_BYTES[train.compute_dtype],
+        "g": DTYPE_BYTES[train.grad_dtype],
+        "o": DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states,
+        "m": DTYPE_BYTES[train.master_dtype] if train.master_dtype else 0,
+    }
 
 
 def model_state_arrays(num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> dict[str, np.ndarray]:
@@ -127,8 +132,9 @@ def layers_of_rank(num_layers: int, pp: Any, vpp: Any, rank: Any) -> np.ndarray:
 
 def layers_on_rank(num_layers: int, pp: Any, vpp: Any) -> np.ndarray:
     """The most layers any pipeline rank holds (for compute balance)."""
-    return np.maximum.reduce([layers_of_rank(num_layers, pp, vpp, r)
-                              for r in (0, np.minimum(1, np.asarray(pp) - 1), np.asarray(pp) - 1)])
+    return np.maximum.reduce(
+        [layers_of_rank(num_layers, pp, vpp, r) for r in (0, np.minimum(1, np.asarray(pp) - 1), np.asarray(pp) - 1)]
+    )
 
 
 def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any) -> dict[str, Any]:
@@ -140,13 +146,16 @@ def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any) -> dict[str, Any]:
     per_layer_repl = model.layer_params() - per_layer_matmul  # norms: replicated across TP
     layer_local = per_layer_matmul / tp + per_layer_repl
     vh_local = model.vocab_size * model.hidden_size / tp  # vocab-parallel embedding / head
-    final_norm = (model.num_params() - model.embedding_params() - model.head_params()
-                  - model.num_layers * model.layer_params())
+    final_norm = (
+        model.num_params() - model.embedding_params() - model.head_params() - model.num_layers * model.layer_params()
+    )
     head = np.where(pp > 1, vh_local, 0.0) if model.tie_embeddings else vh_local  # tied: a copy on the last stage
     single = pp == 1
-    roots = {"first": vh_local + np.where(single, head + final_norm, 0.0),
-             "second": np.where(pp == 2, head + final_norm, np.where(single, vh_local + head + final_norm, 0.0)),
-             "last": np.where(single, vh_local, 0.0) + head + final_norm}
+    roots = {
+        "first": vh_local + np.where(single, head + final_norm, 0.0),
+        "second": np.where(pp == 2, head + final_norm, np.where(single, vh_local + head + final_norm, 0.0)),
+        "last": np.where(single, vh_local, 0.0) + head + final_norm,
+    }
     ranks = {"first": 0, "second": np.minimum(1, pp - 1), "last": pp - 1}
     out: dict[str, Any] = {"layer": layer_local}
     for pos in POSITIONS:
@@ -156,8 +165,9 @@ def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any) -> dict[str, Any]:
     return out
 
 
-def layer_activation_bytes(model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any,
-                           act_bytes: int) -> dict[str, np.ndarray]:
+def layer_activation_bytes(
+    model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+) -> dict[str, np.ndarray]:
     """Activation bytes one layer keeps per micro-batch (`saved`) and, for recompute, the extra bytes of the one layer
     being recomputed (`transient`). `seq` is tokens per rank (seq_len/cp); `recompute` is the integer code."""
     s, b, t = (np.asarray(x, dtype=np.float64) for x in (seq, mbs, tp))
@@ -182,8 +192,11 @@ def layer_activation_bytes(model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: An
         sel_transient = tok * np.maximum(norm_internals / sp_div, c * f / t)
         full = tok * c * h / sp_div
     saved = np.select([r == _NONE, r == _SEL], [none, sel], full)
-    transient = np.select([r == _NONE, r == _SEL], [np.zeros_like(none), sel_transient if model.block != "gpt"
-                                                    else np.maximum(none - sel, 0.0)], none)
+    transient = np.select(
+        [r == _NONE, r == _SEL],
+        [np.zeros_like(none), sel_transient if model.block != "gpt" else np.maximum(none - sel, 0.0)],
+        none,
+    )
     return {"saved": saved, "transient": transient}
 
 
@@ -211,12 +224,20 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras) -> dict[st
     logits = np.where(is_last, extras["logits"], 0.0)
     params = ms["params"] + copy
     alloc = params + ms["grads"] + ms["optimizer"] + act + logits + extras["buffers"]
-    return {"params": params, "compute_copy": copy, "grads": ms["grads"], "optimizer": ms["optimizer"],
-            "activations": act, "logits": logits, "allocated": alloc}
+    return {
+        "params": params,
+        "compute_copy": copy,
+        "grads": ms["grads"],
+        "optimizer": ms["optimizer"],
+        "activations": act,
+        "logits": logits,
+        "allocated": alloc,
+    }
 
 
-def memory_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
-                  cluster: ClusterSpec) -> dict[str, np.ndarray]:
+def memory_arrays(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
+) -> dict[str, np.ndarray]:
     """Vectorised worst-rank memory for plan arrays (see `autotune.plan_arrays`). Keys: params (incl. compute_copy),
     compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, step_temporaries (optimizer-step
     transients), allocator_reserved (the caching allocator's reserved peak), reserved (plus overhead; bytes) and
@@ -234,8 +255,7 @@ def memory_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec
         # loss on fp32 logits: the fp32 log-softmax kept for backward, its fp32 gradient and the compute-dtype
         # gradient into the head, (8 + c) bytes per logit. pp=1 (chunked_cross_entropy): one checkpointed chunk of
         # min(tokens, LOSS_CHUNK_TOKENS) tokens at a time; pp>1 (the pipeline's loss_fn): the whole micro-batch
-        "logits": (8.0 + c) * np.where(arr["pp"] == 1, np.minimum(tok, LOSS_CHUNK_TOKENS), tok)
-        * model.vocab_size / tp,
+        "logits": (8.0 + c) * np.where(arr["pp"] == 1, np.minimum(tok, LOSS_CHUNK_TOKENS), tok) * model.vocab_size / tp,
         # one block's unsharded gradient (compute dtype) and its fp32 reduce buffer (reduce_dtype=fp32);
         # stage 3 also holds two gathered blocks (current + prefetch)
         "buffers": np.where(fsdp, psi["layer"] * (c + g), 0.0) + np.where(z == 3, 2 * psi["layer"] * c, 0.0),
@@ -257,8 +277,12 @@ def memory_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec
 def estimate_memory(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> MemoryEstimate:
     m = memory_arrays(arrays_from_plans([plan]), model, train, cluster)
     return MemoryEstimate(
-        params_bytes=float(m["params"][0]), grads_bytes=float(m["grads"][0]),
-        optimizer_bytes=float(m["optimizer"][0]), activations_bytes=float(m["activations"][0]),
-        logits_bytes=float(m["logits"][0]), buffers_bytes=float(m["buffers"][0]),
+        params_bytes=float(m["params"][0]),
+        grads_bytes=float(m["grads"][0]),
+        optimizer_bytes=float(m["optimizer"][0]),
+        activations_bytes=float(m["activations"][0]),
+        logits_bytes=float(m["logits"][0]),
+        buffers_bytes=float(m["buffers"][0]),
         overhead_bytes=float(m["overhead"][0]),
-        fragmentation=float(m["allocator_reserved"][0] / m["allocated"][0] - 1.0) if m["allocated"][0] > 0 else 0.0)
+        fragmentation=float(m["allocator_reserved"][0] / m["allocated"][0] - 1.0) if m["allocated"][0] > 0 else 0.0,
+    )

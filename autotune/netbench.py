@@ -14,6 +14,7 @@ Link classes: `intra` (ranks on one host / NVLink) and `inter` (across nodes). T
 hostnames. When every rank is on one host only the intra class is measurable; the preset keeps its inter-node numbers
 and `NetbenchResult.notes` says so.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -77,10 +78,14 @@ class NetbenchResult:
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"world_size": self.world_size, "backend": self.backend, "notes": list(self.notes),
-                "fits": {k: dataclasses.asdict(v) for k, v in self.fits.items()},
-                "per_collective": {k: dataclasses.asdict(v) for k, v in self.per_collective.items()},
-                "samples": [dataclasses.asdict(s) for s in self.samples]}
+        return {
+            "world_size": self.world_size,
+            "backend": self.backend,
+            "notes": list(self.notes),
+            "fits": {k: dataclasses.asdict(v) for k, v in self.fits.items()},
+            "per_collective": {k: dataclasses.asdict(v) for k, v in self.per_collective.items()},
+            "samples": [dataclasses.asdict(s) for s in self.samples],
+        }
 
 
 def fit_alpha_beta(samples: list[Sample], link_class: str) -> LinkFit:
@@ -93,7 +98,9 @@ def fit_alpha_beta(samples: list[Sample], link_class: str) -> LinkFit:
     t = np.array([s.time_s for s in samples], dtype=float)
     k = np.array([ring_steps(s.collective, s.group_size) for s in samples], dtype=float)
     if len(samples) < 2 or np.ptp(x) == 0:
-        raise AutotuneError(f"netbench: link class {link_class!r} needs samples at >= 2 message sizes to fit alpha and beta")
+        raise AutotuneError(
+            f"netbench: link class {link_class!r} needs samples at >= 2 message sizes to fit alpha and beta"
+        )
     w = 1.0 / t
     a_mat = np.stack([k, x], axis=1) * w[:, None]
     (alpha, inv_beta), *_ = np.linalg.lstsq(a_mat, t * w, rcond=None)
@@ -110,18 +117,37 @@ def fit_alpha_beta(samples: list[Sample], link_class: str) -> LinkFit:
 def fit_result(world_size: int, backend: str, raw_samples: list[dict[str, Any]], hosts: int) -> NetbenchResult:
     """Fit (α, β) per link class that has samples at >= 2 sizes, and per collective within the intra class."""
     samples = tuple(Sample(**s) for s in raw_samples)
-    fits = {link: fit_alpha_beta([s for s in samples if s.link_class == link], link)
-            for link in ("intra", "inter") if any(s.link_class == link for s in samples)}
-    by_op = {op: fit_alpha_beta([s for s in samples if s.collective == op and s.link_class == "intra"], op)
-             for op in COLLECTIVES if any(s.collective == op and s.link_class == "intra" for s in samples)}
-    notes = () if "inter" in fits else (
-        f"{hosts} host(s): only the intra-node link class is measurable; inter-node alpha/beta keep the preset's values",)
+    fits = {
+        link: fit_alpha_beta([s for s in samples if s.link_class == link], link)
+        for link in ("intra", "inter")
+        if any(s.link_class == link for s in samples)
+    }
+    by_op = {
+        op: fit_alpha_beta([s for s in samples if s.collective == op and s.link_class == "intra"], op)
+        for op in COLLECTIVES
+        if any(s.collective == op and s.link_class == "intra" for s in samples)
+    }
+    notes = (
+        ()
+        if "inter" in fits
+        else (
+            f"{hosts} host(s): only the intra-node link class is measurable; inter-node alpha/beta keep the preset's values",
+        )
+    )
     return NetbenchResult(world_size, backend, samples, fits, by_op, notes)
 
 
-def run_netbench(num_ranks: int, sizes_bytes: tuple[int, ...] = DEFAULT_SIZES_BYTES, iters: int = 5,
-                 warmup: int = 2, *, cfg: Any = None, backend: str = "local", workdir: str | Path | None = None,
-                 timeout_s: float = 600.0) -> NetbenchResult:
+def run_netbench(
+    num_ranks: int,
+    sizes_bytes: tuple[int, ...] = DEFAULT_SIZES_BYTES,
+    iters: int = 5,
+    warmup: int = 2,
+    *,
+    cfg: Any = None,
+    backend: str = "local",
+    workdir: str | Path | None = None,
+    timeout_s: float = 600.0,
+) -> NetbenchResult:
     """Start `num_ranks` ranks of `autotune.netbench_rank` through the sweep's own launchers (`local`: torchrun on
     this host; `slurm`: one job, one task per rank; `ray`: a placement group), time every collective, fit α/β.
     `workdir` must be on a filesystem every rank sees (the trial protocol's files); default a temporary folder."""
@@ -135,25 +161,35 @@ def run_netbench(num_ranks: int, sizes_bytes: tuple[int, ...] = DEFAULT_SIZES_BY
 
     cfg = cfg if cfg is not None else load_config([])
     if backend in SIMULATED:
-        raise UsageError(f"--backend={backend}: netbench measures real links; use "
-                         f"{' or '.join(launcher_names(measuring=True))}")
+        raise UsageError(
+            f"--backend={backend}: netbench measures real links; use {' or '.join(launcher_names(measuring=True))}"
+        )
     with tempfile.TemporaryDirectory(prefix="netbench-") as tmp:
         root = Path(workdir) if workdir is not None else Path(tmp)
-        launcher = launcher_from_config(cfg.sweep, backend, workdir=root / "trials", log_dir=root / "logs",
-                                        module="autotune.netbench_rank")
+        launcher = launcher_from_config(
+            cfg.sweep, backend, workdir=root / "trials", log_dir=root / "logs", module="autotune.netbench_rank"
+        )
         try:
             limit = launcher.max_world_size()
             if limit is not None and num_ranks > limit:
                 raise UsageError(f"--gpus={num_ranks} exceeds what --backend={backend} provides here ({limit} ranks)")
-            spec = make_spec(cfg, ParallelPlan(dp=num_ranks), sweep_id="netbench", trial_id="netbench",
-                             backend=backend, timeout_s=timeout_s,
-                             netbench={"sizes_bytes": list(sizes_bytes), "iters": iters, "warmup": warmup})
+            spec = make_spec(
+                cfg,
+                ParallelPlan(dp=num_ranks),
+                sweep_id="netbench",
+                trial_id="netbench",
+                backend=backend,
+                timeout_s=timeout_s,
+                netbench={"sizes_bytes": list(sizes_bytes), "iters": iters, "warmup": warmup},
+            )
             handle = launcher.submit(spec)
             row = handle.result(timeout=timeout_s + 600.0)  # + queueing and start-up
             sidecar = Path(str(handle.result_path) + SIDECAR_SUFFIX)
             if row["status"] != "ok" or not sidecar.exists():
-                raise NetbenchFailed(f"netbench ranks ended with status={row['status']} "
-                                     f"({row['error_type']}: {row['error_message']}); log: {row['log_path']}")
+                raise NetbenchFailed(
+                    f"netbench ranks ended with status={row['status']} "
+                    f"({row['error_type']}: {row['error_message']}); log: {row['log_path']}"
+                )
             raw = json.loads(sidecar.read_text())
         finally:
             launcher.close()
@@ -169,11 +205,15 @@ def apply_to_cluster(cluster: Any, result: NetbenchResult) -> Any:
     becomes 1.0 (the perf model multiplies bandwidth by it)."""
     changes: dict[str, Any] = {"comm_efficiency": 1.0}
     if "intra" in result.fits:
-        changes.update(intra_node_bw_bytes_per_s=result.fits["intra"].bw_bytes_per_s,
-                       intra_node_latency_s=result.fits["intra"].latency_s)
+        changes.update(
+            intra_node_bw_bytes_per_s=result.fits["intra"].bw_bytes_per_s,
+            intra_node_latency_s=result.fits["intra"].latency_s,
+        )
     if "inter" in result.fits:
-        changes.update(inter_node_bw_bytes_per_s=result.fits["inter"].bw_bytes_per_s,
-                       inter_node_latency_s=result.fits["inter"].latency_s)
+        changes.update(
+            inter_node_bw_bytes_per_s=result.fits["inter"].bw_bytes_per_s,
+            inter_node_latency_s=result.fits["inter"].latency_s,
+        )
     return dataclasses.replace(cluster, **changes)
 
 

@@ -7,6 +7,7 @@ Which link a group exercises comes from where its ranks run (hostnames gathered 
 ranks of rank 0's host, `inter` groups hold one rank per host, so their traffic crosses the inter-node fabric. On one
 host only the intra class exists.
 """
+
 from __future__ import annotations
 
 import socket
@@ -60,8 +61,9 @@ def _time_op(dist, op: str, buf, out, group, members: tuple[int, ...], iters: in
     return dt / 2 if op == "p2p" else dt
 
 
-def _time_group(dist, torch, op: str, members: tuple[int, ...], size: int, group, device, iters: int,
-                warmup: int) -> float | None:
+def _time_group(
+    dist, torch, op: str, members: tuple[int, ...], size: int, group, device, iters: int, warmup: int
+) -> float | None:
     """Time `op` for a buffer of `size` bytes (the full gathered/reduced buffer) on `members`; their first rank
     returns the slowest member's mean time, every other rank None. Every rank of the world calls it (barrier)."""
     rank = dist.get_rank()
@@ -98,14 +100,30 @@ def measure(sizes: list[int], iters: int, warmup: int, device: Any) -> dict[str,
     for op in COLLECTIVES:
         for link in ("intra", "inter"):
             chosen = [m for cls, m in layout if cls == link]
-            for members in (chosen[:1] if op == "p2p" else chosen):
+            for members in chosen[:1] if op == "p2p" else chosen:
                 p2p = members[:2]
                 for size in sizes:
-                    t = _time_group(dist, torch, op, p2p if op == "p2p" else members, size,
-                                    groups[p2p] if op == "p2p" else groups[members], device, iters, warmup)
+                    t = _time_group(
+                        dist,
+                        torch,
+                        op,
+                        p2p if op == "p2p" else members,
+                        size,
+                        groups[p2p] if op == "p2p" else groups[members],
+                        device,
+                        iters,
+                        warmup,
+                    )
                     if t is not None and dist.get_rank() == 0:
-                        samples.append(dict(collective=op, link_class=link, group_size=2 if op == "p2p" else
-                                            len(members), size_bytes=size, time_s=t))
+                        samples.append(
+                            dict(
+                                collective=op,
+                                link_class=link,
+                                group_size=2 if op == "p2p" else len(members),
+                                size_bytes=size,
+                                time_s=t,
+                            )
+                        )
     return {"backend": dist.get_backend(), "hosts": sorted(set(hosts)), "samples": samples}
 
 
@@ -123,8 +141,13 @@ def netbench_body(spec: Any, out: Path, rank: int) -> dict[str, Any]:
         return {}
     write_json_atomic(out.with_name(out.name + SIDECAR_SUFFIX), result)
     row = row_from_spec(spec)
-    row.update(status="ok", started_at=started_at, ended_at=utc_now(), wall_s=time.perf_counter() - t0,
-               hostname=socket.gethostname())
+    row.update(
+        status="ok",
+        started_at=started_at,
+        ended_at=utc_now(),
+        wall_s=time.perf_counter() - t0,
+        hostname=socket.gethostname(),
+    )
     return normalize_row(row)
 
 

@@ -17,9 +17,11 @@ The partial order ("Y needs >= the memory of X") used here, and why each part ho
 Any Y that is >= X in all three orders and equal in the shape is dominated: if X did not fit, neither will Y.
 Candidates that were already measured are never touched. Pure functions over the planner's candidate DataFrame.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from autotune.types import PLAN_DEFAULTS, PLAN_DIMS, PLAN_FIELDS, py_value
 
@@ -28,8 +30,9 @@ from autotune.types import PLAN_DEFAULTS, PLAN_DIMS, PLAN_FIELDS, py_value
 # A field with no decision yet (oom=None) counts as shape: no claim across its values.
 SHAPE_COLUMNS: tuple[str, ...] = tuple(f for f in PLAN_FIELDS if PLAN_DIMS[f].oom in ("shape", None))
 # the ordered fields, by label: reasons read "mbs .., recompute .., zero .."
-ORDERED_COLUMNS: tuple[str, ...] = tuple(sorted((f for f in PLAN_FIELDS if PLAN_DIMS[f].oom in ("higher", "lower")),
-                                                key=lambda f: PLAN_DIMS[f].label))
+ORDERED_COLUMNS: tuple[str, ...] = tuple(
+    sorted((f for f in PLAN_FIELDS if PLAN_DIMS[f].oom in ("higher", "lower")), key=lambda f: PLAN_DIMS[f].label)
+)
 RECOMPUTE_ORDER: dict[str, int] = {name: i for i, name in enumerate(PLAN_DIMS["recompute"].choices)}
 PRUNED = "pruned"
 OOM_RULE = "oom_dominated"  # the `reject_rule` of a candidate pruned here
@@ -91,8 +94,7 @@ def dominated_mask(candidates: Any, oom: Mapping[str, Any]):
     return mask
 
 
-def prune_after_oom(candidates: Any, oom: Mapping[str, Any], trial_id: str,
-                    done_ids: Iterable[str] = ()) -> Any:
+def prune_after_oom(candidates: Any, oom: Mapping[str, Any], trial_id: str, done_ids: Iterable[str] = ()) -> Any:
     """Return a copy of `candidates` where every not-yet-run candidate dominated by the OOM layout `oom` (a result row
     or candidate row) has `status` "pruned", `reject_reason` "dominated by OOM trial <id> (<why>)" and `reject_rule`
     OOM_RULE.
@@ -128,7 +130,9 @@ def newly_pruned(before: Any, after: Any) -> Any:
     return after[(after["status"] == PRUNED) & ~was]
 
 
-def dominated_candidates(candidates: Any, oom: Mapping[str, Any], skip: Any = lambda cid: False) -> list[tuple[Any, str]]:
+def dominated_candidates(
+    candidates: Any, oom: Mapping[str, Any], skip: Any = lambda cid: False
+) -> list[tuple[Any, str]]:
     """(candidate row, reason) for every row of `candidates` dominated by the OOM row `oom` whose id `skip` does not
     exclude (already run, in flight or pruned): what a strategy records as `pruned` after an OOM."""
     out = []

@@ -4,6 +4,7 @@ A layout is on the front when no other layout is at least as fast with at most a
 one of the two. Sort by memory ascending (ties: faster first) and keep each point faster than every point before it:
 O(n log n) (Kung, Luccio & Preparata 1975, "On finding the maxima of a set of vectors").
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 MEASURED = ("tokens_per_s_per_gpu", "peak_mem_reserved_bytes")
 
 
-def metric_columns(df: "pd.DataFrame") -> "pd.DataFrame":
+def metric_columns(df: pd.DataFrame) -> pd.DataFrame:
     """Per row, the throughput and memory to compare, and where each comes from: measured columns for run trials;
     for `simulated` rows (nothing measured) the predictions. Peak memory is the reserved peak, else the allocated peak,
     else (simulated only) the prediction."""
@@ -29,7 +30,7 @@ def metric_columns(df: "pd.DataFrame") -> "pd.DataFrame":
     return pd.DataFrame({"throughput": thr, "memory_bytes": mem, "source": source}, index=df.index)
 
 
-def pareto_mask(throughput, memory_bytes) -> "list[bool]":
+def pareto_mask(throughput, memory_bytes) -> list[bool]:
     """True for the points on the front; points with a missing value are never on it."""
     import numpy as np
 
@@ -47,7 +48,7 @@ def pareto_mask(throughput, memory_bytes) -> "list[bool]":
     return mask.tolist()
 
 
-def pareto_front(df: "pd.DataFrame") -> "pd.DataFrame":
+def pareto_front(df: pd.DataFrame) -> pd.DataFrame:
     """Rows of `df` (status ok or simulated) on the throughput/memory front, by memory ascending, with the compared
     values as columns `throughput` and `memory_bytes`."""
     rows = df[df["status"].isin(["ok", "simulated"])]

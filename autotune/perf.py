@@ -29,6 +29,7 @@ optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s).
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -87,8 +88,9 @@ def gemm_efficiency(base: float, m_dim: Any, n_dim: Any) -> np.ndarray:
     return base * m_dim / (m_dim + GEMM_M0) * n_dim / (n_dim + GEMM_N0)
 
 
-def _layer_terms(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
-                 cluster: ClusterSpec) -> dict[str, np.ndarray]:
+def _layer_terms(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
+) -> dict[str, np.ndarray]:
     """Per micro-batch, per layer, on one rank: GEMM, attention, memory-bound, TP and CP seconds."""
     tp, cp, mbs, sp, rc = arr["tp"], arr["cp"], arr["micro_batch_size"], arr["sequence_parallel"], arr["recompute"]
     c = DTYPE_BYTES[train.compute_dtype]
@@ -98,7 +100,14 @@ def _layer_terms(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
     passes = np.where(full, 4.0, 3.0)  # forward-equivalents: fwd + bwd (2x), + one forward with full recompute
     h = model.hidden_size
     per_layer_matmul = (model.matmul_params() - model.vocab_size * h) / model.num_layers
-    gemm = tokens * 2.0 * per_layer_matmul / tp * passes / (peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp))
+    gemm = (
+        tokens
+        * 2.0
+        * per_layer_matmul
+        / tp
+        * passes
+        / (peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp))
+    )
     attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
     # with selective (non-matmul ops) or full recompute
@@ -113,8 +122,9 @@ def _layer_terms(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
     return {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
 
 
-def perf_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
-                cluster: ClusterSpec) -> dict[str, np.ndarray]:
+def perf_arrays(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
+) -> dict[str, np.ndarray]:
     """Vectorised step-time model. Keys: compute_s, tp_comm_s, cp_comm_s, pp_comm_s, dp_comm_s (exposed), bubble_s,
     optimizer_s, step_s, tokens_per_s, tokens_per_s_per_gpu, mfu (plus attention_s, memory_bound_s: parts of
     compute_s)."""
@@ -127,8 +137,9 @@ def perf_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
     lt = _layer_terms(arr, model, train, cluster)
     tokens, h, V = lt["tokens"], model.hidden_size, model.vocab_size
     layer_compute = lt["gemm"] + lt["attn"] + lt["mem"]
-    head = (tokens * 6.0 * V * h / tp / (peak * gemm_efficiency(cluster.matmul_efficiency, tokens, V / tp))
-            + memory_bound_s(tokens * loss_bytes_per_token(model, c, tp), cluster))
+    head = tokens * 6.0 * V * h / tp / (
+        peak * gemm_efficiency(cluster.matmul_efficiency, tokens, V / tp)
+    ) + memory_bound_s(tokens * loss_bytes_per_token(model, c, tp), cluster)
     emb = memory_bound_s(tokens * h * c * EMBEDDING_ACCESSES, cluster)
     ranks = rank_params(model, tp, pp, vpp)
     # per micro-batch time of pipeline ranks 0, 1, pp-1; the busiest sets the pace (Narayanan et al. 2021 Sec 2.2)
@@ -158,29 +169,51 @@ def perf_arrays(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
     root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
     fwd_layer = layer_compute / lt["passes"]
     bwd_layer = layer_compute - fwd_layer
-    fsdp = m * (fsdp_exposed_s(busy_layers, ring_s("all_gather", n, ranks["layer"] * c, bw, lat),
-                               ring_s("reduce_scatter", n, ranks["layer"] * g, bw, lat), fwd_layer, bwd_layer, z,
-                               cluster.dp_overlap)
-                # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters
-                # after the last: nothing to hide behind
-                + ring_s("all_gather", n, root * c, bw, lat) + ring_s("reduce_scatter", n, root * g, bw, lat))
+    fsdp = m * (
+        fsdp_exposed_s(
+            busy_layers,
+            ring_s("all_gather", n, ranks["layer"] * c, bw, lat),
+            ring_s("reduce_scatter", n, ranks["layer"] * g, bw, lat),
+            fwd_layer,
+            bwd_layer,
+            z,
+            cluster.dp_overlap,
+        )
+        # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters
+        # after the last: nothing to hide behind
+        + ring_s("all_gather", n, root * c, bw, lat)
+        + ring_s("reduce_scatter", n, root * g, bw, lat)
+    )
     # DDP / ZeRO-1: gradient buckets all-reduce behind the last micro-batch's backward; ZeRO-1 then all-gathers params
-    ddp = (prefetch_exposed_s(ring_s("all_reduce", n, psi * g, bw, lat), busy_layers * bwd_layer, cluster.dp_overlap)
-           + np.where(z == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0))
+    ddp = prefetch_exposed_s(
+        ring_s("all_reduce", n, psi * g, bw, lat), busy_layers * bwd_layer, cluster.dp_overlap
+    ) + np.where(z == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
     dp_exposed = np.where(z >= 2, fsdp, ddp)
     opt = optimizer_step_s(psi, n, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster)
 
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
     tokens_per_s = train.global_batch_tokens / step
     mfu = model.flops_per_token(train.seq_len) * tokens_per_s / (num_gpus * peak)
-    return {"compute_s": compute, "tp_comm_s": tp_s, "cp_comm_s": cp_s, "pp_comm_s": pp_s, "dp_comm_s": dp_exposed,
-            "bubble_s": bubble, "optimizer_s": opt, "attention_s": m * busy_layers * lt["attn"],
-            "memory_bound_s": m * busy_layers * lt["mem"], "step_s": step, "tokens_per_s": tokens_per_s,
-            "tokens_per_s_per_gpu": tokens_per_s / num_gpus, "mfu": mfu}
+    return {
+        "compute_s": compute,
+        "tp_comm_s": tp_s,
+        "cp_comm_s": cp_s,
+        "pp_comm_s": pp_s,
+        "dp_comm_s": dp_exposed,
+        "bubble_s": bubble,
+        "optimizer_s": opt,
+        "attention_s": m * busy_layers * lt["attn"],
+        "memory_bound_s": m * busy_layers * lt["mem"],
+        "step_s": step,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_gpu": tokens_per_s / num_gpus,
+        "mfu": mfu,
+    }
 
 
-def tied_embedding_allreduce_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec,
-                               cluster: ClusterSpec) -> np.ndarray:
+def tied_embedding_allreduce_s(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
+) -> np.ndarray:
     """Tied embeddings with pp > 1: once per step, after backward and before the optimizer, the first and last stage
     all-reduce their shares of the shared V x h gradient (Megatron-LM finalize_model_grads.py,
     `_allreduce_word_embedding_grads`; bench_model/parallel/pipeline.py). 2-rank ring all-reduce of the local shard:

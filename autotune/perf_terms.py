@@ -20,6 +20,7 @@ Every function is pure and vectorised over numpy arrays of candidate plans; sour
   the compute of block i, so the exposed time per block is max(0, comm - compute); the first gather is never hidden.
   `dp_overlap` is the fraction of the overlapped part that is really hidden (NCCL kernels share SMs with compute).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -42,8 +43,10 @@ def require_perf_fields(cluster: ClusterSpec) -> None:
     """A preset without a field the step-time model needs is refused in one line naming the field (no default)."""
     for f in PERF_FIELDS:
         if getattr(cluster, f, None) is None:
-            raise ValueError(f"cluster.{f} is not set in preset {cluster.name!r}: the performance model needs it "
-                             f"(see search_spaces/cluster/h100-sxm-80gb.yaml)")
+            raise ValueError(
+                f"cluster.{f} is not set in preset {cluster.name!r}: the performance model needs it "
+                f"(see search_spaces/cluster/h100-sxm-80gb.yaml)"
+            )
 
 
 def elementwise_bytes_per_token(model: ModelSpec, c: int, tp: Any, sp: Any) -> np.ndarray:
@@ -79,14 +82,17 @@ def loss_bytes_per_token(model: ModelSpec, c: int, tp: Any) -> np.ndarray:
     return model.vocab_size / np.asarray(tp, dtype=np.float64) * (2.0 * c + 4.0 * LOSS_FP32_ACCESSES)
 
 
-def optimizer_step_s(params_on_rank: Any, shard: Any, zero_stage: Any, opt_bytes: int, cluster: ClusterSpec) -> np.ndarray:
+def optimizer_step_s(
+    params_on_rank: Any, shard: Any, zero_stage: Any, opt_bytes: int, cluster: ClusterSpec
+) -> np.ndarray:
     """Time of the AdamW update: 7 tensor accesses per parameter the rank updates (its 1/shard slice from ZeRO-1 on)."""
     updated = np.asarray(params_on_rank, dtype=np.float64) / np.where(np.asarray(zero_stage) >= 1, shard, 1)
     return memory_bound_s(updated * ADAM_TENSORS_PER_PARAM * opt_bytes, cluster)
 
 
-def attention_s(tokens: Any, seq_len: int, model: ModelSpec, tp: Any, passes: Any, cluster: ClusterSpec,
-                peak: float) -> np.ndarray:
+def attention_s(
+    tokens: Any, seq_len: int, model: ModelSpec, tp: Any, passes: Any, cluster: ClusterSpec, peak: float
+) -> np.ndarray:
     """Causal attention score and value matmuls of one layer for `tokens` local tokens: 2 matmuls * 2 FLOPs *
     s * d_attn per token forward, halved for the causal mask (PaLM, Chowdhery et al. 2022 App. B), heads split by TP;
     `passes` forward-equivalents (3 = forward + backward, 4 with full recompute), at attention_efficiency of peak."""
@@ -101,8 +107,9 @@ def prefetch_exposed_s(comm: Any, compute: Any, overlap: float) -> np.ndarray:
     return np.maximum(comm - compute, 0.0) + (1.0 - overlap) * np.minimum(comm, compute)
 
 
-def fsdp_exposed_s(layers: Any, ag_layer: Any, rs_layer: Any, fwd_layer: Any, bwd_layer: Any, zero_stage: Any,
-                   overlap: float) -> np.ndarray:
+def fsdp_exposed_s(
+    layers: Any, ag_layer: Any, rs_layer: Any, fwd_layer: Any, bwd_layer: Any, zero_stage: Any, overlap: float
+) -> np.ndarray:
     """Exposed data-parallel time of one micro-batch under FSDP2 per-block wrapping with implicit prefetch.
     stage 3 (reshard after forward): forward gathers every block (the first gather exposed, the others behind the
     previous block's forward); backward gathers again and reduce-scatters each block behind the block's backward.

@@ -2,9 +2,11 @@
 take, so the planner scores thousands of layouts without a Python loop and the scalar wrappers reuse the same code.
 
 Integer fields are int64 arrays, booleans bool arrays, string fields int64 codes into the field's `Dim.choices`."""
+
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -17,12 +19,24 @@ from autotune.types import (
     ParallelPlan,
 )
 
-CODES: dict[str, dict[str, int]] = {n: {c: i for i, c in enumerate(PLAN_DIMS[n].choices)}
-                                    for n in PLAN_FIELDS if PLAN_KINDS[n] == "str"}
+CODES: dict[str, dict[str, int]] = {
+    n: {c: i for i, c in enumerate(PLAN_DIMS[n].choices)} for n in PLAN_FIELDS if PLAN_KINDS[n] == "str"
+}
 RECOMPUTE_CODE: dict[str, int] = CODES["recompute"]
 SCHEDULE_CODE: dict[str, int] = CODES["pp_schedule"]
-__all__ = ["CODES", "INT_FIELDS", "RECOMPUTE_CODE", "SCHEDULE_CODE", "arrays_from_frame", "arrays_from_plans", "decoded",
-           "filled", "plan_columns", "recompute_names", "schedule_names"]
+__all__ = [
+    "CODES",
+    "INT_FIELDS",
+    "RECOMPUTE_CODE",
+    "SCHEDULE_CODE",
+    "arrays_from_frame",
+    "arrays_from_plans",
+    "decoded",
+    "filled",
+    "plan_columns",
+    "recompute_names",
+    "schedule_names",
+]
 
 
 def arrays_from_plans(plans: Iterable[ParallelPlan]) -> dict[str, np.ndarray]:
@@ -62,12 +76,15 @@ def pp_schedule_codes(pp, vpp, grad_accum_steps) -> np.ndarray:
     Schedule1F1B raises for n_microbatches < num_stages, torch/distributed/pipelining/schedules.py; GPipe runs any m,
     at a bubble of (pp-1)/m, Narayanan et al. 2021 Eq. 1); 1F1B otherwise (same bubble, fewer activations in flight)."""
     pp, vpp, m = np.asarray(pp), np.asarray(vpp), np.asarray(grad_accum_steps)
-    return np.where(vpp > 1, SCHEDULE_CODE["interleaved_1f1b"],
-                    np.where((pp > 1) & (m < pp), SCHEDULE_CODE["gpipe"], SCHEDULE_CODE["1f1b"]))
+    return np.where(
+        vpp > 1,
+        SCHEDULE_CODE["interleaved_1f1b"],
+        np.where((pp > 1) & (m < pp), SCHEDULE_CODE["gpipe"], SCHEDULE_CODE["1f1b"]),
+    )
 
 
 def default_pp_schedule(pp: int, vpp: int, grad_accum_steps: int) -> str:
-    return PP_SCHEDULES[int(pp_schedule_codes(pp, vpp, grad_accum_steps))]
+    return PLAN_DIMS["pp_schedule"].choices[int(pp_schedule_codes(pp, vpp, grad_accum_steps))]
 
 
 def recompute_names(codes: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 """Enumerate every parallel layout of N GPUs, reject the impossible ones (with reasons), score the rest with the
 memory and performance models, and rank them. Vectorised: one numpy array per plan field, no Python loop per
 candidate except hashing the candidate ids (which need one sha1 each)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,10 +17,30 @@ from autotune.plan_arrays import RECOMPUTE_CODE, filled, plan_columns, pp_schedu
 from autotune.types import PLAN_FIELDS, ModelSpec, ParallelPlan, TrainSpec, plan_value
 from autotune.types import candidate_ids as _candidate_ids
 
-COLUMNS = ["candidate_id", "num_gpus", *PLAN_FIELDS, "reject_rule", "reject_reason", "fits", "mem_params_bytes",
-           "mem_grads_bytes", "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes", "mem_buffers_bytes",
-           "mem_overhead_bytes", "mem_allocated_bytes", "mem_reserved_bytes", "mem_margin_bytes", "mem_margin_sigma",
-           "pred_step_s", "pred_tokens_per_s", "pred_tokens_per_s_per_gpu", "pred_mfu", "rank"]
+COLUMNS = [
+    "candidate_id",
+    "num_gpus",
+    *PLAN_FIELDS,
+    "reject_rule",
+    "reject_reason",
+    "fits",
+    "mem_params_bytes",
+    "mem_grads_bytes",
+    "mem_optimizer_bytes",
+    "mem_activations_bytes",
+    "mem_logits_bytes",
+    "mem_buffers_bytes",
+    "mem_overhead_bytes",
+    "mem_allocated_bytes",
+    "mem_reserved_bytes",
+    "mem_margin_bytes",
+    "mem_margin_sigma",
+    "pred_step_s",
+    "pred_tokens_per_s",
+    "pred_tokens_per_s_per_gpu",
+    "pred_mfu",
+    "rank",
+]
 _MEM_KEYS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead", "allocated", "reserved")
 _PERF_KEYS = ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
 
@@ -45,9 +66,14 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
     global_batch / (dp * micro_batch) (floored to >= 1 when it does not divide; the batch rule then rejects it), and
     the schedule of `pp_schedule_codes` (interleaved 1F1B exactly when vpp > 1, GPipe when grad_accum_steps < pp)."""
     lay = _layouts(space, num_gpus)
-    dims = [np.arange(len(lay)), np.array(space.zero_stage), np.array(space.micro_batch_size),
-            np.array([RECOMPUTE_CODE[r] for r in space.recompute]), np.array(space.vpp),
-            np.array(sorted(set(space.sequence_parallel)), dtype=bool)]
+    dims = [
+        np.arange(len(lay)),
+        np.array(space.zero_stage),
+        np.array(space.micro_batch_size),
+        np.array([RECOMPUTE_CODE[r] for r in space.recompute]),
+        np.array(space.vpp),
+        np.array(sorted(set(space.sequence_parallel)), dtype=bool),
+    ]
     grids = [g.ravel() for g in np.meshgrid(*dims, indexing="ij")]
     li, z, mbs, rc, vpp, sp = grids
     dp, tp, pp, cp = (lay[li, j] if len(lay) else np.zeros(0, np.int64) for j in range(4))
@@ -57,8 +83,17 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
     keep = ((tp > 1) | (sp == dims[5][0])) & ((pp > 1) | (vpp == dims[4][0]))
     sp = sp & (tp > 1)
     vpp = np.where(pp > 1, vpp, 1)
-    arr = {"dp": dp, "tp": tp, "pp": pp, "cp": cp, "vpp": vpp, "zero_stage": z, "micro_batch_size": mbs,
-           "recompute": rc, "sequence_parallel": sp}
+    arr = {
+        "dp": dp,
+        "tp": tp,
+        "pp": pp,
+        "cp": cp,
+        "vpp": vpp,
+        "zero_stage": z,
+        "micro_batch_size": mbs,
+        "recompute": rc,
+        "sequence_parallel": sp,
+    }
     arr = {k: np.asarray(v)[keep] for k, v in arr.items()}
     arr["grad_accum_steps"] = np.maximum(train.global_batch_size // (arr["dp"] * arr["micro_batch_size"]), 1)
     arr["pp_schedule"] = pp_schedule_codes(arr["pp"], arr["vpp"], arr["grad_accum_steps"])
@@ -93,8 +128,10 @@ def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
     if over.any():
         reasons[over] = _memory_reason(mem["reserved"][over], cluster.device_memory_bytes, space.memory_headroom)
         rules[over] = MEMORY_RULE
-    cols: dict[str, Any] = {"candidate_id": candidate_ids(arr, model, train),
-                            "num_gpus": np.full(len(arr["dp"]), num_gpus, dtype=np.int64)}
+    cols: dict[str, Any] = {
+        "candidate_id": candidate_ids(arr, model, train),
+        "num_gpus": np.full(len(arr["dp"]), num_gpus, dtype=np.int64),
+    }
     cols.update(plan_columns(arr))
     cols["reject_rule"] = rules
     cols["reject_reason"] = reasons
@@ -137,8 +174,10 @@ def top_candidates(df, cfg, num_gpus: int, k: int = 10):
 def explain_no_layout(df, cfg, num_gpus: int) -> str:
     s = cfg.space
     if len(df) == 0:
-        return (f"no dp*tp*pp*cp = {num_gpus} from space.tp={list(s.tp)}, space.pp={list(s.pp)}, "
-                f"space.cp={list(s.cp)}" + ("" if s.dp is None else f", space.dp={list(s.dp)}"))
+        return (
+            f"no dp*tp*pp*cp = {num_gpus} from space.tp={list(s.tp)}, space.pp={list(s.pp)}, "
+            f"space.cp={list(s.cp)}" + ("" if s.dp is None else f", space.dp={list(s.dp)}")
+        )
     rule_ok = df["reject_rule"].isna() | (df["reject_rule"] == MEMORY_RULE)
     if rule_ok.any():
         valid = df[rule_ok]
@@ -146,11 +185,15 @@ def explain_no_layout(df, cfg, num_gpus: int) -> str:
         return f"no layout of {num_gpus} GPUs fits: smallest {best['reject_reason']}"
     reasons = df["reject_reason"]
     if (df["reject_rule"] == "batch_divisible").all():
-        return (f"train.global_batch_size={cfg.train.global_batch_size} is not divisible by dp*micro_batch_size "
-                f"for any layout of {num_gpus} GPUs")
+        return (
+            f"train.global_batch_size={cfg.train.global_batch_size} is not divisible by dp*micro_batch_size "
+            f"for any layout of {num_gpus} GPUs"
+        )
     top = reasons.value_counts()
-    return (f"no valid layout of {num_gpus} GPUs: {len(df)} candidates rejected, most often: {top.index[0]} "
-            f"({int(top.iloc[0])}x)")
+    return (
+        f"no valid layout of {num_gpus} GPUs: {len(df)} candidates rejected, most often: {top.index[0]} "
+        f"({int(top.iloc[0])}x)"
+    )
 
 
 def plan_from_row(row) -> ParallelPlan:

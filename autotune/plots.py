@@ -7,6 +7,7 @@
 - pred_vs_measured.* predicted vs measured peak memory and tok/s/GPU, with the y = x line.
 - pareto.*       throughput vs peak memory, the Pareto front joined (autotune.pareto).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,7 +26,7 @@ STATUS_STYLE = {  # status -> (colour, marker, label)
     "timeout": ("tab:orange", "v", "timeout (at prediction)"),
     "invalid": ("tab:purple", "x", "invalid (at prediction)"),
 }
-GIB = 2.0 ** 30
+GIB = 2.0**30
 
 
 def _plt():
@@ -47,19 +48,22 @@ def _save(fig: Any, plots_dir: Path, name: str) -> list[Path]:
     return out
 
 
-def _title(df: "pd.DataFrame") -> str:
+def _title(df: pd.DataFrame) -> str:
     first = df.iloc[0] if len(df) else None
     return "" if first is None else f"{first['model_name']} on {int(first['num_gpus'])} x {first['hardware']}"
 
 
-def plot_throughput(df: "pd.DataFrame", plots_dir: Path) -> list[Path]:
+def plot_throughput(df: pd.DataFrame, plots_dir: Path) -> list[Path]:
     from autotune.report import ranked
     from autotune.sweep.progress import layout_text
 
     plt = _plt()
     runs = ranked(df)
-    y = runs["tokens_per_s_per_gpu"].astype(float).where(runs["status"] == "ok",
-                                                          runs["pred_tokens_per_s_per_gpu"].astype(float))
+    y = (
+        runs["tokens_per_s_per_gpu"]
+        .astype(float)
+        .where(runs["status"] == "ok", runs["pred_tokens_per_s_per_gpu"].astype(float))
+    )
     fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(runs) + 2), 4.5))
     for status, (color, marker, label) in STATUS_STYLE.items():
         sel = runs["status"] == status
@@ -74,7 +78,7 @@ def plot_throughput(df: "pd.DataFrame", plots_dir: Path) -> list[Path]:
     return _save(fig, plots_dir, "throughput")
 
 
-def plot_tp_pp_heatmap(df: "pd.DataFrame", plots_dir: Path) -> list[Path]:
+def plot_tp_pp_heatmap(df: pd.DataFrame, plots_dir: Path) -> list[Path]:
     import numpy as np
 
     plt = _plt()
@@ -96,8 +100,15 @@ def plot_tp_pp_heatmap(df: "pd.DataFrame", plots_dir: Path) -> list[Path]:
     im = ax.imshow(grid, cmap="viridis", origin="lower", aspect="auto")
     for i in range(len(pps)):
         for j in range(len(tps)):
-            ax.text(j, i, notes[i][j], ha="center", va="center", fontsize=8,
-                    color="white" if not np.isnan(grid[i, j]) else "black")
+            ax.text(
+                j,
+                i,
+                notes[i][j],
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if not np.isnan(grid[i, j]) else "black",
+            )
     ax.set_xticks(range(len(tps)), [str(t) for t in tps])
     ax.set_yticks(range(len(pps)), [str(p) for p in pps])
     ax.set_xlabel("TP")
@@ -107,13 +118,14 @@ def plot_tp_pp_heatmap(df: "pd.DataFrame", plots_dir: Path) -> list[Path]:
     return _save(fig, plots_dir, "tp_pp_heatmap")
 
 
-def plot_pred_vs_measured(df: "pd.DataFrame", plots_dir: Path) -> list[Path]:
+def plot_pred_vs_measured(df: pd.DataFrame, plots_dir: Path) -> list[Path]:
     plt = _plt()
     ok = df[df["status"] == "ok"]
     mem = ok["peak_mem_reserved_bytes"].astype(float).fillna(ok["peak_mem_allocated_bytes"].astype(float))
-    pairs = [("peak memory (GiB)", ok["pred_mem_bytes"].astype(float) / GIB, mem / GIB),
-             ("tokens / s / GPU", ok["pred_tokens_per_s_per_gpu"].astype(float),
-              ok["tokens_per_s_per_gpu"].astype(float))]
+    pairs = [
+        ("peak memory (GiB)", ok["pred_mem_bytes"].astype(float) / GIB, mem / GIB),
+        ("tokens / s / GPU", ok["pred_tokens_per_s_per_gpu"].astype(float), ok["tokens_per_s_per_gpu"].astype(float)),
+    ]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
     for ax, (what, pred, meas) in zip(axes, pairs):
         have = pred.notna() & meas.notna()
@@ -131,7 +143,7 @@ def plot_pred_vs_measured(df: "pd.DataFrame", plots_dir: Path) -> list[Path]:
     return _save(fig, plots_dir, "pred_vs_measured")
 
 
-def plot_pareto(df: "pd.DataFrame", plots_dir: Path) -> list[Path]:
+def plot_pareto(df: pd.DataFrame, plots_dir: Path) -> list[Path]:
     from autotune.pareto import metric_columns, pareto_front
 
     plt = _plt()

@@ -13,6 +13,7 @@ Model shapes (cited per family; where a source omits a value the assumption is s
   behind GEMMs by Transformer Engine userbuffers), which the trainer modelled here does not do.
 - Llama (meta-llama model cards / config.json): search_spaces/model/*.yaml.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,21 +32,43 @@ MODELS = Path(__file__).resolve().parent.parent / "search_spaces" / "model"
 SOURCES = ("llmfoundry", "nemo", "megatron", "h200_bench")
 
 # llm-foundry pretrain yamls: (n_layers, d_model, n_heads)
-MPT_SHAPES = {"MPT-125m": (12, 768, 12), "MPT-350m": (24, 1024, 16), "MPT-760m": (24, 1536, 12),
-              "MPT-1b": (24, 2048, 16), "MPT-3b": (32, 2560, 20), "MPT-7b": (32, 4096, 32), "MPT-13b": (40, 5120, 40),
-              "MPT-30b": (48, 7168, 56), "MPT-70b": (80, 8192, 64)}
+MPT_SHAPES = {
+    "MPT-125m": (12, 768, 12),
+    "MPT-350m": (24, 1024, 16),
+    "MPT-760m": (24, 1536, 12),
+    "MPT-1b": (24, 2048, 16),
+    "MPT-3b": (32, 2560, 20),
+    "MPT-7b": (32, 4096, 32),
+    "MPT-13b": (40, 5120, 40),
+    "MPT-30b": (48, 7168, 56),
+    "MPT-70b": (80, 8192, 64),
+}
 MPT_VOCAB = 50368
 # Narayanan et al. 2021 Table 1 (params -> layers, hidden, heads, tp, pp); the README copy omits heads/TP/PP for some
-NARAYANAN_T1 = {"1.7B": (24, 2304, 24, 1, 1), "3.6B": (30, 3072, 32, 2, 1), "7.5B": (36, 4096, 32, 4, 1),
-                "18B": (40, 6144, 48, 8, 1), "39B": (48, 8192, 64, 8, 2), "76B": (60, 10240, 80, 8, 4),
-                "145B": (80, 12288, 96, 8, 8), "310B": (96, 16384, 128, 8, 16), "530B": (105, 20480, 128, 8, 35),
-                "1T": (128, 25600, 160, 8, 64)}
+NARAYANAN_T1 = {
+    "1.7B": (24, 2304, 24, 1, 1),
+    "3.6B": (30, 3072, 32, 2, 1),
+    "7.5B": (36, 4096, 32, 4, 1),
+    "18B": (40, 6144, 48, 8, 1),
+    "39B": (48, 8192, 64, 8, 2),
+    "76B": (60, 10240, 80, 8, 4),
+    "145B": (80, 12288, 96, 8, 8),
+    "310B": (96, 16384, 128, 8, 16),
+    "530B": (105, 20480, 128, 8, 35),
+    "1T": (128, 25600, 160, 8, 64),
+}
 # Table 2 prints only the parameter count: GPT-3 175B (Brown et al. 2020 Table 2.1: 96 layers, 12288, 96 heads) and
 # MT-NLG 530B (Table 1 row above)
 NARAYANAN_T2 = {"GPT 174.6B": (96, 12288, 96), "GPT 529.6B": (105, 20480, 128)}
 GPT_VOCAB_2021 = 51200
-GPU_PRESET = {"h100_80gb": "h100-sxm-80gb", "a100_80gb": "a100-80gb", "a100_40gb": "a100-40gb", "H100": "h100-sxm-80gb",
-              "A100": "a100-80gb", "A100 (Selene)": "a100-80gb"}  # Selene: DGX A100 80GB nodes (Narayanan Sec 5)
+GPU_PRESET = {
+    "h100_80gb": "h100-sxm-80gb",
+    "a100_80gb": "a100-80gb",
+    "a100_40gb": "a100-40gb",
+    "H100": "h100-sxm-80gb",
+    "A100": "a100-80gb",
+    "A100 (Selene)": "a100-80gb",
+}  # Selene: DGX A100 80GB nodes (Narayanan Sec 5)
 
 
 @dataclass(frozen=True)
@@ -71,14 +94,37 @@ class SkippedRow:
 
 
 def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int) -> ModelSpec:
-    return ModelSpec(name=name, num_layers=layers, hidden_size=hidden, ffn_hidden_size=4 * hidden, num_heads=heads,
-                     num_kv_heads=heads, vocab_size=vocab, tie_embeddings=True, block="gpt")
+    return ModelSpec(
+        name=name,
+        num_layers=layers,
+        hidden_size=hidden,
+        ffn_hidden_size=4 * hidden,
+        num_heads=heads,
+        num_kv_heads=heads,
+        vocab_size=vocab,
+        tie_embeddings=True,
+        block="gpt",
+    )
 
 
 def _preset_model(name: str) -> ModelSpec:
     raw = yaml.safe_load((MODELS / f"{name}.yaml").read_text())
-    keep = {k: raw[k] for k in ("name", "num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads",
-                                "vocab_size", "tie_embeddings", "block", "rope_theta", "norm_eps")}
+    keep = {
+        k: raw[k]
+        for k in (
+            "name",
+            "num_layers",
+            "hidden_size",
+            "ffn_hidden_size",
+            "num_heads",
+            "num_kv_heads",
+            "vocab_size",
+            "tie_embeddings",
+            "block",
+            "rope_theta",
+            "norm_eps",
+        )
+    }
     return ModelSpec(**keep)
 
 
@@ -100,13 +146,29 @@ def load_llmfoundry(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipp
             continue
         layers, hidden, heads = MPT_SHAPES[r.model]
         n, mbs, gas = int(r.n_gpus), int(r.micro_batch), int(r.grad_accum)
-        plan = ParallelPlan(dp=n, zero_stage=3 if r.fsdp_sharding_strategy == "FULL_SHARD" else 2,
-                            micro_batch_size=mbs, grad_accum_steps=gas,
-                            recompute="full" if bool(r.activation_checkpointing) else "none")
-        train = TrainSpec(seq_len=int(r.seq_len), global_batch_size=n * mbs * gas,
-                          grad_dtype="bf16" if r.mp_mode == "PURE" else "fp32")
-        runs.append(ReferenceRun("llmfoundry", i, _gpt(r.model, layers, hidden, heads, MPT_VOCAB), train,
-                                 GPU_PRESET[r.gpu_type], plan, float(r.throughput_tok_per_s_per_gpu)))
+        plan = ParallelPlan(
+            dp=n,
+            zero_stage=3 if r.fsdp_sharding_strategy == "FULL_SHARD" else 2,
+            micro_batch_size=mbs,
+            grad_accum_steps=gas,
+            recompute="full" if bool(r.activation_checkpointing) else "none",
+        )
+        train = TrainSpec(
+            seq_len=int(r.seq_len),
+            global_batch_size=n * mbs * gas,
+            grad_dtype="bf16" if r.mp_mode == "PURE" else "fp32",
+        )
+        runs.append(
+            ReferenceRun(
+                "llmfoundry",
+                i,
+                _gpt(r.model, layers, hidden, heads, MPT_VOCAB),
+                train,
+                GPU_PRESET[r.gpu_type],
+                plan,
+                float(r.throughput_tok_per_s_per_gpu),
+            )
+        )
     return runs, skipped
 
 
@@ -114,10 +176,10 @@ def _megatron_flops_per_token(model: ModelSpec, seq: int, recompute: bool) -> fl
     """Megatron's own accounting: Narayanan et al. 2021 Eq. 3, F = 96 B s l h^2 (1 + s/6h + V/16lh) with activation
     recomputation (4 passes); without it (Megatron-LM 2024 `num_floating_point_operations`, 3 passes, non-causal
     attention) 72 B s l h^2 (1 + s/6h + V/12lh). Per token: divide by B s."""
-    l, h, v = model.num_layers, model.hidden_size, model.vocab_size
+    nl, h, v = model.num_layers, model.hidden_size, model.vocab_size
     if recompute:
-        return 96.0 * l * h * h * (1 + seq / (6 * h) + v / (16 * l * h))
-    return 72.0 * l * h * h * (1 + seq / (6 * h) + v / (12 * l * h))
+        return 96.0 * nl * h * h * (1 + seq / (6 * h) + v / (16 * nl * h))
+    return 72.0 * nl * h * h * (1 + seq / (6 * h) + v / (12 * nl * h))
 
 
 def load_megatron(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
@@ -140,21 +202,36 @@ def load_megatron(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipped
             tp, pp = (1, 1) if r.zero_stage == 3 else (int(r.tp), int(r.pp))
             mbs, zero = int(r.micro_batch), 3 if r.zero_stage == 3 else 0
         else:  # 2024 H100 weak scaling
-            skipped.append(SkippedRow("megatron", i, "tp-comm-overlap: TP collectives overlapped with GEMMs "
-                                      "(notes), micro-batch and precision not stated; bench_model keeps TP on the "
-                                      "critical path"))
+            skipped.append(
+                SkippedRow(
+                    "megatron",
+                    i,
+                    "tp-comm-overlap: TP collectives overlapped with GEMMs "
+                    "(notes), micro-batch and precision not stated; bench_model keeps TP on the "
+                    "critical path",
+                )
+            )
             continue
         n, gbs = int(r.n_gpus), int(r.global_batch)
         dp = n // (tp * pp)
         if dp * tp * pp != n or gbs % (dp * mbs):
             skipped.append(SkippedRow("megatron", i, f"n_gpus={n} global_batch={gbs} do not split as tp={tp} pp={pp}"))
             continue
-        plan = ParallelPlan(dp=dp, tp=tp, pp=pp, zero_stage=zero, micro_batch_size=mbs, grad_accum_steps=gbs // (dp * mbs),
-                            recompute="full" if rec else "none", sequence_parallel=False)
+        plan = ParallelPlan(
+            dp=dp,
+            tp=tp,
+            pp=pp,
+            zero_stage=zero,
+            micro_batch_size=mbs,
+            grad_accum_steps=gbs // (dp * mbs),
+            recompute="full" if rec else "none",
+            sequence_parallel=False,
+        )
         tok = float(r.tflops_per_gpu) * 1e12 / _megatron_flops_per_token(model, seq, rec)
         # Megatron/Narayanan keep bf16 params and grads with an fp32 master copy (Rajbhandari et al. 2020 accounting)
-        train = TrainSpec(seq_len=seq, global_batch_size=gbs, param_dtype="bf16", grad_dtype="bf16",
-                          master_dtype="fp32")
+        train = TrainSpec(
+            seq_len=seq, global_batch_size=gbs, param_dtype="bf16", grad_dtype="bf16", master_dtype="fp32"
+        )
         runs.append(ReferenceRun("megatron", i, model, train, GPU_PRESET[str(r.gpu_type)], plan, tok))
     return runs, skipped
 
@@ -200,13 +277,26 @@ def load_h200_bench(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipp
         seq, gbs = int(kv.pop("train.seq_len")), int(kv.pop("train.global_batch_size"))
         plan_kw: dict[str, Any] = {k.removeprefix("plan."): v for k, v in kv.items()}
         mbs = int(plan_kw.pop("micro_batch_size"))
-        plan = ParallelPlan(micro_batch_size=mbs, grad_accum_steps=gbs // mbs, recompute=plan_kw.pop("recompute", "none"),
-                            zero_stage=int(plan_kw.pop("zero_stage", 0)))
+        plan = ParallelPlan(
+            micro_batch_size=mbs,
+            grad_accum_steps=gbs // mbs,
+            recompute=plan_kw.pop("recompute", "none"),
+            zero_stage=int(plan_kw.pop("zero_stage", 0)),
+        )
         if plan_kw:
             skipped.append(SkippedRow("h200_bench", i, f"layout fields not mapped: {sorted(plan_kw)}"))
             continue
-        runs.append(ReferenceRun("h200_bench", i, model, TrainSpec(seq_len=seq, global_batch_size=gbs), "h200-141gb",
-                                 plan, float(r.tokens_per_s_per_gpu)))
+        runs.append(
+            ReferenceRun(
+                "h200_bench",
+                i,
+                model,
+                TrainSpec(seq_len=seq, global_batch_size=gbs),
+                "h200-141gb",
+                plan,
+                float(r.tokens_per_s_per_gpu),
+            )
+        )
     return runs, skipped
 
 

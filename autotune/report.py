@@ -3,6 +3,7 @@
 Ranking: measured tokens/s/GPU for trials that ran (`ok`); a simulate sweep has no measurement, so its rows rank by the
 model's prediction and the table says so. Failed trials are listed after, with their error; `pruned` rows are counted.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,18 +25,18 @@ def _pd_na() -> Any:
     return pd.NA
 
 
-def load(sweep_dir: str | Path) -> "pd.DataFrame":
+def load(sweep_dir: str | Path) -> pd.DataFrame:
     from autotune.store import read_results
 
     return read_results(sweep_dir)
 
 
-def status_counts(df: "pd.DataFrame") -> dict[str, int]:
+def status_counts(df: pd.DataFrame) -> dict[str, int]:
     counts = df["status"].value_counts()
     return {s: int(counts.get(s, 0)) for s in COUNT_ORDER}
 
 
-def ranked(df: "pd.DataFrame") -> "pd.DataFrame":
+def ranked(df: pd.DataFrame) -> pd.DataFrame:
     """Every row that is not `pruned`, best first: ok by measured tok/s/GPU, then simulated by predicted tok/s/GPU,
     then failures (oom, crash, timeout, invalid). Adds `rank` (1.. over ok/simulated rows; null for failures) and
     `score` (the tok/s/GPU it ranked on)."""
@@ -46,15 +47,18 @@ def ranked(df: "pd.DataFrame") -> "pd.DataFrame":
     predicted = runs["pred_tokens_per_s_per_gpu"].astype("float64")
     runs["score"] = measured.where(runs["status"] == "ok", predicted.where(runs["status"] == "simulated"))
     group = runs["status"].map({"ok": 0, "simulated": 1}).fillna(2)
-    runs = runs.assign(_g=group).sort_values(["_g", "score", "trial_id"], ascending=[True, False, True],
-                                             na_position="last", kind="stable").drop(columns="_g")
+    runs = (
+        runs.assign(_g=group)
+        .sort_values(["_g", "score", "trial_id"], ascending=[True, False, True], na_position="last", kind="stable")
+        .drop(columns="_g")
+    )
     good = runs["status"].isin(["ok", "simulated"]) & runs["score"].notna()
     runs["rank"] = pd.array([None] * len(runs), dtype="Int64")
     runs.loc[good, "rank"] = range(1, int(good.sum()) + 1)
     return runs.reset_index(drop=True)
 
 
-def best_row(df: "pd.DataFrame") -> dict[str, Any]:
+def best_row(df: pd.DataFrame) -> dict[str, Any]:
     r = ranked(df)
     r = r[r["rank"].notna()]
     if r.empty:
@@ -79,33 +83,63 @@ def _num(v: Any, fmt: str) -> str:
     return "-" if f != f else format(f, fmt)
 
 
-def ranked_table(df: "pd.DataFrame", top: int = 10) -> Any:
+def ranked_table(df: pd.DataFrame, top: int = 10) -> Any:
     from rich.table import Table
 
     from autotune.sweep.progress import layout_text
 
     r = ranked(df).head(top)
-    table = Table(title=f"top {min(top, len(r))} of {int((df['status'] != 'pruned').sum())} trials "
-                        "(tok/s/GPU: measured; pred = model)")
-    for col in ("#", "trial", "layout", "status", "tok/s/GPU", "pred tok/s/GPU", "MFU", "pred MFU",
-                "peak GiB", "pred GiB", "wall s", "error"):
-        table.add_column(col, justify="left" if col in ("trial", "layout", "status", "error") else "right",
-                         no_wrap=col in ("trial", "layout"))
+    table = Table(
+        title=f"top {min(top, len(r))} of {int((df['status'] != 'pruned').sum())} trials "
+        "(tok/s/GPU: measured; pred = model)"
+    )
+    for col in (
+        "#",
+        "trial",
+        "layout",
+        "status",
+        "tok/s/GPU",
+        "pred tok/s/GPU",
+        "MFU",
+        "pred MFU",
+        "peak GiB",
+        "pred GiB",
+        "wall s",
+        "error",
+    ):
+        table.add_column(
+            col,
+            justify="left" if col in ("trial", "layout", "status", "error") else "right",
+            no_wrap=col in ("trial", "layout"),
+        )
     for _, row in r.iterrows():
         err = row["error_type"] if isinstance(row["error_type"], str) else ""
-        peak = row["peak_mem_reserved_bytes"] if row["peak_mem_reserved_bytes"] == row["peak_mem_reserved_bytes"] \
-            and row["peak_mem_reserved_bytes"] is not None else row["peak_mem_allocated_bytes"]
+        peak = (
+            row["peak_mem_reserved_bytes"]
+            if row["peak_mem_reserved_bytes"] == row["peak_mem_reserved_bytes"]
+            and row["peak_mem_reserved_bytes"] is not None
+            else row["peak_mem_allocated_bytes"]
+        )
         rank = row["rank"]
         missing = rank is None or rank is _pd_na() or rank != rank  # pd.NA (Int64 column) has no truth value
-        table.add_row("-" if missing else str(int(rank)),
-                      str(row["trial_id"]), layout_text(row), str(row["status"]),
-                      _num(row["tokens_per_s_per_gpu"], ",.1f"), _num(row["pred_tokens_per_s_per_gpu"], ",.1f"),
-                      _num(row["mfu"], ".3f"), _num(row["pred_mfu"], ".3f"), _gib(peak), _gib(row["pred_mem_bytes"]),
-                      _num(row["wall_s"], ".1f"), err)
+        table.add_row(
+            "-" if missing else str(int(rank)),
+            str(row["trial_id"]),
+            layout_text(row),
+            str(row["status"]),
+            _num(row["tokens_per_s_per_gpu"], ",.1f"),
+            _num(row["pred_tokens_per_s_per_gpu"], ",.1f"),
+            _num(row["mfu"], ".3f"),
+            _num(row["pred_mfu"], ".3f"),
+            _gib(peak),
+            _gib(row["pred_mem_bytes"]),
+            _num(row["wall_s"], ".1f"),
+            err,
+        )
     return table
 
 
-def pareto_table(df: "pd.DataFrame") -> Any:
+def pareto_table(df: pd.DataFrame) -> Any:
     from rich.table import Table
 
     from autotune.pareto import pareto_front
@@ -116,16 +150,21 @@ def pareto_table(df: "pd.DataFrame") -> Any:
     for col in ("trial", "layout", "tok/s/GPU", "peak GiB", "source"):
         table.add_column(col)
     for _, row in front.iterrows():
-        table.add_row(str(row["trial_id"]), layout_text(row), _num(row["throughput"], ",.1f"),
-                      _gib(row["memory_bytes"]), "predicted" if row["status"] == "simulated" else "measured")
+        table.add_row(
+            str(row["trial_id"]),
+            layout_text(row),
+            _num(row["throughput"], ",.1f"),
+            _gib(row["memory_bytes"]),
+            "predicted" if row["status"] == "simulated" else "measured",
+        )
     return table
 
 
-def counts_line(df: "pd.DataFrame") -> str:
+def counts_line(df: pd.DataFrame) -> str:
     return "  ".join(f"{k} {v}" for k, v in status_counts(df).items())
 
 
-def print_summary(sweep_dir: str | Path, console: Any, top: int = 10) -> "pd.DataFrame":
+def print_summary(sweep_dir: str | Path, console: Any, top: int = 10) -> pd.DataFrame:
     """Ranked table, status counts, Pareto front; the last line names the folder."""
     df = load(sweep_dir)
     console.print(ranked_table(df, top))

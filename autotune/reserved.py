@@ -25,6 +25,7 @@ measured rows of benchmarks/data/measured/h200_bench_model_2026-11.csv with the 
 change of the trainer's allocated terms does not move them. The runtime overhead outside the allocator (CUDA context,
 NCCL, cluster.runtime_overhead_bytes) is added on top by autotune.memory; max_memory_reserved does not include it.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -54,8 +55,9 @@ def round_large(nbytes: Any) -> np.ndarray:
     return np.where(n > MiB, np.ceil(n / ROUND_LARGE) * ROUND_LARGE, n)
 
 
-def step_temporaries(local_params: Any, zero_stage: Any, shard: Any, zero1_gather: Any,
-                     optimizer_states: int) -> np.ndarray:
+def step_temporaries(
+    local_params: Any, zero_stage: Any, shard: Any, zero1_gather: Any, optimizer_states: int
+) -> np.ndarray:
     """fp32 bytes the optimizer step allocates and frees: AdamW's foreach sqrt temporary over the parameters this rank
     updates (all local ones in stage 0, a 1/D slice from stage 1) and, when bench_model's ZeRO1AdamW runs
     (`zero1_gather`), its flat send (Psi/D) and receive (Psi) buffers. SGD (no states) allocates none."""
@@ -66,8 +68,9 @@ def step_temporaries(local_params: Any, zero_stage: Any, shard: Any, zero1_gathe
     return round_large(adam) + round_large(gather)
 
 
-def allocator_reserved(res: dict[str, np.ndarray], arr: dict[str, np.ndarray], train, cluster,
-                       allocated: Any = None) -> np.ndarray:
+def allocator_reserved(
+    res: dict[str, np.ndarray], arr: dict[str, np.ndarray], train, cluster, allocated: Any = None
+) -> np.ndarray:
     """Reserved peak of the caching allocator (no runtime overhead) for `autotune.memory.memory_arrays`' result `res`
     (its `step_temporaries` key comes from `step_temporaries`); `allocated` replaces res["allocated"] (validation
     against measured peaks). The fp32 logits block is the 4/(8+c) share of the logits term (its fp32 log-softmax
@@ -88,8 +91,13 @@ def zero1_gather(arr: dict[str, np.ndarray]) -> np.ndarray:
     return (np.asarray(arr["zero_stage"]) == 1) & (np.asarray(arr["dp"]) * np.asarray(arr["cp"]) > 1)
 
 
-def reserved_bytes(allocated: Any, logits_fp32: Any, step_temp: Any, expandable_segments: bool = False,
-                   coefficients: tuple[float, float] | None = None) -> np.ndarray:
+def reserved_bytes(
+    allocated: Any,
+    logits_fp32: Any,
+    step_temp: Any,
+    expandable_segments: bool = False,
+    coefficients: tuple[float, float] | None = None,
+) -> np.ndarray:
     """Caching-allocator reserved peak (bytes, no runtime overhead) from the allocated peak and the transient blocks."""
     k_logits, k_step = coefficients if coefficients is not None else (LOGITS_CACHED, STEP_CACHED)
     excess = k_logits * round_large(logits_fp32) + k_step * np.asarray(step_temp, dtype=np.float64)

@@ -12,6 +12,7 @@ fsynced. A controller SIGKILLed at any instant leaves either the old file, the n
 half-written `*.parquet`. Trial ids derive from candidate ids (`trial_id_for`), so running a candidate again replaces
 its own file: the folder can never hold two rows for one trial.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -23,8 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import InputFileError
-from autotune.schema import (LATER_COLUMNS, RESULT_COLUMNS, RESULT_FIELDS, RESULT_SCHEMA, SCHEMA_VERSION,
-                             normalize_row)
+from autotune.schema import LATER_COLUMNS, RESULT_COLUMNS, RESULT_FIELDS, RESULT_SCHEMA, SCHEMA_VERSION, normalize_row
 from autotune.types import py_value
 
 if TYPE_CHECKING:  # pandas is heavy: imported where used
@@ -123,7 +123,7 @@ def scan_trials(trials_dir: str | Path) -> TrialFiles:
     return TrialFiles(tuple(good), tuple(corrupt))
 
 
-def read_results(sweep_dir: str | Path) -> "pd.DataFrame":
+def read_results(sweep_dir: str | Path) -> pd.DataFrame:
     """All rows of a sweep as one DataFrame (`pandas.read_parquet` over trials/). Torn or corrupt files are reported
     (logged, and listed in `df.attrs["corrupt_files"]`) and never read as data."""
     import pandas as pd
@@ -167,15 +167,19 @@ class SweepStore:
     def exists(self) -> bool:
         return (self.root / SWEEP_FILE).is_file()
 
-    def create(self, resolved_yaml: str, args: dict[str, Any]) -> "SweepStore":
+    def create(self, resolved_yaml: str, args: dict[str, Any]) -> SweepStore:
         """Make the folders and write sweep.yaml (atomically): the resolved config and the arguments to rerun it."""
         import yaml
 
         for d in (self.trials_dir, self.logs_dir, self.plots_dir, self.work_dir):
             d.mkdir(parents=True, exist_ok=True)
-        doc = {"sweep_id": self.sweep_id, "schema_version": SCHEMA_VERSION,
-               "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-               "args": args, "config": yaml.safe_load(resolved_yaml)}
+        doc = {
+            "sweep_id": self.sweep_id,
+            "schema_version": SCHEMA_VERSION,
+            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "args": args,
+            "config": yaml.safe_load(resolved_yaml),
+        }
         tmp = self.root / f".{SWEEP_FILE}.tmp"
         tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
         os.replace(tmp, self.root / SWEEP_FILE)
@@ -211,7 +215,7 @@ class SweepStore:
     def write_row(self, row: dict[str, Any]) -> Path:
         return write_row(self.trials_dir, row)
 
-    def read(self) -> "pd.DataFrame":
+    def read(self) -> pd.DataFrame:
         return read_results(self.root)
 
     def finished_candidates(self) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """Build TrialSpecs from a Config, and the round-trip YAML that `autotune export --format autotune` writes and
 `autotune bench --config FILE` runs as is. YAML is read with `yaml.safe_load` only (no Python tags)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,23 +15,44 @@ from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec, Tria
 TRIALFILE_VERSION = 1
 
 
-def make_spec(cfg: Config, plan: ParallelPlan, *, sweep_id: str = "adhoc", trial_id: str = "t0000",
-              backend: str = "local", **extra: Any) -> TrialSpec:
+def make_spec(
+    cfg: Config,
+    plan: ParallelPlan,
+    *,
+    sweep_id: str = "adhoc",
+    trial_id: str = "t0000",
+    backend: str = "local",
+    **extra: Any,
+) -> TrialSpec:
     """A TrialSpec for one layout of the configured job; `extra` sets TrialSpec fields (warmup_steps, timeout_s, ...)."""
     fields = dict(warmup_steps=cfg.sweep.warmup_steps, timed_steps=cfg.sweep.timed_steps, timeout_s=cfg.sweep.timeout_s)
     fields.update(extra)
-    return TrialSpec(sweep_id=sweep_id, trial_id=trial_id, model=cfg.model, train=cfg.train, cluster=cfg.cluster,
-                     plan=plan, backend=backend, **fields)
+    return TrialSpec(
+        sweep_id=sweep_id,
+        trial_id=trial_id,
+        model=cfg.model,
+        train=cfg.train,
+        cluster=cfg.cluster,
+        plan=plan,
+        backend=backend,
+        **fields,
+    )
 
 
-def dump_trialfile(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan,
-                   path: str | Path, comment: str = "") -> Path:
+def dump_trialfile(
+    model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan, path: str | Path, comment: str = ""
+) -> Path:
     """Write the runnable YAML atomically (temp file + rename)."""
     import yaml
 
-    doc = {"autotune_trialfile": TRIALFILE_VERSION, "num_gpus": plan.world_size,
-           "model": dataclasses.asdict(model), "train": dataclasses.asdict(train),
-           "cluster": dataclasses.asdict(cluster), "plan": dataclasses.asdict(plan)}
+    doc = {
+        "autotune_trialfile": TRIALFILE_VERSION,
+        "num_gpus": plan.world_size,
+        "model": dataclasses.asdict(model),
+        "train": dataclasses.asdict(train),
+        "cluster": dataclasses.asdict(cluster),
+        "plan": dataclasses.asdict(plan),
+    }
     header = "".join(f"# {line}\n" for line in comment.splitlines()) if comment else ""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@
 Everything here is plain data: no Hydra, no torch, no I/O. Validation raises `SpecError` (autotune/errors.py, a
 ValueError) whose message names the field, the value and the rule, so the CLI can print it as one line.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +28,10 @@ def _require(ok: bool, message: str) -> None:
 
 
 def _positive_int(name: str, value: Any) -> None:
-    _require(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-             f"{name}={value!r} must be an integer >= 1")
+    _require(
+        isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+        f"{name}={value!r} must be an integer >= 1",
+    )
 
 
 @dataclass(frozen=True)
@@ -51,10 +54,14 @@ class ModelSpec:
     def __post_init__(self) -> None:
         for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads", "vocab_size"):
             _positive_int(f"model.{f}", getattr(self, f))
-        _require(self.hidden_size % self.num_heads == 0,
-                 f"model.num_heads={self.num_heads} does not divide model.hidden_size={self.hidden_size}")
-        _require(self.num_heads % self.num_kv_heads == 0,
-                 f"model.num_kv_heads={self.num_kv_heads} does not divide model.num_heads={self.num_heads}")
+        _require(
+            self.hidden_size % self.num_heads == 0,
+            f"model.num_heads={self.num_heads} does not divide model.hidden_size={self.hidden_size}",
+        )
+        _require(
+            self.num_heads % self.num_kv_heads == 0,
+            f"model.num_kv_heads={self.num_kv_heads} does not divide model.num_heads={self.num_heads}",
+        )
         _require(self.block in ("llama", "gpt"), f"model.block={self.block!r} must be one of llama, gpt")
 
     @property
@@ -145,12 +152,18 @@ class ClusterSpec:
             if getattr(self, f) is not None:
                 v = float(getattr(self, f))
                 _require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
-        _require(isinstance(self.expandable_segments, bool),
-                 f"cluster.expandable_segments={self.expandable_segments!r} must be true or false")
-        _require(self.hbm_bw_bytes_per_s is None or float(self.hbm_bw_bytes_per_s) > 0,
-                 f"cluster.hbm_bw_bytes_per_s={self.hbm_bw_bytes_per_s!r} must be > 0")
-        _require(self.pp_microbatch_overhead_s is None or float(self.pp_microbatch_overhead_s) >= 0,
-                 f"cluster.pp_microbatch_overhead_s={self.pp_microbatch_overhead_s!r} must be >= 0")
+        _require(
+            isinstance(self.expandable_segments, bool),
+            f"cluster.expandable_segments={self.expandable_segments!r} must be true or false",
+        )
+        _require(
+            self.hbm_bw_bytes_per_s is None or float(self.hbm_bw_bytes_per_s) > 0,
+            f"cluster.hbm_bw_bytes_per_s={self.hbm_bw_bytes_per_s!r} must be > 0",
+        )
+        _require(
+            self.pp_microbatch_overhead_s is None or float(self.pp_microbatch_overhead_s) >= 0,
+            f"cluster.pp_microbatch_overhead_s={self.pp_microbatch_overhead_s!r} must be >= 0",
+        )
 
     def peak_flops(self, compute_dtype: str) -> float:
         return self.peak_flops_fp32 if compute_dtype == "fp32" else self.peak_flops_bf16
@@ -167,7 +180,9 @@ class TrainSpec:
     param_dtype: str = "fp32"  # dtype of the parameters the trainer stores (sharded by ZeRO-3)
     compute_dtype: str = "bf16"  # dtype of the gathered copy used in matmuls (and of activations)
     grad_dtype: str = "fp32"
-    master_dtype: str | None = None  # a separate fp32 master copy (Megatron/DeepSpeed style); None = params are the master
+    master_dtype: str | None = (
+        None  # a separate fp32 master copy (Megatron/DeepSpeed style); None = params are the master
+    )
     optimizer: Literal["adamw", "sgd"] = "adamw"
     optimizer_dtype: str = "fp32"
     seed: int = 1234
@@ -178,9 +193,14 @@ class TrainSpec:
         _positive_int("train.global_batch_size", self.global_batch_size)
         _require(self.precision in ("bf16", "fp32"), f"train.precision={self.precision!r} must be one of bf16, fp32")
         for f in ("param_dtype", "compute_dtype", "grad_dtype", "optimizer_dtype"):
-            _require(getattr(self, f) in DTYPE_BYTES, f"train.{f}={getattr(self, f)!r} must be one of {', '.join(DTYPE_BYTES)}")
-        _require(self.master_dtype is None or self.master_dtype in DTYPE_BYTES,
-                 f"train.master_dtype={self.master_dtype!r} must be null or one of {', '.join(DTYPE_BYTES)}")
+            _require(
+                getattr(self, f) in DTYPE_BYTES,
+                f"train.{f}={getattr(self, f)!r} must be one of {', '.join(DTYPE_BYTES)}",
+            )
+        _require(
+            self.master_dtype is None or self.master_dtype in DTYPE_BYTES,
+            f"train.master_dtype={self.master_dtype!r} must be null or one of {', '.join(DTYPE_BYTES)}",
+        )
 
     @property
     def global_batch_tokens(self) -> int:
@@ -217,17 +237,26 @@ class ParallelPlan:
         for f in COUNT_FIELDS:
             _positive_int(f"plan.{f}", getattr(self, f))
         _require(self.zero_stage in (0, 1, 2, 3), f"plan.zero_stage={self.zero_stage!r} must be one of 0, 1, 2, 3")
-        _require(self.recompute in RECOMPUTE_MODES,
-                 f"plan.recompute={self.recompute!r} must be one of {', '.join(RECOMPUTE_MODES)}")
-        _require(isinstance(self.sequence_parallel, bool),
-                 f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false")
-        _require(self.pp_schedule in PP_SCHEDULES,
-                 f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}")
-        _require(not (self.sequence_parallel and self.tp == 1),
-                 "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)")
+        _require(
+            self.recompute in RECOMPUTE_MODES,
+            f"plan.recompute={self.recompute!r} must be one of {', '.join(RECOMPUTE_MODES)}",
+        )
+        _require(
+            isinstance(self.sequence_parallel, bool),
+            f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false",
+        )
+        _require(
+            self.pp_schedule in PP_SCHEDULES,
+            f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}",
+        )
+        _require(
+            not (self.sequence_parallel and self.tp == 1), "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)"
+        )
         _require(self.vpp == 1 or self.pp > 1, f"plan.vpp={self.vpp} requires plan.pp > 1 (pp=1)")
-        _require((self.vpp > 1) == (self.pp_schedule == "interleaved_1f1b") or self.pp == 1,
-                 f"plan.pp_schedule={self.pp_schedule!r} with vpp={self.vpp}: interleaved_1f1b is used exactly when vpp > 1")
+        _require(
+            (self.vpp > 1) == (self.pp_schedule == "interleaved_1f1b") or self.pp == 1,
+            f"plan.pp_schedule={self.pp_schedule!r} with vpp={self.vpp}: interleaved_1f1b is used exactly when vpp > 1",
+        )
 
     @property
     def world_size(self) -> int:
@@ -273,8 +302,21 @@ def _json_cells(name: str, values: list[Any]) -> list[Any]:
 
 # The plan fields every candidate id has hashed since ids were introduced. A field added later enters the id only
 # where it differs from its default, so the ids of existing results (and resume) survive adding a dimension.
-_ID_FIELDS_ALWAYS = frozenset({"dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps",
-                               "recompute", "sequence_parallel", "pp_schedule"})
+_ID_FIELDS_ALWAYS = frozenset(
+    {
+        "dp",
+        "tp",
+        "pp",
+        "cp",
+        "vpp",
+        "zero_stage",
+        "micro_batch_size",
+        "grad_accum_steps",
+        "recompute",
+        "sequence_parallel",
+        "pp_schedule",
+    }
+)
 
 
 def candidate_ids(columns: dict[str, list[Any]], model: ModelSpec, train: TrainSpec) -> list[str]:
@@ -282,8 +324,10 @@ def candidate_ids(columns: dict[str, list[Any]], model: ModelSpec, train: TrainS
     sha1 of the sorted-key JSON of {"plan", "model", "train"}, so the same layout of the same job keeps its id across
     runs. The one implementation behind `candidate_id` and the planner (built as text, no dataclass per row)."""
     model_json = json.dumps(dataclasses.asdict(model), sort_keys=True)
-    train_json = json.dumps({"seq_len": train.seq_len, "global_batch_size": train.global_batch_size,
-                             "precision": train.precision}, sort_keys=True)
+    train_json = json.dumps(
+        {"seq_len": train.seq_len, "global_batch_size": train.global_batch_size, "precision": train.precision},
+        sort_keys=True,
+    )
     head, tail = '{"model": ' + model_json + ', "plan": {', '}, "train": ' + train_json + "}"
     pieces, cells, seen_always = [], [], False
     for n in sorted(PLAN_FIELDS):
@@ -322,8 +366,14 @@ class MemoryEstimate:
 
     @property
     def allocated_peak_bytes(self) -> float:
-        return (self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
-                + self.logits_bytes + self.buffers_bytes)
+        return (
+            self.params_bytes
+            + self.grads_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+            + self.logits_bytes
+            + self.buffers_bytes
+        )
 
     @property
     def reserved_peak_bytes(self) -> float:
@@ -335,10 +385,14 @@ class MemoryEstimate:
     def as_columns(self) -> dict[str, float]:
         """The `mem_*` keys shared by `plan -o`, `estimate --json` and `probe-memory --json`."""
         return {
-            "mem_params_bytes": self.params_bytes, "mem_grads_bytes": self.grads_bytes,
-            "mem_optimizer_bytes": self.optimizer_bytes, "mem_activations_bytes": self.activations_bytes,
-            "mem_logits_bytes": self.logits_bytes, "mem_buffers_bytes": self.buffers_bytes,
-            "mem_overhead_bytes": self.overhead_bytes, "mem_allocated_bytes": self.allocated_peak_bytes,
+            "mem_params_bytes": self.params_bytes,
+            "mem_grads_bytes": self.grads_bytes,
+            "mem_optimizer_bytes": self.optimizer_bytes,
+            "mem_activations_bytes": self.activations_bytes,
+            "mem_logits_bytes": self.logits_bytes,
+            "mem_buffers_bytes": self.buffers_bytes,
+            "mem_overhead_bytes": self.overhead_bytes,
+            "mem_allocated_bytes": self.allocated_peak_bytes,
             "mem_reserved_bytes": self.reserved_peak_bytes,
         }
 
@@ -357,8 +411,12 @@ class PerfEstimate:
     mfu: float
 
     def as_columns(self) -> dict[str, float]:
-        return {"pred_step_s": self.step_s, "pred_tokens_per_s": self.tokens_per_s,
-                "pred_tokens_per_s_per_gpu": self.tokens_per_s_per_gpu, "pred_mfu": self.mfu}
+        return {
+            "pred_step_s": self.step_s,
+            "pred_tokens_per_s": self.tokens_per_s,
+            "pred_tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "pred_mfu": self.mfu,
+        }
 
 
 @dataclass(frozen=True)
@@ -395,7 +453,7 @@ class TrialSpec:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrialSpec":
+    def from_dict(cls, d: dict[str, Any]) -> TrialSpec:
         d = dict(d)
         d["model"] = ModelSpec(**d["model"])
         d["train"] = TrainSpec(**d["train"])
@@ -404,5 +462,5 @@ class TrialSpec:
         return cls(**d)
 
     @classmethod
-    def from_json(cls, text: str) -> "TrialSpec":
+    def from_json(cls, text: str) -> TrialSpec:
         return cls.from_dict(json.loads(text))

@@ -2,6 +2,7 @@
 same global batch and loss curves are comparable. Each sample is an arithmetic progression modulo the vocabulary
 (random start and stride) with 10% of positions replaced by random tokens: learnable in context, so the loss falls and
 gradients are structured rather than noise."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,9 @@ def sample_tokens(seed: int, step: int, index: int, seq_len: int, vocab_size: in
     return torch.where(noise, torch.randint(vocab_size, (seq_len + 1,), generator=gen), seq)
 
 
-def batch(seed: int, step: int, indices: range, seq_len: int, vocab_size: int,
-          positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def batch(
+    seed: int, step: int, indices: range, seq_len: int, vocab_size: int, positions: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(tokens, labels), each (len(indices), S) or (len(indices), len(positions)) when context parallelism keeps only
     this rank's sequence positions."""
     seqs = torch.stack([sample_tokens(seed, step, i, seq_len, vocab_size) for i in indices])

@@ -17,6 +17,7 @@ fragmentation come from the cluster preset, as in the estimate, so mem_reserved_
 Not supported: plan.pp > 1. The pipeline schedule exchanges activations point-to-point with the other stages, and on
 a fake process group rank 0 would receive nothing (its shapes come from real peers): measuring it would mean
 simulating the schedule, i.e. faking the numbers."""
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,10 @@ from autotune.types import MemoryEstimate, TrialSpec
 def probe_memory(spec: TrialSpec) -> dict[str, Any]:
     p = spec.plan
     if p.pp > 1:
-        raise UsageError(f"plan.pp={p.pp}: probe-memory supports pp=1 only (a pipeline stage needs its real peers "
-                         "for activations; see bench_model/memory_probe.py)")
+        raise UsageError(
+            f"plan.pp={p.pp}: probe-memory supports pp=1 only (a pipeline stage needs its real peers "
+            "for activations; see bench_model/memory_probe.py)"
+        )
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     if dist.is_initialized():
@@ -52,7 +55,9 @@ def probe_memory(spec: TrialSpec) -> dict[str, Any]:
 def _local_numels(trainer) -> list[int]:
     from torch.distributed.tensor import DTensor
 
-    return [(q.to_local() if isinstance(q, DTensor) else q).numel() for part in trainer.parts for q in part.parameters()]
+    return [
+        (q.to_local() if isinstance(q, DTensor) else q).numel() for part in trainer.parts for q in part.parameters()
+    ]
 
 
 def _optimizer_bytes(trainer) -> float:
@@ -82,10 +87,14 @@ def _probe_fake(spec: TrialSpec) -> MemoryEstimate:
         _one_microbatch(trainer, data)
     snap = next(iter(tracker.get_tracker_snapshot("peak").values()))
     get = lambda *keys: float(sum(snap.get(k, 0) for k in keys))  # noqa: E731
-    return _estimate(spec, params=get("Parameter", "Sharded Param", "Unsharded Param"),
-                     grads=get("Gradient", "Sharded Grad", "Unsharded Grad"), optimizer=_optimizer_bytes(trainer),
-                     activations=get("Activation", "Temp", "Inputs"),
-                     buffers=get("Buffer", "All Gather", "Reduce Scatter", "Other"))
+    return _estimate(
+        spec,
+        params=get("Parameter", "Sharded Param", "Unsharded Param"),
+        grads=get("Gradient", "Sharded Grad", "Unsharded Grad"),
+        optimizer=_optimizer_bytes(trainer),
+        activations=get("Activation", "Temp", "Inputs"),
+        buffers=get("Buffer", "All Gather", "Reduce Scatter", "Other"),
+    )
 
 
 def _one_microbatch(trainer, data) -> None:
@@ -114,13 +123,29 @@ def _probe_cuda(spec: TrialSpec) -> MemoryEstimate:
     grads, opt = params, _optimizer_bytes(trainer)
     acts = max(0.0, allocated - params - grads - opt)
     frag = reserved / allocated - 1.0 if allocated else 0.0
-    return MemoryEstimate(params_bytes=params, grads_bytes=grads, optimizer_bytes=opt, activations_bytes=acts,
-                          logits_bytes=0.0, buffers_bytes=0.0, overhead_bytes=0.0, fragmentation=frag)
+    return MemoryEstimate(
+        params_bytes=params,
+        grads_bytes=grads,
+        optimizer_bytes=opt,
+        activations_bytes=acts,
+        logits_bytes=0.0,
+        buffers_bytes=0.0,
+        overhead_bytes=0.0,
+        fragmentation=frag,
+    )
 
 
-def _estimate(spec: TrialSpec, *, params: float, grads: float, optimizer: float, activations: float,
-              buffers: float) -> MemoryEstimate:
+def _estimate(
+    spec: TrialSpec, *, params: float, grads: float, optimizer: float, activations: float, buffers: float
+) -> MemoryEstimate:
     c = spec.cluster
-    return MemoryEstimate(params_bytes=params, grads_bytes=grads, optimizer_bytes=optimizer,
-                          activations_bytes=activations, logits_bytes=0.0, buffers_bytes=buffers,
-                          overhead_bytes=float(c.runtime_overhead_bytes), fragmentation=c.allocator_fragmentation)
+    return MemoryEstimate(
+        params_bytes=params,
+        grads_bytes=grads,
+        optimizer_bytes=optimizer,
+        activations_bytes=activations,
+        logits_bytes=0.0,
+        buffers_bytes=buffers,
+        overhead_bytes=float(c.runtime_overhead_bytes),
+        fragmentation=c.allocator_fragmentation,
+    )

@@ -1,4 +1,5 @@
 """Measurements around the training loop: the CPU matmul peak used for MFU, peak memory, and provenance fields."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -59,8 +60,12 @@ def utc_now() -> str:
 def code_version() -> str:
     repo = Path(__file__).resolve().parent.parent
     try:
-        out = subprocess.run(["git", "-C", str(repo), "describe", "--always", "--dirty", "--tags"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", str(repo), "describe", "--always", "--dirty", "--tags"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if out.returncode == 0 and out.stdout.strip():
             return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):

@@ -17,11 +17,12 @@ Initialisation: `init_weights(seed)` draws every parameter from its own CPU gene
 so the values do not depend on layout, sharding or device; bench_model.weights does the same for sharded (DTensor)
 parameters.
 """
+
 from __future__ import annotations
 
 import hashlib
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

@@ -5,6 +5,7 @@ without it runs as a world of 1 on 127.0.0.1).
 Rank 0 writes RESULT.json atomically after a barrier and before any teardown. A failing rank writes
 RESULT.json.rank<R>.err.json and exits at once with os._exit (3 = oom, 1 = crash) so torchrun tears down the others.
 OOM is recognised by type: torch.OutOfMemoryError (CUDA) and MemoryError (CPU; see `as_memory_error`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,9 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 EXIT_OK, EXIT_CRASH, EXIT_OOM = 0, 1, 3
 
@@ -52,8 +54,14 @@ def as_memory_error(exc: BaseException) -> BaseException:
 
 # What a surviving rank's collective raises when a peer process vanished (gloo on CPU; NCCL on GPUs). Such an error
 # is a consequence, not the cause: the launcher looks for the rank that failed first, or died without a word.
-PEER_LOST_MARKERS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "remote process exited",
-                     "ncclRemoteError", "NCCL communicator was aborted")
+PEER_LOST_MARKERS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "remote process exited",
+    "ncclRemoteError",
+    "NCCL communicator was aborted",
+)
 
 
 def is_peer_lost(exc: BaseException) -> bool:
@@ -93,8 +101,9 @@ def _ensure_env() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
 
 
 def fault_hook(spec, rank: int):
@@ -107,6 +116,7 @@ def fault_hook(spec, rank: int):
                 time.sleep(60)
         if fault == "kill_rank1" and rank == 1:
             os.kill(os.getpid(), signal.SIGKILL)
+
     if spec.inject_fault not in ("", "crash", "crash_rank1", "hang", "kill_rank1"):
         raise ValueError(f"inject_fault={spec.inject_fault!r} must be one of '', crash, crash_rank1, hang, kill_rank1")
     return hook
@@ -121,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     return run_protocol(argv, train)
 
 
-def run_protocol(argv: list[str] | None, body: Callable[[Any, Path, int], dict[str, Any]],
-                 prog: str = "bench_model.run") -> int:
+def run_protocol(
+    argv: list[str] | None, body: Callable[[Any, Path, int], dict[str, Any]], prog: str = "bench_model.run"
+) -> int:
     """The trial protocol around `body(spec, out, rank) -> row` (this trainer, or `autotune.netbench_rank`): rank 0
     writes the row it returns; any exception on any rank becomes that rank's err file and exit code."""
     args = _parse(argv, prog)
@@ -141,14 +152,19 @@ def run_protocol(argv: list[str] | None, body: Callable[[Any, Path, int], dict[s
         exc = as_memory_error(e)
         status = "oom" if is_oom(e) else "crash"
         traceback.print_exc()
-        err = {"rank": rank, "status": status, "error_type": type(exc).__name__,
-               "error_message": (str(exc).strip().splitlines() or [""])[-1][:500],
-               "peer_lost": status == "crash" and is_peer_lost(e)}
+        err = {
+            "rank": rank,
+            "status": status,
+            "error_type": type(exc).__name__,
+            "error_message": (str(exc).strip().splitlines() or [""])[-1][:500],
+            "peer_lost": status == "crash" and is_peer_lost(e),
+        }
         try:
             write_json_atomic(out.with_name(f"{out.name}.rank{rank}.err.json"), err)
             print(f"[rank {rank}] {status}: {err['error_type']}: {err['error_message']}", file=sys.stderr, flush=True)
-        finally:
-            return EXIT_OOM if status == "oom" else EXIT_CRASH
+        except BaseException:  # noqa: BLE001 - a failed error report must not change the exit code that classifies it
+            pass
+        return EXIT_OOM if status == "oom" else EXIT_CRASH
     _teardown()
     return EXIT_OK
 

@@ -4,6 +4,7 @@ Loss: mean cross-entropy over every token of the global batch. Each micro-batch'
 and all micro-batches hold the same number of tokens, so averaging per micro-batch (1/grad_accum, or the pipeline
 schedule's gradient scaling) and then across the dp x cp group (FSDP's mean reduction) gives the global mean. TP ranks
 compute the same (replicated) loss through `loss_parallel`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,15 @@ from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
 from bench_model.parallel.context_parallel import cp_positions
 from bench_model.parallel.data_parallel import ZeRO1AdamW, needs_fsdp, set_gradient_sync
-from bench_model.parallel.pipeline import (allreduce_tied_embedding_grads, build_schedule, build_stage_module,
-                                           layer_split, losses_are_scaled, stage_indices, tied_embedding_group)
+from bench_model.parallel.pipeline import (
+    allreduce_tied_embedding_grads,
+    build_schedule,
+    build_stage_module,
+    layer_split,
+    losses_are_scaled,
+    stage_indices,
+    tied_embedding_group,
+)
 from bench_model.weights import init_parameters
 
 ADAMW = dict(betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
@@ -56,8 +64,10 @@ def chunked_cross_entropy(head: nn.Module, h: torch.Tensor, labels: torch.Tensor
     if isinstance(h, DTensor):
         h = h.redistribute(placements=[Replicate()] * h.device_mesh.ndim)
     h, labels = h.flatten(0, 1), labels.flatten(0, 1)  # (B*S, H), (B*S,)
-    total = sum(checkpoint(_chunk_loss_sum, head, hc, yc, use_reentrant=False)
-                for hc, yc in zip(h.split(LOSS_CHUNK_TOKENS), labels.split(LOSS_CHUNK_TOKENS)))
+    total = sum(
+        checkpoint(_chunk_loss_sum, head, hc, yc, use_reentrant=False)
+        for hc, yc in zip(h.split(LOSS_CHUNK_TOKENS), labels.split(LOSS_CHUNK_TOKENS))
+    )
     return total / labels.numel()
 
 
@@ -113,7 +123,7 @@ class Trainer:
         p = self.spec.plan
         total = torch.zeros((), device=self.device)
         for m in range(p.grad_accum_steps):
-            mb = indices[m * p.micro_batch_size:(m + 1) * p.micro_batch_size]
+            mb = indices[m * p.micro_batch_size : (m + 1) * p.micro_batch_size]
             tokens, labels = self.local_batch(step, mb)
             set_gradient_sync(self.parts, p.zero_stage, m == p.grad_accum_steps - 1)
             total += _plain(self.microbatch_backward(tokens, labels).detach())
@@ -140,15 +150,18 @@ class Trainer:
         return stacked.sum() if losses_are_scaled() else stacked.mean()
 
 
-def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: None,
-                  materialize=contextlib.nullcontext) -> Trainer:
+def build_trainer(
+    spec: TrialSpec, device: torch.device, after_startup=lambda: None, materialize=contextlib.nullcontext
+) -> Trainer:
     """`after_startup` runs once the process groups (and their threads) exist, before any model memory is allocated:
     the point where a memory cap measures the layout and not the runtime. `materialize()` is the context in which the
     parallelised meta model gets storage and the optimizer is built (FakeTensorMode for the memory probe)."""
     p, m, t = spec.plan, spec.model, spec.train
     if t.global_batch_size != p.dp * p.micro_batch_size * p.grad_accum_steps:
-        raise SpecError(f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
-                        f"({p.micro_batch_size}) * grad_accum_steps({p.grad_accum_steps})")
+        raise SpecError(
+            f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
+            f"({p.micro_batch_size}) * grad_accum_steps({p.grad_accum_steps})"
+        )
     meshes = build_meshes(p, device.type, dist.get_world_size())
     tied_group = tied_embedding_group(meshes) if p.pp > 1 and m.tie_embeddings else None
     after_startup()
@@ -173,12 +186,22 @@ def build_trainer(spec: TrialSpec, device: torch.device, after_startup=lambda: N
         optimizer = _make_optimizer(params, spec, meshes)
     schedule = None
     if p.pp > 1:
-        schedule = build_schedule(parts, stages, num_stages, meshes, p.pp_schedule, p.grad_accum_steps,
-                                  cross_entropy, device)
+        schedule = build_schedule(
+            parts, stages, num_stages, meshes, p.pp_schedule, p.grad_accum_steps, cross_entropy, device
+        )
     positions = cp_positions(t.seq_len, p.cp, meshes.cp_rank) if p.cp > 1 else None
-    return Trainer(spec=spec, device=device, meshes=meshes, parts=parts, optimizer=optimizer, schedule=schedule,
-                   is_first=0 in stages, is_last=(num_stages - 1) in stages, positions=positions,
-                   tied_group=tied_group)
+    return Trainer(
+        spec=spec,
+        device=device,
+        meshes=meshes,
+        parts=parts,
+        optimizer=optimizer,
+        schedule=schedule,
+        is_first=0 in stages,
+        is_last=(num_stages - 1) in stages,
+        positions=positions,
+        tied_group=tied_group,
+    )
 
 
 def _make_optimizer(params: list[nn.Parameter], spec: TrialSpec, meshes: Meshes):

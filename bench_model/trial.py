@@ -1,10 +1,12 @@
 """One trial on this rank: process group, layout, timed loop, and (on rank 0) the result row."""
+
 from __future__ import annotations
 
 import os
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -80,14 +82,27 @@ def _summarise(spec: TrialSpec, trainer, local_losses: list[torch.Tensor], peak_
     step_times = [float(x) for x in times.cpu()]
     row = row_from_spec(spec)
     world = spec.plan.world_size
-    row.update(status="ok", losses=losses, final_loss=losses[-1] if losses else None,
-               timed_steps=len(step_times), peak_mem_allocated_bytes=int(mem[0]), peak_mem_reserved_bytes=int(mem[1]),
-               torch_version=torch.__version__, code_version=metrics.code_version(), hostname=metrics.hostname())
+    row.update(
+        status="ok",
+        losses=losses,
+        final_loss=losses[-1] if losses else None,
+        timed_steps=len(step_times),
+        peak_mem_allocated_bytes=int(mem[0]),
+        peak_mem_reserved_bytes=int(mem[1]),
+        torch_version=torch.__version__,
+        code_version=metrics.code_version(),
+        hostname=metrics.hostname(),
+    )
     if step_times:
         mean_s = statistics.fmean(step_times)
         tokens_per_s = spec.train.global_batch_tokens / mean_s
         flops_per_gpu = spec.model.flops_per_token(spec.train.seq_len) * tokens_per_s / world
-        row.update(step_time_mean_s=mean_s, step_time_std_s=statistics.pstdev(step_times),
-                   tokens_per_s=tokens_per_s, tokens_per_s_per_gpu=tokens_per_s / world,
-                   tflops_per_gpu=flops_per_gpu / 1e12, mfu=flops_per_gpu / peak_flops)
+        row.update(
+            step_time_mean_s=mean_s,
+            step_time_std_s=statistics.pstdev(step_times),
+            tokens_per_s=tokens_per_s,
+            tokens_per_s_per_gpu=tokens_per_s / world,
+            tflops_per_gpu=flops_per_gpu / 1e12,
+            mfu=flops_per_gpu / peak_flops,
+        )
     return row

@@ -3,6 +3,7 @@ parameter from the per-name seeded generator of bench_model.model.full_init_tens
 Shard redistribution is a local slice (no communication), so the result equals the single-device init in every layout.
 With tied embeddings the last pipeline stage's own head weight is drawn as "tok_embeddings.weight", the matrix it ties to
 (bench_model.parallel.pipeline)."""
+
 from __future__ import annotations
 
 import torch

@@ -5,6 +5,7 @@ at a time; overhead = median(submit -> row) of the backend - median of local. SL
 by launchers/scripts/slurm_local.sh in a temporary folder; Ray runs inside a private network namespace (this script
 re-runs itself there with --only ray). Usage: python benchmarks/engine_overhead.py [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,16 @@ def _spec(trial_id: str, backend: str):
     from autotune.trialfile import make_spec
 
     cfg = load_config(["experiment=demo", "train.global_batch_size=4"])
-    return make_spec(cfg, cfg.plan(2), sweep_id="bench", trial_id=trial_id, backend=backend, warmup_steps=1,
-                     timed_steps=1, timeout_s=600.0)
+    return make_spec(
+        cfg,
+        cfg.plan(2),
+        sweep_id="bench",
+        trial_id=trial_id,
+        backend=backend,
+        warmup_steps=1,
+        timed_steps=1,
+        timeout_s=600.0,
+    )
 
 
 def _time_trials(launcher, backend: str, repeats: int) -> list[float]:
@@ -52,8 +61,12 @@ def bench_local_and_slurm(repeats: int, tmp: Path) -> dict:
     from launchers.slurm import SlurmLauncher
 
     out = {"local_trial_s": _time_trials(LocalLauncher(workdir=tmp / "local"), "local", repeats)}
-    env = dict(os.environ, AUTOTUNE_SLURM_DIR=str(tmp / "slurm"), AUTOTUNE_SLURM_CTLD_PORT=str(_free_port()),
-               AUTOTUNE_SLURM_SLURMD_PORT=str(_free_port()))
+    env = dict(
+        os.environ,
+        AUTOTUNE_SLURM_DIR=str(tmp / "slurm"),
+        AUTOTUNE_SLURM_CTLD_PORT=str(_free_port()),
+        AUTOTUNE_SLURM_SLURMD_PORT=str(_free_port()),
+    )
     script = REPO / "launchers" / "scripts" / "slurm_local.sh"
     t0 = time.monotonic()
     subprocess.run(["bash", str(script), "start"], env=env, check=True, capture_output=True)
@@ -88,9 +101,25 @@ def main() -> None:
             print(json.dumps(bench_ray(args.repeats, Path(tmp))))
             return
         result = bench_local_and_slurm(args.repeats, Path(tmp))
-        ray = subprocess.run(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", sys.executable,
-                              __file__, "--only", "ray", "--repeats", str(args.repeats)],
-                             capture_output=True, text=True, check=True)
+        ray = subprocess.run(
+            [
+                "unshare",
+                "--net",
+                "sh",
+                "-c",
+                'ip link set lo up && exec "$@"',
+                "sh",
+                sys.executable,
+                __file__,
+                "--only",
+                "ray",
+                "--repeats",
+                str(args.repeats),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         result.update(json.loads(ray.stdout.strip().splitlines()[-1]))
     local = statistics.median(result["local_trial_s"])
     for backend in ("slurm", "ray"):

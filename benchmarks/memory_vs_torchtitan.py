@@ -6,6 +6,7 @@ in Llama 3.1 8B, GQA) keeps the loss's share of memory realistic; world size 8 f
 Prints one JSON object: per layout both peaks (bytes, optimizer state excluded: neither probe tracks it in fake
 mode, both would add the same analytical AdamW state), their categories and bench_model/torchtitan.
     PYTHONPATH=. python benchmarks/memory_vs_torchtitan.py [--layouts NAME,...]"""
+
 from __future__ import annotations
 
 import argparse
@@ -14,22 +15,29 @@ import sys
 
 from autotune.types import ModelSpec, ParallelPlan
 
-MODEL = ModelSpec(name="llama3-reduced", num_layers=4, hidden_size=256, ffn_hidden_size=896, num_heads=16,
-                  num_kv_heads=8, vocab_size=8192)
+MODEL = ModelSpec(
+    name="llama3-reduced",
+    num_layers=4,
+    hidden_size=256,
+    ffn_hidden_size=896,
+    num_heads=16,
+    num_kv_heads=8,
+    vocab_size=8192,
+)
 SEQ_LEN = 1024
 LAYOUTS = {  # world size 8 each; dp = FSDP degree (ZeRO-3, torchtitan's default reshard policy)
     "fsdp8_none": ParallelPlan(dp=8, micro_batch_size=2, recompute="none"),
     "fsdp8_selective": ParallelPlan(dp=8, micro_batch_size=2, recompute="selective"),
     "fsdp8_full": ParallelPlan(dp=8, micro_batch_size=2, recompute="full"),
     "tp8_sp": ParallelPlan(dp=1, tp=8, sequence_parallel=True, micro_batch_size=2, recompute="none"),
-    "fsdp4_tp2_sp_selective": ParallelPlan(dp=4, tp=2, sequence_parallel=True, micro_batch_size=2,
-                                           recompute="selective"),
+    "fsdp4_tp2_sp_selective": ParallelPlan(
+        dp=4, tp=2, sequence_parallel=True, micro_batch_size=2, recompute="selective"
+    ),
     "fsdp4_tp2_sp_full": ParallelPlan(dp=4, tp=2, sequence_parallel=True, micro_batch_size=2, recompute="full"),
     "fsdp2_tp4_sp_none": ParallelPlan(dp=2, tp=4, sequence_parallel=True, micro_batch_size=2, recompute="none"),
     # torchtitan's CP needs CUDA SDPA (no CP rule for the CPU flash kernel): these two report its error
     "fsdp4_cp2_none": ParallelPlan(dp=4, cp=2, micro_batch_size=2, recompute="none"),
-    "fsdp2_tp2_cp2_full": ParallelPlan(dp=2, tp=2, cp=2, sequence_parallel=True, micro_batch_size=2,
-                                       recompute="full"),
+    "fsdp2_tp2_cp2_full": ParallelPlan(dp=2, tp=2, cp=2, sequence_parallel=True, micro_batch_size=2, recompute="full"),
 }
 
 
@@ -38,11 +46,15 @@ def compare(name: str, plan: ParallelPlan) -> dict:
 
     both = compare_layout(MODEL, plan, SEQ_LEN)
     bm, tt = both["bench_model"], both["torchtitan"]
-    return {"layout": name, "plan": {k: getattr(plan, k) for k in ("dp", "tp", "cp", "micro_batch_size",
-                                                                    "recompute", "sequence_parallel")},
-            "bench_model_peak_bytes": bm["peak_bytes"], "torchtitan_peak_bytes": tt["peak_bytes"],
-            "ratio": bm["peak_bytes"] / tt["peak_bytes"], "bench_model_by_category": bm["by_category"],
-            "torchtitan_by_category": tt["by_category"]}
+    return {
+        "layout": name,
+        "plan": {k: getattr(plan, k) for k in ("dp", "tp", "cp", "micro_batch_size", "recompute", "sequence_parallel")},
+        "bench_model_peak_bytes": bm["peak_bytes"],
+        "torchtitan_peak_bytes": tt["peak_bytes"],
+        "ratio": bm["peak_bytes"] / tt["peak_bytes"],
+        "bench_model_by_category": bm["by_category"],
+        "torchtitan_by_category": tt["by_category"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,9 +68,18 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as exc:  # a layout one of the probes cannot run is reported, not hidden
             rows.append({"layout": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"})
     ok = [r for r in rows if "ratio" in r]
-    print(json.dumps({"model": MODEL.name, "seq_len": SEQ_LEN, "world_size": 8, "layouts": rows,
-                      "bench_model_le_torchtitan": all(r["ratio"] <= 1.0 for r in ok) and len(ok) == len(rows)},
-                     indent=1))
+    print(
+        json.dumps(
+            {
+                "model": MODEL.name,
+                "seq_len": SEQ_LEN,
+                "world_size": 8,
+                "layouts": rows,
+                "bench_model_le_torchtitan": all(r["ratio"] <= 1.0 for r in ok) and len(ok) == len(rows),
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -13,6 +13,7 @@ Prints ONE JSON object:
     subprocess), per_source: the same per source.
 Run: PYTHONPATH=. python benchmarks/model_accuracy.py [--refit]   (--refit prints the fitted coefficients too)
 """
+
 from __future__ import annotations
 
 import json
@@ -54,11 +55,16 @@ def summarise(runs: list, pred: np.ndarray, loso: np.ndarray | None) -> dict:
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(runs):
         groups.setdefault((r.source, r.model.name, r.num_gpus, r.cluster), []).append(i)
-    rho = {"/".join(map(str, k)): round(spearman(pred[v], meas[v]), 3) for k, v in groups.items() if len(v) >= MIN_GROUP}
-    out = {"rows": len(runs), "in_sample_median_abs_err": round(float(np.median(err)), 4),
-           "in_sample_p90_abs_err": round(float(np.percentile(err, 90)), 4),
-           "median_group_spearman": round(float(np.median(list(rho.values()))), 3) if rho else None,
-           "groups": rho}
+    rho = {
+        "/".join(map(str, k)): round(spearman(pred[v], meas[v]), 3) for k, v in groups.items() if len(v) >= MIN_GROUP
+    }
+    out = {
+        "rows": len(runs),
+        "in_sample_median_abs_err": round(float(np.median(err)), 4),
+        "in_sample_p90_abs_err": round(float(np.percentile(err, 90)), 4),
+        "median_group_spearman": round(float(np.median(list(rho.values()))), 3) if rho else None,
+        "groups": rho,
+    }
     if loso is not None:
         oe = np.abs(loso - meas) / meas
         out["out_of_sample_median_abs_err"] = round(float(np.median(oe)), 4)
@@ -116,12 +122,26 @@ def before_predictions() -> np.ndarray | None:
     """Predictions of the model and presets at BEFORE_COMMIT (None when git or the commit is unavailable)."""
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE_COMMIT, "autotune", "search_spaces"],
-                                     capture_output=True, check=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", BEFORE_COMMIT, "autotune", "search_spaces"],
+                capture_output=True,
+                check=True,
+            ).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-            done = subprocess.run([sys.executable, "-c", _BEFORE, tmp, str(ROOT / "autotune" / "reference_runs.py"),
-                                   str(ROOT / "benchmarks" / "data" / "measured")], capture_output=True, text=True,
-                                  check=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": tmp})
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    _BEFORE,
+                    tmp,
+                    str(ROOT / "autotune" / "reference_runs.py"),
+                    str(ROOT / "benchmarks" / "data" / "measured"),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": tmp},
+            )
         except (subprocess.CalledProcessError, FileNotFoundError):
             return None
     return np.array(json.loads(done.stdout))
@@ -132,25 +152,32 @@ def main() -> None:
     clusters = {n: load_preset(n) for n in PRESETS}
     pred = predict(runs, clusters)
     loso = leave_one_source_out(runs, clusters)
-    result = {"rows_used": len(runs), "rows_skipped": len(skipped),
-              "skipped_reasons": dict(Counter(f"{s.source}: {s.reason.split(':')[0]}" for s in skipped)),
-              **report(runs, pred, loso)}
+    result = {
+        "rows_used": len(runs),
+        "rows_skipped": len(skipped),
+        "skipped_reasons": dict(Counter(f"{s.source}: {s.reason.split(':')[0]}" for s in skipped)),
+        **report(runs, pred, loso),
+    }
     result.pop("rows")
     old = before_predictions()
     if old is not None:
         b = report(runs, old, None)
         b.pop("groups")
-        result["before"] = {**b, "commit": BEFORE_COMMIT,
-                            "out_of_sample_median_abs_err": b["in_sample_median_abs_err"],
-                            "out_of_sample_p90_abs_err": b["in_sample_p90_abs_err"],
-                            "note": "uncalibrated presets: nothing was fitted, so in- and out-of-sample coincide"}
+        result["before"] = {
+            **b,
+            "commit": BEFORE_COMMIT,
+            "out_of_sample_median_abs_err": b["in_sample_median_abs_err"],
+            "out_of_sample_p90_abs_err": b["in_sample_p90_abs_err"],
+            "note": "uncalibrated presets: nothing was fitted, so in- and out-of-sample coincide",
+        }
     else:
         result["before"] = None
     if "--refit" in sys.argv:
         fit = fit_all(runs, clusters)
         result["refit"] = {fam: {k: round(float(v), 4) for k, v in c.items()} for fam, c in fit.items()}
-        result["refit_in_sample_median_abs_err"] = summarise(runs, predict(runs, apply_fit(clusters, fit)),
-                                                             None)["in_sample_median_abs_err"]
+        result["refit_in_sample_median_abs_err"] = summarise(runs, predict(runs, apply_fit(clusters, fit)), None)[
+            "in_sample_median_abs_err"
+        ]
     result["families"] = {p: FAMILY_OF[p] for p in PRESETS}
     result["free_coefficients"] = list(FREE)
     print(json.dumps(result, indent=1))

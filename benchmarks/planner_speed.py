@@ -1,6 +1,7 @@
 """Planner speed: enumerate, check, and score every layout of Llama-3.1-405B on 16,384 H100s with the full default
 space. Prints JSON {"model", "num_gpus", "candidates", "seconds"}; seconds is the best of --repeat runs of
 `enumerate_candidates` (config loading excluded; reported separately). Target: <= 1 s on the 2-core CI machine."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,19 @@ def main() -> None:
         df = enumerate_candidates(cfg, args.gpus)
         times.append(time.perf_counter() - t)
         n = len(df)
-    print(json.dumps({"model": args.model, "num_gpus": args.gpus, "candidates": n, "seconds": round(min(times), 4),
-                      "seconds_median": round(sorted(times)[len(times) // 2], 4),
-                      "fitting": int(df["rank"].notna().sum()), "config_load_seconds": round(config_s, 3)}))
+    print(
+        json.dumps(
+            {
+                "model": args.model,
+                "num_gpus": args.gpus,
+                "candidates": n,
+                "seconds": round(min(times), 4),
+                "seconds_median": round(sorted(times)[len(times) // 2], 4),
+                "fitting": int(df["rank"].notna().sum()),
+                "config_load_seconds": round(config_s, 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ the clock is the process's CPU time (one intra-op thread), which other processes
 
     .venv/bin/python benchmarks/recompute_cost.py [--hidden 512] [--seq 512] [--layers 4] [--rounds 9] [--clock cpu|wall]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,12 @@ MODES = ("none", "selective", "full", "selective_op_sac")
 
 def _op_sac_policy(ctx, op, *args, **kwargs) -> CheckpointPolicy:
     aten = torch.ops.aten
-    save = {aten.mm.default, aten.bmm.default, aten.addmm.default,
-            aten._scaled_dot_product_flash_attention_for_cpu.default}
+    save = {
+        aten.mm.default,
+        aten.bmm.default,
+        aten.addmm.default,
+        aten._scaled_dot_product_flash_attention_for_cpu.default,
+    }
     return CheckpointPolicy.MUST_SAVE if op in save else CheckpointPolicy.PREFER_RECOMPUTE
 
 
@@ -79,14 +84,25 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: steadiest on a shared box)")
-    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
-                    help="cpu: this process's CPU time (immune to other processes on a loaded machine; with one "
-                         "thread it is the step's cost, Python overhead included); wall: perf_counter")
+    ap.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="cpu: this process's CPU time (immune to other processes on a loaded machine; with one "
+        "thread it is the step's cost, Python overhead included); wall: perf_counter",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    spec = ModelSpec(name="bench", num_layers=args.layers, hidden_size=args.hidden, ffn_hidden_size=args.ffn,
-                     num_heads=args.heads, num_kv_heads=args.kv_heads, vocab_size=args.vocab)
+    spec = ModelSpec(
+        name="bench",
+        num_layers=args.layers,
+        hidden_size=args.hidden,
+        ffn_hidden_size=args.ffn,
+        num_heads=args.heads,
+        num_kv_heads=args.kv_heads,
+        vocab_size=args.vocab,
+    )
     tokens = torch.randint(0, args.vocab, (args.batch, args.seq))
     models = {m: build(spec, args.seq, m) for m in MODES}
     clocks = {"cpu": time.process_time, "wall": time.perf_counter}
@@ -95,17 +111,38 @@ def main(argv: list[str] | None = None) -> dict:
         time_step(models[m], tokens, clock)
     best = {m: [float("inf"), float("inf"), float("inf")] for m in MODES}
     for r in range(args.rounds):
-        for m in (MODES if r % 2 == 0 else MODES[::-1]):
+        for m in MODES if r % 2 == 0 else MODES[::-1]:
             fwd, bwd = time_step(models[m], tokens, clock)
             b = best[m]
             b[0], b[1], b[2] = min(b[0], fwd), min(b[1], bwd), min(b[2], fwd + bwd)
     base = best["none"]
-    out = {"shape": {"hidden": args.hidden, "ffn": args.ffn, "heads": args.heads, "kv_heads": args.kv_heads,
-                     "layers": args.layers, "seq": args.seq, "batch": args.batch, "vocab": args.vocab,
-                     "threads": args.threads, "rounds": args.rounds, "clock": args.clock, "torch": torch.__version__},
-           "modes": {m: {"fwd_s": best[m][0], "bwd_s": best[m][1], "step_s": best[m][2],
-                         "fwd_rel": best[m][0] / base[0], "bwd_rel": best[m][1] / base[1],
-                         "step_rel": best[m][2] / base[2]} for m in MODES}}
+    out = {
+        "shape": {
+            "hidden": args.hidden,
+            "ffn": args.ffn,
+            "heads": args.heads,
+            "kv_heads": args.kv_heads,
+            "layers": args.layers,
+            "seq": args.seq,
+            "batch": args.batch,
+            "vocab": args.vocab,
+            "threads": args.threads,
+            "rounds": args.rounds,
+            "clock": args.clock,
+            "torch": torch.__version__,
+        },
+        "modes": {
+            m: {
+                "fwd_s": best[m][0],
+                "bwd_s": best[m][1],
+                "step_s": best[m][2],
+                "fwd_rel": best[m][0] / base[0],
+                "bwd_rel": best[m][1] / base[1],
+                "step_rel": best[m][2] / base[2],
+            }
+            for m in MODES
+        },
+    }
     out["target"] = {"selective_step_rel_max": 1.15, "met": out["modes"]["selective"]["step_rel"] <= 1.15}
     print(json.dumps(out, indent=1))
     return out

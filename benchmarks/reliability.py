@@ -16,6 +16,7 @@ Scenarios: bad inputs; 8 concurrent store writers; torn/corrupt trial files; the
 kill_rank1 + hang + crash_rank1 in one sweep, a genuine RLIMIT_AS OOM; [--slurm] scancel of a job and a node set DOWN
 and back, on a one-node SLURM started by launchers/scripts/slurm_local.sh.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,20 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "tests" / "reliability"))
 sys.path.insert(0, str(REPO))
 
-from harness import (AUTOTUNE, TINY, available_commands, clean_error_problems, count_trial_files,  # noqa: E402
-                     kill_when, processes_mentioning, ranked_trial_ids, run_in_process, run_subprocess, snapshot,
-                     tally)
+from harness import (
+    AUTOTUNE,
+    TINY,
+    available_commands,
+    clean_error_problems,
+    count_trial_files,  # noqa: E402
+    kill_when,
+    processes_mentioning,
+    ranked_trial_ids,
+    run_in_process,
+    run_subprocess,
+    snapshot,
+    tally,
+)
 
 SIM = ["--gpus", "8", "--backend", "simulate", "--max-trials", "40", "experiment=demo"]
 
@@ -103,8 +115,10 @@ for i in range(n):
 def concurrent_writers(work: Path, writers: int = 8, rows: int = 20) -> Scenario:
     s = Scenario("concurrent_writers_8", faults=writers)
     trials = work / "cw" / "trials"
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(trials), str(w), str(rows)], cwd=REPO)
-             for w in range(writers)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(trials), str(w), str(rows)], cwd=REPO)
+        for w in range(writers)
+    ]
     rcs = [p.wait(timeout=600) for p in procs]
     expected = {f"{w:02d}{i:010d}": "ok" for w in range(writers) for i in range(rows)}
     expected.update({f"ff{i:010d}": "ok" for i in range(5)})
@@ -124,8 +138,15 @@ def torn_files(work: Path) -> Scenario:
 
     def row(i: int) -> dict:
         r = empty_row()
-        r.update(sweep_id="torn", trial_id=f"c{i:012d}", candidate_id=f"{i:012d}", backend="simulate",
-                 status="simulated", num_gpus=2, dp=2)
+        r.update(
+            sweep_id="torn",
+            trial_id=f"c{i:012d}",
+            candidate_id=f"{i:012d}",
+            backend="simulate",
+            status="simulated",
+            num_gpus=2,
+            dp=2,
+        )
         return r
 
     for i in range(6):
@@ -156,14 +177,26 @@ def controller_kills_simulate(work: Path, seed: int = 20261122) -> Scenario:
     expected = tally(work / "results" / "reference").statuses
     pruned = sum(v == "pruned" for v in expected.values())
     rng = random.Random(seed)
-    thresholds = [0, rng.randint(1, pruned - 1), rng.randint(pruned + 1, pruned + 10),
-                  rng.randint(pruned + 11, pruned + 25), rng.randint(pruned + 26, len(expected) - 2)]
+    thresholds = [
+        0,
+        rng.randint(1, pruned - 1),
+        rng.randint(pruned + 1, pruned + 10),
+        rng.randint(pruned + 11, pruned + 25),
+        rng.randint(pruned + 26, len(expected) - 2),
+    ]
     sweep = work / "results" / "killed"
     for t in thresholds:
-        proc = subprocess.Popen([AUTOTUNE, "sweep", "--sweep-id", "killed", "--resume-if-exists", *SIM], cwd=work,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        ready = (lambda: (sweep / "sweep.yaml").exists()) if t == 0 else (
-            lambda t=t: count_trial_files(sweep / "trials") >= t)
+        proc = subprocess.Popen(
+            [AUTOTUNE, "sweep", "--sweep-id", "killed", "--resume-if-exists", *SIM],
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        ready = (
+            (lambda: (sweep / "sweep.yaml").exists())
+            if t == 0
+            else (lambda t=t: count_trial_files(sweep / "trials") >= t)
+        )
         s.faults += kill_when(proc, ready)
     done = _sweep(work, "--sweep-id", "killed", "--resume-if-exists", *SIM)
     _compare(s, expected, sweep)
@@ -175,8 +208,12 @@ def controller_kill_local(work: Path) -> Scenario:
     s = Scenario("controller_sigkill_local_trial_in_flight")
     args = ["--gpus", "2", "--backend", "local", "--max-trials", "2", "--steps", "1", *TINY]
     sweep = work / "results" / "lk"
-    proc = subprocess.Popen([AUTOTUNE, "sweep", "--sweep-id", "lk", "--resume-if-exists", *args], cwd=work,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [AUTOTUNE, "sweep", "--sweep-id", "lk", "--resume-if-exists", *args],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     s.faults = int(kill_when(proc, lambda: any((sweep / "work").glob("*/SPEC.json"))))
     done = _sweep(work, "--sweep-id", "lk", "--resume-if-exists", *args)
     expected = {t[1:]: "ok" for t in ranked_trial_ids(TINY, 2, 2)}
@@ -191,9 +228,28 @@ def controller_kill_local(work: Path) -> Scenario:
 
 def trial_faults_local(work: Path) -> Scenario:
     s = Scenario("trial_faults_local", faults=3)
-    done = _sweep(work, "--gpus", "2", "--backend", "local", "--max-trials", "3", "--steps", "2", "--parallel", "2",
-                  "--sweep-id", "tf", "--inject-fault", "1:kill_rank1", "--inject-fault", "2:hang:30",
-                  "--inject-fault", "3:crash_rank1", *TINY)
+    done = _sweep(
+        work,
+        "--gpus",
+        "2",
+        "--backend",
+        "local",
+        "--max-trials",
+        "3",
+        "--steps",
+        "2",
+        "--parallel",
+        "2",
+        "--sweep-id",
+        "tf",
+        "--inject-fault",
+        "1:kill_rank1",
+        "--inject-fault",
+        "2:hang:30",
+        "--inject-fault",
+        "3:crash_rank1",
+        *TINY,
+    )
     sweep = work / "results" / "tf"
     killed, hung, crashed = (t[1:] for t in ranked_trial_ids(TINY, 2, 3))
     expected = {killed: "crash", hung: "timeout", crashed: "crash"}
@@ -212,8 +268,16 @@ def genuine_oom(work: Path) -> Scenario:
     s = Scenario("genuine_oom_rlimit", faults=1)
     cfg = load_config([*TINY, "model.hidden_size=2048", "model.ffn_hidden_size=5632", "model.vocab_size=32000"])
     store = SweepStore(work / "oom").create(cfg.resolved_yaml, {"gpus": 2, "overrides": []})
-    spec = make_spec(cfg, cfg.plan(2), sweep_id="oom", trial_id="t-oom", warmup_steps=1, timed_steps=1,
-                     timeout_s=300.0, memory_limit_bytes=512 * 2**20)
+    spec = make_spec(
+        cfg,
+        cfg.plan(2),
+        sweep_id="oom",
+        trial_id="t-oom",
+        warmup_steps=1,
+        timed_steps=1,
+        timeout_s=300.0,
+        memory_limit_bytes=512 * 2**20,
+    )
     row = LocalLauncher(workdir=store.work_dir, log_dir=store.logs_dir).submit(spec).result(timeout=400)
     store.write_row(row)
     _compare(s, {spec.candidate_id: "oom"}, store.root)
@@ -240,9 +304,26 @@ def _slurm_run(engine, work: Path, s: Scenario) -> Scenario:
     import os
 
     env = dict(os.environ, SLURM_CONF=str(engine.conf))
-    argv = [AUTOTUNE, "sweep", "--backend", "slurm", "--gpus", "2", "--max-trials", "2", "--steps", "2",
-            "--sweep-id", "sl", "--inject-fault", "1:hang:900", *TINY, f"sweep.results_dir={work}",
-            "sweep.slurm.poll_s=1", "sweep.slurm.max_requeues=2"]
+    argv = [
+        AUTOTUNE,
+        "sweep",
+        "--backend",
+        "slurm",
+        "--gpus",
+        "2",
+        "--max-trials",
+        "2",
+        "--steps",
+        "2",
+        "--sweep-id",
+        "sl",
+        "--inject-fault",
+        "1:hang:900",
+        *TINY,
+        f"sweep.results_dir={work}",
+        "sweep.slurm.poll_s=1",
+        "sweep.slurm.max_requeues=2",
+    ]
     proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def running(exclude: set[str]) -> str | None:
@@ -261,8 +342,10 @@ def _slurm_run(engine, work: Path, s: Scenario) -> Scenario:
         s.faults += engine.run("scancel", hung).returncode == 0
         healthy = running({hung})
         if healthy:
-            s.faults += engine.run("scontrol", "update", "nodename=localhost", "state=down",
-                                   "reason=reliability").returncode == 0
+            s.faults += (
+                engine.run("scontrol", "update", "nodename=localhost", "state=down", "reason=reliability").returncode
+                == 0
+            )
             time.sleep(3)
             engine.run("scontrol", "update", "nodename=localhost", "state=resume")
     proc.wait(timeout=900)
@@ -300,10 +383,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     figures = {
-        "faults_injected": sum(s.faults for s in scenarios), "results_lost": sum(s.lost for s in scenarios),
-        "duplicates": sum(s.duplicates for s in scenarios), "misclassified": sum(s.misclassified for s in scenarios),
-        "bad_inputs_tried": tried, "clean_errors": clean, "unclear_errors": unclear,
-        "scenarios": [asdict(s) for s in scenarios], "wall_s": round(time.monotonic() - t0, 1),
+        "faults_injected": sum(s.faults for s in scenarios),
+        "results_lost": sum(s.lost for s in scenarios),
+        "duplicates": sum(s.duplicates for s in scenarios),
+        "misclassified": sum(s.misclassified for s in scenarios),
+        "bad_inputs_tried": tried,
+        "clean_errors": clean,
+        "unclear_errors": unclear,
+        "scenarios": [asdict(s) for s in scenarios],
+        "wall_s": round(time.monotonic() - t0, 1),
     }
     text = json.dumps(figures, indent=2)
     print(text)

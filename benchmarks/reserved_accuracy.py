@@ -14,6 +14,7 @@ and max / rms of each, the three expandable_segments runs of benchmarks/data/mea
 least-squares coefficients (reserved.fit_coefficients) to store in autotune/reserved.py.
 Run: PYTHONPATH=. python benchmarks/reserved_accuracy.py [--fit]
 """
+
 from __future__ import annotations
 
 import csv
@@ -48,9 +49,16 @@ def measured_rows(path: Path = CSV) -> list[dict]:
                 continue
             gpus = int(r["kind"].split("--gpus ")[1].split()[0]) if "--gpus " in r["kind"] else 1
             cfg = load_config(r["layout"].split() + ["cluster=h200-141gb"])
-            out.append({"case": r["case"], "cfg": cfg, "gpus": gpus, "alloc": float(r["peak_alloc_gib"]) * GIB,
-                        "reserved": float(r["peak_reserved_gib"]) * GIB,
-                        "est_reserved": float(r["est_reserved_gib"]) * GIB if r["est_reserved_gib"] else None})
+            out.append(
+                {
+                    "case": r["case"],
+                    "cfg": cfg,
+                    "gpus": gpus,
+                    "alloc": float(r["peak_alloc_gib"]) * GIB,
+                    "reserved": float(r["peak_reserved_gib"]) * GIB,
+                    "est_reserved": float(r["est_reserved_gib"]) * GIB if r["est_reserved_gib"] else None,
+                }
+            )
     return out
 
 
@@ -72,8 +80,9 @@ def old_trainer_logits_fp32(row: dict) -> float:
 
 def _allocator(row: dict, t: dict) -> float:
     """autotune/reserved.py with the row's measured allocated peak and the measured trainer's transient blocks."""
-    got = reserved.reserved_bytes(row["alloc"], old_trainer_logits_fp32(row), t["res"]["step_temporaries"],
-                                  t["cluster"].expandable_segments)
+    got = reserved.reserved_bytes(
+        row["alloc"], old_trainer_logits_fp32(row), t["res"]["step_temporaries"], t["cluster"].expandable_segments
+    )
     return float(got[0]) * (1.0 + t["cluster"].allocator_fragmentation)
 
 
@@ -83,15 +92,24 @@ def evaluate(rows: list[dict]) -> dict:
         t = transients(r)
         after = _allocator(r, t)
         after_est = float(t["res"]["allocator_reserved"][0])
-        e = {"before_err": r["alloc"] * 1.05 / r["reserved"] - 1, "after_err": after / r["reserved"] - 1,
-             "after_estimated_alloc_err": after_est / r["reserved"] - 1,
-             "before_estimate_err": (r["est_reserved"] / r["reserved"] - 1) if r["est_reserved"] else None}
+        e = {
+            "before_err": r["alloc"] * 1.05 / r["reserved"] - 1,
+            "after_err": after / r["reserved"] - 1,
+            "after_estimated_alloc_err": after_est / r["reserved"] - 1,
+            "before_estimate_err": (r["est_reserved"] / r["reserved"] - 1) if r["est_reserved"] else None,
+        }
         for k, v in e.items():
             if v is not None:
                 errs[k].append(v)
-        per.append({"case": r["case"], "measured_alloc_gib": round(r["alloc"] / GIB, 2),
-                    "measured_reserved_gib": round(r["reserved"] / GIB, 2), "pred_reserved_gib": round(after / GIB, 2),
-                    **{k: (None if v is None else round(v, 4)) for k, v in e.items()}})
+        per.append(
+            {
+                "case": r["case"],
+                "measured_alloc_gib": round(r["alloc"] / GIB, 2),
+                "measured_reserved_gib": round(r["reserved"] / GIB, 2),
+                "pred_reserved_gib": round(after / GIB, 2),
+                **{k: (None if v is None else round(v, 4)) for k, v in e.items()},
+            }
+        )
     summary = {f"{k}_max_abs": round(float(np.max(np.abs(v))), 4) for k, v in errs.items()}
     summary.update({f"{k}_rms": round(float(np.sqrt(np.mean(np.square(v)))), 4) for k, v in errs.items()})
     return {"rows": per, **summary}
@@ -104,8 +122,14 @@ def expandable(rows: list[dict]) -> list[dict]:
             t = transients(r, expandable=True)
             pred = _allocator(r, t)
             meas = EXPANDABLE[r["case"]] * GIB
-            out.append({"case": r["case"], "measured_reserved_gib": EXPANDABLE[r["case"]],
-                        "pred_reserved_gib": round(pred / GIB, 2), "err": round(pred / meas - 1, 4)})
+            out.append(
+                {
+                    "case": r["case"],
+                    "measured_reserved_gib": EXPANDABLE[r["case"]],
+                    "pred_reserved_gib": round(pred / GIB, 2),
+                    "err": round(pred / meas - 1, 4),
+                }
+            )
     return out
 
 
@@ -123,11 +147,18 @@ def fit(rows: list[dict]) -> dict:
 
 def main() -> None:
     rows = measured_rows()
-    out = {"source": str(CSV.relative_to(ROOT)), "n_rows": len(rows),
-           "coefficients": {"LOGITS_CACHED": reserved.LOGITS_CACHED, "STEP_CACHED": reserved.STEP_CACHED,
-                            "EXPANDABLE_SCALE": reserved.EXPANDABLE_SCALE,
-                            "RESERVED_SIGMA_REL": reserved.RESERVED_SIGMA_REL},
-           **evaluate(rows), "expandable_segments": expandable(rows)}
+    out = {
+        "source": str(CSV.relative_to(ROOT)),
+        "n_rows": len(rows),
+        "coefficients": {
+            "LOGITS_CACHED": reserved.LOGITS_CACHED,
+            "STEP_CACHED": reserved.STEP_CACHED,
+            "EXPANDABLE_SCALE": reserved.EXPANDABLE_SCALE,
+            "RESERVED_SIGMA_REL": reserved.RESERVED_SIGMA_REL,
+        },
+        **evaluate(rows),
+        "expandable_segments": expandable(rows),
+    }
     if "--fit" in sys.argv:
         out["fitted"] = fit(rows)
     print(json.dumps(out, indent=1))

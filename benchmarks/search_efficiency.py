@@ -16,6 +16,7 @@ over the planner's candidate frame restricted to the measured (status ok) layout
   divided by the landscape's best. topk runs with online calibration, as in a sweep (sweep.calibrate=true);
   `topk_uncalibrated` is the same without it, for comparison.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,10 +40,10 @@ DETERMINISTIC = ("grid", "topk")
 def load_landscape(path: Path):
     """(cfg, candidates restricted to measured layouts, ok rows by candidate id)."""
     import pandas as pd
+    from measure_landscape import NUM_GPUS, OVERRIDES
 
     from autotune.config import load_config
     from autotune.planner import enumerate_candidates
-    from measure_landscape import NUM_GPUS, OVERRIDES
 
     rows = pd.read_parquet(path)
     ok = rows[rows["status"] == "ok"].drop_duplicates("candidate_id", keep="last").set_index("candidate_id")
@@ -77,9 +78,12 @@ def replay(name: str, cfg, cands, ok, seed: int, calibrate: bool = True) -> list
     while (ask := strategy.ask()) is not None:
         meas = ok.loc[ask.candidate_id]
         observed, cost = _observe(meas, ask.timed_steps, cfg.sweep.warmup_steps, rng)
-        row = {**{k: (None if v != v else v) for k, v in meas.to_dict().items() if not isinstance(v, np.ndarray)},
-               "candidate_id": ask.candidate_id, "tokens_per_s_per_gpu": observed,
-               "trial_id": f"c{ask.candidate_id}" + (f"-r{ask.rung}" if ask.rung else "")}
+        row = {
+            **{k: (None if v != v else v) for k, v in meas.to_dict().items() if not isinstance(v, np.ndarray)},
+            "candidate_id": ask.candidate_id,
+            "tokens_per_s_per_gpu": observed,
+            "trial_id": f"c{ask.candidate_id}" + (f"-r{ask.rung}" if ask.rung else ""),
+        }
         strategy.tell(ask, row)
         if calibrator is not None and name == "topk":
             calibrator.after_row(row, strategy)
@@ -108,11 +112,18 @@ def run(path: Path, seeds: int) -> list[dict]:
         n_seeds = 1 if base in DETERMINISTIC else seeds  # their order depends on no seed
         curves = np.array([curve(replay(base, cfg, cands, ok, s, calibrated), total_s, best) for s in range(n_seeds)])
         i20 = SHARES.index(0.2)
-        results.append({"strategy": name, "best_ratio_at_20pct": round(float(curves[:, i20].mean()), 4),
-                        "min_ratio_at_20pct": round(float(curves[:, i20].min()), 4),
-                        "curve": [[s, round(float(v), 4)] for s, v in zip(SHARES, curves.mean(axis=0))],
-                        "seeds": n_seeds, "num_layouts": len(cands), "exhaustive_gpu_s": round(total_s, 1),
-                        "default": name == cfg.sweep.strategy})
+        results.append(
+            {
+                "strategy": name,
+                "best_ratio_at_20pct": round(float(curves[:, i20].mean()), 4),
+                "min_ratio_at_20pct": round(float(curves[:, i20].min()), 4),
+                "curve": [[s, round(float(v), 4)] for s, v in zip(SHARES, curves.mean(axis=0))],
+                "seeds": n_seeds,
+                "num_layouts": len(cands),
+                "exhaustive_gpu_s": round(total_s, 1),
+                "default": name == cfg.sweep.strategy,
+            }
+        )
     return results
 
 
@@ -136,19 +147,32 @@ def calibration_figures(path: Path, seeds: int, cluster_yaml: Path | None = None
     rng = np.random.default_rng(0)
     for _ in range(seeds):
         idx = rng.permutation(len(rows))
-        fit, test = rows.iloc[idx[: len(rows) // 2]], rows.iloc[idx[len(rows) // 2:]]
+        fit, test = rows.iloc[idx[: len(rows) // 2]], rows.iloc[idx[len(rows) // 2 :]]
         fitted = calibrate(fit, cfg.model, cfg.train, cfg.cluster).cluster
         meas = test["tokens_per_s_per_gpu"].to_numpy(float)
         before_oos.append(spearman(predict_tokens_per_s_per_gpu(test, cfg.model, cfg.train, cfg.cluster), meas))
         after_oos.append(spearman(predict_tokens_per_s_per_gpu(test, cfg.model, cfg.train, fitted), meas))
-    return {"num_layouts": len(rows), "spearman_before": cal.spearman_before, "spearman_after": cal.spearman_after,
-            "spearman_before_out_of_sample": float(np.mean(before_oos)),
-            "spearman_after_out_of_sample": float(np.mean(after_oos)),
-            "rms_log_error_before": cal.perf_rms_log_error_before, "rms_log_error_after": cal.perf_rms_log_error_after,
-            "changes": [{"name": n, "before": a, "after": b} for n, a, b in cal.changes],
-            "fitted": {k: getattr(cal.cluster, k) for k in ("matmul_efficiency", "comm_efficiency", "dp_overlap",
-                                                             "runtime_overhead_bytes", "allocator_fragmentation")},
-            "preset": cfg.cluster.name}
+    return {
+        "num_layouts": len(rows),
+        "spearman_before": cal.spearman_before,
+        "spearman_after": cal.spearman_after,
+        "spearman_before_out_of_sample": float(np.mean(before_oos)),
+        "spearman_after_out_of_sample": float(np.mean(after_oos)),
+        "rms_log_error_before": cal.perf_rms_log_error_before,
+        "rms_log_error_after": cal.perf_rms_log_error_after,
+        "changes": [{"name": n, "before": a, "after": b} for n, a, b in cal.changes],
+        "fitted": {
+            k: getattr(cal.cluster, k)
+            for k in (
+                "matmul_efficiency",
+                "comm_efficiency",
+                "dp_overlap",
+                "runtime_overhead_bytes",
+                "allocator_fragmentation",
+            )
+        },
+        "preset": cfg.cluster.name,
+    }
 
 
 def main() -> None:
@@ -163,8 +187,11 @@ def main() -> None:
 
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
-    out = calibration_figures(args.fixture, args.seeds, args.cluster_yaml) if args.calibration else \
-        run(args.fixture, args.seeds)
+    out = (
+        calibration_figures(args.fixture, args.seeds, args.cluster_yaml)
+        if args.calibration
+        else run(args.fixture, args.seeds)
+    )
     print(json.dumps(out, indent=1))
 
 

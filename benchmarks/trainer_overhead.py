@@ -9,6 +9,7 @@ compared, so load from other processes on a shared box hits both alike.
 
     .venv/bin/python benchmarks/trainer_overhead.py [--steps 10] [--layers 8] [--batch 8] [--micro-batch 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,9 @@ def _world_of_one() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port))
+    os.environ.update(
+        RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -47,8 +49,14 @@ def main(argv: list[str] | None = None) -> dict:
     from bench_model.model import Llama
     from bench_model.trainer import ADAMW, build_trainer
 
-    cfg = load_config(["model=tiny", "train.precision=fp32", f"train.global_batch_size={args.batch}",
-                       f"plan.micro_batch_size={args.micro_batch}"])
+    cfg = load_config(
+        [
+            "model=tiny",
+            "train.precision=fp32",
+            f"train.global_batch_size={args.batch}",
+            f"plan.micro_batch_size={args.micro_batch}",
+        ]
+    )
     spec = make_spec(cfg, cfg.plan(1))
     ga, mbs, seq = spec.plan.grad_accum_steps, spec.plan.micro_batch_size, spec.train.seq_len
     _world_of_one()
@@ -81,9 +89,18 @@ def main(argv: list[str] | None = None) -> dict:
             plain_s.append(t2 - t1)
     dist.destroy_process_group()
     b, p = statistics.median(bench_s), statistics.median(plain_s)
-    out = {"bench_step_s": b, "plain_step_s": p, "ratio": b / p, "steps": args.steps, "model": "tiny",
-           "global_batch_size": args.batch, "micro_batch_size": mbs, "seq_len": seq,
-           "torch_threads": torch.get_num_threads(), "torch_version": torch.__version__}
+    out = {
+        "bench_step_s": b,
+        "plain_step_s": p,
+        "ratio": b / p,
+        "steps": args.steps,
+        "model": "tiny",
+        "global_batch_size": args.batch,
+        "micro_batch_size": mbs,
+        "seq_len": seq,
+        "torch_threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+    }
     print(json.dumps(out))
     return out
 

@@ -5,6 +5,7 @@ One interface (`Launcher.submit(spec) -> TrialHandle`; `handle.result(timeout)`,
 once in `LAUNCHERS`; `get_launcher(name, **options)` builds one without importing the others' heavy dependencies, and
 every backend shares the trial protocol's plumbing from `launchers.protocol`.
 """
+
 from launchers.base import LAUNCHERS, Launcher, TrialHandle, get_launcher, launcher_names
 
 __all__ = ["LAUNCHERS", "Launcher", "TrialHandle", "get_launcher", "launcher_names"]

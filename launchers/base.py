@@ -1,4 +1,5 @@
 """The launcher contract. Every backend passes tests/contract/test_launcher_contract.py."""
+
 from __future__ import annotations
 
 import abc

@@ -9,11 +9,12 @@ torchrun's process group, and a SIGKILLed torchrun leaves them orphaned (reparen
 inherits `AUTOTUNE_TRIAL_TOKEN=<uuid>` in its environment; killing a trial signals torchrun's group and then every
 process whose /proc/<pid>/environ carries the token (SIGTERM, grace, SIGKILL).
 """
+
 from __future__ import annotations
 
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -26,7 +27,14 @@ from autotune.errors import UsageError
 from autotune.types import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle, launcher_names
 from launchers.protocol import (
-    REPO_ROOT, RESULT_FILE, SPEC_FILE, assemble_row, free_port, prepare_trial_dir, rank_args, utc_now,
+    REPO_ROOT,
+    RESULT_FILE,
+    SPEC_FILE,
+    assemble_row,
+    free_port,
+    prepare_trial_dir,
+    rank_args,
+    utc_now,
 )
 
 # CPU ranks per host: gloo ranks are processes of ~0.4 GB each; beyond 8 a 2-core box spends its time in start-up
@@ -115,7 +123,7 @@ def reap_orphans(token_files: list[Path], grace_s: float = KILL_GRACE_S) -> int:
 
 
 class LocalTrialHandle(ThreadedTrialHandle):
-    def __init__(self, spec: TrialSpec, launcher: "LocalLauncher") -> None:
+    def __init__(self, spec: TrialSpec, launcher: LocalLauncher) -> None:
         self.spec = spec
         self.trial_dir = prepare_trial_dir(launcher.workdir, spec)
         self.spec_path = self.trial_dir / SPEC_FILE
@@ -133,9 +141,15 @@ class LocalTrialHandle(ThreadedTrialHandle):
         self.started_at = utc_now()
         self._t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(launcher.command(spec, self.spec_path, self.result_path), cwd=REPO_ROOT,
-                                         env=launcher.environment(self.token), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                launcher.command(spec, self.spec_path, self.result_path),
+                cwd=REPO_ROOT,
+                env=launcher.environment(self.token),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self._watcher = threading.Thread(target=self._watch, name=f"trial-{spec.trial_id}", daemon=True)
         self._watcher.start()
 
@@ -157,9 +171,18 @@ class LocalTrialHandle(ThreadedTrialHandle):
             if leftovers:
                 kill_trial(self.proc, self.token, self._grace_s)
         wall_s = time.monotonic() - self._t0
-        self._row = assemble_row(self.spec, self.result_path, timed_out=timed_out, cancelled=cancelled,
-                                 returncode=self.proc.returncode, started_at=self.started_at, ended_at=utc_now(),
-                                 wall_s=wall_s, log_path=str(self.log_path), backend=self._backend)
+        self._row = assemble_row(
+            self.spec,
+            self.result_path,
+            timed_out=timed_out,
+            cancelled=cancelled,
+            returncode=self.proc.returncode,
+            started_at=self.started_at,
+            ended_at=utc_now(),
+            wall_s=wall_s,
+            log_path=str(self.log_path),
+            backend=self._backend,
+        )
         self._done.set()
 
     def _request_cancel(self) -> None:
@@ -171,9 +194,15 @@ class LocalLauncher(Launcher):
 
     name = "local"
 
-    def __init__(self, workdir: str | Path | None = None, nproc_per_node: int | None = None,
-                 log_dir: str | Path | None = None, python: str | None = None,
-                 kill_grace_s: float = KILL_GRACE_S, module: str = "bench_model.run") -> None:
+    def __init__(
+        self,
+        workdir: str | Path | None = None,
+        nproc_per_node: int | None = None,
+        log_dir: str | Path | None = None,
+        python: str | None = None,
+        kill_grace_s: float = KILL_GRACE_S,
+        module: str = "bench_model.run",
+    ) -> None:
         self.module = module  # the trial entry point (docs/trial_protocol.md); another only for protocol tests
         # absolute: rows carry log_path, which must stay valid from wherever the folder is read
         self.workdir = (Path(workdir) if workdir is not None else Path("results") / "_local_trials").resolve()
@@ -200,20 +229,34 @@ class LocalLauncher(Launcher):
 
     def describe_limit(self) -> str:
         gpus = self.num_visible_gpus()
-        return (f"{gpus} visible GPU(s)" if gpus else
-                f"{self.max_world_size()} CPU ranks (AUTOTUNE_LOCAL_MAX_CPU_RANKS)")
+        return f"{gpus} visible GPU(s)" if gpus else f"{self.max_world_size()} CPU ranks (AUTOTUNE_LOCAL_MAX_CPU_RANKS)"
 
     def command(self, spec: TrialSpec, spec_path: Path, result_path: Path) -> list[str]:
         nproc = self.nproc_per_node or spec.plan.world_size
         if nproc != spec.plan.world_size:
-            raise UsageError(f"nproc_per_node={nproc} != plan world size {spec.plan.world_size}: "
-                             "the local launcher runs one trial on one host")
+            raise UsageError(
+                f"nproc_per_node={nproc} != plan world size {spec.plan.world_size}: "
+                "the local launcher runs one trial on one host"
+            )
         # setpriv --pdeathsig: torchrun dies with the controller (a SIGKILLed controller must not leave a trial running;
         # the ranks follow torchrun, see bench_model.run.die_with_parent).
         prefix = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
-        return prefix + [self.python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
-                "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--max-restarts", "0",
-                *rank_args(self.module, spec_path.resolve(), result_path.resolve())]
+        return prefix + [
+            self.python,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            str(nproc),
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(free_port()),
+            "--max-restarts",
+            "0",
+            *rank_args(self.module, spec_path.resolve(), result_path.resolve()),
+        ]
 
     def environment(self, token: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -229,6 +272,8 @@ class LocalLauncher(Launcher):
     def submit(self, spec: TrialSpec) -> LocalTrialHandle:
         limit = self.max_world_size()
         if spec.plan.world_size > limit:
-            raise UsageError(f"plan world size {spec.plan.world_size} exceeds the local backend's {self.describe_limit()}"
-                             f"; use --backend {'|'.join(launcher_names(besides=self.name))}")
+            raise UsageError(
+                f"plan world size {spec.plan.world_size} exceeds the local backend's {self.describe_limit()}"
+                f"; use --backend {'|'.join(launcher_names(besides=self.name))}"
+            )
         return LocalTrialHandle(spec, self)

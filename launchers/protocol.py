@@ -5,6 +5,7 @@ Like submitit's `core`, every backend imports this module and none imports anoth
 library only at import time): SLURM tasks and Ray rank actors import it on every rank, so autotune.schema (pyarrow)
 is imported inside `assemble_row`, where only the controller calls it.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -45,8 +46,12 @@ def code_version() -> str:
         from autotune import __version__
 
         try:
-            sha = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                 text=True, timeout=10).stdout.strip()
+            sha = subprocess.run(
+                ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             sha = ""
         _CODE_VERSION = f"{__version__}+g{sha}" if sha else __version__
@@ -59,7 +64,7 @@ def clear_results(trial_dir: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
-def prepare_trial_dir(workdir: Path, spec: "TrialSpec") -> Path:
+def prepare_trial_dir(workdir: Path, spec: TrialSpec) -> Path:
     """`<workdir>/<trial_id>/` with a fresh SPEC.json and no result of an earlier attempt."""
     trial_dir = workdir / spec.trial_id
     trial_dir.mkdir(parents=True, exist_ok=True)
@@ -85,9 +90,20 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def assemble_row(spec: "TrialSpec", result_path: Path, *, timed_out: bool, cancelled: bool, returncode: int | None,
-                 started_at: str, ended_at: str, wall_s: float, log_path: str, backend: str,
-                 runner: str = "torchrun") -> dict[str, Any]:
+def assemble_row(
+    spec: TrialSpec,
+    result_path: Path,
+    *,
+    timed_out: bool,
+    cancelled: bool,
+    returncode: int | None,
+    started_at: str,
+    ended_at: str,
+    wall_s: float,
+    log_path: str,
+    backend: str,
+    runner: str = "torchrun",
+) -> dict[str, Any]:
     """docs/trial_protocol.md "What the launcher does with it": RESULT.json first, then *.err.json, then how it ended.
     `runner` names what started the ranks in the message of a trial that ended without any file."""
     from autotune.schema import normalize_row, row_from_spec
@@ -99,9 +115,16 @@ def assemble_row(spec: "TrialSpec", result_path: Path, *, timed_out: bool, cance
         row = row_from_spec(spec)
         row.update(_outcome_without_result(spec, result_path, timed_out, cancelled, returncode, runner))
     row["backend"] = backend
-    defaults = dict(started_at=started_at, ended_at=ended_at, wall_s=wall_s, log_path=log_path,
-                    hostname=socket.gethostname(), code_version=code_version(), sweep_id=spec.sweep_id,
-                    trial_id=spec.trial_id)
+    defaults = dict(
+        started_at=started_at,
+        ended_at=ended_at,
+        wall_s=wall_s,
+        log_path=log_path,
+        hostname=socket.gethostname(),
+        code_version=code_version(),
+        sweep_id=spec.sweep_id,
+        trial_id=spec.trial_id,
+    )
     for key, value in defaults.items():
         if row.get(key) is None:
             row[key] = value
@@ -117,28 +140,46 @@ def assemble_row(spec: "TrialSpec", result_path: Path, *, timed_out: bool, cance
         return normalize_row(bad)
 
 
-def _outcome_without_result(spec: "TrialSpec", result_path: Path, timed_out: bool, cancelled: bool,
-                            returncode: int | None, runner: str) -> dict[str, Any]:
+def _outcome_without_result(
+    spec: TrialSpec, result_path: Path, timed_out: bool, cancelled: bool, returncode: int | None, runner: str
+) -> dict[str, Any]:
     """status / error_type / error_message of a trial whose rank 0 wrote no RESULT.json."""
     # Oldest first: the rank that failed first is the root cause; the others then see "Connection closed by peer".
-    err_files = sorted(result_path.parent.glob(result_path.name + ".rank*.err.json"), key=lambda p: p.stat().st_mtime_ns)
+    err_files = sorted(
+        result_path.parent.glob(result_path.name + ".rank*.err.json"), key=lambda p: p.stat().st_mtime_ns
+    )
     errors = [e for e in (_read_json(p) for p in err_files) if e]
     causes = [e for e in errors if not e.get("peer_lost")]  # a lost peer is a consequence, never the cause
     if causes:
         err = next((e for e in causes if e.get("status") == "oom"), causes[0])  # an oom on any rank wins
-        return dict(status=err.get("status") if err.get("status") in ("oom", "crash") else "crash",
-                    error_type=err.get("error_type"), error_message=f"rank {err.get('rank')}: {err.get('error_message')}")
+        return dict(
+            status=err.get("status") if err.get("status") in ("oom", "crash") else "crash",
+            error_type=err.get("error_type"),
+            error_message=f"rank {err.get('rank')}: {err.get('error_message')}",
+        )
     if timed_out:  # (a peer_lost file here is a rank noticing the launcher's own kill)
-        return dict(status="timeout", error_type="Timeout",
-                    error_message=f"no result after timeout_s={spec.timeout_s:g}; process group killed")
+        return dict(
+            status="timeout",
+            error_type="Timeout",
+            error_message=f"no result after timeout_s={spec.timeout_s:g}; process group killed",
+        )
     if cancelled:
         return dict(status="crash", error_type="Cancelled", error_message="cancelled by the controller")
     if errors:  # every error file says "my peer vanished": a rank died without writing one (signal, OOM killer)
         silent = sorted(set(range(spec.plan.world_size)) - {e.get("rank") for e in errors})
-        return dict(status="crash", error_type="Killed",
-                    error_message=f"rank(s) {silent} died without writing an error (killed by a signal?); "
-                                  f"rank {errors[0].get('rank')} then saw: {errors[0].get('error_message')}")
-    how = (f"signal {signal.Signals(-returncode).name}" if returncode is not None and returncode < 0
-           else f"exit code {returncode}")
-    return dict(status="crash", error_type="Killed" if returncode else "NoResult",
-                error_message=f"{runner} ended with {how} and no rank wrote a result")
+        return dict(
+            status="crash",
+            error_type="Killed",
+            error_message=f"rank(s) {silent} died without writing an error (killed by a signal?); "
+            f"rank {errors[0].get('rank')} then saw: {errors[0].get('error_message')}",
+        )
+    how = (
+        f"signal {signal.Signals(-returncode).name}"
+        if returncode is not None and returncode < 0
+        else f"exit code {returncode}"
+    )
+    return dict(
+        status="crash",
+        error_type="Killed" if returncode else "NoResult",
+        error_message=f"{runner} ended with {how} and no rank wrote a result",
+    )

@@ -10,6 +10,7 @@ shared filesystem. The placement group is removed after every trial.
 
 Tests run Ray inside a private network namespace (`unshare --net`, loopback only: docs/engines.md).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,14 @@ from autotune.errors import SpecError, UsageError
 from autotune.types import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
 from launchers.protocol import (
-    REPO_ROOT, RESULT_FILE, SPEC_FILE, assemble_row, free_port, prepare_trial_dir, rank_args, utc_now,
+    REPO_ROOT,
+    RESULT_FILE,
+    SPEC_FILE,
+    assemble_row,
+    free_port,
+    prepare_trial_dir,
+    rank_args,
+    utc_now,
 )
 
 # Ray workers import this module for every rank actor: it stays light (launchers.protocol imports pyarrow lazily).
@@ -48,8 +56,11 @@ class RankWorker:
         import ray
 
         ip = ray.util.get_node_ip_address()
-        return {"node_id": ray.get_runtime_context().get_node_id(), "ip": ip,
-                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+        return {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "ip": ip,
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+        }
 
     def free_port(self) -> int:
         import ray
@@ -68,9 +79,15 @@ class RankWorker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         self.log_path = self.trial_dir / f"rank{rank_env['RANK']}.log"
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, *rank_args(module, spec_path, self.trial_dir / RESULT_FILE)],
-                                         cwd=str(REPO_ROOT) if REPO_ROOT.is_dir() else None, env=env, stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, *rank_args(module, spec_path, self.trial_dir / RESULT_FILE)],
+                cwd=str(REPO_ROOT) if REPO_ROOT.is_dir() else None,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return self.proc.pid
 
     def poll(self) -> int | None:
@@ -96,7 +113,10 @@ class RankWorker:
         out: dict[str, str] = {}
         if self.trial_dir is None:
             return out
-        for path in [self.trial_dir / RESULT_FILE, *self.trial_dir.glob(RESULT_FILE + ".*.json")]:  # err files, sidecars
+        for path in [
+            self.trial_dir / RESULT_FILE,
+            *self.trial_dir.glob(RESULT_FILE + ".*.json"),
+        ]:  # err files, sidecars
             if path.is_file():
                 out[path.name] = path.read_text()
         if self.log_path is not None and self.log_path.is_file():
@@ -116,9 +136,15 @@ def ray_rank_envs(infos: list[dict[str, Any]], master_addr: str, master_port: in
     envs = []
     for rank, info in enumerate(infos):
         peers = by_node[info["node_id"]]
-        env = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(len(peers)),
-               "GROUP_RANK": str(list(by_node).index(info["node_id"])), "MASTER_ADDR": master_addr,
-               "MASTER_PORT": str(master_port), "LOCAL_RANK": str(peers.index(rank))}
+        env = {
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(len(peers)),
+            "GROUP_RANK": str(list(by_node).index(info["node_id"])),
+            "MASTER_ADDR": master_addr,
+            "MASTER_PORT": str(master_port),
+            "LOCAL_RANK": str(peers.index(rank)),
+        }
         gpus = sorted({g for r in peers for g in infos[r]["gpu_ids"]}, key=lambda g: (len(g), g))
         if info["gpu_ids"]:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -130,7 +156,7 @@ def ray_rank_envs(infos: list[dict[str, Any]], master_addr: str, master_port: in
 
 
 class RayTrialHandle(ThreadedTrialHandle):
-    def __init__(self, spec: TrialSpec, launcher: "RayLauncher") -> None:
+    def __init__(self, spec: TrialSpec, launcher: RayLauncher) -> None:
         self.spec = spec
         self._launcher = launcher
         self.trial_dir = prepare_trial_dir(launcher.workdir, spec)
@@ -154,14 +180,22 @@ class RayTrialHandle(ThreadedTrialHandle):
         finally:
             self._launcher._release(pg, actors)
         wall_s = time.monotonic() - outcome.get("t_start", t0)
-        row = assemble_row(self.spec, self.result_path, timed_out=outcome["timed_out"],
-                           cancelled=outcome["cancelled"], returncode=outcome["returncode"],
-                           started_at=outcome.get("started_at", started_at), ended_at=utc_now(), wall_s=wall_s,
-                           log_path=str(self.log_path), backend=self._launcher.name, runner="a Ray rank")
+        row = assemble_row(
+            self.spec,
+            self.result_path,
+            timed_out=outcome["timed_out"],
+            cancelled=outcome["cancelled"],
+            returncode=outcome["returncode"],
+            started_at=outcome.get("started_at", started_at),
+            ended_at=utc_now(),
+            wall_s=wall_s,
+            log_path=str(self.log_path),
+            backend=self._launcher.name,
+            runner="a Ray rank",
+        )
         error = outcome.get("error")
         if error is not None and row["error_type"] in ("NoResult", "Killed"):
-            row.update(error_type=type(error).__name__,
-                       error_message=("ray: " + " ".join(str(error).split()))[:500])
+            row.update(error_type=type(error).__name__, error_message=("ray: " + " ".join(str(error).split()))[:500])
         self._row = row
         self._done.set()
 
@@ -179,8 +213,14 @@ class RayLauncher(Launcher):
     name = "ray"
     OPTIONS = ("address", "num_cpus", "gpus_per_rank", "cpus_per_rank")
 
-    def __init__(self, workdir: str | Path | None = None, log_dir: str | Path | None = None,
-                 ray: dict[str, Any] | None = None, module: str = "bench_model.run", **options: Any) -> None:
+    def __init__(
+        self,
+        workdir: str | Path | None = None,
+        log_dir: str | Path | None = None,
+        ray: dict[str, Any] | None = None,
+        module: str = "bench_model.run",
+        **options: Any,
+    ) -> None:
         merged = {**(ray or {}), **options}
         unknown = sorted(set(merged) - set(self.OPTIONS))
         if unknown:
@@ -191,9 +231,11 @@ class RayLauncher(Launcher):
         self.num_cpus = _count("num_cpus", merged.get("num_cpus"), max(8, os.cpu_count() or 1))
         self.cpus_per_rank = _count("cpus_per_rank", merged.get("cpus_per_rank"), 1)
         self.gpus_per_rank = merged.get("gpus_per_rank")
-        if self.gpus_per_rank is not None and (isinstance(self.gpus_per_rank, bool)
-                                               or not isinstance(self.gpus_per_rank, (int, float))
-                                               or self.gpus_per_rank < 0):
+        if self.gpus_per_rank is not None and (
+            isinstance(self.gpus_per_rank, bool)
+            or not isinstance(self.gpus_per_rank, (int, float))
+            or self.gpus_per_rank < 0
+        ):
             raise SpecError(f"sweep.ray.gpus_per_rank={self.gpus_per_rank!r} must be null or a number >= 0")
         self.workdir = Path(workdir if workdir is not None else Path("results") / "_ray_trials").resolve()
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -235,9 +277,16 @@ class RayLauncher(Launcher):
         self._temp_dir = f"/tmp/ray-autotune-{os.getpid()}"
         for attempt in (1, 2):
             try:
-                ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False,
-                         _node_ip_address="127.0.0.1", _temp_dir=self._temp_dir, runtime_env=runtime_env,
-                         _system_config={"enable_worker_prestart": False, "prestart_worker_first_driver": False})
+                ray.init(
+                    address="local",
+                    num_cpus=self.num_cpus,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    _node_ip_address="127.0.0.1",
+                    _temp_dir=self._temp_dir,
+                    runtime_env=runtime_env,
+                    _system_config={"enable_worker_prestart": False, "prestart_worker_first_driver": False},
+                )
                 break
             except Exception:  # noqa: BLE001 - Ray raises a bare Exception for the start-up timeout
                 ray.shutdown()
@@ -251,8 +300,10 @@ class RayLauncher(Launcher):
     def submit(self, spec: TrialSpec) -> RayTrialHandle:
         limit = self.max_world_size()
         if limit is not None and spec.plan.world_size > limit:
-            raise UsageError(f"plan world size {spec.plan.world_size} exceeds the local Ray's {limit} CPU slots "
-                             "(sweep.ray.num_cpus / cpus_per_rank)")
+            raise UsageError(
+                f"plan world size {spec.plan.world_size} exceeds the local Ray's {limit} CPU slots "
+                "(sweep.ray.num_cpus / cpus_per_rank)"
+            )
         self._ensure_ray()
         handle = RayTrialHandle(spec, self)
         with self._lock:
@@ -277,16 +328,23 @@ class RayLauncher(Launcher):
             if handle._cancel.is_set():
                 outcome["cancelled"] = True
                 return pg, actors, outcome
-        actors = [self._worker_cls.options(
-            num_cpus=self.cpus_per_rank, num_gpus=gpus,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=i),
-        ).remote() for i in range(world)]
+        actors = [
+            self._worker_cls.options(
+                num_cpus=self.cpus_per_rank,
+                num_gpus=gpus,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    placement_group=pg, placement_group_bundle_index=i
+                ),
+            ).remote()
+            for i in range(world)
+        ]
         infos = ray.get([a.node_info.remote() for a in actors])
         port = ray.get(actors[0].free_port.remote())
         envs = ray_rank_envs(infos, infos[0]["ip"], port)
         outcome.update(t_start=time.monotonic(), started_at=utc_now())
-        ray.get([a.start.remote(spec.to_json(), str(handle.trial_dir), env, self.module)
-                 for a, env in zip(actors, envs)])
+        ray.get(
+            [a.start.remote(spec.to_json(), str(handle.trial_dir), env, self.module) for a, env in zip(actors, envs)]
+        )
         handle._running = True
         self._watch(ray, handle, actors, outcome)
         self._collect(ray, handle, actors)

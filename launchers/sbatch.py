@@ -5,6 +5,7 @@ Quoting: every value that reaches a script goes through `shlex.quote` (here or i
 names that sbatch reads from `#SBATCH` lines are additionally refused if they hold whitespace, quotes or shell
 metacharacters, so a hostile `partition="a b; rm -rf /"` is a one-line ValueError, never a command.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +16,9 @@ import shlex
 import socket
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from autotune.errors import SpecError
 from autotune.types import TrialSpec
@@ -27,15 +29,29 @@ from launchers.protocol import REPO_ROOT, rank_args
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:@%+=/&|!\[\]*()#^-]+$")
 _SBATCH_LINE = re.compile(r"^--(?P<key>[a-z][a-z0-9-]*)(=(?P<value>[^\n\r\x00]*))?$")
 # Set by us: an extra line may not silently change the job's shape, its output files or the array.
-_RESERVED_KEYS = {"nodes", "ntasks", "ntasks-per-node", "array", "output", "error", "wrap", "open-mode", "signal", "gres",
-                  "job-name", "time"}
+_RESERVED_KEYS = {
+    "nodes",
+    "ntasks",
+    "ntasks-per-node",
+    "array",
+    "output",
+    "error",
+    "wrap",
+    "open-mode",
+    "signal",
+    "gres",
+    "job-name",
+    "time",
+}
 
 
 def check_value(field: str, value: Any) -> str:
     text = str(value)
     if not _SAFE_VALUE.match(text):
-        raise SpecError(f"{field}={text!r} must be a plain SLURM name or expression "
-                        "(no spaces, quotes, backslash, $, backtick or ;)")
+        raise SpecError(
+            f"{field}={text!r} must be a plain SLURM name or expression "
+            "(no spaces, quotes, backslash, $, backtick or ;)"
+        )
     return text
 
 
@@ -91,7 +107,7 @@ class SlurmOptions:
         extra_sbatch_parameters(self.extra_sbatch)
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None) -> "SlurmOptions":
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> SlurmOptions:
         values = dict(values or {})
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
@@ -112,8 +128,10 @@ def extra_sbatch_parameters(lines: Iterable[str]) -> dict[str, Any]:
     for line in lines:
         m = _SBATCH_LINE.match(line) if isinstance(line, str) else None
         if m is None:
-            raise SpecError(f"sweep.slurm.extra_sbatch entry {line!r} must look like '--key=value' or '--flag' "
-                            "(one line, lower-case key)")
+            raise SpecError(
+                f"sweep.slurm.extra_sbatch entry {line!r} must look like '--key=value' or '--flag' "
+                "(one line, lower-case key)"
+            )
         key = m.group("key")
         if key in _RESERVED_KEYS:
             raise SpecError(f"sweep.slurm.extra_sbatch entry {line!r}: --{key} is set by the launcher")
@@ -157,15 +175,24 @@ def job_shape(spec: TrialSpec, opts: SlurmOptions) -> JobShape:
     if world % nodes:
         raise SpecError(f"plan world size {world} cannot be spread evenly over {nodes} nodes of {per_node} GPUs")
     tasks = world // nodes
-    return JobShape(nodes=nodes, tasks_per_node=tasks, gpus_per_node=tasks if opts.use_gres else 0,
-                    time_min=time_limit_min(spec, opts))
+    return JobShape(
+        nodes=nodes,
+        tasks_per_node=tasks,
+        gpus_per_node=tasks if opts.use_gres else 0,
+        time_min=time_limit_min(spec, opts),
+    )
 
 
 def executor_parameters(shape: JobShape, opts: SlurmOptions, job_name: str, setup: list[str]) -> dict[str, Any]:
     """Keyword arguments for `submitit.SlurmExecutor.update_parameters`."""
     params: dict[str, Any] = dict(
-        job_name=check_value("job name", job_name), nodes=shape.nodes, ntasks_per_node=shape.tasks_per_node,
-        time=shape.time_min, stderr_to_stdout=True, array_parallelism=opts.max_in_flight, setup=setup,
+        job_name=check_value("job name", job_name),
+        nodes=shape.nodes,
+        ntasks_per_node=shape.tasks_per_node,
+        time=shape.time_min,
+        stderr_to_stdout=True,
+        array_parallelism=opts.max_in_flight,
+        setup=setup,
         # one failing rank ends the step (its peers would otherwise wait in a collective until the time limit)
         srun_args=["--kill-on-bad-exit=1"],
         # requeueing is ours (bounded, and a fresh result folder); SLURM's own would rerun silently
@@ -183,27 +210,40 @@ def executor_parameters(shape: JobShape, opts: SlurmOptions, job_name: str, setu
     return params
 
 
-def controller_script(sweep_argv: list[str], *, python: str, workdir: str, log_path: str, job_name: str,
-                      opts: SlurmOptions) -> str:
+def controller_script(
+    sweep_argv: list[str], *, python: str, workdir: str, log_path: str, job_name: str, opts: SlurmOptions
+) -> str:
     """The sbatch script that runs `autotune sweep <sweep_argv>` as a batch job (survives logout). Every argument is
     shlex-quoted onto the exec line; `#SBATCH` values are checked names, quoted too."""
     q = shlex.quote
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={q(check_value('job name', job_name))}",
-             f"#SBATCH --output={q(check_one_line('log path', log_path))}", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
-             f"#SBATCH --cpus-per-task={int(opts.controller_cpus)}", f"#SBATCH --time={int(opts.controller_time_min)}"]
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={q(check_value('job name', job_name))}",
+        f"#SBATCH --output={q(check_one_line('log path', log_path))}",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        f"#SBATCH --cpus-per-task={int(opts.controller_cpus)}",
+        f"#SBATCH --time={int(opts.controller_time_min)}",
+    ]
     partition = opts.controller_partition or opts.partition
     for key, value in (("partition", partition), ("account", opts.account), ("qos", opts.qos)):
         if value:
             lines.append(f"#SBATCH --{key}={q(check_value(f'sweep.slurm.{key}', value))}")
-    lines += ["", "# the sweep controller: plans, submits trial jobs (job arrays) and writes one Parquet row per trial",
-              "set -euo pipefail", f"cd {q(workdir)}",
-              " ".join(["exec", q(python), "-m", "autotune.cli.main", "sweep", *(q(a) for a in sweep_argv)]), ""]
+    lines += [
+        "",
+        "# the sweep controller: plans, submits trial jobs (job arrays) and writes one Parquet row per trial",
+        "set -euo pipefail",
+        f"cd {q(workdir)}",
+        " ".join(["exec", q(python), "-m", "autotune.cli.main", "sweep", *(q(a) for a in sweep_argv)]),
+        "",
+    ]
     return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- inside the job (one call per SLURM task)
 # Kept in this light module: each of the job's tasks imports it (submitit unpickles `run_rank` by reference), and
 # pulling pyarrow in (autotune.schema) would cost every rank a second of CPU on a busy node; launchers.protocol is light.
+
 
 def expand_hostnames(nodelist: str) -> list[str]:
     out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=60)
@@ -217,13 +257,20 @@ def rank_env(environ: dict[str, str]) -> dict[str, str]:
     first = expand_hostnames(environ["SLURM_JOB_NODELIST"])[0]
     master = socket.gethostbyname(first)  # IPv4 of the first node ("localhost" -> 127.0.0.1 in tests)
     per_node = re.match(r"\d+", environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_NTASKS_PER_NODE", "1"))
-    env = {"RANK": environ["SLURM_PROCID"], "WORLD_SIZE": environ["SLURM_NTASKS"],
-           "LOCAL_RANK": environ["SLURM_LOCALID"], "LOCAL_WORLD_SIZE": per_node.group(0) if per_node else "1",
-           "GROUP_RANK": environ.get("SLURM_NODEID", "0"), "MASTER_ADDR": master,
-           "MASTER_PORT": str(20000 + int(environ["SLURM_JOB_ID"]) % 20000)}
+    env = {
+        "RANK": environ["SLURM_PROCID"],
+        "WORLD_SIZE": environ["SLURM_NTASKS"],
+        "LOCAL_RANK": environ["SLURM_LOCALID"],
+        "LOCAL_WORLD_SIZE": per_node.group(0) if per_node else "1",
+        "GROUP_RANK": environ.get("SLURM_NODEID", "0"),
+        "MASTER_ADDR": master,
+        "MASTER_PORT": str(20000 + int(environ["SLURM_JOB_ID"]) % 20000),
+    }
     if master.startswith("127."):  # single host: keep gloo/NCCL bootstrap on loopback too
-        env.update(GLOO_SOCKET_IFNAME=environ.get("GLOO_SOCKET_IFNAME", "lo"),
-                   NCCL_SOCKET_IFNAME=environ.get("NCCL_SOCKET_IFNAME", "lo"))
+        env.update(
+            GLOO_SOCKET_IFNAME=environ.get("GLOO_SOCKET_IFNAME", "lo"),
+            NCCL_SOCKET_IFNAME=environ.get("NCCL_SOCKET_IFNAME", "lo"),
+        )
     return env
 
 
@@ -233,8 +280,12 @@ def run_rank(spec_path: str, result_path: str, module: str = "bench_model.run") 
     env = dict(os.environ)
     env.update(rank_env(env))
     env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.run([sys.executable, *rank_args(module, spec_path, result_path)],
-                          env=env, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, *rank_args(module, spec_path, result_path)],
+        env=env,
+        cwd=str(REPO_ROOT),
+        stdin=subprocess.DEVNULL,
+    )
     if proc.returncode != 0:
         sys.stdout.flush()
         os._exit(proc.returncode if 0 < proc.returncode < 256 else 1)

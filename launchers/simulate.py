@@ -5,6 +5,7 @@ and `autotune.memory.estimate_memory`; every measured column (tokens_per_s, mfu,
 null — a model's output is not a measurement. A layout the planner's rules reject (`autotune.constraints.check_plan`)
 yields status `invalid` with the reason. This is what lets `autotune sweep --gpus 1024 --backend simulate` run on a laptop.
 """
+
 from __future__ import annotations
 
 import socket
@@ -23,16 +24,21 @@ def simulate_row(spec: TrialSpec, backend: str = "simulate") -> dict[str, Any]:
 
     now = utc_now()
     row = row_from_spec(spec)
-    row.update(backend=backend, started_at=now, ended_at=now, hostname=socket.gethostname(),
-               code_version=code_version())
+    row.update(
+        backend=backend, started_at=now, ended_at=now, hostname=socket.gethostname(), code_version=code_version()
+    )
     reason = check_plan(spec.plan, spec.model, spec.train, spec.cluster)
     if reason:
         row.update(status="invalid", error_type="InvalidPlan", error_message=reason, reject_reason=reason)
         return normalize_row(row)
     perf = estimate_perf(spec.plan, spec.model, spec.train, spec.cluster)
     mem = estimate_memory(spec.plan, spec.model, spec.train, spec.cluster)
-    row.update(status="simulated", pred_mem_bytes=mem.reserved_peak_bytes,
-               pred_tokens_per_s_per_gpu=perf.tokens_per_s_per_gpu, pred_mfu=perf.mfu)
+    row.update(
+        status="simulated",
+        pred_mem_bytes=mem.reserved_peak_bytes,
+        pred_tokens_per_s_per_gpu=perf.tokens_per_s_per_gpu,
+        pred_mfu=perf.mfu,
+    )
     return normalize_row(row)
 
 

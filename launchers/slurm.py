@@ -10,6 +10,7 @@ A wave of specs (`submit_many`) becomes one job array per job shape through subm
 forgotten) about every job of the launcher each `poll_s` and maps SLURM states to row statuses. The row always comes
 from RESULT.json / *.err.json on the shared filesystem, never from logs and never from submitit's pickles.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,13 +20,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from autotune.types import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
 from launchers.protocol import (
-    REPO_ROOT, RESULT_FILE, SPEC_FILE, assemble_row, clear_results, has_result_files, prepare_trial_dir, utc_now,
+    REPO_ROOT,
+    RESULT_FILE,
+    SPEC_FILE,
+    assemble_row,
+    clear_results,
+    has_result_files,
+    prepare_trial_dir,
+    utc_now,
 )
 from launchers.sbatch import JobShape, SlurmOptions, check_one_line, executor_parameters, job_shape, run_rank
 
@@ -34,9 +43,15 @@ RUNNING_STATES = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED"}
 REQUEUE_STATES = {"NODE_FAIL": "NodeFail", "PREEMPTED": "Preempted", "BOOT_FAIL": "BootFail"}
 # terminal state without any result file -> (status, error_type)
 TERMINAL_STATUS = {
-    "COMPLETED": ("crash", "NoResult"), "FAILED": ("crash", "SlurmFailed"), "OUT_OF_MEMORY": ("oom", "SlurmOutOfMemory"),
-    "TIMEOUT": ("timeout", "Timeout"), "DEADLINE": ("timeout", "Timeout"), "CANCELLED": ("crash", "Cancelled"),
-    "SPECIAL_EXIT": ("crash", "SlurmFailed"), "REVOKED": ("crash", "Cancelled"), "GONE": ("crash", "NoResult"),
+    "COMPLETED": ("crash", "NoResult"),
+    "FAILED": ("crash", "SlurmFailed"),
+    "OUT_OF_MEMORY": ("oom", "SlurmOutOfMemory"),
+    "TIMEOUT": ("timeout", "Timeout"),
+    "DEADLINE": ("timeout", "Timeout"),
+    "CANCELLED": ("crash", "Cancelled"),
+    "SPECIAL_EXIT": ("crash", "SlurmFailed"),
+    "REVOKED": ("crash", "Cancelled"),
+    "GONE": ("crash", "NoResult"),
     **{state: ("crash", kind) for state, kind in REQUEUE_STATES.items()},
 }
 # after our scancel, how long to wait for SLURM to report the job ended before writing the row anyway
@@ -50,6 +65,7 @@ def slurm_status(state: str) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- on the submitting host
 
+
 def query_states(job_ids: Iterable[str]) -> dict[str, str] | None:
     """SLURM state per job id ("123" or array element "123_4"). squeue first (live jobs, and finished ones for
     MinJobAge); sacct for ids squeue no longer knows. An id neither knows is absent. None: squeue itself failed
@@ -59,8 +75,12 @@ def query_states(job_ids: Iterable[str]) -> dict[str, str] | None:
         return {}
     states: dict[str, str] = {}
     try:
-        out = subprocess.run(["squeue", "--states=all", "-h", "-r", "-u", getpass.getuser(), "-o", "%i|%T"],
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            ["squeue", "--states=all", "-h", "-r", "-u", getpass.getuser(), "-o", "%i|%T"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except subprocess.TimeoutExpired:
         return None
     if out.returncode != 0:
@@ -71,8 +91,12 @@ def query_states(job_ids: Iterable[str]) -> dict[str, str] | None:
             states[jid] = state.strip()
     missing = wanted - set(states)
     if missing:
-        acct = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(sorted(missing))],
-                              capture_output=True, text=True, timeout=120)
+        acct = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(sorted(missing))],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if acct.returncode == 0:
             for line in acct.stdout.splitlines():
                 jid, _, state = line.strip().partition("|")
@@ -88,16 +112,19 @@ def group_by_shape(items: list, opts: SlurmOptions, key: Callable[[Any], TrialSp
     for item in items:
         spec = key(item)
         groups.setdefault((dataclasses.replace(job_shape(spec, opts), time_min=0), spec.sweep_id), []).append(item)
-    return {(dataclasses.replace(shape, time_min=max(job_shape(key(i), opts).time_min for i in members)), sweep): members
-            for (shape, sweep), members in groups.items()}
+    return {
+        (dataclasses.replace(shape, time_min=max(job_shape(key(i), opts).time_min for i in members)), sweep): members
+        for (shape, sweep), members in groups.items()
+    }
 
 
 def _setup_lines() -> list[str]:
     return [f"export PYTHONPATH={shlex.quote(str(REPO_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}"]
 
 
-def trial_script_text(specs: list[TrialSpec], opts: SlurmOptions, folder: Path,
-                      python: str | None = None) -> list[tuple[str, list[str]]]:
+def trial_script_text(
+    specs: list[TrialSpec], opts: SlurmOptions, folder: Path, python: str | None = None
+) -> list[tuple[str, list[str]]]:
     """The sbatch scripts a wave of `specs` becomes (one job array per job shape), without submitting: what
     `autotune submit --dry-run` shows. Same parameters as `SlurmLauncher` passes to submitit."""
     from submitit.slurm.slurm import _make_sbatch_string  # submitit's own script writer (no srun needed)
@@ -106,16 +133,18 @@ def trial_script_text(specs: list[TrialSpec], opts: SlurmOptions, folder: Path,
     out = []
     for (shape, sweep_id), members in group_by_shape(specs, opts, key=lambda s: s).items():
         params = executor_parameters(shape, opts, f"autotune-{sweep_id}", _setup_lines())
-        command = " ".join([shlex.quote(python or sys.executable), "-u -m submitit.core._submit",
-                            shlex.quote(str(folder / "%j"))])
-        text = _make_sbatch_string(command=command, folder=folder / "%j",
-                                   map_count=len(members) if len(members) > 1 else None, **params)
+        command = " ".join(
+            [shlex.quote(python or sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder / "%j"))]
+        )
+        text = _make_sbatch_string(
+            command=command, folder=folder / "%j", map_count=len(members) if len(members) > 1 else None, **params
+        )
         out.append((text, [s.trial_id for s in members]))
     return out
 
 
 class SlurmTrialHandle(ThreadedTrialHandle):
-    def __init__(self, spec: TrialSpec, launcher: "SlurmLauncher", trial_dir: Path) -> None:
+    def __init__(self, spec: TrialSpec, launcher: SlurmLauncher, trial_dir: Path) -> None:
         self.spec = spec
         self.trial_dir = trial_dir
         self.spec_path = trial_dir / SPEC_FILE
@@ -170,38 +199,75 @@ class SlurmTrialHandle(ThreadedTrialHandle):
     def _finish(self, state: str, now: float) -> None:
         has_files = has_result_files(self.trial_dir)
         ours = self._timed_out or self._cancel_requested
-        if not has_files and not ours and state in REQUEUE_STATES and self.requeues < self._launcher.options.max_requeues:
+        if (
+            not has_files
+            and not ours
+            and state in REQUEUE_STATES
+            and self.requeues < self._launcher.options.max_requeues
+        ):
             self.requeues += 1
             self._t_run = None
             self._launcher._resubmit(self)
             return
         wall_s = 0.0 if self._t_run is None else now - self._t_run
-        row = assemble_row(self.spec, self.result_path, timed_out=self._timed_out and not self._cancel_requested,
-                           cancelled=self._cancel_requested, returncode=None, started_at=self.started_at or utc_now(),
-                           ended_at=utc_now(), wall_s=wall_s, log_path=self.log_path, backend="slurm")
+        row = assemble_row(
+            self.spec,
+            self.result_path,
+            timed_out=self._timed_out and not self._cancel_requested,
+            cancelled=self._cancel_requested,
+            returncode=None,
+            started_at=self.started_at or utc_now(),
+            ended_at=utc_now(),
+            wall_s=wall_s,
+            log_path=self.log_path,
+            backend="slurm",
+        )
         if not has_files and not ours:
             status, error_type = slurm_status(state)
-            row.update(status=status, error_type=error_type,
-                       error_message=f"SLURM job {self.job.job_id} ended {state} and no rank wrote a result"
-                                     + (f" (after {self.requeues} requeue(s))" if self.requeues else ""))
+            row.update(
+                status=status,
+                error_type=error_type,
+                error_message=f"SLURM job {self.job.job_id} ended {state} and no rank wrote a result"
+                + (f" (after {self.requeues} requeue(s))" if self.requeues else ""),
+            )
         self._row = row
         self._done.set()
 
     def _finish_unsubmitted(self, error: Exception | None) -> None:
         """Cancelled before it was submitted (error None), or sbatch refused it."""
-        row = assemble_row(self.spec, self.result_path, timed_out=False, cancelled=error is None, returncode=None,
-                           started_at=utc_now(), ended_at=utc_now(), wall_s=0.0, log_path=str(self.trial_dir),
-                           backend="slurm")
+        row = assemble_row(
+            self.spec,
+            self.result_path,
+            timed_out=False,
+            cancelled=error is None,
+            returncode=None,
+            started_at=utc_now(),
+            ended_at=utc_now(),
+            wall_s=0.0,
+            log_path=str(self.trial_dir),
+            backend="slurm",
+        )
         if error is not None:
-            row.update(error_type="SubmissionError", error_message="submission failed: "
-                       + (" ".join(str(error).split()) or type(error).__name__)[-500:])
+            row.update(
+                error_type="SubmissionError",
+                error_message="submission failed: " + (" ".join(str(error).split()) or type(error).__name__)[-500:],
+            )
         self._row = row
         self._done.set()
 
     def _fail(self, error: Exception) -> None:
-        row = assemble_row(self.spec, self.result_path, timed_out=False, cancelled=False, returncode=None,
-                           started_at=self.started_at or utc_now(), ended_at=utc_now(), wall_s=0.0,
-                           log_path=self.log_path, backend="slurm")
+        row = assemble_row(
+            self.spec,
+            self.result_path,
+            timed_out=False,
+            cancelled=False,
+            returncode=None,
+            started_at=self.started_at or utc_now(),
+            ended_at=utc_now(),
+            wall_s=0.0,
+            log_path=self.log_path,
+            backend="slurm",
+        )
         if row["status"] == "crash" and row["error_type"] in (None, "NoResult", "Killed"):
             row.update(error_type=type(error).__name__, error_message=f"slurm launcher: {error}")
         self._row = row
@@ -234,8 +300,15 @@ class SlurmLauncher(Launcher):
 
     name = "slurm"
 
-    def __init__(self, workdir: str | Path | None = None, python: str | None = None, log_dir: str | Path | None = None,
-                 slurm: dict[str, Any] | None = None, module: str = "bench_model.run", **options: Any) -> None:
+    def __init__(
+        self,
+        workdir: str | Path | None = None,
+        python: str | None = None,
+        log_dir: str | Path | None = None,
+        slurm: dict[str, Any] | None = None,
+        module: str = "bench_model.run",
+        **options: Any,
+    ) -> None:
         merged = {**(slurm or {}), **options}
         self.options = SlurmOptions.from_mapping(merged)
         self.workdir = Path(workdir if workdir is not None else Path("results") / "_slurm_trials").resolve()

@@ -1,5 +1,6 @@
 """Which live processes still belong to a trial: every rank's command line holds the trial's work dir / SPEC path, so
 a test that ends with `processes_mentioning(trial_dir) == []` proves nothing of the trial is left running."""
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 efficiencies and memory-model overhead/fragmentation from the sweep's measured rows and write a calibrated cluster
 preset (future sweeps load it with `cluster=<name>`). The model/train/cluster are the sweep's own configuration
 (its saved overrides), and KEY=VALUE overrides on top."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,11 @@ from autotune.errors import InputFileError
 
 
 def add_parser(sub, name: str) -> None:
-    p = sub.add_parser(name, help="refit model coefficients from a sweep's measurements and write a cluster preset",
-                       description=__doc__)
+    p = sub.add_parser(
+        name,
+        help="refit model coefficients from a sweep's measurements and write a cluster preset",
+        description=__doc__,
+    )
     p.add_argument("sweep_dir", metavar="SWEEP_DIR", help="results/<sweep_id>")
     p.add_argument("-o", "--output", required=True, help="preset YAML to write, e.g. search_spaces/cluster/mine.yaml")
     p.add_argument("--json", action="store_true", help="print the fit as JSON")
@@ -36,19 +40,28 @@ def run(args: argparse.Namespace) -> int:
     rows = rows[(rows["model_name"] == model.name) & (rows["seq_len"] == train.seq_len)]
     cal = calibrate(rows, model, train, cluster)
     if cal.perf_rms_log_error_before is None:
-        raise InputFileError(f"SWEEP_DIR={str(sweep_dir)!r} has {cal.num_rows} measured rows (status ok) for model "
-                             f"{model.name!r}; calibration needs >= 3")
-    header = (f"Calibrated by `autotune calibrate {sweep_dir}` on {datetime.now(timezone.utc).isoformat(timespec='seconds')}\n"
-              f"from preset {cluster.name!r} and {cal.num_rows} measured rows of model {model.name!r}:\n"
-              + "\n".join(cal.describe())
-              + f"\nRMS log error of predicted tokens/s/GPU: {cal.perf_rms_log_error_before:.3f} -> "
-                f"{cal.perf_rms_log_error_after:.3f}")
+        raise InputFileError(
+            f"SWEEP_DIR={str(sweep_dir)!r} has {cal.num_rows} measured rows (status ok) for model "
+            f"{model.name!r}; calibration needs >= 3"
+        )
+    header = (
+        f"Calibrated by `autotune calibrate {sweep_dir}` on {datetime.now(timezone.utc).isoformat(timespec='seconds')}\n"
+        f"from preset {cluster.name!r} and {cal.num_rows} measured rows of model {model.name!r}:\n"
+        + "\n".join(cal.describe())
+        + f"\nRMS log error of predicted tokens/s/GPU: {cal.perf_rms_log_error_before:.3f} -> "
+        f"{cal.perf_rms_log_error_after:.3f}"
+    )
     path = write_cluster_preset(cal.cluster, args.output, header)
     if args.json:
-        print_json({"preset": str(path), "num_rows": cal.num_rows,
-                    "changes": [{"name": n, "before": a, "after": b} for n, a, b in cal.changes],
-                    "perf_rms_log_error": [cal.perf_rms_log_error_before, cal.perf_rms_log_error_after],
-                    "spearman": [cal.spearman_before, cal.spearman_after]})
+        print_json(
+            {
+                "preset": str(path),
+                "num_rows": cal.num_rows,
+                "changes": [{"name": n, "before": a, "after": b} for n, a, b in cal.changes],
+                "perf_rms_log_error": [cal.perf_rms_log_error_before, cal.perf_rms_log_error_after],
+                "spearman": [cal.spearman_before, cal.spearman_after],
+            }
+        )
     else:
         for line in cal.describe():
             print(line)

@@ -1,4 +1,5 @@
 """Helpers shared by the subcommands: one-line argparse errors, typed flag parsers, JSON printing."""
+
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,7 @@ def positive_int(flag: str):
         if value < 1:
             raise argparse.ArgumentTypeError(f"{flag}={text!r} must be an integer >= 1")
         return value
+
     parse.__name__ = flag
     return parse
 
@@ -43,17 +45,23 @@ def positive_float(flag: str):
         if not value > 0 or math.isinf(value):
             raise argparse.ArgumentTypeError(f"{flag}={text!r} must be a number > 0")
         return value
+
     parse.__name__ = flag
     return parse
 
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="Hydra overrides, e.g. model=llama-3.1-8b cluster=h100-sxm-80gb plan.tp=2")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="Hydra overrides, e.g. model=llama-3.1-8b cluster=h100-sxm-80gb plan.tp=2",
+    )
 
 
 def print_json(obj: Any) -> None:
     """JSON with NaN/inf written as null (missing numbers are null, never NaN or -1)."""
+
     def clean(x: Any) -> Any:
         if isinstance(x, float) and not math.isfinite(x):
             return None
@@ -64,6 +72,7 @@ def print_json(obj: Any) -> None:
         if hasattr(x, "item") and not isinstance(x, (str, bytes)):
             return clean(x.item())
         return x
+
     print(json.dumps(clean(obj), indent=2, sort_keys=False))
 
 

@@ -1,5 +1,6 @@
 """`autotune estimate [overrides incl. plan.*] [--gpus N] [--json]`: memory breakdown and predicted speed of ONE layout,
 like `accelerate estimate-memory` but for a parallel training step."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,11 +10,18 @@ from autotune.errors import SpecError
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(name, help="memory breakdown and predicted speed of one layout (plan.*)",
-                              description="Estimate one layout given by plan.* overrides, e.g. plan.tp=2 plan.pp=4 "
-                                          "plan.zero_stage=1; dp defaults to --gpus / (tp*pp*cp).")
-    p.add_argument("--gpus", type=positive_int("--gpus"), default=None,
-                   help="world size (default: plan.dp*tp*pp*cp, dp=1 when plan.dp is null)")
+    p = subparsers.add_parser(
+        name,
+        help="memory breakdown and predicted speed of one layout (plan.*)",
+        description="Estimate one layout given by plan.* overrides, e.g. plan.tp=2 plan.pp=4 "
+        "plan.zero_stage=1; dp defaults to --gpus / (tp*pp*cp).",
+    )
+    p.add_argument(
+        "--gpus",
+        type=positive_int("--gpus"),
+        default=None,
+        help="world size (default: plan.dp*tp*pp*cp, dp=1 when plan.dp is null)",
+    )
     p.add_argument("--json", action="store_true", help="print mem_*, pred_*, fits and reject_reason as JSON")
     add_overrides(p)
     p.set_defaults(run=run)
@@ -37,9 +45,14 @@ def estimate(cfg, num_gpus: int | None) -> dict:
     mem = {k: float(v[0]) for k, v in memory_arrays(arr, cfg.model, cfg.train, cfg.cluster).items()}
     perf = {k: float(v[0]) for k, v in perf_arrays(arr, cfg.model, cfg.train, cfg.cluster).items()}
     model_states = mem["params"] - mem["compute_copy"] + mem["grads"] + mem["optimizer"]
-    row.update({"mem_compute_copy_bytes": mem["compute_copy"], "mem_model_states_bytes": model_states,
-                "worst_pp_rank": int(mem["worst_pp_rank"]),
-                **{f"pred_{k}": v for k, v in perf.items() if k.endswith("_s") and k != "step_s"}})
+    row.update(
+        {
+            "mem_compute_copy_bytes": mem["compute_copy"],
+            "mem_model_states_bytes": model_states,
+            "worst_pp_rank": int(mem["worst_pp_rank"]),
+            **{f"pred_{k}": v for k, v in perf.items() if k.endswith("_s") and k != "step_s"},
+        }
+    )
     row.pop("rank", None)
     return row
 
@@ -56,11 +69,18 @@ def run(args) -> int:
     return 0
 
 
-_TERMS = [("parameters (stored)", None), ("  of which compute-dtype copy", "mem_compute_copy_bytes"),
-          ("gradients", "mem_grads_bytes"), ("optimizer states (+ master)", "mem_optimizer_bytes"),
-          ("activations", "mem_activations_bytes"), ("logits + grad (fp32)", "mem_logits_bytes"),
-          ("comm buffers", "mem_buffers_bytes"), ("allocated peak", "mem_allocated_bytes"),
-          ("runtime overhead", "mem_overhead_bytes"), ("reserved peak", "mem_reserved_bytes")]
+_TERMS = [
+    ("parameters (stored)", None),
+    ("  of which compute-dtype copy", "mem_compute_copy_bytes"),
+    ("gradients", "mem_grads_bytes"),
+    ("optimizer states (+ master)", "mem_optimizer_bytes"),
+    ("activations", "mem_activations_bytes"),
+    ("logits + grad (fp32)", "mem_logits_bytes"),
+    ("comm buffers", "mem_buffers_bytes"),
+    ("allocated peak", "mem_allocated_bytes"),
+    ("runtime overhead", "mem_overhead_bytes"),
+    ("reserved peak", "mem_reserved_bytes"),
+]
 
 
 def _print(row: dict, cfg) -> None:
@@ -70,8 +90,11 @@ def _print(row: dict, cfg) -> None:
     from autotune.cli.plan import layout_label
 
     console = Console() if Console().is_terminal else Console(width=120)
-    table = Table(title=f"{cfg.model.name} · {layout_label(row)} · {row['num_gpus']} x {cfg.cluster.name} · "
-                        f"worst rank: pipeline rank {row['worst_pp_rank']}", title_justify="left")
+    table = Table(
+        title=f"{cfg.model.name} · {layout_label(row)} · {row['num_gpus']} x {cfg.cluster.name} · "
+        f"worst rank: pipeline rank {row['worst_pp_rank']}",
+        title_justify="left",
+    )
     table.add_column("component")
     table.add_column("GiB", justify="right")
     table.add_column("MiB", justify="right")
@@ -82,14 +105,19 @@ def _print(row: dict, cfg) -> None:
         table.add_row(label, f"{v / 2**30:.2f}", f"{v / 2**20:,.1f}", f"{v / 1e9:.2f}")
     console.print(table)
     usable = cfg.cluster.device_memory_bytes * (1 - cfg.space.memory_headroom)
-    console.print(f"fits: {'yes' if row['fits'] else 'no'} ({row['mem_reserved_bytes'] / 2**30:.1f} GiB of "
-                  f"{usable / 2**30:.1f} GiB usable, margin {row['mem_margin_bytes'] / 2**30:.1f} GiB = "
-                  f"{row['mem_margin_sigma']:.1f} sigma of the reserved model's error)"
-                  + ("" if row["fits"] else f" · {row['reject_reason']}"),
-                  highlight=False)
-    console.print(f"predicted: step {row['pred_step_s']:.3f} s (compute {row['pred_compute_s']:.3f}, tp "
-                  f"{row['pred_tp_comm_s']:.3f}, cp {row['pred_cp_comm_s']:.3f}, pp {row['pred_pp_comm_s']:.3f}, "
-                  f"dp exposed {row['pred_dp_comm_s']:.3f}, bubble {row['pred_bubble_s']:.3f}, optimizer "
-                  f"{row['pred_optimizer_s']:.3f}) · "
-                  f"{row['pred_tokens_per_s']:,.0f} tok/s · {row['pred_tokens_per_s_per_gpu']:,.0f} tok/s/GPU · "
-                  f"MFU {100 * row['pred_mfu']:.1f}%", highlight=False)
+    console.print(
+        f"fits: {'yes' if row['fits'] else 'no'} ({row['mem_reserved_bytes'] / 2**30:.1f} GiB of "
+        f"{usable / 2**30:.1f} GiB usable, margin {row['mem_margin_bytes'] / 2**30:.1f} GiB = "
+        f"{row['mem_margin_sigma']:.1f} sigma of the reserved model's error)"
+        + ("" if row["fits"] else f" · {row['reject_reason']}"),
+        highlight=False,
+    )
+    console.print(
+        f"predicted: step {row['pred_step_s']:.3f} s (compute {row['pred_compute_s']:.3f}, tp "
+        f"{row['pred_tp_comm_s']:.3f}, cp {row['pred_cp_comm_s']:.3f}, pp {row['pred_pp_comm_s']:.3f}, "
+        f"dp exposed {row['pred_dp_comm_s']:.3f}, bubble {row['pred_bubble_s']:.3f}, optimizer "
+        f"{row['pred_optimizer_s']:.3f}) · "
+        f"{row['pred_tokens_per_s']:,.0f} tok/s · {row['pred_tokens_per_s_per_gpu']:,.0f} tok/s/GPU · "
+        f"MFU {100 * row['pred_mfu']:.1f}%",
+        highlight=False,
+    )

@@ -2,6 +2,7 @@
 
 `--format autotune` (default) writes the trial file `autotune bench --config FILE` runs as is
 (autotune.trialfile.dump_trialfile); other formats come from autotune.interop."""
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,10 @@ def export_text(sweep_dir: Path, row: dict[str, Any], fmt: str) -> tuple[str, An
     cfg = SweepStore(sweep_dir).config()
     plan = plan_from_row(row)
     if plan.candidate_id(cfg.model, cfg.train) != row["candidate_id"]:
-        raise InputFileError(f"trial {row['trial_id']}: its layout does not match the sweep's config "
-                             f"(candidate_id {row['candidate_id']} != {plan.candidate_id(cfg.model, cfg.train)})")
+        raise InputFileError(
+            f"trial {row['trial_id']}: its layout does not match the sweep's config "
+            f"(candidate_id {row['candidate_id']} != {plan.candidate_id(cfg.model, cfg.train)})"
+        )
     parts = (cfg.model, cfg.train, cfg.cluster, plan)
     if fmt == "autotune":
         return "", parts
@@ -75,8 +78,10 @@ def run(args: argparse.Namespace) -> int:
     if row["status"] not in ("ok", "simulated") and not args.trial:
         raise UsageError(f"trial {row['trial_id']} has status {row['status']}: nothing runnable to export")
     text, parts = export_text(sweep_dir, row, args.format)
-    comment = (f"exported by `autotune export` from {sweep_dir} trial {row['trial_id']} (status {row['status']}, "
-               f"tok/s/GPU {_fmt(row.get('tokens_per_s_per_gpu'))}, predicted {_fmt(row.get('pred_tokens_per_s_per_gpu'))})")
+    comment = (
+        f"exported by `autotune export` from {sweep_dir} trial {row['trial_id']} (status {row['status']}, "
+        f"tok/s/GPU {_fmt(row.get('tokens_per_s_per_gpu'))}, predicted {_fmt(row.get('pred_tokens_per_s_per_gpu'))})"
+    )
     if args.format == "autotune":
         if args.output:
             dump_trialfile(*parts, args.output, comment=comment)

@@ -1,5 +1,6 @@
 """`autotune` console script: a thin dispatcher. Each subcommand lives in its own module exposing
 `add_parser(subparsers)` and `run(args) -> int`; modules import nothing heavy at top level so `autotune plan` starts fast."""
+
 from __future__ import annotations
 
 import importlib

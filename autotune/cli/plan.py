@@ -1,4 +1,5 @@
 """`autotune plan --gpus N [overrides] [--top K] [-o FILE.parquet|FILE.csv] [--json]`: every layout of N GPUs, ranked."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,9 +9,12 @@ from autotune.errors import UsageError
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(name, help="rank every parallel layout of N GPUs (memory + predicted speed)",
-                              description="Enumerate every dp*tp*pp*cp layout of N GPUs, reject impossible ones with a "
-                                          "reason, estimate memory and speed, print the best.")
+    p = subparsers.add_parser(
+        name,
+        help="rank every parallel layout of N GPUs (memory + predicted speed)",
+        description="Enumerate every dp*tp*pp*cp layout of N GPUs, reject impossible ones with a "
+        "reason, estimate memory and speed, print the best.",
+    )
     p.add_argument("--gpus", type=positive_int("--gpus"), required=True, help="number of GPUs (world size)")
     p.add_argument("--top", type=positive_int("--top"), default=10, help="rows to print (default 10)")
     p.add_argument("-o", "--output", metavar="FILE", help="write EVERY candidate to FILE (.parquet or .csv)")
@@ -62,8 +66,16 @@ def run(args) -> int:
     top = top_candidates(df, cfg, args.gpus, args.top)
     if args.json:
         rows = top.astype(object).where(top.notna(), None).to_dict(orient="records")
-        print_json({"model": cfg.model.name, "cluster": cfg.cluster.name, "num_gpus": args.gpus, **counts,
-                    "top": rows, "output": args.output})
+        print_json(
+            {
+                "model": cfg.model.name,
+                "cluster": cfg.cluster.name,
+                "num_gpus": args.gpus,
+                **counts,
+                "top": rows,
+                "output": args.output,
+            }
+        )
         return 0
     _print_table(top, cfg, args, counts)
     return 0
@@ -80,20 +92,32 @@ def _print_table(top, cfg, args, counts) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{cfg.model.name} on {args.gpus} x {cfg.cluster.name} · seq {cfg.train.seq_len} · "
-                        f"global batch {cfg.train.global_batch_size} seq", title_justify="left")
+    table = Table(
+        title=f"{cfg.model.name} on {args.gpus} x {cfg.cluster.name} · seq {cfg.train.seq_len} · "
+        f"global batch {cfg.train.global_batch_size} seq",
+        title_justify="left",
+    )
     for col in ("rank", "layout", "GiB/GPU", "margin GiB (σ)", "tok/s/GPU", "MFU %", "step s", "candidate"):
         table.add_column(col, justify="left" if col in ("layout", "candidate") else "right", no_wrap=True)
     for _, r in top.iterrows():
-        table.add_row(str(r["rank"]), layout_label(r), f"{r['mem_reserved_bytes'] / 2**30:.1f}", margin_label(r),
-                      f"{r['pred_tokens_per_s_per_gpu']:,.0f}", f"{100 * r['pred_mfu']:.1f}",
-                      f"{r['pred_step_s']:.2f}", r["candidate_id"])
+        table.add_row(
+            str(r["rank"]),
+            layout_label(r),
+            f"{r['mem_reserved_bytes'] / 2**30:.1f}",
+            margin_label(r),
+            f"{r['pred_tokens_per_s_per_gpu']:,.0f}",
+            f"{100 * r['pred_mfu']:.1f}",
+            f"{r['pred_step_s']:.2f}",
+            r["candidate_id"],
+        )
     console = Console()
     if not console.is_terminal:  # pipes and CI logs: do not squeeze the table into 80 columns
         console = Console(width=160)
     console.print(table)
-    line = (f"enumerated {counts['enumerated']} layouts · invalid {counts['invalid']} · over memory "
-            f"{counts['over_memory']} · fitting {counts['fitting']}")
+    line = (
+        f"enumerated {counts['enumerated']} layouts · invalid {counts['invalid']} · over memory "
+        f"{counts['over_memory']} · fitting {counts['fitting']}"
+    )
     if args.output:
         line += f" · all {counts['enumerated']} written to {args.output}"
     console.print(line, highlight=False)

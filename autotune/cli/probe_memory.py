@@ -1,6 +1,7 @@
 """`autotune probe-memory [overrides incl. plan.*] [--gpus N] [--json]`: measure the worst-rank peak memory of one
 layout of a world of N on this machine alone (fake process group; see bench_model/memory_probe.py), with the same
 mem_* keys as `autotune estimate --json` so the two can be compared."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,11 +10,18 @@ from autotune.cli.common import add_overrides, gib, positive_int, print_json
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(name, help="measure one layout's worst-rank peak memory without N devices",
-                              description="Probe one layout given by plan.* overrides on a fake process group; dp "
-                                          "defaults to --gpus / (tp*pp*cp).")
-    p.add_argument("--gpus", type=positive_int("--gpus"), default=None,
-                   help="world size (default: plan.dp*tp*pp*cp, dp=1 when plan.dp is null)")
+    p = subparsers.add_parser(
+        name,
+        help="measure one layout's worst-rank peak memory without N devices",
+        description="Probe one layout given by plan.* overrides on a fake process group; dp "
+        "defaults to --gpus / (tp*pp*cp).",
+    )
+    p.add_argument(
+        "--gpus",
+        type=positive_int("--gpus"),
+        default=None,
+        help="world size (default: plan.dp*tp*pp*cp, dp=1 when plan.dp is null)",
+    )
     p.add_argument("--json", action="store_true", help="print the mem_* keys as JSON")
     add_overrides(p)
     p.set_defaults(run=run)

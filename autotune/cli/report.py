@@ -1,4 +1,5 @@
 """`autotune report SWEEP_DIR [--top K] [--plots] [--json]`"""
+
 from __future__ import annotations
 
 import argparse

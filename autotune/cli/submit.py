@@ -7,6 +7,7 @@ controller creates it); `--dry-run` writes that script plus the job-array script
 `<results_dir>/<sweep_id>/sbatch/` and submits nothing. Every argument is shlex-quoted into the script
 (launchers/sbatch.py `controller_script`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,10 @@ _OWN = {"dry_run", "help", "run"}
 def add_parser(sub, name: str) -> None:
     sweep_cli.add_parser(sub, name)  # the very same flags as `autotune sweep`, validated the same way
     p = sub.choices[name]
-    p.description = ("Submit `autotune sweep` as a SLURM batch job (survives logout); prints the job id and results "
-                     "path. --dry-run writes the sbatch scripts into the sweep folder without submitting.")
+    p.description = (
+        "Submit `autotune sweep` as a SLURM batch job (survives logout); prints the job id and results "
+        "path. --dry-run writes the sbatch scripts into the sweep folder without submitting."
+    )
     p.add_argument("--dry-run", action="store_true", help="write the sbatch scripts, submit nothing")
     p.set_defaults(run=run, _parser=p)
     for action in sub._choices_actions:  # the listing line of `autotune --help`
@@ -83,10 +86,18 @@ def run(args: argparse.Namespace) -> int:
     sweep_dir = results / sweep_id
     script_dir = sweep_dir / "sbatch" if args.dry_run else results / f"{sweep_id}.submit"
     if not args.dry_run and sweep_dir.exists():
-        raise UsageError(f"--sweep-id={sweep_id!r}: {sweep_dir} already exists (a dry run or an earlier sweep); "
-                         "choose another --sweep-id")
-    text = controller_script(argv, python=sys.executable, workdir=str(Path.cwd()),
-                             log_path=str(script_dir / "controller-%j.log"), job_name=f"autotune-{sweep_id}", opts=opts)
+        raise UsageError(
+            f"--sweep-id={sweep_id!r}: {sweep_dir} already exists (a dry run or an earlier sweep); "
+            "choose another --sweep-id"
+        )
+    text = controller_script(
+        argv,
+        python=sys.executable,
+        workdir=str(Path.cwd()),
+        log_path=str(script_dir / "controller-%j.log"),
+        job_name=f"autotune-{sweep_id}",
+        opts=opts,
+    )
     scripts = {"controller.sbatch": text}  # every script is built (and refused) before anything is written
     if args.dry_run:
         scripts.update(_trial_scripts(cfg, args, sweep_id, opts))
@@ -120,11 +131,15 @@ def _trial_scripts(cfg: Any, args: argparse.Namespace, sweep_id: str, opts: Any)
     frame = enumerate_candidates(cfg, args.gpus)
     runnable = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
     wave = max(1, min(args.parallel or cfg.sweep.parallel, cfg.sweep.max_trials, opts.max_in_flight))
-    specs = [candidate_spec(cfg, cand, sweep_id=sweep_id, backend="slurm", timeout_s=cfg.sweep.timeout_s)
-             for _, cand in runnable.head(wave).iterrows()]
+    specs = [
+        candidate_spec(cfg, cand, sweep_id=sweep_id, backend="slurm", timeout_s=cfg.sweep.timeout_s)
+        for _, cand in runnable.head(wave).iterrows()
+    ]
     logs = Path(cfg.sweep.results_dir).resolve() / sweep_id / "logs"  # the sweep's launcher log_dir
     scripts = {}
     for i, (text, members) in enumerate(trial_script_text(specs, opts, logs)):
         shebang, _, rest = text.partition("\n")
-        scripts[f"trials-wave0-{i}.sbatch"] = f"{shebang}\n# first wave, {len(members)} trial(s): {', '.join(members)}\n{rest}"
+        scripts[f"trials-wave0-{i}.sbatch"] = (
+            f"{shebang}\n# first wave, {len(members)} trial(s): {', '.join(members)}\n{rest}"
+        )
     return scripts

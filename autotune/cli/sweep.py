@@ -1,5 +1,6 @@
 """`autotune sweep --gpus N [--backend ...] [--strategy ...] [--max-trials K] [--steps S] [--parallel P]
 [--sweep-id NAME] [--resume DIR] [--resume-if-exists] [overrides]`"""
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,10 @@ def _fault(text: str) -> tuple[int, str, float | None]:
     except (ValueError, IndexError):
         raise argparse.ArgumentTypeError(f"--inject-fault={text!r} must be I:FAULT[:TIMEOUT_S]") from None
     if len(parts) < 2 or index < 1 or parts[1] not in ("crash", "hang", "crash_rank1", "kill_rank1"):
-        raise argparse.ArgumentTypeError(f"--inject-fault={text!r} must be I:FAULT[:TIMEOUT_S] with I >= 1 and FAULT "
-                                         "one of crash, hang, crash_rank1, kill_rank1")
+        raise argparse.ArgumentTypeError(
+            f"--inject-fault={text!r} must be I:FAULT[:TIMEOUT_S] with I >= 1 and FAULT "
+            "one of crash, hang, crash_rank1, kill_rank1"
+        )
     return index, parts[1], timeout
 
 
@@ -26,18 +29,27 @@ def add_parser(sub, name: str) -> None:
     from autotune.strategies import STRATEGIES
     from launchers import launcher_names
 
-    p = sub.add_parser(name, help="plan, run the most promising layouts, record every outcome, rank them",
-                       description="Plan the layouts of N GPUs, run them (best predicted first) through a launcher, "
-                                   "write one Parquet row per trial under results/<sweep_id>/, print a ranked table.")
+    p = sub.add_parser(
+        name,
+        help="plan, run the most promising layouts, record every outcome, rank them",
+        description="Plan the layouts of N GPUs, run them (best predicted first) through a launcher, "
+        "write one Parquet row per trial under results/<sweep_id>/, print a ranked table.",
+    )
     p.add_argument("--gpus", type=positive_int("--gpus"), help="GPUs (ranks) per trial; read back on --resume")
     p.add_argument("--backend", choices=launcher_names(), help="where trials run (default: sweep.backend, local)")
     # not argparse choices: get_strategy checks the name against the same registry, also for sweep.strategy in YAML
     p.add_argument("--strategy", help=f"{' | '.join(STRATEGIES)} (default: sweep.strategy)")
-    p.add_argument("--objective", choices=("throughput", "pareto"),
-                   help="optuna: throughput (TPE) or pareto (NSGA-II, throughput vs peak memory)")
+    p.add_argument(
+        "--objective",
+        choices=("throughput", "pareto"),
+        help="optuna: throughput (TPE) or pareto (NSGA-II, throughput vs peak memory)",
+    )
     p.add_argument("--storage", help="optuna study storage URL (default sqlite:///results/<sweep>/optuna.db)")
-    p.add_argument("--budget-gpu-hours", type=positive_float("--budget-gpu-hours"),
-                   help="start no trial once this many GPU-hours are spent")
+    p.add_argument(
+        "--budget-gpu-hours",
+        type=positive_float("--budget-gpu-hours"),
+        help="start no trial once this many GPU-hours are spent",
+    )
     p.add_argument("--max-trials", type=positive_int("--max-trials"), help="trials to run (default sweep.max_trials)")
     p.add_argument("--steps", type=positive_int("--steps"), help="timed steps per trial (default sweep.timed_steps)")
     p.add_argument("--parallel", type=positive_int("--parallel"), help="trials in flight at once (default 1)")
@@ -57,16 +69,27 @@ def run(args: argparse.Namespace) -> int:
 
     if args.resume and args.sweep_id:
         raise UsageError("--resume and --sweep-id name the folder twice: give one")
-    flags = flag_overrides(backend=args.backend, strategy=args.strategy, max_trials=args.max_trials,
-                           steps=args.steps, parallel=args.parallel)
+    flags = flag_overrides(
+        backend=args.backend,
+        strategy=args.strategy,
+        max_trials=args.max_trials,
+        steps=args.steps,
+        parallel=args.parallel,
+    )
     if args.timeout_s is not None:
         flags.append(f"sweep.timeout_s={args.timeout_s}")
     for key in ("objective", "storage", "budget_gpu_hours"):
         if getattr(args, key) is not None:
             flags.append(f"sweep.{key}={getattr(args, key)}")
-    req = SweepRequest(num_gpus=args.gpus, overrides=tuple(list(args.overrides) + flags), sweep_id=args.sweep_id,
-                       resume=args.resume, resume_if_exists=args.resume_if_exists,
-                       inject_faults=tuple(args.inject_fault), argv=tuple(sys.argv[1:]),
-                       memory_limit_bytes=args.memory_limit_bytes)
+    req = SweepRequest(
+        num_gpus=args.gpus,
+        overrides=tuple(list(args.overrides) + flags),
+        sweep_id=args.sweep_id,
+        resume=args.resume,
+        resume_if_exists=args.resume_if_exists,
+        inject_faults=tuple(args.inject_fault),
+        argv=tuple(sys.argv[1:]),
+        memory_limit_bytes=args.memory_limit_bytes,
+    )
     run_sweep(req)
     return 0

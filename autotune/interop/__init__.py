@@ -8,6 +8,7 @@ One module per target; each names, in its docstring and in the file it writes, t
 names it follows, and lists in the file what did not map (TOML/YAML/Megatron args: a comment block; JSON, which has
 no comments: the top-level keys "_autotune" and "_autotune_unmapped", which DeepSpeed ignores).
 """
+
 from __future__ import annotations
 
 import importlib

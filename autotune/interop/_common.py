@@ -3,6 +3,7 @@
 An exporter never drops an autotune setting silently: whatever the target cannot express is appended to
 `Export.unmapped` as "<autotune field>=<value>: <why / what the target does instead>", and the file says so.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,7 +27,8 @@ class ExportContext:
         if p.dp * p.micro_batch_size * p.grad_accum_steps != gbs:
             raise SpecError(
                 f"plan.dp*micro_batch_size*grad_accum_steps={p.dp}*{p.micro_batch_size}*{p.grad_accum_steps}"
-                f"={p.dp * p.micro_batch_size * p.grad_accum_steps} != train.global_batch_size={gbs}")
+                f"={p.dp * p.micro_batch_size * p.grad_accum_steps} != train.global_batch_size={gbs}"
+            )
 
     @property
     def world_size(self) -> int:
@@ -57,10 +59,12 @@ class ExportContext:
 
     def summary(self) -> str:
         p = self.plan
-        return (f"dp={p.dp} tp={p.tp} pp={p.pp} cp={p.cp} vpp={p.vpp} zero_stage={p.zero_stage} "
-                f"micro_batch_size={p.micro_batch_size} grad_accum_steps={p.grad_accum_steps} "
-                f"recompute={p.recompute} sequence_parallel={str(p.sequence_parallel).lower()} "
-                f"pp_schedule={p.pp_schedule}")
+        return (
+            f"dp={p.dp} tp={p.tp} pp={p.pp} cp={p.cp} vpp={p.vpp} zero_stage={p.zero_stage} "
+            f"micro_batch_size={p.micro_batch_size} grad_accum_steps={p.grad_accum_steps} "
+            f"recompute={p.recompute} sequence_parallel={str(p.sequence_parallel).lower()} "
+            f"pp_schedule={p.pp_schedule}"
+        )
 
 
 @dataclass

@@ -13,6 +13,7 @@ Which plugin (accelerate applies one of them, configured in the file; TP/CP need
 The micro-batch size and gradient accumulation live in the training script (DataLoader batch_size,
 Accelerator(gradient_accumulation_steps=...)) except under the DeepSpeed plugin: they are listed as not mapped.
 """
+
 from __future__ import annotations
 
 from autotune.interop._common import Export, ExportContext, comment_block, header_lines
@@ -49,23 +50,29 @@ def translate(ctx: ExportContext) -> Export:
         body.update(_fsdp2_nd(ctx, ex))
     # accelerate checks dp_replicate*dp_shard*tp*cp == num_processes; without PP that is the whole world
     procs = p.dp * p.tp * p.cp
-    body.update({
-        "machine_rank": 0,
-        "main_training_function": "main",
-        "mixed_precision": "bf16" if ctx.bf16 else "no",
-        "num_machines": -(-procs // ctx.cluster.gpus_per_node),
-        "num_processes": procs,
-        "rdzv_backend": "static",
-        "same_network": True,
-        "use_cpu": False,
-    })
+    body.update(
+        {
+            "machine_rank": 0,
+            "main_training_function": "main",
+            "mixed_precision": "bf16" if ctx.bf16 else "no",
+            "num_machines": -(-procs // ctx.cluster.gpus_per_node),
+            "num_processes": procs,
+            "rdzv_backend": "static",
+            "same_network": True,
+            "use_cpu": False,
+        }
+    )
     if p.pp > 1:
-        ex.skip(f"plan.pp={p.pp} vpp={p.vpp} pp_schedule={p.pp_schedule}",
-                "accelerate has no pipeline parallelism for training (its PiPPy integration is inference-only); "
-                f"the file describes num_processes = dp*tp*cp = {procs} ranks, not {ctx.world_size}")
+        ex.skip(
+            f"plan.pp={p.pp} vpp={p.vpp} pp_schedule={p.pp_schedule}",
+            "accelerate has no pipeline parallelism for training (its PiPPy integration is inference-only); "
+            f"the file describes num_processes = dp*tp*cp = {procs} ranks, not {ctx.world_size}",
+        )
     if p.sequence_parallel:
-        ex.skip("plan.sequence_parallel=true", "accelerate's TP applies the model's tp_plan; it has no "
-                "Megatron-style sequence-parallel switch")
+        ex.skip(
+            "plan.sequence_parallel=true",
+            "accelerate's TP applies the model's tp_plan; it has no Megatron-style sequence-parallel switch",
+        )
     ex.body = body
     return ex
 
@@ -73,62 +80,84 @@ def translate(ctx: ExportContext) -> Export:
 def _fsdp1(ctx: ExportContext, ex: Export) -> dict:
     p = ctx.plan
     _script_batch(ctx, ex, with_accum=True)
-    return {"distributed_type": "FSDP", "fsdp_config": {
-        "fsdp_activation_checkpointing": _full_recompute(ctx, ex),
-        "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-        "fsdp_backward_prefetch": "BACKWARD_PRE",
-        "fsdp_cpu_ram_efficient_loading": True,
-        "fsdp_forward_prefetch": False,
-        "fsdp_offload_params": False,
-        "fsdp_reshard_after_forward": FSDP1_STRATEGY[p.zero_stage],
-        "fsdp_state_dict_type": "SHARDED_STATE_DICT",
-        "fsdp_sync_module_states": True,
-        "fsdp_use_orig_params": True,
-        "fsdp_version": 1,
-    }}
+    return {
+        "distributed_type": "FSDP",
+        "fsdp_config": {
+            "fsdp_activation_checkpointing": _full_recompute(ctx, ex),
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+            "fsdp_backward_prefetch": "BACKWARD_PRE",
+            "fsdp_cpu_ram_efficient_loading": True,
+            "fsdp_forward_prefetch": False,
+            "fsdp_offload_params": False,
+            "fsdp_reshard_after_forward": FSDP1_STRATEGY[p.zero_stage],
+            "fsdp_state_dict_type": "SHARDED_STATE_DICT",
+            "fsdp_sync_module_states": True,
+            "fsdp_use_orig_params": True,
+            "fsdp_version": 1,
+        },
+    }
 
 
 def _fsdp2_nd(ctx: ExportContext, ex: Export) -> dict:
     p = ctx.plan
     _script_batch(ctx, ex, with_accum=True)
-    sizes = {"parallelism_config_dp_replicate_size": 1, "parallelism_config_dp_shard_size": p.dp,
-             "parallelism_config_tp_size": p.tp, "parallelism_config_cp_size": p.cp}
+    sizes = {
+        "parallelism_config_dp_replicate_size": 1,
+        "parallelism_config_dp_shard_size": p.dp,
+        "parallelism_config_tp_size": p.tp,
+        "parallelism_config_cp_size": p.cp,
+    }
     if p.dp == 1 and p.cp == 1:  # only TP: FSDP would have no mesh dimension to shard across
         _full_recompute(ctx, ex, plugin="MULTI_GPU (no activation-checkpointing key)")
         return {"distributed_type": "MULTI_GPU", "parallelism_config": sizes}
     if p.zero_stage in (0, 1) and p.dp > 1:
-        ex.skip(f"plan.zero_stage={p.zero_stage}", "accelerate composes TP/CP only with FSDP2 sharding over dp; "
-                "written as fsdp_reshard_after_forward=false (ZeRO-2-like: gradients and optimizer state sharded)")
-    return {"distributed_type": "FSDP", "fsdp_config": {
-        "fsdp_activation_checkpointing": _full_recompute(ctx, ex),
-        "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-        "fsdp_cpu_ram_efficient_loading": True,
-        "fsdp_offload_params": False,
-        "fsdp_reshard_after_forward": p.zero_stage == 3,
-        "fsdp_state_dict_type": "SHARDED_STATE_DICT",
-        "fsdp_version": 2,
-    }, "parallelism_config": sizes}
+        ex.skip(
+            f"plan.zero_stage={p.zero_stage}",
+            "accelerate composes TP/CP only with FSDP2 sharding over dp; "
+            "written as fsdp_reshard_after_forward=false (ZeRO-2-like: gradients and optimizer state sharded)",
+        )
+    return {
+        "distributed_type": "FSDP",
+        "fsdp_config": {
+            "fsdp_activation_checkpointing": _full_recompute(ctx, ex),
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+            "fsdp_cpu_ram_efficient_loading": True,
+            "fsdp_offload_params": False,
+            "fsdp_reshard_after_forward": p.zero_stage == 3,
+            "fsdp_state_dict_type": "SHARDED_STATE_DICT",
+            "fsdp_version": 2,
+        },
+        "parallelism_config": sizes,
+    }
 
 
 def _deepspeed_plugin(ctx: ExportContext, ex: Export) -> dict:
     _script_batch(ctx, ex, with_accum=False)
     if ctx.plan.recompute != "none":
-        ex.skip(f"plan.recompute={ctx.plan.recompute}", "the DeepSpeed plugin has no activation-checkpointing key; "
-                "call gradient_checkpointing_enable() (full) in the script")
-    return {"distributed_type": "DEEPSPEED", "deepspeed_config": {
-        "gradient_accumulation_steps": ctx.plan.grad_accum_steps,
-        "offload_optimizer_device": "none",
-        "offload_param_device": "none",
-        "zero3_init_flag": False,
-        "zero_stage": 1,
-    }}
+        ex.skip(
+            f"plan.recompute={ctx.plan.recompute}",
+            "the DeepSpeed plugin has no activation-checkpointing key; "
+            "call gradient_checkpointing_enable() (full) in the script",
+        )
+    return {
+        "distributed_type": "DEEPSPEED",
+        "deepspeed_config": {
+            "gradient_accumulation_steps": ctx.plan.grad_accum_steps,
+            "offload_optimizer_device": "none",
+            "offload_param_device": "none",
+            "zero3_init_flag": False,
+            "zero_stage": 1,
+        },
+    }
 
 
 def _full_recompute(ctx: ExportContext, ex: Export, plugin: str = "FSDP") -> bool:
     mode = ctx.plan.recompute
     if mode == "selective" or (mode == "full" and plugin != "FSDP"):
-        ex.skip(f"plan.recompute={mode}", f"{plugin}: accelerate's only switch is fsdp_activation_checkpointing "
-                "(whole transformer layers)")
+        ex.skip(
+            f"plan.recompute={mode}",
+            f"{plugin}: accelerate's only switch is fsdp_activation_checkpointing (whole transformer layers)",
+        )
     return mode == "full"
 
 
@@ -136,8 +165,10 @@ def _script_batch(ctx: ExportContext, ex: Export, with_accum: bool) -> None:
     p = ctx.plan
     ex.skip(f"plan.micro_batch_size={p.micro_batch_size}", "set the per-process DataLoader batch_size in the script")
     if with_accum:
-        ex.skip(f"plan.grad_accum_steps={p.grad_accum_steps}",
-                "set Accelerator(gradient_accumulation_steps=...) in the script")
+        ex.skip(
+            f"plan.grad_accum_steps={p.grad_accum_steps}",
+            "set Accelerator(gradient_accumulation_steps=...) in the script",
+        )
 
 
 def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan) -> str:

@@ -9,6 +9,7 @@ exactly dp = plan.dp data-parallel ranks.
 JSON has no comments: what did not map is the list under the top-level key "_autotune_unmapped", and the layout
 under "_autotune"; DeepSpeed reads only the keys it knows and ignores these two.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,11 @@ PLAN_KEYS: dict[str, str] = {
 
 def translate(ctx: ExportContext) -> Export:
     p = ctx.plan
-    ex = Export(target=TARGET, body={}, notes=[
-        "The training script owns the model code: DeepSpeed applies ZeRO, batching and AutoTP from this file."])
+    ex = Export(
+        target=TARGET,
+        body={},
+        notes=["The training script owns the model code: DeepSpeed applies ZeRO, batching and AutoTP from this file."],
+    )
     body: dict = {
         "train_batch_size": ctx.global_batch_size,
         "train_micro_batch_size_per_gpu": p.micro_batch_size,
@@ -49,17 +53,29 @@ def translate(ctx: ExportContext) -> Export:
         # AutoTP training (shards nn.Linear of HF-style models over tp ranks); dp world = world_size / autotp_size
         body["tensor_parallel"] = {"autotp_size": p.tp}
         if p.sequence_parallel:
-            ex.skip("plan.sequence_parallel=true", "DeepSpeed AutoTP has no Megatron-style sequence parallelism "
-                    "(norms and dropout run on the full sequence on every TP rank)")
+            ex.skip(
+                "plan.sequence_parallel=true",
+                "DeepSpeed AutoTP has no Megatron-style sequence parallelism "
+                "(norms and dropout run on the full sequence on every TP rank)",
+            )
     if p.cp > 1:
-        ex.skip(f"plan.cp={p.cp}", "DeepSpeed has no ring context parallelism (DeepSpeed-Ulysses is a different "
-                "algorithm: all-to-all over attention heads, set up in the training script)")
+        ex.skip(
+            f"plan.cp={p.cp}",
+            "DeepSpeed has no ring context parallelism (DeepSpeed-Ulysses is a different "
+            "algorithm: all-to-all over attention heads, set up in the training script)",
+        )
     if p.pp > 1:
-        ex.skip(f"plan.pp={p.pp} vpp={p.vpp} pp_schedule={p.pp_schedule}", "DeepSpeed pipeline parallelism needs "
-                "the model written as a deepspeed.pipe.PipelineModule(num_stages=pp); it is not a config key")
+        ex.skip(
+            f"plan.pp={p.pp} vpp={p.vpp} pp_schedule={p.pp_schedule}",
+            "DeepSpeed pipeline parallelism needs "
+            "the model written as a deepspeed.pipe.PipelineModule(num_stages=pp); it is not a config key",
+        )
     if p.recompute != "none":
-        ex.skip(f"plan.recompute={p.recompute}", "DeepSpeed's activation_checkpointing section only configures "
-                "deepspeed.checkpointing.checkpoint(), which the model code must call per layer")
+        ex.skip(
+            f"plan.recompute={p.recompute}",
+            "DeepSpeed's activation_checkpointing section only configures "
+            "deepspeed.checkpointing.checkpoint(), which the model code must call per layer",
+        )
     ex.body = body
     return ex
 
@@ -67,7 +83,11 @@ def translate(ctx: ExportContext) -> Export:
 def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan) -> str:
     ctx = ExportContext(model, train, cluster, plan)
     ex = translate(ctx)
-    info = {"comment": header_lines(ctx, ex)[:4] + ex.notes, "plan": plan.to_dict(), "model": model.name,
-            "num_gpus": ctx.world_size}
+    info = {
+        "comment": header_lines(ctx, ex)[:4] + ex.notes,
+        "plan": plan.to_dict(),
+        "model": model.name,
+        "num_gpus": ctx.world_size,
+    }
     doc = {"_autotune": info, "_autotune_unmapped": ex.unmapped, **ex.body}
     return json.dumps(doc, indent=2) + "\n"

@@ -10,6 +10,7 @@ The file holds one `--flag [value]` per line and `#` comments: `shlex.split(text
 e.g. `torchrun ... pretrain_gpt.py $(grep -v '^#' megatron.args) <data/tokenizer args>`.
 Megatron derives the data-parallel size as world_size / (tp * pp * cp), so the launch must use exactly world_size ranks.
 """
+
 from __future__ import annotations
 
 from autotune.interop._common import Export, ExportContext, comment_block, header_lines
@@ -34,16 +35,23 @@ PLAN_KEYS: dict[str, str] = {
 
 
 def translate(ctx: ExportContext) -> Export:
-    ex = Export(target=TARGET, body=[], notes=[
-        f"Launch with {ctx.world_size} ranks ({ctx.num_nodes} x {ctx.gpus_per_node}): Megatron derives "
-        f"data-parallel size = world_size / (tp*pp*cp) = {ctx.plan.dp}.",
-        "Add your data and tokenizer arguments; --vocab-size applies to the NullTokenizer (a real tokenizer "
-        "sets the vocabulary, padded by --make-vocab-size-divisible-by)."])
+    ex = Export(
+        target=TARGET,
+        body=[],
+        notes=[
+            f"Launch with {ctx.world_size} ranks ({ctx.num_nodes} x {ctx.gpus_per_node}): Megatron derives "
+            f"data-parallel size = world_size / (tp*pp*cp) = {ctx.plan.dp}.",
+            "Add your data and tokenizer arguments; --vocab-size applies to the NullTokenizer (a real tokenizer "
+            "sets the vocabulary, padded by --make-vocab-size-divisible-by).",
+        ],
+    )
     argv: list[list[str]] = []
     argv += _model_args(ctx)
     argv += _parallel_args(ctx, ex)
-    argv += [["--micro-batch-size", str(ctx.plan.micro_batch_size)],
-             ["--global-batch-size", str(ctx.global_batch_size)]]
+    argv += [
+        ["--micro-batch-size", str(ctx.plan.micro_batch_size)],
+        ["--global-batch-size", str(ctx.global_batch_size)],
+    ]
     argv += _recompute_args(ctx)
     argv += [["--bf16"]] if ctx.bf16 else []
     ex.body = argv
@@ -52,17 +60,30 @@ def translate(ctx: ExportContext) -> Export:
 
 def _model_args(ctx: ExportContext) -> list[list[str]]:
     m, seq = ctx.model, ctx.train.seq_len
-    args = [["--num-layers", str(m.num_layers)], ["--hidden-size", str(m.hidden_size)],
-            ["--ffn-hidden-size", str(m.ffn_hidden_size)], ["--num-attention-heads", str(m.num_heads)]]
+    args = [
+        ["--num-layers", str(m.num_layers)],
+        ["--hidden-size", str(m.hidden_size)],
+        ["--ffn-hidden-size", str(m.ffn_hidden_size)],
+        ["--num-attention-heads", str(m.num_heads)],
+    ]
     if m.num_kv_heads != m.num_heads:
         args += [["--group-query-attention"], ["--num-query-groups", str(m.num_kv_heads)]]
-    args += [["--seq-length", str(seq)], ["--max-position-embeddings", str(seq)],
-             ["--vocab-size", str(m.vocab_size)], ["--make-vocab-size-divisible-by", "1"]]
+    args += [
+        ["--seq-length", str(seq)],
+        ["--max-position-embeddings", str(seq)],
+        ["--vocab-size", str(m.vocab_size)],
+        ["--make-vocab-size-divisible-by", "1"],
+    ]
     if m.block == "llama":
         # --rotary-base is parsed as an int by Megatron; every Llama/Mistral/Qwen2 theta is a whole number
-        args += [["--swiglu"], ["--normalization", "RMSNorm"], ["--norm-epsilon", repr(float(m.norm_eps))],
-                 ["--position-embedding-type", "rope"], ["--rotary-base", str(round(m.rope_theta))],
-                 ["--disable-bias-linear"]]
+        args += [
+            ["--swiglu"],
+            ["--normalization", "RMSNorm"],
+            ["--norm-epsilon", repr(float(m.norm_eps))],
+            ["--position-embedding-type", "rope"],
+            ["--rotary-base", str(round(m.rope_theta))],
+            ["--disable-bias-linear"],
+        ]
     if not m.tie_embeddings:
         args.append(["--untie-embeddings-and-output-weights"])
     args += [["--attention-dropout", "0.0"], ["--hidden-dropout", "0.0"]]
@@ -71,13 +92,19 @@ def _model_args(ctx: ExportContext) -> list[list[str]]:
 
 def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
     p = ctx.plan
-    args = [["--tensor-model-parallel-size", str(p.tp)], ["--pipeline-model-parallel-size", str(p.pp)],
-            ["--context-parallel-size", str(p.cp)]]
+    args = [
+        ["--tensor-model-parallel-size", str(p.tp)],
+        ["--pipeline-model-parallel-size", str(p.pp)],
+        ["--context-parallel-size", str(p.cp)],
+    ]
     if p.vpp > 1:
         per_stage = ctx.layers_per_virtual_stage
         if per_stage is None:
-            ex.skip(f"plan.vpp={p.vpp}", f"num_layers={ctx.model.num_layers} is not divisible by pp*vpp="
-                    f"{p.pp * p.vpp}; Megatron's --num-layers-per-virtual-pipeline-stage needs an even split")
+            ex.skip(
+                f"plan.vpp={p.vpp}",
+                f"num_layers={ctx.model.num_layers} is not divisible by pp*vpp="
+                f"{p.pp * p.vpp}; Megatron's --num-layers-per-virtual-pipeline-stage needs an even split",
+            )
         else:
             args.append(["--num-layers-per-virtual-pipeline-stage", str(per_stage)])
     if p.pp > 1 and p.pp_schedule == "gpipe":
@@ -87,13 +114,18 @@ def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
     if p.zero_stage in (1, 2):
         args.append(["--use-distributed-optimizer"])
         if p.zero_stage == 2:
-            ex.skip("plan.zero_stage=2", "written as --use-distributed-optimizer: optimizer state sharded and "
-                    "gradients reduce-scattered, but Megatron keeps a full-size gradient buffer per rank (ZeRO-1 memory)")
+            ex.skip(
+                "plan.zero_stage=2",
+                "written as --use-distributed-optimizer: optimizer state sharded and "
+                "gradients reduce-scattered, but Megatron keeps a full-size gradient buffer per rank (ZeRO-1 memory)",
+            )
     elif p.zero_stage == 3:
         args.append(["--use-torch-fsdp2"])
         if p.pp > 1:
-            ex.skip("plan.zero_stage=3 with plan.pp>1", "Megatron's --use-torch-fsdp2 help: "
-                    "\"FSDP2 is not currently working with Pipeline Parallel\"")
+            ex.skip(
+                "plan.zero_stage=3 with plan.pp>1",
+                'Megatron\'s --use-torch-fsdp2 help: "FSDP2 is not currently working with Pipeline Parallel"',
+            )
     return args
 
 

@@ -10,6 +10,7 @@ nanotron 0.4 has no context parallelism, no interleaved pipeline, no activation-
 and ZeRO stage 0 or 1 only (`helpers.py`: any zero_stage > 0 builds ZeroDistributedOptimizer): those are listed
 as not mapped.
 """
+
 from __future__ import annotations
 
 from autotune.interop._common import Export, ExportContext, comment_block, header_lines
@@ -36,14 +37,21 @@ PLAN_KEYS: dict[str, str] = {
 
 def translate(ctx: ExportContext) -> Export:
     m, p, t = ctx.model, ctx.plan, ctx.train
-    ex = Export(target=TARGET, body={}, notes=[
-        "Sections autotune does not tune (optimizer betas/eps/weight decay, lr schedule, checkpoints, "
-        "train_steps, data) hold placeholders autotune did not tune: edit them."])
+    ex = Export(
+        target=TARGET,
+        body={},
+        notes=[
+            "Sections autotune does not tune (optimizer betas/eps/weight decay, lr schedule, checkpoints, "
+            "train_steps, data) hold placeholders autotune did not tune: edit them."
+        ],
+    )
     _unmapped(ctx, ex)
     ex.body = {
         "general": {"project": "autotune", "run": m.name, "seed": t.seed, "ignore_sanity_checks": True},
         "parallelism": {
-            "dp": p.dp, "pp": p.pp, "tp": p.tp,
+            "dp": p.dp,
+            "pp": p.pp,
+            "tp": p.tp,
             "pp_engine": ENGINES.get(p.pp_schedule, "1f1b"),
             # REDUCE_SCATTER is nanotron's sequence-parallel TP mode (parallelism_config.py docstring)
             "tp_mode": "REDUCE_SCATTER" if p.sequence_parallel else "ALL_REDUCE",
@@ -55,30 +63,60 @@ def translate(ctx: ExportContext) -> Export:
             "init_method": {"std": 0.02},
             "make_vocab_size_divisible_by": 1,
             "model_config": {
-                "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
-                "hidden_size": m.hidden_size, "initializer_range": 0.02,
-                "intermediate_size": m.ffn_hidden_size, "is_llama_config": True,
+                "bos_token_id": 1,
+                "eos_token_id": 2,
+                "hidden_act": "silu",
+                "hidden_size": m.hidden_size,
+                "initializer_range": 0.02,
+                "intermediate_size": m.ffn_hidden_size,
+                "is_llama_config": True,
                 "max_position_embeddings": t.seq_len,
-                "num_attention_heads": m.num_heads, "num_hidden_layers": m.num_layers,
-                "num_key_value_heads": m.num_kv_heads, "pad_token_id": None, "pretraining_tp": 1,
-                "rms_norm_eps": float(m.norm_eps), "rope_scaling": None,
-                "tie_word_embeddings": m.tie_embeddings, "use_cache": True, "vocab_size": m.vocab_size,
+                "num_attention_heads": m.num_heads,
+                "num_hidden_layers": m.num_layers,
+                "num_key_value_heads": m.num_kv_heads,
+                "pad_token_id": None,
+                "pretraining_tp": 1,
+                "rms_norm_eps": float(m.norm_eps),
+                "rope_scaling": None,
+                "tie_word_embeddings": m.tie_embeddings,
+                "use_cache": True,
+                "vocab_size": m.vocab_size,
             },
         },
         "tokenizer": {"tokenizer_name_or_path": None, "tokenizer_revision": None, "tokenizer_max_length": None},
-        "checkpoints": {"checkpoints_path": "checkpoints", "checkpoint_interval": 1000,
-                        "save_initial_state": False, "resume_checkpoint_path": None,
-                        "checkpoints_path_is_shared_file_system": False},
+        "checkpoints": {
+            "checkpoints_path": "checkpoints",
+            "checkpoint_interval": 1000,
+            "save_initial_state": False,
+            "resume_checkpoint_path": None,
+            "checkpoints_path_is_shared_file_system": False,
+        },
         "logging": {"log_level": "info", "log_level_replica": "info", "iteration_step_info_interval": 1},
-        "tokens": {"sequence_length": t.seq_len, "micro_batch_size": p.micro_batch_size,
-                   "batch_accumulation_per_replica": p.grad_accum_steps, "train_steps": 1000,
-                   "val_check_interval": -1, "limit_val_batches": 0, "limit_test_batches": 0},
+        "tokens": {
+            "sequence_length": t.seq_len,
+            "micro_batch_size": p.micro_batch_size,
+            "batch_accumulation_per_replica": p.grad_accum_steps,
+            "train_steps": 1000,
+            "val_check_interval": -1,
+            "limit_val_batches": 0,
+            "limit_test_batches": 0,
+        },
         "optimizer": {
             "zero_stage": min(p.zero_stage, 1),
-            "weight_decay": 0.01, "clip_grad": 1.0, "accumulate_grad_in_fp32": True,
-            "adam_eps": 1.0e-8, "adam_beta1": 0.9, "adam_beta2": 0.95, "torch_adam_is_fused": True,
-            "learning_rate_scheduler": {"learning_rate": t.lr, "lr_warmup_steps": 0, "lr_warmup_style": "linear",
-                                        "lr_decay_style": "cosine", "min_decay_lr": float(f"{t.lr / 10:.6g}")},
+            "weight_decay": 0.01,
+            "clip_grad": 1.0,
+            "accumulate_grad_in_fp32": True,
+            "adam_eps": 1.0e-8,
+            "adam_beta1": 0.9,
+            "adam_beta2": 0.95,
+            "torch_adam_is_fused": True,
+            "learning_rate_scheduler": {
+                "learning_rate": t.lr,
+                "lr_warmup_steps": 0,
+                "lr_warmup_style": "linear",
+                "lr_decay_style": "cosine",
+                "min_decay_lr": float(f"{t.lr / 10:.6g}"),
+            },
         },
     }
     return ex
@@ -87,18 +125,25 @@ def translate(ctx: ExportContext) -> Export:
 def _unmapped(ctx: ExportContext, ex: Export) -> None:
     m, p = ctx.model, ctx.plan
     if p.cp > 1:
-        ex.skip(f"plan.cp={p.cp}", "nanotron 0.4 has no context parallelism; run dp*cp data-parallel ranks or "
-                "another trainer (the dp written here is autotune's dp, so this file describes dp*tp*pp ranks)")
+        ex.skip(
+            f"plan.cp={p.cp}",
+            "nanotron 0.4 has no context parallelism; run dp*cp data-parallel ranks or "
+            "another trainer (the dp written here is autotune's dp, so this file describes dp*tp*pp ranks)",
+        )
     if p.vpp > 1:
-        ex.skip(f"plan.vpp={p.vpp} (interleaved_1f1b)", "nanotron 0.4 pipeline engines are 1f1b and afab only; "
-                "written as 1f1b")
+        ex.skip(
+            f"plan.vpp={p.vpp} (interleaved_1f1b)",
+            "nanotron 0.4 pipeline engines are 1f1b and afab only; written as 1f1b",
+        )
     if p.recompute != "none":
         ex.skip(f"plan.recompute={p.recompute}", "nanotron 0.4 has no activation-recompute option")
     if p.zero_stage > 1:
         ex.skip(f"plan.zero_stage={p.zero_stage}", "nanotron 0.4 shards optimizer state only (ZeRO-1); written as 1")
     if m.rope_theta != 10000.0:
-        ex.skip(f"model.rope_theta={m.rope_theta}", "nanotron 0.4 LlamaConfig has no rope_theta key "
-                "(its rotary embedding uses 10000)")
+        ex.skip(
+            f"model.rope_theta={m.rope_theta}",
+            "nanotron 0.4 LlamaConfig has no rope_theta key (its rotary embedding uses 10000)",
+        )
     if m.block != "llama":
         ex.skip(f"model.block={m.block}", "written as a LlamaConfig; nanotron 0.4 has no GPT-2 block config")
 

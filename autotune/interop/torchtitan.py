@@ -15,6 +15,7 @@ Mapping (our bench trainer is built the torchtitan way, so most of it is one-to-
   micro_batch_size x (grad_accum_steps with PP, else 1) and global_batch_size = dp x micro x grad_accum, from which
   torchtitan derives the accumulation steps (`train.py`: global_batch_size // (local_batch_size * dp_degree)).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,9 @@ import json
 from autotune.interop._common import Export, ExportContext, comment_block, header_lines
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
-TARGET = "torchtitan 0.2.2 (torchtitan/config/job_config.py; run: torchrun ... -m torchtitan.train --job.config_file FILE)"
+TARGET = (
+    "torchtitan 0.2.2 (torchtitan/config/job_config.py; run: torchrun ... -m torchtitan.train --job.config_file FILE)"
+)
 SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved_1f1b": "Interleaved1F1B"}
 # Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
 # by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
@@ -55,11 +58,13 @@ def translate(ctx: ExportContext) -> Export:
     if flavor is None or m.tie_embeddings:
         # the model's own name: torchtitan refuses an unregistered flavor instead of silently training other dims
         flavor = m.name
-        ex.skip(f"model {m.name} (hidden_size={m.hidden_size} num_layers={m.num_layers} num_heads={m.num_heads} "
-                f"num_kv_heads={m.num_kv_heads} ffn_hidden_size={m.ffn_hidden_size} vocab_size={m.vocab_size} "
-                f"tie_embeddings={str(m.tie_embeddings).lower()})",
-                "torchtitan model dims come from a registered flavor, not the TOML; register flavor "
-                f"\"{m.name}\" with these dims in torchtitan/models/llama3/__init__.py (0.2.2 has no weight tying)")
+        ex.skip(
+            f"model {m.name} (hidden_size={m.hidden_size} num_layers={m.num_layers} num_heads={m.num_heads} "
+            f"num_kv_heads={m.num_kv_heads} ffn_hidden_size={m.ffn_hidden_size} vocab_size={m.vocab_size} "
+            f"tie_embeddings={str(m.tie_embeddings).lower()})",
+            "torchtitan model dims come from a registered flavor, not the TOML; register flavor "
+            f'"{m.name}" with these dims in torchtitan/models/llama3/__init__.py (0.2.2 has no weight tying)',
+        )
     ex.body["job"] = {"description": f"autotune export: {m.name} {ctx.summary()}"}
     ex.body["model"] = {"name": "llama3", "flavor": flavor}
     ex.body["training"] = {
@@ -77,11 +82,17 @@ def _parallelism(ctx: ExportContext, ex: Export) -> dict:
     p = ctx.plan
     pure_dp = p.tp == p.pp == p.cp == 1
     if p.zero_stage == 0 and not pure_dp:
-        ex.skip("plan.zero_stage=0 (replicated DP)", "torchtitan 0.2.2 supports DDP only as 1-D parallelism; "
-                "written as FSDP (data_parallel_shard_degree) with fsdp_reshard_after_forward=\"never\"")
+        ex.skip(
+            "plan.zero_stage=0 (replicated DP)",
+            "torchtitan 0.2.2 supports DDP only as 1-D parallelism; "
+            'written as FSDP (data_parallel_shard_degree) with fsdp_reshard_after_forward="never"',
+        )
     if p.zero_stage == 1:
-        ex.skip("plan.zero_stage=1", "FSDP2 has no optimizer-only sharding; written as fsdp_reshard_after_forward="
-                "\"never\" (ZeRO-2-like: gradients are sharded too)")
+        ex.skip(
+            "plan.zero_stage=1",
+            "FSDP2 has no optimizer-only sharding; written as fsdp_reshard_after_forward="
+            '"never" (ZeRO-2-like: gradients are sharded too)',
+        )
     use_ddp = p.zero_stage == 0 and pure_dp
     out = {
         "data_parallel_replicate_degree": p.dp if use_ddp else 1,
@@ -104,8 +115,10 @@ def _parallelism(ctx: ExportContext, ex: Export) -> dict:
             out["pipeline_parallel_first_stage_less_layers"] = 0
             out["pipeline_parallel_last_stage_less_layers"] = 0
         else:
-            ex.skip(f"plan.pp={p.pp} x vpp={p.vpp} uneven split of num_layers={ctx.model.num_layers}",
-                    "left to torchtitan's own split (first/last stage take fewer layers)")
+            ex.skip(
+                f"plan.pp={p.pp} x vpp={p.vpp} uneven split of num_layers={ctx.model.num_layers}",
+                "left to torchtitan's own split (first/last stage take fewer layers)",
+            )
     return out
 
 
@@ -113,10 +126,13 @@ def _activation_checkpoint(ctx: ExportContext, ex: Export) -> dict:
     mode = ctx.plan.recompute
     if mode == "selective":
         # torchtitan 0.2.2 "op" policy: torchtitan/distributed/activation_checkpoint.py `_custom_policy`
-        ex.skip("plan.recompute=selective", "autotune's selective recompute is op-level SAC that saves the outputs of "
-                "every matmul and of the attention (SDPA) kernel and recomputes the rest (norms, RoPE, SwiGLU "
-                "activation, residual adds); torchtitan's selective_ac_option=\"op\" saves the same ops except every "
-                "second matmul, so it keeps fewer activations and recomputes more")
+        ex.skip(
+            "plan.recompute=selective",
+            "autotune's selective recompute is op-level SAC that saves the outputs of "
+            "every matmul and of the attention (SDPA) kernel and recomputes the rest (norms, RoPE, SwiGLU "
+            'activation, residual adds); torchtitan\'s selective_ac_option="op" saves the same ops except every '
+            "second matmul, so it keeps fewer activations and recomputes more",
+        )
         return {"mode": "selective", "selective_ac_option": "op"}
     return {"mode": mode}
 

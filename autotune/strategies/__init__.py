@@ -1,6 +1,7 @@
 """Search strategies (ask/tell). `get_strategy(name, candidates, max_trials, seed)` builds one by name from
 STRATEGIES, the one list of strategies (the CLI's choices and tests/contract/test_strategy_contract.py derive from it):
 a new strategy is a module with a `Strategy` subclass plus its line here."""
+
 from __future__ import annotations
 
 import importlib

@@ -7,6 +7,7 @@ optuna samples with TPE/NSGA-II, halving promotes the measured best to more step
 samplers: small base, `ask` the one abstract method, optional hooks with default bodies, implementations in their own
 modules. Every registered strategy passes tests/contract/test_strategy_contract.py.
 """
+
 from __future__ import annotations
 
 import abc
@@ -46,7 +47,7 @@ class Pruned:
 class Strategy(abc.ABC):
     name: str = "base"
 
-    def __init__(self, candidates: "pd.DataFrame", max_trials: int | None, seed: int = 0) -> None:
+    def __init__(self, candidates: pd.DataFrame, max_trials: int | None, seed: int = 0) -> None:
         """`candidates`: runnable rows (rank not null) of the planner frame, predicted best first."""
         if max_trials is not None and max_trials < 1:
             raise UsageError(f"--max-trials={max_trials} must be an integer >= 1")
@@ -80,7 +81,7 @@ class Strategy(abc.ABC):
         else:
             self.results[candidate_id] = row
 
-    def update_ranking(self, candidates: "pd.DataFrame") -> None:
+    def update_ranking(self, candidates: pd.DataFrame) -> None:
         """Hook: calibration re-scored the runnable candidates (autotune.calibrate.OnlineCalibrator), predicted best
         first. Strategies that follow the models' order re-order what they have not asked yet; by default the
         order chosen at the start stands."""

@@ -1,4 +1,5 @@
 """Grid: every runnable candidate, predicted best first, until `max_trials` (None = all). No feedback."""
+
 from __future__ import annotations
 
 from typing import Any

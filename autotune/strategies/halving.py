@@ -10,6 +10,7 @@ Optimization", Alg. 1; the budget split of Li et al. 2018, Hyperband): many cand
 - Every trial counts against --max-trials (a candidate run at three rungs costs three trials). Trial ids carry the
   rung (autotune.store.trial_id_for), so each rung writes its own row.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,11 @@ def parse_steps(steps: Any) -> tuple[int, ...]:
         except ValueError:
             raise SpecError(f"sweep.halving_steps={text!r} must be comma-separated integers, e.g. 1,3,9") from None
     steps = tuple(steps)
-    if not steps or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in steps) or \
-            any(b <= a for a, b in zip(steps, steps[1:])):
+    if (
+        not steps
+        or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in steps)
+        or any(b <= a for a, b in zip(steps, steps[1:]))
+    ):
         raise SpecError(f"sweep.halving_steps={list(steps)!r} must be increasing integers >= 1, e.g. [1, 3, 9]")
     return steps
 
@@ -40,8 +44,17 @@ def parse_steps(steps: Any) -> tuple[int, ...]:
 class HalvingStrategy(Strategy):
     name = "halving"
 
-    def __init__(self, candidates: Any, max_trials: int | None, seed: int = 0, *, halving_steps: Any = DEFAULT_STEPS,
-                 halving_eta: int = DEFAULT_ETA, halving_pool: int | None = None, **_options: Any) -> None:
+    def __init__(
+        self,
+        candidates: Any,
+        max_trials: int | None,
+        seed: int = 0,
+        *,
+        halving_steps: Any = DEFAULT_STEPS,
+        halving_eta: int = DEFAULT_ETA,
+        halving_pool: int | None = None,
+        **_options: Any,
+    ) -> None:
         super().__init__(candidates, max_trials, seed)
         self.steps = parse_steps(halving_steps)
         if isinstance(halving_eta, bool) or not isinstance(halving_eta, int) or halving_eta < 2:
@@ -60,7 +73,11 @@ class HalvingStrategy(Strategy):
 
     @classmethod
     def options_from_config(cls, sweep: Any, sweep_root: Any, sweep_id: str) -> dict[str, Any]:
-        return {"halving_steps": sweep.halving_steps, "halving_eta": sweep.halving_eta, "halving_pool": sweep.halving_pool}
+        return {
+            "halving_steps": sweep.halving_steps,
+            "halving_eta": sweep.halving_eta,
+            "halving_pool": sweep.halving_pool,
+        }
 
     def _pool_size(self, pool: int | None) -> int:
         n = len(self.candidates)
@@ -70,7 +87,7 @@ class HalvingStrategy(Strategy):
             return min(pool, n)
         if self.max_trials is None:
             return n
-        cost = sum(self.eta ** -r for r in range(len(self.steps)))  # trials per first-rung candidate
+        cost = sum(self.eta**-r for r in range(len(self.steps)))  # trials per first-rung candidate
         return max(1, min(n, int(self.max_trials / cost)))
 
     def rung_sizes(self) -> list[int]:
@@ -114,8 +131,11 @@ class HalvingStrategy(Strategy):
         """All of this rung is told: queue the best ceil(n/eta) ok rows for the next rung."""
         if self.rung + 1 >= len(self.steps):
             return
-        ok = [(float(r["tokens_per_s_per_gpu"]), cid) for cid, r in self._rung_rows.items()
-              if r.get("status") == "ok" and r.get("tokens_per_s_per_gpu") is not None]
+        ok = [
+            (float(r["tokens_per_s_per_gpu"]), cid)
+            for cid, r in self._rung_rows.items()
+            if r.get("status") == "ok" and r.get("tokens_per_s_per_gpu") is not None
+        ]
         keep = max(1, math.ceil(len(self._rung_members) / self.eta)) if ok else 0
         survivors = [cid for _, cid in sorted(ok, reverse=True)[:keep]]
         by_id = {str(c): i for i, c in enumerate(self.candidates["candidate_id"])}
@@ -163,7 +183,9 @@ class HalvingStrategy(Strategy):
         # queued at a later rung is not "not yet run": a candidate with a row of an earlier rung is never pruned (its
         # pruned row would replace that measured row)
         pool_ids = {str(c["candidate_id"]) for c in self._queue} - set(self.results)
-        found = dominated_candidates(self.candidates, oom_row, skip=lambda cid: cid not in pool_ids or cid in self.pruned)
+        found = dominated_candidates(
+            self.candidates, oom_row, skip=lambda cid: cid not in pool_ids or cid in self.pruned
+        )
         for cand, reason in found:
             self.pruned[str(cand["candidate_id"])] = reason
         return [Pruned(cand, reason) for cand, reason in found]

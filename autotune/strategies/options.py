@@ -1,5 +1,6 @@
 """Strategy-specific settings from the sweep config (`sweep.*`), so the controller passes one dict to get_strategy.
 Each strategy reads its own (`Strategy.options_from_config`); nothing here names one."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -13,6 +13,7 @@ sweep id with `load_if_exists`, so several controllers can share one study and o
 A failed trial (oom/crash/timeout) is told as throughput 0 to TPE (the region is bad, learn it) and FAIL to NSGA-II;
 an OOM also prunes the candidates it dominates (autotune.oom_pruning).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,9 +33,18 @@ MAX_SNAPS = 1000
 class OptunaStrategy(Strategy):
     name = "optuna"
 
-    def __init__(self, candidates: Any, max_trials: int | None, seed: int = 0, *, objective: str = "throughput",
-                 storage: str | None = None, study_name: str | None = None, num_seed_trials: int | None = None,
-                 **_options: Any) -> None:
+    def __init__(
+        self,
+        candidates: Any,
+        max_trials: int | None,
+        seed: int = 0,
+        *,
+        objective: str = "throughput",
+        storage: str | None = None,
+        study_name: str | None = None,
+        num_seed_trials: int | None = None,
+        **_options: Any,
+    ) -> None:
         super().__init__(candidates, max_trials, seed)
         if objective not in OBJECTIVES:
             raise UsageError(f"--objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
@@ -43,12 +53,15 @@ class OptunaStrategy(Strategy):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.objective = objective
         self.dims = [d for d in DIMS if self.candidates[d].nunique() > 1]
-        self.distributions = {d: optuna.distributions.CategoricalDistribution(
-            sorted({py_value(v) for v in self.candidates[d]}, key=str)) for d in self.dims}
+        self.distributions = {
+            d: optuna.distributions.CategoricalDistribution(sorted({py_value(v) for v in self.candidates[d]}, key=str))
+            for d in self.dims
+        }
         self._index = {self._key(self.candidates.iloc[i]): i for i in range(len(self.candidates))}
         n = len(self.candidates)
         self.num_seed_trials = num_seed_trials if num_seed_trials is not None else max(1, min(5, math.ceil(0.1 * n)))
         import optuna  # noqa: F401  (fail here, not mid-sweep, when optuna is missing)
+
         self._storage, self._study_name, self._study = storage, study_name, None
         self._seeded = False
         self._trials: dict[str, Any] = {}
@@ -93,14 +106,15 @@ class OptunaStrategy(Strategy):
         if storage and storage.startswith("sqlite:///"):
             from pathlib import Path
 
-            Path(storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            Path(storage[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             sampler = self._make_sampler(optuna, self.seed)
             directions = ["maximize", "minimize"] if self.objective == "pareto" else ["maximize"]
             try:
-                return optuna.create_study(storage=storage, study_name=study_name, sampler=sampler,
-                                           directions=directions, load_if_exists=True)
+                return optuna.create_study(
+                    storage=storage, study_name=study_name, sampler=sampler, directions=directions, load_if_exists=True
+                )
             except Exception as e:  # a bad --storage URL: sqlalchemy's NoSuchModuleError / ArgumentError / ...
                 if type(e).__module__.startswith("sqlalchemy") or isinstance(e, (ValueError, ImportError)):
                     why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -161,7 +175,9 @@ class OptunaStrategy(Strategy):
                     self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
                     continue
                 near = self._nearest(self._key(trial.params))
-                trial.set_user_attr("snapped_to", None if near is None else str(self.candidates.iloc[near]["candidate_id"]))
+                trial.set_user_attr(
+                    "snapped_to", None if near is None else str(self.candidates.iloc[near]["candidate_id"])
+                )
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 if near is None:
                     return None  # every candidate is run, in flight or pruned
@@ -215,10 +231,14 @@ class OptunaStrategy(Strategy):
         values = self._values(row)
         if match.empty or values is None:
             return
-        self.study.add_trial(optuna.trial.create_trial(
-            params=self._params(match.iloc[0]), distributions=self.distributions,
-            values=list(values) if isinstance(values, tuple) else [values],
-            user_attrs={"candidate_id": candidate_id, "status": str(row.get("status"))}))
+        self.study.add_trial(
+            optuna.trial.create_trial(
+                params=self._params(match.iloc[0]),
+                distributions=self.distributions,
+                values=list(values) if isinstance(values, tuple) else [values],
+                user_attrs={"candidate_id": candidate_id, "status": str(row.get("status"))},
+            )
+        )
         if row.get("status") == "oom":
             self._learn(row)
 

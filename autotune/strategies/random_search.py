@@ -2,6 +2,7 @@
 strategy must beat (Bergstra & Bengio 2012, "Random Search for Hyper-Parameter Optimization"). It ignores the
 performance model's ranking but still learns from OOMs: an OOM prunes the candidates it dominates (autotune.oom_pruning),
 like topk, so the budget is not spent on layouts that cannot fit."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -4,6 +4,7 @@ Starts from the predicted order like grid, but an OOM prunes every not-yet-run c
 memory for the same reason (autotune.oom_pruning's partial order), so the budget goes to layouts that can still run:
 the next-ranked unpruned candidate takes the freed slot.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -36,9 +37,11 @@ class TopKStrategy(GridStrategy):
         the new predicted order; candidates no longer runnable drop out."""
         import pandas as pd
 
-        asked = self.candidates.iloc[:self._next]
-        rest = candidates[~candidates["candidate_id"].isin(asked["candidate_id"])
-                          & candidates["candidate_id"].isin(self.candidates["candidate_id"])]
+        asked = self.candidates.iloc[: self._next]
+        rest = candidates[
+            ~candidates["candidate_id"].isin(asked["candidate_id"])
+            & candidates["candidate_id"].isin(self.candidates["candidate_id"])
+        ]
         self.candidates = pd.concat([asked, rest]).reset_index(drop=True)
 
     def _learn(self, oom_row: dict[str, Any]) -> list[Pruned]:

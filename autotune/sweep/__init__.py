@@ -7,6 +7,7 @@ most the trials in flight (no row yet) and can never have written two rows for o
 folder back, skips every candidate that has a row, and runs the rest. A re-run of a candidate (only possible for one
 that had no row) replaces its own file.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -41,11 +42,21 @@ class SweepRequest:
     argv: tuple[str, ...] = field(default=())
 
 
-def flag_overrides(backend: str | None = None, strategy: str | None = None, max_trials: int | None = None,
-                   steps: int | None = None, parallel: int | None = None) -> list[str]:
+def flag_overrides(
+    backend: str | None = None,
+    strategy: str | None = None,
+    max_trials: int | None = None,
+    steps: int | None = None,
+    parallel: int | None = None,
+) -> list[str]:
     """The sweep flags as `sweep.*` overrides, so sweep.yaml's resolved config records them and resume re-reads them."""
-    pairs = (("backend", backend), ("strategy", strategy), ("max_trials", max_trials), ("timed_steps", steps),
-             ("parallel", parallel))
+    pairs = (
+        ("backend", backend),
+        ("strategy", strategy),
+        ("max_trials", max_trials),
+        ("timed_steps", steps),
+        ("parallel", parallel),
+    )
     return [f"sweep.{k}={v}" for k, v in pairs if v is not None]
 
 
@@ -68,8 +79,10 @@ def _open_store(req: SweepRequest) -> tuple[SweepStore, int, Config, bool]:
         results_dir = load_config(list(req.overrides)).sweep.results_dir
         store = SweepStore(Path(results_dir) / req.sweep_id)
         if store.exists() and not req.resume_if_exists:
-            raise UsageError(f"--sweep-id={req.sweep_id!r}: {store.root} already exists; pass --resume {store.root} "
-                             "or --resume-if-exists")
+            raise UsageError(
+                f"--sweep-id={req.sweep_id!r}: {store.root} already exists; pass --resume {store.root} "
+                "or --resume-if-exists"
+            )
         # Only empty sub-folders (a controller stopped between mkdir and sweep.yaml) still count as a fresh folder.
         if not store.exists() and store.root.exists() and any(p.is_file() for p in store.root.rglob("*")):
             raise UsageError(f"--sweep-id={req.sweep_id!r}: {store.root} exists and is not a sweep folder")
@@ -96,8 +109,10 @@ def _make_launcher(cfg: Config, store: SweepStore, num_gpus: int) -> Launcher:
     launcher = launcher_from_config(cfg.sweep, backend, workdir=store.work_dir, log_dir=store.logs_dir)
     limit = launcher.max_world_size()
     if limit is not None and num_gpus > limit:
-        raise UsageError(f"--gpus={num_gpus} exceeds what --backend={backend} provides here "
-                         f"({launcher.describe_limit()}); use --backend {'|'.join(launcher_names(besides=backend))}")
+        raise UsageError(
+            f"--gpus={num_gpus} exceeds what --backend={backend} provides here "
+            f"({launcher.describe_limit()}); use --backend {'|'.join(launcher_names(besides=backend))}"
+        )
     return launcher
 
 
@@ -111,8 +126,9 @@ def _record_planner_rejects(cfg: Config, store: SweepStore, frame: Any, done: di
         if str(cand["candidate_id"]) in done:
             continue
         reason = cand["reject_reason"] if isinstance(cand["reject_reason"], str) else "predicted not to fit"
-        write_row(store.trials_dir, pruned_row(cfg, cand, reason, sweep_id=store.sweep_id, backend=backend),
-                  fsync=False)
+        write_row(
+            store.trials_dir, pruned_row(cfg, cand, reason, sweep_id=store.sweep_id, backend=backend), fsync=False
+        )
         n += 1
     if n:
         import os
@@ -134,8 +150,13 @@ def run_sweep(req: SweepRequest, console: Console | None = None) -> Path:
         raise NoValidLayoutError(explain_no_layout(frame, cfg, num_gpus))
     from autotune.strategies.options import strategy_options
 
-    strategy = get_strategy(cfg.sweep.strategy, runnable, cfg.sweep.max_trials, seed=cfg.train.seed,
-                            **strategy_options(cfg, store.root, store.sweep_id))
+    strategy = get_strategy(
+        cfg.sweep.strategy,
+        runnable,
+        cfg.sweep.max_trials,
+        seed=cfg.train.seed,
+        **strategy_options(cfg, store.root, store.sweep_id),
+    )
     created = not resuming and not store.root.exists()
     try:
         launcher = _make_launcher(cfg, store, num_gpus)
@@ -147,16 +168,22 @@ def run_sweep(req: SweepRequest, console: Console | None = None) -> Path:
         raise
     if not resuming:
         store.create(cfg.resolved_yaml, {"gpus": num_gpus, "overrides": list(req.overrides), "argv": list(req.argv)})
-    console.print(f"sweep {store.root}  ({'resuming, ' if resuming else ''}{num_gpus} GPUs, model {cfg.model.name}, "
-                  f"backend {cfg.sweep.backend}, strategy {cfg.sweep.strategy})", highlight=False, soft_wrap=True)
+    console.print(
+        f"sweep {store.root}  ({'resuming, ' if resuming else ''}{num_gpus} GPUs, model {cfg.model.name}, "
+        f"backend {cfg.sweep.backend}, strategy {cfg.sweep.strategy})",
+        highlight=False,
+        soft_wrap=True,
+    )
     previous = store.read()
     done = dict(zip(previous["candidate_id"], previous["status"]))
     for _, prow in previous[previous["status"].isin(FINISHED)].iterrows():
         strategy.replay(str(prow["candidate_id"]), {k: (None if _isna(v) else v) for k, v in prow.items()})
     n_pruned = _record_planner_rejects(cfg, store, frame, done, cfg.sweep.backend)
-    console.print(f"{len(frame)} candidates: {len(runnable)} runnable, {int(frame['rank'].isna().sum())} rejected by "
-                  f"the planner ({n_pruned} recorded now); {len(strategy.results)} trial(s) already done",
-                  highlight=False)
+    console.print(
+        f"{len(frame)} candidates: {len(runnable)} runnable, {int(frame['rank'].isna().sum())} rejected by "
+        f"the planner ({n_pruned} recorded now); {len(strategy.results)} trial(s) already done",
+        highlight=False,
+    )
     try:
         _loop(cfg, store, launcher, strategy, req, console)
     finally:
@@ -183,8 +210,9 @@ def _isna(v: Any) -> bool:
         return False
 
 
-def _loop(cfg: Config, store: SweepStore, launcher: Launcher, strategy: Strategy, req: SweepRequest,
-          console: Console) -> None:
+def _loop(
+    cfg: Config, store: SweepStore, launcher: Launcher, strategy: Strategy, req: SweepRequest, console: Console
+) -> None:
     from autotune.oom_pruning import OOM_RULE
     from autotune.sweep.progress import SweepProgress, layout_text
     from autotune.sweep.rows import candidate_spec, pruned_row
@@ -218,8 +246,9 @@ def _loop(cfg: Config, store: SweepStore, launcher: Launcher, strategy: Strategy
                     extra["timed_steps"] = ask.timed_steps
                 if req.memory_limit_bytes is not None:
                     extra["memory_limit_bytes"] = req.memory_limit_bytes
-                spec = candidate_spec(cfg, ask.candidate, sweep_id=store.sweep_id, backend=cfg.sweep.backend,
-                                      rung=ask.rung, **extra)
+                spec = candidate_spec(
+                    cfg, ask.candidate, sweep_id=store.sweep_id, backend=cfg.sweep.backend, rung=ask.rung, **extra
+                )
                 in_flight[spec.trial_id] = (ask, launcher.submit(spec))
             if not in_flight:
                 return
@@ -238,8 +267,9 @@ def _loop(cfg: Config, store: SweepStore, launcher: Launcher, strategy: Strategy
                     calibrator.after_row(row, strategy, lambda msg: console.print(f"  {msg}", highlight=False))
                 for p in strategy.tell(ask, row):
                     # every strategy prune is OOM dominance today (autotune.oom_pruning)
-                    pruned = pruned_row(cfg, p.candidate, p.reason, sweep_id=store.sweep_id, backend=cfg.sweep.backend,
-                                        rule=OOM_RULE)
+                    pruned = pruned_row(
+                        cfg, p.candidate, p.reason, sweep_id=store.sweep_id, backend=cfg.sweep.backend, rule=OOM_RULE
+                    )
                     store.write_row(pruned)
                     console.print(f"  pruned {pruned['trial_id']}: {p.reason}", highlight=False, soft_wrap=True)
     except BaseException:

@@ -1,5 +1,6 @@
 """Live sweep progress on the terminal (rich): one line per finished trial with trial i/K, layout, status, throughput,
 best so far and ETA; a spinner line for what is in flight when stdout is a terminal."""
+
 from __future__ import annotations
 
 import time
@@ -8,9 +9,11 @@ from typing import Any
 
 def layout_text(r: Any) -> str:
     g = r.get if hasattr(r, "get") else (lambda k: r[k])
-    text = (f"dp{int(g('dp'))} tp{int(g('tp'))} pp{int(g('pp'))} cp{int(g('cp'))}"
-            + (f" vpp{int(g('vpp'))}" if int(g("vpp")) > 1 else "")
-            + f" z{int(g('zero_stage'))} mbs{int(g('micro_batch_size'))} rc={g('recompute')}")
+    text = (
+        f"dp{int(g('dp'))} tp{int(g('tp'))} pp{int(g('pp'))} cp{int(g('cp'))}"
+        + (f" vpp{int(g('vpp'))}" if int(g("vpp")) > 1 else "")
+        + f" z{int(g('zero_stage'))} mbs{int(g('micro_batch_size'))} rc={g('recompute')}"
+    )
     return text + (" sp" if bool(g("sequence_parallel")) else "")
 
 
@@ -21,8 +24,15 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-_STYLE = {"ok": "green", "simulated": "cyan", "oom": "magenta", "crash": "red", "timeout": "yellow",
-          "pruned": "dim", "invalid": "red"}
+_STYLE = {
+    "ok": "green",
+    "simulated": "cyan",
+    "oom": "magenta",
+    "crash": "red",
+    "timeout": "yellow",
+    "pruned": "dim",
+    "invalid": "red",
+}
 
 
 class SweepProgress:
@@ -56,8 +66,10 @@ class SweepProgress:
 
     def running(self, in_flight: list[str]) -> None:
         if self._live is not None:
-            self._live.update(f"running {', '.join(in_flight) or '-'}  ({self.count}/{self.total} done, "
-                              f"elapsed {fmt_duration(time.monotonic() - self.t0)})")
+            self._live.update(
+                f"running {', '.join(in_flight) or '-'}  ({self.count}/{self.total} done, "
+                f"elapsed {fmt_duration(time.monotonic() - self.t0)})"
+            )
 
     def eta_s(self) -> float | None:
         left = max(0, self.total - self.count)
@@ -81,9 +93,12 @@ class SweepProgress:
         perf = f"{value:,.1f} {label}" if value is not None else escape(str(row.get("error_type") or "-"))
         best = f"{self.best[0]:,.1f} ({self.best[1]})" if self.best else "-"
         style = _STYLE.get(status, "")
-        self.console.print(f"trial {self.count}/{self.total}  {row['trial_id']}  {layout_text(row)}  "
-                           f"[{style}]{status}[/{style}]  {perf}  wall {fmt_duration(row.get('wall_s'))}  "
-                           f"best {best}  ETA {fmt_duration(self.eta_s())}", highlight=False)
+        self.console.print(
+            f"trial {self.count}/{self.total}  {row['trial_id']}  {layout_text(row)}  "
+            f"[{style}]{status}[/{style}]  {perf}  wall {fmt_duration(row.get('wall_s'))}  "
+            f"best {best}  ETA {fmt_duration(self.eta_s())}",
+            highlight=False,
+        )
 
     def stop(self) -> None:
         if self._live is not None:

@@ -1,4 +1,5 @@
 """Rows the controller writes itself (planner- and strategy-pruned candidates) and the TrialSpec of a candidate."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -20,23 +21,32 @@ def _num(v: Any) -> float | None:
 
 
 def predictions(cand: Any) -> dict[str, float | None]:
-    return {"pred_mem_bytes": _num(cand.get("mem_reserved_bytes")),
-            "pred_tokens_per_s_per_gpu": _num(cand.get("pred_tokens_per_s_per_gpu")),
-            "pred_mfu": _num(cand.get("pred_mfu"))}
+    return {
+        "pred_mem_bytes": _num(cand.get("mem_reserved_bytes")),
+        "pred_tokens_per_s_per_gpu": _num(cand.get("pred_tokens_per_s_per_gpu")),
+        "pred_mfu": _num(cand.get("pred_mfu")),
+    }
 
 
-def candidate_spec(cfg: Any, cand: Any, *, sweep_id: str, backend: str, rung: int = 0,
-                   **extra: Any) -> TrialSpec:
+def candidate_spec(cfg: Any, cand: Any, *, sweep_id: str, backend: str, rung: int = 0, **extra: Any) -> TrialSpec:
     from autotune.planner import plan_from_row
     from autotune.trialfile import make_spec
 
     plan = plan_from_row(cand)
-    return make_spec(cfg, plan, sweep_id=sweep_id, trial_id=trial_id_for(str(cand["candidate_id"]), rung),
-                     backend=backend, **predictions(cand), **extra)
+    return make_spec(
+        cfg,
+        plan,
+        sweep_id=sweep_id,
+        trial_id=trial_id_for(str(cand["candidate_id"]), rung),
+        backend=backend,
+        **predictions(cand),
+        **extra,
+    )
 
 
-def pruned_row(cfg: Any, cand: Any, reason: str, *, sweep_id: str, backend: str,
-               rule: str | None = None) -> dict[str, Any]:
+def pruned_row(
+    cfg: Any, cand: Any, reason: str, *, sweep_id: str, backend: str, rule: str | None = None
+) -> dict[str, Any]:
     """A `pruned` row: identity, layout and predictions of a candidate that is never run, and why: `reason` (text) and
     `rule` (the stable id, autotune.constraints / autotune.oom_pruning; default: the candidate's `reject_rule`)."""
     cid = str(cand["candidate_id"])
@@ -49,7 +59,13 @@ def pruned_row(cfg: Any, cand: Any, reason: str, *, sweep_id: str, backend: str,
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     if rule is None:
         rule = cand.get("reject_rule")
-    row.update(candidate_id=cid, trial_id=trial_id_for(cid), status="pruned", reject_reason=reason,
-               reject_rule=rule if isinstance(rule, str) else None,
-               started_at=now, ended_at=now)
+    row.update(
+        candidate_id=cid,
+        trial_id=trial_id_for(cid),
+        status="pruned",
+        reject_reason=reason,
+        reject_rule=rule if isinstance(rule, str) else None,
+        started_at=now,
+        ended_at=now,
+    )
     return normalize_row(row)

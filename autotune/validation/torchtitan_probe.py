@@ -13,6 +13,7 @@ fake mode; both report AdamW's analytical 2 fp32 states per local element (`opti
 Requires torchtitan's import-time dependencies (tokenizers, torchdata, tensorboard, datasets, triton, ...): the
 Makefile installs them; a missing one raises ImportError (callers must not turn that into a skip).
 Setup notes: docs/memory_model.md "Against torchtitan"."""
+
 from __future__ import annotations
 
 import contextlib
@@ -37,10 +38,18 @@ def _model_args(model: ModelSpec, seq_len: int):
     # FeedForward: hidden = int(2 * 4 * dim / 3); int(mult * hidden); round up to multiple_of. With multiple_of=1 and
     # mult = (f + 0.5) / hidden the result is exactly f.
     base = int(2 * 4 * model.hidden_size / 3)
-    return TransformerModelArgs(dim=model.hidden_size, n_layers=model.num_layers, n_heads=model.num_heads,
-                                n_kv_heads=model.num_kv_heads, vocab_size=model.vocab_size, multiple_of=1,
-                                ffn_dim_multiplier=(model.ffn_hidden_size + 0.5) / base, norm_eps=model.norm_eps,
-                                rope_theta=model.rope_theta, max_seq_len=seq_len)
+    return TransformerModelArgs(
+        dim=model.hidden_size,
+        n_layers=model.num_layers,
+        n_heads=model.num_heads,
+        n_kv_heads=model.num_kv_heads,
+        vocab_size=model.vocab_size,
+        multiple_of=1,
+        ffn_dim_multiplier=(model.ffn_hidden_size + 0.5) / base,
+        norm_eps=model.norm_eps,
+        rope_theta=model.rope_theta,
+        max_seq_len=seq_len,
+    )
 
 
 def _job_config(plan: ParallelPlan, seq_len: int, precision: str):
@@ -121,16 +130,26 @@ def _probe(model: ModelSpec, plan: ParallelPlan, seq_len: int, precision: str, w
     snap = next(iter(tracker.get_tracker_snapshot("peak").values()))
     by_cat = {str(k): float(v) for k, v in snap.items() if k != "Total"}
     numels = [(q.to_local() if isinstance(q, DTensor) else q).numel() for q in net.parameters()]
-    return {"peak_bytes": float(snap.get("Total", sum(by_cat.values()))), "by_category": by_cat,
-            "optimizer_bytes": float(sum(2 * 4 * n for n in numels))}
+    return {
+        "peak_bytes": float(snap.get("Total", sum(by_cat.values()))),
+        "by_category": by_cat,
+        "optimizer_bytes": float(sum(2 * 4 * n for n in numels)),
+    }
 
 
 @functools.lru_cache(maxsize=8)
 def _config(precision: str, seq_len: int, global_batch_size: int):
     from autotune.config import load_config
 
-    return load_config(["model=tiny", "cluster=cpu", f"train.precision={precision}", f"train.seq_len={seq_len}",
-                        f"train.global_batch_size={global_batch_size}"])
+    return load_config(
+        [
+            "model=tiny",
+            "cluster=cpu",
+            f"train.precision={precision}",
+            f"train.seq_len={seq_len}",
+            f"train.global_batch_size={global_batch_size}",
+        ]
+    )
 
 
 def bench_model_probe(model: ModelSpec, plan: ParallelPlan, seq_len: int, precision: str = "bf16") -> dict[str, Any]:
@@ -142,12 +161,16 @@ def bench_model_probe(model: ModelSpec, plan: ParallelPlan, seq_len: int, precis
     row = probe_memory(make_spec(cfg, replace(plan, zero_stage=3, grad_accum_steps=1)))
     keys = ("params", "grads", "activations", "logits", "buffers")
     by_cat = {k: float(row[f"mem_{k}_bytes"]) for k in keys}
-    return {"peak_bytes": math.fsum(by_cat.values()), "by_category": by_cat,
-            "optimizer_bytes": float(row["mem_optimizer_bytes"])}
+    return {
+        "peak_bytes": math.fsum(by_cat.values()),
+        "by_category": by_cat,
+        "optimizer_bytes": float(row["mem_optimizer_bytes"]),
+    }
 
 
-def compare_layout(model: ModelSpec, plan: ParallelPlan, seq_len: int, precision: str = "bf16",
-                   timeout_s: float = 900.0) -> dict[str, Any]:
+def compare_layout(
+    model: ModelSpec, plan: ParallelPlan, seq_len: int, precision: str = "bf16", timeout_s: float = 900.0
+) -> dict[str, Any]:
     """Both probes on one layout, each in a fresh Python process (torch's process-group registry and torchtitan's
     module-level device settings do not survive a second world in one process). Raises RuntimeError with the child's
     last error line when a probe fails, e.g. when torchtitan or one of its import-time dependencies is missing."""
@@ -158,10 +181,16 @@ def compare_layout(model: ModelSpec, plan: ParallelPlan, seq_len: int, precision
 
     out: dict[str, Any] = {}
     for which in ("bench_model", "torchtitan"):
-        arg = json.dumps({"which": which, "model": asdict(model), "plan": asdict(plan), "seq_len": seq_len,
-                          "precision": precision})
-        proc = subprocess.run([sys.executable, "-m", "autotune.validation.torchtitan_probe", arg],
-                              capture_output=True, check=False, text=True, timeout=timeout_s)
+        arg = json.dumps(
+            {"which": which, "model": asdict(model), "plan": asdict(plan), "seq_len": seq_len, "precision": precision}
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "autotune.validation.torchtitan_probe", arg],
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=timeout_s,
+        )
         if proc.returncode != 0:
             lines = [x for x in proc.stderr.splitlines() if x.strip()]
             raise RuntimeError(f"{which} probe failed (exit {proc.returncode}): {lines[-1] if lines else ''}")

@@ -2,6 +2,7 @@
 TP + SP -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data parallel (ZeRO stage over
 dp x cp). Pipeline splitting happens before,
 in bench_model.parallel.pipeline."""
+
 from __future__ import annotations
 
 from torch import nn

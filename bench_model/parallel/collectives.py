@@ -1,5 +1,6 @@
 """Single-tensor collectives under their current names (torch 2.13 renamed all_gather_into_tensor ->
 all_gather_single and reduce_scatter_tensor -> reduce_scatter_single; torch 2.6 has only the old names)."""
+
 from __future__ import annotations
 
 import torch.distributed as dist

@@ -5,6 +5,7 @@ Sec 3.3.2). Attention is exact: each rank all-gathers K and V over the cp group 
 reduce-scatters the K/V gradients (all-reduce + slice on gloo, which has no reduce-scatter). RoPE uses the same global
 positions (the model's rope table is built for `rope_positions`). Works on CPU/gloo and CUDA/NCCL; torch's experimental
 `context_parallel` is CUDA-only."""
+
 from __future__ import annotations
 
 import torch
@@ -14,9 +15,8 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
 from autotune.errors import SpecError
-from bench_model.parallel.collectives import _all_gather_flat, _reduce_scatter_flat
-
 from bench_model.model import _SDPA_HAS_GQA
+from bench_model.parallel.collectives import _all_gather_flat, _reduce_scatter_flat
 
 
 def cp_positions(seq_len: int, cp: int, cp_rank: int) -> torch.Tensor:

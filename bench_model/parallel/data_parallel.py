@@ -22,6 +22,7 @@ gathered parameters to bf16 for compute (MixedPrecisionPolicy(param_dtype=bf16, 
 are bf16 and the gathered-parameter buffers are bf16 (P*2 bytes per gathered block). fp32: everything fp32. Root unit
 (embedding, final norm, output head) is gathered for the whole step (reshard_after_forward=False) in every stage.
 With N == 1 and fp32 no wrapper is applied (nothing to reduce or cast)."""
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,9 @@ def needs_fsdp(num_dp_ranks: int, precision: str) -> bool:
 
 def apply_data_parallel(model: nn.Module, meshes: Meshes, zero_stage: int, precision: str) -> None:
     mesh = meshes.hsdp if zero_stage in (0, 1) else meshes.dp_cp
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if precision == "bf16" else torch.float32,
-                              reduce_dtype=torch.float32)
+    mp = MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16 if precision == "bf16" else torch.float32, reduce_dtype=torch.float32
+    )
     for block in model.layers.values():
         fully_shard(block, mesh=mesh, reshard_after_forward=(zero_stage == 3), mp_policy=mp)
     fully_shard(model, mesh=mesh, reshard_after_forward=False, mp_policy=mp)
@@ -96,7 +98,7 @@ class ZeRO1AdamW:
         send = torch.zeros(sum(chunks), dtype=self.shards[0].dtype, device=self.shards[0].device)
         offset = 0
         for shard, c in zip(self.shards, chunks):
-            send[offset:offset + shard.numel()] = shard
+            send[offset : offset + shard.numel()] = shard
             offset += c
         recv = torch.empty(self.n * send.numel(), dtype=send.dtype, device=send.device)
         _all_gather_flat(recv, send, group=self.group)  # rank-major; gloo wants a flat output
@@ -104,7 +106,7 @@ class ZeRO1AdamW:
         offset = 0
         for p, c in zip(self.params, chunks):
             local = _local(p)
-            local.view(-1).copy_(recv[:, offset:offset + c].reshape(-1)[:local.numel()])
+            local.view(-1).copy_(recv[:, offset : offset + c].reshape(-1)[: local.numel()])
             offset += c
 
     def zero_grad(self, set_to_none: bool = True) -> None:

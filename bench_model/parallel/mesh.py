@@ -2,6 +2,7 @@
 so TP neighbours are adjacent ranks (same node) and PP is the outermost axis. "unit" is a size-1 axis that lets ZeRO
 stages 0/1 run FSDP2 as HSDP with (replicate = dp*cp, shard = 1), i.e. DDP semantics. "dp_cp" is dp and cp flattened:
 the data-parallel group over which parameters are replicated/sharded and gradients reduced (torchtitan's dp_shard_cp)."""
+
 from __future__ import annotations
 
 import warnings
@@ -39,8 +40,10 @@ class Meshes:
 
 def build_meshes(plan: ParallelPlan, device_type: str, world_size: int) -> Meshes:
     if plan.world_size != world_size:
-        raise SpecError(f"plan dp({plan.dp}) * tp({plan.tp}) * pp({plan.pp}) * cp({plan.cp}) = {plan.world_size} "
-                        f"!= world_size({world_size})")
+        raise SpecError(
+            f"plan dp({plan.dp}) * tp({plan.tp}) * pp({plan.pp}) * cp({plan.cp}) = {plan.world_size} "
+            f"!= world_size({world_size})"
+        )
     world = init_device_mesh(device_type, (plan.pp, plan.dp, plan.cp, 1, plan.tp), mesh_dim_names=AXES)
     dp_cp = world["dp", "cp"]._flatten("dp_cp")  # private but stable since torch 2.5; torchtitan relies on it
     with warnings.catch_warnings():  # slicing a flattened dim with another one warns of a future deprecation

@@ -16,6 +16,7 @@ share of the shared weight's gradient; one all-reduce (sum) between the first an
 (dp, cp, tp) coordinates makes both the full gradient, so both optimizer steps apply the same update and the copies stay
 equal. Under TP both are Shard(0) over the vocabulary and under FSDP both are dim-0 shards over the same dp*cp mesh, so
 the two ranks hold the same slice and the local shards are all-reduced directly."""
+
 from __future__ import annotations
 
 import copy
@@ -83,8 +84,12 @@ def allreduce_tied_embedding_grads(parts: list[nn.Module], group: dist.ProcessGr
     scaled by 1/n_microbatches on both stages) and before the optimizer step."""
     from torch.distributed.tensor import DTensor
 
-    params = [m.weight for part in parts for m in (part.tok_embeddings, part.output)
-              if m is not None and m.weight.grad is not None]
+    params = [
+        m.weight
+        for part in parts
+        for m in (part.tok_embeddings, part.output)
+        if m is not None and m.weight.grad is not None
+    ]
     assert len(params) == 1, f"expected one tied embedding gradient on this rank, found {len(params)}"
     param = params[0]
     grad = param.grad
@@ -100,10 +105,19 @@ def allreduce_tied_embedding_grads(parts: list[nn.Module], group: dist.ProcessGr
         local.copy_(buf)
 
 
-def build_schedule(parts: list[nn.Module], stages: list[int], num_stages: int, meshes: Meshes, pp_schedule: str,
-                   n_microbatches: int, loss_fn, device: torch.device):
-    pipe_stages = [PipelineStage(part, idx, num_stages, device, group=meshes.pp.get_group())
-                   for part, idx in zip(parts, stages)]
+def build_schedule(
+    parts: list[nn.Module],
+    stages: list[int],
+    num_stages: int,
+    meshes: Meshes,
+    pp_schedule: str,
+    n_microbatches: int,
+    loss_fn,
+    device: torch.device,
+):
+    pipe_stages = [
+        PipelineStage(part, idx, num_stages, device, group=meshes.pp.get_group()) for part, idx in zip(parts, stages)
+    ]
     cls = _SCHEDULES[pp_schedule]
     kwargs = {"scale_grads": True} if _HAS_SCALE_GRADS else {}
     if not _HAS_SCALE_GRADS:  # older torch sums micro-batch gradients: average in the loss instead
@@ -112,8 +126,9 @@ def build_schedule(parts: list[nn.Module], stages: list[int], num_stages: int, m
     if cls is ScheduleInterleaved1F1B:
         return cls(pipe_stages, n_microbatches=n_microbatches, loss_fn=loss_fn, **kwargs)
     if len(pipe_stages) != 1:
-        raise SpecError(f"plan.pp_schedule={pp_schedule!r} runs one stage per rank; vpp={len(pipe_stages)} needs "
-                        "interleaved_1f1b")
+        raise SpecError(
+            f"plan.pp_schedule={pp_schedule!r} runs one stage per rank; vpp={len(pipe_stages)} needs interleaved_1f1b"
+        )
     return cls(pipe_stages[0], n_microbatches=n_microbatches, loss_fn=loss_fn, **kwargs)
 
 

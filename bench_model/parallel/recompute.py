@@ -19,6 +19,7 @@ full recompute. Why not `torch.utils.checkpoint` per region either: its saved-te
 per region on this project's CPU box against ~30 us for the one autograd.Function call used here. A region pays its
 bookkeeping once (3 per block) instead of once per op; `benchmarks/recompute_cost.py` measures all of them.
 """
+
 from __future__ import annotations
 
 import functools

@@ -3,13 +3,19 @@ via DTensor `parallelize_module`, the torchtitan plan: wq/wk/wv and w1/w3 column
 embedding row-parallel (vocab-sharded), output head column-parallel with vocab-sharded logits kept as a DTensor so the
 loss runs under `loss_parallel` (no full-vocab all-gather). With SP the norms and residual stream are sharded on the
 sequence dim (Shard(1)) between the TP regions; without SP they are replicated across tp."""
+
 from __future__ import annotations
 
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import Replicate, Shard
-from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                               SequenceParallel, parallelize_module)
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInput,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
 
 from autotune.errors import SpecError
 
@@ -18,8 +24,10 @@ def apply_tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh, sequence_parall
     """In place on a (possibly pipeline-stage) Llama; layers missing on this stage are simply absent."""
     spec = model.spec
     if spec.num_heads % tp_mesh.size() or spec.num_kv_heads % tp_mesh.size():
-        raise SpecError(f"plan.tp={tp_mesh.size()} must divide model.num_heads={spec.num_heads} "
-                        f"and model.num_kv_heads={spec.num_kv_heads}")
+        raise SpecError(
+            f"plan.tp={tp_mesh.size()} must divide model.num_heads={spec.num_heads} "
+            f"and model.num_kv_heads={spec.num_kv_heads}"
+        )
     stream = Shard(1) if sequence_parallel else Replicate()  # layout of the residual stream between TP regions
     top: dict[str, object] = {}
     if model.tok_embeddings is not None:
@@ -35,10 +43,13 @@ def apply_tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh, sequence_parall
     for block in model.layers.values():
         plan: dict[str, object] = {
             "attention": PrepareModuleInput(input_layouts=(stream, None), desired_input_layouts=(Replicate(), None)),
-            "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
+            "attention.wq": ColwiseParallel(),
+            "attention.wk": ColwiseParallel(),
+            "attention.wv": ColwiseParallel(),
             "attention.wo": RowwiseParallel(output_layouts=stream),
             "feed_forward": PrepareModuleInput(input_layouts=(stream,), desired_input_layouts=(Replicate(),)),
-            "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+            "feed_forward.w1": ColwiseParallel(),
+            "feed_forward.w3": ColwiseParallel(),
             "feed_forward.w2": RowwiseParallel(output_layouts=stream),
         }
         if sequence_parallel:

@@ -7,6 +7,7 @@ real trainer through the local launcher, one row each, then cached as `landscape
 Layouts run in a fixed shuffled order (seed 0; tp = 1 layouts first), so slow drift of the shared machine's load
 does not line up with the predicted ranking. Crashed layouts are retried when the script is run again.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,9 +18,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-OVERRIDES = ["experiment=demo", "space.tp=[1,2,4]", "space.pp=[1,2,4]", "space.cp=[1]", "space.vpp=[1]",
-             "space.zero_stage=[0,2,3]", "space.micro_batch_size=[1,2]", "space.recompute=[none]",
-             "space.sequence_parallel=[true]", "sweep.warmup_steps=1", "sweep.timed_steps=3", "sweep.timeout_s=400"]
+OVERRIDES = [
+    "experiment=demo",
+    "space.tp=[1,2,4]",
+    "space.pp=[1,2,4]",
+    "space.cp=[1]",
+    "space.vpp=[1]",
+    "space.zero_stage=[0,2,3]",
+    "space.micro_batch_size=[1,2]",
+    "space.recompute=[none]",
+    "space.sequence_parallel=[true]",
+    "sweep.warmup_steps=1",
+    "sweep.timed_steps=3",
+    "sweep.timeout_s=400",
+]
 NUM_GPUS = 8
 WORK = ROOT / "results" / "landscape-tiny-w8"
 FIXTURE = Path(__file__).resolve().parent / "landscape_tiny_w8.parquet"
@@ -49,9 +61,12 @@ def measure() -> None:
         t0 = time.time()
         row = launcher.submit(spec).result()
         store.write_row(row)
-        print(f"[{i + 1}/{len(runnable)}] {cand['candidate_id']} dp{cand.dp} tp{cand.tp} pp{cand.pp} cp{cand.cp} "
-              f"z{cand.zero_stage} mbs{cand.micro_batch_size}: {row['status']} "
-              f"{row['tokens_per_s_per_gpu']} tok/s/gpu ({time.time() - t0:.0f} s)", flush=True)
+        print(
+            f"[{i + 1}/{len(runnable)}] {cand['candidate_id']} dp{cand.dp} tp{cand.tp} pp{cand.pp} cp{cand.cp} "
+            f"z{cand.zero_stage} mbs{cand.micro_batch_size}: {row['status']} "
+            f"{row['tokens_per_s_per_gpu']} tok/s/gpu ({time.time() - t0:.0f} s)",
+            flush=True,
+        )
 
 
 def collect() -> None:

@@ -9,12 +9,14 @@ To add a backend (slurm, ray), append one entry to LAUNCHER_CASES, e.g.
 a real SLURM or Ray). `starts_processes=False` marks a backend that runs nothing (simulate): the suite then runs only
 the tests that apply to it and says so in the skip reason.
 """
+
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

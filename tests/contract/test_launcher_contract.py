@@ -6,15 +6,16 @@ every process of it), `crash`/`Cancelled` after cancel(), `oom` for a genuine Me
 Backends that start no processes (simulate) run only the schema/success/cancel tests; the others are skipped with the
 reason printed.
 """
+
 from __future__ import annotations
 
 import time
 
 import pytest
-
-from autotune.schema import RESULT_COLUMNS
 from launcher_cases import needs_processes
 from proc_scan import processes_mentioning as processes_of
+
+from autotune.schema import RESULT_COLUMNS
 
 TINY = ["experiment=demo", "train.global_batch_size=4"]
 
@@ -29,8 +30,6 @@ def make_spec(case, trial_id: str, **extra):
     fields = dict(warmup_steps=1, timed_steps=2, timeout_s=300.0)
     fields.update(extra)
     return _make(cfg, plan, sweep_id="contract", trial_id=trial_id, backend=case.name, **fields)
-
-
 
 
 def assert_row_shape(row, case, spec) -> None:
@@ -65,8 +64,15 @@ def test_success_row(launcher_case, tmp_path):
     else:  # a model's output, never a measurement
         assert row["status"] == "simulated"
         assert row["pred_tokens_per_s_per_gpu"] > 0 and row["pred_mem_bytes"] > 0
-        for k in ("tokens_per_s", "tokens_per_s_per_gpu", "mfu", "step_time_mean_s", "peak_mem_allocated_bytes",
-                  "final_loss", "losses"):
+        for k in (
+            "tokens_per_s",
+            "tokens_per_s_per_gpu",
+            "mfu",
+            "step_time_mean_s",
+            "peak_mem_allocated_bytes",
+            "final_loss",
+            "losses",
+        ):
             assert row[k] is None, k
 
 
@@ -137,8 +143,13 @@ def test_oom(launcher_case):
     (RLIMIT_AS via memory_limit_bytes; tests/reliability/test_faults_local.py derives the same numbers)."""
     case, launcher = launcher_case
     needs_processes(case, "a real out-of-memory")
-    spec = make_spec(case, "t-oom", memory_limit_bytes=512 * 2**20, timed_steps=1,
-                     overrides=["model.hidden_size=2048", "model.ffn_hidden_size=5632", "model.vocab_size=32000"])
+    spec = make_spec(
+        case,
+        "t-oom",
+        memory_limit_bytes=512 * 2**20,
+        timed_steps=1,
+        overrides=["model.hidden_size=2048", "model.ffn_hidden_size=5632", "model.vocab_size=32000"],
+    )
     row = launcher.submit(spec).result(timeout=600)
     assert_row_shape(row, case, spec)
     assert (row["status"], row["error_type"]) == ("oom", "MemoryError"), row

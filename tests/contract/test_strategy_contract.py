@@ -8,9 +8,11 @@ OOMs at every rung so the pruning paths run. The controller's side is mimicked: 
 flight, tell in ask order, record `Pruned` as settled, replay finished rows in trial-id order on resume
 (autotune/sweep/__init__.py).
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -25,8 +27,21 @@ FRAME = enumerate_candidates(CFG, 4)
 RUNNABLE = FRAME[FRAME["rank"].notna()].sort_values("rank", kind="stable").reset_index(drop=True)
 # the largest tenth of layouts by predicted memory runs out of it too (the planner predicted they fit)
 OOM_ABOVE_BYTES = float(RUNNABLE["mem_reserved_bytes"].quantile(0.9))
-LAYOUT = ("candidate_id", "num_gpus", "dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size",
-          "grad_accum_steps", "recompute", "sequence_parallel", "pp_schedule")
+LAYOUT = (
+    "candidate_id",
+    "num_gpus",
+    "dp",
+    "tp",
+    "pp",
+    "cp",
+    "vpp",
+    "zero_stage",
+    "micro_batch_size",
+    "grad_accum_steps",
+    "recompute",
+    "sequence_parallel",
+    "pp_schedule",
+)
 
 
 @pytest.fixture(params=sorted(STRATEGIES))
@@ -58,14 +73,21 @@ def outcome(ask: Ask) -> dict[str, Any]:
         row.update(status="oom", error_type="MemoryError", tokens_per_s_per_gpu=None, peak_mem_reserved_bytes=None)
     else:
         wobble = 1.0 + (int(ask.candidate_id[:4], 16) % 13) / 10.0
-        row.update(status="ok", tokens_per_s_per_gpu=float(c["pred_tokens_per_s_per_gpu"]) * wobble,
-                   peak_mem_reserved_bytes=float(c["mem_reserved_bytes"]))
+        row.update(
+            status="ok",
+            tokens_per_s_per_gpu=float(c["pred_tokens_per_s_per_gpu"]) * wobble,
+            peak_mem_reserved_bytes=float(c["mem_reserved_bytes"]),
+        )
     return row
 
 
 def pruned_row(cand: Any, reason: str) -> dict[str, Any]:
-    return {"candidate_id": str(cand["candidate_id"]), "trial_id": trial_id_for(str(cand["candidate_id"])),
-            "status": "pruned", "reject_reason": reason}
+    return {
+        "candidate_id": str(cand["candidate_id"]),
+        "trial_id": trial_id_for(str(cand["candidate_id"])),
+        "status": "pruned",
+        "reject_reason": reason,
+    }
 
 
 class Driver:
@@ -95,8 +117,9 @@ class Driver:
             self.rows.append(row)
             for p in self.s.tell(ask, row):
                 cid = str(p.candidate["candidate_id"])
-                assert cid not in {c for c, _ in self.asked}, \
+                assert cid not in {c for c, _ in self.asked}, (
                     f"{self.s.name}: pruned {cid}, which was already asked (its row would be replaced)"
+                )
                 self.rows.append(pruned_row(p.candidate, p.reason))
             self.budgets.append(self.s.budget_left())
 

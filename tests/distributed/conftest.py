@@ -1,5 +1,6 @@
 """Helpers of the distributed suite: real torchrun launches on gloo over 127.0.0.1 (no mocks), the 1-rank reference
 computed once per session in-process, and spec construction from the real config tree."""
+
 from __future__ import annotations
 
 import json
@@ -37,19 +38,45 @@ def free_port() -> int:
 
 def torchrun_env(token: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", AUTOTUNE_TEST_TOKEN=token,
-               PYTHONUNBUFFERED="1")
+    env.update(
+        PYTHONPATH=str(REPO),
+        OMP_NUM_THREADS="1",
+        GLOO_SOCKET_IFNAME="lo",
+        AUTOTUNE_TEST_TOKEN=token,
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
 def torchrun(nproc: int, args: list[str], log: Path, timeout_s: float = 1700.0) -> tuple[int, str]:
     """Run `torchrun --nproc-per-node nproc <args>`; returns (exit code, token carried by every process)."""
     token = uuid.uuid4().hex
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
-           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--max-restarts", "0", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(nproc),
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "--max-restarts",
+        "0",
+        *args,
+    ]
     with open(log, "wb") as fh:
-        proc = subprocess.run(cmd, cwd=REPO, env=torchrun_env(token), stdout=fh, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, timeout=timeout_s)
+        proc = subprocess.run(
+            cmd,
+            cwd=REPO,
+            env=torchrun_env(token),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout_s,
+        )
     return proc.returncode, token
 
 
@@ -98,8 +125,14 @@ def run_in_process(spec) -> dict:
 
     keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
     saved = {k: os.environ.get(k) for k in keys}
-    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(free_port()))
+    os.environ.update(
+        RANK="0",
+        WORLD_SIZE="1",
+        LOCAL_RANK="0",
+        LOCAL_WORLD_SIZE="1",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(free_port()),
+    )
     try:
         return run_trial(spec)
     finally:

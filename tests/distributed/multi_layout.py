@@ -4,6 +4,7 @@ imports dominate the cost on a 2-core box). Each layout re-creates its DeviceMes
     torchrun --nproc-per-node N tests/distributed/multi_layout.py OUTDIR SPEC.json [SPEC.json ...]
 
 Rank 0 writes OUTDIR/<spec stem>.result.json per layout; any failure writes the trial-protocol err file and exits."""
+
 from __future__ import annotations
 
 import os
@@ -28,9 +29,10 @@ def main(argv: list[str]) -> int:
         except BaseException as e:  # noqa: BLE001
             traceback.print_exc()
             exc = as_memory_error(e)
-            write_json_atomic(out.with_name(f"{out.name}.rank{rank}.err.json"),
-                              {"rank": rank, "status": "crash", "error_type": type(exc).__name__,
-                               "error_message": str(exc)[:2000]})
+            write_json_atomic(
+                out.with_name(f"{out.name}.rank{rank}.err.json"),
+                {"rank": rank, "status": "crash", "error_type": type(exc).__name__, "error_message": str(exc)[:2000]},
+            )
             sys.stderr.flush()
             os._exit(1)
     import torch.distributed as dist

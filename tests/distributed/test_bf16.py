@@ -2,6 +2,7 @@
 1-rank bf16 curve within a looser 2e-3 relative: bf16 matmuls round each product sum to 8 bits of mantissa, and the
 layouts sum partial products in different orders (<= 4e-4 measured on 4D layouts: docs/architecture.md "Tests and
 benchmarks")."""
+
 from __future__ import annotations
 
 from conftest import make_spec, max_rel_diff, run_layouts
@@ -10,8 +11,10 @@ BF16_TOL = 2e-3
 
 
 def test_bf16_layouts_match_one_rank(reference_bf16, reference_fp32, tmp_path):
-    specs = {"dp2_zero2_bf16": make_spec(2, "bf16", ("plan.zero_stage=2",)),
-             "tp2_sp_bf16": make_spec(2, "bf16", ("plan.tp=2", "plan.sequence_parallel=true"))}
+    specs = {
+        "dp2_zero2_bf16": make_spec(2, "bf16", ("plan.zero_stage=2",)),
+        "tp2_sp_bf16": make_spec(2, "bf16", ("plan.tp=2", "plan.sequence_parallel=true")),
+    }
     rows = run_layouts(specs, tmp_path)
     for name, row in rows.items():
         rel = max_rel_diff(reference_bf16, row["losses"])

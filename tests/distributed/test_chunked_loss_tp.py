@@ -2,6 +2,7 @@
 ranks: sequence-sharded hidden states (Shard(1) DTensor), a column-parallel head with vocab-sharded logits and
 `loss_parallel`, 6 chunks of 3 tokens (the last one short). Loss and head gradient equal F.cross_entropy on the full
 logits of one process (the equivalence suite's micro-batches fit in one chunk, so it does not cover several)."""
+
 from __future__ import annotations
 
 import torch
@@ -35,8 +36,9 @@ def _rank(rank: int, port: int, out) -> None:
         trainer.LOSS_CHUNK_TOKENS = 3
         head, h, labels = _reference()
         mesh = init_device_mesh("cpu", (2,))
-        parallelize_module(head, mesh, ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1),
-                                                       use_local_output=False))
+        parallelize_module(
+            head, mesh, ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)
+        )
         h_local = h.chunk(2, dim=1)[rank].clone().requires_grad_(True)
         h_dt = DTensor.from_local(h_local, mesh, [Shard(1)], run_check=False)
         with loss_parallel():

@@ -6,10 +6,10 @@ process start-up three times, not once per layout.
 Why 1e-4 is the right bar: the layouts differ only in reduction order (fp32 sums over dp/tp/cp ranks, pipeline
 micro-batches); measured differences are ~1e-7 relative, while any wrong gradient scaling, missing reduction, wrong
 causal mask or mismatched init shows up at 1e-3 or more after one step (loss ~6.9 = ln 1024 at init)."""
+
 from __future__ import annotations
 
 import pytest
-
 from conftest import make_spec, max_rel_diff, run_layouts
 
 FP32_TOL = 1e-4
@@ -149,8 +149,12 @@ def test_world8_pipeline_tied_matches_one_rank(name, pipe8, reference_fp32_tied)
 def test_schedule_follows_microbatches_and_tie_changes_the_model(pipe4, reference_fp32, reference_fp32_tied):
     # the row says which schedule ran: GPipe where grad_accum_steps < pp, 1F1B otherwise
     assert {n: (r["grad_accum_steps"], r["pp"], r["pp_schedule"]) for n, r in pipe4.items()} == {
-        "pp4_gas2_gpipe": (2, 4, "gpipe"), "pp2_dp2_gas1_gpipe": (1, 2, "gpipe"), "pp4_tied": (4, 4, "1f1b"),
-        "pp2_dp2_zero2_tied": (2, 2, "1f1b"), "pp2_tp2_sp_tied": (4, 2, "1f1b")}
+        "pp4_gas2_gpipe": (2, 4, "gpipe"),
+        "pp2_dp2_gas1_gpipe": (1, 2, "gpipe"),
+        "pp4_tied": (4, 4, "1f1b"),
+        "pp2_dp2_zero2_tied": (2, 2, "1f1b"),
+        "pp2_tp2_sp_tied": (4, 2, "1f1b"),
+    }
     assert all(r["tie_embeddings"] == (n.endswith("_tied")) for n, r in pipe4.items())
     # tying is a different model (one matrix for input and output): its curve is not the untied one
     assert max_rel_diff(reference_fp32, reference_fp32_tied) > 1e-3

@@ -1,6 +1,7 @@
 """Failure classification inside the trial (docs/trial_protocol.md), with real torchrun, real rlimits and real signals:
 a layout forced past its memory budget is `oom` (exit 3), an exception on one rank is `crash` (exit 1), and in both
 cases no rank is left behind."""
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,16 @@ def _launch(spec, tmp_path, timeout_s: float = 300.0):
     spec_path, out = tmp_path / "SPEC.json", tmp_path / "RESULT.json"
     spec_path.write_text(spec.to_json())
     t0 = time.monotonic()
-    code, token = torchrun(spec.plan.world_size, ["-m", "bench_model.run", "--spec", str(spec_path), "--out", str(out)],
-                           tmp_path / "log.txt", timeout_s)
-    errs = {int(p.name.rsplit("rank", 1)[1].split(".")[0]): json.loads(p.read_text())
-            for p in tmp_path.glob("RESULT.json.rank*.err.json")}
+    code, token = torchrun(
+        spec.plan.world_size,
+        ["-m", "bench_model.run", "--spec", str(spec_path), "--out", str(out)],
+        tmp_path / "log.txt",
+        timeout_s,
+    )
+    errs = {
+        int(p.name.rsplit("rank", 1)[1].split(".")[0]): json.loads(p.read_text())
+        for p in tmp_path.glob("RESULT.json.rank*.err.json")
+    }
     return code, out, errs, token, time.monotonic() - t0
 
 
@@ -43,8 +50,13 @@ def test_crash_on_one_rank_tears_down_all(tmp_path):
     spec = make_spec(2, "fp32", ("plan.zero_stage=0",), inject_fault="crash_rank1")
     code, out, errs, token, wall_s = _launch(spec, tmp_path)
     assert code != 0 and not out.exists()
-    assert errs[1] == {"rank": 1, "status": "crash", "error_type": "RuntimeError",
-                       "error_message": "injected fault 'crash_rank1' on rank 1", "peer_lost": False}
+    assert errs[1] == {
+        "rank": 1,
+        "status": "crash",
+        "error_type": "RuntimeError",
+        "error_message": "injected fault 'crash_rank1' on rank 1",
+        "peer_lost": False,
+    }
     # rank 0, if it noticed before torchrun ended it, saw its peer vanish: marked as a consequence, not a cause
     assert all(e["peer_lost"] for r, e in errs.items() if r != 1), errs
     assert wall_s < 250  # rank 0 was blocked in a collective: torchrun ended it, no hang until the timeout

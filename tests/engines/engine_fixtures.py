@@ -7,6 +7,7 @@ engine cannot start, the fixture FAILS with the daemons' log tail: a missing eng
 Import these fixtures into a conftest (`from engine_fixtures import *`): tests/engines/conftest.py does, and
 tests/contract/launcher_cases.py reaches them through `request.getfixturevalue`.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -36,36 +38,52 @@ class SlurmEngine:
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
-        self.env = dict(os.environ, AUTOTUNE_SLURM_DIR=str(state_dir),
-                        AUTOTUNE_SLURM_CTLD_PORT=str(_free_port()), AUTOTUNE_SLURM_SLURMD_PORT=str(_free_port()))
+        self.env = dict(
+            os.environ,
+            AUTOTUNE_SLURM_DIR=str(state_dir),
+            AUTOTUNE_SLURM_CTLD_PORT=str(_free_port()),
+            AUTOTUNE_SLURM_SLURMD_PORT=str(_free_port()),
+        )
         self.conf = state_dir / "etc" / "slurm.conf"
         self.start_s = float("nan")
 
     def _script(self, action: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", str(SLURM_SCRIPT), action], env=self.env, capture_output=True, text=True,
-                              timeout=timeout_s)
+        return subprocess.run(
+            ["bash", str(SLURM_SCRIPT), action], env=self.env, capture_output=True, text=True, timeout=timeout_s
+        )
 
-    def start(self) -> "SlurmEngine":
-        missing = [b for b in ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue")
-                   if shutil.which(b) is None and not Path("/usr/sbin", b).exists()]
+    def start(self) -> SlurmEngine:
+        missing = [
+            b
+            for b in ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue")
+            if shutil.which(b) is None and not Path("/usr/sbin", b).exists()
+        ]
         if missing:
-            pytest.fail(f"SLURM engine: {', '.join(missing)} not installed (bash .ci/run apt-installs slurm-wlm munge)",
-                        pytrace=False)
+            pytest.fail(
+                f"SLURM engine: {', '.join(missing)} not installed (bash .ci/run apt-installs slurm-wlm munge)",
+                pytrace=False,
+            )
         t0 = time.monotonic()
         out = self._script("start")
         self.start_s = time.monotonic() - t0
         if out.returncode != 0:
             logs = "".join(p.read_text()[-2000:] for p in sorted((self.state_dir / "log").glob("*.log")))
-            pytest.fail(f"SLURM engine did not start (rc={out.returncode}):\n{out.stdout}\n{out.stderr}\n{logs}",
-                        pytrace=False)
+            pytest.fail(
+                f"SLURM engine did not start (rc={out.returncode}):\n{out.stdout}\n{out.stderr}\n{logs}", pytrace=False
+            )
         return self
 
     def stop(self) -> None:
         self._script("stop", timeout_s=60)
 
     def run(self, *argv: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run(list(argv), env=dict(os.environ, SLURM_CONF=str(self.conf)), capture_output=True,
-                              text=True, timeout=timeout_s)
+        return subprocess.run(
+            list(argv),
+            env=dict(os.environ, SLURM_CONF=str(self.conf)),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
 
 
 _SHARED: dict[str, Any] = {}
@@ -105,6 +123,7 @@ def slurm_launcher_factory(slurm_cluster) -> Callable[..., Any]:
 
 # ---------------------------------------------------------------- Ray: only ever inside a private network namespace
 
+
 def net_interfaces() -> list[str]:
     """Interfaces of this process's network namespace (/proc/net/dev is per namespace; /sys/class/net is not: it shows
     the namespace that mounted sysfs)."""
@@ -124,8 +143,9 @@ def netns_argv(argv: list[str]) -> list[str]:
     return [*prefix, "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *argv]
 
 
-def run_in_netns(argv: list[str], timeout_s: float, cwd: Path = REPO,
-                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_in_netns(
+    argv: list[str], timeout_s: float, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     full_env = dict(os.environ, **(env or {}))
     full_env[IN_NETNS_ENV] = "1"
     full_env.pop("RAY_ADDRESS", None)
@@ -134,14 +154,18 @@ def run_in_netns(argv: list[str], timeout_s: float, cwd: Path = REPO,
 
 def run_pytest_in_netns(paths: list[str], timeout_s: float, extra: list[str] = ()) -> subprocess.CompletedProcess:
     """Run pytest on `paths` inside the private namespace (Ray binds and probes only loopback there)."""
-    return run_in_netns([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *extra, *paths],
-                        timeout_s=timeout_s)
+    return run_in_netns(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *extra, *paths], timeout_s=timeout_s
+    )
 
 
 def require_private_netns() -> None:
     if not in_private_netns():
-        pytest.fail("Ray tests must run inside a private network namespace (run_pytest_in_netns); "
-                    f"interfaces here: {net_interfaces()}", pytrace=False)
+        pytest.fail(
+            "Ray tests must run inside a private network namespace (run_pytest_in_netns); "
+            f"interfaces here: {net_interfaces()}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -172,8 +196,19 @@ def ray_launcher_factory(ray_session) -> Callable[..., Any]:
     return make
 
 
-__all__ = ["slurm_cluster", "slurm_launcher_factory", "ray_session", "ray_launcher_factory", "SlurmEngine",
-           "in_private_netns", "net_interfaces", "netns_argv", "run_in_netns", "run_pytest_in_netns", "require_private_netns"]
+__all__ = [
+    "slurm_cluster",
+    "slurm_launcher_factory",
+    "ray_session",
+    "ray_launcher_factory",
+    "SlurmEngine",
+    "in_private_netns",
+    "net_interfaces",
+    "netns_argv",
+    "run_in_netns",
+    "run_pytest_in_netns",
+    "require_private_netns",
+]
 
 
 def run_netbench_cli(backend: str, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -186,9 +221,23 @@ def run_netbench_cli(backend: str, tmp_path: Path, env: dict[str, str] | None = 
     from autotune.config import load_config
 
     out = tmp_path / f"cpu-{backend}.yaml"
-    argv = [str(Path(sys.executable).with_name("autotune")), "netbench", "--backend", backend, "--gpus", "2",
-            "--iters", "2", "--sizes", "4096,262144", "-o", str(out), "--json", "cluster=cpu",
-            f"sweep.results_dir={tmp_path}"]
+    argv = [
+        str(Path(sys.executable).with_name("autotune")),
+        "netbench",
+        "--backend",
+        backend,
+        "--gpus",
+        "2",
+        "--iters",
+        "2",
+        "--sizes",
+        "4096,262144",
+        "-o",
+        str(out),
+        "--json",
+        "cluster=cpu",
+        f"sweep.results_dir={tmp_path}",
+    ]
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(proc.stdout)

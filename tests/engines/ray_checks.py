@@ -3,6 +3,7 @@ so tests/engines/test_ray_engine.py runs this file there (`unshare --net`, loopb
 
 A 4-rank trial of the tiny model through Ray matches the local backend's row and losses; a failing rank tears its
 peers down and the placement group is released; `autotune sweep --backend ray --gpus 4` finishes a small sweep."""
+
 from __future__ import annotations
 
 import subprocess
@@ -11,14 +12,26 @@ import time
 from pathlib import Path
 
 import pytest
+from engine_fixtures import net_interfaces, require_private_netns, run_netbench_cli
 
 from autotune.schema import RESULT_COLUMNS
-from engine_fixtures import net_interfaces, require_private_netns, run_netbench_cli
 
 AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
 TINY = ["experiment=demo", "train.global_batch_size=4"]
-LAYOUT = ("num_gpus", "dp", "tp", "pp", "cp", "zero_stage", "micro_batch_size", "grad_accum_steps", "seq_len",
-          "global_batch_tokens", "num_params", "candidate_id")
+LAYOUT = (
+    "num_gpus",
+    "dp",
+    "tp",
+    "pp",
+    "cp",
+    "zero_stage",
+    "micro_batch_size",
+    "grad_accum_steps",
+    "seq_len",
+    "global_batch_tokens",
+    "num_params",
+    "candidate_id",
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -82,19 +95,38 @@ def test_failing_rank_tears_down_and_releases_the_group(ray_launcher_factory, tm
 
 def test_sweep_backend_ray_finishes_with_parquet_rows_and_report(tmp_path):
     """`autotune sweep --backend ray --gpus 4` in this namespace: it starts its own local Ray (address=local)."""
-    argv = [AUTOTUNE, "sweep", "--backend", "ray", "--gpus", "4", "--max-trials", "2", "--parallel", "2",
-            "--steps", "2", "--sweep-id", "r1", *TINY, "sweep.warmup_steps=1", f"sweep.results_dir={tmp_path}"]
+    argv = [
+        AUTOTUNE,
+        "sweep",
+        "--backend",
+        "ray",
+        "--gpus",
+        "4",
+        "--max-trials",
+        "2",
+        "--parallel",
+        "2",
+        "--steps",
+        "2",
+        "--sweep-id",
+        "r1",
+        *TINY,
+        "sweep.warmup_steps=1",
+        f"sweep.results_dir={tmp_path}",
+    ]
     out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     from autotune.store import read_results
 
     rows = read_results(tmp_path / "r1")
     ran = rows[rows["status"] != "pruned"]
-    assert len(ran) == 2 and set(ran["status"]) == {"ok"} and set(ran["backend"]) == {"ray"}, ran[["status",
-                                                                                                   "error_message"]]
+    assert len(ran) == 2 and set(ran["status"]) == {"ok"} and set(ran["backend"]) == {"ray"}, ran[
+        ["status", "error_message"]
+    ]
     assert (ran["tokens_per_s"] > 0).all() and (ran["num_gpus"] == 4).all()
-    report = subprocess.run([AUTOTUNE, "report", str(tmp_path / "r1")], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=300)
+    report = subprocess.run(
+        [AUTOTUNE, "report", str(tmp_path / "r1")], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert report.returncode == 0, report.stderr
     assert all(t in report.stdout for t in ran["trial_id"]), report.stdout
 

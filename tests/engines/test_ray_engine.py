@@ -1,13 +1,13 @@
 """Ray engine tests, run inside a private network namespace (`unshare --net` with loopback up): there Ray binds and
 probes only 127.0.0.1. A process outside cannot reach that Ray, so the checks (ray_checks.py) and the launcher contract
 suite's `ray` case run in a child pytest inside the namespace; this test fails with its output if they fail."""
+
 from __future__ import annotations
 
 import os
 import re
 
 import pytest
-
 from engine_fixtures import REPO, run_in_netns, run_pytest_in_netns
 
 
@@ -22,8 +22,10 @@ def test_private_namespace_has_only_loopback():
 
 @pytest.mark.timeout(2400)  # one test holding ten (each under the default 900 s in the child)
 def test_ray_checks_and_contract_suite_in_private_netns():
-    paths = [str(REPO / "tests" / "engines" / "ray_checks.py"),
-             str(REPO / "tests" / "contract" / "test_launcher_contract.py")]
+    paths = [
+        str(REPO / "tests" / "engines" / "ray_checks.py"),
+        str(REPO / "tests" / "contract" / "test_launcher_contract.py"),
+    ]
     out = run_pytest_in_netns(paths, timeout_s=1800, extra=["-k", "ray_checks or ray", "-s", "-rA"])
     tail = out.stdout[-8000:] + out.stderr[-3000:]
     assert out.returncode == 0, tail

@@ -2,6 +2,7 @@
 tiny model matches the local backend's row and losses, a wave leaves as one job array whose elements end ok / crash /
 timeout, a node failure is requeued a bounded number of times, and `autotune sweep --backend slurm` finishes a sweep.
 Contract behaviour (crash, timeout, cancel, oom, no process left) is covered by tests/contract for `slurm` too."""
+
 from __future__ import annotations
 
 import os
@@ -11,15 +12,27 @@ import time
 from pathlib import Path
 
 import pytest
+from engine_fixtures import run_netbench_cli
 
 from autotune.schema import RESULT_COLUMNS
-from engine_fixtures import run_netbench_cli
 
 REPO = Path(__file__).resolve().parents[2]
 AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
 TINY = ["experiment=demo", "train.global_batch_size=4"]
-LAYOUT = ("num_gpus", "dp", "tp", "pp", "cp", "zero_stage", "micro_batch_size", "grad_accum_steps", "seq_len",
-          "global_batch_tokens", "num_params", "candidate_id")
+LAYOUT = (
+    "num_gpus",
+    "dp",
+    "tp",
+    "pp",
+    "cp",
+    "zero_stage",
+    "micro_batch_size",
+    "grad_accum_steps",
+    "seq_len",
+    "global_batch_tokens",
+    "num_params",
+    "candidate_id",
+)
 
 
 def spec_for(trial_id: str, backend: str, world: int, overrides=(), **extra):
@@ -39,7 +52,7 @@ def listening_addresses(port: int) -> set[str]:
         local, state = line.split()[1], line.split()[3]
         addr_hex, port_hex = local.split(":")
         if state == "0A" and int(port_hex, 16) == port:
-            found.add(".".join(str(int(addr_hex[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+            found.add(".".join(str(int(addr_hex[i : i + 2], 16)) for i in (6, 4, 2, 0)))
     return found
 
 
@@ -75,19 +88,26 @@ def test_four_rank_trial_matches_local(slurm_launcher_factory, tmp_path):
 
 def test_wave_is_one_job_array_with_mapped_states(slurm_launcher_factory, slurm_cluster, tmp_path):
     launcher = slurm_launcher_factory(tmp_path, max_in_flight=2)
-    specs = [spec_for("w-ok", "slurm", 2), spec_for("w-crash", "slurm", 2, inject_fault="crash"),
-             spec_for("w-hang", "slurm", 2, inject_fault="hang", timeout_s=15.0)]
+    specs = [
+        spec_for("w-ok", "slurm", 2),
+        spec_for("w-crash", "slurm", 2, inject_fault="crash"),
+        spec_for("w-hang", "slurm", 2, inject_fault="hang", timeout_s=15.0),
+    ]
     handles = launcher.submit_many(specs)
     ids = [h.job_ids[0] for h in handles]
     array_id = ids[0].split("_")[0]
     assert ids == [f"{array_id}_{i}" for i in range(3)], ids
     script = next(Path(handles[0].log_path).parent.parent.glob(f"{array_id}/*_submission.sh"), None) or next(
-        (tmp_path / "logs").rglob("*_submission.sh"))
+        (tmp_path / "logs").rglob("*_submission.sh")
+    )
     text = script.read_text()
     assert "#SBATCH --array=0-2%2" in text and "#SBATCH --gres=gpu:2" in text and "--kill-on-bad-exit=1" in text
     rows = [h.result(timeout=600) for h in handles]
-    assert [(r["status"], r["error_type"]) for r in rows] == [("ok", None), ("crash", "RuntimeError"),
-                                                              ("timeout", "Timeout")], [r["error_message"] for r in rows]
+    assert [(r["status"], r["error_type"]) for r in rows] == [
+        ("ok", None),
+        ("crash", "RuntimeError"),
+        ("timeout", "Timeout"),
+    ], [r["error_message"] for r in rows]
     states = slurm_cluster.run("squeue", "--states=all", "-h", "-r", "-o", "%i %T", "-j", array_id).stdout.split()
     assert dict(zip(states[::2], states[1::2])) == {ids[0]: "COMPLETED", ids[1]: "FAILED", ids[2]: "CANCELLED"}
     launcher.close()
@@ -144,19 +164,38 @@ def test_node_failure_is_requeued_a_bounded_number_of_times(slurm_launcher_facto
 def test_sweep_backend_slurm_finishes_with_parquet_rows_and_report(slurm_cluster, tmp_path):
     """`autotune sweep --backend slurm --gpus 4`: two real trials leave as one job array (--parallel 2)."""
     env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf))
-    argv = [AUTOTUNE, "sweep", "--backend", "slurm", "--gpus", "4", "--max-trials", "2", "--parallel", "2",
-            "--steps", "2", "--sweep-id", "s1", *TINY, "sweep.warmup_steps=1", f"sweep.results_dir={tmp_path}"]
+    argv = [
+        AUTOTUNE,
+        "sweep",
+        "--backend",
+        "slurm",
+        "--gpus",
+        "4",
+        "--max-trials",
+        "2",
+        "--parallel",
+        "2",
+        "--steps",
+        "2",
+        "--sweep-id",
+        "s1",
+        *TINY,
+        "sweep.warmup_steps=1",
+        f"sweep.results_dir={tmp_path}",
+    ]
     out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     from autotune.store import read_results
 
     rows = read_results(tmp_path / "s1")
     ran = rows[rows["status"] != "pruned"]
-    assert len(ran) == 2 and set(ran["status"]) == {"ok"} and set(ran["backend"]) == {"slurm"}, ran[["status",
-                                                                                                     "error_message"]]
+    assert len(ran) == 2 and set(ran["status"]) == {"ok"} and set(ran["backend"]) == {"slurm"}, ran[
+        ["status", "error_message"]
+    ]
     assert (ran["tokens_per_s"] > 0).all() and (ran["num_gpus"] == 4).all()
-    report = subprocess.run([AUTOTUNE, "report", str(tmp_path / "s1")], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=300)
+    report = subprocess.run(
+        [AUTOTUNE, "report", str(tmp_path / "s1")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert report.returncode == 0, report.stderr
     assert all(t in report.stdout for t in ran["trial_id"]), report.stdout
 

@@ -5,6 +5,7 @@ traceback and nothing written to the existing sweep folder `results/existing` (s
 `prepare(root)` writes the files the cases need under `root` (the cwd the CLI runs in); `all_cases()` lists the cases,
 whose paths are relative to that cwd.
 `runnable` drops a case whose command or `needs` file is missing; the test asserts that drops none."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,9 +34,18 @@ class BadInput:
 
 
 PY_TAG = "!!python/object/apply:os.system ['touch pwned-by-yaml']"
-TINY_HF = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,
-           "intermediate_size": 352, "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 4,
-           "vocab_size": 1024, "tie_word_embeddings": False, "max_position_embeddings": 2048}
+TINY_HF = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 128,
+    "intermediate_size": 352,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "vocab_size": 1024,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 2048,
+}
 
 
 def _write_files(root: Path) -> dict[str, Path]:
@@ -63,9 +73,13 @@ def _write_files(root: Path) -> dict[str, Path]:
     trial("tf_no_model", lambda d: d.pop("model"))
     trial("tf_zero_layers", lambda d: d["model"].__setitem__("num_layers", 0))
     trial("tf_tp3", lambda d: d["plan"].update(tp=3, dp=1, grad_accum_steps=16))
-    raw = {"tf_pytag": f"autotune_trialfile: 1\nmodel: {PY_TAG}\n", "tf_empty": "",
-           "tf_list": "- 1\n- 2\n", "tf_syntax": "autotune_trialfile: 1\nmodel: [unclosed\n",
-           "tf_other_yaml": "name: something else\n"}
+    raw = {
+        "tf_pytag": f"autotune_trialfile: 1\nmodel: {PY_TAG}\n",
+        "tf_empty": "",
+        "tf_list": "- 1\n- 2\n",
+        "tf_syntax": "autotune_trialfile: 1\nmodel: [unclosed\n",
+        "tf_other_yaml": "name: something else\n",
+    }
     for name, text in raw.items():
         p[name] = files / f"{name}.yaml"
         p[name].write_text(text)
@@ -79,13 +93,17 @@ def _write_files(root: Path) -> dict[str, Path]:
     p["a_file"] = files / "a_file"
     p["a_file"].write_text("not a folder\n")
 
-    hf = {"hf_bad_json": "{\"hidden_size\": 128,,}", "hf_empty": "", "hf_list": "[1, 2]"}
+    hf = {"hf_bad_json": '{"hidden_size": 128,,}', "hf_empty": "", "hf_list": "[1, 2]"}
     for name, text in hf.items():
         p[name] = files / f"{name}.json"
         p[name].write_text(text)
-    for name, change in {"hf_arch": {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper"},
-                         "hf_no_hidden": {"hidden_size": None}, "hf_neg_layers": {"num_hidden_layers": -2},
-                         "hf_str_heads": {"num_attention_heads": "8"}, "hf_heads_7": {"num_attention_heads": 7}}.items():
+    for name, change in {
+        "hf_arch": {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper"},
+        "hf_no_hidden": {"hidden_size": None},
+        "hf_neg_layers": {"num_hidden_layers": -2},
+        "hf_str_heads": {"num_attention_heads": "8"},
+        "hf_heads_7": {"num_attention_heads": 7},
+    }.items():
         d = {k: v for k, v in {**TINY_HF, **change}.items() if v is not None}
         p[name] = files / f"{name}.json"
         p[name].write_text(json.dumps(d))
@@ -128,8 +146,15 @@ def _write_existing_sweep(root: Path) -> Path:
         store.create(cfg.resolved_yaml, {"gpus": 2, "backend": "simulate", "overrides": ["experiment=demo"]})
         spec = make_spec(cfg, cfg.plan(2), sweep_id="existing", backend="simulate")
         row = row_from_spec(spec)
-        row.update(trial_id=trial_id_for(spec.candidate_id), status="ok", tokens_per_s=1000.0,
-                   tokens_per_s_per_gpu=500.0, mfu=0.1, peak_mem_allocated_bytes=2**28, timed_steps=3)
+        row.update(
+            trial_id=trial_id_for(spec.candidate_id),
+            status="ok",
+            tokens_per_s=1000.0,
+            tokens_per_s_per_gpu=500.0,
+            mfu=0.1,
+            peak_mem_allocated_bytes=2**28,
+            timed_steps=3,
+        )
         store.write_row(row)
     (root / "results" / "empty").mkdir(parents=True, exist_ok=True)
     return store.root
@@ -147,17 +172,47 @@ def prepare(root: Path) -> None:
 
 
 def all_cases() -> list[BadInput]:
-    return _flag_cases() + _override_cases() + _file_cases(_relative_paths(), "spaces") + _sweep_folder_cases(
-        _relative_paths())
+    return (
+        _flag_cases()
+        + _override_cases()
+        + _file_cases(_relative_paths(), "spaces")
+        + _sweep_folder_cases(_relative_paths())
+    )
 
 
 def _relative_paths() -> dict[str, Path]:
     """The names `_write_files` creates, relative to the CLI's cwd (so case argv does not depend on the tmp folder)."""
-    names = ["tf_tp_word", "tf_unknown_field", "tf_no_model", "tf_zero_layers", "tf_tp3", "tf_pytag", "tf_empty",
-             "tf_list", "tf_syntax", "tf_other_yaml", "tf_binary", "tf_unreadable"]
+    names = [
+        "tf_tp_word",
+        "tf_unknown_field",
+        "tf_no_model",
+        "tf_zero_layers",
+        "tf_tp3",
+        "tf_pytag",
+        "tf_empty",
+        "tf_list",
+        "tf_syntax",
+        "tf_other_yaml",
+        "tf_binary",
+        "tf_unreadable",
+    ]
     p = {n: Path("inputs") / f"{n}.yaml" for n in names}
-    p.update({n: Path("inputs") / f"{n}.json" for n in ["hf_bad_json", "hf_empty", "hf_list", "hf_arch", "hf_no_hidden",
-                                                       "hf_neg_layers", "hf_str_heads", "hf_heads_7", "hf_unreadable"]})
+    p.update(
+        {
+            n: Path("inputs") / f"{n}.json"
+            for n in [
+                "hf_bad_json",
+                "hf_empty",
+                "hf_list",
+                "hf_arch",
+                "hf_no_hidden",
+                "hf_neg_layers",
+                "hf_str_heads",
+                "hf_heads_7",
+                "hf_unreadable",
+            ]
+        }
+    )
     p["a_dir"], p["a_file"] = Path("inputs/a_dir"), Path("inputs/a_file")
     return p
 
@@ -179,15 +234,27 @@ def _flag_cases() -> list[BadInput]:
         c("bench-steps-zero", ("bench", "--nproc", "1", "--steps", "0"), ("--steps", "0")),
         c("sweep-gpus-zero", ("sweep", "--gpus", "0", "--backend", "simulate"), ("--gpus", "0")),
         c("sweep-backend-unknown", ("sweep", "--gpus", "4", "--backend", "mars"), ("--backend", "mars")),
-        c("sweep-strategy-unknown", ("sweep", "--gpus", "4", "--backend", "simulate", "--strategy", "psychic"),
-          ("--strategy", "psychic")),
-        c("sweep-max-trials-zero", ("sweep", "--gpus", "4", "--backend", "simulate", "--max-trials", "0"),
-          ("--max-trials", "0")),
-        c("sweep-parallel-zero", ("sweep", "--gpus", "4", "--backend", "simulate", "--parallel", "0"),
-          ("--parallel", "0")),
+        c(
+            "sweep-strategy-unknown",
+            ("sweep", "--gpus", "4", "--backend", "simulate", "--strategy", "psychic"),
+            ("--strategy", "psychic"),
+        ),
+        c(
+            "sweep-max-trials-zero",
+            ("sweep", "--gpus", "4", "--backend", "simulate", "--max-trials", "0"),
+            ("--max-trials", "0"),
+        ),
+        c(
+            "sweep-parallel-zero",
+            ("sweep", "--gpus", "4", "--backend", "simulate", "--parallel", "0"),
+            ("--parallel", "0"),
+        ),
         c("submit-gpus-zero", ("submit", "--dry-run", "--gpus", "0"), ("--gpus", "0")),
-        c("sweep-id-escapes", ("sweep", "--gpus", "4", "--backend", "simulate", "--sweep-id", "../../escape"),
-          ("--sweep-id", "../../escape")),
+        c(
+            "sweep-id-escapes",
+            ("sweep", "--gpus", "4", "--backend", "simulate", "--sweep-id", "../../escape"),
+            ("--sweep-id", "../../escape"),
+        ),
         c("netbench-gpus-one", ("netbench", "--gpus", "1"), ("--gpus", "1", ">= 2"), subprocess=True),
         c("netbench-gpus-word", ("netbench", "--gpus", "x"), ("--gpus", "x")),
         c("netbench-backend-unknown", ("netbench", "--gpus", "2", "--backend", "mars"), ("--backend", "mars")),
@@ -219,8 +286,11 @@ def _override_cases() -> list[BadInput]:
         c("seq-list", (*plan8, "train.seq_len=[1,2]"), ("train.seq_len",)),
         c("gbs-negative", (*plan8, "train.global_batch_size=-1"), ("train.global_batch_size", "-1")),
         c("precision-fp8", (*plan8, "train.precision=fp8"), ("train.precision", "fp8")),
-        c("tokens-not-multiple", (*plan8, "train.global_batch_tokens=1000"),
-          ("train.global_batch_tokens", "1000", "train.seq_len")),
+        c(
+            "tokens-not-multiple",
+            (*plan8, "train.global_batch_tokens=1000"),
+            ("train.global_batch_tokens", "1000", "train.seq_len"),
+        ),
         c("param-dtype-int4", (*plan8, "train.param_dtype=int4"), ("train.param_dtype", "int4")),
         c("space-tp-zero", (*plan8, "space.tp=[1,0]"), ("space.tp", "0")),
         c("space-tp-empty", (*plan8, "space.tp=[]"), ("space.tp", "at least one")),
@@ -230,12 +300,19 @@ def _override_cases() -> list[BadInput]:
         c("space-headroom-2", (*plan8, "space.memory_headroom=2.0"), ("space.memory_headroom", "2.0")),
         c("space-min-margin-negative", (*plan8, "space.min_margin_sigma=-1"), ("space.min_margin_sigma", "-1")),
         c("space-min-margin-text", (*plan8, "space.min_margin_sigma=abc"), ("space.min_margin_sigma", "abc")),
-        c("cluster-expandable-maybe", (*plan8, "cluster.expandable_segments=maybe"),
-          ("cluster.expandable_segments", "maybe")),
+        c(
+            "cluster-expandable-maybe",
+            (*plan8, "cluster.expandable_segments=maybe"),
+            ("cluster.expandable_segments", "maybe"),
+        ),
         c("gpus-per-node-zero", (*plan8, "cluster.gpus_per_node=0"), ("cluster.gpus_per_node", "0")),
         c("device-memory-negative", (*plan8, "cluster.device_memory_bytes=-1"), ("cluster.device_memory_bytes", "-1")),
         c("efficiency-above-one", (*plan8, "cluster.matmul_efficiency=1.5"), ("cluster.matmul_efficiency", "1.5")),
-        c("memory-efficiency-above-one", (*plan8, "cluster.memory_efficiency=1.5"), ("cluster.memory_efficiency", "1.5")),
+        c(
+            "memory-efficiency-above-one",
+            (*plan8, "cluster.memory_efficiency=1.5"),
+            ("cluster.memory_efficiency", "1.5"),
+        ),
         c("hbm-bw-negative", (*plan8, "cluster.hbm_bw_bytes_per_s=-1"), ("cluster.hbm_bw_bytes_per_s", "-1")),
         c("sweep-max-trials-key-zero", (*plan8, "sweep.max_trials=0"), ("sweep.max_trials", "0")),
         c("sweep-timeout-negative", (*plan8, "sweep.timeout_s=-5"), ("sweep.timeout_s", "-5")),
@@ -269,8 +346,13 @@ def _file_cases(p: dict[str, Path], spaces: str) -> list[BadInput]:
         c("trialfile-binary", (*bench, str(p["tf_binary"])), ("tf_binary.yaml",)),
         c("trialfile-directory", (*bench, str(p["a_dir"])), ("a_dir",)),
         c("trialfile-missing", (*bench, "inputs/nope.yaml"), ("nope.yaml", "no such")),
-        c("trialfile-unreadable", (*bench, str(p["tf_unreadable"])), ("tf_unreadable.yaml", "permission"),
-          subprocess=True, unprivileged=True),
+        c(
+            "trialfile-unreadable",
+            (*bench, str(p["tf_unreadable"])),
+            ("tf_unreadable.yaml", "permission"),
+            subprocess=True,
+            unprivileged=True,
+        ),
         c("trialfile-tp-word", (*bench, str(p["tf_tp_word"])), ("plan.tp", "two")),
         c("trialfile-unknown-field", (*bench, str(p["tf_unknown_field"])), ("plan.colour",)),
         c("trialfile-no-model", (*bench, str(p["tf_no_model"])), ("model",)),
@@ -281,8 +363,13 @@ def _file_cases(p: dict[str, Path], spaces: str) -> list[BadInput]:
     env = {"AUTOTUNE_SEARCH_SPACES": spaces}
     plan8 = ("plan", "--gpus", "8")
     cases += [
-        c("cluster-neg-memory", (*plan8, "cluster=neg-memory"), ("cluster.device_memory_bytes", "-1"), env=env,
-          subprocess=True),
+        c(
+            "cluster-neg-memory",
+            (*plan8, "cluster=neg-memory"),
+            ("cluster.device_memory_bytes", "-1"),
+            env=env,
+            subprocess=True,
+        ),
         c("cluster-str-flops", (*plan8, "cluster=str-flops"), ("cluster.peak_flops_bf16", "fast"), env=env),
         c("cluster-typo-key", (*plan8, "cluster=typo-key"), ("gpus_per_nod",), env=env),
         c("cluster-python-tag", (*plan8, "cluster=py-tag"), ("py-tag",), env=env),
@@ -295,16 +382,25 @@ def _file_cases(p: dict[str, Path], spaces: str) -> list[BadInput]:
         c("hf-bad-json", (*hf, f"model.config_path={p['hf_bad_json']}"), ("hf_bad_json.json", "JSON")),
         c("hf-empty", (*hf, f"model.config_path={p['hf_empty']}"), ("hf_empty.json",)),
         c("hf-list", (*hf, f"model.config_path={p['hf_list']}"), ("hf_list.json",)),
-        c("hf-unknown-arch", (*hf, f"model.config_path={p['hf_arch']}"), ("WhisperForConditionalGeneration",),
-          subprocess=True),
+        c(
+            "hf-unknown-arch",
+            (*hf, f"model.config_path={p['hf_arch']}"),
+            ("WhisperForConditionalGeneration",),
+            subprocess=True,
+        ),
         c("hf-no-hidden", (*hf, f"model.config_path={p['hf_no_hidden']}"), ("hidden_size",)),
         c("hf-neg-layers", (*hf, f"model.config_path={p['hf_neg_layers']}"), ("num_hidden_layers", "-2")),
         c("hf-str-heads", (*hf, f"model.config_path={p['hf_str_heads']}"), ("num_attention_heads", "8")),
         c("hf-heads-7", (*hf, f"model.config_path={p['hf_heads_7']}"), ("7", "128")),
         c("hf-directory", (*hf, f"model.config_path={p['a_dir']}"), ("a_dir",)),
         c("hf-missing", (*hf, "model.config_path=inputs/nope.json"), ("nope.json", "no such")),
-        c("hf-unreadable", (*hf, f"model.config_path={p['hf_unreadable']}"), ("hf_unreadable.json", "permission"),
-          subprocess=True, unprivileged=True),
+        c(
+            "hf-unreadable",
+            (*hf, f"model.config_path={p['hf_unreadable']}"),
+            ("hf_unreadable.json", "permission"),
+            subprocess=True,
+            unprivileged=True,
+        ),
     ]
     return cases + [dataclasses.replace(h, needs="search_spaces/model/hf.yaml") for h in hf_cases]
 
@@ -313,36 +409,78 @@ def _sweep_folder_cases(p: dict[str, Path]) -> list[BadInput]:
     c = BadInput
     sim = ("sweep", "--gpus", "4", "--backend", "simulate")
     return [
-        c("sweep-existing-bad-override", (*sim, "--sweep-id", "existing", "model=llama-9"), ("model", "llama-9"),
-          subprocess=True),
+        c(
+            "sweep-existing-bad-override",
+            (*sim, "--sweep-id", "existing", "model=llama-9"),
+            ("model", "llama-9"),
+            subprocess=True,
+        ),
         c("sweep-resume-bad-override", ("sweep", "--resume", "results/existing", "plan.tp=two"), ("plan.tp", "two")),
         c("sweep-resume-missing", ("sweep", "--resume", "results/nope"), ("results/nope",)),
         c("report-missing", ("report", "results/nope"), ("results/nope",)),
         c("report-file", ("report", str(p["a_file"])), ("a_file",)),
         c("report-top-zero", ("report", "results/existing", "--top", "0"), ("--top", "0")),
         c("export-trial-unknown", ("export", "results/existing", "--trial", "t9999"), ("t9999",), subprocess=True),
-        c("export-format-unknown", ("export", "results/existing", "--best", "--format", "caffe"), ("--format", "caffe")),
+        c(
+            "export-format-unknown",
+            ("export", "results/existing", "--best", "--format", "caffe"),
+            ("--format", "caffe"),
+        ),
         c("export-no-ok-trial", ("export", "results/empty", "--best"), ("results/empty",)),
-        c("export-out-under-file", ("export", "results/existing", "--best", "-o", "inputs/a_file/best.yaml"),
-          ("a_file", "must be a folder")),
+        c(
+            "export-out-under-file",
+            ("export", "results/existing", "--best", "-o", "inputs/a_file/best.yaml"),
+            ("a_file", "must be a folder"),
+        ),
         c("report-top-negative", ("report", "results/existing", "--top", "-3"), ("--top", "-3")),
-        c("sweep-resume-gpus-mismatch", ("sweep", "--resume", "results/existing", "--gpus", "16"),
-          ("--gpus=16", "gpus=2")),
-        c("sweep-resume-and-id", ("sweep", "--resume", "results/existing", "--sweep-id", "x"), ("--resume", "--sweep-id")),
-        c("sweep-resume-bad-storage", ("sweep", "--resume", "results/existing", "--strategy", "optuna", "--storage",
-                                       "nosuch://x"), ("storage",)),
-        c("sweep-budget-negative", ("sweep", "--gpus", "4", "--backend", "simulate", "--budget-gpu-hours", "-1"),
-          ("--budget-gpu-hours", "-1")),
-        c("sweep-slurm-partition-hostile", ("sweep", "--gpus", "4", "--backend", "slurm",
-                                            "sweep.slurm.partition='a b; rm -rf /'"), ("sweep.slurm.partition", "rm -rf")),
-        c("sweep-slurm-extra-newline", ("sweep", "--gpus", "4", "--backend", "slurm",
-                                        "sweep.slurm.extra_sbatch=['--comment=x\\n#SBATCH --wrap=id']"),
-          ("sweep.slurm.extra_sbatch",)),
+        c(
+            "sweep-resume-gpus-mismatch",
+            ("sweep", "--resume", "results/existing", "--gpus", "16"),
+            ("--gpus=16", "gpus=2"),
+        ),
+        c(
+            "sweep-resume-and-id",
+            ("sweep", "--resume", "results/existing", "--sweep-id", "x"),
+            ("--resume", "--sweep-id"),
+        ),
+        c(
+            "sweep-resume-bad-storage",
+            ("sweep", "--resume", "results/existing", "--strategy", "optuna", "--storage", "nosuch://x"),
+            ("storage",),
+        ),
+        c(
+            "sweep-budget-negative",
+            ("sweep", "--gpus", "4", "--backend", "simulate", "--budget-gpu-hours", "-1"),
+            ("--budget-gpu-hours", "-1"),
+        ),
+        c(
+            "sweep-slurm-partition-hostile",
+            ("sweep", "--gpus", "4", "--backend", "slurm", "sweep.slurm.partition='a b; rm -rf /'"),
+            ("sweep.slurm.partition", "rm -rf"),
+        ),
+        c(
+            "sweep-slurm-extra-newline",
+            (
+                "sweep",
+                "--gpus",
+                "4",
+                "--backend",
+                "slurm",
+                "sweep.slurm.extra_sbatch=['--comment=x\\n#SBATCH --wrap=id']",
+            ),
+            ("sweep.slurm.extra_sbatch",),
+        ),
         c("calibrate-missing", ("calibrate", "results/nope", "-o", "inputs/cal.yaml"), ("results/nope",)),
-        c("calibrate-output-not-yaml", ("calibrate", "results/existing", "-o", "inputs/cal.json"),
-          ("-o", "cal.json", ".yaml")),
-        c("calibrate-too-few-rows", ("calibrate", "results/existing", "-o", "inputs/cal.yaml"),
-          ("results/existing", "3")),
+        c(
+            "calibrate-output-not-yaml",
+            ("calibrate", "results/existing", "-o", "inputs/cal.json"),
+            ("-o", "cal.json", ".yaml"),
+        ),
+        c(
+            "calibrate-too-few-rows",
+            ("calibrate", "results/existing", "-o", "inputs/cal.yaml"),
+            ("results/existing", "3"),
+        ),
         c("probe-memory-gpus-zero", ("probe-memory", "--gpus", "0"), ("--gpus", "0")),
         c("probe-memory-tp3", ("probe-memory", "plan.tp=3"), ("tp=3", "num_heads=8")),
     ]

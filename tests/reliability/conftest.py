@@ -1,4 +1,5 @@
 """The reliability suites use the engines engineer's real SLURM fixture (tests/engines/engine_fixtures.py)."""
+
 import sys
 from pathlib import Path
 

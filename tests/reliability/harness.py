@@ -3,6 +3,7 @@ a subprocess, or in-process through `autotune.cli.main.main` where the process b
 output, and snapshot a results folder so a test can prove nothing was written to it.
 
 Imported by the tests (pytest puts this folder on sys.path) and by the benchmark (which adds it itself)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -41,8 +42,9 @@ def snapshot(folder: Path) -> dict[str, str]:
     return out
 
 
-def run_subprocess(argv: list[str], cwd: Path, env: dict[str, str] | None = None, unprivileged: bool = False,
-                   timeout_s: float = 120.0) -> Outcome:
+def run_subprocess(
+    argv: list[str], cwd: Path, env: dict[str, str] | None = None, unprivileged: bool = False, timeout_s: float = 120.0
+) -> Outcome:
     full_env = dict(os.environ)
     full_env.update(_absolute(env, cwd))
     full_env.pop("PYTHONWARNINGS", None)
@@ -51,8 +53,9 @@ def run_subprocess(argv: list[str], cwd: Path, env: dict[str, str] | None = None
         # root reads any file: drop the two capabilities that let it (util-linux setpriv; the bounding set applies at
         # exec). Safer than switching to uid 65534, which may not reach the interpreter (a venv inside /root).
         prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
-    proc = subprocess.run([*prefix, AUTOTUNE, *argv], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=timeout_s)
+    proc = subprocess.run(
+        [*prefix, AUTOTUNE, *argv], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout_s
+    )
     return Outcome(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -78,7 +81,7 @@ def run_in_process(argv: list[str], cwd: Path, env: dict[str, str] | None = None
                 rc = main(list(argv))
             except SystemExit as e:  # argparse errors
                 rc = e.code if isinstance(e.code, int) else 1
-            except BaseException as e:  # noqa: BLE001 - an escaping exception is exactly what we look for
+            except BaseException:  # noqa: BLE001 - an escaping exception is exactly what we look for
                 import traceback
 
                 traceback.print_exc(file=err)
@@ -90,9 +93,33 @@ def run_in_process(argv: list[str], cwd: Path, env: dict[str, str] | None = None
 
 
 # A clean error names the rule; these words are how our messages state one. A line without any of them is vague.
-RULE_WORDS = ("must", "not ", "unknown", "no such", "exceed", "requires", "invalid", "expected", "denied", "choose",
-              "required", "unrecognized", "cannot", "missing", "empty", "is a directory", "no valid", "no layout",
-              "unsupported", "only", "already", "!=", "differs", "twice", "needs")
+RULE_WORDS = (
+    "must",
+    "not ",
+    "unknown",
+    "no such",
+    "exceed",
+    "requires",
+    "invalid",
+    "expected",
+    "denied",
+    "choose",
+    "required",
+    "unrecognized",
+    "cannot",
+    "missing",
+    "empty",
+    "is a directory",
+    "no valid",
+    "no layout",
+    "unsupported",
+    "only",
+    "already",
+    "!=",
+    "differs",
+    "twice",
+    "needs",
+)
 
 
 def clean_error_problems(outcome: Outcome, expect: tuple[str, ...]) -> list[str]:
@@ -124,8 +151,6 @@ def available_commands() -> set[str]:
         if getattr(action, "choices", None) and isinstance(action.choices, dict):
             return set(action.choices)
     return set()
-
-
 
 
 def count_trial_files(trials: Path) -> int:

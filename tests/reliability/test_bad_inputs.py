@@ -4,6 +4,7 @@ The cases live in badinputs.py (shared with benchmarks/reliability.py). Most run
 `autotune.cli.main.main(argv)` (same dispatcher, same error path, no 1-2 s interpreter start); the cases marked
 `subprocess=True` run the real `.venv/bin/autotune` console script, including the file-permission cases, which run
 without root's capability to read any file (harness.run_subprocess)."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from badinputs import all_cases, prepare, runnable
 from harness import available_commands, clean_error_problems, run_in_process, run_subprocess, snapshot
 

@@ -7,13 +7,13 @@
 After each: exactly the expected trial files, the expected status and error per trial, no temp file, and no process of
 the trial left alive.
 """
+
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
 import pytest
-
 from harness import AUTOTUNE, TINY, processes_mentioning, ranked_trial_ids
 
 HANG_TIMEOUT_S = 30.0
@@ -22,9 +22,31 @@ HANG_TIMEOUT_S = 30.0
 @pytest.fixture(scope="module")
 def fault_sweep(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("faults")
-    argv = [AUTOTUNE, "sweep", "--gpus", "2", "--backend", "local", "--strategy", "topk", "--max-trials", "3",
-            "--steps", "2", "--parallel", "2", "--sweep-id", "faults", "--inject-fault", "1:kill_rank1",
-            "--inject-fault", f"2:hang:{HANG_TIMEOUT_S:g}", "--inject-fault", "3:crash_rank1", *TINY]
+    argv = [
+        AUTOTUNE,
+        "sweep",
+        "--gpus",
+        "2",
+        "--backend",
+        "local",
+        "--strategy",
+        "topk",
+        "--max-trials",
+        "3",
+        "--steps",
+        "2",
+        "--parallel",
+        "2",
+        "--sweep-id",
+        "faults",
+        "--inject-fault",
+        "1:kill_rank1",
+        "--inject-fault",
+        f"2:hang:{HANG_TIMEOUT_S:g}",
+        "--inject-fault",
+        "3:crash_rank1",
+        *TINY,
+    ]
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
     return cwd / "results" / "faults", proc
 
@@ -68,8 +90,16 @@ def test_genuine_oom_is_status_oom(tmp_path):
 
     cfg = load_config([*TINY, "model.hidden_size=2048", "model.ffn_hidden_size=5632", "model.vocab_size=32000"])
     store = SweepStore(tmp_path / "oom").create(cfg.resolved_yaml, {"gpus": 2, "overrides": []})
-    spec = make_spec(cfg, cfg.plan(2), sweep_id="oom", trial_id="t-oom", warmup_steps=1, timed_steps=1,
-                     timeout_s=300.0, memory_limit_bytes=512 * 2**20)
+    spec = make_spec(
+        cfg,
+        cfg.plan(2),
+        sweep_id="oom",
+        trial_id="t-oom",
+        warmup_steps=1,
+        timed_steps=1,
+        timeout_s=300.0,
+        memory_limit_bytes=512 * 2**20,
+    )
     handle = LocalLauncher(workdir=store.work_dir, log_dir=store.logs_dir).submit(spec)
     row = handle.result(timeout=400)
     store.write_row(row)

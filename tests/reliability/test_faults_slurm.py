@@ -8,6 +8,7 @@ One real `autotune sweep --backend slurm --gpus 2` with two trials, while the te
 The final folder holds exactly those two trial rows (plus the planner's pruned ones), every file readable, and no
 process of either job is left on the node.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,9 +38,28 @@ def _wait_running(cluster, name: str, exclude: set[str], proc: subprocess.Popen,
 def test_scancel_and_node_down_on_slurm(slurm_cluster, tmp_path):
     sweep_id = "slurmfaults"
     env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf))
-    argv = [AUTOTUNE, "sweep", "--backend", "slurm", "--gpus", "2", "--max-trials", "2", "--parallel", "1",
-            "--steps", "2", "--sweep-id", sweep_id, "--inject-fault", "1:hang:900", *TINY,
-            f"sweep.results_dir={tmp_path}", "sweep.slurm.poll_s=1", "sweep.slurm.max_requeues=2"]
+    argv = [
+        AUTOTUNE,
+        "sweep",
+        "--backend",
+        "slurm",
+        "--gpus",
+        "2",
+        "--max-trials",
+        "2",
+        "--parallel",
+        "1",
+        "--steps",
+        "2",
+        "--sweep-id",
+        sweep_id,
+        "--inject-fault",
+        "1:hang:900",
+        *TINY,
+        f"sweep.results_dir={tmp_path}",
+        "sweep.slurm.poll_s=1",
+        "sweep.slurm.max_requeues=2",
+    ]
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     name = f"autotune-{sweep_id}"
     try:

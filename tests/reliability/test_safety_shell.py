@@ -10,6 +10,7 @@
 - a sweep folder seeded with pickle payloads (disguised as a trial file and as submitit result pickles) is read by
   `report`, `export` and a resumed `sweep`; none of them may unpickle anything.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,9 +49,30 @@ def test_submit_script_and_local_launch_quote_everything(tmp_path):
     cwd, token = _hostile_dir(tmp_path)
     name = PAYLOAD.format(m=token + "name")
     override = "model.name='" + name.replace("'", "\\'") + "'"  # Hydra's quoted-string syntax
-    dry = subprocess.run([AUTOTUNE, "submit", "--dry-run", "--gpus", "1", "--backend", "local", "--max-trials", "1",
-                          "--steps", "1", "--sweep-id", "hostile", "experiment=demo", "sweep.warmup_steps=1", override],
-                         cwd=cwd, capture_output=True, text=True, timeout=300)
+    dry = subprocess.run(
+        [
+            AUTOTUNE,
+            "submit",
+            "--dry-run",
+            "--gpus",
+            "1",
+            "--backend",
+            "local",
+            "--max-trials",
+            "1",
+            "--steps",
+            "1",
+            "--sweep-id",
+            "hostile",
+            "experiment=demo",
+            "sweep.warmup_steps=1",
+            override,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert dry.returncode == 0, dry.stderr[-2000:]
     sbatch_dir = cwd / "results" / "hostile" / "sbatch"
     script = tmp_path / "controller.sbatch"
@@ -69,8 +91,13 @@ def test_submit_script_and_local_launch_quote_everything(tmp_path):
 
 def test_slurm_trial_script_keeps_hostile_paths_in_one_word(tmp_path):
     cwd, token = _hostile_dir(tmp_path)
-    dry = subprocess.run([AUTOTUNE, "submit", "--dry-run", "--gpus", "2", "--backend", "slurm", "--sweep-id", "h",
-                          "experiment=demo"], cwd=cwd, capture_output=True, text=True, timeout=300)
+    dry = subprocess.run(
+        [AUTOTUNE, "submit", "--dry-run", "--gpus", "2", "--backend", "slurm", "--sweep-id", "h", "experiment=demo"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert dry.returncode == 0, dry.stderr[-2000:]
     scripts = sorted((cwd / "results" / "h" / "sbatch").glob("*.sbatch"))
     assert len(scripts) >= 2  # the controller and at least one job-array script
@@ -90,8 +117,24 @@ def test_newline_in_a_path_bound_for_sbatch_is_refused(tmp_path):
     (found by this suite: `cd '/x\n`touch y`'` then ran `touch y`). Both script writers now refuse it in one line."""
     cwd, token = _hostile_dir(tmp_path, newline=True)
     for backend in ("local", "slurm"):
-        proc = subprocess.run([AUTOTUNE, "submit", "--dry-run", "--gpus", "2", "--backend", backend, "--sweep-id", "n",
-                               "experiment=demo"], cwd=cwd, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                AUTOTUNE,
+                "submit",
+                "--dry-run",
+                "--gpus",
+                "2",
+                "--backend",
+                backend,
+                "--sweep-id",
+                "n",
+                "experiment=demo",
+            ],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and "newline" in lines[0], proc.stderr[-2000:]
         assert not (cwd / "results" / "n").exists()  # refused before anything was written (no empty sbatch/ left)
@@ -108,8 +151,9 @@ class _Payload:
 
 def test_results_folder_is_never_unpickled(tmp_path):
     sim = ["--gpus", "4", "--backend", "simulate", "--max-trials", "3", "experiment=demo"]
-    first = subprocess.run([AUTOTUNE, "sweep", "--sweep-id", "p", *sim], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=300)
+    first = subprocess.run(
+        [AUTOTUNE, "sweep", "--sweep-id", "p", *sim], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     sweep = tmp_path / "results" / "p"
     marker = tmp_path / "unpickled"
@@ -121,8 +165,11 @@ def test_results_folder_is_never_unpickled(tmp_path):
     (sweep / "work" / "cffffffffffff").mkdir(parents=True)
     (sweep / "work" / "cffffffffffff" / "RESULT.json").write_bytes(evil)
 
-    for argv in (["report", str(sweep)], ["export", str(sweep), "--best", "-o", str(tmp_path / "best.yaml")],
-                 ["sweep", "--resume", str(sweep), "--max-trials", "4"]):
+    for argv in (
+        ["report", str(sweep)],
+        ["export", str(sweep), "--best", "-o", str(tmp_path / "best.yaml")],
+        ["sweep", "--resume", str(sweep), "--max-trials", "4"],
+    ):
         proc = subprocess.run([AUTOTUNE, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, (argv, proc.stderr[-2000:])
         assert not marker.exists(), f"`autotune {argv[0]}` unpickled a file from the results folder"

@@ -7,23 +7,27 @@ the real code. This one stops the dangerous call from being written in the first
 - nothing unpickles: results are Parquet/JSON (docs/trial_protocol.md "Never pickled"); `pickle.load`, `torch.load`,
   `pd.read_pickle`, `np.load(..., allow_pickle=True)`, `cloudpickle.load` and `dill.load` are refused outright.
 """
+
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
 import pytest
-
 from harness import REPO
 
 SHIPPED = ["autotune", "launchers", "bench_model", "benchmarks"]
 
 FORBIDDEN = {
-    "unsafe yaml load": re.compile(r"yaml\.(load|unsafe_load|full_load|load_all|unsafe_load_all)\s*\("
-                                   r"|Loader\s*=\s*yaml\.(Loader|FullLoader|UnsafeLoader)|yaml\.(Unsafe|Full)?Loader\b"),
+    "unsafe yaml load": re.compile(
+        r"yaml\.(load|unsafe_load|full_load|load_all|unsafe_load_all)\s*\("
+        r"|Loader\s*=\s*yaml\.(Loader|FullLoader|UnsafeLoader)|yaml\.(Unsafe|Full)?Loader\b"
+    ),
     "shell": re.compile(r"shell\s*=\s*True|os\.system\s*\(|os\.popen\s*\(|commands\.getoutput"),
-    "unpickling": re.compile(r"\b(c?pickle|cloudpickle|dill|joblib)\.loads?\s*\(|torch\.load\s*\(|read_pickle\s*\("
-                             r"|allow_pickle\s*=\s*True|pickle\.Unpickler"),
+    "unpickling": re.compile(
+        r"\b(c?pickle|cloudpickle|dill|joblib)\.loads?\s*\(|torch\.load\s*\(|read_pickle\s*\("
+        r"|allow_pickle\s*=\s*True|pickle\.Unpickler"
+    ),
     "eval of data": re.compile(r"(?<![\w.])(eval|exec)\s*\("),
 }
 
@@ -51,8 +55,12 @@ def test_there_is_source_to_check():
 @pytest.mark.parametrize("rule", sorted(FORBIDDEN))
 def test_no_forbidden_call(rule):
     pattern = FORBIDDEN[rule]
-    hits = [f"{p.relative_to(REPO)}:{n}: {line.strip()}" for p in _sources() for n, line in _code_lines(p)
-            if pattern.search(line)]
+    hits = [
+        f"{p.relative_to(REPO)}:{n}: {line.strip()}"
+        for p in _sources()
+        for n, line in _code_lines(p)
+        if pattern.search(line)
+    ]
     assert not hits, f"{rule}:\n" + "\n".join(hits)
 
 

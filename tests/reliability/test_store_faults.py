@@ -5,6 +5,7 @@
 - torn, zero-byte, garbage, foreign-schema and pickle-payload files in trials/ are detected, never read as data, never
   unpickled, and their candidates are not counted as finished (so a resumed sweep runs them again).
 """
+
 from __future__ import annotations
 
 import pickle
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from harness import REPO
 
 NUM_WRITERS = 8
@@ -42,9 +42,15 @@ def test_eight_concurrent_writers(tmp_path):
     from autotune.store import read_results, scan_trials
 
     trials = tmp_path / "sweep" / "trials"
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(trials), str(w), str(ROWS_PER_WRITER),
-                               str(SHARED_TRIALS)], cwd=REPO, stderr=subprocess.PIPE, text=True)
-             for w in range(NUM_WRITERS)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(trials), str(w), str(ROWS_PER_WRITER), str(SHARED_TRIALS)],
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(NUM_WRITERS)
+    ]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * NUM_WRITERS, errors
 
@@ -82,8 +88,19 @@ def _good_row(trial_id: str, candidate_id: str) -> dict:
     from autotune.schema import empty_row
 
     row = empty_row()
-    row.update(sweep_id="torn", trial_id=trial_id, candidate_id=candidate_id, backend="simulate", status="simulated",
-               dp=1, tp=2, pp=1, cp=1, num_gpus=2, tokens_per_s=5.0)
+    row.update(
+        sweep_id="torn",
+        trial_id=trial_id,
+        candidate_id=candidate_id,
+        backend="simulate",
+        status="simulated",
+        dp=1,
+        tp=2,
+        pp=1,
+        cp=1,
+        num_gpus=2,
+        tokens_per_s=5.0,
+    )
     return row
 
 

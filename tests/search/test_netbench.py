@@ -1,5 +1,6 @@
 """netbench: the α-β fit recovers known links (hand-checkable), and real gloo runs at world 2 and 4 on 127.0.0.1 write
 a preset the config tree loads."""
+
 import shutil
 
 import pytest
@@ -22,10 +23,15 @@ def test_fit_recovers_known_alpha_beta():
     # alpha = 50 us per hop, beta = 2 GB/s: a 4-rank ring all-reduce of 1 MiB takes 2*(4-1) = 6 hops and moves
     # 1.5 MiB per link -> 6 * 50e-6 + 1.5 * 2**20 / 2e9 = 1.0864 ms.
     alpha, beta = 50e-6, 2e9
-    samples = [Sample(op, "intra", g, n, ring_steps(op, g) * alpha + bus_factor(op, g) * n / beta)
-               for op in ("all_reduce", "all_gather", "p2p") for g in (2, 4) for n in (4096, 1 << 20, 1 << 22)]
+    samples = [
+        Sample(op, "intra", g, n, ring_steps(op, g) * alpha + bus_factor(op, g) * n / beta)
+        for op in ("all_reduce", "all_gather", "p2p")
+        for g in (2, 4)
+        for n in (4096, 1 << 20, 1 << 22)
+    ]
     assert [s.time_s for s in samples if s.collective == "all_reduce" and s.group_size == 4][1] == pytest.approx(
-        1.0864e-3, rel=1e-4)
+        1.0864e-3, rel=1e-4
+    )
     fit = fit_alpha_beta(samples, "intra")
     assert fit.latency_s == pytest.approx(alpha, rel=1e-6) and fit.bw_bytes_per_s == pytest.approx(beta, rel=1e-6)
     assert fit.rel_rms_error < 1e-9

@@ -1,6 +1,7 @@
 """Real local sweeps (tiny model, 2 gloo ranks on 127.0.0.1, 1 timed step) through `autotune sweep` for the search
 strategies, an injected genuine OOM (RLIMIT_AS -> MemoryError) that prunes its dominated candidates, and the GPU-hour
 budget."""
+
 import optuna
 import pytest
 
@@ -10,13 +11,33 @@ from autotune.oom_pruning import dominated_mask
 from autotune.planner import enumerate_candidates
 from autotune.store import read_results
 
-SPACE = ["experiment=demo", "space.tp=[1]", "space.pp=[1]", "space.cp=[1]", "space.zero_stage=[0,2,3]",
-         "space.micro_batch_size=[1,2,4]", "space.recompute=[none,full]", "sweep.warmup_steps=0"]
+SPACE = [
+    "experiment=demo",
+    "space.tp=[1]",
+    "space.pp=[1]",
+    "space.cp=[1]",
+    "space.zero_stage=[0,2,3]",
+    "space.micro_batch_size=[1,2,4]",
+    "space.recompute=[none,full]",
+    "sweep.warmup_steps=0",
+]
 
 
 def _sweep(tmp_path, *flags):
-    argv = ["sweep", "--gpus", "2", "--backend", "local", "--steps", "1", "--sweep-id", "s", *flags, *SPACE,
-            f"sweep.results_dir={tmp_path}"]
+    argv = [
+        "sweep",
+        "--gpus",
+        "2",
+        "--backend",
+        "local",
+        "--steps",
+        "1",
+        "--sweep-id",
+        "s",
+        *flags,
+        *SPACE,
+        f"sweep.results_dir={tmp_path}",
+    ]
     assert main(argv) == 0
     return read_results(tmp_path / "s")
 
@@ -56,8 +77,9 @@ def test_optuna_pareto_sweep_shares_its_study(tmp_path):
 
 
 def test_halving_sweep_promotes_the_measured_best(tmp_path, capsys):
-    df = _sweep(tmp_path, "--strategy", "halving", "sweep.halving_steps=[1,2]", "sweep.halving_pool=3",
-                "sweep.max_trials=20")
+    df = _sweep(
+        tmp_path, "--strategy", "halving", "sweep.halving_steps=[1,2]", "sweep.halving_pool=3", "sweep.max_trials=20"
+    )
     ok = df[df["status"] == "ok"]
     rung0, rung1 = ok[~ok["trial_id"].str.endswith("-r1")], ok[ok["trial_id"].str.endswith("-r1")]
     assert len(rung0) == 3 and (rung0["timed_steps"] == 1).all()
@@ -76,8 +98,13 @@ def test_budget_stops_the_sweep(tmp_path, capsys):
     assert "GPU-hour budget spent" in out and "GPU-hours spent: " in out and "exhaustive grid (18 runnable" in out
 
 
-@pytest.mark.parametrize("flag,value,message", [("--budget-gpu-hours", "0", "--budget-gpu-hours='0' must be"),
-                                                ("--objective", "speed", "invalid choice: 'speed'")])
+@pytest.mark.parametrize(
+    "flag,value,message",
+    [
+        ("--budget-gpu-hours", "0", "--budget-gpu-hours='0' must be"),
+        ("--objective", "speed", "invalid choice: 'speed'"),
+    ],
+)
 def test_bad_search_flags(tmp_path, capsys, flag, value, message):
     with pytest.raises(SystemExit) as e:
         main(["sweep", "--gpus", "2", flag, value, f"sweep.results_dir={tmp_path}"])

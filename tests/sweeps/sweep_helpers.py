@@ -1,4 +1,5 @@
 """Shared by the sweep tests: run the CLI as a subprocess (the console entry point), list the planner's ranking."""
+
 from __future__ import annotations
 
 import subprocess
@@ -29,5 +30,3 @@ def ranked_trial_ids(overrides: list[str], num_gpus: int, n: int) -> list[str]:
     frame = planner_frame(overrides, num_gpus)
     ranked = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
     return [trial_id_for(str(c)) for c in ranked["candidate_id"][:n]]
-
-

@@ -1,5 +1,6 @@
 """A controller SIGKILLed mid-sweep (a trial in flight) and resumed: every candidate accounted for exactly once, the
 finished trial not rerun, no temp file, no process left behind (the killed trial's orphans are reaped)."""
+
 from __future__ import annotations
 
 import os
@@ -15,20 +16,32 @@ OVERRIDES = ["experiment=demo", "sweep.warmup_steps=1", "train.global_batch_size
 def test_sigkill_then_resume(tmp_path):
     from autotune.store import read_results
 
-    argv = CLI + ["sweep", "--gpus", "2", "--backend", "local", "--max-trials", "3", "--steps", "1",
-                  "--sweep-id", "k", *OVERRIDES]
+    argv = CLI + [
+        "sweep",
+        "--gpus",
+        "2",
+        "--backend",
+        "local",
+        "--max-trials",
+        "3",
+        "--steps",
+        "1",
+        "--sweep-id",
+        "k",
+        *OVERRIDES,
+    ]
     sweep = tmp_path / "results" / "k"
     order = ranked_trial_ids(OVERRIDES, 2, 1)
     with open(tmp_path / "first.log", "w") as log:
         ctl = subprocess.Popen(argv, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 900
+
         # wait until trial 1 has its row and trial 2 has started (its TOKEN file exists); topk may re-rank after
         # trial 1, so trial 2 is whichever other trial started
         def second() -> list[str]:
             return [p.parent.name for p in (sweep / "work").glob("*/TOKEN") if p.parent.name != order[0]]
 
-        while time.monotonic() < deadline and not ((sweep / "trials" / f"{order[0]}.parquet").exists()
-                                                   and second()):
+        while time.monotonic() < deadline and not ((sweep / "trials" / f"{order[0]}.parquet").exists() and second()):
             assert ctl.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
             time.sleep(0.2)
         time.sleep(2)

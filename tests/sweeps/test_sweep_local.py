@@ -1,6 +1,7 @@
 """A real local sweep: the tiny Llama on 4 gloo ranks (experiment=demo), topk, 6 trials of which 4 run cleanly, the
 5th crashes (every rank raises) and the 6th hangs (only the launcher's timeout ends it). Then the report with plots,
 `export --best` round-tripped through `autotune bench --config`, and notebooks/pareto.ipynb executed on this sweep."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from sweep_helpers import REPO, autotune, planner_frame, processes_mentioning, ranked_trial_ids
 
 DEMO = ["experiment=demo", "sweep.warmup_steps=1", "sweep.timeout_s=400"]
@@ -19,9 +19,30 @@ PROGRESS = re.compile(r"^trial (\d+)/\d+\s+(\S+)", re.M)
 @pytest.fixture(scope="module")
 def local_sweep(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("sweep4")
-    proc = autotune(["sweep", "--gpus", "4", "--backend", "local", "--strategy", "topk", "--max-trials", "6",
-                     "--steps", "2", "--sweep-id", "s4", "--inject-fault", "5:crash",
-                     "--inject-fault", f"6:hang:{HANG_TIMEOUT_S}", *DEMO], cwd, timeout=1800)
+    proc = autotune(
+        [
+            "sweep",
+            "--gpus",
+            "4",
+            "--backend",
+            "local",
+            "--strategy",
+            "topk",
+            "--max-trials",
+            "6",
+            "--steps",
+            "2",
+            "--sweep-id",
+            "s4",
+            "--inject-fault",
+            "5:crash",
+            "--inject-fault",
+            f"6:hang:{HANG_TIMEOUT_S}",
+            *DEMO,
+        ],
+        cwd,
+        timeout=1800,
+    )
     return cwd, cwd / "results" / "s4", proc
 
 
@@ -81,10 +102,24 @@ def test_export_best_runs_in_bench(local_sweep):
     model, train, cluster, plan = load_trialfile(out)
     best = best_row(read_results(sweep))
     assert plan.candidate_id(model, train) == best["candidate_id"]
-    proc = autotune(["bench", "--nproc", str(plan.world_size), "--config", str(out), "--steps", "1", "--json",
-                     "--workdir", str(cwd / "bench")], cwd, timeout=900)
+    proc = autotune(
+        [
+            "bench",
+            "--nproc",
+            str(plan.world_size),
+            "--config",
+            str(out),
+            "--steps",
+            "1",
+            "--json",
+            "--workdir",
+            str(cwd / "bench"),
+        ],
+        cwd,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    row = json.loads(proc.stdout[proc.stdout.index("{"):])
+    row = json.loads(proc.stdout[proc.stdout.index("{") :])
     assert row["status"] == "ok" and row["candidate_id"] == best["candidate_id"]
 
 

@@ -1,9 +1,9 @@
 """`autotune sweep --backend simulate`: a 1024-GPU sweep on this laptop-sized box, rows with predictions only,
 planner rejects recorded as `pruned`, resume adds trials without duplicating any; CLI errors are one line."""
+
 from __future__ import annotations
 
 import pytest
-
 from sweep_helpers import autotune, planner_frame, ranked_trial_ids
 
 LLAMA = ["experiment=llama8b-64xh100"]
@@ -12,8 +12,9 @@ LLAMA = ["experiment=llama8b-64xh100"]
 @pytest.fixture(scope="module")
 def sim_sweep(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("sim")
-    proc = autotune(["sweep", "--gpus", "1024", "--backend", "simulate", "--max-trials", "4", "--sweep-id", "sim",
-                     *LLAMA], cwd)
+    proc = autotune(
+        ["sweep", "--gpus", "1024", "--backend", "simulate", "--max-trials", "4", "--sweep-id", "sim", *LLAMA], cwd
+    )
     return cwd, cwd / "results" / "sim", proc
 
 
@@ -63,8 +64,9 @@ def test_report_plots_and_export(sim_sweep, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "pruned" in proc.stdout and "Pareto front" in proc.stdout
     names = sorted(p.name for p in (sweep / "plots").iterdir())
-    assert names == sorted(f"{n}.{e}" for n in ("throughput", "tp_pp_heatmap", "pred_vs_measured", "pareto")
-                           for e in ("png", "svg"))
+    assert names == sorted(
+        f"{n}.{e}" for n in ("throughput", "tp_pp_heatmap", "pred_vs_measured", "pareto") for e in ("png", "svg")
+    )
     out = tmp_path / "best.yaml"
     proc = autotune(["export", str(sweep), "--best", "-o", str(out)], cwd)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -75,12 +77,15 @@ def test_report_plots_and_export(sim_sweep, tmp_path):
     assert model.name == "llama-3.1-8b" and cluster.name == "h100-sxm-80gb"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["sweep", "--gpus", "64", "--backend", "local", *LLAMA], "--backend slurm|ray|simulate"),
-    (["sweep", "--gpus", "8", "--backend", "simulate", "--strategy", "nope", *LLAMA], "--strategy='nope'"),
-    (["report", "no/such/dir"], "not a sweep folder"),
-    (["export", "no/such/dir", "--best"], "not a sweep folder"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["sweep", "--gpus", "64", "--backend", "local", *LLAMA], "--backend slurm|ray|simulate"),
+        (["sweep", "--gpus", "8", "--backend", "simulate", "--strategy", "nope", *LLAMA], "--strategy='nope'"),
+        (["report", "no/such/dir"], "not a sweep folder"),
+        (["export", "no/such/dir", "--best"], "not a sweep folder"),
+    ],
+)
 def test_user_errors_are_one_line(tmp_path, args, message):
     proc = autotune(args, tmp_path, timeout=300)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr

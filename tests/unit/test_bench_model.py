@@ -1,5 +1,6 @@
 """bench_model pieces that need no process group: layer split, CP positions, data determinism, init determinism,
 model shapes and parameter count against ModelSpec, CP attention mask = causal mask (by hand)."""
+
 from __future__ import annotations
 
 import torch
@@ -10,8 +11,16 @@ from bench_model.model import Llama, build_meta_model, full_init_tensor
 from bench_model.parallel.context_parallel import cp_positions
 from bench_model.parallel.pipeline import layer_split
 
-TINY = ModelSpec(name="tiny", num_layers=8, hidden_size=128, ffn_hidden_size=352, num_heads=8, num_kv_heads=4,
-                 vocab_size=1024, rope_theta=10000.0)
+TINY = ModelSpec(
+    name="tiny",
+    num_layers=8,
+    hidden_size=128,
+    ffn_hidden_size=352,
+    num_heads=8,
+    num_kv_heads=4,
+    vocab_size=1024,
+    rope_theta=10000.0,
+)
 
 
 def test_layer_split_even_and_uneven():
@@ -50,8 +59,10 @@ def test_model_matches_model_spec_and_is_deterministic():
     out = m1(tokens)
     assert out.shape == (2, 32, 1024)
     assert torch.equal(out, m2(tokens))
-    assert torch.equal(full_init_tensor("layers.3.attention.wq.weight", (4, 4), 5, 8),
-                       full_init_tensor("layers.3._checkpoint_wrapped_module.attention.wq.weight", (4, 4), 5, 8))
+    assert torch.equal(
+        full_init_tensor("layers.3.attention.wq.weight", (4, 4), 5, 8),
+        full_init_tensor("layers.3._checkpoint_wrapped_module.attention.wq.weight", (4, 4), 5, 8),
+    )
 
 
 def test_context_parallel_mask_equals_causal_attention():
@@ -67,8 +78,9 @@ def test_context_parallel_mask_equals_causal_attention():
         q_pos = cp_positions(16, cp, rank)
         attn = ContextParallelAttention.__new__(ContextParallelAttention)
         attn.q_pos, attn.k_pos, attn._mask = q_pos, k_pos, None
-        out = torch.nn.functional.scaled_dot_product_attention(q[:, :, q_pos], k[:, :, k_pos], v[:, :, k_pos],
-                                                               attn_mask=attn.mask(q.device))
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q[:, :, q_pos], k[:, :, k_pos], v[:, :, k_pos], attn_mask=attn.mask(q.device)
+        )
         torch.testing.assert_close(out, full[:, :, q_pos])
 
 

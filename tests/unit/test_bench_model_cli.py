@@ -3,6 +3,7 @@ optimizer bytes checked by hand: tiny Llama (search_spaces/model/tiny.yaml) has
   embedding 1024*128 + head 1024*128 + final norm 128
   + 8 layers * (wq 128*128 + wk 128*64 + wv 128*64 + wo 128*128 + 3 * 128*352 + 2 norms * 128) = 1,738,880 params,
 AdamW keeps 2 fp32 states per element: 13,911,040 bytes unsharded, half of it per rank with ZeRO-3 over dp=2."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,10 +19,13 @@ def test_tiny_param_count_by_hand():
     assert TINY_PARAMS == 1_738_880 == load_config(["model=tiny"]).model.num_params()
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["bench", "--nproc", "3", "model=tiny", "plan.tp=2"], "plan.tp*pp*cp=2 does not divide num_gpus=3"),
-    (["bench", "--nproc", "2", "model=tiny", "plan.dp=1"], "= 1 != num_gpus(2)"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["bench", "--nproc", "3", "model=tiny", "plan.tp=2"], "plan.tp*pp*cp=2 does not divide num_gpus=3"),
+        (["bench", "--nproc", "2", "model=tiny", "plan.dp=1"], "= 1 != num_gpus(2)"),
+    ],
+)
 def test_bench_rejects_mismatched_nproc_in_one_line(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -50,9 +54,19 @@ def test_probe_memory_on_fake_process_group():
     assert z3["mem_params_bytes"] < z0["mem_params_bytes"]  # sharded at rest, one block gathered at a time
     assert z0["mem_params_bytes"] >= 4 * TINY_PARAMS  # replicated fp32 parameters
     assert z3["mem_activations_bytes"] > 0
-    assert z0["mem_allocated_bytes"] == pytest.approx(sum(z0[k] for k in (
-        "mem_params_bytes", "mem_grads_bytes", "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes",
-        "mem_buffers_bytes")))
+    assert z0["mem_allocated_bytes"] == pytest.approx(
+        sum(
+            z0[k]
+            for k in (
+                "mem_params_bytes",
+                "mem_grads_bytes",
+                "mem_optimizer_bytes",
+                "mem_activations_bytes",
+                "mem_logits_bytes",
+                "mem_buffers_bytes",
+            )
+        )
+    )
 
 
 def test_probe_memory_refuses_pipeline_with_reason():

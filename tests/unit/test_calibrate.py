@@ -1,5 +1,6 @@
 """Calibration: coefficients used to generate synthetic measurements are recovered (hand-checkable), the memory terms
 too, and `autotune calibrate` writes a preset the config tree loads."""
+
 import dataclasses
 import shutil
 
@@ -7,8 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autotune.calibrate import (calibrate, fit_memory, predict_allocated_bytes, predict_tokens_per_s_per_gpu, rerank,
-                                spearman)
+from autotune.calibrate import (
+    calibrate,
+    fit_memory,
+    predict_allocated_bytes,
+    predict_tokens_per_s_per_gpu,
+    rerank,
+    spearman,
+)
 from autotune.cli.main import main
 from autotune.config import SEARCH_SPACES, load_config
 from autotune.planner import enumerate_candidates, plan_from_row
@@ -29,8 +36,15 @@ def _rows(layouts):
 
 
 SINGLE = _rows([(1, 1, 1, 0, m, r) for m in (1, 2, 4) for r in ("none", "full")])
-MIXED = _rows([(dp, tp, pp, z, m, r) for dp, tp, pp in [(8, 1, 1), (4, 2, 1), (2, 4, 1), (4, 1, 2), (2, 2, 2), (2, 1, 4)]
-               for z in (0, 2, 3) for m in (1, 2) for r in ("none", "full")])
+MIXED = _rows(
+    [
+        (dp, tp, pp, z, m, r)
+        for dp, tp, pp in [(8, 1, 1), (4, 2, 1), (2, 4, 1), (4, 1, 2), (2, 2, 2), (2, 1, 4)]
+        for z in (0, 2, 3)
+        for m in (1, 2)
+        for r in ("none", "full")
+    ]
+)
 
 
 def test_single_rank_throughput_scales_with_matmul_efficiency():
@@ -94,8 +108,10 @@ def test_rerank_matches_planner_and_follows_the_cluster():
     assert len(ddp) and (ddp["pred_step_s"] >= 6.0).all()  # one all-reduce over 4 ranks: 2*(4-1) = 6 latency steps
     tight = dataclasses.replace(CFG.cluster, runtime_overhead_bytes=int(CFG.cluster.device_memory_bytes * 0.94))
     re = rerank(cands, CFG, tight)  # 95% usable minus 94% overhead: 1% left, far fewer layouts fit
-    assert re["fits"].sum() < cands["fits"].sum() and re["rank"].notna().sum() == re["fits"].sum() - (
-        re["fits"] & re["reject_reason"].notna()).sum()
+    assert (
+        re["fits"].sum() < cands["fits"].sum()
+        and re["rank"].notna().sum() == re["fits"].sum() - (re["fits"] & re["reject_reason"].notna()).sum()
+    )
 
 
 def test_calibrate_cli_writes_a_loadable_preset(tmp_path, capsys):

@@ -1,4 +1,5 @@
 """GPU-hour budget and the exhaustive-grid cost estimate, by hand; the online calibrator re-orders topk."""
+
 import dataclasses
 
 import pandas as pd
@@ -12,16 +13,46 @@ from autotune.strategies.topk import TopKStrategy
 
 
 def _rows():
-    return pd.DataFrame([
-        dict(candidate_id="a", status="ok", num_gpus=4, gpu_seconds=100.0, wall_s=25.0, step_time_mean_s=2.0,
-             timed_steps=3),
-        dict(candidate_id="b", status="oom", num_gpus=4, gpu_seconds=40.0, wall_s=10.0, step_time_mean_s=None,
-             timed_steps=None),
-        dict(candidate_id="c", status="pruned", num_gpus=4, gpu_seconds=None, wall_s=None, step_time_mean_s=None,
-             timed_steps=None),
-        dict(candidate_id="d", status="ok", num_gpus=4, gpu_seconds=None, wall_s=30.0, step_time_mean_s=4.0,
-             timed_steps=3),
-    ])
+    return pd.DataFrame(
+        [
+            dict(
+                candidate_id="a",
+                status="ok",
+                num_gpus=4,
+                gpu_seconds=100.0,
+                wall_s=25.0,
+                step_time_mean_s=2.0,
+                timed_steps=3,
+            ),
+            dict(
+                candidate_id="b",
+                status="oom",
+                num_gpus=4,
+                gpu_seconds=40.0,
+                wall_s=10.0,
+                step_time_mean_s=None,
+                timed_steps=None,
+            ),
+            dict(
+                candidate_id="c",
+                status="pruned",
+                num_gpus=4,
+                gpu_seconds=None,
+                wall_s=None,
+                step_time_mean_s=None,
+                timed_steps=None,
+            ),
+            dict(
+                candidate_id="d",
+                status="ok",
+                num_gpus=4,
+                gpu_seconds=None,
+                wall_s=30.0,
+                step_time_mean_s=4.0,
+                timed_steps=3,
+            ),
+        ]
+    )
 
 
 def test_spent_counts_trials_that_ran():

@@ -1,5 +1,6 @@
 """The CLI's error boundary: a user mistake (an `AutotuneError`) is one line and exit 2; any other exception, a
 `ValueError` from numpy or pandas included, is a bug and keeps its traceback (docs/architecture.md "Errors")."""
+
 from __future__ import annotations
 
 import subprocess

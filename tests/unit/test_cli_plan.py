@@ -1,4 +1,5 @@
 """`autotune plan` / `autotune estimate` end to end through the console script (real subprocesses)."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,9 @@ from autotune.planner import COLUMNS
 
 
 def _run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune.cli.main", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune.cli.main", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 def test_plan_table_and_output_file(tmp_path):
@@ -30,8 +32,9 @@ def test_plan_table_and_output_file(tmp_path):
 
 def test_plan_csv_and_json(tmp_path):
     out = tmp_path / "plan.csv"
-    r = _run("plan", "--gpus", "8", "model=llama-3.2-1b", "cluster=h100-sxm-80gb", "--json", "--top", "2",
-             "-o", str(out))
+    r = _run(
+        "plan", "--gpus", "8", "model=llama-3.2-1b", "cluster=h100-sxm-80gb", "--json", "--top", "2", "-o", str(out)
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert len(d["top"]) == 2 and d["top"][0]["rank"] == 1
@@ -50,9 +53,19 @@ def test_estimate_reproduces_zero_paper_figure1(capsys):
     # README recipe: a Llama-shaped model with exactly 7.5e9 parameters (h=3840, 30 heads, f=14000, V=58770, L=32:
     # 3840 * (2*58770 + 32*(4*3840 + 3*14000 + 2) + 1) = 7.5e9) in the ZeRO paper's accounting, Nd=64.
     # Rajbhandari et al. 2020 Figure 1: 120 / 31.4 / 16.6 / 1.9 GB.
-    base = ["model=llama-3.1-8b", "model.hidden_size=3840", "model.num_heads=30", "model.num_kv_heads=30",
-            "model.ffn_hidden_size=14000", "model.vocab_size=58770", "cluster=a100-80gb", "plan.dp=64",
-            "train.param_dtype=bf16", "train.grad_dtype=bf16", "train.master_dtype=fp32"]
+    base = [
+        "model=llama-3.1-8b",
+        "model.hidden_size=3840",
+        "model.num_heads=30",
+        "model.num_kv_heads=30",
+        "model.ffn_hidden_size=14000",
+        "model.vocab_size=58770",
+        "cluster=a100-80gb",
+        "plan.dp=64",
+        "train.param_dtype=bf16",
+        "train.grad_dtype=bf16",
+        "train.master_dtype=fp32",
+    ]
     got = []
     for z in range(4):
         d = _main_json(capsys, "estimate", *base, f"plan.zero_stage={z}")
@@ -61,26 +74,46 @@ def test_estimate_reproduces_zero_paper_figure1(capsys):
 
 
 def test_estimate_json_keys_and_table(capsys):
-    d = _main_json(capsys, "estimate", "model=llama-3.1-8b", "cluster=h100-sxm-80gb", "plan.tp=2",
-                   "plan.sequence_parallel=true", "--gpus", "16")
-    for k in ("mem_params_bytes", "mem_activations_bytes", "mem_reserved_bytes", "pred_step_s", "pred_mfu", "fits",
-              "reject_reason"):
+    d = _main_json(
+        capsys,
+        "estimate",
+        "model=llama-3.1-8b",
+        "cluster=h100-sxm-80gb",
+        "plan.tp=2",
+        "plan.sequence_parallel=true",
+        "--gpus",
+        "16",
+    )
+    for k in (
+        "mem_params_bytes",
+        "mem_activations_bytes",
+        "mem_reserved_bytes",
+        "pred_step_s",
+        "pred_mfu",
+        "fits",
+        "reject_reason",
+    ):
         assert k in d
     assert d["dp"] == 8 and d["tp"] == 2
     r = _run("estimate", "model=llama-3.1-8b", "cluster=h100-sxm-80gb", "plan.dp=8", "plan.zero_stage=3")
     assert r.returncode == 0 and "activations" in r.stdout and "fits:" in r.stdout
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("plan", "--gpus", "0"), "--gpus='0' must be an integer >= 1"),
-    (("plan", "--gpus", "abc"), "--gpus='abc' must be an integer >= 1"),
-    (("plan", "--gpus", "8", "model=nope"), "model='nope' is not a preset"),
-    (("plan", "--gpus", "64", "model=llama-3.1-8b", "train.global_batch_size=6", "space.pp=[1]", "space.cp=[1]"),
-     "train.global_batch_size=6 is not divisible by dp*micro_batch_size for any layout of 64 GPUs"),
-    (("plan", "--gpus", "8", "-o", "x.txt"), "must end in .parquet or .csv"),
-    (("estimate", "model=llama-3.1-8b", "plan.tp=3"), "tp=3 does not divide num_heads=32"),
-    (("estimate", "model=llama-3.1-8b", "plan.dp=2", "--gpus", "4"), "!= num_gpus(4)"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("plan", "--gpus", "0"), "--gpus='0' must be an integer >= 1"),
+        (("plan", "--gpus", "abc"), "--gpus='abc' must be an integer >= 1"),
+        (("plan", "--gpus", "8", "model=nope"), "model='nope' is not a preset"),
+        (
+            ("plan", "--gpus", "64", "model=llama-3.1-8b", "train.global_batch_size=6", "space.pp=[1]", "space.cp=[1]"),
+            "train.global_batch_size=6 is not divisible by dp*micro_batch_size for any layout of 64 GPUs",
+        ),
+        (("plan", "--gpus", "8", "-o", "x.txt"), "must end in .parquet or .csv"),
+        (("estimate", "model=llama-3.1-8b", "plan.tp=3"), "tp=3 does not divide num_heads=32"),
+        (("estimate", "model=llama-3.1-8b", "plan.dp=2", "--gpus", "4"), "!= num_gpus(4)"),
+    ],
+)
 def test_bad_input_one_line_exit_2(args, needle):
     r = _run(*args)
     assert r.returncode == 2
@@ -89,8 +122,17 @@ def test_bad_input_one_line_exit_2(args, needle):
 
 
 def test_estimate_json_and_plan_show_the_memory_margin(capsys, tmp_path):
-    d = _main_json(capsys, "estimate", "model=llama-3.1-8b", "cluster=h200-141gb", "train.seq_len=8192",
-                   "train.global_batch_size=8", "plan.dp=4", "plan.tp=2", "plan.zero_stage=1")
+    d = _main_json(
+        capsys,
+        "estimate",
+        "model=llama-3.1-8b",
+        "cluster=h200-141gb",
+        "train.seq_len=8192",
+        "train.global_batch_size=8",
+        "plan.dp=4",
+        "plan.tp=2",
+        "plan.zero_stage=1",
+    )
     # usable = 150754820096 bytes x (1 - 0.05 headroom); sigma = margin / (0.038 x reserved) (autotune/reserved.py)
     usable = 150754820096 * 0.95
     assert d["mem_margin_bytes"] == pytest.approx(usable - d["mem_reserved_bytes"])

@@ -1,4 +1,5 @@
 """Hydra config tree: presets compose, override keys users rely on exist, mistakes give one-line errors."""
+
 import pytest
 
 from autotune.config import ConfigError, load_config
@@ -18,15 +19,37 @@ def test_every_preset_composes(group, name):
 
 
 def test_override_keys_users_rely_on():
-    cfg = load_config([
-        "model=llama-3.1-8b", "model.num_layers=16", "model.hidden_size=2048", "model.ffn_hidden_size=4096",
-        "model.num_heads=16", "model.num_kv_heads=4", "model.vocab_size=32000", "model.tie_embeddings=true",
-        "train.seq_len=2048", "train.global_batch_size=64", "cluster=a100-40gb", "cluster.gpus_per_node=4",
-        "space.dp=[1,2]", "space.tp=[1,2]", "space.pp=[1]", "space.cp=[1]", "space.vpp=[1]", "space.zero_stage=[1,3]",
-        "space.micro_batch_size=[2]", "space.recompute=[full]", "space.sequence_parallel=[false]",
-        "space.tp_within_node=false", "plan.tp=2", "plan.zero_stage=3", "plan.micro_batch_size=2",
-        "plan.recompute=selective", "plan.sequence_parallel=true",
-    ])
+    cfg = load_config(
+        [
+            "model=llama-3.1-8b",
+            "model.num_layers=16",
+            "model.hidden_size=2048",
+            "model.ffn_hidden_size=4096",
+            "model.num_heads=16",
+            "model.num_kv_heads=4",
+            "model.vocab_size=32000",
+            "model.tie_embeddings=true",
+            "train.seq_len=2048",
+            "train.global_batch_size=64",
+            "cluster=a100-40gb",
+            "cluster.gpus_per_node=4",
+            "space.dp=[1,2]",
+            "space.tp=[1,2]",
+            "space.pp=[1]",
+            "space.cp=[1]",
+            "space.vpp=[1]",
+            "space.zero_stage=[1,3]",
+            "space.micro_batch_size=[2]",
+            "space.recompute=[full]",
+            "space.sequence_parallel=[false]",
+            "space.tp_within_node=false",
+            "plan.tp=2",
+            "plan.zero_stage=3",
+            "plan.micro_batch_size=2",
+            "plan.recompute=selective",
+            "plan.sequence_parallel=true",
+        ]
+    )
     assert (cfg.model.num_layers, cfg.model.num_kv_heads, cfg.model.tie_embeddings) == (16, 4, True)
     assert (cfg.train.seq_len, cfg.train.global_batch_size, cfg.cluster.gpus_per_node) == (2048, 64, 4)
     assert cfg.space.dp == (1, 2) and cfg.space.zero_stage == (1, 3) and cfg.space.tp_within_node is False
@@ -45,19 +68,22 @@ def test_precision_sets_dtypes_and_explicit_dtypes_win():
     assert (t.param_dtype, t.compute_dtype, t.grad_dtype, t.master_dtype) == ("bf16", "bf16", "bf16", "fp32")
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["model=llama-9"], "model='llama-9' is not a preset (choose from:"),
-    (["cluster=tpu"], "cluster='tpu' is not a preset (choose from:"),
-    (["model.num_layers=abc"], "model.num_layers='abc' must be an integer"),
-    (["model.num_layers=0"], "model.num_layers=0 must be an integer >= 1"),
-    (["model.num_kv_heads=3"], "model.num_kv_heads=3 does not divide model.num_heads=8"),
-    (["model.colour=red"], "model.colour"),
-    (["train.precision=fp8"], "train.precision='fp8' must be one of bf16, fp32"),
-    (["train.global_batch_tokens=1000"], "train.global_batch_tokens=1000 is not a multiple of train.seq_len=128"),
-    (["space.tp=[1,0]"], "space.tp=[1, 0] must list integers >= 1"),
-    (["space.recompute=[half]"], "space.recompute='half' must be one of none, selective, full"),
-    (["plan.tp=two"], "plan.tp='two' must be an integer"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["model=llama-9"], "model='llama-9' is not a preset (choose from:"),
+        (["cluster=tpu"], "cluster='tpu' is not a preset (choose from:"),
+        (["model.num_layers=abc"], "model.num_layers='abc' must be an integer"),
+        (["model.num_layers=0"], "model.num_layers=0 must be an integer >= 1"),
+        (["model.num_kv_heads=3"], "model.num_kv_heads=3 does not divide model.num_heads=8"),
+        (["model.colour=red"], "model.colour"),
+        (["train.precision=fp8"], "train.precision='fp8' must be one of bf16, fp32"),
+        (["train.global_batch_tokens=1000"], "train.global_batch_tokens=1000 is not a multiple of train.seq_len=128"),
+        (["space.tp=[1,0]"], "space.tp=[1, 0] must list integers >= 1"),
+        (["space.recompute=[half]"], "space.recompute='half' must be one of none, selective, full"),
+        (["plan.tp=two"], "plan.tp='two' must be an integer"),
+    ],
+)
 def test_bad_overrides_give_one_line_errors(overrides, message):
     with pytest.raises(ConfigError) as e:
         load_config(overrides)
@@ -69,7 +95,9 @@ def test_plan_arithmetic_in_message():
     cfg = load_config(["plan.dp=2", "plan.tp=2"])
     with pytest.raises(ConfigError, match=r"plan.dp\(2\) \* tp\(2\) \* pp\(1\) \* cp\(1\) = 4 != num_gpus\(8\)"):
         cfg.plan(8)
-    with pytest.raises(ConfigError, match="train.global_batch_size=16 is not divisible by dp\\*micro_batch_size=3\\*1=3"):
+    with pytest.raises(
+        ConfigError, match="train.global_batch_size=16 is not divisible by dp\\*micro_batch_size=3\\*1=3"
+    ):
         load_config(["plan.dp=3"]).plan(3)
 
 

@@ -1,5 +1,6 @@
 """Hugging Face config.json import: dims of the shipped example configs, transformers' defaults, one-line errors,
 and `model=hf model.config_path=...` through the config loader and `autotune plan`."""
+
 import json
 import subprocess
 import sys
@@ -11,8 +12,16 @@ from autotune.config import load_config
 from autotune.hf_import import model_from_hf_config, read_hf_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "hf_configs"
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128, "intermediate_size": 352,
-        "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 1024}
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 128,
+    "intermediate_size": 352,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "vocab_size": 1024,
+}
 
 
 def write(tmp_path, doc, name="cfg.json") -> Path:
@@ -24,15 +33,27 @@ def write(tmp_path, doc, name="cfg.json") -> Path:
 # Published parameter counts (model cards on huggingface.co, "Model size" of the safetensors files):
 #   meta-llama/Llama-3.2-1B 1,235,814,400; mistralai/Mistral-7B-v0.1 7,241,732,096;
 #   Qwen/Qwen2.5-0.5B 494,032,768 ("Number of Parameters: 0.49B; Non-Embedding: 0.36B") incl. its q/k/v biases.
-@pytest.mark.parametrize("file,dims,params", [
-    ("llama-3.2-1b.json", (16, 2048, 8192, 32, 8, 128256, True, 500000.0, 1e-5), 1_235_814_400),
-    ("mistral-7b-v0.1.json", (32, 4096, 14336, 32, 8, 32000, False, 10000.0, 1e-5), 7_241_732_096),
-    ("qwen2.5-0.5b.json", (24, 896, 4864, 14, 2, 151936, True, 1e6, 1e-6), 494_032_768),
-])
+@pytest.mark.parametrize(
+    "file,dims,params",
+    [
+        ("llama-3.2-1b.json", (16, 2048, 8192, 32, 8, 128256, True, 500000.0, 1e-5), 1_235_814_400),
+        ("mistral-7b-v0.1.json", (32, 4096, 14336, 32, 8, 32000, False, 10000.0, 1e-5), 7_241_732_096),
+        ("qwen2.5-0.5b.json", (24, 896, 4864, 14, 2, 151936, True, 1e6, 1e-6), 494_032_768),
+    ],
+)
 def test_example_configs_match_the_model_cards(file, dims, params):
     m = model_from_hf_config(EXAMPLES / file)
-    assert (m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_heads, m.num_kv_heads, m.vocab_size,
-            m.tie_embeddings, m.rope_theta, m.norm_eps) == dims
+    assert (
+        m.num_layers,
+        m.hidden_size,
+        m.ffn_hidden_size,
+        m.num_heads,
+        m.num_kv_heads,
+        m.vocab_size,
+        m.tie_embeddings,
+        m.rope_theta,
+        m.norm_eps,
+    ) == dims
     assert m.name == file.removesuffix(".json") and m.block == "llama"
     assert m.num_params() + read_hf_config(EXAMPLES / file).bias_params() == params
 
@@ -65,27 +86,34 @@ def test_architectures_alone_and_a_model_folder(tmp_path):
     assert model_from_hf_config(folder, name="custom").name == "custom"
 
 
-@pytest.mark.parametrize("doc,pattern", [
-    ('{"hidden_size": 128,,}', r"not valid JSON \(line 1 column 21: Expecting property name"),
-    ("", r"not valid JSON"),
-    ("[1, 2]", r"must hold a JSON object, got list"),
-    ({k: v for k, v in TINY.items() if k != "hidden_size"}, r"missing key hidden_size"),
-    ({**TINY, "hidden_size": None}, r"hidden_size=None must be an integer >= 1"),
-    ({k: v for k, v in TINY.items() if k != "vocab_size"}, r"missing key vocab_size"),
-    ({**TINY, "num_hidden_layers": -2}, r"num_hidden_layers=-2 must be an integer >= 1"),
-    ({**TINY, "num_attention_heads": "8"}, r"num_attention_heads='8' must be an integer >= 1"),
-    ({**TINY, "intermediate_size": True}, r"intermediate_size=True must be an integer >= 1"),
-    ({**TINY, "tie_word_embeddings": "yes"}, r"tie_word_embeddings='yes' must be true or false"),
-    ({**TINY, "rope_theta": "1e4"}, r"rope_theta='1e4' must be a number > 0"),
-    ({**TINY, "num_attention_heads": 7}, r"model.num_heads=7 does not divide model.hidden_size=128"),
-    ({**TINY, "head_dim": 32}, r"head_dim=32 must equal hidden_size/num_attention_heads=128/8"),
-    ({**TINY, "hidden_act": "gelu"}, r"hidden_act='gelu' is not supported \(allowed: silu"),
-    ({**TINY, "model_type": "whisper", "architectures": ["WhisperForConditionalGeneration"]},
-     r"model_type='whisper' \(architectures=\['WhisperForConditionalGeneration'\]\) is not supported "
-     r"\(allowed: llama, mistral, qwen2\)"),
-    ({k: v for k, v in TINY.items() if k not in ("model_type", "architectures")},
-     r"missing key model_type \(allowed: llama, mistral, qwen2\)"),
-])
+@pytest.mark.parametrize(
+    "doc,pattern",
+    [
+        ('{"hidden_size": 128,,}', r"not valid JSON \(line 1 column 21: Expecting property name"),
+        ("", r"not valid JSON"),
+        ("[1, 2]", r"must hold a JSON object, got list"),
+        ({k: v for k, v in TINY.items() if k != "hidden_size"}, r"missing key hidden_size"),
+        ({**TINY, "hidden_size": None}, r"hidden_size=None must be an integer >= 1"),
+        ({k: v for k, v in TINY.items() if k != "vocab_size"}, r"missing key vocab_size"),
+        ({**TINY, "num_hidden_layers": -2}, r"num_hidden_layers=-2 must be an integer >= 1"),
+        ({**TINY, "num_attention_heads": "8"}, r"num_attention_heads='8' must be an integer >= 1"),
+        ({**TINY, "intermediate_size": True}, r"intermediate_size=True must be an integer >= 1"),
+        ({**TINY, "tie_word_embeddings": "yes"}, r"tie_word_embeddings='yes' must be true or false"),
+        ({**TINY, "rope_theta": "1e4"}, r"rope_theta='1e4' must be a number > 0"),
+        ({**TINY, "num_attention_heads": 7}, r"model.num_heads=7 does not divide model.hidden_size=128"),
+        ({**TINY, "head_dim": 32}, r"head_dim=32 must equal hidden_size/num_attention_heads=128/8"),
+        ({**TINY, "hidden_act": "gelu"}, r"hidden_act='gelu' is not supported \(allowed: silu"),
+        (
+            {**TINY, "model_type": "whisper", "architectures": ["WhisperForConditionalGeneration"]},
+            r"model_type='whisper' \(architectures=\['WhisperForConditionalGeneration'\]\) is not supported "
+            r"\(allowed: llama, mistral, qwen2\)",
+        ),
+        (
+            {k: v for k, v in TINY.items() if k not in ("model_type", "architectures")},
+            r"missing key model_type \(allowed: llama, mistral, qwen2\)",
+        ),
+    ],
+)
 def test_bad_configs_give_one_line_errors(tmp_path, doc, pattern):
     p = write(tmp_path, doc)
     with pytest.raises(ValueError, match=pattern) as e:
@@ -120,9 +148,25 @@ def test_hf_preset_without_a_path_names_the_field():
 
 
 def test_autotune_plan_on_a_shipped_example():
-    r = subprocess.run([sys.executable, "-m", "autotune.cli.main", "plan", "--gpus", "8", "model=hf",
-                        f"model.config_path={EXAMPLES / 'mistral-7b-v0.1.json'}", "cluster=h100-sxm-80gb",
-                        "--json", "--top", "1"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autotune.cli.main",
+            "plan",
+            "--gpus",
+            "8",
+            "model=hf",
+            f"model.config_path={EXAMPLES / 'mistral-7b-v0.1.json'}",
+            "cluster=h100-sxm-80gb",
+            "--json",
+            "--top",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["model"] == "mistral-7b-v0.1" and d["num_gpus"] == 8 and d["fitting"] > 0

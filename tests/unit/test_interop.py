@@ -1,5 +1,6 @@
 """Exporters: every format parses with its standard parser (tomllib / shlex / yaml.safe_load / json) and carries the
 layout's values under the target's key names; what a target cannot express is listed in the file, never dropped."""
+
 import json
 import shlex
 
@@ -30,8 +31,9 @@ def plan(**kw) -> ParallelPlan:
     return ParallelPlan(**kw)
 
 
-FOUR_D = dict(dp=4, tp=4, pp=2, cp=2, vpp=2, zero_stage=1, micro_batch_size=2, recompute="selective",
-              sequence_parallel=True)  # 64 GPUs, 8 nodes of 8
+FOUR_D = dict(
+    dp=4, tp=4, pp=2, cp=2, vpp=2, zero_stage=1, micro_batch_size=2, recompute="selective", sequence_parallel=True
+)  # 64 GPUs, 8 nodes of 8
 
 
 def out(fmt, job, p):
@@ -49,8 +51,11 @@ def test_unknown_format_is_a_one_line_value_error(llama8b):
 
 def test_batch_that_does_not_add_up_is_refused(llama8b):
     bad = ParallelPlan(dp=8, micro_batch_size=1, grad_accum_steps=1)  # 8 != 512
-    with pytest.raises(ValueError, match=r"plan.dp\*micro_batch_size\*grad_accum_steps=8\*1\*1=8 != "
-                                         r"train.global_batch_size=512"):
+    with pytest.raises(
+        ValueError,
+        match=r"plan.dp\*micro_batch_size\*grad_accum_steps=8\*1\*1=8 != "
+        r"train.global_batch_size=512",
+    ):
         render("deepspeed", *llama8b, bad)
 
 
@@ -71,6 +76,7 @@ def test_every_unmapped_setting_is_written_into_the_file(fmt, llama8b):
 
 # ---------------------------------------------------------------- torchtitan (TOML)
 
+
 def test_torchtitan_4d_layout(llama8b):
     doc = tomllib.loads(out("torchtitan", llama8b, plan(**FOUR_D)))
     par, tr = doc["parallelism"], doc["training"]
@@ -90,8 +96,10 @@ def test_torchtitan_pure_dp_zero0_is_ddp_and_zero3_reshards(llama8b):
     ddp = tomllib.loads(out("torchtitan", llama8b, plan(dp=8, zero_stage=0)))["parallelism"]
     assert (ddp["data_parallel_replicate_degree"], ddp["data_parallel_shard_degree"]) == (8, 1)
     fsdp = tomllib.loads(out("torchtitan", llama8b, plan(dp=8, zero_stage=3, recompute="full")))
-    assert (fsdp["parallelism"]["data_parallel_shard_degree"], fsdp["parallelism"]["fsdp_reshard_after_forward"]) \
-        == (8, "always")
+    assert (fsdp["parallelism"]["data_parallel_shard_degree"], fsdp["parallelism"]["fsdp_reshard_after_forward"]) == (
+        8,
+        "always",
+    )
     assert fsdp["activation_checkpoint"] == {"mode": "full"}
     assert fsdp["training"]["local_batch_size"] == 1  # no PP: torchtitan accumulates 512/(1*8) = 64 steps itself
 
@@ -108,6 +116,7 @@ def test_torchtitan_says_what_it_cannot_do(llama8b):
 
 # ---------------------------------------------------------------- Megatron-LM (argv)
 
+
 def megatron_argv(text: str) -> dict:
     argv = shlex.split(text, comments=True)
     args, i = {}, 0
@@ -122,15 +131,22 @@ def megatron_argv(text: str) -> dict:
 
 def test_megatron_4d_layout_and_model(llama8b):
     a = megatron_argv(out("megatron", llama8b, plan(**FOUR_D)))
-    assert (a["--tensor-model-parallel-size"], a["--pipeline-model-parallel-size"], a["--context-parallel-size"]) \
-        == ("4", "2", "2")
+    assert (a["--tensor-model-parallel-size"], a["--pipeline-model-parallel-size"], a["--context-parallel-size"]) == (
+        "4",
+        "2",
+        "2",
+    )
     assert a["--num-layers-per-virtual-pipeline-stage"] == "8"
     assert a["--sequence-parallel"] is True and a["--use-distributed-optimizer"] is True
     assert (a["--micro-batch-size"], a["--global-batch-size"], a["--seq-length"]) == ("2", "512", "4096")
     assert a["--recompute-granularity"] == "selective" and "--recompute-method" not in a
     # Llama-3.1-8B config.json dims (search_spaces/model/llama-3.1-8b.yaml)
-    assert (a["--num-layers"], a["--hidden-size"], a["--ffn-hidden-size"], a["--num-attention-heads"]) \
-        == ("32", "4096", "14336", "32")
+    assert (a["--num-layers"], a["--hidden-size"], a["--ffn-hidden-size"], a["--num-attention-heads"]) == (
+        "32",
+        "4096",
+        "14336",
+        "32",
+    )
     assert a["--group-query-attention"] is True and a["--num-query-groups"] == "8"
     assert (a["--normalization"], a["--position-embedding-type"], a["--rotary-base"]) == ("RMSNorm", "rope", "500000")
     assert a["--swiglu"] is True and a["--untie-embeddings-and-output-weights"] is True and a["--bf16"] is True
@@ -142,13 +158,17 @@ def test_megatron_zero_stages_recompute_and_gpipe(llama8b):
     assert "--recompute-granularity" not in z0
     z3 = megatron_argv(out("megatron", llama8b, plan(dp=8, zero_stage=3, recompute="full")))
     assert z3["--use-torch-fsdp2"] is True and "--use-distributed-optimizer" not in z3
-    assert (z3["--recompute-granularity"], z3["--recompute-method"], z3["--recompute-num-layers"]) \
-        == ("full", "uniform", "1")
+    assert (z3["--recompute-granularity"], z3["--recompute-method"], z3["--recompute-num-layers"]) == (
+        "full",
+        "uniform",
+        "1",
+    )
     gp = plan(dp=4, pp=2, zero_stage=2, pp_schedule="gpipe")
     assert unmapped("megatron", *llama8b, gp) == [
         "plan.pp_schedule=gpipe: Megatron runs 1F1B (interleaved with virtual stages); no GPipe option",
         "plan.zero_stage=2: written as --use-distributed-optimizer: optimizer state sharded and gradients "
-        "reduce-scattered, but Megatron keeps a full-size gradient buffer per rank (ZeRO-1 memory)"]
+        "reduce-scattered, but Megatron keeps a full-size gradient buffer per rank (ZeRO-1 memory)",
+    ]
 
 
 def test_megatron_tied_embeddings_drop_the_untie_flag():
@@ -159,18 +179,36 @@ def test_megatron_tied_embeddings_drop_the_untie_flag():
 
 # ---------------------------------------------------------------- nanotron (YAML)
 
+
 def test_nanotron_layout_tokens_and_model(llama8b):
-    doc = yaml.safe_load(out("nanotron", llama8b, plan(dp=8, tp=4, pp=2, zero_stage=1, micro_batch_size=2,
-                                                       sequence_parallel=True, pp_schedule="gpipe")))
-    assert doc["parallelism"] == {"dp": 8, "pp": 2, "tp": 4, "pp_engine": "afab", "tp_mode": "REDUCE_SCATTER",
-                                  "tp_linear_async_communication": False}
+    doc = yaml.safe_load(
+        out(
+            "nanotron",
+            llama8b,
+            plan(dp=8, tp=4, pp=2, zero_stage=1, micro_batch_size=2, sequence_parallel=True, pp_schedule="gpipe"),
+        )
+    )
+    assert doc["parallelism"] == {
+        "dp": 8,
+        "pp": 2,
+        "tp": 4,
+        "pp_engine": "afab",
+        "tp_mode": "REDUCE_SCATTER",
+        "tp_linear_async_communication": False,
+    }
     assert doc["tokens"]["sequence_length"] == 4096 and doc["tokens"]["micro_batch_size"] == 2
     assert doc["tokens"]["batch_accumulation_per_replica"] == 32  # 512 / (8 * 2)
     assert doc["optimizer"]["zero_stage"] == 1
     mc = doc["model"]["model_config"]
-    assert (mc["hidden_size"], mc["intermediate_size"], mc["num_hidden_layers"], mc["num_attention_heads"],
-            mc["num_key_value_heads"], mc["vocab_size"], mc["tie_word_embeddings"]) == \
-        (4096, 14336, 32, 32, 8, 128256, False)
+    assert (
+        mc["hidden_size"],
+        mc["intermediate_size"],
+        mc["num_hidden_layers"],
+        mc["num_attention_heads"],
+        mc["num_key_value_heads"],
+        mc["vocab_size"],
+        mc["tie_word_embeddings"],
+    ) == (4096, 14336, 32, 32, 8, 128256, False)
 
 
 def test_nanotron_zero3_becomes_zero1_and_says_so(llama8b):
@@ -184,13 +222,17 @@ def test_nanotron_zero3_becomes_zero1_and_says_so(llama8b):
 
 # ---------------------------------------------------------------- DeepSpeed (JSON)
 
+
 def test_deepspeed_batch_zero_and_autotp(llama8b):
     p = plan(dp=16, tp=4, zero_stage=2, micro_batch_size=4)
     doc = json.loads(out("deepspeed", llama8b, p))
     # DeepSpeed's rule: train_batch_size = micro * gradient_accumulation_steps * data-parallel world
     assert doc["train_batch_size"] == doc["train_micro_batch_size_per_gpu"] * doc["gradient_accumulation_steps"] * 16
-    assert (doc["train_batch_size"], doc["train_micro_batch_size_per_gpu"], doc["gradient_accumulation_steps"]) \
-        == (512, 4, 8)
+    assert (doc["train_batch_size"], doc["train_micro_batch_size_per_gpu"], doc["gradient_accumulation_steps"]) == (
+        512,
+        4,
+        8,
+    )
     assert doc["zero_optimization"] == {"stage": 2} and doc["bf16"] == {"enabled": True}
     assert doc["tensor_parallel"] == {"autotp_size": 4}
     assert doc["_autotune"]["plan"]["tp"] == 4 and doc["_autotune_unmapped"] == []
@@ -199,11 +241,16 @@ def test_deepspeed_batch_zero_and_autotp(llama8b):
 def test_deepspeed_lists_cp_pp_and_recompute(llama8b):
     doc = json.loads(out("deepspeed", llama8b, plan(**FOUR_D)))
     keys = [u.split(":")[0] for u in doc["_autotune_unmapped"]]
-    assert keys == ["plan.sequence_parallel=true", "plan.cp=2", "plan.pp=2 vpp=2 pp_schedule=interleaved_1f1b",
-                    "plan.recompute=selective"]
+    assert keys == [
+        "plan.sequence_parallel=true",
+        "plan.cp=2",
+        "plan.pp=2 vpp=2 pp_schedule=interleaved_1f1b",
+        "plan.recompute=selective",
+    ]
 
 
 # ---------------------------------------------------------------- accelerate (YAML)
+
 
 @pytest.mark.parametrize("zero,strategy", [(0, "NO_SHARD"), (2, "SHARD_GRAD_OP"), (3, "FULL_SHARD")])
 def test_accelerate_fsdp1_strategies(zero, strategy, llama8b):
@@ -224,11 +271,15 @@ def test_accelerate_tp_cp_use_fsdp2_parallelism_config(llama8b):
     text = out("accelerate", llama8b, plan(**FOUR_D))
     doc = yaml.safe_load(text)
     assert doc["fsdp_config"]["fsdp_version"] == 2 and doc["fsdp_config"]["fsdp_reshard_after_forward"] is False
-    assert doc["parallelism_config"] == {"parallelism_config_dp_replicate_size": 1,
-                                         "parallelism_config_dp_shard_size": 4, "parallelism_config_tp_size": 4,
-                                         "parallelism_config_cp_size": 2}
+    assert doc["parallelism_config"] == {
+        "parallelism_config_dp_replicate_size": 1,
+        "parallelism_config_dp_shard_size": 4,
+        "parallelism_config_tp_size": 4,
+        "parallelism_config_cp_size": 2,
+    }
     assert doc["num_processes"] == 32  # dp*tp*cp: PP is not expressible, and the file says so
     assert "the file describes num_processes = dp*tp*cp = 32 ranks, not 64" in text
     tp_only = yaml.safe_load(out("accelerate", llama8b, plan(tp=8, zero_stage=3)))
-    assert tp_only["distributed_type"] == "MULTI_GPU" and tp_only["parallelism_config"][
-        "parallelism_config_tp_size"] == 8
+    assert (
+        tp_only["distributed_type"] == "MULTI_GPU" and tp_only["parallelism_config"]["parallelism_config_tp_size"] == 8
+    )

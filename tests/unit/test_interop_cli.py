@@ -1,5 +1,6 @@
 """`autotune export --best --format X` for a real sweep's winner: a one-trial local sweep (the tiny model on 2 gloo
 ranks, the bench trainer really runs), then every interop format written by the export CLI and parsed back."""
+
 import json
 import shlex
 import subprocess
@@ -22,9 +23,30 @@ from autotune.store import read_results
 @pytest.fixture(scope="module")
 def real_sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
-    r = subprocess.run([sys.executable, "-m", "autotune.cli.main", "sweep", "--gpus", "2", "--backend", "local",
-                        "--max-trials", "1", "--steps", "1", "--sweep-id", "interop", "experiment=demo",
-                        f"sweep.results_dir={root}"], capture_output=True, text=True, timeout=900, cwd=root)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autotune.cli.main",
+            "sweep",
+            "--gpus",
+            "2",
+            "--backend",
+            "local",
+            "--max-trials",
+            "1",
+            "--steps",
+            "1",
+            "--sweep-id",
+            "interop",
+            "experiment=demo",
+            f"sweep.results_dir={root}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=root,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     sweep_dir = root / "interop"
     row = best_row(read_results(sweep_dir))
@@ -41,8 +63,13 @@ def test_every_format_exports_the_measured_winner(real_sweep, tmp_path, capsys):
         assert main(["export", str(sweep_dir), "--best", "--format", fmt, "-o", str(out)]) == 0
         assert f"wrote {out} ({fmt})" in capsys.readouterr().err
         text = out.read_text()
-        docs[fmt] = {"torchtitan": tomllib.loads, "nanotron": yaml.safe_load, "accelerate": yaml.safe_load,
-                     "deepspeed": json.loads, "megatron": lambda t: shlex.split(t, comments=True)}[fmt](text)
+        docs[fmt] = {
+            "torchtitan": tomllib.loads,
+            "nanotron": yaml.safe_load,
+            "accelerate": yaml.safe_load,
+            "deepspeed": json.loads,
+            "megatron": lambda t: shlex.split(t, comments=True),
+        }[fmt](text)
         assert f"dp={dp} tp={int(row['tp'])} pp={int(row['pp'])} cp={int(row['cp'])}" in text  # the header
     gbs = dp * mbs * gas
     tt = docs["torchtitan"]
@@ -54,8 +81,11 @@ def test_every_format_exports_the_measured_winner(real_sweep, tmp_path, capsys):
     assert docs["nanotron"]["parallelism"]["dp"] == dp
     assert docs["nanotron"]["tokens"]["batch_accumulation_per_replica"] == gas
     ds = docs["deepspeed"]
-    assert (ds["train_batch_size"], ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]) \
-        == (gbs, mbs, gas)
+    assert (ds["train_batch_size"], ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]) == (
+        gbs,
+        mbs,
+        gas,
+    )
     assert ds["zero_optimization"]["stage"] == int(row["zero_stage"])
     assert docs["accelerate"]["num_processes"] == dp * int(row["tp"]) * int(row["cp"])
 

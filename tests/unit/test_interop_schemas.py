@@ -15,6 +15,7 @@ A validator that is not installed skips its test with the reason; the parse test
 nanotron 0.4 (PyPI) cannot be imported (circular import between nanotron.config and nanotron.logging) and
 Megatron-LM's argument parser is not packaged (megatron-core ships megatron/core only): no schema check for those.
 """
+
 import importlib.util
 import json
 import subprocess
@@ -33,8 +34,17 @@ LAYOUTS = {  # llama-3.1-8b, global batch 512: grad_accum_steps = 512 / (dp * mi
     "dp8_z0": dict(dp=8, zero_stage=0),
     "dp8_z1": dict(dp=8, zero_stage=1, micro_batch_size=2),
     "dp4_cp2_z2": dict(dp=4, cp=2, zero_stage=2),
-    "4d_vpp2": dict(dp=4, tp=4, pp=2, cp=2, vpp=2, zero_stage=1, recompute="selective", sequence_parallel=True,
-                    pp_schedule="interleaved_1f1b"),
+    "4d_vpp2": dict(
+        dp=4,
+        tp=4,
+        pp=2,
+        cp=2,
+        vpp=2,
+        zero_stage=1,
+        recompute="selective",
+        sequence_parallel=True,
+        pp_schedule="interleaved_1f1b",
+    ),
     "dp2_pp4_gpipe": dict(dp=2, pp=4, zero_stage=0, micro_batch_size=1, pp_schedule="gpipe"),
 }
 
@@ -61,13 +71,13 @@ def _write_all(fmt: str, job, tmp_path) -> dict:
 
 
 def _run(script: str, payload: dict) -> dict:
-    r = subprocess.run([sys.executable, "-c", script, json.dumps(payload)], capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run([sys.executable, "-c", script, json.dumps(payload)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------- accelerate
+
 
 def test_accelerate_accepts_every_exported_file(job, tmp_path):
     pytest.importorskip("accelerate", reason="accelerate (test extra) not installed")
@@ -86,8 +96,9 @@ def test_accelerate_accepts_every_exported_file(job, tmp_path):
         assert cfg.num_processes == doc["num_processes"]
         if cfg.distributed_type.value == "FSDP":
             fsdp = doc["fsdp_config"]
-            plugin = FullyShardedDataParallelPlugin(fsdp_version=fsdp["fsdp_version"],
-                                                    reshard_after_forward=fsdp["fsdp_reshard_after_forward"])
+            plugin = FullyShardedDataParallelPlugin(
+                fsdp_version=fsdp["fsdp_version"], reshard_after_forward=fsdp["fsdp_reshard_after_forward"]
+            )
             if fsdp["fsdp_version"] == 1:  # the string became torch's enum member of the same name
                 assert plugin.reshard_after_forward == ShardingStrategy[fsdp["fsdp_reshard_after_forward"]]
 
@@ -139,14 +150,20 @@ def test_deepspeed_config_accepts_every_exported_file(job, tmp_path):
     got = _run(DEEPSPEED_SCRIPT, {k: str(v) for k, v in files.items()})
     for name in LAYOUTS:
         p, r = layout(name), got[name]
-        assert (r["micro"], r["accum"], r["zero"], r["bf16"]) == (p.micro_batch_size, p.grad_accum_steps,
-                                                                  p.zero_stage, True), name
+        assert (r["micro"], r["accum"], r["zero"], r["bf16"]) == (
+            p.micro_batch_size,
+            p.grad_accum_steps,
+            p.zero_stage,
+            True,
+        ), name
         assert r["autotp"] == (p.tp if p.tp > 1 else 0), name
         assert r["train_batch_size"] == p.micro_batch_size * p.grad_accum_steps * r["world"], name
     # dp = 1: DeepSpeed's own batch check ran on the file as written, and fires on an off-by-one
     assert got["dp1_tp4_z2"]["train_batch_size"] == 512
-    assert "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 513 != 4 * 128 * 1" \
+    assert (
+        "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 513 != 4 * 128 * 1"
         in got["dp1_tp4_z2"]["bad"]
+    )
 
 
 # ---------------------------------------------------------------- torchtitan

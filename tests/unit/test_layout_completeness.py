@@ -6,6 +6,7 @@ space defaults (search_spaces/space/default.yaml + config.SpaceSpec), the planne
 the Optuna distribution, and every exporter's PLAN_KEYS table (mapped or "NOT MAPPED: why"). Not checkable here,
 listed in docs/extending.md: constraints, the memory and perf models, and the bench trainer's mesh.
 """
+
 import dataclasses
 from pathlib import Path
 
@@ -25,16 +26,21 @@ def _declaration_problems(name: str) -> list[str]:
     f = {x.name: x for x in dataclasses.fields(ParallelPlan)}[name]
     dim, out = PLAN_DIMS[name], []
     if "dim" not in f.metadata:
-        out.append("autotune/types.py: declare it with dim_field(default, ...) (autotune/dims.py) so its Dim "
-                   "metadata exists")
+        out.append(
+            "autotune/types.py: declare it with dim_field(default, ...) (autotune/dims.py) so its Dim metadata exists"
+        )
     if PLAN_KINDS[name] not in PLAN_ARROW_TYPES:
         out.append(f"autotune/types.py: type {PLAN_KINDS[name]!r} has no column type (int, str or bool)")
     if dim.optuna is None:
-        out.append("Optuna distribution (autotune/strategies/optuna_strategy.py): set Dim.optuna=True to sample it "
-                   "as a categorical, False if it is derived")
+        out.append(
+            "Optuna distribution (autotune/strategies/optuna_strategy.py): set Dim.optuna=True to sample it "
+            "as a categorical, False if it is derived"
+        )
     if dim.oom is None:
-        out.append("OOM-pruning partial order (autotune/oom_pruning.py): set Dim.oom to shape / higher / lower / "
-                   "derived and document why in the module docstring")
+        out.append(
+            "OOM-pruning partial order (autotune/oom_pruning.py): set Dim.oom to shape / higher / lower / "
+            "derived and document why in the module docstring"
+        )
     elif dim.oom in ("higher", "lower") and not dim.label:
         out.append("OOM-pruning partial order (autotune/oom_pruning.py): an ordered field needs Dim.label")
     if PLAN_KINDS[name] == "str" and not dim.choices:
@@ -47,13 +53,17 @@ def _space_problems(name: str, space_yaml: dict, varied: set[str]) -> list[str]:
     if dim.derived:
         return out
     if name not in space_yaml:
-        out.append(f"search space defaults ({SPACE_YAML.relative_to(ROOT)}): list its values, or set Dim.derived "
-                   "if the planner computes it")
+        out.append(
+            f"search space defaults ({SPACE_YAML.relative_to(ROOT)}): list its values, or set Dim.derived "
+            "if the planner computes it"
+        )
     if name not in {x.name for x in dataclasses.fields(SpaceSpec)}:
         out.append("search space schema (autotune/config.py SpaceSpec and _space_from): add the field")
     if name not in varied:
-        out.append("planner enumeration (autotune/planner.py enumerate_arrays): enumerate the space's values "
-                   "(it is held at its default now)")
+        out.append(
+            "planner enumeration (autotune/planner.py enumerate_arrays): enumerate the space's values "
+            "(it is held at its default now)"
+        )
     return out
 
 
@@ -77,8 +87,10 @@ def _export_problems(name: str) -> list[str]:
     for fmt in FORMATS:
         keys = getattr(_module(fmt), "PLAN_KEYS", {})
         if not keys.get(name, "").strip():
-            out.append(f"export mapping (autotune/interop/{fmt}.py PLAN_KEYS): the target key(s), or "
-                       "\"NOT MAPPED: <why>\" (and list it in translate()'s unmapped settings)")
+            out.append(
+                f"export mapping (autotune/interop/{fmt}.py PLAN_KEYS): the target key(s), or "
+                '"NOT MAPPED: <why>" (and list it in translate()\'s unmapped settings)'
+            )
     return out
 
 
@@ -89,8 +101,13 @@ def test_every_plan_field_is_wired_everywhere():
     varied = {f for f in PLAN_FIELDS if len(set(arr[f].tolist())) > 1}
     problems = []
     for name in PLAN_FIELDS:
-        for where in (_declaration_problems(name) + _space_problems(name, space_yaml, varied)
-                      + _optuna_problems(name) + _schema_problems(name) + _export_problems(name)):
+        for where in (
+            _declaration_problems(name)
+            + _space_problems(name, space_yaml, varied)
+            + _optuna_problems(name)
+            + _schema_problems(name)
+            + _export_problems(name)
+        ):
             problems.append(f"ParallelPlan.{name}: {where}")
     assert not problems, "a ParallelPlan field is not wired everywhere (see docs/extending.md):\n" + "\n".join(problems)
 
@@ -112,10 +129,20 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
     cfg = load_config(["model=llama-3.1-8b", "cluster=h100-sxm-80gb"])
     job = (cfg.model, cfg.train, cfg.cluster)
     layouts = [
-        ParallelPlan(dp=4, tp=4, pp=2, cp=2, vpp=2, zero_stage=1, micro_batch_size=2, grad_accum_steps=64,
-                     recompute="selective", sequence_parallel=True, pp_schedule="interleaved_1f1b"),
-        ParallelPlan(dp=2, tp=2, pp=2, micro_batch_size=1, grad_accum_steps=256, recompute="full",
-                     pp_schedule="gpipe"),
+        ParallelPlan(
+            dp=4,
+            tp=4,
+            pp=2,
+            cp=2,
+            vpp=2,
+            zero_stage=1,
+            micro_batch_size=2,
+            grad_accum_steps=64,
+            recompute="selective",
+            sequence_parallel=True,
+            pp_schedule="interleaved_1f1b",
+        ),
+        ParallelPlan(dp=2, tp=2, pp=2, micro_batch_size=1, grad_accum_steps=256, recompute="full", pp_schedule="gpipe"),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32),
     ]
     texts = {fmt: " | ".join(u for p in layouts for u in unmapped(fmt, *job, p)) for fmt in FORMATS}

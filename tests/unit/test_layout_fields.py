@@ -1,5 +1,6 @@
 """Layout fields derived from ParallelPlan: one candidate-id implementation (ids unchanged since before the
 refactor, so stored results and resume keep matching), rejection rule ids carried as data, pruned rows with rules."""
+
 import dataclasses
 import hashlib
 import json
@@ -29,8 +30,19 @@ def tiny():
     return load_config(["model=tiny"])
 
 
-FIRST_FIELDS = ("dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps", "recompute",
-                "sequence_parallel", "pp_schedule")  # ParallelPlan at commit 46ae7e1
+FIRST_FIELDS = (
+    "dp",
+    "tp",
+    "pp",
+    "cp",
+    "vpp",
+    "zero_stage",
+    "micro_batch_size",
+    "grad_accum_steps",
+    "recompute",
+    "sequence_parallel",
+    "pp_schedule",
+)  # ParallelPlan at commit 46ae7e1
 
 
 def reference_id(plan, model, train) -> str:
@@ -39,9 +51,11 @@ def reference_id(plan, model, train) -> str:
     added since enters only when it is not at its default (docs/extending.md), so old ids stay valid."""
     defaults = ParallelPlan().to_dict()
     plan_dict = {k: v for k, v in dataclasses.asdict(plan).items() if k in FIRST_FIELDS or v != defaults[k]}
-    payload = {"plan": plan_dict, "model": dataclasses.asdict(model),
-               "train": {"seq_len": train.seq_len, "global_batch_size": train.global_batch_size,
-                         "precision": train.precision}}
+    payload = {
+        "plan": plan_dict,
+        "model": dataclasses.asdict(model),
+        "train": {"seq_len": train.seq_len, "global_batch_size": train.global_batch_size, "precision": train.precision},
+    }
     return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -52,23 +66,46 @@ def test_planner_and_scalar_ids_agree_with_the_old_ids_on_every_candidate(tiny):
     assert len(ids) == len(df) > 200 and ids == df["candidate_id"].tolist()
     for row in df.itertuples():
         plan = plan_from_row(row)
-        assert row.candidate_id == candidate_id(plan, tiny.model, tiny.train) == reference_id(plan, tiny.model,
-                                                                                               tiny.train)
+        assert (
+            row.candidate_id == candidate_id(plan, tiny.model, tiny.train) == reference_id(plan, tiny.model, tiny.train)
+        )
 
 
 def test_ids_pinned_to_values_computed_before_the_refactor(tiny):
     # printed by autotune/types.py at commit 46ae7e1 for model=tiny, train seq_len=128, global_batch_size=16
-    p = ParallelPlan(dp=2, tp=2, pp=2, vpp=2, pp_schedule="interleaved_1f1b", sequence_parallel=True,
-                     recompute="selective", zero_stage=1, micro_batch_size=2, grad_accum_steps=4)
+    p = ParallelPlan(
+        dp=2,
+        tp=2,
+        pp=2,
+        vpp=2,
+        pp_schedule="interleaved_1f1b",
+        sequence_parallel=True,
+        recompute="selective",
+        zero_stage=1,
+        micro_batch_size=2,
+        grad_accum_steps=4,
+    )
     assert candidate_id(p, tiny.model, tiny.train) == "319de4375d47"
     assert candidate_id(ParallelPlan(), tiny.model, tiny.train) == "f8fa431bf40e"
-    assert candidate_ids(arrays_from_plans([p, ParallelPlan()]), tiny.model, tiny.train) == ["319de4375d47",
-                                                                                          "f8fa431bf40e"]
+    assert candidate_ids(arrays_from_plans([p, ParallelPlan()]), tiny.model, tiny.train) == [
+        "319de4375d47",
+        "f8fa431bf40e",
+    ]
 
 
 def test_plan_from_row_round_trips_every_field(tiny):
-    p = ParallelPlan(dp=2, tp=2, pp=2, vpp=2, pp_schedule="interleaved_1f1b", sequence_parallel=True,
-                     recompute="full", zero_stage=3, micro_batch_size=2, grad_accum_steps=4)
+    p = ParallelPlan(
+        dp=2,
+        tp=2,
+        pp=2,
+        vpp=2,
+        pp_schedule="interleaved_1f1b",
+        sequence_parallel=True,
+        recompute="full",
+        zero_stage=3,
+        micro_batch_size=2,
+        grad_accum_steps=4,
+    )
     row = pd.DataFrame([p.to_dict()]).iloc[0]  # numpy scalars, as the planner's frame holds them
     assert plan_from_row(row) == p and plan_from_row(p.to_dict()) == p
     assert set(PLAN_FIELDS) == set(p.to_dict())
@@ -88,9 +125,20 @@ def test_every_rejection_has_a_rule_id_and_memory_rejections_say_memory(tiny):
     kv = df[df["reject_rule"] == "tp_divides_kv_heads"]  # tiny: 8 heads, 4 KV heads, space.tp up to 8
     assert len(kv) and (tiny.model.num_kv_heads % kv["tp"] != 0).all() and (kv["tp"] == 8).all()
     assert set(df["reject_rule"].dropna()) <= {
-        MEMORY_RULE, "batch_divisible", "batch_product", "tp_divides_heads", "tp_divides_kv_heads", "tp_within_node",
-        "pp_within_layers", "vpp_within_layers", "pp_divides_layers", "cp_divides_seq", "pp_microbatches",
-        "interleaved_microbatches", "zero_needs_dp"}
+        MEMORY_RULE,
+        "batch_divisible",
+        "batch_product",
+        "tp_divides_heads",
+        "tp_divides_kv_heads",
+        "tp_within_node",
+        "pp_within_layers",
+        "vpp_within_layers",
+        "pp_divides_layers",
+        "cp_divides_seq",
+        "pp_microbatches",
+        "interleaved_microbatches",
+        "zero_needs_dp",
+    }
 
 
 def test_rule_ids_follow_the_first_failed_rule(tiny):
@@ -121,8 +169,7 @@ def test_pruned_rows_carry_the_rule(tiny, tmp_path):
     row = pruned_row(tiny, rejected, rejected["reject_reason"], sweep_id="s", backend="local")
     assert row["reject_rule"] == "tp_divides_kv_heads" and row["status"] == "pruned"
     ok = df[df["rank"].notna()].iloc[0]
-    row2 = pruned_row(tiny, ok, "dominated by OOM trial t1 (mbs 2 >= 1)", sweep_id="s", backend="local",
-                      rule=OOM_RULE)
+    row2 = pruned_row(tiny, ok, "dominated by OOM trial t1 (mbs 2 >= 1)", sweep_id="s", backend="local", rule=OOM_RULE)
     assert row2["reject_rule"] == OOM_RULE and row2["candidate_id"] == ok["candidate_id"]
     write_row(tmp_path / "trials", row)
     got = read_results(tmp_path)

@@ -1,4 +1,5 @@
 """autotune/margin.py and the planner's margin columns and ranking, hand-computed."""
+
 from __future__ import annotations
 
 import math
@@ -57,8 +58,18 @@ def test_planner_margin_columns_and_ranking():
     expected = ranked["pred_tokens_per_s"] * ranked["mem_margin_sigma"].map(lambda s: 0.5 * (1 + math.erf(s / 2**0.5)))
     assert (np.diff(expected.to_numpy()) <= 1e-6).all()  # non-increasing expected throughput
     # a 6-sigma minimum puts every thinner-margin layout after the ones that clear it
-    strict = enumerate_candidates(load_config(["model=llama-3.1-8b", "cluster=h200-141gb", "train.seq_len=8192",
-                                               "train.global_batch_size=32", "space.min_margin_sigma=6"]), 8)
+    strict = enumerate_candidates(
+        load_config(
+            [
+                "model=llama-3.1-8b",
+                "cluster=h200-141gb",
+                "train.seq_len=8192",
+                "train.global_batch_size=32",
+                "space.min_margin_sigma=6",
+            ]
+        ),
+        8,
+    )
     top = strict[strict["rank"].notna()].sort_values("rank")["mem_margin_sigma"].to_numpy()
     first_thin = np.argmax(top < 6)
     assert first_thin > 0 and (top[first_thin:] < 6).all()

@@ -1,39 +1,60 @@
 """Memory model: hand-computed cases (arithmetic in the comments) and the Llama block's saved tensors measured with
 autograd's saved-tensor hooks on bench_model's own block."""
+
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
 
-from autotune.memory import (estimate_memory, inflight_microbatches, layer_activation_bytes, layers_of_rank,
-                             memory_arrays, model_state_arrays, rank_params)
+from autotune.memory import (
+    estimate_memory,
+    inflight_microbatches,
+    layer_activation_bytes,
+    layers_of_rank,
+    memory_arrays,
+    model_state_arrays,
+    rank_params,
+)
 from autotune.plan_arrays import SCHEDULE_CODE, arrays_from_plans
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 # L=2, h=8, f=16, 2 heads (head_dim 4), 1 kv head (kv_dim 4), V=10, untied.
 # layer: wq 8*8=64, wk 8*4=32, wv 32, wo 64 -> 192; MLP 3*8*16=384; 2 norms 16 -> 592.
 # model: embedding 80 + 2*592 + final norm 8 + head 80 = 1352.
-SMALL = ModelSpec(name="small", num_layers=2, hidden_size=8, ffn_hidden_size=16, num_heads=2, num_kv_heads=1,
-                  vocab_size=10)
+SMALL = ModelSpec(
+    name="small", num_layers=2, hidden_size=8, ffn_hidden_size=16, num_heads=2, num_kv_heads=1, vocab_size=10
+)
 BF16 = TrainSpec(seq_len=4, global_batch_size=8)  # fp32 params/grads/Adam, bf16 compute (the trainer's default)
-CLUSTER = ClusterSpec(name="c", device_memory_bytes=10**9, peak_flops_bf16=1e12, peak_flops_fp32=1e11,
-                      gpus_per_node=8, intra_node_bw_bytes_per_s=1e10, intra_node_latency_s=1e-6,
-                      inter_node_bw_bytes_per_s=1e9, inter_node_latency_s=1e-5, runtime_overhead_bytes=1000,
-                      allocator_fragmentation=0.5)
+CLUSTER = ClusterSpec(
+    name="c",
+    device_memory_bytes=10**9,
+    peak_flops_bf16=1e12,
+    peak_flops_fp32=1e11,
+    gpus_per_node=8,
+    intra_node_bw_bytes_per_s=1e10,
+    intra_node_latency_s=1e-6,
+    inter_node_bw_bytes_per_s=1e9,
+    inter_node_latency_s=1e-5,
+    runtime_overhead_bytes=1000,
+    allocator_fragmentation=0.5,
+)
 
 
 def test_small_model_param_count():
     assert SMALL.num_params() == 1352
 
 
-@pytest.mark.parametrize("stage,dp,expected", [
-    # (params fp32, compute copy bf16, grads fp32, optimizer: Adam 2 x fp32 [+ ZeRO-1 fp32 param slice])
-    (0, 4, (1352 * 4, 1352 * 2, 1352 * 4, 1352 * 8)),          # DDP semantics: replicated; bf16 gathered copy
-    (1, 4, (1352 * 4, 1352 * 2, 1352 * 4, 1352 * 8 / 4 + 1352 * 4 / 4)),  # Adam state + its fp32 param slice /4
-    (2, 4, (1352 * 4 / 4, 1352 * 2, 1352 * 4 / 4, 1352 * 8 / 4)),  # FSDP2 no-reshard: storage sharded, copy kept
-    (3, 4, (1352 * 4 / 4, 0, 1352 * 4 / 4, 1352 * 8 / 4)),     # FSDP2 reshard: all sharded (root copy added later)
-])
+@pytest.mark.parametrize(
+    "stage,dp,expected",
+    [
+        # (params fp32, compute copy bf16, grads fp32, optimizer: Adam 2 x fp32 [+ ZeRO-1 fp32 param slice])
+        (0, 4, (1352 * 4, 1352 * 2, 1352 * 4, 1352 * 8)),  # DDP semantics: replicated; bf16 gathered copy
+        (1, 4, (1352 * 4, 1352 * 2, 1352 * 4, 1352 * 8 / 4 + 1352 * 4 / 4)),  # Adam state + its fp32 param slice /4
+        (2, 4, (1352 * 4 / 4, 1352 * 2, 1352 * 4 / 4, 1352 * 8 / 4)),  # FSDP2 no-reshard: storage sharded, copy kept
+        (3, 4, (1352 * 4 / 4, 0, 1352 * 4 / 4, 1352 * 8 / 4)),  # FSDP2 reshard: all sharded (root copy added later)
+    ],
+)
 def test_model_states_trainer_semantics(stage, dp, expected):
     ms = model_state_arrays(1352, stage, dp, BF16)
     assert (float(ms["params"]), float(ms["compute_copy"]), float(ms["grads"]), float(ms["optimizer"])) == expected
@@ -135,8 +156,9 @@ def test_measured_saved_tensors_of_bench_model_block():
     torch = pytest.importorskip("torch")
     from bench_model.model import TransformerBlock, rope_tables
 
-    spec = ModelSpec(name="t", num_layers=1, hidden_size=64, ffn_hidden_size=160, num_heads=8, num_kv_heads=2,
-                     vocab_size=100)
+    spec = ModelSpec(
+        name="t", num_layers=1, hidden_size=64, ffn_hidden_size=160, num_heads=8, num_kv_heads=2, vocab_size=100
+    )
     b, s = 2, 32
     for dtype, c in ((torch.bfloat16, 2), (torch.float32, 4)):
         block = TransformerBlock(spec).to(dtype)
@@ -170,8 +192,9 @@ def test_measured_activations_with_bench_model_recompute(mode, code):
     from bench_model.model import TransformerBlock, rope_tables
     from bench_model.parallel.recompute import apply_recompute
 
-    spec = ModelSpec(name="t", num_layers=2, hidden_size=64, ffn_hidden_size=160, num_heads=8, num_kv_heads=2,
-                     vocab_size=100)
+    spec = ModelSpec(
+        name="t", num_layers=2, hidden_size=64, ffn_hidden_size=160, num_heads=8, num_kv_heads=2, vocab_size=100
+    )
     b, s = 2, 32
 
     class TwoBlocks(torch.nn.Module):
@@ -212,8 +235,9 @@ def test_logits_term_follows_the_chunked_loss():
     m = estimate_memory(ParallelPlan(tp=2, micro_batch_size=2, grad_accum_steps=4), SMALL, long, CLUSTER)
     assert m.logits_bytes == 10 * 1024 * 10 / 2
     big = dataclasses.replace(SMALL, vocab_size=100_000)  # so the last stage is the worst
-    arr = memory_arrays(arrays_from_plans([ParallelPlan(pp=2, micro_batch_size=2, grad_accum_steps=4)]), big, long,
-                        CLUSTER)
+    arr = memory_arrays(
+        arrays_from_plans([ParallelPlan(pp=2, micro_batch_size=2, grad_accum_steps=4)]), big, long, CLUSTER
+    )
     assert int(arr["worst_pp_rank"][0]) == 1 and float(arr["logits"][0]) == 10 * 8192 * 100_000
 
 
@@ -229,8 +253,12 @@ def test_tied_embeddings_pipelined_last_stage_holds_a_copy():
     # The copy is a parameter like any other: weight (fp32 + bf16 gathered copy), fp32 grad and 2 fp32 Adam states.
     # V=100,000 makes the last stage the worst rank: psi = 592 + 800,000 + 8 = 800,600.
     big = dataclasses.replace(tied, vocab_size=100_000)
-    m = memory_arrays(arrays_from_plans([ParallelPlan(pp=2, micro_batch_size=1, grad_accum_steps=4)]), big, BF16,
-                      CLUSTER)
+    m = memory_arrays(
+        arrays_from_plans([ParallelPlan(pp=2, micro_batch_size=1, grad_accum_steps=4)]), big, BF16, CLUSTER
+    )
     assert int(m["worst_pp_rank"][0]) == 1
     assert (float(m["params"][0]), float(m["grads"][0]), float(m["optimizer"][0])) == (
-        800_600 * 6, 800_600 * 4, 800_600 * 8)
+        800_600 * 6,
+        800_600 * 4,
+        800_600 * 8,
+    )

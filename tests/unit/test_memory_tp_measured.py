@@ -2,6 +2,7 @@
 "fake" process-group backend (collectives are no-ops; only tensor shapes and storages matter here, which is all a
 memory measurement needs), bench_model's apply_tensor_parallel + apply_recompute, torch's MemTracker after forward.
 One layer's bytes = ACT(3 layers) - ACT(2 layers). Runs in a subprocess so the global process group stays private."""
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 backend (collectives are no-ops; only storages matter for a memory measurement), bench_model's build_meshes +
 apply_data_parallel (FSDP2, bf16 mixed precision), torch's MemTracker after forward (params incl. the gathered bf16
 copy) and after backward (gradients). Runs in a subprocess so the global process group stays private."""
+
 from __future__ import annotations
 
 import json
@@ -46,9 +47,17 @@ for z in (0, 1, 2, 3):
 print(json.dumps(out))
 """
 
-CLUSTER = ClusterSpec(name="c", device_memory_bytes=10**9, peak_flops_bf16=1e12, peak_flops_fp32=1e11,
-                      gpus_per_node=8, intra_node_bw_bytes_per_s=1e10, intra_node_latency_s=1e-6,
-                      inter_node_bw_bytes_per_s=1e9, inter_node_latency_s=1e-5)
+CLUSTER = ClusterSpec(
+    name="c",
+    device_memory_bytes=10**9,
+    peak_flops_bf16=1e12,
+    peak_flops_fp32=1e11,
+    gpus_per_node=8,
+    intra_node_bw_bytes_per_s=1e10,
+    intra_node_latency_s=1e-6,
+    inter_node_bw_bytes_per_s=1e9,
+    inter_node_latency_s=1e-5,
+)
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ coalesces to stride 0 (CuTe coalesce), so `world["dp_cp", "unit"]` at dp = cp = 
 indices should be in ascending order" (measured on an H200 with torch 2.11, docs/memory_model.md). torch 2.13 drops
 size-1 dims from layouts and accepts it, so the rule is checked here on the 2.11 layout directly, and the meshes are
 also built for real on torch's "fake" process-group backend (rank 0 of a world of 8; no communication needed)."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,17 @@ import pytest
 from autotune.types import ParallelPlan
 from bench_model.parallel.mesh import hsdp_dims
 
-PLANS = [dict(dp=1, tp=8, sequence_parallel=True), dict(dp=4, tp=2), dict(dp=4, cp=2), dict(dp=8),
-         dict(dp=1, cp=8), dict(dp=1, cp=2, tp=4), dict(dp=2, cp=2, tp=2), dict(dp=2, pp=2, tp=2), dict(dp=1, pp=8)]
+PLANS = [
+    dict(dp=1, tp=8, sequence_parallel=True),
+    dict(dp=4, tp=2),
+    dict(dp=4, cp=2),
+    dict(dp=8),
+    dict(dp=1, cp=8),
+    dict(dp=1, cp=2, tp=4),
+    dict(dp=2, cp=2, tp=2),
+    dict(dp=2, pp=2, tp=2),
+    dict(dp=1, pp=8),
+]
 
 
 def _strides_torch_2_11(plan: ParallelPlan) -> dict[str, int]:

@@ -1,4 +1,5 @@
 """OOM-dominance pruning: the partial order documented in autotune/oom_pruning.py, checked case by case by hand."""
+
 import itertools
 
 import pandas as pd
@@ -7,8 +8,20 @@ from autotune.oom_pruning import dominance_reason, newly_pruned, prune_after_oom
 
 
 def _row(cid, dp=2, tp=2, mbs=2, recompute="selective", zero=1, sp=True, pp=1, cp=1, vpp=1, sched="1f1b"):
-    return dict(candidate_id=cid, dp=dp, tp=tp, pp=pp, cp=cp, vpp=vpp, sequence_parallel=sp, pp_schedule=sched,
-                micro_batch_size=mbs, recompute=recompute, zero_stage=zero, reject_reason=None)
+    return dict(
+        candidate_id=cid,
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        vpp=vpp,
+        sequence_parallel=sp,
+        pp_schedule=sched,
+        micro_batch_size=mbs,
+        recompute=recompute,
+        zero_stage=zero,
+        reject_reason=None,
+    )
 
 
 def _grid():

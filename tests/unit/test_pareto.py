@@ -1,4 +1,5 @@
 """Pareto front of throughput (max) vs peak memory (min), checked on hand-made points."""
+
 from __future__ import annotations
 
 import math
@@ -22,11 +23,17 @@ def test_equal_points_keep_one():
 
 
 def test_front_uses_measured_for_ok_and_predictions_for_simulated():
-    df = pd.DataFrame({
-        "trial_id": ["a", "b", "c", "d"], "status": ["ok", "ok", "oom", "simulated"],
-        "tokens_per_s_per_gpu": [100.0, 80.0, None, None], "peak_mem_reserved_bytes": [4e9, 2e9, None, None],
-        "peak_mem_allocated_bytes": [3e9, 1e9, None, None], "pred_tokens_per_s_per_gpu": [1.0, 1.0, 500.0, 90.0],
-        "pred_mem_bytes": [1.0, 1.0, 1.0, 3e9]})
+    df = pd.DataFrame(
+        {
+            "trial_id": ["a", "b", "c", "d"],
+            "status": ["ok", "ok", "oom", "simulated"],
+            "tokens_per_s_per_gpu": [100.0, 80.0, None, None],
+            "peak_mem_reserved_bytes": [4e9, 2e9, None, None],
+            "peak_mem_allocated_bytes": [3e9, 1e9, None, None],
+            "pred_tokens_per_s_per_gpu": [1.0, 1.0, 500.0, 90.0],
+            "pred_mem_bytes": [1.0, 1.0, 1.0, 3e9],
+        }
+    )
     front = pareto_front(df)
     # b (2 GB, 80) and a (4 GB, 100) are measured; d is predicted 3 GB at 90 -> between them; c (oom) never counts
     assert front["trial_id"].tolist() == ["b", "d", "a"]

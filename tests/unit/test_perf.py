@@ -1,5 +1,6 @@
 """Performance model: hand-computed alpha-beta collectives, per-layer roofline (GEMM, attention, memory-bound),
 busiest pipeline stage, p2p + schedule overhead, FSDP2 prefetch, MFU bookkeeping."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,14 +17,28 @@ from autotune.perf_terms import (
 )
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
-MODEL = ModelSpec(name="m", num_layers=8, hidden_size=1024, ffn_hidden_size=4096, num_heads=16, num_kv_heads=4,
-                  vocab_size=32000)
+MODEL = ModelSpec(
+    name="m", num_layers=8, hidden_size=1024, ffn_hidden_size=4096, num_heads=16, num_kv_heads=4, vocab_size=32000
+)
 TRAIN = TrainSpec(seq_len=2048, global_batch_size=64)
-CLUSTER = ClusterSpec(name="c", device_memory_bytes=80 * 2**30, peak_flops_bf16=1e15, peak_flops_fp32=1e14,
-                      gpus_per_node=8, intra_node_bw_bytes_per_s=4e11, intra_node_latency_s=1e-5,
-                      inter_node_bw_bytes_per_s=5e10, inter_node_latency_s=2e-5, matmul_efficiency=0.5,
-                      comm_efficiency=1.0, dp_overlap=0.0, hbm_bw_bytes_per_s=2e12, memory_efficiency=0.5,
-                      attention_efficiency=0.25, pp_microbatch_overhead_s=1e-4)
+CLUSTER = ClusterSpec(
+    name="c",
+    device_memory_bytes=80 * 2**30,
+    peak_flops_bf16=1e15,
+    peak_flops_fp32=1e14,
+    gpus_per_node=8,
+    intra_node_bw_bytes_per_s=4e11,
+    intra_node_latency_s=1e-5,
+    inter_node_bw_bytes_per_s=5e10,
+    inter_node_latency_s=2e-5,
+    matmul_efficiency=0.5,
+    comm_efficiency=1.0,
+    dp_overlap=0.0,
+    hbm_bw_bytes_per_s=2e12,
+    memory_efficiency=0.5,
+    attention_efficiency=0.25,
+    pp_microbatch_overhead_s=1e-4,
+)
 HBM = 2e12 * 0.5  # bytes/s reached by memory-bound kernels in CLUSTER
 
 
@@ -60,8 +75,16 @@ def test_elementwise_bytes_hand_count():
     assert float(elementwise_bytes_per_token(MODEL, 2, 1, False)) == 54_272
     assert float(elementwise_bytes_per_token(MODEL, 2, 4, False)) == sharded / 4 + replicated
     assert float(elementwise_bytes_per_token(MODEL, 2, 4, True)) == (sharded + replicated) / 4  # SP splits the norms
-    gpt = ModelSpec(name="g", num_layers=2, hidden_size=1024, ffn_hidden_size=4096, num_heads=16, num_kv_heads=16,
-                    vocab_size=1000, block="gpt")
+    gpt = ModelSpec(
+        name="g",
+        num_layers=2,
+        hidden_size=1024,
+        ffn_hidden_size=4096,
+        num_heads=16,
+        num_kv_heads=16,
+        vocab_size=1000,
+        block="gpt",
+    )
     assert float(elementwise_bytes_per_token(gpt, 2, 1, False)) == 2 * 2 * 4096 + 4 * 2 * 1024 + 6 * 2 * 1024
 
 
@@ -109,8 +132,12 @@ def test_pipeline_busiest_stage_has_the_head():
     assert p.bubble_s == pytest.approx(stage)
     boundary = 2 * (t * 1024 * 2 / 4e11 + 1e-5) + 1e-4
     assert p.pp_comm_s == pytest.approx((m + 1) * boundary)
-    inter = estimate_perf(ParallelPlan(pp=2, vpp=2, micro_batch_size=2, grad_accum_steps=m,
-                                       pp_schedule="interleaved_1f1b"), MODEL, TRAIN, CLUSTER)
+    inter = estimate_perf(
+        ParallelPlan(pp=2, vpp=2, micro_batch_size=2, grad_accum_steps=m, pp_schedule="interleaved_1f1b"),
+        MODEL,
+        TRAIN,
+        CLUSTER,
+    )
     assert inter.bubble_s == pytest.approx(stage / 2)
     assert inter.pp_comm_s == pytest.approx((2 * m + 1) * boundary)
 
@@ -120,8 +147,9 @@ def test_tp_comm_per_layer_all_reduces():
     p = estimate_perf(ParallelPlan(tp=2, micro_batch_size=1, grad_accum_steps=64), MODEL, TRAIN, CLUSTER)
     one = 2 * 1 / 2 * (2048 * 1024 * 2) / 4e11 + 2 * 1e-5
     assert p.tp_comm_s == pytest.approx(64 * 8 * 4 * one)
-    full = estimate_perf(ParallelPlan(tp=2, micro_batch_size=1, grad_accum_steps=64, recompute="full"),
-                         MODEL, TRAIN, CLUSTER)
+    full = estimate_perf(
+        ParallelPlan(tp=2, micro_batch_size=1, grad_accum_steps=64, recompute="full"), MODEL, TRAIN, CLUSTER
+    )
     assert full.tp_comm_s == pytest.approx(64 * 8 * 6 * one)  # full recompute repeats the forward's 2
 
 
@@ -165,8 +193,9 @@ def test_missing_preset_field_is_named():
 
 
 def test_outputs_consistent():
-    plan = ParallelPlan(dp=2, tp=2, pp=2, cp=2, micro_batch_size=1, grad_accum_steps=32, zero_stage=3,
-                        sequence_parallel=True)
+    plan = ParallelPlan(
+        dp=2, tp=2, pp=2, cp=2, micro_batch_size=1, grad_accum_steps=32, zero_stage=3, sequence_parallel=True
+    )
     p = estimate_perf(plan, MODEL, TRAIN, CLUSTER)
     from autotune.perf import perf_arrays
     from autotune.plan_arrays import arrays_from_plans
@@ -180,13 +209,12 @@ def test_outputs_consistent():
     assert p.cp_comm_s > 0 and p.pp_comm_s > 0 and p.tp_comm_s > 0 and p.dp_comm_s > 0
 
 
-
-
 def test_gpipe_bubble_with_fewer_microbatches_than_stages():
     # Narayanan et al. 2021 Eq. 1 ((p-1)/m of the ideal time; GPipe Sec 2.3: (K-1)/(M+K-1) of the step) holds for any
     # m >= 1: pp=4 with m=2 GPipe micro-batches idles 3/2 of the compute time, the same total tokens in m=64 only 3/64.
-    few = estimate_perf(ParallelPlan(pp=4, micro_batch_size=32, grad_accum_steps=2, pp_schedule="gpipe"),
-                        MODEL, TRAIN, CLUSTER)
+    few = estimate_perf(
+        ParallelPlan(pp=4, micro_batch_size=32, grad_accum_steps=2, pp_schedule="gpipe"), MODEL, TRAIN, CLUSTER
+    )
     assert few.bubble_s == pytest.approx(1.5 * few.compute_s)
     many = estimate_perf(ParallelPlan(pp=4, micro_batch_size=1, grad_accum_steps=64), MODEL, TRAIN, CLUSTER)
     assert few.step_s > many.step_s  # the bubble outweighs the larger micro-batches' GEMM efficiency here

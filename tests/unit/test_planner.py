@@ -1,5 +1,6 @@
 """Enumeration: exact columns, canonical layouts, ids equal to the reference implementation, ranking, and the
 one-line errors when nothing can run."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,12 +12,39 @@ from autotune.planner import COLUMNS, NoValidLayoutError, best_candidates, enume
 from autotune.types import candidate_id
 
 EXPECTED_COLUMNS = [
-    "candidate_id", "num_gpus", "dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size", "grad_accum_steps",
-    "recompute", "sequence_parallel", "pp_schedule", "reject_rule", "reject_reason", "fits", "mem_params_bytes",
+    "candidate_id",
+    "num_gpus",
+    "dp",
+    "tp",
+    "pp",
+    "cp",
+    "vpp",
+    "zero_stage",
+    "micro_batch_size",
+    "grad_accum_steps",
+    "recompute",
+    "sequence_parallel",
+    "pp_schedule",
+    "reject_rule",
+    "reject_reason",
+    "fits",
+    "mem_params_bytes",
     "mem_grads_bytes",
-    "mem_optimizer_bytes", "mem_activations_bytes", "mem_logits_bytes", "mem_buffers_bytes", "mem_overhead_bytes",
-    "mem_allocated_bytes", "mem_reserved_bytes", "mem_margin_bytes", "mem_margin_sigma", "pred_step_s",
-    "pred_tokens_per_s", "pred_tokens_per_s_per_gpu", "pred_mfu", "rank"]
+    "mem_optimizer_bytes",
+    "mem_activations_bytes",
+    "mem_logits_bytes",
+    "mem_buffers_bytes",
+    "mem_overhead_bytes",
+    "mem_allocated_bytes",
+    "mem_reserved_bytes",
+    "mem_margin_bytes",
+    "mem_margin_sigma",
+    "pred_step_s",
+    "pred_tokens_per_s",
+    "pred_tokens_per_s_per_gpu",
+    "pred_mfu",
+    "rank",
+]
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +64,22 @@ def test_columns_exact(df8b):
 def test_small_space_counted_by_hand():
     # 4 GPUs, tp in {1,2}, pp=cp=1 -> layouts (dp4,tp1), (dp2,tp2); x zero {0,1} x SP {true,false} where tp>1 only:
     # tp1: 2 rows, tp2: 2 x 2 = 4 rows -> 6
-    cfg = load_config(["space.tp=[1,2]", "space.pp=[1]", "space.cp=[1]", "space.zero_stage=[0,1]",
-                       "space.micro_batch_size=[1]", "space.recompute=[none]", "space.vpp=[1,2]"])
+    cfg = load_config(
+        [
+            "space.tp=[1,2]",
+            "space.pp=[1]",
+            "space.cp=[1]",
+            "space.zero_stage=[0,1]",
+            "space.micro_batch_size=[1]",
+            "space.recompute=[none]",
+            "space.vpp=[1,2]",
+        ]
+    )
     df = enumerate_candidates(cfg, 4)
     assert len(df) == 6
     assert sorted(zip(df.dp, df.tp, df.sequence_parallel.astype(bool))) == sorted(
-        [(4, 1, False)] * 2 + [(2, 2, True)] * 2 + [(2, 2, False)] * 2)
+        [(4, 1, False)] * 2 + [(2, 2, True)] * 2 + [(2, 2, False)] * 2
+    )
     assert (df.grad_accum_steps == cfg.train.global_batch_size // df.dp).all()
 
 
@@ -72,8 +110,9 @@ def test_memory_rejects_keep_predictions_and_reason(df8b):
     assert len(over) > 0 and not over.fits.any() and over["rank"].isna().all()
     assert over.pred_tokens_per_s.notna().all() and (over.pred_tokens_per_s > 0).all()
     r = over.iloc[0]
-    assert r.reject_reason == (f"needs {r.mem_reserved_bytes / 2**30:.1f} GiB > 75.7 GiB usable "
-                               f"(79.6 GiB - 5% headroom)")  # 85,520,809,984 B = 79.6 GiB; x 0.95 = 75.7
+    assert r.reject_reason == (
+        f"needs {r.mem_reserved_bytes / 2**30:.1f} GiB > 75.7 GiB usable (79.6 GiB - 5% headroom)"
+    )  # 85,520,809,984 B = 79.6 GiB; x 0.95 = 75.7
 
 
 def test_rank_orders_valid_fitting_by_expected_throughput(df8b):
@@ -95,8 +134,11 @@ def test_best_candidates_top_k(cfg8b):
 
 def test_no_layout_for_the_batch():
     cfg = load_config(["model=llama-3.1-8b", "train.global_batch_size=6", "space.pp=[1]", "space.cp=[1]"])
-    with pytest.raises(NoValidLayoutError, match=r"^train.global_batch_size=6 is not divisible by "
-                                                 r"dp\*micro_batch_size for any layout of 64 GPUs$"):
+    with pytest.raises(
+        NoValidLayoutError,
+        match=r"^train.global_batch_size=6 is not divisible by "
+        r"dp\*micro_batch_size for any layout of 64 GPUs$",
+    ):
         best_candidates(cfg, 64)
 
 
@@ -122,16 +164,28 @@ def test_few_microbatches_run_gpipe_and_tied_models_pipeline():
     # Llama-3.2-1B (tied embeddings), 16 GPUs, global batch 16: pp=4 x dp=4 leaves 4 sequences per replica, so
     # micro_batch_size 4 gives 1 micro-batch < pp -> GPipe (torch's 1F1B needs n_microbatches >= stages); mbs 1 gives
     # 4 -> 1F1B. Both are valid (the planner prices the bubble, (pp-1)/m = 3 vs 3/4 of compute, instead of a rule).
-    cfg = load_config(["model=llama-3.2-1b", "cluster=h100-sxm-80gb", "train.global_batch_size=16",
-                       "space.tp=[1]", "space.pp=[4]", "space.cp=[1]", "space.vpp=[1]", "space.zero_stage=[1]",
-                       "space.micro_batch_size=[1,4]", "space.recompute=[full]"])
+    cfg = load_config(
+        [
+            "model=llama-3.2-1b",
+            "cluster=h100-sxm-80gb",
+            "train.global_batch_size=16",
+            "space.tp=[1]",
+            "space.pp=[4]",
+            "space.cp=[1]",
+            "space.vpp=[1]",
+            "space.zero_stage=[1]",
+            "space.micro_batch_size=[1,4]",
+            "space.recompute=[full]",
+        ]
+    )
     df = enumerate_candidates(cfg, 16).set_index("micro_batch_size")
     assert (df.loc[4, "grad_accum_steps"], df.loc[4, "pp_schedule"]) == (1, "gpipe")
     assert (df.loc[1, "grad_accum_steps"], df.loc[1, "pp_schedule"]) == (4, "1f1b")
     assert df.reject_reason.isna().all() and df["rank"].notna().all()
     for mbs in (1, 4):
-        p = estimate_perf(plan_from_row(df.loc[mbs].to_dict() | {"micro_batch_size": mbs}), cfg.model, cfg.train,
-                          cfg.cluster)
+        p = estimate_perf(
+            plan_from_row(df.loc[mbs].to_dict() | {"micro_batch_size": mbs}), cfg.model, cfg.train, cfg.cluster
+        )
         assert df.loc[mbs, "pred_step_s"] == pytest.approx(p.step_s)
         assert p.bubble_s == pytest.approx(3 / df.loc[mbs, "grad_accum_steps"] * p.compute_s)
 

@@ -1,5 +1,6 @@
 """bench_model's activation recompute modes on one CPU: what each recomputes (counted FLOPs) and that recompute never
 changes the numbers (loss and every gradient bit-identical to recompute=none)."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,9 @@ from bench_model.parallel.recompute import apply_recompute  # noqa: E402
 
 # MHA (num_kv_heads == num_heads): FlopCounterMode's SDPA formulas reject GQA shapes on some torch versions; the math
 # SDPA backend below turns attention into bmm's, which the counter always counts.
-SPEC = ModelSpec(name="t", num_layers=2, hidden_size=64, ffn_hidden_size=160, num_heads=4, num_kv_heads=4,
-                 vocab_size=96)
+SPEC = ModelSpec(
+    name="t", num_layers=2, hidden_size=64, ffn_hidden_size=160, num_heads=4, num_kv_heads=4, vocab_size=96
+)
 B, S = 2, 32
 
 

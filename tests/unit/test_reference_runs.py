@@ -1,5 +1,6 @@
 """Loader of public measured runs (autotune.reference_runs): every row mapped or skipped with a reason, one
 hand-checked row per source, and the fitted presets' accuracy on them (benchmarks/model_accuracy.py)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -28,8 +29,13 @@ def test_llmfoundry_mpt():
     r = next(x for x in runs if x.row == 0)  # H100 large-scale table, first row: MPT-70b on 512 GPUs
     assert (r.model.num_layers, r.model.hidden_size, r.model.num_heads, r.model.vocab_size) == (80, 8192, 64, 50368)
     assert r.cluster == "h100-sxm-80gb" and r.train.seq_len == 2048
-    assert (r.plan.dp, r.plan.zero_stage, r.plan.micro_batch_size, r.plan.grad_accum_steps, r.plan.recompute) == \
-        (512, 3, 8, 1, "full")
+    assert (r.plan.dp, r.plan.zero_stage, r.plan.micro_batch_size, r.plan.grad_accum_steps, r.plan.recompute) == (
+        512,
+        3,
+        8,
+        1,
+        "full",
+    )
     assert r.measured_tokens_per_s_per_gpu == 1007
     # shape check against the table's exact parameter count 64,862,437,376 (which includes the 2048 x 8192 learned
     # positional embedding of the benchmark config): within 0.1% (MPT has no biases, our GPT block has)

@@ -1,5 +1,6 @@
 """autotune/reserved.py: the CUDA caching allocator's reserved peak, hand-computed and against the measured H200 rows
 (benchmarks/data/measured/h200_bench_model_2026-11.csv, torch.cuda.max_memory_reserved)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,7 +41,9 @@ def test_reserved_bytes_and_expandable_segments():
     alloc, logits, step = 50 * 2**30, 4 * 2**30, 8 * 2**30
     excess = reserved.LOGITS_CACHED * logits + reserved.STEP_CACHED * step
     assert reserved.reserved_bytes(alloc, logits, step) == pytest.approx(alloc + excess)
-    assert reserved.reserved_bytes(alloc, logits, step, True) == pytest.approx(alloc + reserved.EXPANDABLE_SCALE * excess)
+    assert reserved.reserved_bytes(alloc, logits, step, True) == pytest.approx(
+        alloc + reserved.EXPANDABLE_SCALE * excess
+    )
 
 
 def test_fit_recovers_known_coefficients():

@@ -1,5 +1,6 @@
 """The results store: atomic one-row Parquet files with RESULT_SCHEMA, temp files ignored, torn files reported and
 never read as data, the folder readable by pandas and duckdb alike."""
+
 from __future__ import annotations
 
 import os

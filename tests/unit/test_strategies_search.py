@@ -1,5 +1,6 @@
 """random / halving / optuna strategies driven by hand through ask -> tell on the planner's real candidate frame, with
 made-up outcomes (no trainer here; tests/search runs real sweeps)."""
+
 import pytest
 
 from autotune.config import load_config
@@ -15,11 +16,29 @@ RUNNABLE = FRAME[FRAME["rank"].notna()].sort_values("rank").reset_index(drop=Tru
 
 def _row(ask, tps, status="ok", **kw):
     c = ask.candidate
-    row = {k: c[k] for k in ("candidate_id", "dp", "tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size",
-                             "recompute", "sequence_parallel", "pp_schedule")}
-    row.update(status=status, tokens_per_s_per_gpu=tps if status == "ok" else None,
-               trial_id=f"c{ask.candidate_id}" + (f"-r{ask.rung}" if ask.rung else ""),
-               peak_mem_reserved_bytes=1e8 * c["micro_batch_size"] if status == "ok" else None, **kw)
+    row = {
+        k: c[k]
+        for k in (
+            "candidate_id",
+            "dp",
+            "tp",
+            "pp",
+            "cp",
+            "vpp",
+            "zero_stage",
+            "micro_batch_size",
+            "recompute",
+            "sequence_parallel",
+            "pp_schedule",
+        )
+    }
+    row.update(
+        status=status,
+        tokens_per_s_per_gpu=tps if status == "ok" else None,
+        trial_id=f"c{ask.candidate_id}" + (f"-r{ask.rung}" if ask.rung else ""),
+        peak_mem_reserved_bytes=1e8 * c["micro_batch_size"] if status == "ok" else None,
+        **kw,
+    )
     return row
 
 
@@ -84,8 +103,9 @@ def test_halving_oom_prunes_dominated_pool_members():
     a = s.ask()
     pruned = s.tell(a, _row(a, None, status="oom"))
     assert pruned and all(p.reason.startswith(f"dominated by OOM trial c{a.candidate_id}") for p in pruned)
-    assert all(str(p.candidate["candidate_id"]) not in {x.candidate_id for x in _drain(s, lambda x: 1.0)}
-               for p in pruned)
+    assert all(
+        str(p.candidate["candidate_id"]) not in {x.candidate_id for x in _drain(s, lambda x: 1.0)} for p in pruned
+    )
 
 
 def test_bad_halving_options_are_one_line_errors():

@@ -2,6 +2,7 @@
 both run rank 0 of a world of 2 on a fake process group under FakeTensorMode + FSDPMemTracker, one micro-batch
 forward + loss + backward. Target (docs/memory_model.md "Against torchtitan"): bench_model <= torchtitan. torchtitan
 and its import-time dependencies are installed by the Makefile; if they are missing this test fails (no skip)."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,9 @@ import pytest
 from autotune.types import ModelSpec, ParallelPlan
 
 # Llama-3-shaped and small: V/h = 32 and f/h = 3.5 as in Llama 3.1 8B, GQA 2:1; 2 x 1024 tokens per micro-batch
-MODEL = ModelSpec(name="llama3-mini", num_layers=2, hidden_size=128, ffn_hidden_size=448, num_heads=8, num_kv_heads=4,
-                  vocab_size=4096)
+MODEL = ModelSpec(
+    name="llama3-mini", num_layers=2, hidden_size=128, ffn_hidden_size=448, num_heads=8, num_kv_heads=4, vocab_size=4096
+)
 
 
 @pytest.mark.timeout(900)

@@ -1,5 +1,6 @@
 """How the launcher turns a failed trial's error files into one row (docs/trial_protocol.md "What the launcher does
 with it"): the rank that failed is the cause; a rank that only saw its peer vanish is not."""
+
 from __future__ import annotations
 
 import json
@@ -19,13 +20,28 @@ def _row(tmp_path, errors: list[dict], returncode: int = 1, timed_out: bool = Fa
     result = tmp_path / "RESULT.json"
     for err in errors:  # written in this order: the first is the oldest
         (tmp_path / f"RESULT.json.rank{err['rank']}.err.json").write_text(json.dumps(err))
-    return assemble_row(spec, result, timed_out=timed_out, cancelled=False, returncode=returncode, started_at="a",
-                        ended_at="b", wall_s=1.0, log_path="x.log", backend="local")
+    return assemble_row(
+        spec,
+        result,
+        timed_out=timed_out,
+        cancelled=False,
+        returncode=returncode,
+        started_at="a",
+        ended_at="b",
+        wall_s=1.0,
+        log_path="x.log",
+        backend="local",
+    )
 
 
 def _err(rank: int, error_type: str, message: str, status: str = "crash") -> dict:
-    return {"rank": rank, "status": status, "error_type": error_type, "error_message": message,
-            "peer_lost": status == "crash" and is_peer_lost(RuntimeError(message))}
+    return {
+        "rank": rank,
+        "status": status,
+        "error_type": error_type,
+        "error_message": message,
+        "peer_lost": status == "crash" and is_peer_lost(RuntimeError(message)),
+    }
 
 
 def test_peer_lost_is_recognised_through_the_exception_chain():

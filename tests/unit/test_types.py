@@ -1,18 +1,22 @@
 """Types: parameter counts against the public model cards, FLOPs formula by hand, plan validation messages."""
+
 import pytest
 
 from autotune.config import load_config
 from autotune.types import ModelSpec, ParallelPlan, TrainSpec, candidate_id
 
 
-@pytest.mark.parametrize("preset,expected_params", [
-    # Hugging Face model cards / safetensors metadata: total parameter counts.
-    ("llama-3.2-1b", 1_235_814_400),     # meta-llama/Llama-3.2-1B: 1.24B (tied embeddings)
-    ("llama-3.2-3b", 3_212_749_824),     # meta-llama/Llama-3.2-3B: 3.21B (tied embeddings)
-    ("llama-3.1-8b", 8_030_261_248),     # meta-llama/Llama-3.1-8B: 8.03B
-    ("llama-3.1-70b", 70_553_706_496),   # meta-llama/Llama-3.1-70B: 70.6B
-    ("llama-3.1-405b", 405_853_388_800),  # meta-llama/Llama-3.1-405B: 405.85B
-])
+@pytest.mark.parametrize(
+    "preset,expected_params",
+    [
+        # Hugging Face model cards / safetensors metadata: total parameter counts.
+        ("llama-3.2-1b", 1_235_814_400),  # meta-llama/Llama-3.2-1B: 1.24B (tied embeddings)
+        ("llama-3.2-3b", 3_212_749_824),  # meta-llama/Llama-3.2-3B: 3.21B (tied embeddings)
+        ("llama-3.1-8b", 8_030_261_248),  # meta-llama/Llama-3.1-8B: 8.03B
+        ("llama-3.1-70b", 70_553_706_496),  # meta-llama/Llama-3.1-70B: 70.6B
+        ("llama-3.1-405b", 405_853_388_800),  # meta-llama/Llama-3.1-405B: 405.85B
+    ],
+)
 def test_num_params_matches_model_cards(preset, expected_params):
     assert load_config([f"model={preset}"]).model.num_params() == expected_params
 
@@ -27,19 +31,32 @@ def test_flops_per_token_by_hand():
 
 
 def test_tied_embeddings_count_once():
-    untied = ModelSpec(name="a", num_layers=2, hidden_size=8, ffn_hidden_size=16, num_heads=2, num_kv_heads=2, vocab_size=10)
-    tied = ModelSpec(name="a", num_layers=2, hidden_size=8, ffn_hidden_size=16, num_heads=2, num_kv_heads=2,
-                     vocab_size=10, tie_embeddings=True)
+    untied = ModelSpec(
+        name="a", num_layers=2, hidden_size=8, ffn_hidden_size=16, num_heads=2, num_kv_heads=2, vocab_size=10
+    )
+    tied = ModelSpec(
+        name="a",
+        num_layers=2,
+        hidden_size=8,
+        ffn_hidden_size=16,
+        num_heads=2,
+        num_kv_heads=2,
+        vocab_size=10,
+        tie_embeddings=True,
+    )
     assert untied.num_params() - tied.num_params() == 10 * 8
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(tp=0), "plan.tp=0 must be an integer >= 1"),
-    (dict(zero_stage=4), "plan.zero_stage=4 must be one of 0, 1, 2, 3"),
-    (dict(recompute="some"), "plan.recompute='some' must be one of none, selective, full"),
-    (dict(sequence_parallel=True), "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)"),
-    (dict(vpp=2), "plan.vpp=2 requires plan.pp > 1 (pp=1)"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(tp=0), "plan.tp=0 must be an integer >= 1"),
+        (dict(zero_stage=4), "plan.zero_stage=4 must be one of 0, 1, 2, 3"),
+        (dict(recompute="some"), "plan.recompute='some' must be one of none, selective, full"),
+        (dict(sequence_parallel=True), "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)"),
+        (dict(vpp=2), "plan.vpp=2 requires plan.pp > 1 (pp=1)"),
+    ],
+)
 def test_plan_validation_names_field_value_rule(kwargs, message):
     with pytest.raises(ValueError) as e:
         ParallelPlan(**kwargs)
