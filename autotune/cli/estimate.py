@@ -87,7 +87,7 @@ def _print(row: dict, cfg) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from autotune.cli.plan import layout_label
+    from autotune.labels import layout_label
 
     console = Console() if Console().is_terminal else Console(width=120)
     table = Table(

@@ -6,6 +6,7 @@ import argparse
 
 from autotune.cli.common import add_overrides, positive_int, print_json
 from autotune.errors import UsageError
+from autotune.labels import layout_label
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
@@ -22,16 +23,6 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
     add_overrides(p)
     p.set_defaults(run=run)
     return p
-
-
-def layout_label(row) -> str:
-    """dp8·tp2·pp4·cp1 z1 mbs2 gas8 sel sp (vpp shown when > 1)."""
-    text = f"dp{row['dp']}·tp{row['tp']}·pp{row['pp']}·cp{row['cp']}"
-    if row["vpp"] > 1:
-        text += f"·vpp{row['vpp']}"
-    text += f" z{row['zero_stage']} mbs{row['micro_batch_size']} gas{row['grad_accum_steps']}"
-    text += {"none": "", "selective": " sel", "full": " full"}[row["recompute"]]
-    return text + (" sp" if row["sequence_parallel"] else "")
 
 
 def margin_label(row) -> str:

@@ -58,13 +58,9 @@ class ExportContext:
         return self.train.precision == "bf16"
 
     def summary(self) -> str:
-        p = self.plan
-        return (
-            f"dp={p.dp} tp={p.tp} pp={p.pp} cp={p.cp} vpp={p.vpp} zero_stage={p.zero_stage} "
-            f"micro_batch_size={p.micro_batch_size} grad_accum_steps={p.grad_accum_steps} "
-            f"recompute={p.recompute} sequence_parallel={str(p.sequence_parallel).lower()} "
-            f"pp_schedule={p.pp_schedule}"
-        )
+        from autotune.labels import layout_label
+
+        return f"{layout_label(self.plan)} (pp_schedule={self.plan.pp_schedule})"
 
 
 @dataclass

@@ -90,4 +90,4 @@ def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: Paral
         "num_gpus": ctx.world_size,
     }
     doc = {"_autotune": info, "_autotune_unmapped": ex.unmapped, **ex.body}
-    return json.dumps(doc, indent=2) + "\n"
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

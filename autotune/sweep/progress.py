@@ -6,15 +6,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from autotune.labels import layout_label
+
 
 def layout_text(r: Any) -> str:
-    g = r.get if hasattr(r, "get") else (lambda k: r[k])
-    text = (
-        f"dp{int(g('dp'))} tp{int(g('tp'))} pp{int(g('pp'))} cp{int(g('cp'))}"
-        + (f" vpp{int(g('vpp'))}" if int(g("vpp")) > 1 else "")
-        + f" z{int(g('zero_stage'))} mbs{int(g('micro_batch_size'))} rc={g('recompute')}"
-    )
-    return text + (" sp" if bool(g("sequence_parallel")) else "")
+    """The layout label (autotune.labels.layout_label), kept under this name for the sweep modules."""
+    return layout_label(r)
 
 
 def fmt_duration(seconds: float | None) -> str:

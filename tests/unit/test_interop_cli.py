@@ -70,7 +70,7 @@ def test_every_format_exports_the_measured_winner(real_sweep, tmp_path, capsys):
             "deepspeed": json.loads,
             "megatron": lambda t: shlex.split(t, comments=True),
         }[fmt](text)
-        assert f"dp={dp} tp={int(row['tp'])} pp={int(row['pp'])} cp={int(row['cp'])}" in text  # the header
+        assert f"dp{dp}·tp{int(row['tp'])}·pp{int(row['pp'])}·cp{int(row['cp'])}" in text  # the header's layout label
     gbs = dp * mbs * gas
     tt = docs["torchtitan"]
     assert tt["training"]["global_batch_size"] == gbs and tt["training"]["seq_len"] == int(row["seq_len"])

@@ -1,0 +1,33 @@
+"""The one short label of a layout, used by `plan`, `estimate`, the sweep's progress lines, `report`, the plots and
+the exports' header: `dp8·tp2·pp4·cp1 z1 mbs2 gas8 sel sp` (vpp shown when > 1, the pipeline schedule when it is
+not the one derived from the layout: gpipe / interleaved_1f1b are named only with pp > 1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_RECOMPUTE = {"none": "", "selective": " sel", "full": " full"}
+
+
+def _getter(row: Any):
+    if hasattr(row, "get") and not hasattr(row, "__dataclass_fields__"):
+        return row.get
+    return lambda k, default=None: getattr(row, k, default)
+
+
+def layout_label(row: Any) -> str:
+    """`row`: a plan-shaped mapping (a candidate or result row, a pandas Series) or a ParallelPlan."""
+    g = _getter(row)
+    text = f"dp{int(g('dp'))}·tp{int(g('tp'))}·pp{int(g('pp'))}·cp{int(g('cp'))}"
+    if int(g("vpp", 1) or 1) > 1:
+        text += f"·vpp{int(g('vpp'))}"
+    text += f" z{int(g('zero_stage'))} mbs{int(g('micro_batch_size'))}"
+    gas = g("grad_accum_steps", None)
+    if gas is not None:
+        text += f" gas{int(gas)}"
+    text += _RECOMPUTE.get(str(g("recompute", "none")), f" {g('recompute')}")
+    if bool(g("sequence_parallel", False)):
+        text += " sp"
+    if int(g("pp")) > 1 and g("pp_schedule", None) == "gpipe":
+        text += " gpipe"
+    return text
