@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_fixtures import ray_launcher_factory, ray_session, slurm_cluster, slurm_launcher_factory  # noqa: F401
-from launcher_cases import LAUNCHER_CASES, LauncherCase
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))  # engine_fixtures (real SLURM and Ray)
+
+from engine_fixtures import ray_launcher_factory, ray_session, slurm_cluster, slurm_launcher_factory  # noqa: E402,F401
+from launcher_cases import LAUNCHER_CASES, LauncherCase  # noqa: E402
 
 
 @pytest.fixture(params=LAUNCHER_CASES, ids=lambda c: c.name)
