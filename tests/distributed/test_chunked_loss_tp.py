@@ -5,10 +5,19 @@ logits of one process (the equivalence suite's micro-batches fit in one chunk, s
 
 from __future__ import annotations
 
+import socket
+
 import torch
 import torch.multiprocessing as mp
 import torch.nn.functional as F
-from conftest import free_port
+
+
+def free_port() -> int:
+    # defined here, not imported from conftest: a spawned child re-imports this module by name, and in a whole-suite
+    # run another suite's conftest may come first on sys.path
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _reference():
