@@ -143,7 +143,7 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
             pp_schedule="interleaved_1f1b",
         ),
         ParallelPlan(dp=2, tp=2, pp=2, micro_batch_size=1, grad_accum_steps=256, recompute="full", pp_schedule="gpipe"),
-        ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32),
+        ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, compile=True),
     ]
     texts = {fmt: " | ".join(u for p in layouts for u in unmapped(fmt, *job, p)) for fmt in FORMATS}
     for fmt in FORMATS:
