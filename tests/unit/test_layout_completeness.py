@@ -96,7 +96,9 @@ def _export_problems(name: str) -> list[str]:
 
 def test_every_plan_field_is_wired_everywhere():
     space_yaml = yaml.safe_load(SPACE_YAML.read_text())
-    cfg = load_config(["model=tiny"])
+    # booleans the default space holds at one value (compile) are switched to both, so enumeration is what is tested
+    flags = [f for f in PLAN_FIELDS if PLAN_KINDS[f] == "bool" and f in {x.name for x in dataclasses.fields(SpaceSpec)}]
+    cfg = load_config(["model=tiny", *(f"space.{f}=[false,true]" for f in flags)])
     arr = enumerate_arrays(cfg.space, cfg.train, 8)
     varied = {f for f in PLAN_FIELDS if len(set(arr[f].tolist())) > 1}
     problems = []

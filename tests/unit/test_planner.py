@@ -9,23 +9,12 @@ from autotune.config import load_config
 from autotune.memory import estimate_memory
 from autotune.perf import estimate_perf
 from autotune.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates, plan_from_row
-from autotune.types import candidate_id
+from autotune.types import PLAN_FIELDS, candidate_id
 
 EXPECTED_COLUMNS = [
     "candidate_id",
     "num_gpus",
-    "dp",
-    "tp",
-    "pp",
-    "cp",
-    "vpp",
-    "zero_stage",
-    "micro_batch_size",
-    "grad_accum_steps",
-    "recompute",
-    "sequence_parallel",
-    "pp_schedule",
-    "compile",
+    *PLAN_FIELDS,  # every ParallelPlan field, in declaration order (the completeness test checks each is wired)
     "reject_rule",
     "reject_reason",
     "fits",
