@@ -36,6 +36,7 @@ class SpaceSpec:
     micro_batch_size: tuple[int, ...]
     recompute: tuple[str, ...]
     sequence_parallel: tuple[bool, ...]
+    compile: tuple[bool, ...] = (False, True)
     tp_within_node: bool = True
     allow_uneven_pp: bool = True
     memory_headroom: float = 0.05
@@ -297,6 +298,8 @@ def _space_from(values: dict[str, Any]) -> SpaceSpec:
     out["dp"] = None if dp is None else _as_tuple("dp", dp, int)
     out["recompute"] = _as_tuple("recompute", values.pop("recompute"), str)
     out["sequence_parallel"] = _as_tuple("sequence_parallel", values.pop("sequence_parallel"), bool)
+    if "compile" in values:
+        out["compile"] = _as_tuple("compile", values.pop("compile"), bool)
     if any(z > 3 for z in out["zero_stage"]):
         raise ConfigError(f"space.zero_stage={list(out['zero_stage'])} must list integers in 0..3")
     bad = [r for r in out["recompute"] if r not in ("none", "selective", "full")]

@@ -30,4 +30,6 @@ def layout_label(row: Any) -> str:
         text += " sp"
     if int(g("pp")) > 1 and g("pp_schedule", None) == "gpipe":
         text += " gpipe"
+    if bool(g("compile", False)):
+        text += " compile"
     return text

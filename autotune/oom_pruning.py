@@ -3,7 +3,7 @@ memory *for the same reason*.
 
 The partial order ("Y needs >= the memory of X") used here, and why each part holds for the bench trainer:
 
-- **Same shape** — Y and X agree on dp, tp, pp, cp, vpp, sequence_parallel and pp_schedule. These decide how the model
+- **Same shape** — Y and X agree on dp, tp, pp, cp, vpp, sequence_parallel, pp_schedule and compile. These decide how the model
   and the sequence are split; changing any of them moves memory between components, so no claim is made across them.
 - **micro_batch_size: Y >= X.** Activations and logits grow linearly with the micro-batch (Korthikanti et al. 2022,
   Eq. 1-2: bytes per layer ∝ s·b·h). With a fixed global batch, a 1F1B pipeline keeps min(pp, m) micro-batches of

@@ -73,9 +73,10 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         np.array([RECOMPUTE_CODE[r] for r in space.recompute]),
         np.array(space.vpp),
         np.array(sorted(set(space.sequence_parallel)), dtype=bool),
+        np.array(sorted(set(space.compile)), dtype=bool),
     ]
     grids = [g.ravel() for g in np.meshgrid(*dims, indexing="ij")]
-    li, z, mbs, rc, vpp, sp = grids
+    li, z, mbs, rc, vpp, sp, comp = grids
     dp, tp, pp, cp = (lay[li, j] if len(lay) else np.zeros(0, np.int64) for j in range(4))
     sp = sp.astype(bool)
     # tp=1 has no sequence parallelism: keep one row (the first listed SP value) and store it as false
@@ -93,6 +94,7 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         "micro_batch_size": mbs,
         "recompute": rc,
         "sequence_parallel": sp,
+        "compile": comp.astype(bool),
     }
     arr = {k: np.asarray(v)[keep] for k, v in arr.items()}
     arr["grad_accum_steps"] = np.maximum(train.global_batch_size // (arr["dp"] * arr["micro_batch_size"]), 1)

@@ -26,6 +26,7 @@ def make_spec(
 ) -> TrialSpec:
     """A TrialSpec for one layout of the configured job; `extra` sets TrialSpec fields (warmup_steps, timeout_s, ...)."""
     fields = dict(warmup_steps=cfg.sweep.warmup_steps, timed_steps=cfg.sweep.timed_steps, timeout_s=cfg.sweep.timeout_s)
+    fields["compile"] = plan.compile  # bench_model compiles per block; the compile time falls in the warm-up steps
     fields.update(extra)
     return TrialSpec(
         sweep_id=sweep_id,

@@ -232,6 +232,8 @@ class ParallelPlan:
     recompute: str = dim_field("none", optuna=True, oom="lower", label="recompute", choices=RECOMPUTE_MODES)
     sequence_parallel: bool = dim_field(False, optuna=True, oom="shape")
     pp_schedule: str = dim_field("1f1b", derived=_DERIVED_SCHEDULE, optuna=False, oom="shape", choices=PP_SCHEDULES)
+    # torch.compile per transformer block (bench_model); fusion removes memory-bound time and activation buffers
+    compile: bool = dim_field(False, optuna=True, oom="shape")
 
     def __post_init__(self) -> None:
         for f in COUNT_FIELDS:
@@ -245,6 +247,7 @@ class ParallelPlan:
             isinstance(self.sequence_parallel, bool),
             f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false",
         )
+        _require(isinstance(self.compile, bool), f"plan.compile={self.compile!r} must be true or false")
         _require(
             self.pp_schedule in PP_SCHEDULES,
             f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}",

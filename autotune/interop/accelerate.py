@@ -35,12 +35,18 @@ PLAN_KEYS: dict[str, str] = {
     "recompute": "fsdp_config.fsdp_activation_checkpointing (full only)",
     "sequence_parallel": "NOT MAPPED: accelerate's TP applies the model's tp_plan, no sequence-parallel switch",
     "pp_schedule": "NOT MAPPED: accelerate has no pipeline-parallel config",
+    "compile": "NOT MAPPED: accelerate's dynamo_config compiles the whole model, not per transformer block",
 }
 
 
 def translate(ctx: ExportContext) -> Export:
     p = ctx.plan
     ex = Export(target=TARGET, body={})
+    if ctx.plan.compile:
+        ex.skip(
+            "plan.compile=true",
+            "accelerate's dynamo_config compiles the whole model at once; bench_model compiles each transformer block",
+        )
     body: dict = {"compute_environment": "LOCAL_MACHINE", "debug": False}
     if p.tp == p.cp == 1 and p.zero_stage == 1:
         body.update(_deepspeed_plugin(ctx, ex))

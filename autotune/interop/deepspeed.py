@@ -32,6 +32,7 @@ PLAN_KEYS: dict[str, str] = {
     "recompute": "NOT MAPPED: activation checkpointing is called per layer by the model code",
     "sequence_parallel": "NOT MAPPED: AutoTP has no Megatron-style sequence parallelism",
     "pp_schedule": "NOT MAPPED: no pipeline key (see pp)",
+    "compile": "NOT MAPPED: the config has no torch.compile switch; the script calls engine.compile()",
 }
 
 
@@ -42,6 +43,11 @@ def translate(ctx: ExportContext) -> Export:
         body={},
         notes=["The training script owns the model code: DeepSpeed applies ZeRO, batching and AutoTP from this file."],
     )
+    if ctx.plan.compile:
+        ex.skip(
+            "plan.compile=true",
+            "the DeepSpeed config has no torch.compile switch: call engine.compile() in the training script",
+        )
     body: dict = {
         "train_batch_size": ctx.global_batch_size,
         "train_micro_batch_size_per_gpu": p.micro_batch_size,

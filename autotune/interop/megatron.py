@@ -31,6 +31,7 @@ PLAN_KEYS: dict[str, str] = {
     "recompute": "--recompute-granularity, --recompute-method, --recompute-num-layers",
     "sequence_parallel": "--sequence-parallel",
     "pp_schedule": "NOT MAPPED: no flag; Megatron runs 1F1B (interleaved with virtual stages), never GPipe",
+    "compile": "NOT MAPPED: Megatron-LM has no torch.compile flag (it uses its own fused kernels)",
 }
 
 
@@ -45,6 +46,11 @@ def translate(ctx: ExportContext) -> Export:
             "sets the vocabulary, padded by --make-vocab-size-divisible-by).",
         ],
     )
+    if ctx.plan.compile:
+        ex.skip(
+            "plan.compile=true",
+            "Megatron-LM has no torch.compile flag; its fused kernels (--bias-swiglu-fusion etc.) cover part of the gain",
+        )
     argv: list[list[str]] = []
     argv += _model_args(ctx)
     argv += _parallel_args(ctx, ex)

@@ -32,6 +32,7 @@ PLAN_KEYS: dict[str, str] = {
     "recompute": "NOT MAPPED: nanotron 0.4 has no activation-recompute option",
     "sequence_parallel": "parallelism.tp_mode (REDUCE_SCATTER)",
     "pp_schedule": "parallelism.pp_engine (1f1b, afab)",
+    "compile": "NOT MAPPED: nanotron 0.4 has no torch.compile option",
 }
 
 
@@ -45,6 +46,8 @@ def translate(ctx: ExportContext) -> Export:
             "train_steps, data) hold placeholders autotune did not tune: edit them."
         ],
     )
+    if ctx.plan.compile:
+        ex.skip("plan.compile=true", "nanotron 0.4 has no torch.compile option")
     _unmapped(ctx, ex)
     ex.body = {
         "general": {"project": "autotune", "run": m.name, "seed": t.seed, "ignore_sanity_checks": True},

@@ -41,6 +41,7 @@ PLAN_KEYS: dict[str, str] = {
     "recompute": "activation_checkpoint.mode",
     "sequence_parallel": "NOT MAPPED: no key; torchtitan 0.2.2 always applies SequenceParallel with TP",
     "pp_schedule": "parallelism.pipeline_parallel_schedule",
+    "compile": "compile.enable (compile.components left at its default: model, loss)",
 }
 # torchtitan 0.2.2 `torchtitan/models/llama3/__init__.py` flavors (dim, n_layers, n_heads, n_kv_heads, ffn, vocab)
 # with ffn = the SwiGLU hidden size its ffn_dim_multiplier/multiple_of produce (the Llama-3.1 config.json values).
@@ -75,6 +76,8 @@ def translate(ctx: ExportContext) -> Export:
     }
     ex.body["parallelism"] = _parallelism(ctx, ex)
     ex.body["activation_checkpoint"] = _activation_checkpoint(ctx, ex)
+    # torchtitan 0.2.2 config/job_config.py Compile: enable, components (default ["model", "loss"])
+    ex.body["compile"] = {"enable": p.compile}  # components stay at the default, ["model", "loss"]
     return ex
 
 

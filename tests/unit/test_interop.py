@@ -283,3 +283,20 @@ def test_accelerate_tp_cp_use_fsdp2_parallelism_config(llama8b):
     assert (
         tp_only["distributed_type"] == "MULTI_GPU" and tp_only["parallelism_config"]["parallelism_config_tp_size"] == 8
     )
+
+
+def test_compile_is_exported_to_torchtitan_and_flagged_elsewhere(llama8b):
+    # torchtitan 0.2.2 config/job_config.py: [compile] enable (default false), components (default model, loss)
+    on = tomllib.loads(out("torchtitan", llama8b, plan(dp=8, zero_stage=3, compile=True)))["compile"]
+    off = tomllib.loads(out("torchtitan", llama8b, plan(dp=8, zero_stage=3)))["compile"]
+    assert on == {"enable": True} and off == {"enable": False}
+    for fmt in ("megatron", "deepspeed", "accelerate", "nanotron"):
+        assert any("plan.compile=true" in u for u in unmapped(fmt, *llama8b, plan(dp=8, zero_stage=3, compile=True)))
+        assert not any("compile" in u for u in unmapped(fmt, *llama8b, plan(dp=8, zero_stage=3)))
+
+
+def test_layout_label_names_compile():
+    from autotune.labels import layout_label
+
+    assert layout_label(plan(dp=8, compile=True)).endswith(" compile")
+    assert "compile" not in layout_label(plan(dp=8))

@@ -9,22 +9,12 @@ from autotune.config import load_config
 from autotune.memory import estimate_memory
 from autotune.perf import estimate_perf
 from autotune.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates, plan_from_row
-from autotune.types import candidate_id
+from autotune.types import PLAN_FIELDS, candidate_id
 
 EXPECTED_COLUMNS = [
     "candidate_id",
     "num_gpus",
-    "dp",
-    "tp",
-    "pp",
-    "cp",
-    "vpp",
-    "zero_stage",
-    "micro_batch_size",
-    "grad_accum_steps",
-    "recompute",
-    "sequence_parallel",
-    "pp_schedule",
+    *PLAN_FIELDS,  # every ParallelPlan field, in declaration order (the completeness test checks each is wired)
     "reject_rule",
     "reject_reason",
     "fits",
@@ -73,6 +63,7 @@ def test_small_space_counted_by_hand():
             "space.micro_batch_size=[1]",
             "space.recompute=[none]",
             "space.vpp=[1,2]",
+            "space.compile=[false]",
         ]
     )
     df = enumerate_candidates(cfg, 4)
@@ -176,6 +167,7 @@ def test_few_microbatches_run_gpipe_and_tied_models_pipeline():
             "space.zero_stage=[1]",
             "space.micro_batch_size=[1,4]",
             "space.recompute=[full]",
+            "space.compile=[false]",
         ]
     )
     df = enumerate_candidates(cfg, 16).set_index("micro_batch_size")
@@ -197,3 +189,15 @@ def test_config_derives_the_same_schedule():
     assert load_config([*base, "plan.micro_batch_size=1"]).plan(4).pp_schedule == "1f1b"  # 4 micro-batches
     assert load_config([*base, "plan.vpp=2"]).plan(4).pp_schedule == "interleaved_1f1b"
     assert load_config([*base, "plan.micro_batch_size=2", "plan.pp_schedule=1f1b"]).plan(4).pp_schedule == "1f1b"
+
+
+def test_compile_enumerates_both_values_and_keeps_the_compile_false_ids():
+    # space.compile=[false,true] doubles the 2 layouts of 4 GPUs (tp in {1,2}, SP off); a compile=false row keeps the
+    # id it had before the field existed (a field added later enters the id only where it differs from its default)
+    base = ["space.tp=[1,2]", "space.pp=[1]", "space.cp=[1]", "space.zero_stage=[1]", "space.micro_batch_size=[1]"]
+    base += ["space.recompute=[none]", "space.vpp=[1]", "space.sequence_parallel=[false]"]
+    df = enumerate_candidates(load_config([*base, "space.compile=[false,true]"]), 4)
+    assert len(df) == 4 and sorted(df["compile"].astype(bool).tolist()) == [False, False, True, True]
+    off = enumerate_candidates(load_config([*base, "space.compile=[false]"]), 4)
+    assert set(off.candidate_id) == set(df[~df["compile"].astype(bool)].candidate_id)
+    assert not set(off.candidate_id) & set(df[df["compile"].astype(bool)].candidate_id)
