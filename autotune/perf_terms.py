@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from autotune.errors import SpecError
 from autotune.types import ClusterSpec, ModelSpec
 
 # Adam(W) step (Kingma & Ba 2015, Algorithm 1; torch foreach/fused AdamW): per parameter it reads param, grad,
@@ -43,7 +44,7 @@ def require_perf_fields(cluster: ClusterSpec) -> None:
     """A preset without a field the step-time model needs is refused in one line naming the field (no default)."""
     for f in PERF_FIELDS:
         if getattr(cluster, f, None) is None:
-            raise ValueError(
+            raise SpecError(
                 f"cluster.{f} is not set in preset {cluster.name!r}: the performance model needs it "
                 f"(see search_spaces/cluster/h100-sxm-80gb.yaml)"
             )

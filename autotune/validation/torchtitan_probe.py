@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from autotune.errors import SpecError
 from autotune.types import ModelSpec, ParallelPlan
 
 # bench_model recompute mode -> torchtitan activation_checkpoint (mode, selective_ac_option); "op" is torchtitan's
@@ -71,9 +72,9 @@ def probe_torchtitan(model: ModelSpec, plan: ParallelPlan, seq_len: int, precisi
     """Peak bytes of rank 0 for torchtitan running `plan` (dp = FSDP degree, tp with SP + loss parallel, cp; pp=1).
     Returns {"peak_bytes": tracked peak without optimizer state, "by_category": {...}, "optimizer_bytes": ...}."""
     if plan.pp > 1:
-        raise ValueError(f"plan.pp={plan.pp}: the torchtitan probe supports pp=1 only")
+        raise SpecError(f"plan.pp={plan.pp}: the torchtitan probe supports pp=1 only")
     if plan.tp > 1 and not plan.sequence_parallel:
-        raise ValueError("plan.sequence_parallel=false: torchtitan always applies sequence parallelism with tp > 1")
+        raise SpecError("plan.sequence_parallel=false: torchtitan always applies sequence parallelism with tp > 1")
     import torchtitan.distributed.parallel_dims as tt_dims
     import torchtitan.tools.utils as tt_utils
     from torch.testing._internal.distributed.fake_pg import FakeStore
