@@ -4,7 +4,9 @@ was spent and what the exhaustive grid would have cost.
 GPU-seconds of a trial are the launcher's `gpu_seconds` (num_gpus x wall seconds, start-up included), falling back to
 num_gpus x wall_s. The exhaustive grid's cost is estimated per runnable candidate as
     overhead + num_gpus x (warmup + timed steps) x step time
-with overhead the median over measured trials of (gpu_seconds - num_gpus x steps x step_time_mean_s), and
+with overhead the median over measured trials of (gpu_seconds - num_gpus x steps x step_time_mean_s), less their
+compile time, plus num_gpus x the candidate's compile time when it compiles (autotune/perf_terms.py compile_time_s;
+given the cluster), and
 step time the candidate's own measurement when it has one, else its predicted step time scaled by the median
 measured/predicted ratio (a one-number calibration: the models' absolute scale is the least reliable part).
 """
@@ -86,7 +88,18 @@ class CostSummary:
         return out
 
 
-def exhaustive_gpu_seconds(candidates: Any, rows: Any, warmup_steps: int, timed_steps: int) -> float | None:
+def _compile_gpu_s(rec: dict[str, Any], cluster: Any) -> float:
+    """GPU-seconds a trial spends compiling (every rank compiles at once): num_gpus x compile_time_s."""
+    if cluster is None or not bool(rec.get("compile") or False):
+        return 0.0
+    from autotune.perf_terms import compile_time_s
+
+    return float(rec["num_gpus"]) * float(compile_time_s([True], cluster)[0])
+
+
+def exhaustive_gpu_seconds(
+    candidates: Any, rows: Any, warmup_steps: int, timed_steps: int, cluster: Any = None
+) -> float | None:
     """Estimated GPU-seconds to run every candidate of `candidates` (the runnable planner rows) once."""
     ok = rows[(rows["status"] == "ok") & rows["step_time_mean_s"].notna()]
     if ok.empty or len(candidates) == 0:
@@ -97,7 +110,12 @@ def exhaustive_gpu_seconds(candidates: Any, rows: Any, warmup_steps: int, timed_
     overhead = float(
         np.median(
             [
-                max(0.0, trial_gpu_seconds(r) - float(r["num_gpus"]) * n * float(r["step_time_mean_s"]))
+                max(
+                    0.0,
+                    trial_gpu_seconds(r)
+                    - float(r["num_gpus"]) * n * float(r["step_time_mean_s"])
+                    - _compile_gpu_s(r, cluster),
+                )
                 for r, n in zip(recs, steps)
             ]
         )
@@ -113,13 +131,13 @@ def exhaustive_gpu_seconds(candidates: Any, rows: Any, warmup_steps: int, timed_
         step = measured.get(cand["candidate_id"])
         if step is None:
             step = float(cand.get("pred_step_s") or 0.0) * scale
-        total += overhead + float(cand["num_gpus"]) * (warmup_steps + timed_steps) * step
+        total += overhead + float(cand["num_gpus"]) * (warmup_steps + timed_steps) * step + _compile_gpu_s(cand, cluster)
     return total
 
 
-def cost_summary(candidates: Any, rows: Any, warmup_steps: int, timed_steps: int) -> CostSummary:
+def cost_summary(candidates: Any, rows: Any, warmup_steps: int, timed_steps: int, cluster: Any = None) -> CostSummary:
     ran = rows[rows["status"].isin(SPENDING)]
-    exhaustive = exhaustive_gpu_seconds(candidates, rows, warmup_steps, timed_steps)
+    exhaustive = exhaustive_gpu_seconds(candidates, rows, warmup_steps, timed_steps, cluster)
     return CostSummary(
         spent_gpu_seconds(rows) / 3600.0, len(ran), None if exhaustive is None else exhaustive / 3600.0, len(candidates)
     )
@@ -139,4 +157,4 @@ def sweep_cost_lines(sweep_dir: Any, rows: Any = None) -> list[str]:
         return cost_summary(rows.iloc[0:0], rows, 0, 0).lines()
     frame = enumerate_candidates(cfg, int(store.read_meta()["args"]["gpus"]))
     runnable = frame[frame["rank"].notna()]
-    return cost_summary(runnable, rows, cfg.sweep.warmup_steps, cfg.sweep.timed_steps).lines()
+    return cost_summary(runnable, rows, cfg.sweep.warmup_steps, cfg.sweep.timed_steps, cfg.cluster).lines()

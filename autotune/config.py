@@ -140,7 +140,7 @@ def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | 
         model = _model_from(raw["model"])
         train = _train_from(raw["train"])
         cluster = _build(ClusterSpec, raw["cluster"], "cluster")
-        space = _space_from(raw["space"])
+        space = _space_from(raw["space"], cluster)
         sweep = _build(SweepSpec, raw["sweep"], "sweep")
     except ConfigError:
         raise
@@ -289,7 +289,13 @@ def _as_tuple(name: str, v: Any, kind: type) -> tuple:
     return tuple(items)
 
 
-def _space_from(values: dict[str, Any]) -> SpaceSpec:
+# space.compile=null: the cluster's default. On CUDA torch.compile per block pays (one H200, Llama-3.2-1B, seq 4096:
+# +19% tok/s at mbs 2, +22% at mbs 4, benchmarks/data/measured/h200_bench_model_2026-11.csv); on CPU Inductor needs a
+# C++ toolchain and its start-up dominates the short trials the cpu preset runs (docs/memory_model.md, "torch.compile").
+COMPILE_DEFAULT = {"cuda": (True,), "cpu": (False,)}
+
+
+def _space_from(values: dict[str, Any], cluster: ClusterSpec | None = None) -> SpaceSpec:
     values = dict(values)
     out: dict[str, Any] = {}
     for name in ("tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size"):
@@ -299,7 +305,11 @@ def _space_from(values: dict[str, Any]) -> SpaceSpec:
     out["recompute"] = _as_tuple("recompute", values.pop("recompute"), str)
     out["sequence_parallel"] = _as_tuple("sequence_parallel", values.pop("sequence_parallel"), bool)
     if "compile" in values:
-        out["compile"] = _as_tuple("compile", values.pop("compile"), bool)
+        c = values.pop("compile")
+        if c is None:  # an explicit list stays authoritative; null follows the cluster
+            out["compile"] = COMPILE_DEFAULT[cluster.device_type] if cluster is not None else (False,)
+        else:
+            out["compile"] = _as_tuple("compile", c, bool)
     if any(z > 3 for z in out["zero_stage"]):
         raise ConfigError(f"space.zero_stage={list(out['zero_stage'])} must list integers in 0..3")
     bad = [r for r in out["recompute"] if r not in ("none", "selective", "full")]

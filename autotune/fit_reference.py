@@ -104,3 +104,28 @@ def apply_fit(clusters: dict[str, ClusterSpec], fit: dict[str, dict[str, float]]
     for fam, coeffs in fit.items():
         clusters = with_coefficients(clusters, fam, coeffs)
     return clusters
+
+
+# torch.compile: fraction of the eager elementwise time left after Inductor fusion (autotune/perf_terms.py). Prior:
+# the fused/eager byte ratio of bench_model's block counted kernel by kernel (~0.36, perf_terms module doc).
+COMPILE_FACTOR = "compile_memory_traffic_factor"
+COMPILE_PRIOR = 0.36
+
+
+def fit_compile_factor(runs: list[ReferenceRun], clusters: dict[str, ClusterSpec]) -> float:
+    """compile_memory_traffic_factor fitted on the compiled runs (plan.compile) with every other coefficient at the
+    presets' values: least squares on log(predicted / measured tok/s/GPU), bounded to [0, 1], plus the weak prior
+    above (one row's worth, as the other coefficients). The eager runs do not depend on it."""
+    from scipy.optimize import least_squares
+
+    compiled = [r for r in runs if r.plan.compile]
+    if not compiled:
+        raise ValueError("no compiled runs to fit compile_memory_traffic_factor on")
+    measured = np.log([r.measured_tokens_per_s_per_gpu for r in compiled])
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        cl = {k: dataclasses.replace(c, **{COMPILE_FACTOR: float(x[0])}) for k, c in clusters.items()}
+        rows = np.log(predict(compiled, cl)) - measured
+        return np.append(rows, PRIOR_WEIGHT * np.log(max(x[0], 1e-3) / COMPILE_PRIOR))
+
+    return float(least_squares(residual, [COMPILE_PRIOR], bounds=(0.0, 1.0), diff_step=1e-3).x[0])

@@ -11,7 +11,8 @@ Per micro-batch and layer on one rank (tokens = b*s/cp):
   GEMM   = tokens * 2 N_layer / tp * passes / (peak * eff), passes = 3 (fwd + bwd), 4 with full recompute
            (Korthikanti et al. 2022 Eq. 7 vs 8); eff = matmul_efficiency * m/(m + GEMM_M0) * n/(n + GEMM_N0) with
            m = tokens, n = h/tp (tile quantisation and memory-bound tails of narrow GEMMs).
-  attention, memory-bound (norms, RoPE, SwiGLU, residuals; selective recompute re-runs them): perf_terms.
+  attention, memory-bound (norms, RoPE, SwiGLU, residuals; selective recompute re-runs them): perf_terms; with
+    plan.compile the memory-bound part times cluster.compile_memory_traffic_factor (Inductor fusion, perf_terms).
   TP (Megatron, Narayanan et al. 2021 Sec 3.2 / Korthikanti Sec 4.2.2): 4 all-reduces of b*s*h*c (6 with full
     recompute; SP: all-gather + reduce-scatter, same volume), on the critical path (not overlapped).
   CP (ring attention): cp-1 exchanges of the local K and V chunk forward, twice that backward, not overlapped.
@@ -40,6 +41,7 @@ import numpy as np
 from autotune.memory import rank_params
 from autotune.perf_terms import (
     attention_s,
+    compiled_elementwise_factor,
     elementwise_bytes_per_token,
     fsdp_exposed_s,
     loss_bytes_per_token,
@@ -113,6 +115,7 @@ def _layer_terms(
     # with selective (non-matmul ops) or full recompute
     ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
+    mem = mem * compiled_elementwise_factor(arr["compile"], cluster)  # Inductor fusion (perf_terms)
     act_bytes = tokens * h * c
     bw, lat = _link(cluster, tp)
     tp_s = np.where(full, 6, 4) * ring_s("all_reduce", tp, act_bytes, bw, lat)

@@ -19,6 +19,14 @@ Every function is pure and vectorised over numpy arrays of candidate plans; sour
   block's all-gather; PyTorch FSDP2 docs "fully_shard", torchtitan docs/fsdp.md): the all-gather of block i+1 overlaps
   the compute of block i, so the exposed time per block is max(0, comm - compute); the first gather is never hidden.
   `dp_overlap` is the fraction of the overlapped part that is really hidden (NCCL kernels share SMs with compute).
+- torch.compile per block (`compiled_elementwise_factor`, `compile_time_s`): Inductor fuses the chains of
+  memory-bound elementwise ops of a block (RMSNorm's cast/square/mean/rsqrt/scale, RoPE's mul/neg/cat/add, SwiGLU's
+  silu*up, residual adds) into a few kernels that read each input once (PyTorch 2 paper, Ansel et al. 2024 Sec 5:
+  "Inductor ... fuses pointwise and reduction ops"); GEMMs and SDPA still call cuBLAS / FlashAttention unchanged. So
+  only the layers' elementwise time moves: times `compile_memory_traffic_factor` (fitted on the compiled H200 runs).
+  Eager bench_model moves ~2.8x the bytes `elementwise_bytes_per_token` counts (RMSNorm 36h vs 6h bytes per token,
+  RoPE ~5x, SwiGLU 10f vs 6f): a fused/eager byte ratio of ~0.36 is the physical scale of the factor.
+  Compiling is warm-up (bench_model times no step before `warmup_steps`), but it costs trial wall time.
 """
 
 from __future__ import annotations
@@ -120,3 +128,38 @@ def fsdp_exposed_s(
     bwd_comm = np.where(z >= 3, ag_layer + rs_layer, rs_layer)
     bwd = layers * prefetch_exposed_s(bwd_comm, bwd_layer, overlap)
     return fwd + bwd
+
+
+# Distinct block graphs one rank compiles: bench_model calls block.compile() on every transformer block, and since
+# torch 2.5 Dynamo inlines built-in nn.Modules (torch._dynamo.config.inline_inbuilt_nn_modules=True), so blocks of
+# one class share one compiled graph (forward + AOT backward) with their parameters as inputs: one graph per rank.
+# Measured on CPU with the tiny model at 2 and 8 layers (counters["stats"]["unique_graphs"]; docs/memory_model.md).
+COMPILED_GRAPHS_PER_RANK = 1
+
+
+def _compile_field(cluster: ClusterSpec, name: str) -> float:
+    v = getattr(cluster, name, None)
+    if v is None:
+        raise SpecError(
+            f"cluster.{name} is not set in preset {cluster.name!r}: plan.compile=true needs it "
+            f"(see search_spaces/cluster/h200-141gb.yaml)"
+        )
+    return float(v)
+
+
+def compiled_elementwise_factor(compile: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Multiplier on the layers' elementwise (memory-bound) time: compile_memory_traffic_factor where plan.compile,
+    1 elsewhere (eager)."""
+    compile = np.asarray(compile, dtype=bool)
+    if not compile.any():
+        return np.ones(compile.shape)
+    return np.where(compile, _compile_field(cluster, "compile_memory_traffic_factor"), 1.0)
+
+
+def compile_time_s(compile: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Wall seconds a trial spends compiling before its first step (every rank compiles its graph at once):
+    compile_s_per_graph * COMPILED_GRAPHS_PER_RANK where plan.compile, 0 elsewhere."""
+    compile = np.asarray(compile, dtype=bool)
+    if not compile.any():
+        return np.zeros(compile.shape)
+    return np.where(compile, _compile_field(cluster, "compile_s_per_graph") * COMPILED_GRAPHS_PER_RANK, 0.0)

@@ -142,13 +142,24 @@ class ClusterSpec:
     memory_efficiency: float | None = None
     attention_efficiency: float | None = None
     pp_microbatch_overhead_s: float | None = None
+    # torch.compile per block (autotune/perf_terms.py compiled_elementwise_factor, compile_time_s): fraction of the
+    # eager elementwise time left once Inductor fuses it, and the seconds one distinct block graph takes to compile
+    compile_memory_traffic_factor: float | None = None
+    compile_s_per_graph: float | None = None
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
         _positive_int("cluster.device_memory_bytes", self.device_memory_bytes)
         for f in ("peak_flops_bf16", "peak_flops_fp32", "intra_node_bw_bytes_per_s", "inter_node_bw_bytes_per_s"):
             _require(float(getattr(self, f)) > 0, f"cluster.{f}={getattr(self, f)!r} must be > 0")
-        for f in ("matmul_efficiency", "comm_efficiency", "dp_overlap", "memory_efficiency", "attention_efficiency"):
+        for f in (
+            "matmul_efficiency",
+            "comm_efficiency",
+            "dp_overlap",
+            "memory_efficiency",
+            "attention_efficiency",
+            "compile_memory_traffic_factor",
+        ):
             if getattr(self, f) is not None:
                 v = float(getattr(self, f))
                 _require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
@@ -159,6 +170,10 @@ class ClusterSpec:
         _require(
             self.hbm_bw_bytes_per_s is None or float(self.hbm_bw_bytes_per_s) > 0,
             f"cluster.hbm_bw_bytes_per_s={self.hbm_bw_bytes_per_s!r} must be > 0",
+        )
+        _require(
+            self.compile_s_per_graph is None or float(self.compile_s_per_graph) >= 0,
+            f"cluster.compile_s_per_graph={self.compile_s_per_graph!r} must be >= 0",
         )
         _require(
             self.pp_microbatch_overhead_s is None or float(self.pp_microbatch_overhead_s) >= 0,

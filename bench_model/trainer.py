@@ -224,14 +224,21 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def untimed_steps(spec: TrialSpec) -> int:
+    """Warm-up steps before timing: spec.warmup_steps, and at least one when the blocks are compiled (torch.compile
+    compiles the forward and AOT backward graphs in the first step: compile time is warm-up, never timed)."""
+    return max(spec.warmup_steps, 1) if spec.compile else spec.warmup_steps
+
+
 def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
-    """warmup_steps untimed + timed_steps timed; step times are this rank's wall time between device syncs."""
+    """untimed_steps(spec) untimed + timed_steps timed; step times are this rank's wall time between device syncs."""
     spec = trainer.spec
     losses = []
+    warmup = untimed_steps(spec)
     dist.barrier()
-    for step in range(spec.warmup_steps + spec.timed_steps):
-        timed = step >= spec.warmup_steps
-        if timed and step == spec.warmup_steps:
+    for step in range(warmup + spec.timed_steps):
+        timed = step >= warmup
+        if timed and step == warmup:
             fault_hook()
         synchronize(trainer.device)
         t0 = time.perf_counter()

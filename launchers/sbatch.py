@@ -151,12 +151,19 @@ class JobShape:
 
 
 def predicted_run_s(spec: TrialSpec) -> float | None:
-    """Warmup + timed steps at the predicted speed: step_s = global_batch_tokens / (tokens/s/GPU x GPUs)."""
+    """Warmup + timed steps at the predicted speed: step_s = global_batch_tokens / (tokens/s/GPU x GPUs), + the
+    compile time of a compiled trial (autotune/perf_terms.py compile_time_s)."""
     per_gpu = spec.pred_tokens_per_s_per_gpu
     if not per_gpu or per_gpu <= 0:
         return None
     step_s = spec.train.global_batch_tokens / (per_gpu * spec.plan.world_size)
-    return (spec.warmup_steps + spec.timed_steps) * step_s
+    return (spec.warmup_steps + spec.timed_steps) * step_s + _compile_s(spec)
+
+
+def _compile_s(spec: TrialSpec) -> float:
+    from autotune.perf_terms import compile_time_s
+
+    return float(compile_time_s([spec.compile], spec.cluster)[0])
 
 
 def time_limit_min(spec: TrialSpec, opts: SlurmOptions) -> int:

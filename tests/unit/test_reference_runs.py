@@ -66,12 +66,14 @@ def test_nemo_rows_are_all_listed_with_reasons():
 
 def test_h200_bench_model():
     runs, skipped = load_h200_bench()
-    assert (len(runs), len(skipped)) == (7, 13)
+    assert (len(runs), len(skipped)) == (9, 11)  # the 2 compiled bench_model rows map onto plan.compile
     r = next(x for x in runs if x.row == 0)  # 1b_mbs1: llama-3.2-1b seq 4096 gbs 2 mbs 1, 37,395 tok/s
     assert r.model.name == "llama-3.2-1b" and r.model.num_layers == 16 and r.cluster == "h200-141gb"
     assert (r.plan.micro_batch_size, r.plan.grad_accum_steps, r.plan.recompute) == (1, 2, "none")
     assert r.measured_tokens_per_s_per_gpu == 37395
-    assert any("compile=True" in s.reason for s in skipped) and any("oom" in s.reason for s in skipped)
+    c = next(x for x in runs if x.row == 3)  # 1b_mbs2_compile: mbs 2, compile True, 50,954 tok/s
+    assert c.plan.compile and c.plan.micro_batch_size == 2 and c.measured_tokens_per_s_per_gpu == 50954
+    assert not r.plan.compile and any("oom" in s.reason for s in skipped)
 
 
 def test_fitted_presets_reproduce_benchmark_accuracy():
