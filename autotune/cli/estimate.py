@@ -53,6 +53,10 @@ def estimate(cfg, num_gpus: int | None) -> dict:
             **{f"pred_{k}": v for k, v in perf.items() if k.endswith("_s") and k != "step_s"},
         }
     )
+    from autotune.perf_terms import compile_time_s
+
+    # the trial's compile time (warm-up: outside the step, inside its wall time and cost)
+    row["pred_compile_time_s"] = float(compile_time_s([plan.compile], cfg.cluster)[0])
     row.pop("rank", None)
     return row
 
@@ -118,6 +122,12 @@ def _print(row: dict, cfg) -> None:
         f"dp exposed {row['pred_dp_comm_s']:.3f}, bubble {row['pred_bubble_s']:.3f}, optimizer "
         f"{row['pred_optimizer_s']:.3f}) · "
         f"{row['pred_tokens_per_s']:,.0f} tok/s · {row['pred_tokens_per_s_per_gpu']:,.0f} tok/s/GPU · "
-        f"MFU {100 * row['pred_mfu']:.1f}%",
+        f"MFU {100 * row['pred_mfu']:.1f}%"
+        + (
+            f" · compile: elementwise {row['pred_memory_bound_s']:.3f} s of compute fused, "
+            f"~{row['pred_compile_time_s']:.0f} s compile per trial (warm-up, not timed)"
+            if row.get("compile")
+            else ""
+        ),
         highlight=False,
     )

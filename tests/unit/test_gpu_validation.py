@@ -1,0 +1,55 @@
+"""benchmarks/gpu_validation.py: without CUDA it refuses in one line (exit 2); `--device cpu --model tiny` runs the
+same path (a real bench_model trial on one gloo rank next to autotune's estimate) and prints one JSON object."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "gpu_validation.py"
+
+
+def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "--workdir", str(tmp_path)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
+def test_refuses_without_cuda_in_one_line(tmp_path):
+    p = _run(tmp_path=tmp_path)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().count("\n") == 0 and "no CUDA device" in p.stderr
+    p = _run("--device", "cpu", "--model", "llama-3.2-1b", tmp_path=tmp_path)
+    assert p.returncode == 2 and "only --model tiny" in p.stderr
+
+
+def test_cpu_path_prints_measured_next_to_predicted(tmp_path):
+    p = _run(
+        "--device", "cpu", "--model", "tiny", "--mbs", "1", "--recompute", "none", "--compile", "false",
+        "--warmup-steps", "1", "--steps", "2", tmp_path=tmp_path,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert (out["device"], out["model"], out["cluster"], out["seq_len"]) == ("cpu", "tiny", "cpu", 128)
+    (case,) = out["cases"]
+    assert case["status"] == "ok" and case["layout"] == dict(
+        micro_batch_size=1, recompute="none", compile=False, seq_len=128
+    )
+    for side in ("measured", "predicted"):
+        for key in ("allocated_gib", "reserved_gib", "tokens_per_s_per_gpu", "mfu"):
+            v = case[side][key]
+            assert isinstance(v, (int, float)) and math.isfinite(v) and v > 0, (side, key, v)
+    assert case["predicted"]["compile_time_s"] == 0.0 and out["compile_time_s"] == []
+    r = case["ratio"]["tokens_per_s_per_gpu"]
+    assert r == pytest.approx(case["measured"]["tokens_per_s_per_gpu"] / case["predicted"]["tokens_per_s_per_gpu"], rel=1e-3)
