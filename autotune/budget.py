@@ -131,7 +131,9 @@ def exhaustive_gpu_seconds(
         step = measured.get(cand["candidate_id"])
         if step is None:
             step = float(cand.get("pred_step_s") or 0.0) * scale
-        total += overhead + float(cand["num_gpus"]) * (warmup_steps + timed_steps) * step + _compile_gpu_s(cand, cluster)
+        total += (
+            overhead + float(cand["num_gpus"]) * (warmup_steps + timed_steps) * step + _compile_gpu_s(cand, cluster)
+        )
     return total
 
 

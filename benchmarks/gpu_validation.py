@@ -25,7 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 GIB = 2**30
-CUDA_PRESETS = (("H200", "h200-141gb"), ("H100", "h100-sxm-80gb"), ("A100-SXM4-40GB", "a100-40gb"), ("A100", "a100-80gb"))
+CUDA_PRESETS = (
+    ("H200", "h200-141gb"),
+    ("H100", "h100-sxm-80gb"),
+    ("A100-SXM4-40GB", "a100-40gb"),
+    ("A100", "a100-80gb"),
+)
 
 
 def _bool(text: str) -> bool:
@@ -113,7 +118,9 @@ def run_case(args, cluster: str, seq: int, mbs: int, recompute: str, compile: bo
         "error": row.get("error_type") or None,
         "measured": measured,
         "predicted": predicted,
-        "ratio": {k: _ratio(measured[k], predicted[k]) for k in ("allocated_gib", "reserved_gib", "tokens_per_s_per_gpu")},
+        "ratio": {
+            k: _ratio(measured[k], predicted[k]) for k in ("allocated_gib", "reserved_gib", "tokens_per_s_per_gpu")
+        },
     }
 
 
@@ -146,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         if not torch.cuda.is_available():
-            print("gpu_validation: no CUDA device here (run on a GPU machine, or --device cpu --model tiny)", file=sys.stderr)
+            print(
+                "gpu_validation: no CUDA device here (run on a GPU machine, or --device cpu --model tiny)",
+                file=sys.stderr,
+            )
             return 2
     cluster = _cluster(args)
     seq = args.seq_len or (128 if args.device == "cpu" else 4096)

@@ -52,4 +52,6 @@ def test_cpu_path_prints_measured_next_to_predicted(tmp_path):
             assert isinstance(v, (int, float)) and math.isfinite(v) and v > 0, (side, key, v)
     assert case["predicted"]["compile_time_s"] == 0.0 and out["compile_time_s"] == []
     r = case["ratio"]["tokens_per_s_per_gpu"]
-    assert r == pytest.approx(case["measured"]["tokens_per_s_per_gpu"] / case["predicted"]["tokens_per_s_per_gpu"], rel=1e-3)
+    assert r == pytest.approx(
+        case["measured"]["tokens_per_s_per_gpu"] / case["predicted"]["tokens_per_s_per_gpu"], rel=1e-3
+    )
