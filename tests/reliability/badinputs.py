@@ -292,6 +292,7 @@ def _override_cases() -> list[BadInput]:
             ("train.global_batch_tokens", "1000", "train.seq_len"),
         ),
         c("param-dtype-int4", (*plan8, "train.param_dtype=int4"), ("train.param_dtype", "int4")),
+        c("framework-foo", (*plan8, "train.framework=foo"), ("train.framework", "foo", "megatron")),
         c("space-tp-zero", (*plan8, "space.tp=[1,0]"), ("space.tp", "0")),
         c("space-tp-empty", (*plan8, "space.tp=[]"), ("space.tp", "at least one")),
         c("space-zero-stage-4", (*plan8, "space.zero_stage=[4]"), ("space.zero_stage", "4")),

@@ -1,0 +1,12 @@
+"""The nanotron profile (docs/frameworks.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.frameworks.base import FrameworkProfile
+
+
+@dataclass(frozen=True)
+class NanotronProfile(FrameworkProfile):
+    name: str = "nanotron"
