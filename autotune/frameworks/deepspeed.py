@@ -63,19 +63,26 @@ class DeepSpeedProfile(FrameworkProfile):
         z, pp, tp, cp, vpp, sched = (arr[k] for k in ("zero_stage", "pp", "tp", "cp", "vpp", "pp_schedule"))
         H, K = model.num_heads, model.num_kv_heads
         return [
-            self.rule("no_tp", tp > 1, lambda tp: f"tp={tp}: the DeepSpeed engine has no tensor parallelism", ("tp",)),
+            self.rule(
+                "no_tp",
+                tp > 1,
+                lambda tp: f"tp={tp}: the DeepSpeed engine has no tensor parallelism (tp must be 1)",
+                ("tp",),
+            ),
             self.rule(
                 "pp_zero",
                 (pp > 1) & (z >= 2),
                 lambda pp, zero_stage: (
-                    f"pp={pp} with zero_stage={zero_stage}: the PipelineEngine supports ZeRO stage 0-1 only"
+                    f"pp={pp} with zero_stage={zero_stage}: the PipelineEngine supports ZeRO stage 0-1 only (zero_stage must be <= 1)"
                 ),
                 ("pp", "zero_stage"),
             ),
             self.rule(
                 "pp_schedule",
                 (pp > 1) & ((sched != SCHEDULE_CODE["1f1b"]) | (vpp > 1)),
-                lambda pp, vpp: f"pp={pp} vpp={vpp}: the PipelineEngine runs 1F1B only (no GPipe, no virtual stages)",
+                lambda pp, vpp: (
+                    f"pp={pp} vpp={vpp}: the PipelineEngine runs 1F1B only (pp_schedule must be 1f1b, vpp 1)"
+                ),
                 ("pp", "vpp"),
             ),
             self.rule(

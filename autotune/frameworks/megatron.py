@@ -99,7 +99,7 @@ class MegatronProfile(FrameworkProfile):
                 z >= 2,
                 lambda zero_stage: (
                     f"zero_stage={zero_stage}: Megatron-LM shards optimizer state with its distributed optimizer "
-                    "(zero_stage=1); ZeRO-2/3 grad/param sharding is not part of this profile"
+                    "(zero_stage must be <= 1); ZeRO-2/3 grad/param sharding is not part of this profile"
                 ),
                 ("zero_stage",),
             ),

@@ -58,19 +58,21 @@ class NanotronProfile(MegatronProfile):
             self.rule(
                 "zero_stage",
                 z >= 2,
-                lambda zero_stage: f"zero_stage={zero_stage}: nanotron's optimizer shards with ZeRO-1 only",
+                lambda zero_stage: (
+                    f"zero_stage={zero_stage}: nanotron's optimizer shards with ZeRO-1 only (zero_stage must be <= 1)"
+                ),
                 ("zero_stage",),
             ),
             self.rule(
                 "no_cp",
                 cp > 1,
-                lambda cp: f"cp={cp}: ParallelismArgs has no context parallelism (dp, pp, tp only)",
+                lambda cp: f"cp={cp}: ParallelismArgs has no context parallelism (cp must be 1)",
                 ("cp",),
             ),
             self.rule(
                 "no_interleaved",
                 (vpp > 1) | (sched == SCHEDULE_CODE["interleaved_1f1b"]),
-                lambda vpp: f"vpp={vpp}: nanotron's pipeline engines are afab and 1f1b (no virtual stages)",
+                lambda vpp: f"vpp={vpp}: nanotron's pipeline engines are afab and 1f1b (vpp must be 1)",
                 ("vpp",),
             ),
         ]
