@@ -81,3 +81,16 @@ def test_memory_rejection_names_the_framework(tmp_path):
     df = pd.read_csv(out)
     mem = df[df["reject_rule"] == "memory"]
     assert len(mem) and mem["reject_reason"].str.startswith("megatron: needs ").all()
+
+
+def test_real_backends_plan_trials_with_bench_model():
+    """Trials that really run, run bench_model: a local/slurm/ray sweep plans them with bench_model's accounting,
+    a simulate sweep with the target's."""
+    from autotune.config import load_config
+    from autotune.sweep import _trial_framework
+
+    local = load_config([*LLAMA, "train.framework=megatron", "sweep.backend=local"])
+    sim = load_config([*LLAMA, "train.framework=megatron", "sweep.backend=simulate"])
+    assert _trial_framework(local).train.framework == "bench_model"
+    assert _trial_framework(local).train.seq_len == local.train.seq_len
+    assert _trial_framework(sim) is sim
