@@ -61,6 +61,8 @@ Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute 
   cluster.runtime_overhead_bytes; reserved = the caching allocator's reserved peak (autotune/reserved.py: allocated plus
   the cached segments of large transient blocks, times 1 + cluster.allocator_fragmentation) + overhead.
 Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer, optimizer-step temporaries.
+All of the above is bench_model's accounting; `memory_arrays` takes each term from the framework profile that
+train.framework names (autotune/frameworks/, docs/frameworks.md), whose defaults are these functions.
 """
 
 from __future__ import annotations
