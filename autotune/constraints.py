@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from autotune.frameworks import get_profile
 from autotune.plan_arrays import SCHEDULE_CODE, arrays_from_plans
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
@@ -114,7 +115,10 @@ def rejections(
     n = len(arr["dp"])
     rules, out = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
     open_ = np.ones(n, dtype=bool)
-    for rule, mask, template, cols in _rules(arr, model, train, cluster, space):
+    # the framework profile (train.framework) replaces the generic rules that are a framework's limits and adds its own
+    prof = get_profile(train.framework)
+    generic = [r for r in _rules(arr, model, train, cluster, space) if r[0] not in prof.replaces_rules]
+    for rule, mask, template, cols in generic + prof.rules(arr, model, train, cluster):
         hit = np.broadcast_to(mask, (n,)) & open_
         if not hit.any():
             continue

@@ -61,6 +61,8 @@ Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute 
   cluster.runtime_overhead_bytes; reserved = the caching allocator's reserved peak (autotune/reserved.py: allocated plus
   the cached segments of large transient blocks, times 1 + cluster.allocator_fragmentation) + overhead.
 Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer, optimizer-step temporaries.
+All of the above is bench_model's accounting; `memory_arrays` takes each term from the framework profile that
+train.framework names (autotune/frameworks/, docs/frameworks.md), whose defaults are these functions.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from typing import Any
 
 import numpy as np
 
+from autotune.frameworks import get_profile
 from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, arrays_from_plans
 from autotune.reserved import allocator_reserved, step_temporaries, zero1_gather
 from autotune.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ModelSpec, ParallelPlan, TrainSpec
@@ -211,14 +214,14 @@ def inflight_microbatches(pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any = 
     return np.where(pp == 1, 1.0, n)
 
 
-def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras) -> dict[str, np.ndarray]:
+def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> dict[str, np.ndarray]:
     pp, z, shard = arr["pp"], arr["zero_stage"], arr["dp"] * arr["cp"]
-    ms = model_state_arrays(psi[pos], z, shard, train)
-    copy = ms["compute_copy"]
-    if train.master_dtype is None:  # FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
-        copy = copy + np.where(z == 3, psi[f"root_{pos}"] * DTYPE_BYTES[train.compute_dtype], 0.0)
-    inflight = inflight_microbatches(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"])
+    ms = prof.model_states(psi[pos], z, shard, train)  # bench_model: model_state_arrays
+    # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
+    copy = ms["compute_copy"] + prof.root_copy(psi[f"root_{pos}"], z, train)
+    inflight = prof.inflight(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"])
     act = psi[f"layers_{pos}"] * layer_act["saved"] * inflight + layer_act["transient"]
+    act = act + np.where(psi[f"rank_{pos}"] == 0, extras["first_act"] * inflight, 0.0)
     is_last = psi[f"rank_{pos}"] == pp - 1
     act = act + np.where(is_last, extras["head_act"], 0.0)
     logits = np.where(is_last, extras["logits"], 0.0)
@@ -236,31 +239,30 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras) -> dict[st
 
 
 def memory_arrays(
-    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, profile=None
 ) -> dict[str, np.ndarray]:
     """Vectorised worst-rank memory for plan arrays (see `autotune.plan_arrays`). Keys: params (incl. compute_copy),
     compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, step_temporaries (optimizer-step
     transients), allocator_reserved (the caching allocator's reserved peak), reserved (plus overhead; bytes) and
-    worst_pp_rank (the pipeline rank these numbers describe)."""
+    worst_pp_rank (the pipeline rank these numbers describe). `profile` (default: train.framework's) is the
+    framework whose accounting applies (autotune/frameworks/)."""
+    prof = get_profile(train.framework) if profile is None else profile
     tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
-    c, g = DTYPE_BYTES[train.compute_dtype], DTYPE_BYTES[train.grad_dtype]
+    c = DTYPE_BYTES[train.compute_dtype]
     psi = rank_params(model, tp, arr["pp"], arr["vpp"])
     seq = train.seq_len / cp
-    layer_act = layer_activation_bytes(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
+    layer_act = prof.layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
     tok = seq * arr["micro_batch_size"]
-    fsdp = (arr["dp"] * cp > 1) | (c != DTYPE_BYTES[train.param_dtype])
+    # bench_model (FrameworkProfile's defaults): head_act = the final RMSNorm's tensors ((4 + c)h, /t with SP) and
+    # the head's gathered input (ch); logits = (8 + c) bytes per fp32 logit, chunked at pp=1; buffers = FSDP2's one
+    # block's unsharded gradient + fp32 reduce buffer (+ two gathered blocks in stage 3)
     extras = {
-        # last stage: the final RMSNorm's tensors ((4 + c)h, /t with SP) and the head's gathered input (ch)
-        "head_act": tok * model.hidden_size * ((4.0 + c) / np.where(sp, tp, 1) + c),
-        # loss on fp32 logits: the fp32 log-softmax kept for backward, its fp32 gradient and the compute-dtype
-        # gradient into the head, (8 + c) bytes per logit. pp=1 (chunked_cross_entropy): one checkpointed chunk of
-        # min(tokens, LOSS_CHUNK_TOKENS) tokens at a time; pp>1 (the pipeline's loss_fn): the whole micro-batch
-        "logits": (8.0 + c) * np.where(arr["pp"] == 1, np.minimum(tok, LOSS_CHUNK_TOKENS), tok) * model.vocab_size / tp,
-        # one block's unsharded gradient (compute dtype) and its fp32 reduce buffer (reduce_dtype=fp32);
-        # stage 3 also holds two gathered blocks (current + prefetch)
-        "buffers": np.where(fsdp, psi["layer"] * (c + g), 0.0) + np.where(z == 3, 2 * psi["layer"] * c, 0.0),
+        "first_act": prof.first_stage_activations(model, tok, tp, sp, c),
+        "head_act": prof.head_activations(model, tok, tp, sp, c),
+        "logits": prof.logits(model, tok, arr["pp"], tp, c),
+        "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
     }
-    per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras) for pos in POSITIONS]
+    per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras, prof) for pos in POSITIONS]
     worst = np.argmax(np.stack([p["allocated"] for p in per]), axis=0)
     res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}
     res["buffers"] = extras["buffers"] * np.ones_like(res["allocated"])
@@ -274,8 +276,10 @@ def memory_arrays(
     return res
 
 
-def estimate_memory(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> MemoryEstimate:
-    m = memory_arrays(arrays_from_plans([plan]), model, train, cluster)
+def estimate_memory(
+    plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, profile=None
+) -> MemoryEstimate:
+    m = memory_arrays(arrays_from_plans([plan]), model, train, cluster, profile)
     return MemoryEstimate(
         params_bytes=float(m["params"][0]),
         grads_bytes=float(m["grads"][0]),

@@ -129,6 +129,8 @@ def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
     over = np.equal(reasons, None) & ~fits
     if over.any():
         reasons[over] = _memory_reason(mem["reserved"][over], cluster.device_memory_bytes, space.memory_headroom)
+        if train.framework != "bench_model":  # the profile's accounting decided it (autotune/frameworks/)
+            reasons[over] = np.array([f"{train.framework}: {r}" for r in reasons[over]], dtype=object)
         rules[over] = MEMORY_RULE
     cols: dict[str, Any] = {
         "candidate_id": candidate_ids(arr, model, train),

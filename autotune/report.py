@@ -160,6 +160,36 @@ def pareto_table(df: pd.DataFrame) -> Any:
     return table
 
 
+def target_table(sweep_dir: str | Path, df: pd.DataFrame) -> Any:
+    """When the sweep's train.framework is not bench_model (whose trials ran): each measured layout's measured
+    bench_model peak next to its predicted peak under the target profile (autotune/frameworks/target.py)."""
+    from rich.table import Table
+
+    from autotune.frameworks.target import target_peaks
+    from autotune.store import SweepStore
+    from autotune.sweep.progress import layout_text
+
+    try:
+        cfg = SweepStore(sweep_dir).config()
+    except Exception:  # a folder without a readable config has no target to compare with
+        return None
+    if cfg.train.framework == "bench_model" or not df["status"].isin(["ok", "simulated"]).any():
+        return None
+    fw = cfg.train.framework
+    table = Table(title=f"target train.framework={fw}: trials ran bench_model; peaks under the {fw} profile")
+    for col in ("trial", "layout", "measured GiB (bench_model)", "pred GiB (bench_model)", f"pred GiB ({fw})"):
+        table.add_column(col, justify="left" if col in ("trial", "layout") else "right")
+    for _, t in target_peaks(df, cfg).iterrows():
+        table.add_row(
+            str(t["trial_id"]),
+            layout_text(t["row"]),
+            _gib(t["measured_peak_bytes"]),
+            _gib(t["pred_bench_model_bytes"]),
+            _gib(t["pred_target_bytes"]),
+        )
+    return table
+
+
 def counts_line(df: pd.DataFrame) -> str:
     return "  ".join(f"{k} {v}" for k, v in status_counts(df).items())
 
@@ -175,6 +205,9 @@ def print_summary(sweep_dir: str | Path, console: Any, top: int = 10) -> pd.Data
         console.print(line, highlight=False)
     if df["status"].isin(["ok", "simulated"]).any():
         console.print(pareto_table(df))
+    target = target_table(sweep_dir, df)
+    if target is not None:
+        console.print(target)
     bad = df.attrs.get("corrupt_files") or []
     if bad:
         console.print(f"[red]{len(bad)} corrupt result file(s) skipped:[/red] {', '.join(bad)}", highlight=False)

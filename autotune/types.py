@@ -202,6 +202,7 @@ class TrainSpec:
     optimizer_dtype: str = "fp32"
     seed: int = 1234
     lr: float = 3e-4
+    framework: str = "bench_model"  # whose memory accounting and limits apply (autotune/frameworks/)
 
     def __post_init__(self) -> None:
         _positive_int("train.seq_len", self.seq_len)
@@ -216,6 +217,9 @@ class TrainSpec:
             self.master_dtype is None or self.master_dtype in DTYPE_BYTES,
             f"train.master_dtype={self.master_dtype!r} must be null or one of {', '.join(DTYPE_BYTES)}",
         )
+        from autotune.frameworks import get_profile  # train.framework names a profile (SpecError if not)
+
+        get_profile(self.framework)
 
     @property
     def global_batch_tokens(self) -> int:

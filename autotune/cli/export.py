@@ -67,6 +67,22 @@ def _fmt(v: Any) -> str:
     return "-" if f != f else f"{f:,.1f}"
 
 
+def _warn_framework(parts: Any, fmt: str, sweep_dir: Path) -> None:
+    """One stderr line when the sweep predicted memory for another framework than the export's trainer."""
+    from autotune.frameworks.target import expected_memory, profile_for_format
+
+    model, train, cluster, plan = parts
+    target = profile_for_format(fmt, train)
+    if target != train.framework:
+        e = expected_memory(model, train, cluster, plan, target)
+        print(
+            f"autotune: warning: {sweep_dir} planned with train.framework={train.framework}, not {target} "
+            f"(--format={fmt}); under the {target} profile this layout needs {e['reserved_bytes'] / 2**30:.1f} GiB "
+            f"of {e['device_bytes'] / 2**30:.1f} GiB",
+            file=sys.stderr,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from autotune.store import read_results
     from autotune.trialfile import dump_trialfile
@@ -78,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if row["status"] not in ("ok", "simulated") and not args.trial:
         raise UsageError(f"trial {row['trial_id']} has status {row['status']}: nothing runnable to export")
     text, parts = export_text(sweep_dir, row, args.format)
+    _warn_framework(parts, args.format, sweep_dir)
     comment = (
         f"exported by `autotune export` from {sweep_dir} trial {row['trial_id']} (status {row['status']}, "
         f"tok/s/GPU {_fmt(row.get('tokens_per_s_per_gpu'))}, predicted {_fmt(row.get('pred_tokens_per_s_per_gpu'))})"

@@ -86,6 +86,10 @@ def header_lines(ctx: ExportContext, export: Export) -> list[str]:
         f"({ctx.global_batch_size * ctx.train.seq_len} tokens) per optimizer step; precision={ctx.train.precision}.",
         f"Key names follow {export.target}.",
     ]
+    from autotune.frameworks.target import expected_memory_line, profile_for_target
+
+    fw = profile_for_target(export.target, ctx.train)
+    lines.append(expected_memory_line(ctx.model, ctx.train, ctx.cluster, ctx.plan, fw))
     lines += export.notes
     if export.unmapped:
         lines.append("NOT MAPPED (the target cannot express these autotune settings; the file does not apply them):")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+from autotune.frameworks.target import expected_memory
 from autotune.interop._common import Export, ExportContext, header_lines
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
@@ -91,6 +92,7 @@ def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: Paral
     ex = translate(ctx)
     info = {
         "comment": header_lines(ctx, ex)[:4] + ex.notes,
+        "expected_memory": expected_memory(model, train, cluster, plan, "deepspeed"),
         "plan": plan.to_dict(),
         "model": model.name,
         "num_gpus": ctx.world_size,

@@ -137,6 +137,17 @@ def _record_planner_rejects(cfg: Config, store: SweepStore, frame: Any, done: di
     return n
 
 
+def _trial_framework(cfg: Config) -> Config:
+    """The config the sweep plans its trials with: trials that really run, run bench_model, so a real backend plans
+    with bench_model's accounting and limits (the report compares with train.framework's, docs/frameworks.md);
+    `--backend simulate` predicts under train.framework itself."""
+    import dataclasses
+
+    if cfg.sweep.backend == "simulate" or cfg.train.framework == "bench_model":
+        return cfg
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, framework="bench_model"))
+
+
 def run_sweep(req: SweepRequest, console: Console | None = None) -> Path:
     """Run (or resume) a sweep; returns its folder. User mistakes raise ValueError (one line)."""
     from autotune.planner import NoValidLayoutError, enumerate_candidates, explain_no_layout
@@ -144,7 +155,7 @@ def run_sweep(req: SweepRequest, console: Console | None = None) -> Path:
 
     console = console or make_console()
     store, num_gpus, cfg, resuming = _open_store(req)
-    frame = enumerate_candidates(cfg, num_gpus)
+    frame = enumerate_candidates(_trial_framework(cfg), num_gpus)
     runnable = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
     if runnable.empty:
         raise NoValidLayoutError(explain_no_layout(frame, cfg, num_gpus))

@@ -1,0 +1,96 @@
+"""train.framework through the CLI: `plan` rejections name the framework, `sweep --backend simulate` predicts
+under the profile, `report` shows each layout's peak under the target next to bench_model's, `export` warns when the
+format's trainer is not the sweep's framework and writes the target's expected memory into the file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+
+from autotune.cli.main import main
+from autotune.frameworks.target import expected_memory
+from autotune.planner import plan_from_row
+from autotune.report import best_row, print_summary
+from autotune.store import SweepStore, read_results
+
+LLAMA = ["model=llama-3.1-8b", "cluster=h100-sxm-80gb", "train.seq_len=4096", "train.global_batch_size=64"]
+
+
+@pytest.fixture(scope="module")
+def megatron_sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fw")
+    argv = ["sweep", "--gpus", "8", "--backend", "simulate", "--max-trials", "3", "--sweep-id", "meg"]
+    assert main([*argv, *LLAMA, "train.framework=megatron", f"sweep.results_dir={root}"]) == 0
+    return root / "meg"
+
+
+def test_simulate_sweep_predicts_under_the_profile(megatron_sweep):
+    df = read_results(megatron_sweep)
+    cfg = SweepStore(megatron_sweep).config()
+    assert cfg.train.framework == "megatron"
+    sim = df[df["status"] == "simulated"]
+    assert len(sim) >= 1
+    for _, r in sim.iterrows():
+        e = expected_memory(cfg.model, cfg.train, cfg.cluster, plan_from_row(r.to_dict()), "megatron")
+        assert float(r["pred_mem_bytes"]) == pytest.approx(e["reserved_bytes"], rel=1e-6)
+
+
+def test_report_shows_target_next_to_bench_model(megatron_sweep):
+    console = Console(record=True, width=250)
+    print_summary(megatron_sweep, console)
+    text = console.export_text()
+    assert "target train.framework=megatron" in text
+    row = best_row(read_results(megatron_sweep))
+    cfg = SweepStore(megatron_sweep).config()
+    plan = plan_from_row(row)
+    meg = expected_memory(cfg.model, cfg.train, cfg.cluster, plan, "megatron")["reserved_bytes"]
+    bench = expected_memory(cfg.model, cfg.train, cfg.cluster, plan, "bench_model")["reserved_bytes"]
+    lines = [x for x in text.splitlines() if str(row["trial_id"]) in x and f"{bench / 2**30:.2f}" in x]
+    assert len(lines) == 1 and f"{meg / 2**30:.2f}" in lines[0] and meg < bench
+
+
+def test_export_warns_and_writes_expected_memory(megatron_sweep, tmp_path, capsys):
+    out = tmp_path / "ds.json"
+    assert main(["export", str(megatron_sweep), "--best", "--format", "deepspeed", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    warn = [x for x in err.splitlines() if "warning" in x]
+    assert len(warn) == 1 and "train.framework=megatron, not deepspeed" in warn[0]
+    doc = json.loads(out.read_text())
+    assert doc["_autotune"]["expected_memory"]["framework"] == "deepspeed"
+    assert doc["_autotune"]["expected_memory"]["reserved_bytes"] > 0
+    out2 = tmp_path / "meg.args"
+    assert main(["export", str(megatron_sweep), "--best", "--format", "megatron", "-o", str(out2)]) == 0
+    assert "warning" not in capsys.readouterr().err  # the sweep's own framework: no warning
+    assert "# Expected memory under the megatron profile" in out2.read_text()
+
+
+def test_plan_rejection_names_the_framework(capsys):
+    rc = main(["plan", "--gpus", "16", *LLAMA, "train.framework=nanotron", "space.cp=[2]", "space.tp=[1]"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "nanotron: cp=2: ParallelismArgs has no context parallelism" in err
+
+
+def test_memory_rejection_names_the_framework(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "all.csv"
+    assert main(["plan", "--gpus", "16", "-o", str(out), *LLAMA, "train.framework=megatron"]) == 0
+    df = pd.read_csv(out)
+    mem = df[df["reject_rule"] == "memory"]
+    assert len(mem) and mem["reject_reason"].str.startswith("megatron: needs ").all()
+
+
+def test_real_backends_plan_trials_with_bench_model():
+    """Trials that really run, run bench_model: a local/slurm/ray sweep plans them with bench_model's accounting,
+    a simulate sweep with the target's."""
+    from autotune.config import load_config
+    from autotune.sweep import _trial_framework
+
+    local = load_config([*LLAMA, "train.framework=megatron", "sweep.backend=local"])
+    sim = load_config([*LLAMA, "train.framework=megatron", "sweep.backend=simulate"])
+    assert _trial_framework(local).train.framework == "bench_model"
+    assert _trial_framework(local).train.seq_len == local.train.seq_len
+    assert _trial_framework(sim) is sim

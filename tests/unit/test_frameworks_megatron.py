@@ -1,0 +1,166 @@
+"""The megatron profile against Megatron-LM's own analytical memory report.
+
+Megatron's megatron/training/theoretical_memory_usage.py cannot run here (it needs the megatron package and its
+args), so `_tmu_weight_and_optimizer` and `_tmu_activation` below transcribe it line by line from
+NVIDIA/Megatron-LM @ 38644dd756c46142787b1bd5dc08ed82ca0e6de1 (compute_weight_and_optimizer_memory,
+compute_activation_memory; report_theoretical_memory applies them with sequence parallel + selective recompute).
+Two inputs are adapted for Llama blocks, and only these: SwiGLU's fc1 is h x 2f, so the formula gets
+ffn_hidden_size = 3f/2 (its 2-matrix MLP then counts 3hf parameters and its 4f/h activation term becomes fc1's
+output 4f/h + fc2's input 2f/h); and with GQA its activation term's Q/K (4sbh) and V (2sbh) become 2sbh + 2sbk and
+2sbk, as its own weight term already does with num_query_groups (`gqa_act=True`). MHA configs use the formula as is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from autotune.frameworks import get_profile
+from autotune.memory import memory_arrays
+from autotune.plan_arrays import arrays_from_plans
+from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+
+
+def _tmu_weight_and_optimizer(args) -> float:
+    """compute_weight_and_optimizer_memory (bytes)."""
+    if not args.group_query_attention:
+        args.num_query_groups = args.num_attention_heads
+    num_experts = 1
+    num_parameters_in_transformer_layers = (
+        2
+        * args.num_layers
+        * args.hidden_size
+        * args.hidden_size
+        * (
+            1
+            + ((args.ffn_hidden_size / args.hidden_size) * num_experts)
+            + (args.num_query_groups / args.num_attention_heads)
+            + (2 / args.hidden_size)
+            + (1 / (args.num_layers * args.hidden_size))
+        )
+    )
+    embedding_size = args.hidden_size * args.padded_vocab_size
+    most_loaded = (
+        (num_parameters_in_transformer_layers / args.pipeline_model_parallel_size) + embedding_size
+    ) / args.tensor_model_parallel_size
+    if args.untie_embeddings_and_output_weights and args.pipeline_model_parallel_size == 1:
+        most_loaded += embedding_size / args.tensor_model_parallel_size
+    num_bytes_per_parameter = 18 if not args.use_distributed_optimizer else 6 + (12 / args.data_parallel_size)
+    return most_loaded * num_bytes_per_parameter
+
+
+def _tmu_activation(args, num_microbatches, gqa_act: bool = False) -> float:
+    """compute_activation_memory (bytes), first pipeline stage."""
+    per_layer = 18 + (4 * (args.ffn_hidden_size / args.hidden_size))
+    if gqa_act:  # Q 2 + K 2k/h + V 2k/h instead of Q/K 4 + V 2 (see module docstring)
+        per_layer -= 4 * (1 - args.num_query_groups / args.num_attention_heads)
+    activation_memory = (args.seq_length * args.micro_batch_size * args.hidden_size) * per_layer
+    activation_memory *= args.num_layers
+    activation_memory += 8 * args.seq_length * args.micro_batch_size * args.pipeline_model_parallel_size
+    activation_memory += args.seq_length * args.micro_batch_size * args.hidden_size * args.pipeline_model_parallel_size
+    if args.virtual_pipeline_model_parallel_size is not None:
+        p, v = args.pipeline_model_parallel_size, args.virtual_pipeline_model_parallel_size
+        activation_memory *= 1 + ((p - 1) / (p * v))
+    if args.virtual_pipeline_model_parallel_size is None and args.pipeline_model_parallel_size > 1:
+        if num_microbatches is not None:
+            activation_memory *= min(1, num_microbatches / args.pipeline_model_parallel_size)
+    if args.pipeline_model_parallel_size == 1:
+        activation_memory += (
+            args.seq_length
+            * args.micro_batch_size
+            * args.hidden_size
+            * 4
+            * (1 + (args.padded_vocab_size / args.hidden_size))
+        )
+    return activation_memory / args.tensor_model_parallel_size
+
+
+LLAMA_8B = ModelSpec(
+    name="llama-3.1-8b", num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_heads=32, num_kv_heads=8,
+    vocab_size=128256, tie_embeddings=False,
+)  # fmt: skip
+LLAMA_70B = ModelSpec(
+    name="llama-3.1-70b", num_layers=80, hidden_size=8192, ffn_hidden_size=28672, num_heads=64, num_kv_heads=8,
+    vocab_size=128256, tie_embeddings=False,
+)  # fmt: skip
+MHA_3B = ModelSpec(
+    name="mha-3b", num_layers=28, hidden_size=3072, ffn_hidden_size=8192, num_heads=32, num_kv_heads=32,
+    vocab_size=131072, tie_embeddings=False,
+)  # fmt: skip
+CLUSTER = ClusterSpec(
+    name="h100", device_memory_bytes=80 * 2**30, peak_flops_bf16=989e12, peak_flops_fp32=67e12, gpus_per_node=8,
+    intra_node_bw_bytes_per_s=450e9, intra_node_latency_s=1e-6, inter_node_bw_bytes_per_s=50e9,
+    inter_node_latency_s=5e-6,
+)  # fmt: skip
+
+# (model, seq, dp, tp, pp, vpp, m, sp, distributed optimizer (zero_stage=1), mbs)
+CONFIGS = [
+    (LLAMA_8B, 4096, 8, 1, 1, 1, 4, False, False, 1),
+    (LLAMA_8B, 4096, 8, 2, 1, 1, 4, True, True, 1),
+    (LLAMA_8B, 8192, 4, 4, 2, 1, 8, True, True, 1),
+    (LLAMA_8B, 8192, 2, 4, 4, 2, 8, True, True, 1),
+    (LLAMA_8B, 4096, 16, 2, 4, 1, 2, True, True, 2),  # m < pp: Megatron's 1F1B runs it, min(1, m/pp)
+    (LLAMA_70B, 8192, 16, 8, 4, 1, 16, True, True, 1),
+    (LLAMA_70B, 8192, 8, 8, 8, 5, 32, True, True, 1),
+    (LLAMA_70B, 4096, 32, 8, 2, 1, 8, False, True, 1),
+    (MHA_3B, 4096, 8, 4, 2, 1, 8, True, False, 1),
+    (MHA_3B, 2048, 4, 2, 1, 1, 2, True, True, 4),
+]
+
+
+def _args(model, seq, dp, tp, pp, vpp, sp, dist_opt, mbs):
+    gated = model.block != "gpt"
+    return SimpleNamespace(
+        num_layers=model.num_layers, hidden_size=model.hidden_size, num_attention_heads=model.num_heads,
+        num_query_groups=model.num_kv_heads, group_query_attention=model.num_kv_heads != model.num_heads,
+        ffn_hidden_size=model.ffn_hidden_size * (1.5 if gated else 1.0), padded_vocab_size=model.vocab_size,
+        untie_embeddings_and_output_weights=not model.tie_embeddings, pipeline_model_parallel_size=pp,
+        tensor_model_parallel_size=tp, data_parallel_size=dp, use_distributed_optimizer=dist_opt,
+        virtual_pipeline_model_parallel_size=vpp if vpp > 1 else None, seq_length=seq, micro_batch_size=mbs,
+        sequence_parallel=sp, recompute_granularity="selective",
+    )  # fmt: skip
+
+
+def _megatron(model, seq, dp, tp, pp, vpp, m, sp, dist_opt, mbs):
+    plan = ParallelPlan(
+        dp=dp, tp=tp, pp=pp, vpp=vpp, zero_stage=1 if dist_opt else 0, micro_batch_size=mbs, grad_accum_steps=m,
+        recompute="selective", sequence_parallel=sp, pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
+    )  # fmt: skip
+    train = TrainSpec(seq_len=seq, global_batch_size=dp * mbs * m, param_dtype="bf16", framework="megatron")
+    return memory_arrays(arrays_from_plans([plan]), model, train, CLUSTER)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=[f"{c[0].name}-tp{c[3]}pp{c[4]}v{c[5]}sp{int(c[7])}" for c in CONFIGS])
+def test_megatron_profile_matches_theoretical_memory_usage(cfg):
+    model, seq, dp, tp, pp, vpp, m, sp, dist_opt, mbs = cfg
+    mem = _megatron(*cfg)
+    args = _args(model, seq, dp, tp, pp, vpp, sp, dist_opt, mbs)
+    if pp > 1:
+        assert int(mem["worst_pp_rank"][0]) == 0  # Megatron's formulas describe the first stage
+    states = float(mem["params"][0] + mem["grads"][0] + mem["optimizer"][0])
+    assert states == pytest.approx(_tmu_weight_and_optimizer(args), rel=0.02)
+    if sp:  # the activation formula assumes sequence parallel (report_theoretical_memory returns otherwise)
+        act = float(mem["activations"][0] + mem["logits"][0])
+        expect = _tmu_activation(args, m, gqa_act=model.num_kv_heads != model.num_heads)
+        assert act == pytest.approx(expect, rel=0.02)
+
+
+def test_megatron_mha_activation_is_the_literal_formula():
+    """With MHA and a GELU-sized MLP the per-layer term is Korthikanti's 34sbh/t exactly (18 + 4*4)."""
+    gpt = replace(MHA_3B, block="gpt", ffn_hidden_size=4 * MHA_3B.hidden_size)
+    prof = get_profile("megatron")
+    act = prof.layer_activations(gpt, 2048, 1, 4, True, 1, 2)["saved"]  # recompute code 1 = selective
+    assert float(act) == pytest.approx(34 * 2048 * gpt.hidden_size / 4)
+
+
+def test_megatron_model_states_bytes_per_parameter():
+    """[TMU]: 18 bytes per parameter, 6 + 12/DP with the distributed optimizer."""
+    prof = get_profile("megatron")
+    train = TrainSpec(seq_len=8, global_batch_size=8, framework="megatron")
+    for z, d, per in ((0, 8, 18.0), (1, 8, 6 + 12 / 8), (1, 64, 6 + 12 / 64)):
+        ms = prof.model_states(1e9, z, d, train)
+        assert sum(float(ms[k]) for k in ("params", "grads", "optimizer", "compute_copy")) == pytest.approx(per * 1e9)
+    assert math.isclose(float(prof.model_states(1e9, 1, 8, train)["grads"]), 4e9)  # fp32 main_grad
