@@ -114,8 +114,8 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
             "offload_optimizer_needs_zero",
             (off == OFFLOAD_CODE["optimizer"]) & (z == 0),
             lambda zero_stage: (
-                f"offload=optimizer with zero_stage={zero_stage}: the host optimizer updates a ZeRO shard "
-                "(DeepSpeed offload_optimizer needs zero_stage >= 1)"
+                f"offload=optimizer requires zero_stage >= 1 (zero_stage={zero_stage}): the host optimizer updates a "
+                "ZeRO shard (DeepSpeed offload_optimizer: ZeRO stages 1-3)"
             ),
             ("zero_stage",),
         ),
@@ -123,8 +123,8 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
             "offload_params_needs_zero3",
             (off == OFFLOAD_CODE["params"]) & (z < 3),
             lambda zero_stage: (
-                f"offload=params with zero_stage={zero_stage}: parameters are offloaded as FSDP shards "
-                "(FSDP2 CPUOffloadPolicy, DeepSpeed offload_param) and need zero_stage=3"
+                f"offload=params requires zero_stage=3 (zero_stage={zero_stage}): parameters are offloaded as "
+                "FSDP shards (FSDP2 CPUOffloadPolicy, DeepSpeed offload_param: ZeRO-3 only)"
             ),
             ("zero_stage",),
         ),

@@ -166,7 +166,7 @@ def build_trainer(
     if p.offload == "params" and not (p.zero_stage == 3 and needs_fsdp(p.dp * p.cp, t.precision)):
         raise SpecError(
             f"plan.offload=params with zero_stage={p.zero_stage}, dp*cp={p.dp * p.cp}: FSDP2's CPUOffloadPolicy "
-            "offloads fully sharded parameters (zero_stage=3 over dp*cp > 1)"
+            "requires fully sharded parameters (zero_stage=3 over dp*cp > 1)"
         )
     meshes = build_meshes(p, device.type, dist.get_world_size())
     tied_group = tied_embedding_group(meshes) if p.pp > 1 and m.tie_embeddings else None
