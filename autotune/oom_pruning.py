@@ -93,7 +93,8 @@ def dominated_mask(candidates: Any, oom: Mapping[str, Any]):
         mask &= (_column(candidates, k) == _value(oom, k)).to_numpy()
     for k in ORDERED_COLUMNS:
         choices = PLAN_DIMS[k].choices
-        col = candidates[k].map({c: i for i, c in enumerate(choices)}) if choices else candidates[k]
+        col = _column(candidates, k)  # a frame from before the field existed holds its default
+        col = col.map({c: i for i, c in enumerate(choices)}) if choices else col
         o = _rank(k, _value(oom, k))
         mask &= (col >= o).to_numpy() if PLAN_DIMS[k].oom == "higher" else (col <= o).to_numpy()
     return mask
