@@ -149,7 +149,8 @@ def model_state_arrays(
     # buffer of the updated parameters on the host; params=FSDP2 CPUOffloadPolicy: sharded params, grads and the
     # optimizer state built on them live on the host
     host = np.select(
-        [par_off, opt_off], [params + grads + updated * b["o"], updated * (HOST_MASTER_BYTES + b["o"] + HOST_GRAD_BYTES)]
+        [par_off, opt_off],
+        [params + grads + updated * b["o"], updated * (HOST_MASTER_BYTES + b["o"] + HOST_GRAD_BYTES)],
     )
     return {
         "params": np.where(par_off, 0.0, params),

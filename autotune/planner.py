@@ -134,8 +134,10 @@ def _memory_reason(reserved: np.ndarray, device_bytes: int, headroom: float) -> 
 def _host_reason(host: np.ndarray, host_bytes: int | None) -> np.ndarray:
     have = f"{(host_bytes or 0) / 2**30:.1f} GiB"
     return np.array(
-        [f"offloaded states need {h / 2**30:.1f} GiB host memory per GPU > {have} (cluster.host_memory_bytes_per_gpu)"
-         for h in host.tolist()],
+        [
+            f"offloaded states need {h / 2**30:.1f} GiB host memory per GPU > {have} (cluster.host_memory_bytes_per_gpu)"
+            for h in host.tolist()
+        ],
         dtype=object,
     )
 

@@ -156,9 +156,7 @@ class ClusterSpec:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
         for f in ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s"):
             v = getattr(self, f)
-            _require(
-                v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0"
-            )
+            _require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
         _positive_int("cluster.device_memory_bytes", self.device_memory_bytes)
         for f in ("peak_flops_bf16", "peak_flops_fp32", "intra_node_bw_bytes_per_s", "inter_node_bw_bytes_per_s"):
             _require(float(getattr(self, f)) > 0, f"cluster.{f}={getattr(self, f)!r} must be > 0")

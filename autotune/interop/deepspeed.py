@@ -56,7 +56,9 @@ def translate(ctx: ExportContext) -> Export:
         "bf16": {"enabled": ctx.bf16},
         "zero_optimization": {"stage": p.zero_stage},
     }
-    if p.offload != "none":  # DeepSpeedZeroOffloadOptimizerConfig / DeepSpeedZeroOffloadParamConfig (zero/offload_config.py)
+    if (
+        p.offload != "none"
+    ):  # DeepSpeedZeroOffloadOptimizerConfig / DeepSpeedZeroOffloadParamConfig (zero/offload_config.py)
         body["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if p.offload == "params":
         body["zero_optimization"]["offload_param"] = {"device": "cpu", "pin_memory": True}

@@ -138,7 +138,11 @@ def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
     if p.offload == "optimizer" and p.zero_stage in (1, 2):
         # Megatron-Core HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading/README.md): Adam states and
         # master weights on the CPU, the step there; it wraps the distributed optimizer. Newer than core_r0.12.0.
-        args += [["--optimizer-cpu-offload"], ["--optimizer-offload-fraction", "1.0"], ["--use-precision-aware-optimizer"]]
+        args += [
+            ["--optimizer-cpu-offload"],
+            ["--optimizer-offload-fraction", "1.0"],
+            ["--use-precision-aware-optimizer"],
+        ]
         ex.notes.append(
             "plan.offload=optimizer: --optimizer-cpu-offload is a Megatron-Core flag newer than core_r0.12.0 "
             "(HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/): use a Megatron-LM release that has it"

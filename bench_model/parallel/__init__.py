@@ -18,7 +18,12 @@ __all__ = ["Meshes", "build_meshes", "parallelize"]
 
 
 def parallelize(
-    model: nn.Module, meshes: Meshes, plan: ParallelPlan, precision: str, compile: bool = False, device_type: str = "cpu"
+    model: nn.Module,
+    meshes: Meshes,
+    plan: ParallelPlan,
+    precision: str,
+    compile: bool = False,
+    device_type: str = "cpu",
 ) -> None:
     if plan.tp > 1:
         apply_tensor_parallel(model, meshes.tp, plan.sequence_parallel)

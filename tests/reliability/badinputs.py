@@ -298,7 +298,11 @@ def _override_cases() -> list[BadInput]:
         c("space-recompute-half", (*plan8, "space.recompute=[half]"), ("space.recompute", "half")),
         c("space-sp-yes", (*plan8, "space.sequence_parallel=[yes]"), ("space.sequence_parallel", "yes")),
         c("space-compile-ints", (*plan8, "space.compile=[1,2]"), ("space.compile", "1", "true/false")),
-        c("space-offload-gpu", (*plan8, "space.offload=[none,gpu]"), ("space.offload", "gpu", "none, optimizer, params")),
+        c(
+            "space-offload-gpu",
+            (*plan8, "space.offload=[none,gpu]"),
+            ("space.offload", "gpu", "none, optimizer, params"),
+        ),
         c(
             "space-offload-no-host-memory",
             (*plan8, "space.offload=[none,optimizer]", "cluster.host_memory_bytes_per_gpu=null"),

@@ -171,7 +171,9 @@ def test_oom_order_and_label():
     oom = {**_plan("optimizer").to_dict()}
     assert dominance_reason(oom, _plan("none").to_dict()) == "offload none < optimizer"
     assert dominance_reason(oom, _plan("params").to_dict()) is None
-    assert layout_label(_plan("optimizer")).endswith(" off-opt") and layout_label(_plan("params")).endswith(" off-params")
+    assert layout_label(_plan("optimizer")).endswith(" off-opt") and layout_label(_plan("params")).endswith(
+        " off-params"
+    )
     assert "off" not in layout_label(_plan("none"))
 
 
