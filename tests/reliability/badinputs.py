@@ -506,4 +506,9 @@ def _sweep_folder_cases(p: dict[str, Path]) -> list[BadInput]:
         ),
         c("probe-memory-gpus-zero", ("probe-memory", "--gpus", "0"), ("--gpus", "0")),
         c("probe-memory-tp3", ("probe-memory", "plan.tp=3"), ("tp=3", "num_heads=8")),
+        c(
+            "probe-memory-offload-on-cpu",
+            ("probe-memory", "--gpus", "2", "plan.zero_stage=3", "plan.offload=params"),
+            ("plan.offload=params", "CUDA"),
+        ),
     ]

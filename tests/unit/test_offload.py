@@ -190,3 +190,11 @@ def test_exports(h100):
     assert "--optimizer-cpu-offload" in render("megatron", *job, _plan("optimizer", 1))
     assert any("plan.offload=params" in u for u in unmapped("megatron", *job, _plan("params")))
     assert any("plan.offload=optimizer" in u for u in unmapped("nanotron", *job, _plan("optimizer", 1)))
+
+
+def test_torchtitan_probe_refuses_offload(h100):
+    """The probe measures on CPU, where host and device are one pool: an offload layout is refused, not mismeasured."""
+    from autotune.validation.torchtitan_probe import probe_torchtitan
+
+    with pytest.raises(SpecError, match=r"plan\.offload=params is not supported by the torchtitan probe"):
+        probe_torchtitan(h100.model, _plan("params"), 4096)
