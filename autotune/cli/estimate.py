@@ -117,7 +117,7 @@ def _print(row: dict, cfg) -> None:
             if row["mem_host_bytes"] > 0 and cfg.cluster.host_memory_bytes_per_gpu
             else ""
         )
-        + (f" · {row['reject_reason']}" if row["fits"] and row["reject_reason"] else ""),
+        + (f" · rejected: {row['reject_reason']}" if row["fits"] and row["reject_reason"] else ""),
         highlight=False,
     )
     console.print(

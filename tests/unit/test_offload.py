@@ -198,3 +198,19 @@ def test_torchtitan_probe_refuses_offload(h100):
 
     with pytest.raises(SpecError, match=r"plan\.offload=params is not supported by the torchtitan probe"):
         probe_torchtitan(h100.model, _plan("params"), 4096)
+
+
+def test_estimate_reports_host_memory_and_its_rejection():
+    from autotune.cli.estimate import estimate
+
+    over = [
+        "plan.zero_stage=3",
+        "plan.recompute=full",
+        "plan.offload=params",
+        "cluster.host_memory_bytes_per_gpu=68719476736",
+    ]
+    row = estimate(load_config(["model=llama-3.1-70b", "cluster=h100-sxm-80gb", *over]), 8)
+    # 70B at dp=8, offload=params: (4 + 4 + 8) bytes x 70.6e9 / 8 = 131.4 GiB of host memory per GPU > 64 GiB
+    assert row["mem_host_bytes"] / GiB == pytest.approx(16 * 70.55e9 / 8 / GiB, rel=1e-3)
+    assert row["fits"] and row["reject_rule"] == "host_memory"
+    assert row["mem_params_bytes"] == row["mem_compute_copy_bytes"]  # only the gathered root unit stays on device
