@@ -82,6 +82,6 @@ class HostOffloadAdamW:
             m.grad = None
 
     def state_bytes(self) -> int:
-        """Host bytes this optimizer holds: masters, gradient buffers and Adam states."""
-        states = [t for s in self.inner.state.values() for t in s.values() if torch.is_tensor(t)]
+        """Host bytes this optimizer holds: masters, gradient buffers and Adam states (not the scalar step counters)."""
+        states = [t for s in self.inner.state.values() for k, t in s.items() if torch.is_tensor(t) and k != "step"]
         return sum(t.numel() * t.element_size() for t in [*self.masters, *self.grads, *states])

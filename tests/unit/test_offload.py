@@ -214,3 +214,31 @@ def test_estimate_reports_host_memory_and_its_rejection():
     assert row["mem_host_bytes"] / GiB == pytest.approx(16 * 70.55e9 / 8 / GiB, rel=1e-3)
     assert row["fits"] and row["reject_rule"] == "host_memory"
     assert row["mem_params_bytes"] == row["mem_compute_copy_bytes"]  # only the gathered root unit stays on device
+
+
+def test_host_offload_adamw_holds_the_modelled_host_bytes_and_matches_adamw():
+    """bench_model's HostOffloadAdamW keeps exactly the memory model's 16 bytes per updated parameter on the host
+    (fp32 master 4 + Adam 8 + fp32 gradient buffer 4; model_state_arrays(offload=optimizer)) and steps like
+    torch.optim.AdamW. CPU only: host and device are one pool here, so this checks bytes and numerics, not a copy
+    across PCIe."""
+    import torch
+
+    from bench_model.parallel.offload import HostOffloadAdamW
+
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(16, 8), torch.nn.Linear(16, 8)
+    b.load_state_dict(a.state_dict())
+    kw = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    host, ref = HostOffloadAdamW(list(a.parameters()), **kw), torch.optim.AdamW(b.parameters(), **kw)
+    x = torch.randn(4, 16)
+    for _ in range(3):
+        for m, opt in ((a, host), (b, ref)):
+            m(x).pow(2).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+    n = sum(p.numel() for p in a.parameters())
+    modelled = float(model_state_arrays(n, 1, 1, FSDP, OPT)["host"])
+    assert host.state_bytes() == modelled == 16 * n
+    assert all(m.data_ptr() != p.data_ptr() for m, p in zip(host.masters, a.parameters()))  # a separate copy
