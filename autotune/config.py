@@ -15,7 +15,7 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.plan_arrays import default_pp_schedule
-from autotune.types import INT_FIELDS, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.types import INT_FIELDS, OFFLOAD_MODES, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 SEARCH_SPACES = Path(os.environ.get("AUTOTUNE_SEARCH_SPACES", Path(__file__).resolve().parent.parent / "search_spaces"))
 GROUPS = ("model", "cluster", "space", "train", "sweep", "experiment")
@@ -37,6 +37,7 @@ class SpaceSpec:
     recompute: tuple[str, ...]
     sequence_parallel: tuple[bool, ...]
     compile: tuple[bool, ...] = (False, True)
+    offload: tuple[str, ...] = ("none",)
     tp_within_node: bool = True
     allow_uneven_pp: bool = True
     memory_headroom: float = 0.05
@@ -310,6 +311,11 @@ def _space_from(values: dict[str, Any], cluster: ClusterSpec | None = None) -> S
             out["compile"] = COMPILE_DEFAULT[cluster.device_type] if cluster is not None else (False,)
         else:
             out["compile"] = _as_tuple("compile", c, bool)
+    if "offload" in values:
+        out["offload"] = _as_tuple("offload", values.pop("offload"), str)
+        bad = [o for o in out["offload"] if o not in OFFLOAD_MODES]
+        if bad:
+            raise ConfigError(f"space.offload={bad[0]!r} must be one of {', '.join(OFFLOAD_MODES)}")
     if any(z > 3 for z in out["zero_stage"]):
         raise ConfigError(f"space.zero_stage={list(out['zero_stage'])} must list integers in 0..3")
     bad = [r for r in out["recompute"] if r not in ("none", "selective", "full")]

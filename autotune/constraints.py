@@ -11,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from autotune.frameworks import get_profile
-from autotune.plan_arrays import SCHEDULE_CODE, arrays_from_plans
+from autotune.plan_arrays import CODES, SCHEDULE_CODE, arrays_from_plans
 from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 MEMORY_RULE = "memory"  # the planner's own rejection: the layout's estimated peak does not fit (autotune.planner)
+HOST_MEMORY_RULE = "host_memory"  # the offloaded states do not fit in cluster.host_memory_bytes_per_gpu (planner)
+OFFLOAD_CODE: dict[str, int] = CODES["offload"]
 
 
 def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, space) -> list:
@@ -25,6 +27,7 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
     tp_within_node = getattr(space, "tp_within_node", True)
     allow_uneven = getattr(space, "allow_uneven_pp", True)
     inter = sched == SCHEDULE_CODE["interleaved_1f1b"]
+    off = arr["offload"]
     return [
         (
             "batch_divisible",
@@ -103,6 +106,27 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
             "zero_needs_dp",
             (z > 0) & (dp * cp == 1),
             lambda zero_stage: f"zero_stage={zero_stage} shards nothing at dp*cp=1",
+            ("zero_stage",),
+        ),
+        # CPU offload (docs/memory_model.md "CPU offload"): DeepSpeed's offload_optimizer is valid for ZeRO stages
+        # 1-3 and offload_param for stage 3 only (DeepSpeed docs, "ZeRO: offload_optimizer / offload_param");
+        # FSDP2's CPUOffloadPolicy offloads the sharded parameters, which bench_model shards at rest in stage 3
+        (
+            "offload_optimizer_needs_zero",
+            (off == OFFLOAD_CODE["optimizer"]) & (z == 0),
+            lambda zero_stage: (
+                f"offload=optimizer requires zero_stage >= 1 (zero_stage={zero_stage}): the host optimizer updates a "
+                "ZeRO shard (DeepSpeed offload_optimizer: ZeRO stages 1-3)"
+            ),
+            ("zero_stage",),
+        ),
+        (
+            "offload_params_needs_zero3",
+            (off == OFFLOAD_CODE["params"]) & (z < 3),
+            lambda zero_stage: (
+                f"offload=params requires zero_stage=3 (zero_stage={zero_stage}): parameters are offloaded as "
+                "FSDP shards (FSDP2 CPUOffloadPolicy, DeepSpeed offload_param: ZeRO-3 only)"
+            ),
             ("zero_stage",),
         ),
     ]

@@ -1,6 +1,7 @@
 """The one short label of a layout, used by `plan`, `estimate`, the sweep's progress lines, `report`, the plots and
 the exports' header: `dp8·tp2·pp4·cp1 z1 mbs2 gas8 sel sp` (vpp shown when > 1, the pipeline schedule when it is
-not the one derived from the layout: gpipe / interleaved_1f1b are named only with pp > 1)."""
+not the one derived from the layout: gpipe / interleaved_1f1b are named only with pp > 1; CPU offload as off-opt /
+off-params)."""
 
 from __future__ import annotations
 
@@ -32,4 +33,6 @@ def layout_label(row: Any) -> str:
         text += " gpipe"
     if bool(g("compile", False)):
         text += " compile"
+    if str(g("offload", "none") or "none") != "none":
+        text += f" off-{'opt' if g('offload') == 'optimizer' else g('offload')}"
     return text

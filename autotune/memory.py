@@ -60,6 +60,20 @@ Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute 
   stage 3 adds two gathered blocks in compute dtype. Runtime overhead (CUDA context, NCCL, cuBLAS workspace) is
   cluster.runtime_overhead_bytes; reserved = the caching allocator's reserved peak (autotune/reserved.py: allocated plus
   the cached segments of large transient blocks, times 1 + cluster.allocator_fragmentation) + overhead.
+CPU offload (plan.offload; `model_state_arrays`' `host`, the `mem_host_bytes` column): host bytes per GPU next to the
+  device terms, which drop what moved. U = the parameters this rank updates (Psi/D from stage 1).
+  optimizer (ZeRO-Offload, Ren et al. 2021 Sec 4.1: fp32 master + Adam states and fp32 gradients on the CPU, the
+    step there): host U*(4 + o + 4) = 16U for Adam; device optimizer 0. bench_model keeps its fp32 params and grads
+    on the device (they are the FSDP2 shards it computes with); paper accounting (DeepSpeed offload_optimizer) keeps
+    only the working params there: DeepSpeed's estimate_zero2_model_states_mem_needs(cpu_offload=True) GPU = 2*Psi,
+    estimate_zero3 (offload_optimizer only) = 4*largest layer + 2*Psi/N, CPU 16*Psi per node of N GPUs
+    (docs/code-docs/source/memory.rst; tests/unit/test_offload.py checks the rows).
+  params (FSDP2 CPUOffloadPolicy; DeepSpeed ZeRO-3 offload_param + offload_optimizer): sharded params, grads and
+    optimizer state on the host, (p + g + o)*Psi/D = 16*Psi/D (paper accounting 2 + 4 + 12 = 18*Psi/D, DeepSpeed's
+    `18 * total_params` per node); the device keeps the gathered blocks (buffers, compute copy), DeepSpeed's
+    4*largest layer. Host temporaries of the CPU step and the fp32 shard copied to the device before each block's
+    all-gather (p*Psi_layer/D) are not modelled; DeepSpeed's estimator also counts a full fp32 model per process at
+    load time (max(4*gpus_per_node, 16|18)*Psi), which is a start-up peak, not the training step's.
 Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer, optimizer-step temporaries.
 All of the above is bench_model's accounting; `memory_arrays` takes each term from the framework profile that
 train.framework names (autotune/frameworks/, docs/frameworks.md), whose defaults are these functions.
@@ -72,7 +86,7 @@ from typing import Any
 import numpy as np
 
 from autotune.frameworks import get_profile
-from autotune.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE, arrays_from_plans
+from autotune.plan_arrays import CODES, RECOMPUTE_CODE, SCHEDULE_CODE, arrays_from_plans
 from autotune.reserved import allocator_reserved, step_temporaries, zero1_gather
 from autotune.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ModelSpec, ParallelPlan, TrainSpec
 
@@ -80,6 +94,10 @@ _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything el
 # bench_model.trainer.LOSS_CHUNK_TOKENS (tests/unit/test_memory.py checks they agree)
 LOSS_CHUNK_TOKENS = 1024
 POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
+OFFLOAD_CODE: dict[str, int] = CODES["offload"]
+_OFF_OPT, _OFF_PAR = OFFLOAD_CODE["optimizer"], OFFLOAD_CODE["params"]
+HOST_MASTER_BYTES = 4  # the host optimizer's fp32 master copy (ZeRO-Offload, Ren et al. 2021 Sec 4.1)
+HOST_GRAD_BYTES = 4  # fp32 gradients on the host, the CPU Adam's input (ibid.; DeepSpeed's 16 bytes/param on CPU)
 
 
 def _dtype_bytes(train: TrainSpec) -> dict[str, int]:
@@ -92,29 +110,58 @@ def _dtype_bytes(train: TrainSpec) -> dict[str, int]:
     }
 
 
-def model_state_arrays(num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> dict[str, np.ndarray]:
-    """Bytes of params, compute copy, grads and optimizer (incl. master) for `num_params` parameters on a rank, ZeRO
-    stage `zero_stage`, sharding group size `shard` (= dp*cp). Takes raw counts so published tables that give only a
-    parameter count (ZeRO paper, accelerate) can be checked with the same code the planner uses."""
+def model_state_arrays(
+    num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
+) -> dict[str, np.ndarray]:
+    """Bytes of params, compute copy, grads and optimizer (incl. master) on the device and the offloaded states on
+    the host (`host`) for `num_params` parameters on a rank, ZeRO stage `zero_stage`, sharding group size `shard`
+    (= dp*cp), `offload` the plan.offload code (0 none, 1 optimizer, 2 params; `OFFLOAD_CODE`). Takes raw counts so
+    published tables that give only a parameter count (ZeRO paper, accelerate, DeepSpeed's estimators) can be checked
+    with the same code the planner uses."""
     psi = np.asarray(num_params, dtype=np.float64)
     z = np.asarray(zero_stage)
     d = np.asarray(shard, dtype=np.float64)
+    off = np.asarray(offload)
+    opt_off, par_off = off >= _OFF_OPT, off >= _OFF_PAR
     b = _dtype_bytes(train)
+    updated = psi / np.where(z >= 1, d, 1.0)  # the parameters this rank's optimizer updates
     if train.master_dtype is not None:  # paper accounting: working params full until stage 3, master with optimizer
         params = psi * b["p"] / np.where(z >= 3, d, 1.0)
         grads = psi * b["g"] / np.where(z >= 2, d, 1.0)
-        optimizer = psi * (b["o"] + b["m"]) / np.where(z >= 1, d, 1.0)
+        optimizer = updated * (b["o"] + b["m"])
         copy = np.where((z < 3) & (b["c"] != b["p"]), psi * b["c"], 0.0)
-        return {"params": params, "compute_copy": copy, "grads": grads, "optimizer": optimizer}
+        # DeepSpeed offload_optimizer: master + Adam states and the reduced gradient partition (fp32) on the host,
+        # nothing of them on the device; offload_param (ZeRO-3) moves the param partition too (module docstring)
+        host = np.where(opt_off, updated * (b["o"] + b["m"] + HOST_GRAD_BYTES), 0.0) + np.where(par_off, params, 0.0)
+        return {
+            "params": np.where(par_off, 0.0, params),
+            "compute_copy": copy,
+            "grads": np.where(opt_off, 0.0, grads),
+            "optimizer": np.where(opt_off, 0.0, optimizer),
+            "host": host,
+        }
     params = psi * b["p"] / np.where(z >= 2, d, 1.0)
     grads = psi * b["g"] / np.where(z >= 2, d, 1.0)
     # ZeRO-1 (bench_model ZeRO1AdamW): each rank keeps an fp32 slice of the params it updates plus its Adam states
-    optimizer = psi * b["o"] / np.where(z >= 1, d, 1.0) + np.where(z == 1, psi * b["p"] / d, 0.0)
+    optimizer = updated * b["o"] + np.where(z == 1, psi * b["p"] / d, 0.0)
     # FSDP2 (every stage; HSDP with shard=1 for stages 0-1) gathers/casts params per block and keeps them from forward
     # to backward unless it reshards (stage 3); with one rank and no cast there is no wrapper and no copy
     fsdp = (d > 1) | (b["c"] != b["p"])
     copy = np.where((z <= 2) & fsdp, psi * b["c"], 0.0)
-    return {"params": params, "compute_copy": copy, "grads": grads, "optimizer": optimizer}
+    # offload=optimizer (bench_model/parallel/offload.py): an fp32 master slice, the Adam states and an fp32 gradient
+    # buffer of the updated parameters on the host; params=FSDP2 CPUOffloadPolicy: sharded params, grads and the
+    # optimizer state built on them live on the host
+    host = np.select(
+        [par_off, opt_off],
+        [params + grads + updated * b["o"], updated * (HOST_MASTER_BYTES + b["o"] + HOST_GRAD_BYTES)],
+    )
+    return {
+        "params": np.where(par_off, 0.0, params),
+        "compute_copy": copy,
+        "grads": np.where(par_off, 0.0, grads),
+        "optimizer": np.where(opt_off, 0.0, optimizer),
+        "host": host,
+    }
 
 
 def layers_of_rank(num_layers: int, pp: Any, vpp: Any, rank: Any) -> np.ndarray:
@@ -216,7 +263,7 @@ def inflight_microbatches(pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any = 
 
 def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> dict[str, np.ndarray]:
     pp, z, shard = arr["pp"], arr["zero_stage"], arr["dp"] * arr["cp"]
-    ms = prof.model_states(psi[pos], z, shard, train)  # bench_model: model_state_arrays
+    ms = prof.model_states(psi[pos], z, shard, train, arr["offload"])  # bench_model: model_state_arrays
     # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
     copy = ms["compute_copy"] + prof.root_copy(psi[f"root_{pos}"], z, train)
     inflight = prof.inflight(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"])
@@ -235,6 +282,7 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
         "activations": act,
         "logits": logits,
         "allocated": alloc,
+        "host": ms["host"],
     }
 
 
@@ -266,10 +314,13 @@ def memory_arrays(
     worst = np.argmax(np.stack([p["allocated"] for p in per]), axis=0)
     res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}
     res["buffers"] = extras["buffers"] * np.ones_like(res["allocated"])
+    res["host"] = np.maximum.reduce([p["host"] for p in per])  # host bytes per GPU of the rank that needs most
     res["overhead"] = np.full_like(res["allocated"], float(cluster.runtime_overhead_bytes))
     local = np.choose(worst, [np.broadcast_to(psi[pos], worst.shape) for pos in POSITIONS])
     shard = arr["dp"] * cp
-    res["step_temporaries"] = step_temporaries(local, z, shard, zero1_gather(arr), train.optimizer_states)
+    # with the optimizer on the host, AdamW's temporaries are host memory (the ZeRO-1 gather stays on the device)
+    states = np.where(arr["offload"] == OFFLOAD_CODE["none"], train.optimizer_states, 0)
+    res["step_temporaries"] = step_temporaries(local, z, shard, zero1_gather(arr), states)
     res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster)  # autotune/reserved.py
     res["reserved"] = res["allocator_reserved"] + res["overhead"]
     res["worst_pp_rank"] = np.choose(worst, [np.broadcast_to(psi[f"rank_{pos}"], worst.shape) for pos in POSITIONS])
@@ -289,4 +340,5 @@ def estimate_memory(
         buffers_bytes=float(m["buffers"][0]),
         overhead_bytes=float(m["overhead"][0]),
         fragmentation=float(m["allocator_reserved"][0] / m["allocated"][0] - 1.0) if m["allocated"][0] > 0 else 0.0,
+        host_bytes=float(m["host"][0]),
     )

@@ -13,8 +13,13 @@ The partial order ("Y needs >= the memory of X") used here, and why each part ho
 - **zero_stage: Y <= X** in 0 < 1 < 2 < 3. A lower ZeRO stage shards fewer of optimizer state / gradients /
   parameters over dp (Rajbhandari et al. 2020, Fig. 1), so it needs more memory. With dp = 1 every stage is the
   same, which the order also allows (equal is dominated too).
+- **offload: Y <= X** in none < optimizer < params. Each step moves more model state off the device: optimizer
+  offload removes the fp32 master and Adam states (ZeRO-Offload, Ren et al. 2021 Sec 4.1; DeepSpeed's estimator: ZeRO-2
+  GPU 4Ψ + 16Ψ/N -> 2Ψ), params offload also the sharded params and grads (ZeRO-3 offload_param: 4·largest layer +
+  2Ψ/N -> 4·largest layer; FSDP2 CPUOffloadPolicy), nothing is added on the device. So less offload needs at least the
+  device memory. The claim is about device OOM (torch.OutOfMemoryError); a host-memory failure is not an OOM trial.
 
-Any Y that is >= X in all three orders and equal in the shape is dominated: if X did not fit, neither will Y.
+Any Y that is >= X in all ordered fields and equal in the shape is dominated: if X did not fit, neither will Y.
 Candidates that were already measured are never touched. Pure functions over the planner's candidate DataFrame.
 """
 
@@ -88,7 +93,8 @@ def dominated_mask(candidates: Any, oom: Mapping[str, Any]):
         mask &= (_column(candidates, k) == _value(oom, k)).to_numpy()
     for k in ORDERED_COLUMNS:
         choices = PLAN_DIMS[k].choices
-        col = candidates[k].map({c: i for i, c in enumerate(choices)}) if choices else candidates[k]
+        col = _column(candidates, k)  # a frame from before the field existed holds its default
+        col = col.map({c: i for i, c in enumerate(choices)}) if choices else col
         o = _rank(k, _value(oom, k))
         mask &= (col >= o).to_numpy() if PLAN_DIMS[k].oom == "higher" else (col <= o).to_numpy()
     return mask

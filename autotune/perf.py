@@ -26,7 +26,10 @@ comm: NCCL ring bus factors (NCCL docs, "Performance: algorithm bandwidth / bus 
 DP (group dp*cp; ZeRO stages as bench_model/parallel/data_parallel.py): stages 0-1 all-reduce grads once per step
   behind the last micro-batch's backward (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
   (perf_terms.fsdp_exposed_s) every micro-batch, the root unit's gather and reduce-scatter exposed.
-optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s).
+optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s); with CPU offload the update runs on the host at
+  cluster.cpu_adam_params_per_s, plus for offload=optimizer the gradient D2H and parameter H2D copies at
+  host_device_bw_bytes_per_s (perf_terms.offload_step_s); offload=params copies each block's shard H2D before its
+  all-gather and its gradient shard D2H after its reduce-scatter (FSDP2 CPUOffloadPolicy), priced with them.
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
 """
@@ -44,13 +47,16 @@ from autotune.perf_terms import (
     compiled_elementwise_factor,
     elementwise_bytes_per_token,
     fsdp_exposed_s,
+    host_device_s,
     loss_bytes_per_token,
     memory_bound_s,
+    offload_step_s,
     optimizer_step_s,
     prefetch_exposed_s,
+    require_offload_fields,
     require_perf_fields,
 )
-from autotune.plan_arrays import RECOMPUTE_CODE, arrays_from_plans
+from autotune.plan_arrays import CODES, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.types import (
     DTYPE_BYTES,
     ClusterSpec,
@@ -62,6 +68,7 @@ from autotune.types import (
 
 GEMM_M0 = 256.0  # tokens per GEMM at which efficiency is halved by this term
 GEMM_N0 = 128.0  # GEMM width (h/tp) at which efficiency is halved by this term
+OFFLOAD_CODE = CODES["offload"]
 EMBEDDING_ACCESSES = 4  # gather: read row + write output (forward); backward: read grad + scatter-add into the table
 
 
@@ -132,6 +139,7 @@ def perf_arrays(
     optimizer_s, step_s, tokens_per_s, tokens_per_s_per_gpu, mfu (plus attention_s, memory_bound_s: parts of
     compute_s)."""
     require_perf_fields(cluster)
+    require_offload_fields(cluster, decoded("offload", np.unique(arr["offload"])))
     dp, tp, pp, cp, vpp = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"]
     m, z, sp = arr["grad_accum_steps"], arr["zero_stage"], arr["sequence_parallel"]
     num_gpus = dp * tp * pp * cp
@@ -172,11 +180,18 @@ def perf_arrays(
     root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
     fwd_layer = layer_compute / lt["passes"]
     bwd_layer = layer_compute - fwd_layer
+    # offload=params (FSDP2 CPUOffloadPolicy): each gather first copies the fp32 shard H2D and each reduce-scatter's
+    # shard goes D2H, on the same streams as the collectives (they lengthen the prefetched communication)
+    par_off = arr["offload"] == OFFLOAD_CODE["params"]
+    h2d_layer = np.where(par_off, host_device_s(ranks["layer"] / n * p, cluster), 0.0)
+    d2h_layer = np.where(par_off, host_device_s(ranks["layer"] / n * g, cluster), 0.0)
+    h2d_root = np.where(par_off, host_device_s(root / n * p, cluster), 0.0)
+    d2h_root = np.where(par_off, host_device_s(root / n * g, cluster), 0.0)
     fsdp = m * (
         fsdp_exposed_s(
             busy_layers,
-            ring_s("all_gather", n, ranks["layer"] * c, bw, lat),
-            ring_s("reduce_scatter", n, ranks["layer"] * g, bw, lat),
+            ring_s("all_gather", n, ranks["layer"] * c, bw, lat) + h2d_layer,
+            ring_s("reduce_scatter", n, ranks["layer"] * g, bw, lat) + d2h_layer,
             fwd_layer,
             bwd_layer,
             z,
@@ -186,6 +201,8 @@ def perf_arrays(
         # after the last: nothing to hide behind
         + ring_s("all_gather", n, root * c, bw, lat)
         + ring_s("reduce_scatter", n, root * g, bw, lat)
+        + h2d_root
+        + d2h_root
     )
     # DDP / ZeRO-1: gradient buckets all-reduce behind the last micro-batch's backward; ZeRO-1 then all-gathers params
     ddp = prefetch_exposed_s(
@@ -193,6 +210,10 @@ def perf_arrays(
     ) + np.where(z == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
     dp_exposed = np.where(z >= 2, fsdp, ddp)
     opt = optimizer_step_s(psi, n, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster)
+    # CPU offload: the step runs on the host instead (perf_terms.offload_step_s), with its copies for offload=optimizer
+    off = arr["offload"]
+    host_opt = offload_step_s(psi / np.where(z >= 1, n, 1), off, p, g, cluster)
+    opt = np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
 
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
     tokens_per_s = train.global_batch_tokens / step

@@ -99,6 +99,48 @@ def optimizer_step_s(
     return memory_bound_s(updated * ADAM_TENSORS_PER_PARAM * opt_bytes, cluster)
 
 
+OFFLOAD_FIELDS = ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s")
+
+
+def require_offload_fields(cluster: ClusterSpec, offload_names: Any) -> None:
+    """A layout with CPU offload on a preset that does not state the host side is refused in one line."""
+    names = sorted({str(n) for n in offload_names} - {"none"})
+    for f in OFFLOAD_FIELDS if names else ():
+        if getattr(cluster, f, None) is None:
+            raise SpecError(
+                f"plan.offload={names[0]} needs cluster.{f}, which preset {cluster.name!r} does not set "
+                f"(see search_spaces/cluster/h100-sxm-80gb.yaml)"
+            )
+
+
+def host_device_s(nbytes: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Seconds to copy `nbytes` between host and device in one direction: pinned copies over PCIe / NVLink-C2C at
+    cluster.host_device_bw_bytes_per_s (nominal, per GPU) times comm_efficiency (the fraction of link bandwidth a
+    transfer reaches; pinned cudaMemcpy over PCIe Gen5 x16 reaches ~50-55 of the nominal 64 GB/s)."""
+    bw = cluster.host_device_bw_bytes_per_s
+    if bw is None:
+        return np.zeros_like(np.asarray(nbytes, dtype=np.float64))
+    return np.asarray(nbytes, dtype=np.float64) / (bw * cluster.comm_efficiency)
+
+
+def offload_step_s(updated: Any, offload_code: Any, param_bytes: int, grad_bytes: int, cluster: ClusterSpec):
+    """Per optimizer step, the host side of CPU offload (`offload_code`: 0 none, 1 optimizer, 2 params) for `updated`
+    parameters this rank's optimizer updates:
+      optimizer (ZeRO-Offload, Ren et al. 2021 Sec 4.2): gradients D2H (updated * grad bytes), the CPU Adam step,
+      updated params H2D (updated * param bytes), one after the other. bench_model copies after backward, as DeepSpeed
+      does without overlap_comm; the paper overlaps the D2H with backward and its one-step delayed parameter update
+      (Sec 5, DPU, optional: it changes the numerics) hides the step and the H2D behind the next step. Not modelled
+      here: this is the serial upper bound the trainer runs.
+      params (FSDP2 CPUOffloadPolicy): the CPU Adam step only; the per-block copies are priced with the FSDP
+      collectives (autotune/perf.py), the params stay on the host.
+    The CPU step runs at cluster.cpu_adam_params_per_s (benchmarks/cpu_adam.py)."""
+    u, code = np.asarray(updated, dtype=np.float64), np.asarray(offload_code)
+    rate = cluster.cpu_adam_params_per_s or np.inf
+    step = np.where(code > 0, u / rate, 0.0)
+    copies = np.where(code == 1, host_device_s(u * grad_bytes, cluster) + host_device_s(u * param_bytes, cluster), 0.0)
+    return step + copies
+
+
 def attention_s(
     tokens: Any, seq_len: int, model: ModelSpec, tp: Any, passes: Any, cluster: ClusterSpec, peak: float
 ) -> np.ndarray:

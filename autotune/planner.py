@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.constraints import MEMORY_RULE, rejections
+from autotune.constraints import HOST_MEMORY_RULE, MEMORY_RULE, OFFLOAD_CODE, rejections
 from autotune.errors import AutotuneError, UsageError
 from autotune.margin import memory_margin, rank_order
 from autotune.memory import memory_arrays
@@ -33,6 +33,7 @@ COLUMNS = [
     "mem_overhead_bytes",
     "mem_allocated_bytes",
     "mem_reserved_bytes",
+    "mem_host_bytes",
     "mem_margin_bytes",
     "mem_margin_sigma",
     "pred_step_s",
@@ -41,7 +42,18 @@ COLUMNS = [
     "pred_mfu",
     "rank",
 ]
-_MEM_KEYS = ("params", "grads", "optimizer", "activations", "logits", "buffers", "overhead", "allocated", "reserved")
+_MEM_KEYS = (
+    "params",
+    "grads",
+    "optimizer",
+    "activations",
+    "logits",
+    "buffers",
+    "overhead",
+    "allocated",
+    "reserved",
+    "host",
+)
 _PERF_KEYS = ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
 
 
@@ -74,9 +86,10 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         np.array(space.vpp),
         np.array(sorted(set(space.sequence_parallel)), dtype=bool),
         np.array(sorted(set(space.compile)), dtype=bool),
+        np.array([OFFLOAD_CODE[o] for o in getattr(space, "offload", ("none",))], dtype=np.int64),
     ]
     grids = [g.ravel() for g in np.meshgrid(*dims, indexing="ij")]
-    li, z, mbs, rc, vpp, sp, comp = grids
+    li, z, mbs, rc, vpp, sp, comp, off = grids
     dp, tp, pp, cp = (lay[li, j] if len(lay) else np.zeros(0, np.int64) for j in range(4))
     sp = sp.astype(bool)
     # tp=1 has no sequence parallelism: keep one row (the first listed SP value) and store it as false
@@ -95,6 +108,7 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         "recompute": rc,
         "sequence_parallel": sp,
         "compile": comp.astype(bool),
+        "offload": off,
     }
     arr = {k: np.asarray(v)[keep] for k, v in arr.items()}
     arr["grad_accum_steps"] = np.maximum(train.global_batch_size // (arr["dp"] * arr["micro_batch_size"]), 1)
@@ -117,6 +131,17 @@ def _memory_reason(reserved: np.ndarray, device_bytes: int, headroom: float) -> 
     return np.array([f"needs {r / 2**30:.1f}{suffix}" for r in reserved.tolist()], dtype=object)
 
 
+def _host_reason(host: np.ndarray, host_bytes: int | None) -> np.ndarray:
+    have = f"{(host_bytes or 0) / 2**30:.1f} GiB"
+    return np.array(
+        [
+            f"offloaded states need {h / 2**30:.1f} GiB host memory per GPU > {have} (cluster.host_memory_bytes_per_gpu)"
+            for h in host.tolist()
+        ],
+        dtype=object,
+    )
+
+
 def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
     """DataFrame (COLUMNS) for plan arrays: reasons, memory, predictions, fits, rank."""
     import pandas as pd
@@ -132,6 +157,10 @@ def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
         if train.framework != "bench_model":  # the profile's accounting decided it (autotune/frameworks/)
             reasons[over] = np.array([f"{train.framework}: {r}" for r in reasons[over]], dtype=object)
         rules[over] = MEMORY_RULE
+    host_over = np.equal(reasons, None) & (mem["host"] > (cluster.host_memory_bytes_per_gpu or 0))
+    if host_over.any():
+        reasons[host_over] = _host_reason(mem["host"][host_over], cluster.host_memory_bytes_per_gpu)
+        rules[host_over] = HOST_MEMORY_RULE
     cols: dict[str, Any] = {
         "candidate_id": candidate_ids(arr, model, train),
         "num_gpus": np.full(len(arr["dp"]), num_gpus, dtype=np.int64),

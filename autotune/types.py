@@ -19,6 +19,10 @@ from autotune.errors import SpecError
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 PP_SCHEDULES: tuple[str, ...] = ("1f1b", "gpipe", "interleaved_1f1b")
+# CPU offload, in order of device memory saved (docs/memory_model.md "CPU offload"): optimizer = ZeRO-Offload (fp32
+# master + Adam states on the host, step on the CPU); params = FSDP2 CPUOffloadPolicy (sharded params, grads and
+# optimizer state on the host)
+OFFLOAD_MODES: tuple[str, ...] = ("none", "optimizer", "params")
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
@@ -146,9 +150,17 @@ class ClusterSpec:
     # eager elementwise time left once Inductor fuses it, and the seconds one distinct block graph takes to compile
     compile_memory_traffic_factor: float | None = None
     compile_s_per_graph: float | None = None
+    # CPU offload (plan.offload): host memory per GPU (bytes), host<->device bandwidth (bytes/s, one direction, per
+    # GPU) and the CPU AdamW throughput per GPU's share of host cores (parameters/s; benchmarks/cpu_adam.py)
+    host_memory_bytes_per_gpu: int | None = None
+    host_device_bw_bytes_per_s: float | None = None
+    cpu_adam_params_per_s: float | None = None
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
+        for f in ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s"):
+            v = getattr(self, f)
+            _require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
         _positive_int("cluster.device_memory_bytes", self.device_memory_bytes)
         for f in ("peak_flops_bf16", "peak_flops_fp32", "intra_node_bw_bytes_per_s", "inter_node_bw_bytes_per_s"):
             _require(float(getattr(self, f)) > 0, f"cluster.{f}={getattr(self, f)!r} must be > 0")
@@ -253,6 +265,8 @@ class ParallelPlan:
     pp_schedule: str = dim_field("1f1b", derived=_DERIVED_SCHEDULE, optuna=False, oom="shape", choices=PP_SCHEDULES)
     # torch.compile per transformer block (bench_model); fusion removes memory-bound time and activation buffers
     compile: bool = dim_field(False, optuna=True, oom="shape")
+    # CPU offload (OFFLOAD_MODES); a later mode keeps less on the device, so a lower one needs at least the memory
+    offload: str = dim_field("none", optuna=True, oom="lower", label="offload", choices=OFFLOAD_MODES)
 
     def __post_init__(self) -> None:
         for f in COUNT_FIELDS:
@@ -267,6 +281,10 @@ class ParallelPlan:
             f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false",
         )
         _require(isinstance(self.compile, bool), f"plan.compile={self.compile!r} must be true or false")
+        _require(
+            self.offload in OFFLOAD_MODES,
+            f"plan.offload={self.offload!r} must be one of {', '.join(OFFLOAD_MODES)}",
+        )
         _require(
             self.pp_schedule in PP_SCHEDULES,
             f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}",
@@ -385,6 +403,7 @@ class MemoryEstimate:
     buffers_bytes: float
     overhead_bytes: float
     fragmentation: float = 0.0
+    host_bytes: float = 0.0  # host (CPU) memory per GPU: offloaded states and their buffers (plan.offload)
 
     @property
     def allocated_peak_bytes(self) -> float:
@@ -416,6 +435,7 @@ class MemoryEstimate:
             "mem_overhead_bytes": self.overhead_bytes,
             "mem_allocated_bytes": self.allocated_peak_bytes,
             "mem_reserved_bytes": self.reserved_peak_bytes,
+            "mem_host_bytes": self.host_bytes,
         }
 
 

@@ -37,6 +37,11 @@ def probe_memory(spec: TrialSpec) -> dict[str, Any]:
             f"plan.pp={p.pp}: probe-memory supports pp=1 only (a pipeline stage needs its real peers "
             "for activations; see bench_model/memory_probe.py)"
         )
+    if p.offload != "none" and not torch.cuda.is_available():
+        raise UsageError(
+            f"plan.offload={p.offload}: probe-memory on CPU cannot tell host from device memory (one pool); "
+            "it needs a CUDA device, where the allocator counts device memory only"
+        )
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     if dist.is_initialized():

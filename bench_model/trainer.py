@@ -25,6 +25,7 @@ from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
 from bench_model.parallel.context_parallel import cp_positions
 from bench_model.parallel.data_parallel import ZeRO1AdamW, needs_fsdp, set_gradient_sync
+from bench_model.parallel.offload import HostOffloadAdamW, materialize_device
 from bench_model.parallel.pipeline import (
     allreduce_tied_embedding_grads,
     build_schedule,
@@ -162,6 +163,11 @@ def build_trainer(
             f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
             f"({p.micro_batch_size}) * grad_accum_steps({p.grad_accum_steps})"
         )
+    if p.offload == "params" and not (p.zero_stage == 3 and needs_fsdp(p.dp * p.cp, t.precision)):
+        raise SpecError(
+            f"plan.offload=params with zero_stage={p.zero_stage}, dp*cp={p.dp * p.cp}: FSDP2's CPUOffloadPolicy "
+            "requires fully sharded parameters (zero_stage=3 over dp*cp > 1)"
+        )
     meshes = build_meshes(p, device.type, dist.get_world_size())
     tied_group = tied_embedding_group(meshes) if p.pp > 1 and m.tie_embeddings else None
     after_startup()
@@ -174,10 +180,10 @@ def build_trainer(
     else:
         stages, parts = [0], [full]
     for part in parts:
-        parallelize(part, meshes, p, t.precision, compile=spec.compile)
+        parallelize(part, meshes, p, t.precision, compile=spec.compile, device_type=device.type)
     with materialize():
         for part in parts:
-            part.to_empty(device=device)
+            part.to_empty(device=materialize_device(p.offload, device))  # buffers go to `device` in init_parameters
             if m.tie_embeddings and part.tok_embeddings is not None and part.output is not None:
                 # to_empty gives each module a new plain (non-DTensor) Parameter, which unties a shared one
                 part.output.weight = part.tok_embeddings.weight
@@ -215,8 +221,10 @@ def _make_optimizer(params: list[nn.Parameter], spec: TrialSpec, meshes: Meshes)
         kwargs["foreach"] = False
     p = spec.plan
     if p.zero_stage == 1 and needs_fsdp(p.dp * p.cp, spec.train.precision) and p.dp * p.cp > 1:
-        return ZeRO1AdamW(params, meshes.dp_cp.get_group(), **kwargs)
-    return torch.optim.AdamW(params, **kwargs)
+        return ZeRO1AdamW(params, meshes.dp_cp.get_group(), host=p.offload == "optimizer", **kwargs)
+    if p.offload == "optimizer":  # fp32 master + AdamW states on the host, the step there (ZeRO-Offload)
+        return HostOffloadAdamW(params, **kwargs)
+    return torch.optim.AdamW(params, **kwargs)  # offload=params: the params are host tensors, so is the step
 
 
 def synchronize(device: torch.device) -> None:

@@ -44,7 +44,7 @@ def estimate(cfg, num_gpus: int | None) -> dict:
     row = score_arrays(arr, cfg, plan.world_size).iloc[0].to_dict()
     mem = {k: float(v[0]) for k, v in memory_arrays(arr, cfg.model, cfg.train, cfg.cluster).items()}
     perf = {k: float(v[0]) for k, v in perf_arrays(arr, cfg.model, cfg.train, cfg.cluster).items()}
-    model_states = mem["params"] - mem["compute_copy"] + mem["grads"] + mem["optimizer"]
+    model_states = mem["params"] - mem["compute_copy"] + mem["grads"] + mem["optimizer"]  # device side only
     row.update(
         {
             "mem_compute_copy_bytes": mem["compute_copy"],
@@ -84,6 +84,7 @@ _TERMS = [
     ("allocated peak", "mem_allocated_bytes"),
     ("runtime overhead", "mem_overhead_bytes"),
     ("reserved peak", "mem_reserved_bytes"),
+    ("host memory (offloaded states, per GPU)", "mem_host_bytes"),
 ]
 
 
@@ -113,7 +114,14 @@ def _print(row: dict, cfg) -> None:
         f"fits: {'yes' if row['fits'] else 'no'} ({row['mem_reserved_bytes'] / 2**30:.1f} GiB of "
         f"{usable / 2**30:.1f} GiB usable, margin {row['mem_margin_bytes'] / 2**30:.1f} GiB = "
         f"{row['mem_margin_sigma']:.1f} sigma of the reserved model's error)"
-        + ("" if row["fits"] else f" · {row['reject_reason']}"),
+        + ("" if row["fits"] else f" · {row['reject_reason']}")
+        + (
+            f" · host {row['mem_host_bytes'] / 2**30:.1f} GiB of {cfg.cluster.host_memory_bytes_per_gpu / 2**30:.1f} "
+            "GiB per GPU"
+            if row["mem_host_bytes"] > 0 and cfg.cluster.host_memory_bytes_per_gpu
+            else ""
+        )
+        + (f" · rejected: {row['reject_reason']}" if row["fits"] and row["reject_reason"] else ""),
         highlight=False,
     )
     console.print(

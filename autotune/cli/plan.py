@@ -88,13 +88,16 @@ def _print_table(top, cfg, args, counts) -> None:
         f"global batch {cfg.train.global_batch_size} seq",
         title_justify="left",
     )
-    for col in ("rank", "layout", "GiB/GPU", "margin GiB (σ)", "tok/s/GPU", "MFU %", "step s", "candidate"):
+    host = bool((top["mem_host_bytes"] > 0).any())  # a host-memory column when a listed layout offloads
+    cols = ("rank", "layout", "GiB/GPU", *(("host GiB",) if host else ()), "margin GiB (σ)", "tok/s/GPU", "MFU %")
+    for col in (*cols, "step s", "candidate"):
         table.add_column(col, justify="left" if col in ("layout", "candidate") else "right", no_wrap=True)
     for _, r in top.iterrows():
         table.add_row(
             str(r["rank"]),
             layout_label(r),
             f"{r['mem_reserved_bytes'] / 2**30:.1f}",
+            *((f"{r['mem_host_bytes'] / 2**30:.1f}",) if host else ()),
             margin_label(r),
             f"{r['pred_tokens_per_s_per_gpu']:,.0f}",
             f"{100 * r['pred_mfu']:.1f}",

@@ -33,12 +33,16 @@ class FrameworkProfile:
     replaces_rules: frozenset[str] = frozenset()
 
     # ---- model states -------------------------------------------------------------------------------------------
-    def model_states(self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> dict[str, np.ndarray]:
-        """Bytes of params, compute_copy, grads and optimizer (master included) for `num_params` parameters on one
-        rank at ZeRO/FSDP/distributed-optimizer stage `zero_stage`, sharded over `shard` (= dp*cp) ranks."""
+    def model_states(
+        self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
+    ) -> dict[str, np.ndarray]:
+        """Bytes of params, compute_copy, grads and optimizer (master included) on the device and the offloaded
+        states on the host (`host`) for `num_params` parameters on one rank at ZeRO/FSDP/distributed-optimizer stage
+        `zero_stage`, sharded over `shard` (= dp*cp) ranks; `offload` is the plan.offload code (0 none, 1 optimizer,
+        2 params)."""
         from autotune.memory import model_state_arrays
 
-        return model_state_arrays(num_params, zero_stage, shard, train)
+        return model_state_arrays(num_params, zero_stage, shard, train, offload)
 
     def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
         """Extra bytes of the root unit (embedding, final norm, head) kept gathered all step: FSDP2's root unit in

@@ -35,7 +35,9 @@ from autotune.types import DTYPE_BYTES, ModelSpec, TrainSpec
 class DeepSpeedProfile(FrameworkProfile):
     name: str = "deepspeed"
 
-    def model_states(self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> dict[str, np.ndarray]:
+    def model_states(
+        self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
+    ) -> dict[str, np.ndarray]:
         psi = np.asarray(num_params, dtype=np.float64)
         z, d = np.asarray(zero_stage), np.asarray(shard, dtype=np.float64)
         c = DTYPE_BYTES[train.compute_dtype]
@@ -46,7 +48,20 @@ class DeepSpeedProfile(FrameworkProfile):
         params = psi * c / np.where(z >= 3, d, 1.0)
         grads = np.select([z == 0, z <= 2], [psi * c, psi * c + psi * 4.0 / d], psi * 4.0 / d)
         optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
-        return {"params": params, "compute_copy": np.zeros_like(psi * z), "grads": grads, "optimizer": optimizer}
+        # offload_optimizer (ZeRO-Offload, Ren et al. 2021 Sec 4.1): master + Adam states and the fp32 gradient
+        # partition on the host, no gradient on the device ([MEM] estimate_zero2(cpu_offload=True): GPU 2*Psi);
+        # offload_param (ZeRO-3 only) moves the bf16 param partition too ([MEM] GPU = 4 * largest layer)
+        off = np.asarray(offload)
+        opt_off, par_off = off >= 1, off >= 2
+        updated = psi / np.where(z >= 1, d, 1.0)
+        host = np.where(opt_off, optimizer + updated * 4.0, 0.0) + np.where(par_off, params, 0.0)
+        return {
+            "params": np.where(par_off, 0.0, params),
+            "compute_copy": np.zeros_like(psi * z),
+            "grads": np.where(opt_off, 0.0, grads),
+            "optimizer": np.where(opt_off, 0.0, optimizer),
+            "host": host,
+        }
 
     def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
         return np.zeros(np.shape(np.asarray(zero_stage)))

@@ -50,7 +50,9 @@ class MegatronProfile(FrameworkProfile):
     replaces_rules: frozenset[str] = frozenset({"pp_microbatches"})
     dropout_units: float = 2.0  # [TMU] counts the attention and MLP dropout masks (1 byte per element each)
 
-    def model_states(self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> dict[str, np.ndarray]:
+    def model_states(
+        self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
+    ) -> dict[str, np.ndarray]:
         # [TMU]: params in the compute dtype, fp32 main_grad, fp32 master (none when training in fp32) + Adam states;
         # the distributed optimizer (zero_stage=1) shards master + Adam over the data-parallel group
         psi = np.asarray(num_params, dtype=np.float64)
@@ -59,7 +61,18 @@ class MegatronProfile(FrameworkProfile):
         master = 4.0 if c != 4 else 0.0
         o = DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states
         optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
-        return {"params": psi * c, "compute_copy": np.zeros_like(psi * z), "grads": psi * 4.0, "optimizer": optimizer}
+        # --optimizer-cpu-offload --optimizer-offload-fraction 1.0 (megatron/core/optimizer/cpu_offloading/README.md):
+        # master + Adam states and an fp32 copy of the gradient partition the CPU step reads live on the host;
+        # main_grad stays on the device. Params offload does not exist (rule below).
+        opt_off = np.asarray(offload) >= 1
+        host = np.where(opt_off, optimizer + psi * 4.0 / np.where(z >= 1, d, 1.0), 0.0)
+        return {
+            "params": psi * c,
+            "compute_copy": np.zeros_like(psi * z),
+            "grads": psi * 4.0,
+            "optimizer": np.where(opt_off, 0.0, optimizer),
+            "host": host,
+        }
 
     def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
         return np.zeros(np.shape(np.asarray(zero_stage)))  # no gathered copy: params are the working weights
@@ -94,6 +107,15 @@ class MegatronProfile(FrameworkProfile):
         # an uneven layer split is Megatron-Core's --decoder-first/last-pipeline-num-layers: no divisibility rule
         z = arr["zero_stage"]
         return [
+            self.rule(
+                "offload_params",
+                arr["offload"] >= 2,
+                lambda offload: (
+                    f"offload={offload}: Megatron-LM offloads the optimizer only (--optimizer-cpu-offload); "
+                    "parameter offload requires another framework"
+                ),
+                ("offload",),
+            ),
             self.rule(
                 "zero_stage",
                 z >= 2,

@@ -35,7 +35,9 @@ class NanotronProfile(MegatronProfile):
     replaces_rules: frozenset[str] = frozenset()  # torch-like limits: 1F1B needs m >= pp (kept)
     dropout_units: float = 0.0  # no dropout masks in nanotron's Llama block
 
-    def model_states(self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> dict[str, np.ndarray]:
+    def model_states(
+        self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
+    ) -> dict[str, np.ndarray]:
         psi = np.asarray(num_params, dtype=np.float64)
         z, d = np.asarray(zero_stage), np.asarray(shard, dtype=np.float64)
         c = DTYPE_BYTES[train.compute_dtype]
@@ -43,7 +45,14 @@ class NanotronProfile(MegatronProfile):
         o = DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states
         grads = psi * (c + (4.0 if c != 4 else 0.0))  # bf16 .grad + fp32 accumulator (accumulate_grad_in_fp32)
         optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
-        return {"params": psi * c, "compute_copy": np.zeros_like(psi * z), "grads": grads, "optimizer": optimizer}
+        host = np.zeros_like(psi * z * np.asarray(offload))  # no CPU offload in nanotron (rule below)
+        return {
+            "params": psi * c,
+            "compute_copy": np.zeros_like(psi * z),
+            "grads": grads,
+            "optimizer": optimizer,
+            "host": host,
+        }
 
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         return 0.0
@@ -55,6 +64,12 @@ class NanotronProfile(MegatronProfile):
     def rules(self, arr, model, train, cluster) -> list:
         z, cp, vpp, sched = arr["zero_stage"], arr["cp"], arr["vpp"], arr["pp_schedule"]
         return [
+            self.rule(
+                "offload",
+                arr["offload"] >= 1,
+                lambda offload: f"offload={offload}: nanotron has no CPU offload (offload requires none)",
+                ("offload",),
+            ),
             self.rule(
                 "zero_stage",
                 z >= 2,

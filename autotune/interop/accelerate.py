@@ -36,6 +36,8 @@ PLAN_KEYS: dict[str, str] = {
     "sequence_parallel": "NOT MAPPED: accelerate's TP applies the model's tp_plan, no sequence-parallel switch",
     "pp_schedule": "NOT MAPPED: accelerate has no pipeline-parallel config",
     "compile": "NOT MAPPED: accelerate's dynamo_config compiles the whole model, not per transformer block",
+    "offload": "fsdp_config.fsdp_offload_params (params), deepspeed_config.offload_optimizer_device (optimizer: "
+    "FSDP has no optimizer-only offload, so the DeepSpeed plugin with tp = cp = 1)",
 }
 
 
@@ -48,7 +50,7 @@ def translate(ctx: ExportContext) -> Export:
             "accelerate's dynamo_config compiles the whole model at once; bench_model compiles each transformer block",
         )
     body: dict = {"compute_environment": "LOCAL_MACHINE", "debug": False}
-    if p.tp == p.cp == 1 and p.zero_stage == 1:
+    if p.tp == p.cp == 1 and (p.zero_stage == 1 or p.offload == "optimizer"):
         body.update(_deepspeed_plugin(ctx, ex))
     elif p.tp == p.cp == 1:
         body.update(_fsdp1(ctx, ex))
@@ -94,7 +96,7 @@ def _fsdp1(ctx: ExportContext, ex: Export) -> dict:
             "fsdp_backward_prefetch": "BACKWARD_PRE",
             "fsdp_cpu_ram_efficient_loading": True,
             "fsdp_forward_prefetch": False,
-            "fsdp_offload_params": False,
+            "fsdp_offload_params": p.offload == "params",  # FSDP1 CPUOffload(offload_params=True)
             "fsdp_reshard_after_forward": FSDP1_STRATEGY[p.zero_stage],
             "fsdp_state_dict_type": "SHARDED_STATE_DICT",
             "fsdp_sync_module_states": True,
@@ -116,6 +118,12 @@ def _fsdp2_nd(ctx: ExportContext, ex: Export) -> dict:
     if p.dp == 1 and p.cp == 1:  # only TP: FSDP would have no mesh dimension to shard across
         _full_recompute(ctx, ex, plugin="MULTI_GPU (no activation-checkpointing key)")
         return {"distributed_type": "MULTI_GPU", "parallelism_config": sizes}
+    if p.offload == "optimizer":
+        ex.skip(
+            "plan.offload=optimizer",
+            "FSDP2 has no optimizer-only CPU offload (CPUOffloadPolicy moves params, grads and optimizer state); "
+            "accelerate's DeepSpeed plugin has it but not with TP/CP: not offloaded in this file",
+        )
     if p.zero_stage in (0, 1) and p.dp > 1:
         ex.skip(
             f"plan.zero_stage={p.zero_stage}",
@@ -128,7 +136,7 @@ def _fsdp2_nd(ctx: ExportContext, ex: Export) -> dict:
             "fsdp_activation_checkpointing": _full_recompute(ctx, ex),
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "fsdp_cpu_ram_efficient_loading": True,
-            "fsdp_offload_params": False,
+            "fsdp_offload_params": p.offload == "params",  # FSDP2 CPUOffloadPolicy
             "fsdp_reshard_after_forward": p.zero_stage == 3,
             "fsdp_state_dict_type": "SHARDED_STATE_DICT",
             "fsdp_version": 2,
@@ -149,10 +157,10 @@ def _deepspeed_plugin(ctx: ExportContext, ex: Export) -> dict:
         "distributed_type": "DEEPSPEED",
         "deepspeed_config": {
             "gradient_accumulation_steps": ctx.plan.grad_accum_steps,
-            "offload_optimizer_device": "none",
-            "offload_param_device": "none",
+            "offload_optimizer_device": "cpu" if ctx.plan.offload != "none" else "none",
+            "offload_param_device": "cpu" if ctx.plan.offload == "params" else "none",
             "zero3_init_flag": False,
-            "zero_stage": 1,
+            "zero_stage": ctx.plan.zero_stage,
         },
     }
 

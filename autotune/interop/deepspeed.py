@@ -34,6 +34,7 @@ PLAN_KEYS: dict[str, str] = {
     "sequence_parallel": "NOT MAPPED: AutoTP has no Megatron-style sequence parallelism",
     "pp_schedule": "NOT MAPPED: no pipeline key (see pp)",
     "compile": "NOT MAPPED: the config has no torch.compile switch; the script calls engine.compile()",
+    "offload": "zero_optimization.offload_optimizer (optimizer, params), zero_optimization.offload_param (params)",
 }
 
 
@@ -56,6 +57,12 @@ def translate(ctx: ExportContext) -> Export:
         "bf16": {"enabled": ctx.bf16},
         "zero_optimization": {"stage": p.zero_stage},
     }
+    if (
+        p.offload != "none"
+    ):  # DeepSpeedZeroOffloadOptimizerConfig / DeepSpeedZeroOffloadParamConfig (zero/offload_config.py)
+        body["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if p.offload == "params":
+        body["zero_optimization"]["offload_param"] = {"device": "cpu", "pin_memory": True}
     if p.tp > 1:
         # AutoTP training (shards nn.Linear of HF-style models over tp ranks); dp world = world_size / autotp_size
         body["tensor_parallel"] = {"autotp_size": p.tp}

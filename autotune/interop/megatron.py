@@ -32,6 +32,9 @@ PLAN_KEYS: dict[str, str] = {
     "sequence_parallel": "--sequence-parallel",
     "pp_schedule": "NOT MAPPED: no flag; Megatron runs 1F1B (interleaved with virtual stages), never GPipe",
     "compile": "NOT MAPPED: Megatron-LM has no torch.compile flag (it uses its own fused kernels)",
+    "offload": "--optimizer-cpu-offload --optimizer-offload-fraction 1.0 --use-precision-aware-optimizer "
+    "(optimizer; Megatron-Core HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/README.md); "
+    "params: not mapped (no parameter offload flag)",
 }
 
 
@@ -132,6 +135,24 @@ def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
                 "plan.zero_stage=3 with plan.pp>1",
                 'Megatron\'s --use-torch-fsdp2 help: "FSDP2 is not currently working with Pipeline Parallel"',
             )
+    if p.offload == "optimizer" and p.zero_stage in (1, 2):
+        # Megatron-Core HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading/README.md): Adam states and
+        # master weights on the CPU, the step there; it wraps the distributed optimizer. Newer than core_r0.12.0.
+        args += [
+            ["--optimizer-cpu-offload"],
+            ["--optimizer-offload-fraction", "1.0"],
+            ["--use-precision-aware-optimizer"],
+        ]
+        ex.notes.append(
+            "plan.offload=optimizer: --optimizer-cpu-offload is a Megatron-Core flag newer than core_r0.12.0 "
+            "(HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/): use a Megatron-LM release that has it"
+        )
+    elif p.offload != "none":
+        ex.skip(
+            f"plan.offload={p.offload} with zero_stage={p.zero_stage}",
+            "Megatron-LM offloads only the distributed optimizer's state (--optimizer-cpu-offload); it has no "
+            "parameter offload and no optimizer offload under --use-torch-fsdp2",
+        )
     return args
 
 

@@ -33,6 +33,7 @@ PLAN_KEYS: dict[str, str] = {
     "sequence_parallel": "parallelism.tp_mode (REDUCE_SCATTER)",
     "pp_schedule": "parallelism.pp_engine (1f1b, afab)",
     "compile": "NOT MAPPED: nanotron 0.4 has no torch.compile option",
+    "offload": "NOT MAPPED: nanotron 0.4 has no CPU offload of parameters or optimizer state",
 }
 
 
@@ -48,6 +49,8 @@ def translate(ctx: ExportContext) -> Export:
     )
     if ctx.plan.compile:
         ex.skip("plan.compile=true", "nanotron 0.4 has no torch.compile option")
+    if ctx.plan.offload != "none":
+        ex.skip(f"plan.offload={ctx.plan.offload}", "nanotron 0.4 has no CPU offload of parameters or optimizer state")
     _unmapped(ctx, ex)
     ex.body = {
         "general": {"project": "autotune", "run": m.name, "seed": t.seed, "ignore_sanity_checks": True},

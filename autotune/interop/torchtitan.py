@@ -42,6 +42,7 @@ PLAN_KEYS: dict[str, str] = {
     "sequence_parallel": "NOT MAPPED: no key; torchtitan 0.2.2 always applies SequenceParallel with TP",
     "pp_schedule": "parallelism.pipeline_parallel_schedule",
     "compile": "compile.enable (compile.components left at its default: model, loss)",
+    "offload": "training.enable_cpu_offload (params: FSDP2 CPUOffloadPolicy); optimizer-only offload is not mapped",
 }
 # torchtitan 0.2.2 `torchtitan/models/llama3/__init__.py` flavors (dim, n_layers, n_heads, n_kv_heads, ffn, vocab)
 # with ffn = the SwiGLU hidden size its ffn_dim_multiplier/multiple_of produce (the Llama-3.1 config.json values).
@@ -73,7 +74,15 @@ def translate(ctx: ExportContext) -> Export:
         "global_batch_size": ctx.global_batch_size,
         "seq_len": t.seq_len,
         "mixed_precision_param": "bfloat16" if ctx.bf16 else "float32",
+        # torchtitan 0.2.2 config/job_config.py Training.enable_cpu_offload -> apply_fsdp(cpu_offload=...)
+        "enable_cpu_offload": p.offload == "params",
     }
+    if p.offload == "optimizer":
+        ex.skip(
+            "plan.offload=optimizer",
+            "torchtitan 0.2.2 offloads only through FSDP2's CPUOffloadPolicy (params, grads and optimizer state: "
+            "training.enable_cpu_offload, i.e. offload=params); it has no optimizer-only offload",
+        )
     ex.body["parallelism"] = _parallelism(ctx, ex)
     ex.body["activation_checkpoint"] = _activation_checkpoint(ctx, ex)
     # torchtitan 0.2.2 config/job_config.py Compile: enable, components (default ["model", "loss"])

@@ -73,6 +73,10 @@ def probe_torchtitan(model: ModelSpec, plan: ParallelPlan, seq_len: int, precisi
     Returns {"peak_bytes": tracked peak without optimizer state, "by_category": {...}, "optimizer_bytes": ...}."""
     if plan.pp > 1:
         raise SpecError(f"plan.pp={plan.pp}: the torchtitan probe supports pp=1 only")
+    if plan.offload != "none":
+        raise SpecError(
+            f"plan.offload={plan.offload} is not supported by the torchtitan probe (it runs on CPU: one memory pool)"
+        )
     if plan.tp > 1 and not plan.sequence_parallel:
         raise SpecError("plan.sequence_parallel=false: torchtitan always applies sequence parallelism with tp > 1")
     import torchtitan.distributed.parallel_dims as tt_dims

@@ -1,6 +1,6 @@
 """`parallelize`: apply parallelism to one (pipeline-stage) model from outside, in the fixed torchtitan order
 TP + SP -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data parallel (ZeRO stage over
-dp x cp). Pipeline splitting happens before,
+dp x cp; plan.offload=params adds FSDP2's CPUOffloadPolicy there). Pipeline splitting happens before,
 in bench_model.parallel.pipeline."""
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ from bench_model.parallel.tensor_parallel import apply_tensor_parallel
 __all__ = ["Meshes", "build_meshes", "parallelize"]
 
 
-def parallelize(model: nn.Module, meshes: Meshes, plan: ParallelPlan, precision: str, compile: bool = False) -> None:
+def parallelize(
+    model: nn.Module,
+    meshes: Meshes,
+    plan: ParallelPlan,
+    precision: str,
+    compile: bool = False,
+    device_type: str = "cpu",
+) -> None:
     if plan.tp > 1:
         apply_tensor_parallel(model, meshes.tp, plan.sequence_parallel)
     if plan.cp > 1:
@@ -27,4 +34,4 @@ def parallelize(model: nn.Module, meshes: Meshes, plan: ParallelPlan, precision:
         for block in model.layers.values():
             block.compile()
     if needs_fsdp(plan.dp * plan.cp, precision):
-        apply_data_parallel(model, meshes, plan.zero_stage, precision)
+        apply_data_parallel(model, meshes, plan.zero_stage, precision, plan.offload, device_type)

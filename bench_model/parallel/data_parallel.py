@@ -39,20 +39,27 @@ except ImportError:  # pragma: no cover - torch < 2.6
 
 from bench_model.parallel.collectives import _all_gather_flat
 from bench_model.parallel.mesh import Meshes
+from bench_model.parallel.offload import HOST, cpu_offload_policy
 
 
 def needs_fsdp(num_dp_ranks: int, precision: str) -> bool:
     return num_dp_ranks > 1 or precision == "bf16"
 
 
-def apply_data_parallel(model: nn.Module, meshes: Meshes, zero_stage: int, precision: str) -> None:
+def apply_data_parallel(
+    model: nn.Module, meshes: Meshes, zero_stage: int, precision: str, offload: str = "none", device_type: str = "cpu"
+) -> None:
+    """offload="params": FSDP2 CPUOffloadPolicy on every unit (bench_model/parallel/offload.py)."""
     mesh = meshes.hsdp if zero_stage in (0, 1) else meshes.dp_cp
     mp = MixedPrecisionPolicy(
         param_dtype=torch.bfloat16 if precision == "bf16" else torch.float32, reduce_dtype=torch.float32
     )
+    extra = {}
+    if offload == "params":
+        extra["offload_policy"] = cpu_offload_policy(torch.device(device_type))
     for block in model.layers.values():
-        fully_shard(block, mesh=mesh, reshard_after_forward=(zero_stage == 3), mp_policy=mp)
-    fully_shard(model, mesh=mesh, reshard_after_forward=False, mp_policy=mp)
+        fully_shard(block, mesh=mesh, reshard_after_forward=(zero_stage == 3), mp_policy=mp, **extra)
+    fully_shard(model, mesh=mesh, reshard_after_forward=False, mp_policy=mp, **extra)
 
 
 def set_gradient_sync(parts: list[nn.Module], zero_stage: int, last_microbatch: bool) -> None:
@@ -70,8 +77,12 @@ class ZeRO1AdamW:
     """AdamW with optimizer state sharded over `group` (ZeRO stage 1). AdamW is elementwise, so updating slices with
     `torch.optim.AdamW` gives the same numbers as the unsharded optimizer. Gradients must already be reduced."""
 
-    def __init__(self, params: list[nn.Parameter], group: dist.ProcessGroup, **adamw_kwargs):
+    def __init__(self, params: list[nn.Parameter], group: dist.ProcessGroup, host: bool = False, **adamw_kwargs):
+        """host=True (plan.offload=optimizer): the fp32 slices and their AdamW state live in host memory; gradient
+        slices are copied there before the step, the updated slices back for the all-gather (ZeRO-Offload)."""
         self.params = [p for p in params if p.requires_grad]
+        self.device = _local(self.params[0]).device if self.params else HOST
+        self.host = host
         self.group, self.n, self.rank = group, dist.get_world_size(group), dist.get_rank(group)
         self.slices: list[tuple[int, int, int]] = []  # (start, end, chunk) into each flattened local parameter
         shards = []
@@ -80,7 +91,8 @@ class ZeRO1AdamW:
             chunk = math.ceil(numel / self.n)
             start, end = min(self.rank * chunk, numel), min((self.rank + 1) * chunk, numel)
             self.slices.append((start, end, chunk))
-            shards.append(nn.Parameter(_local(p).detach().reshape(-1)[start:end].clone()))
+            piece = _local(p).detach().reshape(-1)[start:end]
+            shards.append(nn.Parameter(piece.to(HOST, copy=True) if host else piece.clone()))
         self.shards = shards
         self.inner = torch.optim.AdamW(shards, **adamw_kwargs)
         self.param_groups = self.inner.param_groups
@@ -88,14 +100,15 @@ class ZeRO1AdamW:
     @torch.no_grad()
     def step(self) -> None:
         for p, shard, (start, end, _) in zip(self.params, self.shards, self.slices):
-            shard.grad = _local(p.grad).reshape(-1)[start:end] if p.grad is not None else None
+            g = _local(p.grad).reshape(-1)[start:end] if p.grad is not None else None
+            shard.grad = g.to(HOST, copy=True) if self.host and g is not None else g  # D2H when offloaded
         self.inner.step()
         self._all_gather()
 
     @torch.no_grad()
     def _all_gather(self) -> None:
         chunks = [c for _, _, c in self.slices]
-        send = torch.zeros(sum(chunks), dtype=self.shards[0].dtype, device=self.shards[0].device)
+        send = torch.zeros(sum(chunks), dtype=self.shards[0].dtype, device=self.device)  # H2D when offloaded
         offset = 0
         for shard, c in zip(self.shards, chunks):
             send[offset : offset + shard.numel()] = shard

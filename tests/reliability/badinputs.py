@@ -299,6 +299,21 @@ def _override_cases() -> list[BadInput]:
         c("space-recompute-half", (*plan8, "space.recompute=[half]"), ("space.recompute", "half")),
         c("space-sp-yes", (*plan8, "space.sequence_parallel=[yes]"), ("space.sequence_parallel", "yes")),
         c("space-compile-ints", (*plan8, "space.compile=[1,2]"), ("space.compile", "1", "true/false")),
+        c(
+            "space-offload-gpu",
+            (*plan8, "space.offload=[none,gpu]"),
+            ("space.offload", "gpu", "none, optimizer, params"),
+        ),
+        c(
+            "space-offload-no-host-memory",
+            (*plan8, "space.offload=[none,optimizer]", "cluster.host_memory_bytes_per_gpu=null"),
+            ("plan.offload=optimizer", "cluster.host_memory_bytes_per_gpu"),
+        ),
+        c(
+            "host-memory-negative",
+            (*plan8, "cluster.host_memory_bytes_per_gpu=-1"),
+            ("cluster.host_memory_bytes_per_gpu", "-1"),
+        ),
         c("space-headroom-2", (*plan8, "space.memory_headroom=2.0"), ("space.memory_headroom", "2.0")),
         c("space-min-margin-negative", (*plan8, "space.min_margin_sigma=-1"), ("space.min_margin_sigma", "-1")),
         c("space-min-margin-text", (*plan8, "space.min_margin_sigma=abc"), ("space.min_margin_sigma", "abc")),
@@ -328,6 +343,12 @@ def _override_cases() -> list[BadInput]:
         c("plan-zero-stage-5", (*est, "plan.zero_stage=5"), ("plan.zero_stage", "5")),
         c("plan-recompute-half", (*est, "plan.recompute=half"), ("plan.recompute", "half")),
         c("plan-compile-maybe", (*est, "plan.compile=maybe"), ("plan.compile", "maybe", "true or false")),
+        c("plan-offload-gpu", (*est, "plan.offload=gpu"), ("plan.offload", "gpu", "none, optimizer, params")),
+        c(
+            "plan-offload-params-zero2",
+            ("estimate", "--gpus", "2", "plan.zero_stage=2", "plan.offload=params"),
+            ("offload=params", "requires zero_stage=3", "zero_stage=2"),
+        ),
         c("plan-sp-without-tp", (*est, "plan.sequence_parallel=true"), ("sequence_parallel", "tp")),
         c("plan-pp-exceeds-layers", (*est, "plan.pp=16"), ("pp=16", "8")),
         c("plan-vpp-without-pp", (*est, "plan.vpp=2"), ("vpp", "2")),
@@ -487,4 +508,9 @@ def _sweep_folder_cases(p: dict[str, Path]) -> list[BadInput]:
         ),
         c("probe-memory-gpus-zero", ("probe-memory", "--gpus", "0"), ("--gpus", "0")),
         c("probe-memory-tp3", ("probe-memory", "plan.tp=3"), ("tp=3", "num_heads=8")),
+        c(
+            "probe-memory-offload-on-cpu",
+            ("probe-memory", "--gpus", "2", "plan.zero_stage=3", "plan.offload=params"),
+            ("plan.offload=params", "CUDA"),
+        ),
     ]

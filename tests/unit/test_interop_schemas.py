@@ -46,6 +46,9 @@ LAYOUTS = {  # llama-3.1-8b, global batch 512: grad_accum_steps = 512 / (dp * mi
         pp_schedule="interleaved_1f1b",
     ),
     "dp2_pp4_gpipe": dict(dp=2, pp=4, zero_stage=0, micro_batch_size=1, pp_schedule="gpipe"),
+    "dp8_z3_offload_params": dict(dp=8, zero_stage=3, micro_batch_size=2, offload="params"),
+    "dp8_z2_offload_optimizer": dict(dp=8, zero_stage=2, micro_batch_size=2, offload="optimizer"),
+    "dp1_tp4_z1_offload_optimizer": dict(dp=1, tp=4, zero_stage=1, micro_batch_size=4, offload="optimizer"),
 }
 
 

@@ -27,6 +27,7 @@ EXPECTED_COLUMNS = [
     "mem_overhead_bytes",
     "mem_allocated_bytes",
     "mem_reserved_bytes",
+    "mem_host_bytes",
     "mem_margin_bytes",
     "mem_margin_sigma",
     "pred_step_s",
