@@ -109,13 +109,15 @@ class TorchtitanProfile(FrameworkProfile):
             self.rule(
                 "sp_always",
                 (tp > 1) & ~np.asarray(sp, dtype=bool),
-                lambda tp: f"tp={tp} with sequence_parallel=false: apply_tp always shards the sequence (set it true)",
+                lambda tp: f"tp={tp} requires sequence_parallel=true: apply_tp always shards the sequence",
                 ("tp",),
             ),
             self.rule(
                 "zero1",
                 (z == 1) & (dp * cp > 1),
-                lambda zero_stage: f"zero_stage={zero_stage}: FSDP2 has no optimizer-only sharding (use 0, 2 or 3)",
+                lambda zero_stage: (
+                    f"zero_stage={zero_stage} is not available: FSDP2 has no optimizer-only sharding (use 0, 2 or 3)"
+                ),
                 ("zero_stage",),
             ),
             self.rule(
@@ -129,11 +131,11 @@ class TorchtitanProfile(FrameworkProfile):
             self.rule(
                 "amp_off",
                 (dp * cp == 1) & ((tp > 1) | (pp > 1)) & mixed,
-                lambda tp: (
-                    f"tp={tp} without FSDP (dp*cp=1): maybe_enable_amp disables mixed precision with TP or PP, the "
-                    "model trains in fp32 (set train.precision=fp32)"
+                lambda tp, pp: (
+                    f"tp={tp}, pp={pp} without FSDP (dp*cp=1) requires train.precision=fp32: maybe_enable_amp "
+                    "disables mixed precision with TP or PP"
                 ),
-                ("tp",),
+                ("tp", "pp"),
             ),
             self.rule(
                 "seq_divisor",
