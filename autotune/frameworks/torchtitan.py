@@ -38,13 +38,12 @@ from autotune.plan_arrays import RECOMPUTE_CODE
 from autotune.types import ModelSpec
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]
-# [LOSS] bytes at the loss's peak. Plain cross-entropy (tp=1), in its log_softmax backward: the saved fp32
-# log-softmax, the fp32 gradient arriving from nll_loss and the fp32 gradient it produces, 12 bytes per logit.
-# Loss parallel (tp>1; torch/distributed/tensor/parallel/loss.py `_log_softmax`, `_nll_loss_and_log_softmax_backward`
-# on the local vocab shard): the compute-dtype logits (held by the loss function's frame) and their fp32 copy per
-# local logit, plus 8 bytes per logit of the *full* vocabulary, measured by the probe at tp = 2, 4, 8 (22, 38 and
-# 68 bytes per local logit, exactly); which op allocates the two full-vocabulary fp32 tensors is not located.
-LOGIT_BYTES_PLAIN, LOGIT_BYTES_FULL_VOCAB = 12.0, 8.0
+# [LOSS] bytes per (local) logit at the loss's peak, fp32 tensors of the logits' size alive at once. Plain
+# cross-entropy (tp=1), in its log_softmax backward: the saved log-softmax, the gradient arriving from nll_loss and the
+# gradient it produces: 12. Loss parallel (tp>1; torch/distributed/tensor/parallel/loss.py
+# `_nll_loss_and_log_softmax_backward`, nll and log_softmax backward fused on the local vocab shard): the saved
+# log-softmax x, grad_input = zeros_like(x), (grad_input + exp(x)) and its product with grad_output: 16.
+LOGIT_BYTES_PLAIN, LOGIT_BYTES_PARALLEL = 12.0, 16.0
 ID_BYTES = 8  # int64 token ids (first stage) and labels (last stage), per token
 
 
@@ -91,8 +90,7 @@ class TorchtitanProfile(FrameworkProfile):
     def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         # [LOSS] no chunking at any pp: the whole micro-batch's logits, vocab-sharded under TP (loss parallel)
         t = np.asarray(tp, dtype=np.float64)
-        local = act_bytes + (4.0 if act_bytes != 4 else 0.0)  # the logits and their fp32 copy (.float())
-        per = np.where(t > 1, local + LOGIT_BYTES_FULL_VOCAB * t, LOGIT_BYTES_PLAIN)
+        per = np.where(t > 1, LOGIT_BYTES_PARALLEL, LOGIT_BYTES_PLAIN)
         return per * tokens * model.vocab_size / t
 
     def allocated(self, params, grads, optimizer, activations, logits, buffers, transient) -> np.ndarray:
