@@ -35,7 +35,7 @@ import numpy as np
 
 from autotune.frameworks.base import FrameworkProfile
 from autotune.plan_arrays import RECOMPUTE_CODE
-from autotune.types import ModelSpec
+from autotune.types import DTYPE_BYTES, ModelSpec
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]
 # [LOSS] bytes per (local) logit at the loss's peak, fp32 tensors of the logits' size alive at once. Plain
@@ -93,12 +93,20 @@ class TorchtitanProfile(FrameworkProfile):
         per = np.where(t > 1, LOGIT_BYTES_PARALLEL, LOGIT_BYTES_PLAIN)
         return per * tokens * model.vocab_size / t
 
+    def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train) -> np.ndarray:
+        # [PAR] FSDP2 at a block's post-backward: bench_model's buffers (the block's gathered compute-dtype gradient
+        # and its fp32 reduce-scatter input; ZeRO-3 also the block gathered for its backward and the next one
+        # prefetched) plus the reduced fp32 gradient shard of the block before it (the probe's SHARDED_GRAD then)
+        g = DTYPE_BYTES[train.grad_dtype]
+        return super().buffers(layer_params, zero_stage, shard, train) + layer_params * g / np.asarray(shard)
+
     def allocated(self, params, grads, optimizer, activations, logits, buffers, transient) -> np.ndarray:
         # Two phases: the loss (every block's saved activations + the loss's tensors; gradients are None after
         # torchtitan's zero_grad, FSDP holds no unsharded block: [PAR]) and the blocks' backward (the loss is freed;
-        # gradients, one recomputed block and FSDP2's per-block buffers). The peak is the larger.
+        # FSDP2's per-block buffers, a recomputed block; the peak comes at the first blocks, when only their
+        # gradients are reduced, so the gradient term is in `buffers`). The peak is the larger.
         saved = activations - transient
-        return params + optimizer + saved + np.maximum(logits, grads + transient + buffers)
+        return params + optimizer + saved + np.maximum(logits, buffers + transient)
 
     def rules(self, arr, model, train, cluster) -> list:
         dp, tp, pp, cp, z, sp = (arr[k] for k in ("dp", "tp", "pp", "cp", "zero_stage", "sequence_parallel"))

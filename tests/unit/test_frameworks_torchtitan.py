@@ -21,6 +21,11 @@ MODEL = ModelSpec(
     name="llama3-tt", num_layers=2, hidden_size=256, ffn_hidden_size=896, num_heads=16, num_kv_heads=8, vocab_size=8192
 )
 SEQ = 512
+# wide blocks, small vocabulary, short sequence: FSDP2's per-block backward buffers, not the loss, set the peak
+WIDE = ModelSpec(
+    name="wide-tt", num_layers=3, hidden_size=1024, ffn_hidden_size=3584, num_heads=16, num_kv_heads=8, vocab_size=2048
+)
+WIDE_SEQ = 128
 P = ParallelPlan
 LAYOUTS = {  # (plan, train.precision); dp = FSDP degree, zero 3 = reshard "always", zero 2 = "never"
     "fsdp8 none z3 mbs1": (P(dp=8, zero_stage=3, recompute="none"), "bf16"),
@@ -39,39 +44,47 @@ LAYOUTS = {  # (plan, train.precision); dp = FSDP degree, zero 3 = reshard "alwa
         "bf16",
     ),
 }
+WIDE_LAYOUTS = {
+    "wide: fsdp8 full z3 (block backward)": (P(dp=8, zero_stage=3, recompute="full"), "bf16"),
+    "wide: fsdp4 x tp2+sp selective z3 (block backward)": (
+        P(dp=4, tp=2, sequence_parallel=True, zero_stage=3, recompute="selective"),
+        "bf16",
+    ),
+}
 
 
-def _predicted(plan: ParallelPlan, precision: str, framework: str) -> float:
+def _predicted(plan: ParallelPlan, precision: str, framework: str, model=MODEL, seq=SEQ) -> float:
     cfg = load_config(
         [
             "model=tiny",
             "cluster=cpu",
             f"train.precision={precision}",
-            f"train.seq_len={SEQ}",
+            f"train.seq_len={seq}",
             f"train.global_batch_size={plan.dp * plan.micro_batch_size}",
             f"train.framework={framework}",
         ]
     )
     arr = arrays_from_plans([plan])
-    assert rejections(arr, MODEL, cfg.train, cfg.cluster)[0][0] is None  # a layout torchtitan runs
-    return float(memory_arrays(arr, MODEL, cfg.train, cfg.cluster)["allocated"][0])
+    assert rejections(arr, model, cfg.train, cfg.cluster)[0][0] is None  # a layout torchtitan runs
+    return float(memory_arrays(arr, model, cfg.train, cfg.cluster)["allocated"][0])
 
 
 @pytest.mark.timeout(600)
-def test_torchtitan_profile_within_5pct_of_torchtitan_on_9_layouts():
+def test_torchtitan_profile_within_5pct_of_torchtitan_on_11_layouts():
     from autotune.validation.torchtitan_probe import probe_torchtitan
 
     rows, t0 = [], time.perf_counter()
-    for name, (plan, precision) in LAYOUTS.items():
-        probe = probe_torchtitan(MODEL, plan, SEQ, precision)
+    cases = [(n, p, x, MODEL, SEQ) for n, (p, x) in LAYOUTS.items()]
+    cases += [(n, p, x, WIDE, WIDE_SEQ) for n, (p, x) in WIDE_LAYOUTS.items()]
+    for name, plan, precision, model, seq in cases:
+        probe = probe_torchtitan(model, plan, seq, precision)
         measured = probe["peak_bytes"] + probe["optimizer_bytes"]
         # sanity: torchtitan really ran the model (its loss alone holds >= 8 bytes per local logit)
-        assert measured > 8 * plan.micro_batch_size * SEQ * MODEL.vocab_size / plan.tp
-        rows.append(
-            (name, measured, _predicted(plan, precision, "torchtitan"), _predicted(plan, precision, "bench_model"))
-        )
+        assert measured > 8 * plan.micro_batch_size * seq * model.vocab_size / plan.tp
+        predicted = [_predicted(plan, precision, fw, model, seq) for fw in ("torchtitan", "bench_model")]
+        rows.append((name, measured, *predicted))
     table = "\n".join(
-        f"{n:34s} probe {m / 2**20:8.2f} MiB  torchtitan profile {p / 2**20:8.2f} ({p / m - 1:+.2%})  "
+        f"{n:52s} probe {m / 2**20:8.2f} MiB  torchtitan profile {p / 2**20:8.2f} ({p / m - 1:+.2%})  "
         f"bench_model {b / 2**20:8.2f} ({b / m - 1:+.1%})"
         for n, m, p, b in rows
     )
