@@ -23,7 +23,7 @@ Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/)
   [PP]   distributed/pipeline_parallel.py `build_pipeline_schedule` (fewer micro-batches than stages: a warning, it
          runs); apply_fsdp's "default" policy does not reshard under PP.
 Validated on rank 0 of a fake process group against torchtitan's own model + parallelize_llama
-(autotune/validation/torchtitan_probe.py; tests/unit/test_frameworks_torchtitan.py): within 5% on 9 layouts.
+(autotune/validation/torchtitan_probe.py; tests/unit/test_frameworks_torchtitan.py): within 5% on 11 layouts.
 """
 
 from __future__ import annotations
