@@ -273,7 +273,8 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     act = act + np.where(is_last, extras["head_act"], 0.0)
     logits = np.where(is_last, extras["logits"], 0.0)
     params = ms["params"] + copy
-    alloc = params + ms["grads"] + ms["optimizer"] + act + logits + extras["buffers"]
+    # bench_model: the sum of every term; a profile whose peak is one phase or another says so (FrameworkProfile.allocated)
+    alloc = prof.allocated(params, ms["grads"], ms["optimizer"], act, logits, extras["buffers"], layer_act["transient"])
     return {
         "params": params,
         "compute_copy": copy,

@@ -4,7 +4,9 @@ FSDPMemTracker (autotune/validation/torchtitan_probe.py). A reduced Llama-3-shap
 in Llama 3.1 8B, GQA) keeps the loss's share of memory realistic; world size 8 for every layout.
 
 Prints one JSON object: per layout both peaks (bytes, optimizer state excluded: neither probe tracks it in fake
-mode, both would add the same analytical AdamW state), their categories and bench_model/torchtitan.
+mode, both would add the same analytical AdamW state), their categories and bench_model/torchtitan, and next to them
+the torchtitan profile's prediction (autotune.memory with train.framework=torchtitan, autotune/frameworks/torchtitan.py;
+allocated peak less the AdamW state) and its ratio to torchtitan's peak.
     PYTHONPATH=. python benchmarks/memory_vs_torchtitan.py [--layouts NAME,...]"""
 
 from __future__ import annotations
@@ -25,33 +27,65 @@ MODEL = ModelSpec(
     vocab_size=8192,
 )
 SEQ_LEN = 1024
-LAYOUTS = {  # world size 8 each; dp = FSDP degree (ZeRO-3, torchtitan's default reshard policy)
-    "fsdp8_none": ParallelPlan(dp=8, micro_batch_size=2, recompute="none"),
-    "fsdp8_selective": ParallelPlan(dp=8, micro_batch_size=2, recompute="selective"),
-    "fsdp8_full": ParallelPlan(dp=8, micro_batch_size=2, recompute="full"),
+Z3 = 3  # dp = FSDP degree; ZeRO-3 = fsdp_reshard_after_forward "always", as autotune's torchtitan export writes it
+LAYOUTS = {  # world size 8 each; tp without FSDP trains in fp32 in torchtitan (maybe_enable_amp)
+    "fsdp8_none": ParallelPlan(dp=8, zero_stage=Z3, micro_batch_size=2, recompute="none"),
+    "fsdp8_selective": ParallelPlan(dp=8, zero_stage=Z3, micro_batch_size=2, recompute="selective"),
+    "fsdp8_full": ParallelPlan(dp=8, zero_stage=Z3, micro_batch_size=2, recompute="full"),
+    "fsdp8_none_zero2": ParallelPlan(dp=8, zero_stage=2, micro_batch_size=2, recompute="none"),
     "tp8_sp": ParallelPlan(dp=1, tp=8, sequence_parallel=True, micro_batch_size=2, recompute="none"),
     "fsdp4_tp2_sp_selective": ParallelPlan(
-        dp=4, tp=2, sequence_parallel=True, micro_batch_size=2, recompute="selective"
+        dp=4, tp=2, zero_stage=Z3, sequence_parallel=True, micro_batch_size=2, recompute="selective"
     ),
-    "fsdp4_tp2_sp_full": ParallelPlan(dp=4, tp=2, sequence_parallel=True, micro_batch_size=2, recompute="full"),
-    "fsdp2_tp4_sp_none": ParallelPlan(dp=2, tp=4, sequence_parallel=True, micro_batch_size=2, recompute="none"),
+    "fsdp4_tp2_sp_full": ParallelPlan(
+        dp=4, tp=2, zero_stage=Z3, sequence_parallel=True, micro_batch_size=2, recompute="full"
+    ),
+    "fsdp2_tp4_sp_none": ParallelPlan(
+        dp=2, tp=4, zero_stage=Z3, sequence_parallel=True, micro_batch_size=2, recompute="none"
+    ),
     # torchtitan's CP needs CUDA SDPA (no CP rule for the CPU flash kernel): these two report its error
-    "fsdp4_cp2_none": ParallelPlan(dp=4, cp=2, micro_batch_size=2, recompute="none"),
-    "fsdp2_tp2_cp2_full": ParallelPlan(dp=2, tp=2, cp=2, sequence_parallel=True, micro_batch_size=2, recompute="full"),
+    "fsdp4_cp2_none": ParallelPlan(dp=4, cp=2, zero_stage=Z3, micro_batch_size=2, recompute="none"),
+    "fsdp2_tp2_cp2_full": ParallelPlan(
+        dp=2, tp=2, cp=2, zero_stage=Z3, sequence_parallel=True, micro_batch_size=2, recompute="full"
+    ),
 }
+
+
+def profile_peak(plan: ParallelPlan) -> float:
+    """The torchtitan profile's allocated peak less the AdamW state (neither probe tracks it)."""
+    from autotune.config import load_config
+    from autotune.memory import memory_arrays
+    from autotune.plan_arrays import arrays_from_plans
+
+    fp32 = plan.dp * plan.cp == 1  # torchtitan's maybe_enable_amp: no mixed precision with TP/PP but no FSDP
+    cfg = load_config(
+        [
+            "model=tiny",
+            "cluster=cpu",
+            f"train.precision={'fp32' if fp32 else 'bf16'}",
+            f"train.seq_len={SEQ_LEN}",
+            f"train.global_batch_size={plan.dp * plan.micro_batch_size}",
+            "train.framework=torchtitan",
+        ]
+    )
+    m = memory_arrays(arrays_from_plans([plan]), MODEL, cfg.train, cfg.cluster)
+    return float(m["allocated"][0] - m["optimizer"][0])
 
 
 def compare(name: str, plan: ParallelPlan) -> dict:
     from autotune.validation.torchtitan_probe import compare_layout
 
-    both = compare_layout(MODEL, plan, SEQ_LEN)
+    both = compare_layout(MODEL, plan, SEQ_LEN, "fp32" if plan.dp * plan.cp == 1 else "bf16")
     bm, tt = both["bench_model"], both["torchtitan"]
+    pred = profile_peak(plan)
     return {
         "layout": name,
         "plan": {k: getattr(plan, k) for k in ("dp", "tp", "cp", "micro_batch_size", "recompute", "sequence_parallel")},
         "bench_model_peak_bytes": bm["peak_bytes"],
         "torchtitan_peak_bytes": tt["peak_bytes"],
         "ratio": bm["peak_bytes"] / tt["peak_bytes"],
+        "torchtitan_profile_peak_bytes": pred,
+        "profile_ratio": pred / tt["peak_bytes"],
         "bench_model_by_category": bm["by_category"],
         "torchtitan_by_category": tt["by_category"],
     }
@@ -76,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 "world_size": 8,
                 "layouts": rows,
                 "bench_model_le_torchtitan": all(r["ratio"] <= 1.0 for r in ok) and len(ok) == len(rows),
+                "profile_within_5pct": all(abs(r["profile_ratio"] - 1) <= 0.05 for r in ok),
             },
             indent=1,
         )

@@ -89,6 +89,14 @@ class FrameworkProfile:
         z = np.asarray(zero_stage)
         return np.where(fsdp, layer_params * (c + g), 0.0) + np.where(z == 3, 2 * layer_params * c, 0.0)
 
+    # ---- the peak ---------------------------------------------------------------------------------------------
+    def allocated(
+        self, params: Any, grads: Any, optimizer: Any, activations: Any, logits: Any, buffers: Any, transient: Any
+    ) -> np.ndarray:
+        """The allocated peak from the terms (`activations` includes the recompute `transient`): bench_model counts
+        every term at once (a conservative sum over the step's phases)."""
+        return params + grads + optimizer + activations + logits + buffers
+
     # ---- pipeline -----------------------------------------------------------------------------------------------
     def inflight(self, pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any) -> np.ndarray:
         """Micro-batches whose activations pipeline rank `rank` holds at its peak (units of all its layers)."""

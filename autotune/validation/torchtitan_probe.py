@@ -4,7 +4,8 @@ under FakeTensorMode, one forward + loss + backward of one micro-batch under tor
 no FSDP is applied), the peak snapshot split by category.
 
 What runs is torchtitan 0.2.2's Llama 3 `Transformer` and its `parallelize_llama` (TP + SP with loss parallel, CP,
-activation checkpointing, FSDP2 with its default reshard policy), and its `cross_entropy_loss` on `pred.float()`.
+activation checkpointing, FSDP2 with the reshard policy autotune's export writes for plan.zero_stage: 3 "always",
+2 "never", else torchtitan's "default"), and its `cross_entropy_loss` on `pred.float()`.
 The model is built from an autotune ModelSpec (dim, layers, heads, kv heads, vocab, exact ffn size) so both trainers
 run the same shapes. Not run: `init_weights` (its truncated-normal init is data-dependent and fails under fake
 tensors; values do not change memory), pipeline parallelism. The optimizer state is not tracked by either probe in
@@ -64,6 +65,10 @@ def _job_config(plan: ParallelPlan, seq_len: int, precision: str):
     jc.parallelism.tensor_parallel_degree = plan.tp
     jc.parallelism.context_parallel_degree = plan.cp
     jc.activation_checkpoint.mode, jc.activation_checkpoint.selective_ac_option = _AC[plan.recompute]
+    # as autotune's torchtitan export writes it (autotune/interop/torchtitan.py): ZeRO-3 -> "always", ZeRO-2 ->
+    # "never"; stages 0 and 1 keep torchtitan's own "default" (reshard every unit but [norm, output])
+    policy = {3: "always", 2: "never"}.get(plan.zero_stage, "default")
+    jc.parallelism.fsdp_reshard_after_forward = policy
     jc.compile.enable = False
     return jc
 
@@ -90,9 +95,33 @@ def probe_torchtitan(model: ModelSpec, plan: ParallelPlan, seq_len: int, precisi
         dist.destroy_process_group()
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
     try:
-        return _probe(model, plan, seq_len, precision, world)
+        with _private_sharding_propagation():
+            return _probe(model, plan, seq_len, precision, world)
     finally:
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _private_sharding_propagation():
+    """DTensor derives an op's output metadata by running the op on global-shape fake tensors
+    (torch/distributed/tensor/_sharding_prop.py `_propagate_tensor_meta_non_cached`: `detect_fake_mode() or
+    FakeTensorMode()`). On a GPU that is a private fake mode and costs no memory; under the probe's FakeTensorMode the
+    global-shape outputs would be created in the tracked mode and counted (e.g. 8 bytes per logit of the full
+    vocabulary in the vocab-parallel loss's handlers). Run it with the probe's modes switched off."""
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    orig = ShardingPropagator._propagate_tensor_meta_non_cached
+
+    def private(self, op_schema):
+        with _disable_current_modes():
+            return orig(self, op_schema)
+
+    ShardingPropagator._propagate_tensor_meta_non_cached = private
+    try:
+        yield
+    finally:
+        ShardingPropagator._propagate_tensor_meta_non_cached = orig
 
 
 def _loss_context(tp: int):
@@ -104,6 +133,7 @@ def _loss_context(tp: int):
 
 
 def _probe(model: ModelSpec, plan: ParallelPlan, seq_len: int, precision: str, world: int) -> dict[str, Any]:
+    import torchtitan.models.llama3.infra.parallelize as tt_par
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
     from torch.distributed._tools.mem_tracker import MemTracker
@@ -112,6 +142,10 @@ def _probe(model: ModelSpec, plan: ParallelPlan, seq_len: int, precision: str, w
     from torchtitan.distributed import ParallelDims
     from torchtitan.models.llama3 import Transformer, parallelize_llama
 
+    # On CUDA the SDPA flash/efficient/cudnn kernels are in torchtitan's op-SAC save list (`_op_sac_save_list`); on
+    # CPU SDPA dispatches to the CPU flash kernel, which is not. Saving it too keeps the probe's selective AC what it
+    # is on a GPU (the CPU kernel returns the same output + fp32 logsumexp as the CUDA flash kernel).
+    tt_par._op_sac_save_list.add(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default)
     args = _model_args(model, seq_len)
     with torch.device("meta"):
         net = Transformer(args)

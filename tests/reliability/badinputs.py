@@ -340,6 +340,11 @@ def _override_cases() -> list[BadInput]:
         c("plan-tp3-heads", (*est, "plan.tp=3"), ("tp=3", "num_heads=8"), subprocess=True),
         c("plan-tp-word", (*est, "plan.tp=two"), ("plan.tp", "two")),
         c("framework-layout", (*est, "train.framework=deepspeed", "plan.tp=2"), ("deepspeed:", "tp=2", "tensor")),
+        c(
+            "framework-torchtitan-no-sp",
+            (*est, "train.framework=torchtitan", "plan.tp=2"),
+            ("torchtitan:", "tp=2", "sequence_parallel"),
+        ),
         c("plan-zero-stage-5", (*est, "plan.zero_stage=5"), ("plan.zero_stage", "5")),
         c("plan-recompute-half", (*est, "plan.recompute=half"), ("plan.recompute", "half")),
         c("plan-compile-maybe", (*est, "plan.compile=maybe"), ("plan.compile", "maybe", "true or false")),
