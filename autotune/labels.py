@@ -32,4 +32,7 @@ def layout_label(row: Any) -> str:
         text += " gpipe"
     if bool(g("compile", False)):
         text += " compile"
+    shard = g("dp_shard", 0)
+    if shard is not None and shard == shard and int(shard) > 0:  # HSDP (NaN/None: a row from before the field)
+        text += f" hsdp{int(shard)}"
     return text

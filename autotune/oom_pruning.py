@@ -13,6 +13,9 @@ The partial order ("Y needs >= the memory of X") used here, and why each part ho
 - **zero_stage: Y <= X** in 0 < 1 < 2 < 3. A lower ZeRO stage shards fewer of optimizer state / gradients /
   parameters over dp (Rajbhandari et al. 2020, Fig. 1), so it needs more memory. With dp = 1 every stage is the
   same, which the order also allows (equal is dominated too).
+- **dp_shard: Y <= X**, 0 (= all of dp, plain FSDP) ranking last. With dp equal (a shape column), a smaller HSDP
+  sharding group holds a bigger slice of parameters, gradients and optimizer state, P/(dp_shard*cp) (Zhao et al. 2023,
+  "PyTorch FSDP", Sec 3.2.2 hybrid sharding: a replica group of F ranks holds the full model state), so it needs more.
 
 Any Y that is >= X in all three orders and equal in the shape is dominated: if X did not fit, neither will Y.
 Candidates that were already measured are never touched. Pure functions over the planner's candidate DataFrame.
@@ -35,6 +38,8 @@ ORDERED_COLUMNS: tuple[str, ...] = tuple(
 )
 RECOMPUTE_ORDER: dict[str, int] = {name: i for i, name in enumerate(PLAN_DIMS["recompute"].choices)}
 PRUNED = "pruned"
+_ZERO_IS_ALL = frozenset({"dp_shard"})  # 0 means "all of dp": the largest group, ranked after every size
+_ALL = 2**62
 OOM_RULE = "oom_dominated"  # the `reject_rule` of a candidate pruned here
 
 
@@ -54,6 +59,8 @@ def _column(candidates: Any, key: str) -> Any:
 def _rank(key: str, v: Any) -> Any:
     """Where `v` sits in the field's order: its index in `choices` for a string field, the number itself else."""
     choices = PLAN_DIMS[key].choices
+    if key in _ZERO_IS_ALL and int(v) == 0:
+        return _ALL
     return choices.index(str(v)) if choices else int(v)
 
 
@@ -88,7 +95,9 @@ def dominated_mask(candidates: Any, oom: Mapping[str, Any]):
         mask &= (_column(candidates, k) == _value(oom, k)).to_numpy()
     for k in ORDERED_COLUMNS:
         choices = PLAN_DIMS[k].choices
-        col = candidates[k].map({c: i for i, c in enumerate(choices)}) if choices else candidates[k]
+        col = candidates[k].map({c: i for i, c in enumerate(choices)}) if choices else _column(candidates, k)
+        if k in _ZERO_IS_ALL:
+            col = col.where(col != 0, _ALL)
         o = _rank(k, _value(oom, k))
         mask &= (col >= o).to_numpy() if PLAN_DIMS[k].oom == "higher" else (col <= o).to_numpy()
     return mask

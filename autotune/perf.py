@@ -25,6 +25,10 @@ comm: NCCL ring bus factors (NCCL docs, "Performance: algorithm bandwidth / bus 
 DP (group dp*cp; ZeRO stages as bench_model/parallel/data_parallel.py): stages 0-1 all-reduce grads once per step
   behind the last micro-batch's backward (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
   (perf_terms.fsdp_exposed_s) every micro-batch, the root unit's gather and reduce-scatter exposed.
+HSDP (plan.dp_shard = F/cp < dp): gathers and reduce-scatters run on the shard group of F = dp_shard*cp ranks (inner in
+  the mesh: NVLink when dp_shard*cp*tp fits a node), then each rank all-reduces its 1/F gradient shard across the
+  R = dp/dp_shard replicas (ranks dp_shard*cp*tp apart: inter-node), behind the same block's backward (Zhao et al.
+  2023, "PyTorch FSDP", Sec 3.2.2 hybrid sharding; FSDP2 reduce-scatter then all-reduce over the replicate dim).
 optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s).
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
@@ -37,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.memory import rank_params
+from autotune.memory import rank_params, shard_group
 from autotune.perf_terms import (
     attention_s,
     elementwise_bytes_per_token,
@@ -165,6 +169,11 @@ def perf_arrays(
     # data parallel (group dp*cp), as bench_model/parallel/data_parallel.py runs it
     n = dp * cp
     bw, lat = _link(cluster, tp * cp * dp, tp * cp)
+    # HSDP: FSDP collectives on the shard group F (its own link), gradient all-reduce across the R replicas
+    shard = shard_group(arr)
+    reps = n // shard
+    f_bw, f_lat = _link(cluster, tp * shard, tp * cp)
+    r_bw, r_lat = _link(cluster, tp * cp * dp, tp * shard)
     psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])
     root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
     fwd_layer = layer_compute / lt["passes"]
@@ -172,8 +181,9 @@ def perf_arrays(
     fsdp = m * (
         fsdp_exposed_s(
             busy_layers,
-            ring_s("all_gather", n, ranks["layer"] * c, bw, lat),
-            ring_s("reduce_scatter", n, ranks["layer"] * g, bw, lat),
+            ring_s("all_gather", shard, ranks["layer"] * c, f_bw, f_lat),
+            ring_s("reduce_scatter", shard, ranks["layer"] * g, f_bw, f_lat)
+            + ring_s("all_reduce", reps, ranks["layer"] * g / shard, r_bw, r_lat),
             fwd_layer,
             bwd_layer,
             z,
@@ -181,15 +191,16 @@ def perf_arrays(
         )
         # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters
         # after the last: nothing to hide behind
-        + ring_s("all_gather", n, root * c, bw, lat)
-        + ring_s("reduce_scatter", n, root * g, bw, lat)
+        + ring_s("all_gather", shard, root * c, f_bw, f_lat)
+        + ring_s("reduce_scatter", shard, root * g, f_bw, f_lat)
+        + ring_s("all_reduce", reps, root * g / shard, r_bw, r_lat)
     )
     # DDP / ZeRO-1: gradient buckets all-reduce behind the last micro-batch's backward; ZeRO-1 then all-gathers params
     ddp = prefetch_exposed_s(
         ring_s("all_reduce", n, psi * g, bw, lat), busy_layers * bwd_layer, cluster.dp_overlap
     ) + np.where(z == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
     dp_exposed = np.where(z >= 2, fsdp, ddp)
-    opt = optimizer_step_s(psi, n, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster)
+    opt = optimizer_step_s(psi, shard, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster)
 
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
     tokens_per_s = train.global_batch_tokens / step
@@ -220,7 +231,7 @@ def tied_embedding_allreduce_s(
     V*h/tp elements (vocab-parallel), /(dp*cp) from ZeRO stage 2 (gradients sharded), in grad dtype. Not overlapped.
     The two ranks are (pp-1)*dp*cp*tp apart: the link is chosen from the whole pipeline's span, as for p2p."""
     dp, tp, pp, cp, z = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["zero_stage"]
-    shard = np.where(z >= 2, dp * cp, 1)
+    shard = np.where(z >= 2, shard_group(arr), 1)
     nbytes = model.vocab_size * model.hidden_size / tp / shard * DTYPE_BYTES[train.grad_dtype]
     bw, lat = _link(cluster, tp * cp * dp * pp)
     return np.where((pp > 1) & model.tie_embeddings, ring_s("all_reduce", 2, nbytes, bw, lat), 0.0)

@@ -234,6 +234,9 @@ class ParallelPlan:
     pp_schedule: str = dim_field("1f1b", derived=_DERIVED_SCHEDULE, optuna=False, oom="shape", choices=PP_SCHEDULES)
     # torch.compile per transformer block (bench_model); fusion removes memory-bound time and activation buffers
     compile: bool = dim_field(False, optuna=True, oom="shape")
+    # HSDP: size of the FSDP sharding group inside dp (0 = all of dp, plain FSDP); replicate = dp / dp_shard.
+    # A smaller group holds a bigger slice of the states (P/(dp_shard*cp)), so "lower" needs at least the memory.
+    dp_shard: int = dim_field(0, optuna=True, oom="lower", label="dp_shard", count=False)
 
     def __post_init__(self) -> None:
         for f in COUNT_FIELDS:
@@ -248,6 +251,21 @@ class ParallelPlan:
             f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false",
         )
         _require(isinstance(self.compile, bool), f"plan.compile={self.compile!r} must be true or false")
+        _require(
+            isinstance(self.dp_shard, int) and not isinstance(self.dp_shard, bool) and self.dp_shard >= 0,
+            f"plan.dp_shard={self.dp_shard!r} must be an integer >= 0 (0 = all of dp)",
+        )
+        _require(
+            self.dp_shard == 0 or self.dp % self.dp_shard == 0,
+            f"plan.dp_shard={self.dp_shard} does not divide plan.dp={self.dp}",
+        )
+        _require(
+            self.dp_shard in (0, self.dp) or self.zero_stage >= 2,
+            f"plan.dp_shard={self.dp_shard} requires plan.zero_stage >= 2 (zero_stage={self.zero_stage} shards no "
+            "parameters or gradients; hybrid sharding is FSDP's)",
+        )
+        if self.dp_shard == self.dp:  # the whole of dp is the sharding group: plain FSDP, stored as the default
+            object.__setattr__(self, "dp_shard", 0)
         _require(
             self.pp_schedule in PP_SCHEDULES,
             f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}",
@@ -264,6 +282,11 @@ class ParallelPlan:
     @property
     def world_size(self) -> int:
         return math.prod(getattr(self, axis) for axis in MESH_AXES)
+
+    @property
+    def dp_shard_size(self) -> int:
+        """The FSDP sharding group inside dp (dp_shard, 0 meaning all of dp); dp_replicate = dp / dp_shard_size."""
+        return self.dp_shard or self.dp
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -32,6 +32,7 @@ PLAN_KEYS: dict[str, str] = {
     "sequence_parallel": "--sequence-parallel",
     "pp_schedule": "NOT MAPPED: no flag; Megatron runs 1F1B (interleaved with virtual stages), never GPipe",
     "compile": "NOT MAPPED: Megatron-LM has no torch.compile flag (it uses its own fused kernels)",
+    "dp_shard": "--num-distributed-optimizer-instances dp/dp_shard (zero_stage 2: partial distributed optimizer)",
 }
 
 
@@ -125,7 +126,17 @@ def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
                 "written as --use-distributed-optimizer: optimizer state sharded and "
                 "gradients reduce-scattered, but Megatron keeps a full-size gradient buffer per rank (ZeRO-1 memory)",
             )
-    elif p.zero_stage == 3:
+    if p.dp_shard and p.zero_stage == 2:
+        # megatron/training/arguments.py: "Number of Distributed Optimizer copies across Data Parallel domain": the
+        # distributed optimizer sharded within dp/instances ranks, replicated across the instances (HSDP for ZeRO-2)
+        args.append(["--num-distributed-optimizer-instances", str(p.dp // p.dp_shard)])
+    elif p.dp_shard:
+        ex.skip(
+            f"plan.dp_shard={p.dp_shard} zero_stage=3",
+            "Megatron's --use-torch-fsdp2 shards over one data-parallel mesh dimension (no replicate dimension); "
+            "written as FSDP over all of dp",
+        )
+    if p.zero_stage == 3:
         args.append(["--use-torch-fsdp2"])
         if p.pp > 1:
             ex.skip(
