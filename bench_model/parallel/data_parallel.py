@@ -17,6 +17,10 @@ with compute. Exactly what one rank holds, with P = this rank's parameters after
   stage 3  As stage 2 with reshard_after_forward=True: each block's gathered params are freed after its forward and
            re-gathered in backward; at most the current block (plus the one FSDP prefetches) is gathered at a time.
 
+HSDP (plan.dp_shard, stages 2/3): the same with FSDP2 on the 2-D mesh (replicate = dp/dp_shard, shard = dp_shard*cp):
+states are sharded over the shard group only (P/(dp_shard*cp)); gradients are reduce-scattered in the shard group and
+then all-reduced across the replicas (Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2).
+
 Mixed precision (train.precision=bf16): parameters, gradients after reduction and AdamW state are fp32; FSDP2 casts the
 gathered parameters to bf16 for compute (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), so activations
 are bf16 and the gathered-parameter buffers are bf16 (P*2 bytes per gathered block). fp32: everything fp32. Root unit
@@ -46,7 +50,7 @@ def needs_fsdp(num_dp_ranks: int, precision: str) -> bool:
 
 
 def apply_data_parallel(model: nn.Module, meshes: Meshes, zero_stage: int, precision: str) -> None:
-    mesh = meshes.hsdp if zero_stage in (0, 1) else meshes.dp_cp
+    mesh = meshes.hsdp if zero_stage in (0, 1) else meshes.fsdp_mesh  # HSDP: 2-D (dp_replicate, dp_shard*cp)
     mp = MixedPrecisionPolicy(
         param_dtype=torch.bfloat16 if precision == "bf16" else torch.float32, reduce_dtype=torch.float32
     )
