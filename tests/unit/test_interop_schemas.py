@@ -46,6 +46,10 @@ LAYOUTS = {  # llama-3.1-8b, global batch 512: grad_accum_steps = 512 / (dp * mi
         pp_schedule="interleaved_1f1b",
     ),
     "dp2_pp4_gpipe": dict(dp=2, pp=4, zero_stage=0, micro_batch_size=1, pp_schedule="gpipe"),
+    # HSDP: FSDP1 HYBRID_SHARD (shard group = one 8-GPU node), FSDP2 dp_replicate x dp_shard, with CP
+    "dp16_hsdp8_z3": dict(dp=16, zero_stage=3, dp_shard=8),
+    "dp16_hsdp4_z2": dict(dp=16, zero_stage=2, dp_shard=4),
+    "dp4_cp2_hsdp2_z3": dict(dp=4, cp=2, zero_stage=3, dp_shard=2),
 }
 
 
