@@ -26,9 +26,10 @@ DP (group dp*cp; ZeRO stages as bench_model/parallel/data_parallel.py): stages 0
   behind the last micro-batch's backward (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
   (perf_terms.fsdp_exposed_s) every micro-batch, the root unit's gather and reduce-scatter exposed.
 HSDP (plan.dp_shard = F/cp < dp): gathers and reduce-scatters run on the shard group of F = dp_shard*cp ranks (inner in
-  the mesh: NVLink when dp_shard*cp*tp fits a node), then each rank all-reduces its 1/F gradient shard across the
-  R = dp/dp_shard replicas (ranks dp_shard*cp*tp apart: inter-node), behind the same block's backward (Zhao et al.
-  2023, "PyTorch FSDP", Sec 3.2.2 hybrid sharding; FSDP2 reduce-scatter then all-reduce over the replicate dim).
+  the mesh: NVLink when dp_shard*cp*tp fits a node) every micro-batch; each rank all-reduces its 1/F gradient shard
+  across the R = dp/dp_shard replicas (ranks dp_shard*cp*tp apart: inter-node) once per step, behind the last
+  micro-batch's backward (Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2 hybrid sharding; FSDP2 reduce-scatter, then
+  all-reduce over the replicate dim, skipped on earlier micro-batches with set_requires_all_reduce(False)).
 optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s).
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
@@ -182,8 +183,7 @@ def perf_arrays(
         fsdp_exposed_s(
             busy_layers,
             ring_s("all_gather", shard, ranks["layer"] * c, f_bw, f_lat),
-            ring_s("reduce_scatter", shard, ranks["layer"] * g, f_bw, f_lat)
-            + ring_s("all_reduce", reps, ranks["layer"] * g / shard, r_bw, r_lat),
+            ring_s("reduce_scatter", shard, ranks["layer"] * g, f_bw, f_lat),
             fwd_layer,
             bwd_layer,
             z,
@@ -193,14 +193,21 @@ def perf_arrays(
         # after the last: nothing to hide behind
         + ring_s("all_gather", shard, root * c, f_bw, f_lat)
         + ring_s("reduce_scatter", shard, root * g, f_bw, f_lat)
-        + ring_s("all_reduce", reps, root * g / shard, r_bw, r_lat)
     )
+    # HSDP: each block's 1/F gradient shard all-reduced across the replicas once per step, behind the last
+    # micro-batch's backward like DDP's buckets; the root unit's after the last block (exposed)
+    dp_replicate = busy_layers * ring_s("all_reduce", reps, ranks["layer"] * g / shard, r_bw, r_lat)
+    root_ar = ring_s("all_reduce", reps, root * g / shard, r_bw, r_lat)
+    fsdp = fsdp + prefetch_exposed_s(dp_replicate, busy_layers * bwd_layer, cluster.dp_overlap) + root_ar
     # DDP / ZeRO-1: gradient buckets all-reduce behind the last micro-batch's backward; ZeRO-1 then all-gathers params
     ddp = prefetch_exposed_s(
         ring_s("all_reduce", n, psi * g, bw, lat), busy_layers * bwd_layer, cluster.dp_overlap
     ) + np.where(z == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
     dp_exposed = np.where(z >= 2, fsdp, ddp)
-    opt = optimizer_step_s(psi, shard, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster)
+    dp_replicate = np.where(z >= 2, dp_replicate + root_ar, 0.0)  # HSDP all-reduce before overlap (in dp_exposed)
+    opt = optimizer_step_s(
+        psi, shard, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster
+    )
 
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
     tokens_per_s = train.global_batch_tokens / step
@@ -211,6 +218,7 @@ def perf_arrays(
         "cp_comm_s": cp_s,
         "pp_comm_s": pp_s,
         "dp_comm_s": dp_exposed,
+        "dp_replicate_comm_s": dp_replicate,
         "bubble_s": bubble,
         "optimizer_s": opt,
         "attention_s": m * busy_layers * lt["attn"],

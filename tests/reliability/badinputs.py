@@ -326,8 +326,16 @@ def _override_cases() -> list[BadInput]:
         c("plan-zero-stage-5", (*est, "plan.zero_stage=5"), ("plan.zero_stage", "5")),
         c("plan-recompute-half", (*est, "plan.recompute=half"), ("plan.recompute", "half")),
         c("plan-compile-maybe", (*est, "plan.compile=maybe"), ("plan.compile", "maybe", "true or false")),
-        c("plan-dp_shard-indivisible", (*est, "--gpus", "8", "plan.zero_stage=3", "plan.dp_shard=3"), ("plan.dp_shard", "3", "divide")),
-        c("plan-dp_shard-zero1", (*est, "--gpus", "8", "plan.zero_stage=1", "plan.dp_shard=2"), ("plan.dp_shard", "2", "zero_stage")),
+        c(
+            "plan-dp_shard-indivisible",
+            (*est, "--gpus", "8", "plan.zero_stage=3", "plan.dp_shard=3"),
+            ("plan.dp_shard", "3", "divide"),
+        ),
+        c(
+            "plan-dp_shard-zero1",
+            (*est, "--gpus", "8", "plan.zero_stage=1", "plan.dp_shard=2"),
+            ("plan.dp_shard", "2", "zero_stage"),
+        ),
         c("plan-dp_shard-negative", (*est, "plan.dp_shard=-1"), ("plan.dp_shard", "-1", ">= 0")),
         c("space-dp_shard-negative", (*plan8, "space.dp_shard=[-2]"), ("space.dp_shard", "-2", ">= 0")),
         c("plan-sp-without-tp", (*est, "plan.sequence_parallel=true"), ("sequence_parallel", "tp")),

@@ -123,26 +123,29 @@ def test_memory_hsdp_shards_states_over_dp_shard_by_hand():
 
 def test_perf_hsdp_gathers_in_the_node_and_all_reduces_across_replicas_by_hand():
     """dp_overlap = 0 (nothing hidden): stage 2 exposes, per micro-batch, every block's all-gather and reduce-scatter
-    on the shard group plus the all-reduce of its 1/F gradient shard across the R replicas, and the root unit's three
-    (NCCL ring costs, NCCL docs "Performance": all-gather (n-1)/n * B / bw + (n-1) alpha, all-reduce twice that)."""
+    on the shard group of 8 (NVLink) and the root unit's; once per step (bench_model reduces across replicas only on
+    the last micro-batch) each block's and the root's 1/8 gradient shard all-reduced across the 8 replicas (NCCL
+    ring costs, NCCL docs "Performance": all-gather (n-1)/n * B / bw + (n-1) alpha, all-reduce twice that)."""
     cfg = _cfg("cluster.dp_overlap=0.0")
     c = cfg.cluster
     gas = cfg.train.global_batch_size // 64
     arr = arrays_from_plans([ParallelPlan(dp=64, zero_stage=2, grad_accum_steps=gas, dp_shard=8)])
-    got = perf_arrays(arr, cfg.model, cfg.train, cfg.cluster)["dp_comm_s"][0]
+    res = perf_arrays(arr, cfg.model, cfg.train, cfg.cluster)
     m = cfg.model
     layer, root = m.layer_params(), m.embedding_params() + m.head_params() + m.hidden_size
     nv = (c.intra_node_bw_bytes_per_s * c.comm_efficiency, c.intra_node_latency_s)
-    # replicas are 8 ranks apart: each node's 8 NICs carry the ring, capped at NVLink (autotune/perf.py _link)
+    # replicas are 8 ranks apart: one GPU (one NIC) per node in each ring (autotune/perf.py _link)
     ib = (min(c.inter_node_bw_bytes_per_s * 1, c.intra_node_bw_bytes_per_s) * c.comm_efficiency, c.inter_node_latency_s)
 
     def ag(n, b, link):
         return (n - 1) / n * b / link[0] + (n - 1) * link[1]
 
-    per_block = ag(8, layer * 2, nv) + ag(8, layer * 4, nv) + 2 * ag(8, layer * 4 / 8, ib)
-    per_root = ag(8, root * 2, nv) + ag(8, root * 4, nv) + 2 * ag(8, root * 4 / 8, ib)
-    want = gas * (m.num_layers * per_block + per_root)
-    assert got == pytest.approx(want, rel=1e-9)
+    per_mb = m.num_layers * (ag(8, layer * 2, nv) + ag(8, layer * 4, nv)) + ag(8, root * 2, nv) + ag(8, root * 4, nv)
+    per_step = 2 * (m.num_layers * ag(8, layer * 4 / 8, ib) + ag(8, root * 4 / 8, ib))
+    assert res["dp_comm_s"][0] == pytest.approx(gas * per_mb + per_step, rel=1e-9)
+    assert res["dp_replicate_comm_s"][0] == pytest.approx(per_step, rel=1e-9)
+    plain = arrays_from_plans([ParallelPlan(dp=64, zero_stage=2, grad_accum_steps=gas)])
+    assert perf_arrays(plain, cfg.model, cfg.train, cfg.cluster)["dp_replicate_comm_s"][0] == 0.0
     assert ring_s("all_reduce", 1, 1e9, 1.0, 1.0) == 0.0  # plain FSDP: one replica, no all-reduce term
 
 

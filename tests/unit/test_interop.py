@@ -315,7 +315,9 @@ def test_hsdp_exports(llama8b):
     par = tomllib.loads(out("torchtitan", llama8b, plan(dp=16, zero_stage=3)))["parallelism"]
     assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (1, 16)
     acc = yaml.safe_load(out("accelerate", llama8b, node))
-    assert acc["fsdp_config"]["fsdp_version"] == 1 and acc["fsdp_config"]["fsdp_reshard_after_forward"] == "HYBRID_SHARD"
+    assert (
+        acc["fsdp_config"]["fsdp_version"] == 1 and acc["fsdp_config"]["fsdp_reshard_after_forward"] == "HYBRID_SHARD"
+    )
     acc = yaml.safe_load(out("accelerate", llama8b, quad))
     assert acc["fsdp_config"]["fsdp_version"] == 2
     assert acc["parallelism_config"]["parallelism_config_dp_replicate_size"] == 4
