@@ -84,7 +84,8 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
     # pp=1 has no virtual stages: likewise keep the first listed vpp value and store vpp=1
     keep = ((tp > 1) | (sp == dims[5][0])) & ((pp > 1) | (vpp == dims[4][0]))
     # dp_shard: dp itself is stored as 0 (all of dp); ZeRO 0/1 shard no parameters, so they keep one row, stored 0.
-    # A size that does not divide dp stays, for the dp_shard_divides_dp rule to reject with a reason.
+    # A size that does not divide dp is not a layout of that dp: dropped, as dp*tp*pp*cp != num_gpus is (_layouts).
+    keep &= (z < 2) | (ds == 0) | (dp % np.maximum(ds, 1) == 0)
     canon = np.where((ds == dp) | (z < 2), 0, ds)
     if 0 not in dims[7]:  # no 0 listed: the first listed size stands for ZeRO 0/1, dp itself for FSDP
         keep &= (canon == ds) | np.where(z < 2, ds == dims[7][0], ds == dp)

@@ -78,15 +78,17 @@ def test_constraint_rule_ids():
 
 def test_planner_rows_are_canonical():
     """space.dp_shard=[0, 2, 8] on 8 GPUs: dp=8 keeps 0 (= 8, plain FSDP) and 2 for ZeRO 2/3, one row (0) for ZeRO
-    0/1; a size that does not divide dp stays for the rule to reject."""
+    0/1; a size that does not divide dp is dropped (the rule dp_shard_divides_dp covers plans built elsewhere)."""
     cfg = _cfg("space.dp_shard=[0,2,8]", "space.tp=[1]", "space.pp=[1]", "space.cp=[1]", "space.micro_batch_size=[1]")
     arr = enumerate_arrays(cfg.space, cfg.train, 8)
     pairs = sorted(set(zip(arr["zero_stage"].tolist(), arr["dp_shard"].tolist())))
     assert pairs == [(0, 0), (1, 0), (2, 0), (2, 2), (3, 0), (3, 2)]
+    # a size that divides no dp of 8 GPUs leaves only ZeRO 0/1 rows (stored 0); 4 appears only where it divides dp
     df = enumerate_candidates(load_config(["model=tiny", "space.dp_shard=[3]"]), 8)
-    hybrid = df[df["dp_shard"] == 3]
-    assert len(hybrid) and hybrid["rank"].isna().all()  # none valid (some fail an earlier rule first)
-    assert "dp_shard_divides_dp" in set(hybrid["reject_rule"])
+    assert len(df) and (df["dp_shard"] == 0).all() and (df["zero_stage"] < 2).all()
+    arr = enumerate_arrays(load_config(["model=tiny", "space.dp_shard=[0,4]"]).space, cfg.train, 8)
+    hybrid = arr["dp_shard"] == 4
+    assert hybrid.any() and (arr["dp"][hybrid] == 8).all()
 
 
 def test_candidate_ids_of_plain_fsdp_do_not_change():
