@@ -160,6 +160,16 @@ def test_oom_order_lower_dp_shard_needs_more():
     assert dominance_reason(plain, dict(oom)) is not None
 
 
+def test_oom_mask_ranks_zero_as_all_of_dp():
+    import pandas as pd
+
+    from autotune.oom_pruning import dominated_mask
+
+    oom = ParallelPlan(dp=64, zero_stage=3, grad_accum_steps=4, dp_shard=16).to_dict()
+    rows = pd.DataFrame([dict(oom, dp_shard=v) for v in (0, 8, 16, 32)])
+    assert dominated_mask(rows, oom).tolist() == [False, True, True, False]
+
+
 def test_label_names_hsdp():
     assert layout_label(ParallelPlan(dp=8, zero_stage=3, dp_shard=4)).endswith(" hsdp4")
     assert "hsdp" not in layout_label(ParallelPlan(dp=8, zero_stage=3))
