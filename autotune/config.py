@@ -39,6 +39,8 @@ class SpaceSpec:
     compile: tuple[bool, ...] = (False, True)
     offload: tuple[str, ...] = ("none",)
     tp_within_node: bool = True
+    dp_shard: tuple[int, ...] = (0,)  # HSDP sharding-group sizes; 0 = all of dp (plain FSDP)
+    dp_shard_within_node: bool = True
     allow_uneven_pp: bool = True
     memory_headroom: float = 0.05
     min_margin_sigma: float = 0.0  # rank layouts with a smaller memory margin (autotune/margin.py) last
@@ -280,9 +282,11 @@ def _as_tuple(name: str, v: Any, kind: type) -> tuple:
         raise ConfigError(f"space.{name}=[] must list at least one value")
     for x in items:
         bad = (isinstance(x, bool) != (kind is bool)) or not isinstance(x, kind)
-        if bad or (kind is int and x < (0 if name == "zero_stage" else 1)):
+        if bad or (kind is int and x < (0 if name in ("zero_stage", "dp_shard") else 1)):
             rule = {
-                int: "integers >= 1" if name != "zero_stage" else "integers in 0..3",
+                int: {"zero_stage": "integers in 0..3", "dp_shard": "integers >= 0 (0 = all of dp)"}.get(
+                    name, "integers >= 1"
+                ),
                 str: "strings",
                 bool: "true/false",
             }[kind]
@@ -316,6 +320,8 @@ def _space_from(values: dict[str, Any], cluster: ClusterSpec | None = None) -> S
         bad = [o for o in out["offload"] if o not in OFFLOAD_MODES]
         if bad:
             raise ConfigError(f"space.offload={bad[0]!r} must be one of {', '.join(OFFLOAD_MODES)}")
+    if "dp_shard" in values:
+        out["dp_shard"] = _as_tuple("dp_shard", values.pop("dp_shard"), int)
     if any(z > 3 for z in out["zero_stage"]):
         raise ConfigError(f"space.zero_stage={list(out['zero_stage'])} must list integers in 0..3")
     bad = [r for r in out["recompute"] if r not in ("none", "selective", "full")]

@@ -28,6 +28,8 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
     allow_uneven = getattr(space, "allow_uneven_pp", True)
     inter = sched == SCHEDULE_CODE["interleaved_1f1b"]
     off = arr["offload"]
+    ds = arr["dp_shard"] if "dp_shard" in arr else np.zeros_like(dp)  # 0 = all of dp (plain FSDP)
+    ds_within_node = getattr(space, "dp_shard_within_node", True)
     return [
         (
             "batch_divisible",
@@ -128,6 +130,30 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
                 "FSDP shards (FSDP2 CPUOffloadPolicy, DeepSpeed offload_param: ZeRO-3 only)"
             ),
             ("zero_stage",),
+        ),
+        (
+            "dp_shard_divides_dp",
+            (ds > 0) & (dp % np.maximum(ds, 1) != 0),
+            lambda dp_shard, dp: f"dp_shard={dp_shard} does not divide dp={dp}",
+            ("dp_shard", "dp"),
+        ),
+        (
+            "dp_shard_needs_fsdp",
+            (ds > 0) & (ds != dp) & (z < 2),
+            lambda dp_shard, zero_stage: (
+                f"dp_shard={dp_shard} requires zero_stage >= 2 (zero_stage={zero_stage} shards no parameters or "
+                "gradients; hybrid sharding is FSDP's)"
+            ),
+            ("dp_shard", "zero_stage"),
+        ),
+        (
+            "dp_shard_within_node",
+            (ds > 0) & (ds * cp * tp > cluster.gpus_per_node) & ds_within_node,
+            lambda dp_shard, cp, tp: (
+                f"dp_shard*cp*tp={dp_shard}*{cp}*{tp}={dp_shard * cp * tp} exceeds gpus_per_node="
+                f"{cluster.gpus_per_node}: the HSDP shard group spans nodes (space.dp_shard_within_node=true)"
+            ),
+            ("dp_shard", "cp", "tp"),
         ),
     ]
 

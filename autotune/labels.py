@@ -35,4 +35,7 @@ def layout_label(row: Any) -> str:
         text += " compile"
     if str(g("offload", "none") or "none") != "none":
         text += f" off-{'opt' if g('offload') == 'optimizer' else g('offload')}"
+    shard = g("dp_shard", 0)
+    if shard is not None and shard == shard and int(shard) > 0:  # HSDP (NaN/None: a row from before the field)
+        text += f" hsdp{int(shard)}"
     return text

@@ -2,7 +2,8 @@
 
 Every formula exists once, vectorised over candidate arrays (`memory_arrays`); `estimate_memory` is the scalar wrapper
 that calls it with length-1 arrays. Notation: Psi = parameters on this rank after the TP/PP split, D = dp*cp (the
-ZeRO/FSDP sharding group: context-parallel ranks hold identical parameters, torchtitan's "dp_shard_cp"),
+ZeRO/FSDP sharding group: context-parallel ranks hold identical parameters, torchtitan's "dp_shard_cp"; with HSDP
+D = dp_shard*cp, `shard_group`),
 t = tp, s = seq_len/cp (tokens per rank), b = micro-batch size, h = hidden, f = ffn hidden, a = heads, k = kv_dim.
 
 Model states (per rank; p, c, g, o, m = bytes of param, compute, grad, one optimizer state, master), as
@@ -261,8 +262,17 @@ def inflight_microbatches(pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any = 
     return np.where(pp == 1, 1.0, n)
 
 
+def shard_group(arr: dict[str, np.ndarray]) -> np.ndarray:
+    """Ranks the ZeRO/FSDP states are sharded over: dp*cp, or dp_shard*cp with HSDP (FSDP2 on a 2-D (replicate,
+    shard) mesh; Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2: each of the dp/dp_shard replicas holds the full model
+    state, sharded over its own F = dp_shard*cp ranks). dp_shard = 0 means all of dp."""
+    dp = np.asarray(arr["dp"])
+    ds = np.asarray(arr["dp_shard"]) if "dp_shard" in arr else np.zeros_like(dp)
+    return np.where(ds > 0, ds, dp) * np.asarray(arr["cp"])
+
+
 def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> dict[str, np.ndarray]:
-    pp, z, shard = arr["pp"], arr["zero_stage"], arr["dp"] * arr["cp"]
+    pp, z, shard = arr["pp"], arr["zero_stage"], shard_group(arr)
     ms = prof.model_states(psi[pos], z, shard, train, arr["offload"])  # bench_model: model_state_arrays
     # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
     copy = ms["compute_copy"] + prof.root_copy(psi[f"root_{pos}"], z, train)
@@ -318,7 +328,7 @@ def memory_arrays(
     res["host"] = np.maximum.reduce([p["host"] for p in per])  # host bytes per GPU of the rank that needs most
     res["overhead"] = np.full_like(res["allocated"], float(cluster.runtime_overhead_bytes))
     local = np.choose(worst, [np.broadcast_to(psi[pos], worst.shape) for pos in POSITIONS])
-    shard = arr["dp"] * cp
+    shard = shard_group(arr)
     # with the optimizer on the host, AdamW's temporaries are host memory (the ZeRO-1 gather stays on the device)
     states = np.where(arr["offload"] == OFFLOAD_CODE["none"], train.optimizer_states, 0)
     res["step_temporaries"] = step_temporaries(local, z, shard, zero1_gather(arr), states)

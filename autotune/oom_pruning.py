@@ -18,6 +18,9 @@ The partial order ("Y needs >= the memory of X") used here, and why each part ho
   GPU 4Ψ + 16Ψ/N -> 2Ψ), params offload also the sharded params and grads (ZeRO-3 offload_param: 4·largest layer +
   2Ψ/N -> 4·largest layer; FSDP2 CPUOffloadPolicy), nothing is added on the device. So less offload needs at least the
   device memory. The claim is about device OOM (torch.OutOfMemoryError); a host-memory failure is not an OOM trial.
+- **dp_shard: Y <= X**, 0 (= all of dp, plain FSDP) ranking last. With dp equal (a shape column), a smaller HSDP
+  sharding group holds a bigger slice of parameters, gradients and optimizer state, P/(dp_shard*cp) (Zhao et al. 2023,
+  "PyTorch FSDP", Sec 3.2.2 hybrid sharding: a replica group of F ranks holds the full model state), so it needs more.
 
 Any Y that is >= X in all ordered fields and equal in the shape is dominated: if X did not fit, neither will Y.
 Candidates that were already measured are never touched. Pure functions over the planner's candidate DataFrame.
@@ -40,6 +43,8 @@ ORDERED_COLUMNS: tuple[str, ...] = tuple(
 )
 RECOMPUTE_ORDER: dict[str, int] = {name: i for i, name in enumerate(PLAN_DIMS["recompute"].choices)}
 PRUNED = "pruned"
+_ZERO_IS_ALL = frozenset({"dp_shard"})  # 0 means "all of dp": the largest group, ranked after every size
+_ALL = 2**62
 OOM_RULE = "oom_dominated"  # the `reject_rule` of a candidate pruned here
 
 
@@ -59,6 +64,8 @@ def _column(candidates: Any, key: str) -> Any:
 def _rank(key: str, v: Any) -> Any:
     """Where `v` sits in the field's order: its index in `choices` for a string field, the number itself else."""
     choices = PLAN_DIMS[key].choices
+    if key in _ZERO_IS_ALL and int(v) == 0:
+        return _ALL
     return choices.index(str(v)) if choices else int(v)
 
 
@@ -95,6 +102,8 @@ def dominated_mask(candidates: Any, oom: Mapping[str, Any]):
         choices = PLAN_DIMS[k].choices
         col = _column(candidates, k)  # a frame from before the field existed holds its default
         col = col.map({c: i for i, c in enumerate(choices)}) if choices else col
+        if k in _ZERO_IS_ALL:
+            col = col.where(col != 0, _ALL)
         o = _rank(k, _value(oom, k))
         mask &= (col >= o).to_numpy() if PLAN_DIMS[k].oom == "higher" else (col <= o).to_numpy()
     return mask

@@ -30,6 +30,11 @@ optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s); with CPU
   cluster.cpu_adam_params_per_s, plus for offload=optimizer the gradient D2H and parameter H2D copies at
   host_device_bw_bytes_per_s (perf_terms.offload_step_s); offload=params copies each block's shard H2D before its
   all-gather and its gradient shard D2H after its reduce-scatter (FSDP2 CPUOffloadPolicy), priced with them.
+HSDP (plan.dp_shard = F/cp < dp): gathers and reduce-scatters run on the shard group of F = dp_shard*cp ranks (inner in
+  the mesh: NVLink when dp_shard*cp*tp fits a node) every micro-batch; each rank all-reduces its 1/F gradient shard
+  across the R = dp/dp_shard replicas (ranks dp_shard*cp*tp apart: inter-node) once per step, behind the last
+  micro-batch's backward (Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2 hybrid sharding; FSDP2 reduce-scatter, then
+  all-reduce over the replicate dim, skipped on earlier micro-batches with set_requires_all_reduce(False)).
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
 """
@@ -41,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.memory import rank_params
+from autotune.memory import rank_params, shard_group
 from autotune.perf_terms import (
     attention_s,
     compiled_elementwise_factor,
@@ -176,6 +181,11 @@ def perf_arrays(
     # data parallel (group dp*cp), as bench_model/parallel/data_parallel.py runs it
     n = dp * cp
     bw, lat = _link(cluster, tp * cp * dp, tp * cp)
+    # HSDP: FSDP collectives on the shard group F (its own link), gradient all-reduce across the R replicas
+    shard = shard_group(arr)
+    reps = n // shard
+    f_bw, f_lat = _link(cluster, tp * shard, tp * cp)
+    r_bw, r_lat = _link(cluster, tp * cp * dp, tp * shard)
     psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])
     root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
     fwd_layer = layer_compute / lt["passes"]
@@ -183,15 +193,15 @@ def perf_arrays(
     # offload=params (FSDP2 CPUOffloadPolicy): each gather first copies the fp32 shard H2D and each reduce-scatter's
     # shard goes D2H, on the same streams as the collectives (they lengthen the prefetched communication)
     par_off = arr["offload"] == OFFLOAD_CODE["params"]
-    h2d_layer = np.where(par_off, host_device_s(ranks["layer"] / n * p, cluster), 0.0)
-    d2h_layer = np.where(par_off, host_device_s(ranks["layer"] / n * g, cluster), 0.0)
-    h2d_root = np.where(par_off, host_device_s(root / n * p, cluster), 0.0)
-    d2h_root = np.where(par_off, host_device_s(root / n * g, cluster), 0.0)
+    h2d_layer = np.where(par_off, host_device_s(ranks["layer"] / shard * p, cluster), 0.0)
+    d2h_layer = np.where(par_off, host_device_s(ranks["layer"] / shard * g, cluster), 0.0)
+    h2d_root = np.where(par_off, host_device_s(root / shard * p, cluster), 0.0)
+    d2h_root = np.where(par_off, host_device_s(root / shard * g, cluster), 0.0)
     fsdp = m * (
         fsdp_exposed_s(
             busy_layers,
-            ring_s("all_gather", n, ranks["layer"] * c, bw, lat) + h2d_layer,
-            ring_s("reduce_scatter", n, ranks["layer"] * g, bw, lat) + d2h_layer,
+            ring_s("all_gather", shard, ranks["layer"] * c, f_bw, f_lat) + h2d_layer,
+            ring_s("reduce_scatter", shard, ranks["layer"] * g, f_bw, f_lat) + d2h_layer,
             fwd_layer,
             bwd_layer,
             z,
@@ -199,20 +209,28 @@ def perf_arrays(
         )
         # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters
         # after the last: nothing to hide behind
-        + ring_s("all_gather", n, root * c, bw, lat)
-        + ring_s("reduce_scatter", n, root * g, bw, lat)
+        + ring_s("all_gather", shard, root * c, f_bw, f_lat)
+        + ring_s("reduce_scatter", shard, root * g, f_bw, f_lat)
         + h2d_root
         + d2h_root
     )
+    # HSDP: each block's 1/F gradient shard all-reduced across the replicas once per step, behind the last
+    # micro-batch's backward like DDP's buckets; the root unit's after the last block (exposed)
+    dp_replicate = busy_layers * ring_s("all_reduce", reps, ranks["layer"] * g / shard, r_bw, r_lat)
+    root_ar = ring_s("all_reduce", reps, root * g / shard, r_bw, r_lat)
+    fsdp = fsdp + prefetch_exposed_s(dp_replicate, busy_layers * bwd_layer, cluster.dp_overlap) + root_ar
     # DDP / ZeRO-1: gradient buckets all-reduce behind the last micro-batch's backward; ZeRO-1 then all-gathers params
     ddp = prefetch_exposed_s(
         ring_s("all_reduce", n, psi * g, bw, lat), busy_layers * bwd_layer, cluster.dp_overlap
     ) + np.where(z == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
     dp_exposed = np.where(z >= 2, fsdp, ddp)
-    opt = optimizer_step_s(psi, n, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster)
+    dp_replicate = np.where(z >= 2, dp_replicate + root_ar, 0.0)  # HSDP all-reduce before overlap (in dp_exposed)
+    opt = optimizer_step_s(
+        psi, shard, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster
+    )
     # CPU offload: the step runs on the host instead (perf_terms.offload_step_s), with its copies for offload=optimizer
     off = arr["offload"]
-    host_opt = offload_step_s(psi / np.where(z >= 1, n, 1), off, p, g, cluster)
+    host_opt = offload_step_s(psi / np.where(z >= 1, shard, 1), off, p, g, cluster)
     opt = np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
 
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
@@ -224,6 +242,7 @@ def perf_arrays(
         "cp_comm_s": cp_s,
         "pp_comm_s": pp_s,
         "dp_comm_s": dp_exposed,
+        "dp_replicate_comm_s": dp_replicate,
         "bubble_s": bubble,
         "optimizer_s": opt,
         "attention_s": m * busy_layers * lt["attn"],
@@ -244,7 +263,7 @@ def tied_embedding_allreduce_s(
     V*h/tp elements (vocab-parallel), /(dp*cp) from ZeRO stage 2 (gradients sharded), in grad dtype. Not overlapped.
     The two ranks are (pp-1)*dp*cp*tp apart: the link is chosen from the whole pipeline's span, as for p2p."""
     dp, tp, pp, cp, z = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["zero_stage"]
-    shard = np.where(z >= 2, dp * cp, 1)
+    shard = np.where(z >= 2, shard_group(arr), 1)
     nbytes = model.vocab_size * model.hidden_size / tp / shard * DTYPE_BYTES[train.grad_dtype]
     bw, lat = _link(cluster, tp * cp * dp * pp)
     return np.where((pp > 1) & model.tie_embeddings, ring_s("all_reduce", 2, nbytes, bw, lat), 0.0)

@@ -87,14 +87,24 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         np.array(sorted(set(space.sequence_parallel)), dtype=bool),
         np.array(sorted(set(space.compile)), dtype=bool),
         np.array([OFFLOAD_CODE[o] for o in getattr(space, "offload", ("none",))], dtype=np.int64),
+        np.array(sorted(set(getattr(space, "dp_shard", (0,)))), dtype=np.int64),
     ]
     grids = [g.ravel() for g in np.meshgrid(*dims, indexing="ij")]
-    li, z, mbs, rc, vpp, sp, comp, off = grids
+    li, z, mbs, rc, vpp, sp, comp, off, ds = grids
     dp, tp, pp, cp = (lay[li, j] if len(lay) else np.zeros(0, np.int64) for j in range(4))
     sp = sp.astype(bool)
     # tp=1 has no sequence parallelism: keep one row (the first listed SP value) and store it as false
     # pp=1 has no virtual stages: likewise keep the first listed vpp value and store vpp=1
     keep = ((tp > 1) | (sp == dims[5][0])) & ((pp > 1) | (vpp == dims[4][0]))
+    # dp_shard: dp itself is stored as 0 (all of dp); ZeRO 0/1 shard no parameters, so they keep one row, stored 0.
+    # A size that does not divide dp is not a layout of that dp: dropped, as dp*tp*pp*cp != num_gpus is (_layouts).
+    keep &= (z < 2) | (ds == 0) | (dp % np.maximum(ds, 1) == 0)
+    canon = np.where((ds == dp) | (z < 2), 0, ds)
+    if 0 not in dims[7]:  # no 0 listed: the first listed size stands for ZeRO 0/1, dp itself for FSDP
+        keep &= (canon == ds) | np.where(z < 2, ds == dims[7][0], ds == dp)
+    else:
+        keep &= canon == ds
+    ds = canon
     sp = sp & (tp > 1)
     vpp = np.where(pp > 1, vpp, 1)
     arr = {
@@ -109,6 +119,7 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         "sequence_parallel": sp,
         "compile": comp.astype(bool),
         "offload": off,
+        "dp_shard": ds,
     }
     arr = {k: np.asarray(v)[keep] for k, v in arr.items()}
     arr["grad_accum_steps"] = np.maximum(train.global_batch_size // (arr["dp"] * arr["micro_batch_size"]), 1)

@@ -267,6 +267,9 @@ class ParallelPlan:
     compile: bool = dim_field(False, optuna=True, oom="shape")
     # CPU offload (OFFLOAD_MODES); a later mode keeps less on the device, so a lower one needs at least the memory
     offload: str = dim_field("none", optuna=True, oom="lower", label="offload", choices=OFFLOAD_MODES)
+    # HSDP: size of the FSDP sharding group inside dp (0 = all of dp, plain FSDP); replicate = dp / dp_shard.
+    # A smaller group holds a bigger slice of the states (P/(dp_shard*cp)), so "lower" needs at least the memory.
+    dp_shard: int = dim_field(0, optuna=True, oom="lower", label="dp_shard", count=False)
 
     def __post_init__(self) -> None:
         for f in COUNT_FIELDS:
@@ -286,6 +289,21 @@ class ParallelPlan:
             f"plan.offload={self.offload!r} must be one of {', '.join(OFFLOAD_MODES)}",
         )
         _require(
+            isinstance(self.dp_shard, int) and not isinstance(self.dp_shard, bool) and self.dp_shard >= 0,
+            f"plan.dp_shard={self.dp_shard!r} must be an integer >= 0 (0 = all of dp)",
+        )
+        _require(
+            self.dp_shard == 0 or self.dp % self.dp_shard == 0,
+            f"plan.dp_shard={self.dp_shard} does not divide plan.dp={self.dp}",
+        )
+        _require(
+            self.dp_shard in (0, self.dp) or self.zero_stage >= 2,
+            f"plan.dp_shard={self.dp_shard} requires plan.zero_stage >= 2 (zero_stage={self.zero_stage} shards no "
+            "parameters or gradients; hybrid sharding is FSDP's)",
+        )
+        if self.dp_shard == self.dp:  # the whole of dp is the sharding group: plain FSDP, stored as the default
+            object.__setattr__(self, "dp_shard", 0)
+        _require(
             self.pp_schedule in PP_SCHEDULES,
             f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}",
         )
@@ -301,6 +319,11 @@ class ParallelPlan:
     @property
     def world_size(self) -> int:
         return math.prod(getattr(self, axis) for axis in MESH_AXES)
+
+    @property
+    def dp_shard_size(self) -> int:
+        """The FSDP sharding group inside dp (dp_shard, 0 meaning all of dp); dp_replicate = dp / dp_shard_size."""
+        return self.dp_shard or self.dp
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -124,6 +124,14 @@ def _print(row: dict, cfg) -> None:
         + (f" · rejected: {row['reject_reason']}" if row["fits"] and row["reject_reason"] else ""),
         highlight=False,
     )
+    if int(row.get("dp_shard", 0) or 0) > 0:  # HSDP: where the states live and what crosses the replicas
+        p = cfg.plan(row["num_gpus"])
+        console.print(
+            f"HSDP: states sharded over dp_shard*cp = {p.dp_shard}*{p.cp} = {p.dp_shard * p.cp} ranks, "
+            f"{p.dp // p.dp_shard} replicas; gradient all-reduce across them {row['pred_dp_replicate_comm_s']:.3f} s "
+            "per step before overlap (in dp exposed)",
+            highlight=False,
+        )
     console.print(
         f"predicted: step {row['pred_step_s']:.3f} s (compute {row['pred_compute_s']:.3f}, tp "
         f"{row['pred_tp_comm_s']:.3f}, cp {row['pred_cp_comm_s']:.3f}, pp {row['pred_pp_comm_s']:.3f}, "

@@ -21,6 +21,10 @@ from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = "accelerate 1.15.0 (accelerate/commands/config/config_args.py; accelerate launch --config_file FILE)"
 FSDP1_STRATEGY = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
+# FSDP1 hybrid sharding (accelerate utils/constants.py FSDP_SHARDING_STRATEGY): shard within a node, replicate across
+# nodes; torch's FSDP1 builds the shard group from the devices of one node (fsdp/_init_utils.py
+# _init_intra_and_inter_node_groups), so it expresses plan.dp_shard only when dp_shard == gpus_per_node.
+FSDP1_HYBRID = {2: "HYBRID_SHARD_ZERO2", 3: "HYBRID_SHARD"}
 # Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
 # by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
 PLAN_KEYS: dict[str, str] = {
@@ -38,6 +42,8 @@ PLAN_KEYS: dict[str, str] = {
     "compile": "NOT MAPPED: accelerate's dynamo_config compiles the whole model, not per transformer block",
     "offload": "fsdp_config.fsdp_offload_params (params), deepspeed_config.offload_optimizer_device (optimizer: "
     "FSDP has no optimizer-only offload, so the DeepSpeed plugin with tp = cp = 1)",
+    "dp_shard": "fsdp_config.fsdp_reshard_after_forward HYBRID_SHARD (dp_shard = gpus_per_node), else "
+    "parallelism_config_dp_shard_size / parallelism_config_dp_replicate_size (FSDP2)",
 }
 
 
@@ -52,7 +58,7 @@ def translate(ctx: ExportContext) -> Export:
     body: dict = {"compute_environment": "LOCAL_MACHINE", "debug": False}
     if p.tp == p.cp == 1 and (p.zero_stage == 1 or p.offload == "optimizer"):
         body.update(_deepspeed_plugin(ctx, ex))
-    elif p.tp == p.cp == 1:
+    elif p.tp == p.cp == 1 and p.dp_shard in (0, ctx.cluster.gpus_per_node):
         body.update(_fsdp1(ctx, ex))
     else:
         body.update(_fsdp2_nd(ctx, ex))
@@ -97,7 +103,7 @@ def _fsdp1(ctx: ExportContext, ex: Export) -> dict:
             "fsdp_cpu_ram_efficient_loading": True,
             "fsdp_forward_prefetch": False,
             "fsdp_offload_params": p.offload == "params",  # FSDP1 CPUOffload(offload_params=True)
-            "fsdp_reshard_after_forward": FSDP1_STRATEGY[p.zero_stage],
+            "fsdp_reshard_after_forward": (FSDP1_HYBRID if p.dp_shard else FSDP1_STRATEGY)[p.zero_stage],
             "fsdp_state_dict_type": "SHARDED_STATE_DICT",
             "fsdp_sync_module_states": True,
             "fsdp_use_orig_params": True,
@@ -110,8 +116,8 @@ def _fsdp2_nd(ctx: ExportContext, ex: Export) -> dict:
     p = ctx.plan
     _script_batch(ctx, ex, with_accum=True)
     sizes = {
-        "parallelism_config_dp_replicate_size": 1,
-        "parallelism_config_dp_shard_size": p.dp,
+        "parallelism_config_dp_replicate_size": p.dp // p.dp_shard_size,  # HSDP: replicate x shard
+        "parallelism_config_dp_shard_size": p.dp_shard_size,
         "parallelism_config_tp_size": p.tp,
         "parallelism_config_cp_size": p.cp,
     }

@@ -35,6 +35,8 @@ PLAN_KEYS: dict[str, str] = {
     "pp_schedule": "NOT MAPPED: no pipeline key (see pp)",
     "compile": "NOT MAPPED: the config has no torch.compile switch; the script calls engine.compile()",
     "offload": "zero_optimization.offload_optimizer (optimizer, params), zero_optimization.offload_param (params)",
+    "dp_shard": "zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ, stage 3: a secondary parameter shard per "
+    "group; gradients and optimizer state stay sharded over all of dp)",
 }
 
 
@@ -63,6 +65,8 @@ def translate(ctx: ExportContext) -> Export:
         body["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if p.offload == "params":
         body["zero_optimization"]["offload_param"] = {"device": "cpu", "pin_memory": True}
+    if p.dp_shard:
+        _hpz(p, body, ex)
     if p.tp > 1:
         # AutoTP training (shards nn.Linear of HF-style models over tp ranks); dp world = world_size / autotp_size
         body["tensor_parallel"] = {"autotp_size": p.tp}
@@ -92,6 +96,26 @@ def translate(ctx: ExportContext) -> Export:
         )
     ex.body = body
     return ex
+
+
+def _hpz(p: ParallelPlan, body: dict, ex: Export) -> None:
+    """HSDP as ZeRO++ hierarchical partitioning (Wang et al. 2023, "ZeRO++", Sec 3.2 hpZ; DeepSpeed
+    runtime/zero/config.py zero_hpz_partition_size): stage 3 keeps a secondary copy of the parameters sharded within
+    groups of zero_hpz_partition_size ranks, so backward all-gathers stay in the group as in HSDP. Unlike HSDP,
+    gradients and optimizer state stay sharded over all dp ranks. Stage 2 has no such knob."""
+    if p.zero_stage != 3:
+        ex.skip(
+            f"plan.dp_shard={p.dp_shard} zero_stage={p.zero_stage}",
+            "DeepSpeed has no hybrid sharding for stage 2 (ZeRO++ hpZ applies to stage 3); written as stage 2 over "
+            "all of dp",
+        )
+        return
+    body["zero_optimization"]["zero_hpz_partition_size"] = p.dp_shard
+    ex.skip(
+        f"plan.dp_shard={p.dp_shard} (HSDP)",
+        "written as ZeRO++ hpZ: forward all-gathers span all dp ranks and gradients/optimizer state stay sharded "
+        f"over dp={p.dp} (HSDP shards them over dp_shard={p.dp_shard}); the secondary copy adds P/{p.dp_shard}",
+    )
 
 
 def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan) -> str:

@@ -35,6 +35,7 @@ PLAN_KEYS: dict[str, str] = {
     "offload": "--optimizer-cpu-offload --optimizer-offload-fraction 1.0 --use-precision-aware-optimizer "
     "(optimizer; Megatron-Core HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/README.md); "
     "params: not mapped (no parameter offload flag)",
+    "dp_shard": "--num-distributed-optimizer-instances dp/dp_shard (zero_stage 2: partial distributed optimizer)",
 }
 
 
@@ -128,7 +129,17 @@ def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
                 "written as --use-distributed-optimizer: optimizer state sharded and "
                 "gradients reduce-scattered, but Megatron keeps a full-size gradient buffer per rank (ZeRO-1 memory)",
             )
-    elif p.zero_stage == 3:
+    if p.dp_shard and p.zero_stage == 2:
+        # megatron/training/arguments.py: "Number of Distributed Optimizer copies across Data Parallel domain": the
+        # distributed optimizer sharded within dp/instances ranks, replicated across the instances (HSDP for ZeRO-2)
+        args.append(["--num-distributed-optimizer-instances", str(p.dp // p.dp_shard)])
+    elif p.dp_shard:
+        ex.skip(
+            f"plan.dp_shard={p.dp_shard} zero_stage=3",
+            "Megatron's --use-torch-fsdp2 shards over one data-parallel mesh dimension (no replicate dimension); "
+            "written as FSDP over all of dp",
+        )
+    if p.zero_stage == 3:
         args.append(["--use-torch-fsdp2"])
         if p.pp > 1:
             ex.skip(

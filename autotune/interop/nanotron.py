@@ -34,6 +34,7 @@ PLAN_KEYS: dict[str, str] = {
     "pp_schedule": "parallelism.pp_engine (1f1b, afab)",
     "compile": "NOT MAPPED: nanotron 0.4 has no torch.compile option",
     "offload": "NOT MAPPED: nanotron 0.4 has no CPU offload of parameters or optimizer state",
+    "dp_shard": "NOT MAPPED: nanotron 0.4 shards optimizer state over all of dp (ZeRO-1); no hybrid sharding group",
 }
 
 
@@ -143,6 +144,11 @@ def _unmapped(ctx: ExportContext, ex: Export) -> None:
         )
     if p.recompute != "none":
         ex.skip(f"plan.recompute={p.recompute}", "nanotron 0.4 has no activation-recompute option")
+    if p.dp_shard:
+        ex.skip(
+            f"plan.dp_shard={p.dp_shard}",
+            "nanotron 0.4 has no hybrid sharding (its ZeRO-1 optimizer shards over all of dp); written over dp",
+        )
     if p.zero_stage > 1:
         ex.skip(f"plan.zero_stage={p.zero_stage}", "nanotron 0.4 shards optimizer state only (ZeRO-1); written as 1")
     if m.rope_theta != 10000.0:

@@ -43,6 +43,7 @@ PLAN_KEYS: dict[str, str] = {
     "pp_schedule": "parallelism.pipeline_parallel_schedule",
     "compile": "compile.enable (compile.components left at its default: model, loss)",
     "offload": "training.enable_cpu_offload (params: FSDP2 CPUOffloadPolicy); optimizer-only offload is not mapped",
+    "dp_shard": "parallelism.data_parallel_shard_degree = dp_shard, data_parallel_replicate_degree = dp / dp_shard",
 }
 # torchtitan 0.2.2 `torchtitan/models/llama3/__init__.py` flavors (dim, n_layers, n_heads, n_kv_heads, ffn, vocab)
 # with ffn = the SwiGLU hidden size its ffn_dim_multiplier/multiple_of produce (the Llama-3.1 config.json values).
@@ -106,9 +107,10 @@ def _parallelism(ctx: ExportContext, ex: Export) -> dict:
             '"never" (ZeRO-2-like: gradients are sharded too)',
         )
     use_ddp = p.zero_stage == 0 and pure_dp
+    shard = 1 if use_ddp else p.dp_shard_size  # HSDP: torchtitan's 2-D (dp_replicate, dp_shard) FSDP2 mesh
     out = {
-        "data_parallel_replicate_degree": p.dp if use_ddp else 1,
-        "data_parallel_shard_degree": 1 if use_ddp else p.dp,
+        "data_parallel_replicate_degree": p.dp // shard,
+        "data_parallel_shard_degree": shard,
         "fsdp_reshard_after_forward": "always" if p.zero_stage == 3 else "never",
         "tensor_parallel_degree": p.tp,
         "pipeline_parallel_degree": p.pp,

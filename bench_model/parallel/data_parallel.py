@@ -17,6 +17,11 @@ with compute. Exactly what one rank holds, with P = this rank's parameters after
   stage 3  As stage 2 with reshard_after_forward=True: each block's gathered params are freed after its forward and
            re-gathered in backward; at most the current block (plus the one FSDP prefetches) is gathered at a time.
 
+HSDP (plan.dp_shard, stages 2/3): the same with FSDP2 on the 2-D mesh (replicate = dp/dp_shard, shard = dp_shard*cp):
+states are sharded over the shard group only (P/(dp_shard*cp)); gradients are reduce-scattered in the shard group every
+micro-batch and all-reduced across the replicas once per step, on the last micro-batch (Zhao et al. 2023, "PyTorch
+FSDP", Sec 3.2.2; FSDP2 set_requires_all_reduce).
+
 Mixed precision (train.precision=bf16): parameters, gradients after reduction and AdamW state are fp32; FSDP2 casts the
 gathered parameters to bf16 for compute (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), so activations
 are bf16 and the gathered-parameter buffers are bf16 (P*2 bytes per gathered block). fp32: everything fp32. Root unit
@@ -49,8 +54,9 @@ def needs_fsdp(num_dp_ranks: int, precision: str) -> bool:
 def apply_data_parallel(
     model: nn.Module, meshes: Meshes, zero_stage: int, precision: str, offload: str = "none", device_type: str = "cpu"
 ) -> None:
-    """offload="params": FSDP2 CPUOffloadPolicy on every unit (bench_model/parallel/offload.py)."""
-    mesh = meshes.hsdp if zero_stage in (0, 1) else meshes.dp_cp
+    """offload="params": FSDP2 CPUOffloadPolicy on every unit (bench_model/parallel/offload.py). Stages 2-3 shard
+    over meshes.fsdp_mesh: dp*cp, or with HSDP the 2-D (dp_replicate, dp_shard*cp) mesh."""
+    mesh = meshes.hsdp if zero_stage in (0, 1) else meshes.fsdp_mesh
     mp = MixedPrecisionPolicy(
         param_dtype=torch.bfloat16 if precision == "bf16" else torch.float32, reduce_dtype=torch.float32
     )
@@ -67,6 +73,10 @@ def set_gradient_sync(parts: list[nn.Module], zero_stage: int, last_microbatch: 
     for part in parts:
         if hasattr(part, "set_requires_gradient_sync"):
             part.set_requires_gradient_sync(last_microbatch or zero_stage >= 2)
+            if zero_stage >= 2 and hasattr(part, "set_requires_all_reduce"):
+                # HSDP: reduce-scatter every micro-batch, all-reduce across replicas once, on the last (FSDP2
+                # accumulates the partial reduce output meanwhile; its docstring names this use). No-op on a 1-D mesh.
+                part.set_requires_all_reduce(last_microbatch)
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:

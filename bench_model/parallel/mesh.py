@@ -1,7 +1,11 @@
 """The world as one DeviceMesh ("pp", "dp", "cp", "unit", "tp"), picotron-style: rank = ((pp*dp + dp)*cp + cp)*tp + tp,
 so TP neighbours are adjacent ranks (same node) and PP is the outermost axis. "unit" is a size-1 axis that lets ZeRO
 stages 0/1 run FSDP2 as HSDP with (replicate = dp*cp, shard = 1), i.e. DDP semantics. "dp_cp" is dp and cp flattened:
-the data-parallel group over which parameters are replicated/sharded and gradients reduced (torchtitan's dp_shard_cp)."""
+the data-parallel group over which parameters are replicated/sharded and gradients reduced (torchtitan's dp_shard_cp).
+
+HSDP (plan.dp_shard > 0, ZeRO 2/3): dp splits into ("dp_replicate", "dp_shard") with the shard group inner (adjacent
+ranks, so it stays inside a node), torchtitan's layout; `fsdp` is then the 2-D (dp_replicate, dp_shard*cp) mesh FSDP2
+shards over its second dim and replicates over its first. Rank order is unchanged (dp = replicate*dp_shard + shard)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ class Meshes:
     cp: DeviceMesh
     dp_cp: DeviceMesh  # 1-D, dp*cp ranks
     hsdp: DeviceMesh  # 2-D (dp_cp, unit): FSDP2 replicate x shard(=1)
+    fsdp: DeviceMesh | None = None  # ZeRO 2/3 mesh: dp_cp (None), or 2-D (dp_replicate, dp_shard*cp) with HSDP
 
     @property
     def pp_rank(self) -> int:
@@ -31,7 +36,13 @@ class Meshes:
 
     @property
     def dp_rank(self) -> int:
+        if "dp" not in (self.world.mesh_dim_names or ()):  # HSDP world: dp = dp_replicate x dp_shard
+            return self.dp_cp.get_local_rank() // self.cp.size()
         return self.world.get_local_rank("dp")
+
+    @property
+    def fsdp_mesh(self) -> DeviceMesh:
+        return self.dp_cp if self.fsdp is None else self.fsdp
 
     @property
     def cp_rank(self) -> int:
@@ -44,12 +55,33 @@ def build_meshes(plan: ParallelPlan, device_type: str, world_size: int) -> Meshe
             f"plan dp({plan.dp}) * tp({plan.tp}) * pp({plan.pp}) * cp({plan.cp}) = {plan.world_size} "
             f"!= world_size({world_size})"
         )
+    if plan.dp_shard and plan.zero_stage >= 2:
+        return _hsdp_meshes(plan, device_type)
     world = init_device_mesh(device_type, (plan.pp, plan.dp, plan.cp, 1, plan.tp), mesh_dim_names=AXES)
     dp_cp = world["dp", "cp"]._flatten("dp_cp")  # private but stable since torch 2.5; torchtitan relies on it
     with warnings.catch_warnings():  # slicing a flattened dim with another one warns of a future deprecation
         warnings.simplefilter("ignore", UserWarning)
         hsdp = world[hsdp_dims(plan)]
     return Meshes(world=world, pp=world["pp"], tp=world["tp"], cp=world["cp"], dp_cp=dp_cp, hsdp=hsdp)
+
+
+HSDP_AXES = ("pp", "dp_replicate", "dp_shard", "cp", "unit", "tp")
+
+
+def _hsdp_meshes(plan: ParallelPlan, device_type: str) -> Meshes:
+    """The world with dp split into (dp_replicate, dp_shard), and the 2-D FSDP mesh (dp_replicate, dp_shard*cp)."""
+    shape = (plan.pp, plan.dp // plan.dp_shard, plan.dp_shard, plan.cp, 1, plan.tp)
+    world = init_device_mesh(device_type, shape, mesh_dim_names=HSDP_AXES)
+    dp_cp = world["dp_replicate", "dp_shard", "cp"]._flatten("dp_cp")
+    with warnings.catch_warnings():  # slicing a flattened dim with another one warns of a future deprecation
+        warnings.simplefilter("ignore", UserWarning)
+        if plan.cp == 1:
+            fsdp = world["dp_replicate", "dp_shard"]
+        else:
+            world["dp_shard", "cp"]._flatten("dp_shard_cp")
+            fsdp = world["dp_replicate", "dp_shard_cp"]
+    # `hsdp` (FSDP-as-DDP for ZeRO 0/1) is unused at stages 2/3: the FSDP mesh stands in, no extra slice
+    return Meshes(world=world, pp=world["pp"], tp=world["tp"], cp=world["cp"], dp_cp=dp_cp, hsdp=fsdp, fsdp=fsdp)
 
 
 def hsdp_dims(plan: ParallelPlan) -> tuple[str, str]:

@@ -43,6 +43,8 @@ WORLD4 = {
     "pp2_dp2_zero1": _plan(pp=2, dp=2, zero_stage=1),
     "cp4": _plan(cp=4, micro_batch_size=2),
     "pp4_1f1b_recompute_full": _plan(pp=4, recompute="full"),
+    # HSDP: FSDP2 on a 2-D (replicate=2, shard=2) mesh, grads reduce-scattered in the pair then all-reduced across
+    "dp4_hsdp2_zero3": _plan(dp=4, dp_shard=2, zero_stage=3),
 }
 WORLD8 = {
     "dp2_tp4_zero3": _plan(dp=2, tp=4, sequence_parallel=True, zero_stage=3, micro_batch_size=2),
@@ -50,6 +52,8 @@ WORLD8 = {
     "pp4_vpp2_tp2": _plan(pp=4, vpp=2, tp=2),
     "dp2_cp2_tp2_zero1": _plan(dp=2, cp=2, tp=2, sequence_parallel=True, zero_stage=1, micro_batch_size=2),
     "pp2_dp2_cp2_zero2": _plan(pp=2, dp=2, cp=2, zero_stage=2),
+    # HSDP with TP and CP: shard group dp_shard*cp = 2*2 per replica, 2 replicas
+    "dp2_cp2_tp2_hsdp1_zero2": _plan(dp=2, cp=2, tp=2, sequence_parallel=True, dp_shard=1, zero_stage=2),
 }
 
 TIED = ("model.tie_embeddings=true",)

@@ -354,6 +354,18 @@ def _override_cases() -> list[BadInput]:
             ("estimate", "--gpus", "2", "plan.zero_stage=2", "plan.offload=params"),
             ("offload=params", "requires zero_stage=3", "zero_stage=2"),
         ),
+        c(
+            "plan-dp_shard-indivisible",
+            (*est, "--gpus", "8", "plan.zero_stage=3", "plan.dp_shard=3"),
+            ("plan.dp_shard", "3", "divide"),
+        ),
+        c(
+            "plan-dp_shard-zero1",
+            (*est, "--gpus", "8", "plan.zero_stage=1", "plan.dp_shard=2"),
+            ("plan.dp_shard", "2", "zero_stage"),
+        ),
+        c("plan-dp_shard-negative", (*est, "plan.dp_shard=-1"), ("plan.dp_shard", "-1", ">= 0")),
+        c("space-dp_shard-negative", (*plan8, "space.dp_shard=[-2]"), ("space.dp_shard", "-2", ">= 0")),
         c("plan-sp-without-tp", (*est, "plan.sequence_parallel=true"), ("sequence_parallel", "tp")),
         c("plan-pp-exceeds-layers", (*est, "plan.pp=16"), ("pp=16", "8")),
         c("plan-vpp-without-pp", (*est, "plan.vpp=2"), ("vpp", "2")),

@@ -77,3 +77,25 @@ def test_probe_memory_refuses_pipeline_with_reason():
     cfg = load_config(["model=tiny", "plan.pp=2"])
     with pytest.raises(ValueError, match="plan.pp=2: probe-memory supports pp=1 only"):
         probe_memory(make_spec(cfg, cfg.plan(2)))
+
+
+def test_probe_memory_builds_the_hsdp_mesh_and_matches_the_model():
+    """HSDP on a fake world of 8 (dp=8, zero_stage=3): the trainer's FSDP2 on the 2-D (replicate, shard) mesh leaves
+    rank 0 with 1/dp_shard of every parameter, so AdamW holds 2 fp32 states of TINY_PARAMS/dp_shard elements (tiny's
+    dims all divide by 2 and 4: no padding): 13,911,040/4 = 3,477,760 bytes at dp_shard=4, /2 = 6,955,520 at
+    dp_shard=2, against 1,738,880 at full sharding (dp_shard=0 = 8 ranks). The memory model
+    (autotune.memory.model_state_arrays with shard = dp_shard*cp) predicts the same bytes."""
+    from autotune.config import load_config
+    from autotune.memory import estimate_memory
+    from autotune.trialfile import make_spec
+    from bench_model.memory_probe import probe_memory
+
+    for shard, want in ((4, 3_477_760), (2, 6_955_520), (0, 1_738_880)):
+        cfg = load_config(
+            ["model=tiny", "train.precision=fp32", "train.global_batch_size=8", "plan.zero_stage=3"]
+            + [f"plan.dp_shard={shard}"]
+        )
+        plan = cfg.plan(8)
+        probed = probe_memory(make_spec(cfg, plan))
+        assert probed["mem_optimizer_bytes"] == want == 2 * 4 * TINY_PARAMS / (shard or 8), shard
+        assert estimate_memory(plan, cfg.model, cfg.train, cfg.cluster).optimizer_bytes == want, shard

@@ -300,3 +300,36 @@ def test_layout_label_names_compile():
 
     assert layout_label(plan(dp=8, compile=True)).endswith(" compile")
     assert "compile" not in layout_label(plan(dp=8))
+
+
+def test_hsdp_exports(llama8b):
+    """plan.dp_shard in each target: torchtitan's two degrees (job_config.py Parallelism), accelerate's FSDP1
+    HYBRID_SHARD when the shard group is one node (torch FSDP1 shards within the node) else FSDP2's
+    dp_replicate/dp_shard sizes, DeepSpeed ZeRO++ hpZ at stage 3 (zero_hpz_partition_size), Megatron's partial
+    distributed optimizer at stage 2 (--num-distributed-optimizer-instances), nanotron: listed as not mapped."""
+    node = plan(dp=16, zero_stage=3, dp_shard=8)
+    quad = plan(dp=16, zero_stage=2, dp_shard=4)
+    par = tomllib.loads(out("torchtitan", llama8b, quad))["parallelism"]
+    assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (4, 4)
+    assert par["fsdp_reshard_after_forward"] == "never"
+    par = tomllib.loads(out("torchtitan", llama8b, plan(dp=16, zero_stage=3)))["parallelism"]
+    assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (1, 16)
+    acc = yaml.safe_load(out("accelerate", llama8b, node))
+    assert (
+        acc["fsdp_config"]["fsdp_version"] == 1 and acc["fsdp_config"]["fsdp_reshard_after_forward"] == "HYBRID_SHARD"
+    )
+    acc = yaml.safe_load(out("accelerate", llama8b, quad))
+    assert acc["fsdp_config"]["fsdp_version"] == 2
+    assert acc["parallelism_config"]["parallelism_config_dp_replicate_size"] == 4
+    assert acc["parallelism_config"]["parallelism_config_dp_shard_size"] == 4
+    ds = json.loads(out("deepspeed", llama8b, node))
+    assert ds["zero_optimization"] == {"stage": 3, "zero_hpz_partition_size": 8}
+    assert any("plan.dp_shard=8 (HSDP)" in u for u in unmapped("deepspeed", *llama8b, node))
+    assert "zero_hpz_partition_size" not in json.loads(out("deepspeed", llama8b, quad))["zero_optimization"]
+    assert any("plan.dp_shard=4 zero_stage=2" in u for u in unmapped("deepspeed", *llama8b, quad))
+    mg = out("megatron", llama8b, quad)
+    assert "--use-distributed-optimizer" in mg and "--num-distributed-optimizer-instances 4" in mg
+    assert any("plan.dp_shard=8 zero_stage=3" in u for u in unmapped("megatron", *llama8b, node))
+    assert any("plan.dp_shard=8" in u for u in unmapped("nanotron", *llama8b, node))
+    for fmt in ("torchtitan", "megatron", "deepspeed", "accelerate", "nanotron"):
+        assert not any("dp_shard" in u for u in unmapped(fmt, *llama8b, plan(dp=16, zero_stage=3)))

@@ -49,6 +49,10 @@ LAYOUTS = {  # llama-3.1-8b, global batch 512: grad_accum_steps = 512 / (dp * mi
     "dp8_z3_offload_params": dict(dp=8, zero_stage=3, micro_batch_size=2, offload="params"),
     "dp8_z2_offload_optimizer": dict(dp=8, zero_stage=2, micro_batch_size=2, offload="optimizer"),
     "dp1_tp4_z1_offload_optimizer": dict(dp=1, tp=4, zero_stage=1, micro_batch_size=4, offload="optimizer"),
+    # HSDP: FSDP1 HYBRID_SHARD (shard group = one 8-GPU node), FSDP2 dp_replicate x dp_shard, with CP
+    "dp16_hsdp8_z3": dict(dp=16, zero_stage=3, dp_shard=8),
+    "dp16_hsdp4_z2": dict(dp=16, zero_stage=2, dp_shard=4),
+    "dp4_cp2_hsdp2_z3": dict(dp=4, cp=2, zero_stage=3, dp_shard=2),
 }
 
 

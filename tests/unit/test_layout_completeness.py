@@ -98,10 +98,11 @@ def test_every_plan_field_is_wired_everywhere():
     space_yaml = yaml.safe_load(SPACE_YAML.read_text())
     # booleans the default space holds at one value (compile) are switched to both, so enumeration is what is tested
     flags = [f for f in PLAN_FIELDS if PLAN_KINDS[f] == "bool" and f in {x.name for x in dataclasses.fields(SpaceSpec)}]
-    # likewise string fields the default space holds at one value (offload) are switched to all their choices
+    # likewise string fields the default space holds at one value (offload) are switched to all their choices,
+    # and dp_shard (held at [0] = all of dp) to hybrid sizes as well
     held = [f for f in PLAN_FIELDS if PLAN_KINDS[f] == "str" and len(space_yaml.get(f) or ()) == 1]
     every = [f"space.{f}=[{','.join(PLAN_DIMS[f].choices)}]" for f in held]
-    cfg = load_config(["model=tiny", *(f"space.{f}=[false,true]" for f in flags), *every])
+    cfg = load_config(["model=tiny", "space.dp_shard=[0,2]", *(f"space.{f}=[false,true]" for f in flags), *every])
     arr = enumerate_arrays(cfg.space, cfg.train, 8)
     varied = {f for f in PLAN_FIELDS if len(set(arr[f].tolist())) > 1}
     problems = []
@@ -150,6 +151,7 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
         ParallelPlan(dp=2, tp=2, pp=2, micro_batch_size=1, grad_accum_steps=256, recompute="full", pp_schedule="gpipe"),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, compile=True),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, offload="params"),
+        ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, dp_shard=4),
     ]
     texts = {fmt: " | ".join(u for p in layouts for u in unmapped(fmt, *job, p)) for fmt in FORMATS}
     for fmt in FORMATS:

@@ -90,3 +90,40 @@ def test_build_meshes_on_a_fake_world_of_8():
         # rank 0's groups, rank = ((pp*dp + dp)*cp + cp)*tp + tp: dp x cp ranks are multiples of tp; tp ranks adjacent
         assert hsdp == [[i * plan.tp] for i in range(plan.dp * plan.cp)], kw
         assert dp_cp == [i * plan.tp for i in range(plan.dp * plan.cp)] and tp == list(range(plan.tp)), kw
+
+
+HSDP_PLANS = [
+    dict(dp=8, zero_stage=3, dp_shard=4),
+    dict(dp=4, tp=2, zero_stage=2, dp_shard=2),
+    dict(dp=2, cp=2, tp=2, zero_stage=3, dp_shard=1),
+    dict(dp=4, cp=2, zero_stage=3, dp_shard=2),
+]
+
+_BUILD_HSDP = """
+import json, sys, torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+from autotune.types import ParallelPlan
+from bench_model.parallel.mesh import build_meshes
+dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
+out = []
+for kw in json.loads(sys.argv[1]):
+    m = build_meshes(ParallelPlan(**kw), "cpu", 8)
+    out.append([m.fsdp_mesh.mesh.tolist(), list(m.fsdp_mesh.mesh_dim_names), m.dp_cp.mesh.tolist(), m.dp_rank])
+print(json.dumps(out))
+"""
+
+
+def test_hsdp_meshes_shard_inside_replicate_across():
+    """HSDP (dp_shard > 0): rank 0's FSDP mesh is 2-D (dp_replicate, dp_shard*cp), the shard group the adjacent
+    dp_shard*cp data-parallel ranks (ranks tp apart, same node), the replicas dp_shard*cp*tp ranks apart."""
+    r = subprocess.run(
+        [sys.executable, "-c", _BUILD_HSDP, json.dumps(HSDP_PLANS)], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    for kw, (fsdp, names, dp_cp, dp_rank) in zip(HSDP_PLANS, json.loads(r.stdout.strip().splitlines()[-1])):
+        plan = ParallelPlan(**kw)
+        shard, reps = plan.dp_shard * plan.cp, plan.dp // plan.dp_shard
+        want = [[(i * shard + j) * plan.tp for j in range(shard)] for i in range(reps)]
+        assert fsdp == want, kw
+        assert names[0] == "dp_replicate", kw
+        assert dp_cp == [i * plan.tp for i in range(plan.dp * plan.cp)] and dp_rank == 0, kw
