@@ -87,7 +87,7 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         np.array(sorted(set(space.sequence_parallel)), dtype=bool),
         np.array(sorted(set(space.compile)), dtype=bool),
         np.array([OFFLOAD_CODE[o] for o in getattr(space, "offload", ("none",))], dtype=np.int64),
-        np.array(sorted(set(getattr(space, "dp_shard", (0,)))), dtype=np.int64),
+        shards := np.array(sorted(set(getattr(space, "dp_shard", (0,)))), dtype=np.int64),
     ]
     grids = [g.ravel() for g in np.meshgrid(*dims, indexing="ij")]
     li, z, mbs, rc, vpp, sp, comp, off, ds = grids
@@ -100,8 +100,8 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
     # A size that does not divide dp is not a layout of that dp: dropped, as dp*tp*pp*cp != num_gpus is (_layouts).
     keep &= (z < 2) | (ds == 0) | (dp % np.maximum(ds, 1) == 0)
     canon = np.where((ds == dp) | (z < 2), 0, ds)
-    if 0 not in dims[7]:  # no 0 listed: the first listed size stands for ZeRO 0/1, dp itself for FSDP
-        keep &= (canon == ds) | np.where(z < 2, ds == dims[7][0], ds == dp)
+    if 0 not in shards:  # no 0 listed: the first listed size stands for ZeRO 0/1, dp itself for FSDP
+        keep &= (canon == ds) | np.where(z < 2, ds == shards[0], ds == dp)
     else:
         keep &= canon == ds
     ds = canon
