@@ -15,7 +15,7 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.plan_arrays import default_pp_schedule
-from autotune.types import INT_FIELDS, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.types import FP8_RECIPES, INT_FIELDS, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 SEARCH_SPACES = Path(os.environ.get("AUTOTUNE_SEARCH_SPACES", Path(__file__).resolve().parent.parent / "search_spaces"))
 GROUPS = ("model", "cluster", "space", "train", "sweep", "experiment")
@@ -37,6 +37,7 @@ class SpaceSpec:
     recompute: tuple[str, ...]
     sequence_parallel: tuple[bool, ...]
     compile: tuple[bool, ...] = (False, True)
+    fp8: tuple[str, ...] = ("none",)
     tp_within_node: bool = True
     allow_uneven_pp: bool = True
     memory_headroom: float = 0.05
@@ -300,6 +301,11 @@ def _space_from(values: dict[str, Any]) -> SpaceSpec:
     out["sequence_parallel"] = _as_tuple("sequence_parallel", values.pop("sequence_parallel"), bool)
     if "compile" in values:
         out["compile"] = _as_tuple("compile", values.pop("compile"), bool)
+    if "fp8" in values:
+        out["fp8"] = _as_tuple("fp8", values.pop("fp8"), str)
+        bad = [r for r in out["fp8"] if r not in FP8_RECIPES]
+        if bad:
+            raise ConfigError(f"space.fp8={bad[0]!r} must be one of {', '.join(FP8_RECIPES)}")
     if any(z > 3 for z in out["zero_stage"]):
         raise ConfigError(f"space.zero_stage={list(out['zero_stage'])} must list integers in 0..3")
     bad = [r for r in out["recompute"] if r not in ("none", "selective", "full")]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from autotune.plan_arrays import SCHEDULE_CODE, arrays_from_plans
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.plan_arrays import FP8_CODE, SCHEDULE_CODE, arrays_from_plans
+from autotune.types import FP8_RECIPES, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 MEMORY_RULE = "memory"  # the planner's own rejection: the layout's estimated peak does not fit (autotune.planner)
 
@@ -103,6 +103,14 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
             (z > 0) & (dp * cp == 1),
             lambda zero_stage: f"zero_stage={zero_stage} shards nothing at dp*cp=1",
             ("zero_stage",),
+        ),
+        (
+            "fp8_needs_peak",
+            (arr["fp8"] != FP8_CODE["none"]) & (cluster.peak_flops_fp8 is None),
+            lambda fp8: (
+                f"fp8={FP8_RECIPES[fp8]} needs FP8 tensor cores: cluster preset {cluster.name} has peak_flops_fp8=null"
+            ),
+            ("fp8",),
         ),
     ]
 

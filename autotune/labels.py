@@ -32,4 +32,6 @@ def layout_label(row: Any) -> str:
         text += " gpipe"
     if bool(g("compile", False)):
         text += " compile"
+    if str(g("fp8", "none")) != "none":
+        text += f" fp8={g('fp8')}"
     return text

@@ -26,6 +26,9 @@ DP (group dp*cp; ZeRO stages as bench_model/parallel/data_parallel.py): stages 0
   behind the last micro-batch's backward (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
   (perf_terms.fsdp_exposed_s) every micro-batch, the root unit's gather and reduce-scatter exposed.
 optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s).
+FP8 (plan.fp8 != none; bench_model converts the block linears with torchao, attention (SDPA) and the LM head stay in
+  the compute dtype): the block GEMMs run at cluster.peak_flops_fp8 (same matmul_efficiency), plus the casts
+  (perf_terms.fp8_cast_bytes) at HBM bandwidth. A preset without peak_flops_fp8 is rejected (fp8_needs_peak).
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
 """
@@ -41,6 +44,7 @@ from autotune.memory import rank_params
 from autotune.perf_terms import (
     attention_s,
     elementwise_bytes_per_token,
+    fp8_cast_bytes,
     fsdp_exposed_s,
     loss_bytes_per_token,
     memory_bound_s,
@@ -48,7 +52,7 @@ from autotune.perf_terms import (
     prefetch_exposed_s,
     require_perf_fields,
 )
-from autotune.plan_arrays import RECOMPUTE_CODE, arrays_from_plans
+from autotune.plan_arrays import FP8_CODE, RECOMPUTE_CODE, arrays_from_plans
 from autotune.types import (
     DTYPE_BYTES,
     ClusterSpec,
@@ -100,19 +104,23 @@ def _layer_terms(
     passes = np.where(full, 4.0, 3.0)  # forward-equivalents: fwd + bwd (2x), + one forward with full recompute
     h = model.hidden_size
     per_layer_matmul = (model.matmul_params() - model.vocab_size * h) / model.num_layers
+    fp8 = arr["fp8"] != FP8_CODE["none"] if "fp8" in arr else np.zeros_like(tp, dtype=bool)
+    # rows of a preset without FP8 are rejected (constraints fp8_needs_peak); they keep the compute-dtype peak here
+    linear_peak = np.where(fp8, cluster.peak_flops_fp8 or peak, peak)
     gemm = (
         tokens
         * 2.0
         * per_layer_matmul
         / tp
         * passes
-        / (peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp))
+        / (linear_peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp))
     )
     attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
     # with selective (non-matmul ops) or full recompute
     ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
+    mem = mem + np.where(fp8, memory_bound_s(fp8_cast_bytes(model, c, tp, tokens, full), cluster), 0.0)
     act_bytes = tokens * h * c
     bw, lat = _link(cluster, tp)
     tp_s = np.where(full, 6, 4) * ring_s("all_reduce", tp, act_bytes, bw, lat)

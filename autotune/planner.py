@@ -13,7 +13,7 @@ from autotune.errors import AutotuneError, UsageError
 from autotune.margin import memory_margin, rank_order
 from autotune.memory import memory_arrays
 from autotune.perf import perf_arrays
-from autotune.plan_arrays import RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
+from autotune.plan_arrays import FP8_CODE, RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
 from autotune.types import PLAN_FIELDS, ModelSpec, ParallelPlan, TrainSpec, plan_value
 from autotune.types import candidate_ids as _candidate_ids
 
@@ -74,9 +74,10 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         np.array(space.vpp),
         np.array(sorted(set(space.sequence_parallel)), dtype=bool),
         np.array(sorted(set(space.compile)), dtype=bool),
+        np.array([FP8_CODE[r] for r in dict.fromkeys(space.fp8)]),
     ]
     grids = [g.ravel() for g in np.meshgrid(*dims, indexing="ij")]
-    li, z, mbs, rc, vpp, sp, comp = grids
+    li, z, mbs, rc, vpp, sp, comp, f8 = grids
     dp, tp, pp, cp = (lay[li, j] if len(lay) else np.zeros(0, np.int64) for j in range(4))
     sp = sp.astype(bool)
     # tp=1 has no sequence parallelism: keep one row (the first listed SP value) and store it as false
@@ -95,6 +96,7 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         "recompute": rc,
         "sequence_parallel": sp,
         "compile": comp.astype(bool),
+        "fp8": f8,
     }
     arr = {k: np.asarray(v)[keep] for k, v in arr.items()}
     arr["grad_accum_steps"] = np.maximum(train.global_batch_size // (arr["dp"] * arr["micro_batch_size"]), 1)

@@ -19,6 +19,8 @@ from autotune.errors import SpecError
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 PP_SCHEDULES: tuple[str, ...] = ("1f1b", "gpipe", "interleaved_1f1b")
+# torchao float8 training recipes (torchao 0.18 `Float8LinearConfig.from_recipe_name`); "none" = bf16 linears
+FP8_RECIPES: tuple[str, ...] = ("none", "tensorwise", "rowwise")
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
@@ -142,6 +144,8 @@ class ClusterSpec:
     memory_efficiency: float | None = None
     attention_efficiency: float | None = None
     pp_microbatch_overhead_s: float | None = None
+    # dense FP8 tensor-core peak (FLOP/s); None = the device has no FP8 tensor cores (plan.fp8 is rejected)
+    peak_flops_fp8: float | None = None
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
@@ -163,6 +167,10 @@ class ClusterSpec:
         _require(
             self.pp_microbatch_overhead_s is None or float(self.pp_microbatch_overhead_s) >= 0,
             f"cluster.pp_microbatch_overhead_s={self.pp_microbatch_overhead_s!r} must be >= 0",
+        )
+        _require(
+            self.peak_flops_fp8 is None or float(self.peak_flops_fp8) > 0,
+            f"cluster.peak_flops_fp8={self.peak_flops_fp8!r} must be null or > 0",
         )
 
     def peak_flops(self, compute_dtype: str) -> float:
@@ -191,7 +199,10 @@ class TrainSpec:
     def __post_init__(self) -> None:
         _positive_int("train.seq_len", self.seq_len)
         _positive_int("train.global_batch_size", self.global_batch_size)
-        _require(self.precision in ("bf16", "fp32"), f"train.precision={self.precision!r} must be one of bf16, fp32")
+        _require(
+            self.precision in ("bf16", "fp32"),
+            f"train.precision={self.precision!r} must be one of bf16, fp32 (FP8 linears: plan.fp8=tensorwise|rowwise)",
+        )
         for f in ("param_dtype", "compute_dtype", "grad_dtype", "optimizer_dtype"):
             _require(
                 getattr(self, f) in DTYPE_BYTES,
@@ -234,6 +245,8 @@ class ParallelPlan:
     pp_schedule: str = dim_field("1f1b", derived=_DERIVED_SCHEDULE, optuna=False, oom="shape", choices=PP_SCHEDULES)
     # torch.compile per transformer block (bench_model); fusion removes memory-bound time and activation buffers
     compile: bool = dim_field(False, optuna=True, oom="shape")
+    # torchao float8 training of the transformer blocks' linears (bench_model); a throughput/numerics trade-off
+    fp8: str = dim_field("none", optuna=True, oom="shape", label="fp8", choices=FP8_RECIPES)
 
     def __post_init__(self) -> None:
         for f in COUNT_FIELDS:
@@ -248,6 +261,7 @@ class ParallelPlan:
             f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false",
         )
         _require(isinstance(self.compile, bool), f"plan.compile={self.compile!r} must be true or false")
+        _require(self.fp8 in FP8_RECIPES, f"plan.fp8={self.fp8!r} must be one of {', '.join(FP8_RECIPES)}")
         _require(
             self.pp_schedule in PP_SCHEDULES,
             f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}",

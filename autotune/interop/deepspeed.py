@@ -33,6 +33,8 @@ PLAN_KEYS: dict[str, str] = {
     "sequence_parallel": "NOT MAPPED: AutoTP has no Megatron-style sequence parallelism",
     "pp_schedule": "NOT MAPPED: no pipeline key (see pp)",
     "compile": "NOT MAPPED: the config has no torch.compile switch; the script calls engine.compile()",
+    "fp8": "NOT MAPPED: the DeepSpeed config has no FP8 compute switch; FP8 linears come from the model code "
+    "(Transformer Engine or torchao convert_to_float8_training)",
 }
 
 
@@ -47,6 +49,12 @@ def translate(ctx: ExportContext) -> Export:
         ex.skip(
             "plan.compile=true",
             "the DeepSpeed config has no torch.compile switch: call engine.compile() in the training script",
+        )
+    if ctx.plan.fp8 != "none":
+        ex.skip(
+            f"plan.fp8={ctx.plan.fp8}",
+            "the DeepSpeed config has no FP8 compute switch: convert the model's linears in the training script "
+            f"(torchao convert_to_float8_training, recipe {ctx.plan.fp8}) before deepspeed.initialize",
         )
     body: dict = {
         "train_batch_size": ctx.global_batch_size,

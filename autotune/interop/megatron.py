@@ -32,6 +32,7 @@ PLAN_KEYS: dict[str, str] = {
     "sequence_parallel": "--sequence-parallel",
     "pp_schedule": "NOT MAPPED: no flag; Megatron runs 1F1B (interleaved with virtual stages), never GPipe",
     "compile": "NOT MAPPED: Megatron-LM has no torch.compile flag (it uses its own fused kernels)",
+    "fp8": "--fp8-format hybrid --fp8-recipe tensorwise (Transformer Engine; no rowwise recipe)",
 }
 
 
@@ -60,6 +61,7 @@ def translate(ctx: ExportContext) -> Export:
     ]
     argv += _recompute_args(ctx)
     argv += [["--bf16"]] if ctx.bf16 else []
+    argv += _fp8_args(ctx, ex)
     ex.body = argv
     return ex
 
@@ -150,3 +152,18 @@ def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: Paral
     ctx = ExportContext(model, train, cluster, plan)
     ex = translate(ctx)
     return comment_block(header_lines(ctx, ex)) + "".join(" ".join(a) + "\n" for a in ex.body)
+
+
+def _fp8_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
+    """Megatron-LM megatron/training/arguments.py (Transformer-Engine group): --fp8-format {e4m3,hybrid} (hybrid = e4m3
+    forward, e5m2 gradients, TE's default training format) and --fp8-recipe {tensorwise,delayed,mxfp8,blockwise};
+    tensorwise is TE's per-tensor current scaling, torchao's tensorwise recipe. Megatron has no per-row recipe."""
+    if ctx.plan.fp8 == "none":
+        return []
+    if ctx.plan.fp8 == "rowwise":
+        ex.skip(
+            "plan.fp8=rowwise",
+            "Megatron-LM's --fp8-recipe has tensorwise, delayed, mxfp8 and blockwise scaling, no per-row recipe",
+        )
+        return []
+    return [["--fp8-format", "hybrid"], ["--fp8-recipe", "tensorwise"]]

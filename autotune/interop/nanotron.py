@@ -33,6 +33,8 @@ PLAN_KEYS: dict[str, str] = {
     "sequence_parallel": "parallelism.tp_mode (REDUCE_SCATTER)",
     "pp_schedule": "parallelism.pp_engine (1f1b, afab)",
     "compile": "NOT MAPPED: nanotron 0.4 has no torch.compile option",
+    "fp8": "NOT MAPPED: nanotron 0.4's config has no FP8 option (its experimental src/nanotron/fp8 is its own "
+    "delayed-scaling recipe, not torchao's)",
 }
 
 
@@ -48,6 +50,8 @@ def translate(ctx: ExportContext) -> Export:
     )
     if ctx.plan.compile:
         ex.skip("plan.compile=true", "nanotron 0.4 has no torch.compile option")
+    if ctx.plan.fp8 != "none":
+        ex.skip(f"plan.fp8={ctx.plan.fp8}", "nanotron 0.4's config has no FP8 training option")
     _unmapped(ctx, ex)
     ex.body = {
         "general": {"project": "autotune", "run": m.name, "seed": t.seed, "ignore_sanity_checks": True},

@@ -42,6 +42,7 @@ PLAN_KEYS: dict[str, str] = {
     "sequence_parallel": "NOT MAPPED: no key; torchtitan 0.2.2 always applies SequenceParallel with TP",
     "pp_schedule": "parallelism.pipeline_parallel_schedule",
     "compile": "compile.enable (compile.components left at its default: model, loss)",
+    "fp8": "model.converters += quantize.linear.float8; quantize.linear.float8.recipe_name, filter_fqns",
 }
 # torchtitan 0.2.2 `torchtitan/models/llama3/__init__.py` flavors (dim, n_layers, n_heads, n_kv_heads, ffn, vocab)
 # with ffn = the SwiGLU hidden size its ffn_dim_multiplier/multiple_of produce (the Llama-3.1 config.json values).
@@ -78,6 +79,12 @@ def translate(ctx: ExportContext) -> Export:
     ex.body["activation_checkpoint"] = _activation_checkpoint(ctx, ex)
     # torchtitan 0.2.2 config/job_config.py Compile: enable, components (default ["model", "loss"])
     ex.body["compile"] = {"enable": p.compile}  # components stay at the default, ["model", "loss"]
+    if p.fp8 != "none":
+        # torchtitan 0.2.2: config/job_config.py Model.converters and Float8Linear (recipe_name, filter_fqns);
+        # components/quantization/float8.py registers the converter as "quantize.linear.float8". The LM head stays
+        # in bf16 as in bench_model (bench_model/parallel/float8.py); fp8 all-gather off, as bench_model runs it.
+        ex.body["model"]["converters"] = ["quantize.linear.float8"]
+        ex.body["quantize"] = {"linear": {"float8": {"recipe_name": p.fp8, "filter_fqns": ["output"]}}}
     return ex
 
 

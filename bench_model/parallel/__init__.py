@@ -1,5 +1,5 @@
 """`parallelize`: apply parallelism to one (pipeline-stage) model from outside, in the fixed torchtitan order
-TP + SP -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data parallel (ZeRO stage over
+float8 linears (plan.fp8) -> TP + SP -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data parallel (ZeRO stage over
 dp x cp). Pipeline splitting happens before,
 in bench_model.parallel.pipeline."""
 
@@ -10,6 +10,7 @@ from torch import nn
 from autotune.types import ParallelPlan
 from bench_model.parallel.context_parallel import apply_context_parallel
 from bench_model.parallel.data_parallel import apply_data_parallel, needs_fsdp
+from bench_model.parallel.float8 import apply_float8
 from bench_model.parallel.mesh import Meshes, build_meshes
 from bench_model.parallel.recompute import apply_recompute
 from bench_model.parallel.tensor_parallel import apply_tensor_parallel
@@ -18,6 +19,8 @@ __all__ = ["Meshes", "build_meshes", "parallelize"]
 
 
 def parallelize(model: nn.Module, meshes: Meshes, plan: ParallelPlan, precision: str, compile: bool = False) -> None:
+    if plan.fp8 != "none":  # module swap first, as torchtitan's model converters run before parallelize
+        apply_float8(model, plan.fp8, plan.tp)
     if plan.tp > 1:
         apply_tensor_parallel(model, meshes.tp, plan.sequence_parallel)
     if plan.cp > 1:

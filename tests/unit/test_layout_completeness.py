@@ -98,7 +98,10 @@ def test_every_plan_field_is_wired_everywhere():
     space_yaml = yaml.safe_load(SPACE_YAML.read_text())
     # booleans the default space holds at one value (compile) are switched to both, so enumeration is what is tested
     flags = [f for f in PLAN_FIELDS if PLAN_KINDS[f] == "bool" and f in {x.name for x in dataclasses.fields(SpaceSpec)}]
-    cfg = load_config(["model=tiny", *(f"space.{f}=[false,true]" for f in flags)])
+    # string fields the default space holds at one value (fp8) are switched to all their Dim.choices
+    held = [f for f in PLAN_FIELDS if PLAN_DIMS[f].choices and len(space_yaml.get(f, [])) == 1]
+    choices = [f"space.{f}=[{','.join(PLAN_DIMS[f].choices)}]" for f in held]
+    cfg = load_config(["model=tiny", *(f"space.{f}=[false,true]" for f in flags), *choices])
     arr = enumerate_arrays(cfg.space, cfg.train, 8)
     varied = {f for f in PLAN_FIELDS if len(set(arr[f].tolist())) > 1}
     problems = []
@@ -146,6 +149,7 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
         ),
         ParallelPlan(dp=2, tp=2, pp=2, micro_batch_size=1, grad_accum_steps=256, recompute="full", pp_schedule="gpipe"),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, compile=True),
+        ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, fp8="tensorwise"),
     ]
     texts = {fmt: " | ".join(u for p in layouts for u in unmapped(fmt, *job, p)) for fmt in FORMATS}
     for fmt in FORMATS:
