@@ -152,15 +152,23 @@ def _toml_value(v: object) -> str:
         return "true" if v else "false"
     if isinstance(v, (int, float)):
         return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     return json.dumps(str(v))  # a JSON string is a valid TOML basic string
 
 
 def to_toml(doc: dict) -> str:
-    """Tables of scalars only (all this exporter writes); parsed back by tomllib in the tests."""
+    """Tables of scalars and lists; a nested dict becomes its dotted sub-table ([quantize.linear.float8]). Parsed
+    back by tomllib in the tests."""
     out = []
     for section, values in doc.items():
-        out.append(f"\n[{section}]\n")
-        out += [f"{k} = {_toml_value(v)}\n" for k, v in values.items()]
+        scalars = {k: v for k, v in values.items() if not isinstance(v, dict)}
+        if scalars or not values:
+            out.append(f"\n[{section}]\n")
+            out += [f"{k} = {_toml_value(v)}\n" for k, v in scalars.items()]
+        tables = {f"{section}.{k}": v for k, v in values.items() if isinstance(v, dict)}
+        if tables:
+            out.append(to_toml(tables))
     return "".join(out)
 
 

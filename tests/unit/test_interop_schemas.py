@@ -46,6 +46,7 @@ LAYOUTS = {  # llama-3.1-8b, global batch 512: grad_accum_steps = 512 / (dp * mi
         pp_schedule="interleaved_1f1b",
     ),
     "dp2_pp4_gpipe": dict(dp=2, pp=4, zero_stage=0, micro_batch_size=1, pp_schedule="gpipe"),
+    "dp8_z3_fp8": dict(dp=8, zero_stage=3, micro_batch_size=2, fp8="tensorwise"),
 }
 
 
