@@ -5,6 +5,8 @@ VENV ?= .venv
 # A machine without torch gets this CPU-capable release; a machine whose venv already has torch >= 2.6 (a GPU
 # cluster: VENV_FLAGS=--system-site-packages) keeps it. Nothing here ever pulls a CUDA build onto a CPU box.
 TORCH_VERSION ?= 2.13.0
+# PyPI's Linux torch wheel is the CUDA build (it pulls the nvidia-* wheels); the CPU build comes from PyTorch's index
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 VENV_FLAGS ?=
 STAMP := $(VENV)/.autotune-installed
 BIN := $(VENV)/bin
@@ -14,8 +16,10 @@ BIN := $(VENV)/bin
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV_FLAGS) $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q --index-url $(TORCH_INDEX) "torch==$(TORCH_VERSION)"
 	$(BIN)/python -m pip install -q -e ".[ray,test]"
+	# torchao (plan.fp8: float8 training in bench_model; tests/*/test_fp8.py): --no-deps, it must never pull a torch
+	$(BIN)/python -m pip install -q --no-deps "torchao==0.18.0"
 	# Optional schema validators for `autotune export` (tests/unit/test_interop_schemas.py skips what is missing):
 	# --no-deps so their torch pins never touch this venv's torch; "-" = a failed install is not a failed venv.
 	# tokenizers torchdata tensorboard datasets triton: torchtitan imports them at import time (its memory probe,
