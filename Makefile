@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q --index-url $(TORCH_INDEX) "torch==$(TORCH_VERSION)"
 	$(BIN)/python -m pip install -q -e ".[ray,test]"
-	# torchao (plan.fp8: float8 training in bench_model; tests/*/test_fp8.py): --no-deps, it must never pull a torch
+	# torchao for plan.fp8 (bench_model float8 training and its tests): --no-deps, it must never pull a torch
 	$(BIN)/python -m pip install -q --no-deps "torchao==0.18.0"
 	# Optional schema validators for `autotune export` (tests/unit/test_interop_schemas.py skips what is missing):
 	# --no-deps so their torch pins never touch this venv's torch; "-" = a failed install is not a failed venv.

@@ -1,6 +1,6 @@
 """`parallelize`: apply parallelism to one (pipeline-stage) model from outside, in the fixed torchtitan order
-float8 linears (plan.fp8) -> TP + SP -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data parallel (ZeRO stage over
-dp x cp). Pipeline splitting happens before,
+float8 linears (plan.fp8) -> TP + SP -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data
+parallel (ZeRO stage over dp x cp). Pipeline splitting happens before,
 in bench_model.parallel.pipeline."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["Meshes", "build_meshes", "parallelize"]
 
 def parallelize(model: nn.Module, meshes: Meshes, plan: ParallelPlan, precision: str, compile: bool = False) -> None:
     if plan.fp8 != "none":  # module swap first, as torchtitan's model converters run before parallelize
-        apply_float8(model, plan.fp8, plan.tp)
+        apply_float8(model, plan.fp8)
     if plan.tp > 1:
         apply_tensor_parallel(model, meshes.tp, plan.sequence_parallel)
     if plan.cp > 1:

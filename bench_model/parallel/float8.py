@@ -52,13 +52,10 @@ def check_fp8_device(recipe: str, device: torch.device) -> None:
         ) from e
 
 
-def apply_float8(model: nn.Module, recipe: str, tp: int) -> None:
-    """Swap the block linears of `model` (a meta model: the device is checked by `check_fp8_device`) to Float8Linear."""
-    if tp > 1:
-        raise SpecError(
-            f"plan.fp8={recipe} with plan.tp={tp}: bench_model does not implement float8 tensor parallelism "
-            f"(torchao Float8ColwiseParallel/Float8RowwiseParallel)"
-        )
+def apply_float8(model: nn.Module, recipe: str) -> None:
+    """Swap the block linears of `model` (a meta model: the device is checked by `check_fp8_device`) to Float8Linear.
+    TP then shards the Float8Linear weights with the plain DTensor plan (the casts and torch._scaled_mm run on DTensor
+    shards, the TP collectives move compute-dtype activations; torchtitan's Float8ColwiseParallel would gather fp8)."""
     try:
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
     except ImportError as e:

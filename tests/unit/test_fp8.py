@@ -1,6 +1,6 @@
 """plan.fp8 (torchao float8 training of the block linears): perf terms against hand-computed numbers, the preset
 rejection (A100 and cpu have no FP8 tensor cores), the unchanged memory model, planner enumeration and ids, and the
-trainer's one-line errors. The real fp8 training runs are in tests/distributed/test_fp8.py."""
+trainer's one-line errors. The real fp8 training runs are in tests/distributed/test_fp8_equivalence.py."""
 
 from __future__ import annotations
 
@@ -121,13 +121,6 @@ def test_planner_enumerates_fp8_keeps_ids_and_labels():
     assert "fp8" not in layout_label(plan8())
 
 
-def test_trainer_refuses_tensor_parallel_fp8_in_one_line():
-    from bench_model.parallel.float8 import apply_float8
-
-    with pytest.raises(SpecError, match=r"^plan\.fp8=tensorwise with plan\.tp=2: .*Float8ColwiseParallel"):
-        apply_float8(torch.nn.Linear(16, 16), "tensorwise", 2)
-
-
 def test_device_without_fp8_gemm_is_an_error_not_a_bf16_run(monkeypatch):
     from bench_model.parallel import float8
 
@@ -151,7 +144,7 @@ def test_block_linears_only_are_converted():
     from bench_model.parallel.float8 import apply_float8
 
     model = Llama(job("tiny", "h100-sxm-80gb")[0], 128)
-    apply_float8(model, "tensorwise", 1)
+    apply_float8(model, "tensorwise")
     kinds = {name: type(m).__name__ for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
     assert kinds.pop("output") == "Linear"  # LM head stays in the compute dtype
     assert kinds and set(kinds.values()) == {"Float8Linear"}
