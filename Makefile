@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
 	$(BIN)/python -m pip install -q -e ".[ray,test]"
+	# torchao for plan.fp8 (bench_model float8 training and its tests): --no-deps, it must never pull a torch
+	$(BIN)/python -m pip install -q --no-deps "torchao==0.18.0"
 	# Optional schema validators for `autotune export` (tests/unit/test_interop_schemas.py skips what is missing):
 	# --no-deps so their torch pins never touch this venv's torch; "-" = a failed install is not a failed venv.
 	# tokenizers torchdata tensorboard datasets triton: torchtitan imports them at import time (its memory probe,

@@ -15,7 +15,7 @@ from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.plan_arrays import default_pp_schedule
-from autotune.types import INT_FIELDS, OFFLOAD_MODES, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.types import FP8_RECIPES, INT_FIELDS, OFFLOAD_MODES, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 SEARCH_SPACES = Path(os.environ.get("AUTOTUNE_SEARCH_SPACES", Path(__file__).resolve().parent.parent / "search_spaces"))
 GROUPS = ("model", "cluster", "space", "train", "sweep", "experiment")
@@ -38,6 +38,7 @@ class SpaceSpec:
     sequence_parallel: tuple[bool, ...]
     compile: tuple[bool, ...] = (False, True)
     offload: tuple[str, ...] = ("none",)
+    fp8: tuple[str, ...] = ("none",)
     tp_within_node: bool = True
     dp_shard: tuple[int, ...] = (0,)  # HSDP sharding-group sizes; 0 = all of dp (plain FSDP)
     dp_shard_within_node: bool = True
@@ -322,6 +323,11 @@ def _space_from(values: dict[str, Any], cluster: ClusterSpec | None = None) -> S
             raise ConfigError(f"space.offload={bad[0]!r} must be one of {', '.join(OFFLOAD_MODES)}")
     if "dp_shard" in values:
         out["dp_shard"] = _as_tuple("dp_shard", values.pop("dp_shard"), int)
+    if "fp8" in values:
+        out["fp8"] = _as_tuple("fp8", values.pop("fp8"), str)
+        bad = [r for r in out["fp8"] if r not in FP8_RECIPES]
+        if bad:
+            raise ConfigError(f"space.fp8={bad[0]!r} must be one of {', '.join(FP8_RECIPES)}")
     if any(z > 3 for z in out["zero_stage"]):
         raise ConfigError(f"space.zero_stage={list(out['zero_stage'])} must list integers in 0..3")
     bad = [r for r in out["recompute"] if r not in ("none", "selective", "full")]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from autotune.frameworks import get_profile
-from autotune.plan_arrays import CODES, SCHEDULE_CODE, arrays_from_plans
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.plan_arrays import CODES, FP8_CODE, SCHEDULE_CODE, arrays_from_plans
+from autotune.types import FP8_RECIPES, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 MEMORY_RULE = "memory"  # the planner's own rejection: the layout's estimated peak does not fit (autotune.planner)
 HOST_MEMORY_RULE = "host_memory"  # the offloaded states do not fit in cluster.host_memory_bytes_per_gpu (planner)
@@ -154,6 +154,14 @@ def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, clust
                 f"{cluster.gpus_per_node}: the HSDP shard group spans nodes (space.dp_shard_within_node=true)"
             ),
             ("dp_shard", "cp", "tp"),
+        ),
+        (
+            "fp8_needs_peak",
+            (arr["fp8"] != FP8_CODE["none"]) & (cluster.peak_flops_fp8 is None),
+            lambda fp8: (
+                f"fp8={FP8_RECIPES[fp8]} needs FP8 tensor cores: cluster preset {cluster.name} has peak_flops_fp8=null"
+            ),
+            ("fp8",),
         ),
     ]
 

@@ -38,4 +38,6 @@ def layout_label(row: Any) -> str:
     shard = g("dp_shard", 0)
     if shard is not None and shard == shard and int(shard) > 0:  # HSDP (NaN/None: a row from before the field)
         text += f" hsdp{int(shard)}"
+    if str(g("fp8", "none") or "none") != "none":
+        text += f" fp8={g('fp8')}"
     return text

@@ -35,6 +35,9 @@ HSDP (plan.dp_shard = F/cp < dp): gathers and reduce-scatters run on the shard g
   across the R = dp/dp_shard replicas (ranks dp_shard*cp*tp apart: inter-node) once per step, behind the last
   micro-batch's backward (Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2 hybrid sharding; FSDP2 reduce-scatter, then
   all-reduce over the replicate dim, skipped on earlier micro-batches with set_requires_all_reduce(False)).
+FP8 (plan.fp8 != none; bench_model converts the block linears with torchao, attention (SDPA) and the LM head stay in
+  the compute dtype): the block GEMMs run at cluster.peak_flops_fp8 (same matmul_efficiency), plus the casts
+  (perf_terms.fp8_cast_bytes) at HBM bandwidth. A preset without peak_flops_fp8 is rejected (fp8_needs_peak).
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
 """
@@ -51,6 +54,7 @@ from autotune.perf_terms import (
     attention_s,
     compiled_elementwise_factor,
     elementwise_bytes_per_token,
+    fp8_cast_bytes,
     fsdp_exposed_s,
     host_device_s,
     loss_bytes_per_token,
@@ -61,7 +65,7 @@ from autotune.perf_terms import (
     require_offload_fields,
     require_perf_fields,
 )
-from autotune.plan_arrays import CODES, RECOMPUTE_CODE, arrays_from_plans, decoded
+from autotune.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.types import (
     DTYPE_BYTES,
     ClusterSpec,
@@ -114,13 +118,16 @@ def _layer_terms(
     passes = np.where(full, 4.0, 3.0)  # forward-equivalents: fwd + bwd (2x), + one forward with full recompute
     h = model.hidden_size
     per_layer_matmul = (model.matmul_params() - model.vocab_size * h) / model.num_layers
+    fp8 = arr["fp8"] != FP8_CODE["none"] if "fp8" in arr else np.zeros_like(tp, dtype=bool)
+    # rows of a preset without FP8 are rejected (constraints fp8_needs_peak); they keep the compute-dtype peak here
+    linear_peak = np.where(fp8, cluster.peak_flops_fp8 or peak, peak)
     gemm = (
         tokens
         * 2.0
         * per_layer_matmul
         / tp
         * passes
-        / (peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp))
+        / (linear_peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp))
     )
     attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
@@ -128,6 +135,7 @@ def _layer_terms(
     ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
     mem = mem * compiled_elementwise_factor(arr["compile"], cluster)  # Inductor fusion (perf_terms)
+    mem = mem + np.where(fp8, memory_bound_s(fp8_cast_bytes(model, c, tp, tokens, full), cluster), 0.0)
     act_bytes = tokens * h * c
     bw, lat = _link(cluster, tp)
     tp_s = np.where(full, 6, 4) * ring_s("all_reduce", tp, act_bytes, bw, lat)

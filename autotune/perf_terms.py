@@ -27,6 +27,11 @@ Every function is pure and vectorised over numpy arrays of candidate plans; sour
   Eager bench_model moves ~2.8x the bytes `elementwise_bytes_per_token` counts (RMSNorm 36h vs 6h bytes per token,
   RoPE ~5x, SwiGLU 10f vs 6f): a fused/eager byte ratio of ~0.36 is the physical scale of the factor.
   Compiling is warm-up (bench_model times no step before `warmup_steps`), but it costs trial wall time.
+- FP8 linears (plan.fp8, torchao 0.18 `torchao/float8/float8_linear.py` `matmul_with_hp_or_float8_args`): the block
+  linears' GEMMs run on the FP8 tensor-core peak; each linear casts six tensors per step with dynamic scaling
+  (forward: input, weight; backward: grad_output twice (dim0 for grad_input, dim1 for grad_weight), weight for
+  grad_input, input for grad_weight), each cast an amax pass (read c bytes) plus the scaled cast (read c, write 1
+  byte): `fp8_cast_bytes`, priced at HBM bandwidth like the other memory-bound kernels.
 """
 
 from __future__ import annotations
@@ -205,3 +210,36 @@ def compile_time_s(compile: Any, cluster: ClusterSpec) -> np.ndarray:
     if not compile.any():
         return np.zeros(compile.shape)
     return np.where(compile, _compile_field(cluster, "compile_s_per_graph") * COMPILED_GRAPHS_PER_RANK, 0.0)
+
+
+# torchao 0.18 float8_linear.py: 6 dynamic casts per linear per step, 2 of each activation-sized operand
+# (input, grad_output) and 2 of the weight; a cast = amax read (c) + cast read (c) + fp8 write (1 byte) per element.
+FP8_CASTS_PER_OPERAND = 2
+
+
+def fp8_linear_elements(model: ModelSpec, tp: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(input elements per token, output elements per token, weight elements) summed over one block's linears on one
+    TP rank. Column-parallel linears (wq, wk, wv, w1, w3 / GPT qkv, fc1) see the full input and 1/tp of the output;
+    row-parallel ones (wo, w2 / proj, fc2) 1/tp of the input and the full output (Megatron, Shoeybi et al. 2019 Sec 3).
+    torchao casts each linear's input itself, so wq, wk and wv each cast the same normed x."""
+    h, f, k = model.hidden_size, model.ffn_hidden_size, model.kv_dim
+    tp = np.asarray(tp, dtype=np.float64)
+    if model.block == "gpt":  # qkv h->3h, fc1 h->f (column); proj h->h, fc2 f->h (row)
+        col_in, col_out, row_in, row_out = 2 * h, 3 * h + f, h + f, 2 * h
+        weights = 4 * h * h + 2 * h * f
+    else:  # wq h->h, wk/wv h->k, w1/w3 h->f (column); wo h->h, w2 f->h (row)
+        col_in, col_out, row_in, row_out = 5 * h, h + 2 * k + 2 * f, h + f, 2 * h
+        weights = 2 * h * h + 2 * h * k + 3 * h * f
+    return col_in + row_in / tp, col_out / tp + row_out, weights / tp
+
+
+def fp8_cast_bytes(model: ModelSpec, c: int, tp: Any, tokens: Any, full_recompute: Any) -> np.ndarray:
+    """HBM bytes of one block's float8 casts for one micro-batch of `tokens` tokens: 2 casts each of input, grad_output
+    and weight (forward + backward), + 1 more of input and weight when full recompute re-runs the forward."""
+    x, y, w = fp8_linear_elements(model, tp)
+    extra = np.where(np.asarray(full_recompute, dtype=bool), 1.0, 0.0)
+    tokens = np.asarray(tokens, dtype=np.float64)
+    casts = (
+        tokens * ((FP8_CASTS_PER_OPERAND + extra) * x + FP8_CASTS_PER_OPERAND * y) + (FP8_CASTS_PER_OPERAND + extra) * w
+    )
+    return (2.0 * c + 1.0) * casts

@@ -24,11 +24,13 @@ CODES: dict[str, dict[str, int]] = {
 }
 RECOMPUTE_CODE: dict[str, int] = CODES["recompute"]
 SCHEDULE_CODE: dict[str, int] = CODES["pp_schedule"]
+FP8_CODE: dict[str, int] = CODES["fp8"]
 __all__ = [
     "CODES",
     "INT_FIELDS",
     "RECOMPUTE_CODE",
     "SCHEDULE_CODE",
+    "FP8_CODE",
     "arrays_from_frame",
     "arrays_from_plans",
     "decoded",

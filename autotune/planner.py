@@ -13,7 +13,7 @@ from autotune.errors import AutotuneError, UsageError
 from autotune.margin import memory_margin, rank_order
 from autotune.memory import memory_arrays
 from autotune.perf import perf_arrays
-from autotune.plan_arrays import RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
+from autotune.plan_arrays import FP8_CODE, RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
 from autotune.types import PLAN_FIELDS, ModelSpec, ParallelPlan, TrainSpec, plan_value
 from autotune.types import candidate_ids as _candidate_ids
 
@@ -88,9 +88,10 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         np.array(sorted(set(space.compile)), dtype=bool),
         np.array([OFFLOAD_CODE[o] for o in getattr(space, "offload", ("none",))], dtype=np.int64),
         shards := np.array(sorted(set(getattr(space, "dp_shard", (0,)))), dtype=np.int64),
+        np.array([FP8_CODE[r] for r in dict.fromkeys(getattr(space, "fp8", ("none",)))], dtype=np.int64),
     ]
     grids = [g.ravel() for g in np.meshgrid(*dims, indexing="ij")]
-    li, z, mbs, rc, vpp, sp, comp, off, ds = grids
+    li, z, mbs, rc, vpp, sp, comp, off, ds, f8 = grids
     dp, tp, pp, cp = (lay[li, j] if len(lay) else np.zeros(0, np.int64) for j in range(4))
     sp = sp.astype(bool)
     # tp=1 has no sequence parallelism: keep one row (the first listed SP value) and store it as false
@@ -120,6 +121,7 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         "compile": comp.astype(bool),
         "offload": off,
         "dp_shard": ds,
+        "fp8": f8,
     }
     arr = {k: np.asarray(v)[keep] for k, v in arr.items()}
     arr["grad_accum_steps"] = np.maximum(train.global_batch_size // (arr["dp"] * arr["micro_batch_size"]), 1)

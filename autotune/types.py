@@ -23,6 +23,8 @@ PP_SCHEDULES: tuple[str, ...] = ("1f1b", "gpipe", "interleaved_1f1b")
 # master + Adam states on the host, step on the CPU); params = FSDP2 CPUOffloadPolicy (sharded params, grads and
 # optimizer state on the host)
 OFFLOAD_MODES: tuple[str, ...] = ("none", "optimizer", "params")
+# torchao float8 training recipes (torchao 0.18 `Float8LinearConfig.from_recipe_name`); "none" = bf16 linears
+FP8_RECIPES: tuple[str, ...] = ("none", "tensorwise", "rowwise")
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
@@ -155,6 +157,8 @@ class ClusterSpec:
     host_memory_bytes_per_gpu: int | None = None
     host_device_bw_bytes_per_s: float | None = None
     cpu_adam_params_per_s: float | None = None
+    # dense FP8 tensor-core peak (FLOP/s); None = the device has no FP8 tensor cores (plan.fp8 is rejected)
+    peak_flops_fp8: float | None = None
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
@@ -191,6 +195,10 @@ class ClusterSpec:
             self.pp_microbatch_overhead_s is None or float(self.pp_microbatch_overhead_s) >= 0,
             f"cluster.pp_microbatch_overhead_s={self.pp_microbatch_overhead_s!r} must be >= 0",
         )
+        _require(
+            self.peak_flops_fp8 is None or float(self.peak_flops_fp8) > 0,
+            f"cluster.peak_flops_fp8={self.peak_flops_fp8!r} must be null or > 0",
+        )
 
     def peak_flops(self, compute_dtype: str) -> float:
         return self.peak_flops_fp32 if compute_dtype == "fp32" else self.peak_flops_bf16
@@ -219,7 +227,10 @@ class TrainSpec:
     def __post_init__(self) -> None:
         _positive_int("train.seq_len", self.seq_len)
         _positive_int("train.global_batch_size", self.global_batch_size)
-        _require(self.precision in ("bf16", "fp32"), f"train.precision={self.precision!r} must be one of bf16, fp32")
+        _require(
+            self.precision in ("bf16", "fp32"),
+            f"train.precision={self.precision!r} must be one of bf16, fp32 (FP8 linears: plan.fp8=tensorwise|rowwise)",
+        )
         for f in ("param_dtype", "compute_dtype", "grad_dtype", "optimizer_dtype"):
             _require(
                 getattr(self, f) in DTYPE_BYTES,
@@ -270,6 +281,8 @@ class ParallelPlan:
     # HSDP: size of the FSDP sharding group inside dp (0 = all of dp, plain FSDP); replicate = dp / dp_shard.
     # A smaller group holds a bigger slice of the states (P/(dp_shard*cp)), so "lower" needs at least the memory.
     dp_shard: int = dim_field(0, optuna=True, oom="lower", label="dp_shard", count=False)
+    # torchao float8 training of the transformer blocks' linears (bench_model); a throughput/numerics trade-off
+    fp8: str = dim_field("none", optuna=True, oom="shape", label="fp8", choices=FP8_RECIPES)
 
     def __post_init__(self) -> None:
         for f in COUNT_FIELDS:
@@ -284,6 +297,7 @@ class ParallelPlan:
             f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false",
         )
         _require(isinstance(self.compile, bool), f"plan.compile={self.compile!r} must be true or false")
+        _require(self.fp8 in FP8_RECIPES, f"plan.fp8={self.fp8!r} must be one of {', '.join(FP8_RECIPES)}")
         _require(
             self.offload in OFFLOAD_MODES,
             f"plan.offload={self.offload!r} must be one of {', '.join(OFFLOAD_MODES)}",

@@ -25,6 +25,7 @@ from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
 from bench_model.parallel.context_parallel import cp_positions
 from bench_model.parallel.data_parallel import ZeRO1AdamW, needs_fsdp, set_gradient_sync
+from bench_model.parallel.float8 import check_fp8_device
 from bench_model.parallel.offload import HostOffloadAdamW, materialize_device
 from bench_model.parallel.pipeline import (
     allreduce_tied_embedding_grads,
@@ -168,6 +169,8 @@ def build_trainer(
             f"plan.offload=params with zero_stage={p.zero_stage}, dp*cp={p.dp * p.cp}: FSDP2's CPUOffloadPolicy "
             "requires fully sharded parameters (zero_stage=3 over dp*cp > 1)"
         )
+    if p.fp8 != "none":
+        check_fp8_device(p.fp8, device)  # one-line SpecError, never a silent bf16 run
     meshes = build_meshes(p, device.type, dist.get_world_size())
     tied_group = tied_embedding_group(meshes) if p.pp > 1 and m.tie_embeddings else None
     after_startup()

@@ -44,6 +44,7 @@ PLAN_KEYS: dict[str, str] = {
     "FSDP has no optimizer-only offload, so the DeepSpeed plugin with tp = cp = 1)",
     "dp_shard": "fsdp_config.fsdp_reshard_after_forward HYBRID_SHARD (dp_shard = gpus_per_node), else "
     "parallelism_config_dp_shard_size / parallelism_config_dp_replicate_size (FSDP2)",
+    "fp8": "mixed_precision: fp8 with fp8_config.backend AO (torchao; tensorwise only)",
 }
 
 
@@ -68,7 +69,7 @@ def translate(ctx: ExportContext) -> Export:
         {
             "machine_rank": 0,
             "main_training_function": "main",
-            "mixed_precision": "bf16" if ctx.bf16 else "no",
+            "mixed_precision": "fp8" if p.fp8 == "tensorwise" else "bf16" if ctx.bf16 else "no",
             "num_machines": -(-procs // ctx.cluster.gpus_per_node),
             "num_processes": procs,
             "rdzv_backend": "static",
@@ -86,6 +87,21 @@ def translate(ctx: ExportContext) -> Export:
         ex.skip(
             "plan.sequence_parallel=true",
             "accelerate's TP applies the model's tp_plan; it has no Megatron-style sequence-parallel switch",
+        )
+    if p.fp8 == "tensorwise":
+        # accelerate 1.x commands/launch.py: fp8_config keys become --fp8_<key>; backend "ao" = torchao, whose
+        # AORecipeKwargs default Float8LinearConfig() is the tensorwise recipe (utils/dataclasses.py)
+        body["fp8_config"] = {"backend": "AO"}
+        ex.notes.append(
+            "fp8: accelerate's AO backend skips the first and last linear layers by default "
+            "(utils/ao.py filter_first_and_last_linear_layers); autotune modelled every block linear in fp8 "
+            "and the LM head in bf16"
+        )
+    elif p.fp8 == "rowwise":
+        ex.skip(
+            "plan.fp8=rowwise",
+            "accelerate's config file selects only the FP8 backend; the rowwise recipe needs "
+            "AORecipeKwargs(config=Float8LinearConfig.from_recipe_name('rowwise')) in the training script",
         )
     ex.body = body
     return ex

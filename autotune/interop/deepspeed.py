@@ -37,6 +37,8 @@ PLAN_KEYS: dict[str, str] = {
     "offload": "zero_optimization.offload_optimizer (optimizer, params), zero_optimization.offload_param (params)",
     "dp_shard": "zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ, stage 3: a secondary parameter shard per "
     "group; gradients and optimizer state stay sharded over all of dp)",
+    "fp8": "NOT MAPPED: the DeepSpeed config has no FP8 compute switch; FP8 linears come from the model code "
+    "(Transformer Engine or torchao convert_to_float8_training)",
 }
 
 
@@ -51,6 +53,12 @@ def translate(ctx: ExportContext) -> Export:
         ex.skip(
             "plan.compile=true",
             "the DeepSpeed config has no torch.compile switch: call engine.compile() in the training script",
+        )
+    if ctx.plan.fp8 != "none":
+        ex.skip(
+            f"plan.fp8={ctx.plan.fp8}",
+            "the DeepSpeed config has no FP8 compute switch: convert the model's linears in the training script "
+            f"(torchao convert_to_float8_training, recipe {ctx.plan.fp8}) before deepspeed.initialize",
         )
     body: dict = {
         "train_batch_size": ctx.global_batch_size,

@@ -36,6 +36,7 @@ PLAN_KEYS: dict[str, str] = {
     "(optimizer; Megatron-Core HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/README.md); "
     "params: not mapped (no parameter offload flag)",
     "dp_shard": "--num-distributed-optimizer-instances dp/dp_shard (zero_stage 2: partial distributed optimizer)",
+    "fp8": "--fp8-format hybrid --fp8-recipe tensorwise (Transformer Engine; no rowwise recipe)",
 }
 
 
@@ -64,6 +65,7 @@ def translate(ctx: ExportContext) -> Export:
     ]
     argv += _recompute_args(ctx)
     argv += [["--bf16"]] if ctx.bf16 else []
+    argv += _fp8_args(ctx, ex)
     ex.body = argv
     return ex
 
@@ -182,3 +184,18 @@ def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: Paral
     ctx = ExportContext(model, train, cluster, plan)
     ex = translate(ctx)
     return comment_block(header_lines(ctx, ex)) + "".join(" ".join(a) + "\n" for a in ex.body)
+
+
+def _fp8_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
+    """Megatron-LM megatron/training/arguments.py (Transformer-Engine group): --fp8-format {e4m3,hybrid} (hybrid = e4m3
+    forward, e5m2 gradients, TE's default training format) and --fp8-recipe {tensorwise,delayed,mxfp8,blockwise};
+    tensorwise is TE's per-tensor current scaling, torchao's tensorwise recipe. Megatron has no per-row recipe."""
+    if ctx.plan.fp8 == "none":
+        return []
+    if ctx.plan.fp8 == "rowwise":
+        ex.skip(
+            "plan.fp8=rowwise",
+            "Megatron-LM's --fp8-recipe has tensorwise, delayed, mxfp8 and blockwise scaling, no per-row recipe",
+        )
+        return []
+    return [["--fp8-format", "hybrid"], ["--fp8-recipe", "tensorwise"]]

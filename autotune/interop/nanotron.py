@@ -35,6 +35,8 @@ PLAN_KEYS: dict[str, str] = {
     "compile": "NOT MAPPED: nanotron 0.4 has no torch.compile option",
     "offload": "NOT MAPPED: nanotron 0.4 has no CPU offload of parameters or optimizer state",
     "dp_shard": "NOT MAPPED: nanotron 0.4 shards optimizer state over all of dp (ZeRO-1); no hybrid sharding group",
+    "fp8": "NOT MAPPED: nanotron 0.4's config has no FP8 option (its experimental src/nanotron/fp8 is its own "
+    "delayed-scaling recipe, not torchao's)",
 }
 
 
@@ -52,6 +54,8 @@ def translate(ctx: ExportContext) -> Export:
         ex.skip("plan.compile=true", "nanotron 0.4 has no torch.compile option")
     if ctx.plan.offload != "none":
         ex.skip(f"plan.offload={ctx.plan.offload}", "nanotron 0.4 has no CPU offload of parameters or optimizer state")
+    if ctx.plan.fp8 != "none":
+        ex.skip(f"plan.fp8={ctx.plan.fp8}", "nanotron 0.4's config has no FP8 training option")
     _unmapped(ctx, ex)
     ex.body = {
         "general": {"project": "autotune", "run": m.name, "seed": t.seed, "ignore_sanity_checks": True},

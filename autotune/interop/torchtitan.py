@@ -44,6 +44,7 @@ PLAN_KEYS: dict[str, str] = {
     "compile": "compile.enable (compile.components left at its default: model, loss)",
     "offload": "training.enable_cpu_offload (params: FSDP2 CPUOffloadPolicy); optimizer-only offload is not mapped",
     "dp_shard": "parallelism.data_parallel_shard_degree = dp_shard, data_parallel_replicate_degree = dp / dp_shard",
+    "fp8": "model.converters += quantize.linear.float8; quantize.linear.float8.recipe_name, filter_fqns",
 }
 # torchtitan 0.2.2 `torchtitan/models/llama3/__init__.py` flavors (dim, n_layers, n_heads, n_kv_heads, ffn, vocab)
 # with ffn = the SwiGLU hidden size its ffn_dim_multiplier/multiple_of produce (the Llama-3.1 config.json values).
@@ -88,6 +89,12 @@ def translate(ctx: ExportContext) -> Export:
     ex.body["activation_checkpoint"] = _activation_checkpoint(ctx, ex)
     # torchtitan 0.2.2 config/job_config.py Compile: enable, components (default ["model", "loss"])
     ex.body["compile"] = {"enable": p.compile}  # components stay at the default, ["model", "loss"]
+    if p.fp8 != "none":
+        # torchtitan 0.2.2: config/job_config.py Model.converters and Float8Linear (recipe_name, filter_fqns);
+        # components/quantization/float8.py registers the converter as "quantize.linear.float8". The LM head stays
+        # in bf16 as in bench_model (bench_model/parallel/float8.py); fp8 all-gather off, as bench_model runs it.
+        ex.body["model"]["converters"] = ["quantize.linear.float8"]
+        ex.body["quantize"] = {"linear": {"float8": {"recipe_name": p.fp8, "filter_fqns": ["output"]}}}
     return ex
 
 
@@ -156,15 +163,23 @@ def _toml_value(v: object) -> str:
         return "true" if v else "false"
     if isinstance(v, (int, float)):
         return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     return json.dumps(str(v))  # a JSON string is a valid TOML basic string
 
 
 def to_toml(doc: dict) -> str:
-    """Tables of scalars only (all this exporter writes); parsed back by tomllib in the tests."""
+    """Tables of scalars and lists; a nested dict becomes its dotted sub-table ([quantize.linear.float8]). Parsed
+    back by tomllib in the tests."""
     out = []
     for section, values in doc.items():
-        out.append(f"\n[{section}]\n")
-        out += [f"{k} = {_toml_value(v)}\n" for k, v in values.items()]
+        scalars = {k: v for k, v in values.items() if not isinstance(v, dict)}
+        if scalars or not values:
+            out.append(f"\n[{section}]\n")
+            out += [f"{k} = {_toml_value(v)}\n" for k, v in scalars.items()]
+        tables = {f"{section}.{k}": v for k, v in values.items() if isinstance(v, dict)}
+        if tables:
+            out.append(to_toml(tables))
     return "".join(out)
 
 

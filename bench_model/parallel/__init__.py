@@ -1,6 +1,7 @@
 """`parallelize`: apply parallelism to one (pipeline-stage) model from outside, in the fixed torchtitan order
-TP + SP -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data parallel (ZeRO stage over
-dp x cp; plan.offload=params adds FSDP2's CPUOffloadPolicy there). Pipeline splitting happens before,
+float8 linears (plan.fp8) -> TP + SP -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data
+parallel (ZeRO stage over dp x cp; plan.offload=params adds FSDP2's CPUOffloadPolicy there). Pipeline splitting
+happens before,
 in bench_model.parallel.pipeline."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from torch import nn
 from autotune.types import ParallelPlan
 from bench_model.parallel.context_parallel import apply_context_parallel
 from bench_model.parallel.data_parallel import apply_data_parallel, needs_fsdp
+from bench_model.parallel.float8 import apply_float8
 from bench_model.parallel.mesh import Meshes, build_meshes
 from bench_model.parallel.recompute import apply_recompute
 from bench_model.parallel.tensor_parallel import apply_tensor_parallel
@@ -25,6 +27,8 @@ def parallelize(
     compile: bool = False,
     device_type: str = "cpu",
 ) -> None:
+    if plan.fp8 != "none":  # module swap first, as torchtitan's model converters run before parallelize
+        apply_float8(model, plan.fp8)
     if plan.tp > 1:
         apply_tensor_parallel(model, meshes.tp, plan.sequence_parallel)
     if plan.cp > 1:

@@ -53,6 +53,7 @@ LAYOUTS = {  # llama-3.1-8b, global batch 512: grad_accum_steps = 512 / (dp * mi
     "dp16_hsdp8_z3": dict(dp=16, zero_stage=3, dp_shard=8),
     "dp16_hsdp4_z2": dict(dp=16, zero_stage=2, dp_shard=4),
     "dp4_cp2_hsdp2_z3": dict(dp=4, cp=2, zero_stage=3, dp_shard=2),
+    "dp8_z3_fp8": dict(dp=8, zero_stage=3, micro_batch_size=2, fp8="tensorwise"),
 }
 
 

@@ -152,6 +152,7 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, compile=True),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, offload="params"),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, dp_shard=4),
+        ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, fp8="tensorwise"),
     ]
     texts = {fmt: " | ".join(u for p in layouts for u in unmapped(fmt, *job, p)) for fmt in FORMATS}
     for fmt in FORMATS:

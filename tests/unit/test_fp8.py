@@ -1,0 +1,151 @@
+"""plan.fp8 (torchao float8 training of the block linears): perf terms against hand-computed numbers, the preset
+rejection (A100 and cpu have no FP8 tensor cores), the unchanged memory model, planner enumeration and ids, and the
+trainer's one-line errors. The real fp8 training runs are in tests/distributed/test_fp8_equivalence.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from autotune.config import load_config
+from autotune.constraints import check_plan, rejections
+from autotune.errors import SpecError
+from autotune.labels import layout_label
+from autotune.memory import estimate_memory
+from autotune.perf import _layer_terms, estimate_perf
+from autotune.perf_terms import fp8_cast_bytes, fp8_linear_elements, memory_bound_s
+from autotune.plan_arrays import arrays_from_plans
+from autotune.planner import enumerate_candidates
+from autotune.types import ParallelPlan
+
+
+def job(model: str = "llama-3.1-8b", cluster: str = "h100-sxm-80gb", *extra: str):
+    cfg = load_config([f"model={model}", f"cluster={cluster}", *extra])
+    return cfg.model, cfg.train, cfg.cluster
+
+
+def plan8(**kw) -> ParallelPlan:  # llama-3.1-8b's 512-sequence batch on 8 GPUs
+    return ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, **kw)
+
+
+def test_presets_state_the_datasheet_fp8_peak():
+    # NVIDIA H100 / H200 datasheets: FP8 Tensor Core 3,958 TFLOPS with sparsity = 2 x 1,979 dense, twice BF16
+    for name in ("h100-sxm-80gb", "h200-141gb"):
+        c = job("tiny", name)[2]
+        assert c.peak_flops_fp8 == pytest.approx(2 * c.peak_flops_bf16, rel=1e-3)
+        assert c.peak_flops_fp8 == pytest.approx(1.979e15, rel=1e-3)
+    for name in ("a100-80gb", "a100-40gb", "cpu"):
+        assert job("tiny", name)[2].peak_flops_fp8 is None
+
+
+def test_linear_elements_of_llama_8b_by_hand():
+    # Llama 3.1 8B: h=4096, f=14336, kv=8*128=1024. Inputs: wq, wk, wv, w1, w3 read x (5h) + wo h + w2 f;
+    # outputs: wq h + wk, wv 2kv + w1, w3 2f + wo h + w2 h; weights 2h^2 + 2h kv + 3hf.
+    model = job()[0]
+    x, y, w = fp8_linear_elements(model, 1)
+    assert (float(x), float(y), float(w)) == (6 * 4096 + 14336, 3 * 4096 + 2 * 1024 + 2 * 14336, 218103808)
+    # tp=2: column-parallel outputs and row-parallel inputs halve
+    x2, y2, w2 = fp8_linear_elements(model, 2)
+    assert float(x2) == 5 * 4096 + (4096 + 14336) / 2
+    assert float(y2) == (4096 + 2 * 1024 + 2 * 14336) / 2 + 2 * 4096
+    assert float(w2) == 218103808 / 2
+
+
+def test_cast_bytes_by_hand():
+    # 8192 tokens, bf16 (c=2): each cast reads c for amax, reads c and writes 1 byte -> 5 bytes per element;
+    # 2 casts each of x (38912/token), grad_out (43008/token) and the weights (218103808):
+    # 5 * (2*8192*(38912 + 43008) + 2*218103808) = 5 * 1778384896
+    model = job()[0]
+    assert float(fp8_cast_bytes(model, 2, 1, 8192, False)) == 5 * 1778384896
+    # full recompute re-casts x and the weights once more
+    extra = 5 * (8192 * 38912 + 218103808)
+    assert float(fp8_cast_bytes(model, 2, 1, 8192, True)) == 5 * 1778384896 + extra
+
+
+def test_layer_gemm_runs_at_the_fp8_peak_and_pays_the_casts():
+    model, train, cluster = job()
+    bf16 = _layer_terms(arrays_from_plans([plan8()]), model, train, cluster)
+    fp8 = _layer_terms(arrays_from_plans([plan8(fp8="tensorwise")]), model, train, cluster)
+    ratio = cluster.peak_flops_bf16 / cluster.peak_flops_fp8
+    assert fp8["gemm"][0] == pytest.approx(bf16["gemm"][0] * ratio)
+    assert fp8["attn"][0] == bf16["attn"][0]  # SDPA stays bf16
+    tokens = 2 * train.seq_len
+    casts = memory_bound_s(fp8_cast_bytes(model, 2, 1, tokens, False), cluster)
+    assert fp8["mem"][0] - bf16["mem"][0] == pytest.approx(float(casts))
+    # rowwise casts as many bytes (axiswise scales) and uses the same peak
+    row = _layer_terms(arrays_from_plans([plan8(fp8="rowwise")]), model, train, cluster)
+    assert row["gemm"][0] == fp8["gemm"][0] and row["mem"][0] == fp8["mem"][0]
+
+
+def test_fp8_speeds_up_8b_on_h100_and_leaves_memory_unchanged():
+    model, train, cluster = job()
+    a, b = estimate_perf(plan8(), model, train, cluster), estimate_perf(plan8(fp8="tensorwise"), model, train, cluster)
+    assert 1.0 < b.tokens_per_s_per_gpu / a.tokens_per_s_per_gpu < 2.0  # at most the 2x peak ratio
+    # torchao 0.18 Float8Linear saves its bf16 input and weight for backward (float8_linear.py
+    # matmul_with_hp_or_float8_args) and FSDP gathers bf16 (no fp8 all-gather): same memory as bf16
+    assert estimate_memory(plan8(), model, train, cluster) == estimate_memory(
+        plan8(fp8="tensorwise"), model, train, cluster
+    )
+
+
+@pytest.mark.parametrize("preset", ["a100-80gb", "a100-40gb", "cpu"])
+def test_fp8_rejected_on_presets_without_fp8_tensor_cores(preset):
+    model, train, cluster = job("llama-3.1-8b", preset)
+    reason = check_plan(plan8(fp8="rowwise"), model, train, cluster)
+    assert reason == f"fp8=rowwise needs FP8 tensor cores: cluster preset {preset} has peak_flops_fp8=null"
+    rules, _ = rejections(arrays_from_plans([plan8(fp8="tensorwise"), plan8()]), model, train, cluster)
+    assert rules[0] == "fp8_needs_peak" and rules[1] is None
+    assert check_plan(plan8(fp8="rowwise"), *job()) is None  # h100
+
+
+def test_planner_enumerates_fp8_keeps_ids_and_labels():
+    base = ["space.tp=[1,2]", "space.pp=[1]", "space.cp=[1]", "space.zero_stage=[1]", "space.micro_batch_size=[1]"]
+    base += ["space.recompute=[none]", "space.vpp=[1]", "space.sequence_parallel=[false]", "cluster=h100-sxm-80gb"]
+    df = enumerate_candidates(load_config([*base, "space.fp8=[none,tensorwise,rowwise]"]), 4)
+    assert sorted(df["fp8"].tolist()) == ["none"] * 2 + ["rowwise"] * 2 + ["tensorwise"] * 2
+    off = enumerate_candidates(load_config(base), 4)  # default space: fp8=[none]
+    assert set(off["fp8"]) == {"none"}
+    assert set(off.candidate_id) == set(df[df["fp8"] == "none"].candidate_id)
+    assert len(set(df.candidate_id)) == 6
+    # the default (tiny) model's 128-wide GEMMs gain less than its casts cost (torchao's float8 README: small
+    # M,K,N shapes are slower in float8); llama-3.1-8b's GEMMs gain
+    f8, bf = (df[df["fp8"] == r].set_index("tp")["pred_tokens_per_s_per_gpu"] for r in ("tensorwise", "none"))
+    assert (f8 < bf).all()
+    big = enumerate_candidates(load_config([*base, "model=llama-3.1-8b", "space.fp8=[none,tensorwise]"]), 4)
+    f8, bf = (big[big["fp8"] == r].set_index("tp")["pred_tokens_per_s_per_gpu"] for r in ("tensorwise", "none"))
+    assert (f8 > bf).all()
+    a100 = enumerate_candidates(load_config([*base, "space.fp8=[none,tensorwise]", "cluster=a100-80gb"]), 4)
+    assert set(a100[a100["fp8"] == "tensorwise"]["reject_rule"]) == {"fp8_needs_peak"}
+    assert layout_label(plan8(fp8="rowwise")).endswith(" fp8=rowwise")
+    assert "fp8" not in layout_label(plan8())
+
+
+def test_device_without_fp8_gemm_is_an_error_not_a_bf16_run(monkeypatch):
+    from bench_model.parallel import float8
+
+    float8.check_fp8_device("tensorwise", torch.device("cpu"))  # torch 2.13 CPU runs torch._scaled_mm
+    float8.check_fp8_device("rowwise", torch.device("cpu"))
+
+    def scaled_mm_missing_mock(*a, **k):  # stands in for a build/device without fp8 GEMMs (none here)
+        raise RuntimeError("_scaled_mm is not supported on this device\nsecond line")
+
+    monkeypatch.setattr(torch, "_scaled_mm", scaled_mm_missing_mock)
+    with pytest.raises(SpecError) as e:
+        float8.check_fp8_device("tensorwise", torch.device("cpu"))
+    assert str(e.value) == (
+        "plan.fp8=tensorwise: device cpu cannot run fp8 GEMMs (torch._scaled_mm: _scaled_mm is not supported on "
+        "this device)"
+    )
+
+
+def test_block_linears_only_are_converted():
+    from bench_model.model import Llama
+    from bench_model.parallel.float8 import apply_float8
+
+    model = Llama(job("tiny", "h100-sxm-80gb")[0], 128)
+    apply_float8(model, "tensorwise")
+    kinds = {name: type(m).__name__ for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    assert kinds.pop("output") == "Linear"  # LM head stays in the compute dtype
+    assert kinds and set(kinds.values()) == {"Float8Linear"}
+    assert np.all([n.split(".")[-1] in {"wq", "wk", "wv", "wo", "w1", "w2", "w3"} for n in kinds])
