@@ -144,3 +144,30 @@ def test_estimate_json_and_plan_show_the_memory_margin(capsys, tmp_path):
 
     df = pd.read_csv(out)
     assert {"mem_margin_bytes", "mem_margin_sigma"} <= set(df.columns)
+
+
+def test_plan_shows_best_layout_per_searched_option():
+    """The issue's command: Llama-3.1-70B on 64 H100 with HSDP sizes and optimizer offload searched. The best layout
+    of each option value is listed with host memory and the terms the option adds: optimizer offload holds the fp32
+    master + Adam state on the host (16 bytes per parameter of the ZeRO shard: >= 70.5e9 * 12 / 64 B) and pays the host
+    step; HSDP pays an all-reduce across replicas; a shard group wider than a node is rejected by its rule."""
+    r = _run(
+        "plan", "--gpus", "64", "model=llama-3.1-70b", "cluster=h100-sxm-80gb", "space.dp_shard=[8,16,32,64]",
+        "space.offload=[none,optimizer]", "--json", "--top", "1",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    by = {(v["field"], v["value"]): v for v in json.loads(r.stdout)["best_by_variant"]}
+    none, opt = by[("offload", "none")], by[("offload", "optimizer")]
+    assert none["mem_host_bytes"] == 0 and opt["mem_host_bytes"] >= 70.5e9 * 12 / 64
+    assert opt["optimizer_s"] > 10 * none["optimizer_s"] and opt["mem_reserved_bytes"] < none["mem_reserved_bytes"]
+    hsdp = by[("dp_shard", 8)]
+    assert "hsdp8" in hsdp["layout"] and hsdp["dp_replicate_comm_s"] > 0 == by[("dp_shard", 0)]["dp_replicate_comm_s"]
+    assert (
+        by[("dp_shard", 16)]["fitting"] == 0
+        and by[("dp_shard", 16)]["most_common_reject_rule"] == "dp_shard_within_node"
+    )
+    table = _run(
+        "plan", "--gpus", "64", "model=llama-3.1-70b", "cluster=h100-sxm-80gb", "space.offload=[none,optimizer]",
+        "--top", "1",
+    )  # fmt: skip
+    assert "best fitting layout per searched option value" in table.stdout and "offload=optimizer" in table.stdout
