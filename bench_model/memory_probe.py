@@ -20,6 +20,7 @@ simulating the schedule, i.e. faking the numbers."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -51,10 +52,37 @@ def probe_memory(spec: TrialSpec) -> dict[str, Any]:
         if torch.cuda.is_available():
             est, how = _probe_cuda(spec), "cuda allocator, fake process group"
         else:
-            est, how = _probe_fake(spec), "FakeTensorMode + MemTracker, fake process group"
+            with private_sharding_propagation():  # DTensor shape inference is not device memory
+                est, how = _probe_fake(spec), "FakeTensorMode + MemTracker, fake process group"
     finally:
         dist.destroy_process_group()
     return {**est.as_columns(), "probe_method": how, "num_gpus": p.world_size}
+
+
+@contextlib.contextmanager
+def private_sharding_propagation():
+    """DTensor derives an op's output metadata by running the op on global-shape fake tensors
+    (torch/distributed/tensor/_sharding_prop.py `_propagate_tensor_meta_non_cached`: `detect_fake_mode() or
+    FakeTensorMode()`). On a GPU that is a private fake mode and costs no memory; under the probe's FakeTensorMode the
+    global-shape outputs would be created in the tracked mode and counted (e.g. 8 bytes per logit of the full
+    vocabulary in the vocab-parallel loss's handlers). Run it with the probe's modes switched off."""
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    orig = getattr(ShardingPropagator, "_propagate_tensor_meta_non_cached", None)
+    if orig is None:  # a torch without this hook: the probe then counts the shape-inference outputs (conservative)
+        yield
+        return
+
+    def private(self, op_schema):
+        with _disable_current_modes():
+            return orig(self, op_schema)
+
+    ShardingPropagator._propagate_tensor_meta_non_cached = private
+    try:
+        yield
+    finally:
+        ShardingPropagator._propagate_tensor_meta_non_cached = orig
 
 
 def _local_numels(trainer) -> list[int]:

@@ -28,6 +28,7 @@ import torch.distributed as dist
 
 from autotune.errors import SpecError
 from autotune.types import ModelSpec, ParallelPlan
+from bench_model.memory_probe import private_sharding_propagation
 
 # bench_model recompute mode -> torchtitan activation_checkpoint (mode, selective_ac_option); "op" is torchtitan's
 # op-level SAC, the policy bench_model/parallel/recompute.py implements
@@ -95,33 +96,10 @@ def probe_torchtitan(model: ModelSpec, plan: ParallelPlan, seq_len: int, precisi
         dist.destroy_process_group()
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
     try:
-        with _private_sharding_propagation():
+        with private_sharding_propagation():
             return _probe(model, plan, seq_len, precision, world)
     finally:
         dist.destroy_process_group()
-
-
-@contextlib.contextmanager
-def _private_sharding_propagation():
-    """DTensor derives an op's output metadata by running the op on global-shape fake tensors
-    (torch/distributed/tensor/_sharding_prop.py `_propagate_tensor_meta_non_cached`: `detect_fake_mode() or
-    FakeTensorMode()`). On a GPU that is a private fake mode and costs no memory; under the probe's FakeTensorMode the
-    global-shape outputs would be created in the tracked mode and counted (e.g. 8 bytes per logit of the full
-    vocabulary in the vocab-parallel loss's handlers). Run it with the probe's modes switched off."""
-    from torch.distributed.tensor._sharding_prop import ShardingPropagator
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    orig = ShardingPropagator._propagate_tensor_meta_non_cached
-
-    def private(self, op_schema):
-        with _disable_current_modes():
-            return orig(self, op_schema)
-
-    ShardingPropagator._propagate_tensor_meta_non_cached = private
-    try:
-        yield
-    finally:
-        ShardingPropagator._propagate_tensor_meta_non_cached = orig
 
 
 def _loss_context(tp: int):
