@@ -109,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
                 "seq_len": SEQ_LEN,
                 "world_size": 8,
                 "layouts": rows,
+                # true only when every layout was compared and bench_model's peak <= torchtitan's on each
                 "bench_model_le_torchtitan": all(r["ratio"] <= 1.0 for r in ok) and len(ok) == len(rows),
+                "compared": len(ok),
+                "bench_model_le_torchtitan_on_compared": all(r["ratio"] <= 1.0 for r in ok),
+                "not_compared": [r["layout"] for r in rows if "ratio" not in r],
                 "profile_within_5pct": all(abs(r["profile_ratio"] - 1) <= 0.05 for r in ok),
             },
             indent=1,
