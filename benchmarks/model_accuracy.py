@@ -103,7 +103,12 @@ from omegaconf import OmegaConf
 from autotune.perf import perf_arrays
 from autotune.plan_arrays import arrays_from_plans
 from autotune.types import ClusterSpec
-import importlib.util
+import dataclasses, importlib.util
+import autotune.types as old_types
+# plan fields added after BEFORE_COMMIT (compile, ...) did not exist for the old model: it predicts without them
+_known = {f.name for f in dataclasses.fields(old_types.ParallelPlan)}
+_OldPlan = old_types.ParallelPlan
+old_types.ParallelPlan = lambda **kw: _OldPlan(**{k: v for k, v in kw.items() if k in _known})
 spec = importlib.util.spec_from_file_location("rr", sys.argv[2]); rr = importlib.util.module_from_spec(spec)
 sys.modules["rr"] = rr
 spec.loader.exec_module(rr)
