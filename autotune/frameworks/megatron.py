@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from autotune.frameworks.base import FrameworkProfile
-from autotune.plan_arrays import RECOMPUTE_CODE
-from autotune.types import DTYPE_BYTES, ModelSpec, TrainSpec
+from autotune.plan_arrays import FP8_CODE, RECOMPUTE_CODE
+from autotune.types import DTYPE_BYTES, FP8_RECIPES, OFFLOAD_MODES, ModelSpec, TrainSpec
 
 
 def megatron_layer_units(model: ModelSpec, dropout: float = 2.0) -> tuple[float, float]:
@@ -111,10 +111,20 @@ class MegatronProfile(FrameworkProfile):
                 "offload_params",
                 arr["offload"] >= 2,
                 lambda offload: (
-                    f"offload={offload}: Megatron-LM offloads the optimizer only (--optimizer-cpu-offload); "
-                    "parameter offload requires another framework"
+                    f"offload={OFFLOAD_MODES[offload]}: Megatron-LM offloads the optimizer only "
+                    "(--optimizer-cpu-offload); parameter offload requires another framework"
                 ),
                 ("offload",),
+            ),
+            # Megatron-LM arguments.py --fp8-recipe: delayed, tensorwise, mxfp8, blockwise (Transformer Engine)
+            self.rule(
+                "fp8_rowwise",
+                arr["fp8"] == FP8_CODE["rowwise"] if "fp8" in arr else np.zeros_like(z, dtype=bool),
+                lambda fp8: (
+                    f"fp8={FP8_RECIPES[fp8]}: Megatron-LM's --fp8-recipe has no rowwise recipe (delayed, tensorwise, "
+                    "mxfp8, blockwise); fp8 must be none or tensorwise"
+                ),
+                ("fp8",),
             ),
             self.rule(
                 "zero_stage",

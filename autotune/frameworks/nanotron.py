@@ -26,7 +26,7 @@ import numpy as np
 
 from autotune.frameworks.megatron import MegatronProfile
 from autotune.plan_arrays import SCHEDULE_CODE
-from autotune.types import DTYPE_BYTES, ModelSpec, TrainSpec
+from autotune.types import DTYPE_BYTES, FP8_RECIPES, OFFLOAD_MODES, ModelSpec, TrainSpec
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,17 @@ class NanotronProfile(MegatronProfile):
             self.rule(
                 "offload",
                 arr["offload"] >= 1,
-                lambda offload: f"offload={offload}: nanotron has no CPU offload (offload requires none)",
+                lambda offload: f"offload={OFFLOAD_MODES[offload]}: nanotron has no CPU offload (offload must be none)",
                 ("offload",),
+            ),
+            self.rule(
+                "fp8",
+                arr["fp8"] >= 1 if "fp8" in arr else np.zeros_like(z, dtype=bool),
+                lambda fp8: (
+                    f"fp8={FP8_RECIPES[fp8]}: nanotron 0.4's config has no FP8 training option (its experimental "
+                    "src/nanotron/fp8 is its own recipe); fp8 must be none"
+                ),
+                ("fp8",),
             ),
             self.rule(
                 "zero_stage",

@@ -342,6 +342,11 @@ def _override_cases() -> list[BadInput]:
         c("plan-tp-word", (*est, "plan.tp=two"), ("plan.tp", "two")),
         c("framework-layout", (*est, "train.framework=deepspeed", "plan.tp=2"), ("deepspeed:", "tp=2", "tensor")),
         c(
+            "framework-nanotron-fp8",
+            (*est, "train.framework=nanotron", "cluster=h100-sxm-80gb", "plan.fp8=tensorwise"),
+            ("nanotron:", "fp8=tensorwise", "must be none"),
+        ),
+        c(
             "framework-torchtitan-no-sp",
             (*est, "train.framework=torchtitan", "plan.tp=2"),
             ("torchtitan:", "tp=2", "sequence_parallel"),

@@ -149,3 +149,23 @@ def test_block_linears_only_are_converted():
     assert kinds.pop("output") == "Linear"  # LM head stays in the compute dtype
     assert kinds and set(kinds.values()) == {"Float8Linear"}
     assert np.all([n.split(".")[-1] in {"wq", "wk", "wv", "wo", "w1", "w2", "w3"} for n in kinds])
+
+
+@pytest.mark.parametrize(
+    "framework,recipe,rule",
+    [
+        ("nanotron", "tensorwise", "nanotron_fp8"),  # nanotron 0.4 config: no FP8 option
+        ("megatron", "rowwise", "megatron_fp8_rowwise"),  # --fp8-recipe: delayed, tensorwise, mxfp8, blockwise
+        ("megatron", "tensorwise", None),
+        ("torchtitan", "rowwise", None),  # Float8LinearConfig.from_recipe_name takes both
+    ],
+)
+def test_framework_profiles_reject_the_fp8_recipes_they_lack(framework, recipe, rule):
+    model, train, cluster = job("llama-3.1-8b", "h100-sxm-80gb", f"train.framework={framework}")
+    p = ParallelPlan(dp=8, zero_stage=1, micro_batch_size=2, grad_accum_steps=32, fp8=recipe)
+    if framework == "torchtitan":  # torchtitan has no ZeRO-1: FSDP
+        p = plan8(fp8=recipe)
+    rules, reasons = rejections(arrays_from_plans([p]), model, train, cluster)
+    assert rules[0] == rule, reasons[0]
+    if rule:
+        assert reasons[0].startswith(f"{framework}: fp8={recipe}")
