@@ -75,10 +75,15 @@ def _warn_framework(parts: Any, fmt: str, sweep_dir: Path) -> None:
     target = profile_for_format(fmt, train)
     if target != train.framework:
         e = expected_memory(model, train, cluster, plan, target)
+        need = (
+            f"the {target} profile rejects this layout ({e['rejected']})"
+            if e["rejected"]
+            else f"under the {target} profile this layout needs {e['reserved_bytes'] / 2**30:.1f} GiB "
+            f"of {e['device_bytes'] / 2**30:.1f} GiB"
+        )
         print(
             f"autotune: warning: {sweep_dir} planned with train.framework={train.framework}, not {target} "
-            f"(--format={fmt}); under the {target} profile this layout needs {e['reserved_bytes'] / 2**30:.1f} GiB "
-            f"of {e['device_bytes'] / 2**30:.1f} GiB",
+            f"(--format={fmt}); {need}",
             file=sys.stderr,
         )
 

@@ -35,22 +35,30 @@ def profile_for_target(target: str, train) -> str:
 
 
 def expected_memory(model, train, cluster, plan, framework: str) -> dict[str, Any]:
-    """Worst-rank allocated and reserved bytes of `plan` under `framework`'s profile, and whether it fits."""
+    """Worst-rank allocated and reserved bytes of `plan` under `framework`'s profile, and `rejected`: the profile's
+    rule the layout breaks (its message), None when the profile can run it. A rejected layout's bytes are the
+    profile's accounting applied outside what it models: a bound, not a prediction."""
+    from autotune.constraints import rejections
     from autotune.memory import memory_arrays
     from autotune.plan_arrays import arrays_from_plans
 
-    m = memory_arrays(arrays_from_plans([plan]), model, replace(train, framework=framework), cluster)
+    arr, target = arrays_from_plans([plan]), replace(train, framework=framework)
+    m = memory_arrays(arr, model, target, cluster)
+    _, reasons = rejections(arr, model, target, cluster)
     return {
         "framework": framework,
         "allocated_bytes": float(m["allocated"][0]),
         "reserved_bytes": float(m["reserved"][0]),
         "worst_pp_rank": int(m["worst_pp_rank"][0]),
         "device_bytes": int(cluster.device_memory_bytes),
+        "rejected": reasons[0],
     }
 
 
 def expected_memory_line(model, train, cluster, plan, framework: str) -> str:
     e = expected_memory(model, train, cluster, plan, framework)
+    if e["rejected"]:
+        return f"Expected memory under the {framework} profile: not modelled, the profile rejects this layout ({e['rejected']})."
     return (
         f"Expected memory under the {framework} profile (docs/frameworks.md): peak {e['reserved_bytes'] / 2**30:.1f} "
         f"GiB reserved ({e['allocated_bytes'] / 2**30:.1f} GiB allocated) per GPU, pipeline rank "
