@@ -26,3 +26,18 @@ def test_bench_model_peak_not_above_torchtitan_fsdp2_selective():
     assert tt > 2 * 1024 * 4096 * 2
     assert both["bench_model"]["optimizer_bytes"] == both["torchtitan"]["optimizer_bytes"]  # same local params
     assert 0 < bm <= tt, f"bench_model {bm / 2**20:.1f} MiB > torchtitan {tt / 2**20:.1f} MiB"
+
+
+@pytest.mark.timeout(900)
+def test_bench_model_peak_not_above_torchtitan_tp4_sp():
+    """TP 4 + SP with the vocab-parallel loss (fp32: torchtitan runs TP without FSDP unmixed). Measured: bench_model
+    34.7 MiB, torchtitan 49.6 MiB. Before the probe ran DTensor's shape inference outside its fake mode
+    (bench_model/memory_probe.py private_sharding_propagation) it counted those global-shape fake outputs: 54.6 MiB,
+    above torchtitan, so this fails on the old probe."""
+    from autotune.validation.torchtitan_probe import compare_layout
+
+    plan = ParallelPlan(tp=4, sequence_parallel=True, micro_batch_size=2)
+    both = compare_layout(MODEL, plan, seq_len=1024, precision="fp32")
+    bm, tt = both["bench_model"]["peak_bytes"], both["torchtitan"]["peak_bytes"]
+    assert tt > 2 * 1024 * 4096 * 4 / 4  # the fp32 logits of the local vocabulary shard
+    assert 0 < bm <= tt, f"bench_model {bm / 2**20:.1f} MiB > torchtitan {tt / 2**20:.1f} MiB"
