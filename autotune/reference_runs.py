@@ -132,6 +132,27 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def llmfoundry_layout(r: Any, fp8: str = "none") -> tuple[ModelSpec, TrainSpec, ParallelPlan]:
+    """One llm-foundry benchmark row as (model, train, plan): FSDP over all GPUs (FULL_SHARD = ZeRO-3, else 2), its
+    micro-batch and accumulation, full recompute when activation_checkpointing, bf16 grads only under PURE."""
+    layers, hidden, heads = MPT_SHAPES[r.model]
+    n, mbs, gas = int(r.n_gpus), int(r.micro_batch), int(r.grad_accum)
+    plan = ParallelPlan(
+        dp=n,
+        zero_stage=3 if r.fsdp_sharding_strategy == "FULL_SHARD" else 2,
+        micro_batch_size=mbs,
+        grad_accum_steps=gas,
+        recompute="full" if bool(r.activation_checkpointing) else "none",
+        fp8=fp8,
+    )
+    train = TrainSpec(
+        seq_len=int(r.seq_len),
+        global_batch_size=n * mbs * gas,
+        grad_dtype="bf16" if r.mp_mode == "PURE" else "fp32",
+    )
+    return _gpt(r.model, layers, hidden, heads, MPT_VOCAB), train, plan
+
+
 def load_llmfoundry(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
     """llm-foundry MPT benchmark tables: Composer FSDP, DP = n_gpus, no TP/PP. FULL_SHARD = ZeRO-3, SHARD_GRAD_OP =
     ZeRO-2; activation checkpointing = full recompute; mp_mode PURE reduces grads in bf16, DEFAULT in fp32."""
@@ -139,30 +160,23 @@ def load_llmfoundry(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipp
     runs, skipped = [], []
     for i, r in df.iterrows():
         if "fp8" in str(r.precision).lower():
-            skipped.append(SkippedRow("llmfoundry", i, f"precision={r.precision}: FP8 is not modelled"))
+            skipped.append(
+                SkippedRow(
+                    "llmfoundry",
+                    i,
+                    f"precision={r.precision}: Transformer Engine FP8, not the torchao recipe modelled (benchmarks/fp8_ratio.py compares these pairs)",
+                )
+            )
             continue
         if r.model not in MPT_SHAPES or r.gpu_type not in GPU_PRESET:
             skipped.append(SkippedRow("llmfoundry", i, f"model={r.model} gpu_type={r.gpu_type}: no shape or preset"))
             continue
-        layers, hidden, heads = MPT_SHAPES[r.model]
-        n, mbs, gas = int(r.n_gpus), int(r.micro_batch), int(r.grad_accum)
-        plan = ParallelPlan(
-            dp=n,
-            zero_stage=3 if r.fsdp_sharding_strategy == "FULL_SHARD" else 2,
-            micro_batch_size=mbs,
-            grad_accum_steps=gas,
-            recompute="full" if bool(r.activation_checkpointing) else "none",
-        )
-        train = TrainSpec(
-            seq_len=int(r.seq_len),
-            global_batch_size=n * mbs * gas,
-            grad_dtype="bf16" if r.mp_mode == "PURE" else "fp32",
-        )
+        model, train, plan = llmfoundry_layout(r)
         runs.append(
             ReferenceRun(
                 "llmfoundry",
                 i,
-                _gpt(r.model, layers, hidden, heads, MPT_VOCAB),
+                model,
                 train,
                 GPU_PRESET[r.gpu_type],
                 plan,

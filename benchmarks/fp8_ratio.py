@@ -17,25 +17,12 @@ import pandas as pd
 from autotune.config import load_config
 from autotune.fit_reference import load_preset
 from autotune.perf import estimate_perf
-from autotune.reference_runs import DATA, GPU_PRESET, MPT_SHAPES, MPT_VOCAB, _gpt
-from autotune.types import ParallelPlan, TrainSpec
+from autotune.reference_runs import DATA, GPU_PRESET, MPT_SHAPES, llmfoundry_layout
+from autotune.types import ParallelPlan
 
 
 def _predict(r, fp8: str) -> float:
-    layers, hidden, heads = MPT_SHAPES[r.model]
-    n, mbs, gas = int(r.n_gpus), int(r.micro_batch), int(r.grad_accum)
-    plan = ParallelPlan(
-        dp=n,
-        zero_stage=3 if r.fsdp_sharding_strategy == "FULL_SHARD" else 2,
-        micro_batch_size=mbs,
-        grad_accum_steps=gas,
-        recompute="full" if bool(r.activation_checkpointing) else "none",
-        fp8=fp8,
-    )
-    train = TrainSpec(
-        seq_len=int(r.seq_len), global_batch_size=n * mbs * gas, grad_dtype="bf16" if r.mp_mode == "PURE" else "fp32"
-    )
-    model = _gpt(r.model, layers, hidden, heads, MPT_VOCAB)
+    model, train, plan = llmfoundry_layout(r, fp8)
     return estimate_perf(plan, model, train, load_preset(GPU_PRESET[r.gpu_type])).tokens_per_s_per_gpu
 
 

@@ -23,6 +23,20 @@ from autotune.types import DTYPE_BYTES, ClusterSpec, ModelSpec, TrainSpec
 Rule = tuple[str, Any, Callable[..., str], tuple[str, ...]]
 
 
+def state_inputs(num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> tuple:
+    """The arrays and byte counts every profile's `model_states` starts from: (psi, zero_stage, shard, compute bytes,
+    fp32 master bytes per parameter (0 when training in fp32), optimizer-state bytes per parameter)."""
+    c = DTYPE_BYTES[train.compute_dtype]
+    return (
+        np.asarray(num_params, dtype=np.float64),
+        np.asarray(zero_stage),
+        np.asarray(shard, dtype=np.float64),
+        c,
+        4.0 if c != 4 else 0.0,
+        DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states,
+    )
+
+
 @dataclass(frozen=True)
 class FrameworkProfile:
     """bench_model's accounting (autotune/memory.py's module docstring derives each term)."""

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.frameworks.base import FrameworkProfile
+from autotune.frameworks.base import FrameworkProfile, state_inputs
 from autotune.plan_arrays import SCHEDULE_CODE
 from autotune.types import DTYPE_BYTES, ModelSpec, TrainSpec
 
@@ -38,11 +38,7 @@ class DeepSpeedProfile(FrameworkProfile):
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
     ) -> dict[str, np.ndarray]:
-        psi = np.asarray(num_params, dtype=np.float64)
-        z, d = np.asarray(zero_stage), np.asarray(shard, dtype=np.float64)
-        c = DTYPE_BYTES[train.compute_dtype]
-        master = 4.0 if c != 4 else 0.0
-        o = DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states
+        psi, z, d, c, master, o = state_inputs(num_params, zero_stage, shard, train)
         # [MEM] stages 1-2 (stage_1_and_2.py): bf16 params and grads whole, fp32 grad partition for the optimizer;
         # stage 3: bf16 param shard + fp32 grad partition (18 = 2 + 4 + 12); stage 0: [ZeRO] 2 + 2 + 12
         params = psi * c / np.where(z >= 3, d, 1.0)

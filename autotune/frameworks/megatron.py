@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from autotune.frameworks.base import FrameworkProfile
+from autotune.frameworks.base import FrameworkProfile, state_inputs
 from autotune.plan_arrays import FP8_CODE, RECOMPUTE_CODE
-from autotune.types import DTYPE_BYTES, FP8_RECIPES, OFFLOAD_MODES, ModelSpec, TrainSpec
+from autotune.types import FP8_RECIPES, OFFLOAD_MODES, ModelSpec, TrainSpec
 
 
 def megatron_layer_units(model: ModelSpec, dropout: float = 2.0) -> tuple[float, float]:
@@ -55,11 +55,7 @@ class MegatronProfile(FrameworkProfile):
     ) -> dict[str, np.ndarray]:
         # [TMU]: params in the compute dtype, fp32 main_grad, fp32 master (none when training in fp32) + Adam states;
         # the distributed optimizer (zero_stage=1) shards master + Adam over the data-parallel group
-        psi = np.asarray(num_params, dtype=np.float64)
-        z, d = np.asarray(zero_stage), np.asarray(shard, dtype=np.float64)
-        c = DTYPE_BYTES[train.compute_dtype]
-        master = 4.0 if c != 4 else 0.0
-        o = DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states
+        psi, z, d, c, master, o = state_inputs(num_params, zero_stage, shard, train)
         optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
         # --optimizer-cpu-offload --optimizer-offload-fraction 1.0 (megatron/core/optimizer/cpu_offloading/README.md):
         # master + Adam states and an fp32 copy of the gradient partition the CPU step reads live on the host;

@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from autotune.frameworks.base import state_inputs
 from autotune.frameworks.megatron import MegatronProfile
 from autotune.plan_arrays import SCHEDULE_CODE
-from autotune.types import DTYPE_BYTES, FP8_RECIPES, OFFLOAD_MODES, ModelSpec, TrainSpec
+from autotune.types import FP8_RECIPES, OFFLOAD_MODES, ModelSpec, TrainSpec
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,7 @@ class NanotronProfile(MegatronProfile):
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
     ) -> dict[str, np.ndarray]:
-        psi = np.asarray(num_params, dtype=np.float64)
-        z, d = np.asarray(zero_stage), np.asarray(shard, dtype=np.float64)
-        c = DTYPE_BYTES[train.compute_dtype]
-        master = 4.0 if c != 4 else 0.0
-        o = DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states
+        psi, z, d, c, master, o = state_inputs(num_params, zero_stage, shard, train)
         grads = psi * (c + (4.0 if c != 4 else 0.0))  # bf16 .grad + fp32 accumulator (accumulate_grad_in_fp32)
         optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
         host = np.zeros_like(psi * z * np.asarray(offload))  # no CPU offload in nanotron (rule below)
