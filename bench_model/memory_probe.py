@@ -10,7 +10,7 @@ process group (torch.testing._internal.distributed.fake_pg: collectives return a
   counted analytically (fake mode over-counts the step): AdamW's 2 fp32 states per local parameter element, and for
   ZeRO-1 2 states + 1 fp32 master slice of ceil(numel/N) elements (bench_model.parallel.data_parallel).
 
-Reported with autotune.types.MemoryEstimate.as_columns (the keys of `autotune estimate --json`). Logits and the loss
+Reported with autotune.core.types.MemoryEstimate.as_columns (the keys of `autotune estimate --json`). Logits and the loss
 are inside mem_activations_bytes (the tracker cannot separate them), so mem_logits_bytes is 0; overhead and
 fragmentation come from the cluster preset, as in the estimate, so mem_reserved_bytes follows the same convention on CPU.
 
@@ -27,8 +27,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from autotune.errors import UsageError
-from autotune.types import MemoryEstimate, TrialSpec
+from autotune.core.errors import UsageError
+from autotune.core.types import MemoryEstimate, TrialSpec
 
 
 def probe_memory(spec: TrialSpec) -> dict[str, Any]:

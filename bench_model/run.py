@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_protocol(
     argv: list[str] | None, body: Callable[[Any, Path, int], dict[str, Any]], prog: str = "bench_model.run"
 ) -> int:
-    """The trial protocol around `body(spec, out, rank) -> row` (this trainer, or `autotune.netbench_rank`): rank 0
+    """The trial protocol around `body(spec, out, rank) -> row` (this trainer, or `autotune.fitting.netbench_rank`): rank 0
     writes the row it returns; any exception on any rank becomes that rank's err file and exit code."""
     args = _parse(argv, prog)
     out = Path(args.out)
@@ -142,7 +142,7 @@ def run_protocol(
     _ensure_env()
     rank = int(os.environ["RANK"])
     try:
-        from autotune.types import TrialSpec
+        from autotune.core.types import TrialSpec
 
         spec = TrialSpec.from_json(Path(args.spec).read_text())
         row = body(spec, out, rank)

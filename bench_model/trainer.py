@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from autotune.errors import SpecError
-from autotune.types import TrialSpec
+from autotune.core.errors import SpecError
+from autotune.core.types import TrialSpec
 from bench_model import data
 from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize

@@ -1,5 +1,5 @@
 """Throughput of the AdamW step on this machine's CPU (parameters updated per second), the default of
-`cluster.cpu_adam_params_per_s` for CPU offload (autotune/perf_terms.py `offload_step_s`); prints JSON.
+`cluster.cpu_adam_params_per_s` for CPU offload (autotune/predict/perf_terms.py `offload_step_s`); prints JSON.
 
 What it times: torch.optim.AdamW over fp32 tensors that live in host memory (the host step of plan.offload=optimizer
 / params: bench_model/parallel/offload.py and FSDP2 CPUOffloadPolicy both run torch's CPU AdamW), `foreach` and

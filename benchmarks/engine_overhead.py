@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO))
 
 
 def _spec(trial_id: str, backend: str):
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
 
     cfg = load_config(["experiment=demo", "train.global_batch_size=4"])
     return make_spec(

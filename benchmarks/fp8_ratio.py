@@ -1,6 +1,6 @@
 """Predicted vs measured FP8/BF16 throughput ratio on H100: the llm-foundry MPT benchmark tables have BF16 and FP8
 (Transformer Engine, amp_fp8) rows of the same model, sequence length and GPU count (benchmarks/data/measured/
-llmfoundry_mpt_benchmarks.csv). Each row becomes a plan as autotune/reference_runs.py `load_llmfoundry` builds it;
+llmfoundry_mpt_benchmarks.csv). Each row becomes a plan as autotune/fitting/reference_runs.py `load_llmfoundry` builds it;
 the FP8 row gets plan.fp8=tensorwise (TE's per-tensor scaling is the closest recipe). Prints JSON: per pair the
 measured and predicted ratios, and Llama 3.2 1B / 3B / 3.1 8B predictions on 8 H100 (FSDP, seq 4096 and 8192).
 Not a fit: the perf model's coefficients are the preset's (fitted on BF16 rows only).
@@ -14,11 +14,11 @@ import json
 
 import pandas as pd
 
-from autotune.config import load_config
-from autotune.fit_reference import load_preset
-from autotune.perf import estimate_perf
-from autotune.reference_runs import DATA, GPU_PRESET, MPT_SHAPES, llmfoundry_layout
-from autotune.types import ParallelPlan
+from autotune.core.types import ParallelPlan
+from autotune.fitting.fit_reference import load_preset
+from autotune.fitting.reference_runs import DATA, GPU_PRESET, MPT_SHAPES, llmfoundry_layout
+from autotune.predict.perf import estimate_perf
+from autotune.spec.config import load_config
 
 
 def _predict(r, fp8: str) -> float:

@@ -3,7 +3,7 @@
 For every layout of (micro_batch_size x recompute x compile) it runs one trial through the local launcher (the same
 path as `autotune bench --nproc 1`) and prints ONE JSON object:
   device, model, cluster, seq_len, cases: [{layout, status, measured: {allocated/reserved peak GiB, tok/s/GPU, MFU,
-  wall_s}, predicted: {the same from autotune.memory / autotune.perf, compile_time_s}, ratio: measured / predicted}],
+  wall_s}, predicted: {the same from autotune.predict.memory / autotune.predict.perf, compile_time_s}, ratio: measured / predicted}],
   compile_time_s: per (mbs, recompute) with compile on and off, measured wall_s(compile) - wall_s(eager) next to
   the preset's compile_s_per_graph (the number to refit it with).
 Run on a CUDA machine (docs/memory_model.md, "Validating on a GPU"):
@@ -77,8 +77,8 @@ def _ratio(a, b) -> float | None:
 def run_case(args, cluster: str, seq: int, mbs: int, recompute: str, compile: bool, workdir: str) -> dict:
     from autotune.cli.bench import run_local
     from autotune.cli.estimate import estimate
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
 
     cfg = load_config(
         [

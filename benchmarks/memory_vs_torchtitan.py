@@ -5,7 +5,7 @@ in Llama 3.1 8B, GQA) keeps the loss's share of memory realistic; world size 8 f
 
 Prints one JSON object: per layout both peaks (bytes, optimizer state excluded: neither probe tracks it in fake
 mode, both would add the same analytical AdamW state), their categories and bench_model/torchtitan, and next to them
-the torchtitan profile's prediction (autotune.memory with train.framework=torchtitan, autotune/frameworks/torchtitan.py;
+the torchtitan profile's prediction (autotune.predict.memory with train.framework=torchtitan, autotune/predict/frameworks/torchtitan.py;
 allocated peak less the AdamW state) and its ratio to torchtitan's peak.
     PYTHONPATH=. python benchmarks/memory_vs_torchtitan.py [--layouts NAME,...]"""
 
@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from autotune.types import ModelSpec, ParallelPlan
+from autotune.core.types import ModelSpec, ParallelPlan
 
 MODEL = ModelSpec(
     name="llama3-reduced",
@@ -53,9 +53,9 @@ LAYOUTS = {  # world size 8 each; tp without FSDP trains in fp32 in torchtitan (
 
 def profile_peak(plan: ParallelPlan) -> float:
     """The torchtitan profile's allocated peak less the AdamW state (neither probe tracks it)."""
-    from autotune.config import load_config
-    from autotune.memory import memory_arrays
-    from autotune.plan_arrays import arrays_from_plans
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.predict.memory import memory_arrays
+    from autotune.spec.config import load_config
 
     fp32 = plan.dp * plan.cp == 1  # torchtitan's maybe_enable_amp: no mixed precision with TP/PP but no FSDP
     cfg = load_config(

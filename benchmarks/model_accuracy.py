@@ -1,9 +1,9 @@
-"""How well the step-time model predicts public measured runs (autotune.reference_runs), before and after fitting.
+"""How well the step-time model predicts public measured runs (autotune.fitting.reference_runs), before and after fitting.
 
 Prints ONE JSON object:
   rows_used / rows_skipped (+ skipped_reasons: count per reason),
   in_sample_median_abs_err: |pred - measured| / measured of tok/s/GPU with the coefficients stored in the presets
-    (fitted on all rows by autotune.fit_reference),
+    (fitted on all rows by autotune.fitting.fit_reference),
   out_of_sample_median_abs_err / out_of_sample_p90_abs_err: leave one source out: refit every GPU family on the
     other sources, predict the held-out source's rows (a family the other sources do not cover, e.g. H200 when the
     H200 bench is held out, uses the Hopper coefficients fitted on H100 rows: the family is fitted jointly),
@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autotune.fit_reference import (
+from autotune.fitting.fit_reference import (
     FAMILY_OF,
     FREE,
     apply_fit,
@@ -36,7 +36,7 @@ from autotune.fit_reference import (
     load_preset,
     predict,
 )
-from autotune.reference_runs import SOURCES, load_reference_runs
+from autotune.fitting.reference_runs import SOURCES, load_reference_runs
 
 BEFORE_COMMIT = "46ae7e1"  # last commit before the fitted model (perf.py roofline + uncalibrated presets)
 PRESETS = ("h100-sxm-80gb", "h200-141gb", "a100-80gb", "a100-40gb")
@@ -100,11 +100,11 @@ _BEFORE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from omegaconf import OmegaConf
-from autotune.perf import perf_arrays
-from autotune.plan_arrays import arrays_from_plans
-from autotune.types import ClusterSpec
+from autotune.predict.perf import perf_arrays
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ClusterSpec
 import dataclasses, importlib.util
-import autotune.types as old_types
+import autotune.core.types as old_types
 # plan fields added after BEFORE_COMMIT (compile, ...) did not exist for the old model: it predicts without them
 _known = {f.name for f in dataclasses.fields(old_types.ParallelPlan)}
 _OldPlan = old_types.ParallelPlan

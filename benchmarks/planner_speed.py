@@ -18,8 +18,8 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from autotune.config import load_config
-    from autotune.planner import enumerate_candidates
+    from autotune.layouts.planner import enumerate_candidates
+    from autotune.spec.config import load_config
 
     cfg = load_config([f"model={args.model}", f"cluster={args.cluster}"])
     config_s = time.perf_counter() - t0

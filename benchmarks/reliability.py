@@ -101,8 +101,8 @@ def bad_inputs(work: Path) -> tuple[Scenario, int, int, list[str]]:
 
 WRITER = r"""
 import sys
-from autotune.schema import empty_row
-from autotune.store import write_row
+from autotune.results.schema import empty_row
+from autotune.results.store import write_row
 trials, w, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 for i in range(n):
     for tid, cid in ((f"w{w}-{i:03d}", f"{w:02d}{i:010d}"), (f"shared-{i % 5}", f"ff{i % 5:010d}")):
@@ -130,8 +130,8 @@ def concurrent_writers(work: Path, writers: int = 8, rows: int = 20) -> Scenario
 def torn_files(work: Path) -> Scenario:
     import pickle
 
-    from autotune.schema import empty_row
-    from autotune.store import SweepStore, write_row
+    from autotune.results.schema import empty_row
+    from autotune.results.store import SweepStore, write_row
 
     s = Scenario("torn_trial_files")
     store = SweepStore(work / "torn")
@@ -260,9 +260,9 @@ def trial_faults_local(work: Path) -> Scenario:
 
 
 def genuine_oom(work: Path) -> Scenario:
-    from autotune.config import load_config
-    from autotune.store import SweepStore
-    from autotune.trialfile import make_spec
+    from autotune.results.store import SweepStore
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
     from launchers.local import LocalLauncher
 
     s = Scenario("genuine_oom_rlimit", faults=1)
@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import logging
 
-    logging.getLogger("autotune.store").setLevel(logging.ERROR)  # the torn files are damaged on purpose
+    logging.getLogger("autotune.results.store").setLevel(logging.ERROR)  # the torn files are damaged on purpose
     t0 = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="autotune-reliability-"))
     root.chmod(0o755)  # the permission bad inputs run as an unprivileged user inside it

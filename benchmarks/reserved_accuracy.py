@@ -1,17 +1,17 @@
-"""How well autotune/reserved.py predicts the CUDA caching allocator's reserved peak on the measured H200 rows.
+"""How well autotune/predict/reserved.py predicts the CUDA caching allocator's reserved peak on the measured H200 rows.
 
 Rows: benchmarks/data/measured/h200_bench_model_2026-11.csv, every bench_model / probe-memory case with both
 peak_alloc_gib and peak_reserved_gib (torch.cuda.max_memory_allocated / max_memory_reserved; expandable_segments off).
 For each row the allocator model gets the MEASURED allocated peak as input (the fit is about the allocator, not the
-trainer's allocated terms) and the layout's transient blocks from autotune.memory; it is compared with the measured
+trainer's allocated terms) and the layout's transient blocks from autotune.predict.memory; it is compared with the measured
 reserved peak (which has no CUDA context / NCCL overhead, so neither has the prediction).
 Prints ONE JSON object: per-row measured / predicted GiB and relative errors
   before_err: allocated * (1 + 0.05), the constant-fragmentation model the presets used before,
   before_estimate_err: the CSV's est_reserved_gib (the old estimate, incl. 2 GiB runtime overhead) vs measured,
-  after_err: autotune/reserved.py with the coefficients stored there,
+  after_err: autotune/predict/reserved.py with the coefficients stored there,
   after_estimated_alloc_err: the same with autotune's own allocated estimate (end-to-end, today's trainer terms),
 and max / rms of each, the three expandable_segments runs of benchmarks/data/measured/README.md, and with --fit the
-least-squares coefficients (reserved.fit_coefficients) to store in autotune/reserved.py.
+least-squares coefficients (reserved.fit_coefficients) to store in autotune/predict/reserved.py.
 Run: PYTHONPATH=. python benchmarks/reserved_accuracy.py [--fit]
 """
 
@@ -28,10 +28,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autotune import reserved
-from autotune.config import load_config
-from autotune.memory import memory_arrays
-from autotune.plan_arrays import arrays_from_plans
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.predict import reserved
+from autotune.predict.memory import memory_arrays
+from autotune.spec.config import load_config
 
 CSV = ROOT / "benchmarks" / "data" / "measured" / "h200_bench_model_2026-11.csv"
 GIB = 2**30
@@ -72,14 +72,14 @@ def transients(row: dict, expandable: bool = False) -> dict:
 
 def old_trainer_logits_fp32(row: dict) -> float:
     """fp32 logits bytes of the trainer that produced the rows (cross_entropy on the whole logits.float(): 4 b s V / t
-    per rank, s = seq_len / cp; all rows are pp = 1). Fixed here, not taken from autotune.memory's logits term, so a
+    per rank, s = seq_len / cp; all rows are pp = 1). Fixed here, not taken from autotune.predict.memory's logits term, so a
     later trainer change (e.g. a chunked loss) does not move the fit against these measurements."""
     p, cfg = row["cfg"].plan(row["gpus"]), row["cfg"]
     return 4.0 * p.micro_batch_size * cfg.train.seq_len / p.cp * cfg.model.vocab_size / p.tp
 
 
 def _allocator(row: dict, t: dict) -> float:
-    """autotune/reserved.py with the row's measured allocated peak and the measured trainer's transient blocks."""
+    """autotune/predict/reserved.py with the row's measured allocated peak and the measured trainer's transient blocks."""
     got = reserved.reserved_bytes(
         row["alloc"], old_trainer_logits_fp32(row), t["res"]["step_temporaries"], t["cluster"].expandable_segments
     )

@@ -42,8 +42,8 @@ def load_landscape(path: Path):
     import pandas as pd
     from measure_landscape import NUM_GPUS, OVERRIDES
 
-    from autotune.config import load_config
-    from autotune.planner import enumerate_candidates
+    from autotune.layouts.planner import enumerate_candidates
+    from autotune.spec.config import load_config
 
     rows = pd.read_parquet(path)
     ok = rows[rows["status"] == "ok"].drop_duplicates("candidate_id", keep="last").set_index("candidate_id")
@@ -67,8 +67,8 @@ def _observe(meas, rung_steps: int | None, warmup: int, rng) -> tuple[float, flo
 
 def replay(name: str, cfg, cands, ok, seed: int, calibrate: bool = True) -> list[tuple[float, float]]:
     """[(cumulative GPU-s, measured throughput of the best-observed layout)] after each trial."""
-    from autotune.calibrate import OnlineCalibrator
-    from autotune.strategies import get_strategy
+    from autotune.search.calibrate import OnlineCalibrator
+    from autotune.search.strategies import get_strategy
 
     opts = {"halving": {"halving_pool": 9}, "optuna": {}}.get(name, {})
     strategy = get_strategy(name, cands, None, seed, **opts)
@@ -132,13 +132,13 @@ def calibration_figures(path: Path, seeds: int, cluster_yaml: Path | None = None
     out-of-sample (fit on a random half, score the other half; mean over seeds)."""
     import dataclasses
 
-    from autotune.calibrate import calibrate, predict_tokens_per_s_per_gpu, spearman
+    from autotune.search.calibrate import calibrate, predict_tokens_per_s_per_gpu, spearman
 
     cfg, cands, ok = load_landscape(path)
     if cluster_yaml is not None:  # e.g. the preset `autotune netbench` wrote: measured links as the starting point
         import yaml
 
-        from autotune.types import ClusterSpec
+        from autotune.core.types import ClusterSpec
 
         cfg = dataclasses.replace(cfg, cluster=ClusterSpec(**yaml.safe_load(cluster_yaml.read_text())))
     rows = ok.loc[cands["candidate_id"]].reset_index()

@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> dict:
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
     from bench_model.model import Llama
     from bench_model.trainer import ADAMW, build_trainer
 

@@ -8,12 +8,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from autotune.errors import UsageError
-from autotune.types import TrialSpec
+from autotune.core.errors import UsageError
+from autotune.core.types import TrialSpec
 
 
 class TrialHandle(abc.ABC):
-    """A submitted trial. `result()` always returns one schema-complete row (autotune.schema): a trial that crashed,
+    """A submitted trial. `result()` always returns one schema-complete row (autotune.results.schema): a trial that crashed,
     hung, ran out of memory or was cancelled still yields a row with the matching status, never an exception."""
 
     spec: TrialSpec
@@ -117,7 +117,7 @@ def get_launcher(name: str, **options: Any) -> Launcher:
 
 
 def launcher_from_config(sweep: Any, backend: str, **options: Any) -> Launcher:
-    """The launcher of `backend` (`sweep`: autotune.config.SweepSpec) given the backend's own block when the config
+    """The launcher of `backend` (`sweep`: autotune.spec.config.SweepSpec) given the backend's own block when the config
     has one (`sweep.slurm`, `sweep.ray`: a mapping the launcher checks)."""
     block = getattr(sweep, backend, None)  # a backend without a config block has no field of its name
     if isinstance(block, Mapping):

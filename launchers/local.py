@@ -23,8 +23,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from autotune.errors import UsageError
-from autotune.types import TrialSpec
+from autotune.core.errors import UsageError
+from autotune.core.types import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle, launcher_names
 from launchers.protocol import (
     REPO_ROOT,

@@ -2,7 +2,7 @@
 folder, the rank command, timestamps, free ports and the one function that turns a trial's files into its row.
 
 Like submitit's `core`, every backend imports this module and none imports another backend. It stays light (standard
-library only at import time): SLURM tasks and Ray rank actors import it on every rank, so autotune.schema (pyarrow)
+library only at import time): SLURM tasks and Ray rank actors import it on every rank, so autotune.results.schema (pyarrow)
 is imported inside `assemble_row`, where only the controller calls it.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from autotune.types import TrialSpec
+    from autotune.core.types import TrialSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SPEC_FILE = "SPEC.json"
@@ -106,7 +106,7 @@ def assemble_row(
 ) -> dict[str, Any]:
     """docs/trial_protocol.md "What the launcher does with it": RESULT.json first, then *.err.json, then how it ended.
     `runner` names what started the ranks in the message of a trial that ended without any file."""
-    from autotune.schema import normalize_row, row_from_spec
+    from autotune.results.schema import normalize_row, row_from_spec
 
     result = _read_json(result_path) if result_path.exists() else None
     if result is not None:

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune.errors import SpecError, UsageError
-from autotune.types import TrialSpec
+from autotune.core.errors import SpecError, UsageError
+from autotune.core.types import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
 from launchers.protocol import (
     REPO_ROOT,

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.errors import SpecError
-from autotune.types import TrialSpec
+from autotune.core.errors import SpecError
+from autotune.core.types import TrialSpec
 from launchers.protocol import REPO_ROOT, rank_args
 
 # sbatch option values we accept from config: partition/account/qos/job names and constraint expressions
@@ -152,7 +152,7 @@ class JobShape:
 
 def predicted_run_s(spec: TrialSpec) -> float | None:
     """Warmup + timed steps at the predicted speed: step_s = global_batch_tokens / (tokens/s/GPU x GPUs), + the
-    compile time of a compiled trial (autotune/perf_terms.py compile_time_s)."""
+    compile time of a compiled trial (autotune/predict/perf_terms.py compile_time_s)."""
     per_gpu = spec.pred_tokens_per_s_per_gpu
     if not per_gpu or per_gpu <= 0:
         return None
@@ -161,7 +161,7 @@ def predicted_run_s(spec: TrialSpec) -> float | None:
 
 
 def _compile_s(spec: TrialSpec) -> float:
-    from autotune.perf_terms import compile_time_s
+    from autotune.predict.perf_terms import compile_time_s
 
     return float(compile_time_s([spec.compile], spec.cluster)[0])
 
@@ -249,7 +249,7 @@ def controller_script(
 
 # ---------------------------------------------------------------- inside the job (one call per SLURM task)
 # Kept in this light module: each of the job's tasks imports it (submitit unpickles `run_rank` by reference), and
-# pulling pyarrow in (autotune.schema) would cost every rank a second of CPU on a busy node; launchers.protocol is light.
+# pulling pyarrow in (autotune.results.schema) would cost every rank a second of CPU on a busy node; launchers.protocol is light.
 
 
 def expand_hostnames(nodelist: str) -> list[str]:

@@ -1,8 +1,8 @@
 """Simulate launcher: the performance and memory models only, no process is started.
 
-Each trial yields a row with status `simulated`: layout and `pred_*` columns filled from `autotune.perf.estimate_perf`
-and `autotune.memory.estimate_memory`; every measured column (tokens_per_s, mfu, step times, peak memory, losses) stays
-null — a model's output is not a measurement. A layout the planner's rules reject (`autotune.constraints.check_plan`)
+Each trial yields a row with status `simulated`: layout and `pred_*` columns filled from `autotune.predict.perf.estimate_perf`
+and `autotune.predict.memory.estimate_memory`; every measured column (tokens_per_s, mfu, step times, peak memory, losses) stays
+null — a model's output is not a measurement. A layout the planner's rules reject (`autotune.layouts.rules.check_plan`)
 yields status `invalid` with the reason. This is what lets `autotune sweep --gpus 1024 --backend simulate` run on a laptop.
 """
 
@@ -11,16 +11,16 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from autotune.schema import normalize_row, row_from_spec
-from autotune.types import TrialSpec
+from autotune.core.types import TrialSpec
+from autotune.results.schema import normalize_row, row_from_spec
 from launchers.base import Launcher, TrialHandle
 from launchers.protocol import code_version, utc_now
 
 
 def simulate_row(spec: TrialSpec, backend: str = "simulate") -> dict[str, Any]:
-    from autotune.constraints import check_plan
-    from autotune.memory import estimate_memory
-    from autotune.perf import estimate_perf
+    from autotune.layouts.rules import check_plan
+    from autotune.predict.memory import estimate_memory
+    from autotune.predict.perf import estimate_perf
 
     now = utc_now()
     row = row_from_spec(spec)

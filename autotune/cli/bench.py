@@ -39,9 +39,9 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 
 
 def build_spec(args):
-    from autotune.config import ConfigError, load_config
-    from autotune.trialfile import load_trialfile, make_spec
-    from autotune.types import TrialSpec
+    from autotune.core.types import TrialSpec
+    from autotune.results.trialfile import load_trialfile, make_spec
+    from autotune.spec.config import ConfigError, load_config
 
     extra = {} if args.steps is None else {"timed_steps": args.steps}
     if args.config is not None:
@@ -74,8 +74,8 @@ def build_spec(args):
 def _refuse_invalid(plan, model, train, cluster, space) -> None:
     """The planner's rules (tp | heads, pp <= layers, ...): a layout it would reject is a one-line error, not a trial
     that crashes on N ranks."""
-    from autotune.config import ConfigError
-    from autotune.constraints import check_plan
+    from autotune.layouts.rules import check_plan
+    from autotune.spec.config import ConfigError
 
     reason = check_plan(plan, model, train, cluster, space)
     if reason is not None:

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autotune.cli.common import add_overrides, print_json
-from autotune.errors import InputFileError
+from autotune.core.errors import InputFileError
 
 
 def add_parser(sub, name: str) -> None:
@@ -27,9 +27,9 @@ def add_parser(sub, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autotune.calibrate import calibrate, sweep_specs
-    from autotune.netbench import check_preset_path, preset_usage, write_cluster_preset
-    from autotune.store import read_results
+    from autotune.fitting.netbench import check_preset_path, preset_usage, write_cluster_preset
+    from autotune.results.store import read_results
+    from autotune.search.calibrate import calibrate, sweep_specs
 
     sweep_dir = Path(args.sweep_dir)
     check_preset_path(args.output)

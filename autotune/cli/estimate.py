@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from autotune.cli.common import add_overrides, positive_int, print_json
-from autotune.errors import SpecError
+from autotune.core.errors import SpecError
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
@@ -30,11 +30,11 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 
 def estimate(cfg, num_gpus: int | None) -> dict:
     """Everything `estimate` reports for cfg.plan(num_gpus): the planner's row for it plus the named terms."""
-    from autotune.constraints import check_plan
-    from autotune.memory import memory_arrays
-    from autotune.perf import perf_arrays
-    from autotune.plan_arrays import arrays_from_plans
-    from autotune.planner import score_arrays
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.layouts.planner import score_arrays
+    from autotune.layouts.rules import check_plan
+    from autotune.predict.memory import memory_arrays
+    from autotune.predict.perf import perf_arrays
 
     plan = cfg.plan(num_gpus)
     reason = check_plan(plan, cfg.model, cfg.train, cfg.cluster, cfg.space)
@@ -53,7 +53,7 @@ def estimate(cfg, num_gpus: int | None) -> dict:
             **{f"pred_{k}": v for k, v in perf.items() if k.endswith("_s") and k != "step_s"},
         }
     )
-    from autotune.perf_terms import compile_time_s
+    from autotune.predict.perf_terms import compile_time_s
 
     # the trial's compile time (warm-up: outside the step, inside its wall time and cost)
     row["pred_compile_time_s"] = float(compile_time_s([plan.compile], cfg.cluster)[0])
@@ -62,7 +62,7 @@ def estimate(cfg, num_gpus: int | None) -> dict:
 
 
 def run(args) -> int:
-    from autotune.config import load_config
+    from autotune.spec.config import load_config
 
     cfg = load_config(args.overrides)
     row = estimate(cfg, args.gpus)
@@ -92,7 +92,7 @@ def _print(row: dict, cfg) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from autotune.labels import layout_label
+    from autotune.core.labels import layout_label
 
     console = Console() if Console().is_terminal else Console(width=120)
     table = Table(

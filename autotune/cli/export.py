@@ -1,7 +1,7 @@
 """`autotune export SWEEP_DIR (--best | --trial ID) [--format autotune|torchtitan|...] [-o FILE]`
 
 `--format autotune` (default) writes the trial file `autotune bench --config FILE` runs as is
-(autotune.trialfile.dump_trialfile); other formats come from autotune.interop."""
+(autotune.results.trialfile.dump_trialfile); other formats come from autotune.interop."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autotune.errors import InputFileError, UsageError
+from autotune.core.errors import InputFileError, UsageError
 
 
 def add_parser(sub, name: str) -> None:
@@ -25,7 +25,7 @@ def add_parser(sub, name: str) -> None:
 
 
 def select_row(df: Any, best: bool, trial: str | None) -> dict[str, Any]:
-    from autotune.report import best_row
+    from autotune.analyse.report import best_row
 
     if best:
         return best_row(df)
@@ -37,8 +37,8 @@ def select_row(df: Any, best: bool, trial: str | None) -> dict[str, Any]:
 
 def export_text(sweep_dir: Path, row: dict[str, Any], fmt: str) -> tuple[str, Any]:
     """(text, parts) for one row: parts = (model, train, cluster, plan) from the sweep's saved config."""
-    from autotune.planner import plan_from_row
-    from autotune.store import SweepStore
+    from autotune.layouts.planner import plan_from_row
+    from autotune.results.store import SweepStore
 
     cfg = SweepStore(sweep_dir).config()
     plan = plan_from_row(row)
@@ -69,7 +69,7 @@ def _fmt(v: Any) -> str:
 
 def _warn_framework(parts: Any, fmt: str, sweep_dir: Path) -> None:
     """One stderr line when the sweep predicted memory for another framework than the export's trainer."""
-    from autotune.frameworks.target import expected_memory, profile_for_format
+    from autotune.analyse.target import expected_memory, profile_for_format
 
     model, train, cluster, plan = parts
     target = profile_for_format(fmt, train)
@@ -89,8 +89,8 @@ def _warn_framework(parts: Any, fmt: str, sweep_dir: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autotune.store import read_results
-    from autotune.trialfile import dump_trialfile
+    from autotune.results.store import read_results
+    from autotune.results.trialfile import dump_trialfile
 
     sweep_dir = Path(args.sweep_dir)
     if not (sweep_dir / "trials").is_dir():

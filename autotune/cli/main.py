@@ -7,7 +7,7 @@ import importlib
 import sys
 
 from autotune.cli.common import OneLineParser, fail
-from autotune.errors import AutotuneError
+from autotune.core.errors import AutotuneError
 
 # subcommand -> module (autotune.cli.<module>)
 COMMANDS: dict[str, str] = {

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autotune.cli.common import add_overrides, positive_int, print_json
-from autotune.errors import UsageError
+from autotune.core.errors import UsageError
 
 
 def add_parser(sub, name: str) -> None:
@@ -44,7 +44,7 @@ def add_parser(sub, name: str) -> None:
 
 
 def _sizes(text: str | None) -> tuple[int, ...]:
-    from autotune.netbench import DEFAULT_SIZES_BYTES
+    from autotune.fitting.netbench import DEFAULT_SIZES_BYTES
 
     if text is None:
         return DEFAULT_SIZES_BYTES
@@ -58,8 +58,7 @@ def _sizes(text: str | None) -> tuple[int, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autotune.config import SEARCH_SPACES, load_config
-    from autotune.netbench import (
+    from autotune.fitting.netbench import (
         NetbenchFailed,
         apply_to_cluster,
         check_preset_path,
@@ -67,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         run_netbench,
         write_cluster_preset,
     )
+    from autotune.spec.config import SEARCH_SPACES, load_config
 
     if args.gpus < 2:
         raise UsageError(f"--gpus={args.gpus} must be >= 2 (a collective needs two ranks)")
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     header = (
         f"Measured by `autotune netbench --backend {args.backend} --gpus {args.gpus}` on "
         f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} ({result.backend}, {len(result.samples)} "
-        f"samples)\nfrom preset {base.name!r}. Fit t = ring_steps*alpha + busbw_factor*n/beta (autotune.perf.ring_s;\n"
+        f"samples)\nfrom preset {base.name!r}. Fit t = ring_steps*alpha + busbw_factor*n/beta (autotune.predict.perf.ring_s;\n"
         f"bus factors from nccl-tests PERFORMANCE.md):\n"
         f"{fitted}\n"
         + "\n".join(result.notes)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from autotune.cli.common import add_overrides, positive_int, print_json
-from autotune.errors import UsageError
-from autotune.labels import layout_label
+from autotune.core.errors import UsageError
+from autotune.core.labels import layout_label
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
@@ -31,7 +31,7 @@ def margin_label(row) -> str:
 
 
 def summary(df) -> dict[str, int]:
-    from autotune.constraints import MEMORY_RULE
+    from autotune.layouts.rules import MEMORY_RULE
 
     over = int((df["reject_rule"] == MEMORY_RULE).sum())
     invalid = int(df["reject_rule"].notna().sum()) - over
@@ -44,8 +44,8 @@ def _check_output(path: str) -> None:
 
 
 def run(args) -> int:
-    from autotune.config import load_config
-    from autotune.planner import enumerate_candidates, top_candidates
+    from autotune.layouts.planner import enumerate_candidates, top_candidates
+    from autotune.spec.config import load_config
 
     if args.output:
         _check_output(args.output)
@@ -86,9 +86,9 @@ def best_by_variant(df, cfg) -> list[dict]:
     device and host memory and the step terms the option changes (perf.perf_arrays: optimizer_s includes the host
     AdamW step and its PCIe copies under offload; dp_comm_s the exposed data-parallel time, dp_replicate_comm_s the
     HSDP all-reduce across replicas), or, when none fits, the most common rejection rule."""
-    from autotune.perf import perf_arrays
-    from autotune.plan_arrays import arrays_from_plans
-    from autotune.planner import plan_from_row
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.layouts.planner import plan_from_row
+    from autotune.predict.perf import perf_arrays
 
     out = []
     for field in VARIANT_FIELDS:

@@ -29,8 +29,8 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
     from bench_model.memory_probe import probe_memory
 
     cfg = load_config(args.overrides)

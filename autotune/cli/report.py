@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from autotune.cli.common import positive_int
-from autotune.errors import InputFileError
+from autotune.core.errors import InputFileError
 
 
 def add_parser(sub, name: str) -> None:
@@ -19,8 +19,8 @@ def add_parser(sub, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from autotune.report import print_summary
-    from autotune.sweep import make_console
+    from autotune.analyse.report import print_summary
+    from autotune.run.controller import make_console
 
     sweep_dir = Path(args.sweep_dir)
     if not (sweep_dir / "trials").is_dir():
@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     console = make_console()
     print_summary(sweep_dir, console, top=args.top)
     if args.plots:
-        from autotune.plots import make_plots
+        from autotune.analyse.plots import make_plots
 
         files = make_plots(sweep_dir)
         console.print(f"plots: {len(files)} files in {sweep_dir / 'plots'}", highlight=False, soft_wrap=True)

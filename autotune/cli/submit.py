@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cli import sweep as sweep_cli
-from autotune.errors import AutotuneError, UsageError
+from autotune.core.errors import AutotuneError, UsageError
 
 _OWN = {"dry_run", "help", "run"}
 
@@ -66,7 +66,7 @@ def _sweep_id(args: argparse.Namespace, cfg: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autotune.config import load_config
+    from autotune.spec.config import load_config
     from launchers.sbatch import SlurmOptions, controller_script
 
     if args.resume:
@@ -124,8 +124,8 @@ def run(args: argparse.Namespace) -> int:
 def _trial_scripts(cfg: Any, args: argparse.Namespace, sweep_id: str, opts: Any) -> dict[str, str]:
     """The job-array scripts the controller would submit for its first wave (the best-predicted candidates, as many
     as run at once), one per job shape, exactly as launchers/slurm.py builds them: file name -> text."""
-    from autotune.planner import enumerate_candidates
-    from autotune.sweep.rows import candidate_spec
+    from autotune.layouts.planner import enumerate_candidates
+    from autotune.run.rows import candidate_spec
     from launchers.slurm import trial_script_text
 
     frame = enumerate_candidates(cfg, args.gpus)

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from autotune.cli.common import add_overrides, positive_float, positive_int
-from autotune.errors import UsageError
+from autotune.core.errors import UsageError
 
 
 def _fault(text: str) -> tuple[int, str, float | None]:
@@ -26,7 +26,7 @@ def _fault(text: str) -> tuple[int, str, float | None]:
 
 
 def add_parser(sub, name: str) -> None:
-    from autotune.strategies import STRATEGIES
+    from autotune.search.strategies import STRATEGIES
     from launchers import launcher_names
 
     p = sub.add_parser(
@@ -65,7 +65,8 @@ def add_parser(sub, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autotune.sweep import SweepRequest, flag_overrides, run_sweep
+    from autotune.analyse.report import print_summary
+    from autotune.run.controller import SweepRequest, flag_overrides, make_console, run_sweep
 
     if args.resume and args.sweep_id:
         raise UsageError("--resume and --sweep-id name the folder twice: give one")
@@ -91,5 +92,6 @@ def run(args: argparse.Namespace) -> int:
         argv=tuple(sys.argv[1:]),
         memory_limit_bytes=args.memory_limit_bytes,
     )
-    run_sweep(req)
+    console = make_console()
+    print_summary(run_sweep(req, console), console, top=10)  # the ranked table of every row, this run's and earlier
     return 0

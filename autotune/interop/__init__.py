@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import importlib
 
-from autotune.errors import UsageError
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.errors import UsageError
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 FORMATS: tuple[str, ...] = ("torchtitan", "megatron", "nanotron", "deepspeed", "accelerate")
 SUFFIXES: dict[str, str] = {

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autotune import __version__
-from autotune.errors import SpecError
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.errors import SpecError
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class ExportContext:
         return self.train.precision == "bf16"
 
     def summary(self) -> str:
-        from autotune.labels import layout_label
+        from autotune.core.labels import layout_label
 
         return f"{layout_label(self.plan)} (pp_schedule={self.plan.pp_schedule})"
 
@@ -86,7 +86,7 @@ def header_lines(ctx: ExportContext, export: Export) -> list[str]:
         f"({ctx.global_batch_size * ctx.train.seq_len} tokens) per optimizer step; precision={ctx.train.precision}.",
         f"Key names follow {export.target}.",
     ]
-    from autotune.frameworks.target import expected_memory_line, profile_for_target
+    from autotune.analyse.target import expected_memory_line, profile_for_target
 
     fw = profile_for_target(export.target, ctx.train)
     lines.append(expected_memory_line(ctx.model, ctx.train, ctx.cluster, ctx.plan, fw))

@@ -16,8 +16,8 @@ Accelerator(gradient_accumulation_steps=...)) except under the DeepSpeed plugin:
 
 from __future__ import annotations
 
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import Export, ExportContext, comment_block, header_lines
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = "accelerate 1.15.0 (accelerate/commands/config/config_args.py; accelerate launch --config_file FILE)"
 FSDP1_STRATEGY = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}

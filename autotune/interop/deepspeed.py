@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 
-from autotune.frameworks.target import expected_memory
+from autotune.analyse.target import expected_memory
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import Export, ExportContext, header_lines
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = "DeepSpeed 0.19.8 (deepspeed/runtime/config.py; deepspeed.initialize(config=FILE))"
 # Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete

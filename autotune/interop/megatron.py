@@ -13,8 +13,8 @@ Megatron derives the data-parallel size as world_size / (tp * pp * cp), so the l
 
 from __future__ import annotations
 
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import Export, ExportContext, comment_block, header_lines
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = "Megatron-LM core_r0.12.0 (megatron/training/arguments.py; pretrain_gpt.py)"
 # Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete

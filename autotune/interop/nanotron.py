@@ -13,8 +13,8 @@ as not mapped.
 
 from __future__ import annotations
 
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import Export, ExportContext, comment_block, header_lines
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = "nanotron 0.4 (nanotron/config/config.py; run: torchrun ... run_train.py --config-file FILE)"
 ENGINES = {"1f1b": "1f1b", "gpipe": "afab"}  # afab = all-forward-all-backward, i.e. GPipe

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import Export, ExportContext, comment_block, header_lines
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 TARGET = (
     "torchtitan 0.2.2 (torchtitan/config/job_config.py; run: torchrun ... -m torchtitan.train --job.config_file FILE)"

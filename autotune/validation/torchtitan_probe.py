@@ -26,8 +26,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from autotune.errors import SpecError
-from autotune.types import ModelSpec, ParallelPlan
+from autotune.core.errors import SpecError
+from autotune.core.types import ModelSpec, ParallelPlan
 from bench_model.memory_probe import private_sharding_propagation
 
 # bench_model recompute mode -> torchtitan activation_checkpoint (mode, selective_ac_option); "op" is torchtitan's
@@ -156,7 +156,7 @@ def _probe(model: ModelSpec, plan: ParallelPlan, seq_len: int, precision: str, w
 
 @functools.lru_cache(maxsize=8)
 def _config(precision: str, seq_len: int, global_batch_size: int):
-    from autotune.config import load_config
+    from autotune.spec.config import load_config
 
     return load_config(
         [
@@ -171,7 +171,7 @@ def _config(precision: str, seq_len: int, global_batch_size: int):
 
 def bench_model_probe(model: ModelSpec, plan: ParallelPlan, seq_len: int, precision: str = "bf16") -> dict[str, Any]:
     """bench_model's `autotune probe-memory` on the same layout, reduced to the same keys as `probe_torchtitan`."""
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
     from bench_model.memory_probe import probe_memory
 
     cfg = replace(_config(precision, seq_len, plan.dp * plan.micro_batch_size), model=model)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from autotune.types import ParallelPlan
+from autotune.core.types import ParallelPlan
 from bench_model.parallel.context_parallel import apply_context_parallel
 from bench_model.parallel.data_parallel import apply_data_parallel, needs_fsdp
 from bench_model.parallel.float8 import apply_float8

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
-from autotune.errors import SpecError
+from autotune.core.errors import SpecError
 from bench_model.model import _SDPA_HAS_GQA
 from bench_model.parallel.collectives import _all_gather_flat, _reduce_scatter_flat
 

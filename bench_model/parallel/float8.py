@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from autotune.errors import SpecError
+from autotune.core.errors import SpecError
 
 MIN_CUDA_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (sm_89) and Hopper (sm_90); torchao float8 README
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from autotune.errors import SpecError
-from autotune.types import ParallelPlan
+from autotune.core.errors import SpecError
+from autotune.core.types import ParallelPlan
 
 AXES = ("pp", "dp", "cp", "unit", "tp")
 

@@ -8,7 +8,7 @@
   keeps its inputs (the residual stream for a norm, the w1 and w3 outputs for SwiGLU) and re-runs its internals just
   before its own backward. Matmul inputs and the attention kernel's q, k, v, output and logsumexp lie outside every
   region and stay saved by construction, so no matmul or attention FLOP is recomputed. Dropped against `none`: the
-  norms' fp32 copy of their input, their rsqrt and normalised output, and SwiGLU's silu output (autotune/memory.py
+  norms' fp32 copy of their input, their rsqrt and normalised output, and SwiGLU's silu output (autotune/predict/memory.py
   derives the bytes).
 
 Why not op-level SAC (`create_selective_checkpoint_contexts` with a per-aten-op policy, torchtitan's "op" SAC, which

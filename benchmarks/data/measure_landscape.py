@@ -38,10 +38,10 @@ FIXTURE = Path(__file__).resolve().parent / "landscape_tiny_w8.parquet"
 
 
 def measure() -> None:
-    from autotune.config import load_config
-    from autotune.planner import enumerate_candidates
-    from autotune.store import SweepStore
-    from autotune.sweep.rows import candidate_spec
+    from autotune.layouts.planner import enumerate_candidates
+    from autotune.results.store import SweepStore
+    from autotune.run.rows import candidate_spec
+    from autotune.spec.config import load_config
     from launchers.local import LocalLauncher
 
     cfg = load_config(OVERRIDES)
@@ -70,7 +70,7 @@ def measure() -> None:
 
 
 def collect() -> None:
-    from autotune.store import read_results
+    from autotune.results.store import read_results
 
     df = read_results(WORK)
     df.to_parquet(FIXTURE, index=False)

@@ -15,14 +15,14 @@ import pytest
 from launcher_cases import needs_processes
 from proc_scan import processes_mentioning as processes_of
 
-from autotune.schema import RESULT_COLUMNS
+from autotune.results.schema import RESULT_COLUMNS
 
 TINY = ["experiment=demo", "train.global_batch_size=4"]
 
 
 def make_spec(case, trial_id: str, **extra):
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec as _make
+    from autotune.results.trialfile import make_spec as _make
+    from autotune.spec.config import load_config
 
     overrides = TINY + list(extra.pop("overrides", []))
     cfg = load_config(overrides)
@@ -80,7 +80,7 @@ def test_rows_store_with_the_schema(launcher_case, tmp_path):
     """The row round-trips through the Parquet store unchanged (types included) for every backend."""
     import pandas as pd
 
-    from autotune.store import read_results, write_row
+    from autotune.results.store import read_results, write_row
 
     case, launcher = launcher_case
     if case.starts_processes:  # reuse a cheap failing trial: the schema matters, not the outcome

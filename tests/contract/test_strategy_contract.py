@@ -1,12 +1,12 @@
 """The strategy contract: what the sweep controller relies on, checked for EVERY strategy in the registry
-(autotune.strategies.STRATEGIES), like optuna's `optuna/testing/pytest_samplers.py` does for its samplers. A strategy
+(autotune.search.strategies.STRATEGIES), like optuna's `optuna/testing/pytest_samplers.py` does for its samplers. A strategy
 added to the registry is covered without touching this file.
 
 The strategies run on the planner's real candidate frame (model=tiny, 4 GPUs) and are told rows made from those
 candidates; the outcomes are chosen here (no trainer runs in this suite: tests/search runs real sweeps), and include
 OOMs at every rung so the pruning paths run. The controller's side is mimicked: ask until None or `parallel` in
 flight, tell in ask order, record `Pruned` as settled, replay finished rows in trial-id order on resume
-(autotune/sweep/__init__.py).
+(autotune/run/controller.py).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from autotune.config import load_config
-from autotune.planner import enumerate_candidates
-from autotune.store import trial_id_for
-from autotune.strategies import STRATEGIES, Ask, Strategy, get_strategy
-from autotune.strategies.options import strategy_options
+from autotune.layouts.planner import enumerate_candidates
+from autotune.results.store import trial_id_for
+from autotune.search.strategies import STRATEGIES, Ask, Strategy, get_strategy
+from autotune.search.strategies.options import strategy_options
+from autotune.spec.config import load_config
 
 CFG = load_config(["model=tiny"])
 FRAME = enumerate_candidates(CFG, 4)

@@ -21,8 +21,8 @@ STEPS = dict(warmup_steps=1, timed_steps=4)  # 5 optimizer steps, all losses com
 
 
 def make_spec(num_gpus: int, precision: str = "fp32", overrides: tuple[str, ...] = (), **extra):
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec as _make
+    from autotune.results.trialfile import make_spec as _make
+    from autotune.spec.config import load_config
 
     cfg = load_config([*BASE, f"train.precision={precision}", *overrides])
     fields = dict(STEPS, timeout_s=1800.0)

@@ -68,6 +68,6 @@ def test_ok_run_writes_result_and_exits_zero(tmp_path):
     code, out, errs, token, _ = _launch(spec, tmp_path)
     row = json.loads(out.read_text())
     assert code == 0 and errs == {} and row["status"] == "ok" and len(row["losses"]) == 1
-    from autotune.schema import RESULT_COLUMNS
+    from autotune.results.schema import RESULT_COLUMNS
 
     assert list(row) == RESULT_COLUMNS

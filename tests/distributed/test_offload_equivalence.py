@@ -14,7 +14,7 @@ import dataclasses
 import pytest
 from conftest import make_spec, max_rel_diff, run_layouts
 
-from autotune.errors import SpecError
+from autotune.core.errors import SpecError
 
 FP32_TOL = 1e-4  # tests/distributed/test_equivalence.py explains the bar
 pytestmark = pytest.mark.timeout(1800)

@@ -218,7 +218,7 @@ def run_netbench_cli(backend: str, tmp_path: Path, env: dict[str, str] | None = 
 
     import yaml
 
-    from autotune.config import load_config
+    from autotune.spec.config import load_config
 
     out = tmp_path / f"cpu-{backend}.yaml"
     argv = [

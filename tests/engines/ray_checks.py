@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from engine_fixtures import net_interfaces, require_private_netns, run_netbench_cli
 
-from autotune.schema import RESULT_COLUMNS
+from autotune.results.schema import RESULT_COLUMNS
 
 AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
 TINY = ["experiment=demo", "train.global_batch_size=4"]
@@ -40,8 +40,8 @@ def _only_in_private_netns():
 
 
 def spec_for(trial_id: str, backend: str, world: int, overrides=(), **extra):
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
 
     cfg = load_config(TINY + list(overrides))
     fields = dict(warmup_steps=1, timed_steps=2, timeout_s=300.0)
@@ -116,7 +116,7 @@ def test_sweep_backend_ray_finishes_with_parquet_rows_and_report(tmp_path):
     ]
     out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    from autotune.store import read_results
+    from autotune.results.store import read_results
 
     rows = read_results(tmp_path / "r1")
     ran = rows[rows["status"] != "pruned"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from engine_fixtures import run_netbench_cli
 
-from autotune.schema import RESULT_COLUMNS
+from autotune.results.schema import RESULT_COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
 AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
@@ -36,8 +36,8 @@ LAYOUT = (
 
 
 def spec_for(trial_id: str, backend: str, world: int, overrides=(), **extra):
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
 
     cfg = load_config(TINY + list(overrides))
     fields = dict(warmup_steps=1, timed_steps=2, timeout_s=300.0)
@@ -185,7 +185,7 @@ def test_sweep_backend_slurm_finishes_with_parquet_rows_and_report(slurm_cluster
     ]
     out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    from autotune.store import read_results
+    from autotune.results.store import read_results
 
     rows = read_results(tmp_path / "s1")
     ran = rows[rows["status"] != "pruned"]

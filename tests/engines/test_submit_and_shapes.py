@@ -19,8 +19,8 @@ HOSTILE = "x'; touch /tmp/autotune-pwned; echo 'a b; rm -rf /"
 
 
 def spec_for(world: int, overrides=(), **extra):
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
 
     cfg = load_config(["experiment=demo", "train.global_batch_size=4", *overrides])
     return make_spec(cfg, cfg.plan(world), sweep_id="shapes", trial_id="t0", backend="slurm", **extra)
@@ -175,7 +175,7 @@ def test_submit_runs_the_controller_as_a_slurm_job(slurm_cluster, tmp_path):
         state = slurm_cluster.run("squeue", "--states=all", "-h", "-j", job_id, "-o", "%T").stdout.strip()
     log = next((tmp_path / "sub.submit").glob("controller-*.log")).read_text()
     assert state == "COMPLETED", log[-3000:]
-    from autotune.store import read_results
+    from autotune.results.store import read_results
 
     rows = read_results(tmp_path / "sub")
     assert (rows["status"] == "simulated").sum() == 2, log[-3000:]

@@ -52,8 +52,8 @@ def _write_files(root: Path) -> dict[str, Path]:
     """Every file or folder a case points at; returns name -> path."""
     import yaml
 
-    from autotune.config import load_config
-    from autotune.trialfile import dump_trialfile
+    from autotune.results.trialfile import dump_trialfile
+    from autotune.spec.config import load_config
 
     files = root / "inputs"
     files.mkdir(parents=True, exist_ok=True)
@@ -135,10 +135,10 @@ def _write_spaces(root: Path) -> Path:
 
 def _write_existing_sweep(root: Path) -> Path:
     """A real sweep folder (store API) the bad inputs point at; its file hashes must not change."""
-    from autotune.config import load_config
-    from autotune.schema import row_from_spec
-    from autotune.store import SweepStore, trial_id_for
-    from autotune.trialfile import make_spec
+    from autotune.results.schema import row_from_spec
+    from autotune.results.store import SweepStore, trial_id_for
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
 
     cfg = load_config(["experiment=demo"])
     store = SweepStore(root / "results" / "existing")

@@ -66,8 +66,8 @@ def _absolute(env: dict[str, str] | None, cwd: Path) -> dict[str, str]:
 
 def run_in_process(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> Outcome:
     """`autotune.cli.main.main(argv)` with stdout/stderr captured, cwd and AUTOTUNE_SEARCH_SPACES applied."""
-    from autotune import config
     from autotune.cli.main import main
+    from autotune.spec import config
 
     out, err = io.StringIO(), io.StringIO()
     old_cwd, old_spaces = os.getcwd(), config.SEARCH_SPACES
@@ -188,8 +188,8 @@ class FolderTally:
 
 
 def tally(sweep: Path) -> FolderTally:
-    """What a sweep folder holds, read the way every consumer reads it (autotune.store)."""
-    from autotune.store import read_results, scan_trials
+    """What a sweep folder holds, read the way every consumer reads it (autotune.results.store)."""
+    from autotune.results.store import read_results, scan_trials
 
     files = scan_trials(sweep / "trials")
     df = read_results(sweep)
@@ -198,9 +198,9 @@ def tally(sweep: Path) -> FolderTally:
 
 def ranked_trial_ids(overrides: list[str], num_gpus: int, n: int) -> list[str]:
     """The first n trials a topk sweep starts: the planner's ranking, best first."""
-    from autotune.config import load_config
-    from autotune.planner import enumerate_candidates
-    from autotune.store import trial_id_for
+    from autotune.layouts.planner import enumerate_candidates
+    from autotune.results.store import trial_id_for
+    from autotune.spec.config import load_config
 
     frame = enumerate_candidates(load_config(overrides), num_gpus)
     ranked = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
@@ -209,7 +209,7 @@ def ranked_trial_ids(overrides: list[str], num_gpus: int, n: int) -> list[str]:
 
 def final_state(sweep: Path) -> dict[str, str]:
     """candidate_id -> status, asserting every file is readable and no candidate has two rows."""
-    from autotune.store import read_results, scan_trials
+    from autotune.results.store import read_results, scan_trials
 
     files = scan_trials(sweep / "trials")
     assert files.corrupt == (), files.corrupt

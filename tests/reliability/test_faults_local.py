@@ -52,7 +52,7 @@ def fault_sweep(tmp_path_factory):
 
 
 def test_fault_sweep_final_folder(fault_sweep):
-    from autotune.store import read_results, scan_trials
+    from autotune.results.store import read_results, scan_trials
 
     sweep, proc = fault_sweep
     killed, hung, crashed = ranked_trial_ids(TINY, 2, 3)
@@ -83,9 +83,9 @@ def test_genuine_oom_is_status_oom(tmp_path):
     in fp32 on every rank of a dp=2, ZeRO-0 layout; each rank may grow by 512 MiB beyond its start-up size (RLIMIT_AS),
     so materialising the model raises a real MemoryError. (512 MiB, not less: creating the mesh's gloo groups after the
     limit is set needs thread stacks, and a tighter cap fails there with EAGAIN instead.)"""
-    from autotune.config import load_config
-    from autotune.store import SweepStore, read_results
-    from autotune.trialfile import make_spec
+    from autotune.results.store import SweepStore, read_results
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
     from launchers.local import LocalLauncher
 
     cfg = load_config([*TINY, "model.hidden_size=2048", "model.ffn_hidden_size=5632", "model.vocab_size=32000"])

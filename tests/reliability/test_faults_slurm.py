@@ -86,7 +86,7 @@ def test_scancel_and_node_down_on_slurm(slurm_cluster, tmp_path):
     first, second = ranked_trial_ids(TINY, 2, 2)
     ran = {c: s for c, s in state.items() if s != "pruned"}
     assert ran == {first[1:]: "crash", second[1:]: "ok"}, ran
-    from autotune.store import read_results
+    from autotune.results.store import read_results
 
     rows = read_results(sweep).set_index("trial_id")
     assert rows.loc[first, "error_type"] == "Cancelled" and "CANCELLED" in rows.loc[first, "error_message"]

@@ -44,7 +44,7 @@ def _executed(tmp_path: Path, token: str) -> list[str]:
 
 
 def test_submit_script_and_local_launch_quote_everything(tmp_path):
-    from autotune.store import read_results
+    from autotune.results.store import read_results
 
     cwd, token = _hostile_dir(tmp_path)
     name = PAYLOAD.format(m=token + "name")

@@ -1,4 +1,4 @@
-"""The results store under concurrent writers and with torn/corrupted trial files (autotune/store.py, real Parquet).
+"""The results store under concurrent writers and with torn/corrupted trial files (autotune/results/store.py, real Parquet).
 
 - 8 processes write into one trials/ folder at once, through the store API: every row lands exactly once, every file is
   readable, no temp file is left behind, and pandas and duckdb read the same table.
@@ -23,8 +23,8 @@ SHARED_TRIALS = 5  # trial ids every writer writes (same candidate re-run concur
 
 WRITER = r"""
 import sys
-from autotune.schema import empty_row
-from autotune.store import write_row
+from autotune.results.schema import empty_row
+from autotune.results.store import write_row
 trials, writer, n, shared = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 def row(trial_id, cand, loss):
     r = empty_row()
@@ -39,7 +39,7 @@ for i in range(n):
 
 
 def test_eight_concurrent_writers(tmp_path):
-    from autotune.store import read_results, scan_trials
+    from autotune.results.store import read_results, scan_trials
 
     trials = tmp_path / "sweep" / "trials"
     procs = [
@@ -85,7 +85,7 @@ class _Payload:
 
 
 def _good_row(trial_id: str, candidate_id: str) -> dict:
-    from autotune.schema import empty_row
+    from autotune.results.schema import empty_row
 
     row = empty_row()
     row.update(
@@ -105,7 +105,7 @@ def _good_row(trial_id: str, candidate_id: str) -> dict:
 
 
 def test_torn_and_corrupt_files_are_detected_never_read(tmp_path):
-    from autotune.store import SweepStore, read_results, scan_trials, write_row
+    from autotune.results.store import SweepStore, read_results, scan_trials, write_row
 
     store = SweepStore(tmp_path / "torn")
     trials = store.trials_dir

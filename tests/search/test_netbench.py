@@ -6,8 +6,8 @@ import shutil
 import pytest
 
 from autotune.cli.main import main
-from autotune.config import SEARCH_SPACES, load_config
-from autotune.netbench import Sample, bus_factor, fit_alpha_beta, ring_steps
+from autotune.fitting.netbench import Sample, bus_factor, fit_alpha_beta, ring_steps
+from autotune.spec.config import SEARCH_SPACES, load_config
 
 
 def test_bus_factors_match_nccl_tests():
@@ -69,7 +69,7 @@ def test_netbench_bad_flags_are_one_line_errors(capsys):
 
 
 def test_link_groups_follow_the_hosts():
-    from autotune.netbench_rank import link_groups
+    from autotune.fitting.netbench_rank import link_groups
 
     # one host, 4 ranks: intra groups of 2 and 4, no inter-node group
     assert link_groups(["a"] * 4) == [("intra", (0, 1)), ("intra", (0, 1, 2, 3))]

@@ -6,10 +6,10 @@ import optuna
 import pytest
 
 from autotune.cli.main import main
-from autotune.config import load_config
-from autotune.oom_pruning import dominated_mask
-from autotune.planner import enumerate_candidates
-from autotune.store import read_results
+from autotune.layouts.planner import enumerate_candidates
+from autotune.results.store import read_results
+from autotune.search.oom_pruning import dominated_mask
+from autotune.spec.config import load_config
 
 SPACE = [
     "experiment=demo",
@@ -45,7 +45,7 @@ def _sweep(tmp_path, *flags):
 def test_injected_oom_prunes_dominated_candidates(tmp_path, capsys):
     # random with the default seed (train.seed=1234) runs z3 mbs2 full first; an 8 MiB address-space margin makes it
     # raise a real MemoryError (it needs ~30 MiB beyond start-up: a 32 MiB margin sometimes fits; a 1 MiB one leaves
-    # glibc no room for a thread's TLS block, and it aborts the rank before Python can raise). Dominated (autotune/oom_pruning.py): same shape, mbs >= 2 (2, 4), recompute <= full
+    # glibc no room for a thread's TLS block, and it aborts the rank before Python can raise). Dominated (autotune/search/oom_pruning.py): same shape, mbs >= 2 (2, 4), recompute <= full
     # (none, full), zero <= 3 (0, 2, 3) = 2*2*3 = 12 layouts, minus the OOM one = 11.
     df = _sweep(tmp_path, "--strategy", "random", "--max-trials", "1", "--memory-limit-bytes", str(8 * 2**20))
     oom = df[df["status"] == "oom"]

@@ -17,15 +17,15 @@ def autotune(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.Com
 
 
 def planner_frame(overrides: list[str], num_gpus: int):
-    from autotune.config import load_config
-    from autotune.planner import enumerate_candidates
+    from autotune.layouts.planner import enumerate_candidates
+    from autotune.spec.config import load_config
 
     return enumerate_candidates(load_config(overrides), num_gpus)
 
 
 def ranked_trial_ids(overrides: list[str], num_gpus: int, n: int) -> list[str]:
     """The first n trials a grid/topk sweep starts: the planner's ranking, best first."""
-    from autotune.store import trial_id_for
+    from autotune.results.store import trial_id_for
 
     frame = planner_frame(overrides, num_gpus)
     ranked = frame[frame["rank"].notna()].sort_values("rank", kind="stable")

@@ -14,7 +14,7 @@ OVERRIDES = ["experiment=demo", "sweep.warmup_steps=1", "train.global_batch_size
 
 
 def test_sigkill_then_resume(tmp_path):
-    from autotune.store import read_results
+    from autotune.results.store import read_results
 
     argv = CLI + [
         "sweep",

@@ -47,7 +47,7 @@ def local_sweep(tmp_path_factory):
 
 
 def test_sweep_rows(local_sweep):
-    from autotune.store import read_results, scan_trials
+    from autotune.results.store import read_results, scan_trials
 
     cwd, sweep, proc = local_sweep
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -91,9 +91,9 @@ def test_report_and_plots(local_sweep):
 
 
 def test_export_best_runs_in_bench(local_sweep):
-    from autotune.report import best_row
-    from autotune.store import read_results
-    from autotune.trialfile import load_trialfile
+    from autotune.analyse.report import best_row
+    from autotune.results.store import read_results
+    from autotune.results.trialfile import load_trialfile
 
     cwd, sweep, _ = local_sweep
     out = sweep / "best.yaml"

@@ -26,7 +26,7 @@ SPACE = [
 
 
 def test_sweep_runs_hsdp_and_offload_layouts(tmp_path):
-    from autotune.store import read_results
+    from autotune.results.store import read_results
 
     proc = autotune(
         ["sweep", "--gpus", "4", "--backend", "local", "--strategy", "grid", "--steps", "2", "--sweep-id", "opt",

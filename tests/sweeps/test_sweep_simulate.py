@@ -19,7 +19,7 @@ def sim_sweep(tmp_path_factory):
 
 
 def test_simulate_sweep_rows(sim_sweep):
-    from autotune.store import read_results
+    from autotune.results.store import read_results
 
     cwd, sweep, proc = sim_sweep
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -41,7 +41,7 @@ def test_simulate_sweep_rows(sim_sweep):
 
 
 def test_simulate_resume_adds_without_duplicates(sim_sweep):
-    from autotune.store import read_results
+    from autotune.results.store import read_results
 
     cwd, sweep, _ = sim_sweep
     before = {p.name: p.stat().st_mtime_ns for p in (sweep / "trials").glob("*.parquet")}
@@ -56,8 +56,8 @@ def test_simulate_resume_adds_without_duplicates(sim_sweep):
 
 
 def test_report_plots_and_export(sim_sweep, tmp_path):
-    from autotune.store import read_results
-    from autotune.trialfile import load_trialfile
+    from autotune.results.store import read_results
+    from autotune.results.trialfile import load_trialfile
 
     cwd, sweep, _ = sim_sweep
     proc = autotune(["report", str(sweep), "--plots", "--top", "3"], cwd)

@@ -14,7 +14,7 @@ TINY_PARAMS = 1024 * 128 * 2 + 128 + 8 * (128 * 128 * 2 + 128 * 64 * 2 + 3 * 128
 
 
 def test_tiny_param_count_by_hand():
-    from autotune.config import load_config
+    from autotune.spec.config import load_config
 
     assert TINY_PARAMS == 1_738_880 == load_config(["model=tiny"]).model.num_params()
 
@@ -39,8 +39,8 @@ def test_bench_rejects_zero_nproc(capsys):
 
 
 def _probe(zero: int) -> dict:
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
     from bench_model.memory_probe import probe_memory
 
     cfg = load_config(["model=tiny", "train.precision=fp32", "train.global_batch_size=4", f"plan.zero_stage={zero}"])
@@ -70,8 +70,8 @@ def test_probe_memory_on_fake_process_group():
 
 
 def test_probe_memory_refuses_pipeline_with_reason():
-    from autotune.config import load_config
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
     from bench_model.memory_probe import probe_memory
 
     cfg = load_config(["model=tiny", "plan.pp=2"])
@@ -84,10 +84,10 @@ def test_probe_memory_builds_the_hsdp_mesh_and_matches_the_model():
     rank 0 with 1/dp_shard of every parameter, so AdamW holds 2 fp32 states of TINY_PARAMS/dp_shard elements (tiny's
     dims all divide by 2 and 4: no padding): 13,911,040/4 = 3,477,760 bytes at dp_shard=4, /2 = 6,955,520 at
     dp_shard=2, against 1,738,880 at full sharding (dp_shard=0 = 8 ranks). The memory model
-    (autotune.memory.model_state_arrays with shard = dp_shard*cp) predicts the same bytes."""
-    from autotune.config import load_config
-    from autotune.memory import estimate_memory
-    from autotune.trialfile import make_spec
+    (autotune.predict.frameworks.bench_model.model_state_arrays with shard = dp_shard*cp) predicts the same bytes."""
+    from autotune.predict.memory import estimate_memory
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
     from bench_model.memory_probe import probe_memory
 
     for shard, want in ((4, 3_477_760), (2, 6_955_520), (0, 1_738_880)):

@@ -8,7 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autotune.calibrate import (
+from autotune.cli.main import main
+from autotune.layouts.planner import enumerate_candidates, plan_from_row
+from autotune.results.schema import row_from_spec
+from autotune.results.store import write_row
+from autotune.results.trialfile import make_spec
+from autotune.search.calibrate import (
     calibrate,
     fit_memory,
     predict_allocated_bytes,
@@ -16,12 +21,7 @@ from autotune.calibrate import (
     rerank,
     spearman,
 )
-from autotune.cli.main import main
-from autotune.config import SEARCH_SPACES, load_config
-from autotune.planner import enumerate_candidates, plan_from_row
-from autotune.schema import row_from_spec
-from autotune.store import write_row
-from autotune.trialfile import make_spec
+from autotune.spec.config import SEARCH_SPACES, load_config
 
 CFG = load_config(["experiment=demo"])  # tiny model, cpu preset: matmul 0.5, comm 0.8, dp_overlap 0.0
 
@@ -49,7 +49,7 @@ MIXED = _rows(
 
 def test_single_rank_throughput_scales_with_matmul_efficiency():
     # One rank, no communication: only the GEMM part of the step scales with 1/matmul_efficiency (the memory-bound and
-    # attention terms of autotune/perf_terms.py do not), so rows measured at 0.6x the preset's prediction need a
+    # attention terms of autotune/predict/perf_terms.py do not), so rows measured at 0.6x the preset's prediction need a
     # matmul_efficiency below 0.6 * 0.5 = 0.3; comm/dp_overlap are unseen and stay.
     rows = SINGLE.copy()
     rows["tokens_per_s_per_gpu"] = 0.6 * predict_tokens_per_s_per_gpu(rows, CFG.model, CFG.train, CFG.cluster)

@@ -5,11 +5,11 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from autotune.budget import GpuBudget, cost_summary, exhaustive_gpu_seconds, spent_gpu_seconds
-from autotune.calibrate import OnlineCalibrator, predict_tokens_per_s_per_gpu
-from autotune.config import load_config
-from autotune.planner import enumerate_candidates
-from autotune.strategies.topk import TopKStrategy
+from autotune.layouts.planner import enumerate_candidates
+from autotune.search.budget import GpuBudget, cost_summary, exhaustive_gpu_seconds, spent_gpu_seconds
+from autotune.search.calibrate import OnlineCalibrator, predict_tokens_per_s_per_gpu
+from autotune.search.strategies.topk import TopKStrategy
+from autotune.spec.config import load_config
 
 
 def _rows():
@@ -99,7 +99,7 @@ def test_online_calibration_reorders_what_topk_has_not_asked():
     rest = strategy.candidates.iloc[6:]
     pred_truth = predict_tokens_per_s_per_gpu(rest, cfg.model, cfg.train, truth)
     pred_preset = predict_tokens_per_s_per_gpu(rest, cfg.model, cfg.train, cfg.cluster)
-    from autotune.calibrate import spearman
+    from autotune.search.calibrate import spearman
 
     position = list(range(len(rest), 0, -1))  # the strategy's remaining order, best first
     assert spearman(pred_preset, pred_truth) < 0.9  # the preset's order is wrong on this machine

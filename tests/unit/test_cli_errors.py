@@ -9,10 +9,10 @@ import textwrap
 
 import pytest
 
-from autotune.config import ConfigError
-from autotune.errors import AutotuneError, InputFileError, SpecError, UsageError
-from autotune.planner import NoValidLayoutError
-from autotune.types import ParallelPlan
+from autotune.core.errors import AutotuneError, InputFileError, SpecError, UsageError
+from autotune.core.types import ParallelPlan
+from autotune.layouts.planner import NoValidLayoutError
+from autotune.spec.config import ConfigError
 
 
 def test_user_facing_errors_share_one_root_that_is_a_value_error():
@@ -29,7 +29,7 @@ def _run_estimate_raising(exc: str) -> subprocess.CompletedProcess:
         import sys
         import numpy as np
         import autotune.cli.estimate as est
-        from autotune.errors import UsageError
+        from autotune.core.errors import UsageError
 
         def broken(cfg, num_gpus):
             raise {exc}

@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
-from autotune.planner import COLUMNS
+from autotune.layouts.planner import COLUMNS
 
 
 def _run(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -133,7 +133,7 @@ def test_estimate_json_and_plan_show_the_memory_margin(capsys, tmp_path):
         "plan.tp=2",
         "plan.zero_stage=1",
     )
-    # usable = 150754820096 bytes x (1 - 0.05 headroom); sigma = margin / (0.038 x reserved) (autotune/reserved.py)
+    # usable = 150754820096 bytes x (1 - 0.05 headroom); sigma = margin / (0.038 x reserved) (autotune/predict/reserved.py)
     usable = 150754820096 * 0.95
     assert d["mem_margin_bytes"] == pytest.approx(usable - d["mem_reserved_bytes"])
     assert d["mem_margin_sigma"] == pytest.approx(d["mem_margin_bytes"] / (0.038 * d["mem_reserved_bytes"]))

@@ -9,13 +9,13 @@ import types
 import pandas as pd
 import pytest
 
-from autotune.budget import exhaustive_gpu_seconds
-from autotune.config import ConfigError, load_config
-from autotune.errors import SpecError
-from autotune.perf import perf_arrays
-from autotune.perf_terms import compile_time_s, compiled_elementwise_factor
-from autotune.plan_arrays import arrays_from_plans
-from autotune.types import ParallelPlan
+from autotune.core.errors import SpecError
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ParallelPlan
+from autotune.predict.perf import perf_arrays
+from autotune.predict.perf_terms import compile_time_s, compiled_elementwise_factor
+from autotune.search.budget import exhaustive_gpu_seconds
+from autotune.spec.config import ConfigError, load_config
 from tests.unit.test_perf import CLUSTER, MODEL, TRAIN
 
 
@@ -85,8 +85,8 @@ def test_stored_compile_coefficients_are_physical():
 
 
 def test_fit_compile_factor_lands_in_the_unit_interval():
-    from autotune.fit_reference import fit_compile_factor, load_preset
-    from autotune.reference_runs import load_h200_bench
+    from autotune.fitting.fit_reference import fit_compile_factor, load_preset
+    from autotune.fitting.reference_runs import load_h200_bench
 
     runs, _ = load_h200_bench()
     f = fit_compile_factor(runs, {"h200-141gb": load_preset("h200-141gb")})
@@ -112,7 +112,7 @@ def test_exhaustive_cost_counts_compile_time_by_hand():
 
 
 def test_compiled_trial_timeout_and_slurm_limit_include_compile_time():
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
     from launchers.sbatch import predicted_run_s
 
     cfg = load_config(["cluster=h200-141gb", "model=llama-3.2-1b"])
@@ -140,7 +140,7 @@ def test_compile_falls_in_untimed_warmup(monkeypatch, compile, warmup, untimed):
 
     monkeypatch.setattr(tr.dist, "barrier", lambda: None)  # world 1: nothing to wait for
     cfg = load_config([])
-    from autotune.trialfile import make_spec
+    from autotune.results.trialfile import make_spec
 
     spec = make_spec(cfg, dataclasses.replace(cfg.plan(1), compile=compile), warmup_steps=warmup, timed_steps=3)
     t = _FakeTrainer(spec)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from autotune.config import ConfigError, load_config
-from autotune.trialfile import dump_trialfile, load_trialfile, make_spec
-from autotune.types import TrialSpec
+from autotune.core.types import TrialSpec
+from autotune.results.trialfile import dump_trialfile, load_trialfile, make_spec
+from autotune.spec.config import ConfigError, load_config
 
 PRESETS = {
     "model": ["tiny", "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b"],

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from autotune.config import load_config
-from autotune.constraints import check_plan
-from autotune.types import ParallelPlan
+from autotune.core.types import ParallelPlan
+from autotune.layouts.rules import check_plan
+from autotune.spec.config import load_config
 
 
 @pytest.fixture(scope="module")

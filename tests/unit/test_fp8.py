@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 import torch
 
-from autotune.config import load_config
-from autotune.constraints import check_plan, rejections
-from autotune.errors import SpecError
-from autotune.labels import layout_label
-from autotune.memory import estimate_memory
-from autotune.perf import _layer_terms, estimate_perf
-from autotune.perf_terms import fp8_cast_bytes, fp8_linear_elements, memory_bound_s
-from autotune.plan_arrays import arrays_from_plans
-from autotune.planner import enumerate_candidates
-from autotune.types import ParallelPlan
+from autotune.core.errors import SpecError
+from autotune.core.labels import layout_label
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ParallelPlan
+from autotune.layouts.planner import enumerate_candidates
+from autotune.layouts.rules import check_plan, rejections
+from autotune.predict.memory import estimate_memory
+from autotune.predict.perf import _layer_terms, estimate_perf
+from autotune.predict.perf_terms import fp8_cast_bytes, fp8_linear_elements, memory_bound_s
+from autotune.spec.config import load_config
 
 
 def job(model: str = "llama-3.1-8b", cluster: str = "h100-sxm-80gb", *extra: str):

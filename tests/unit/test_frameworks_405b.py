@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.config import load_config
-from autotune.memory import memory_arrays
-from autotune.plan_arrays import arrays_from_plans
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.predict.memory import memory_arrays
+from autotune.spec.config import load_config
 
 S, H, F, KV, T = 8192, 16384, 53248, 1024, 8  # seq, hidden, ffn, kv_dim (8 kv heads x 128), tp
 OVERRIDES = [
@@ -26,7 +26,7 @@ def _mem(framework: str):
 
 def test_405b_megatron_layer_keeps_sequence_sharded_inputs():
     _, cfg, _ = _mem("megatron")
-    from autotune.frameworks import get_profile
+    from autotune.predict.frameworks import get_profile
 
     sbh = S * H  # tokens x hidden at micro-batch 1
     # per token / h, 2-byte activations: norms 4 + QKV input 2 + MLP input 2 + dropout masks 2 (replicated without
@@ -34,7 +34,7 @@ def test_405b_megatron_layer_keeps_sequence_sharded_inputs():
     megatron = sbh * (10 + 2 + 4 * KV / H + 2 + 6 * F / H) / T
     got = get_profile("megatron").layer_activations(cfg.model, S, 1, T, True, 1, 2)["saved"]
     assert float(got) == pytest.approx(megatron)
-    # bench_model (DTensor SP, autotune/memory.py docstring): the gathered inputs of wq/wk/wv and w1/w3, 2ch per
+    # bench_model (DTensor SP, autotune/predict/memory.py docstring): the gathered inputs of wq/wk/wv and w1/w3, 2ch per
     # token, stay at full sequence; the rest is /t. c = 2, 128 heads of 128, RoPE cos/sin tables 4*s*head_dim*c
     c, a = 2, 128
     full_seq_inputs = S * 2 * c * H

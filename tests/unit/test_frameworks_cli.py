@@ -9,11 +9,11 @@ import json
 import pytest
 from rich.console import Console
 
+from autotune.analyse.report import best_row, print_summary
+from autotune.analyse.target import expected_memory
 from autotune.cli.main import main
-from autotune.frameworks.target import expected_memory
-from autotune.planner import plan_from_row
-from autotune.report import best_row, print_summary
-from autotune.store import SweepStore, read_results
+from autotune.layouts.planner import plan_from_row
+from autotune.results.store import SweepStore, read_results
 
 LLAMA = ["model=llama-3.1-8b", "cluster=h100-sxm-80gb", "train.seq_len=4096", "train.global_batch_size=64"]
 
@@ -86,8 +86,8 @@ def test_memory_rejection_names_the_framework(tmp_path):
 def test_real_backends_plan_trials_with_bench_model():
     """Trials that really run, run bench_model: a local/slurm/ray sweep plans them with bench_model's accounting,
     a simulate sweep with the target's."""
-    from autotune.config import load_config
-    from autotune.sweep import _trial_framework
+    from autotune.run.controller import _trial_framework
+    from autotune.spec.config import load_config
 
     local = load_config([*LLAMA, "train.framework=megatron", "sweep.backend=local"])
     sim = load_config([*LLAMA, "train.framework=megatron", "sweep.backend=simulate"])

@@ -18,10 +18,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from autotune.frameworks import get_profile
-from autotune.memory import memory_arrays
-from autotune.plan_arrays import arrays_from_plans
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.predict.frameworks import get_profile
+from autotune.predict.memory import memory_arrays
 
 
 def _tmu_weight_and_optimizer(args) -> float:

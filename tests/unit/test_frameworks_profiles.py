@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.constraints import rejections
-from autotune.errors import SpecError
-from autotune.frameworks import FRAMEWORKS, PROFILES, get_profile
-from autotune.memory import memory_arrays
-from autotune.plan_arrays import arrays_from_plans
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.errors import SpecError
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.layouts.rules import rejections
+from autotune.predict.frameworks import FRAMEWORKS, PROFILES, get_profile
+from autotune.predict.memory import memory_arrays
 
 DATA = Path(__file__).parent / "data"
 GiB = 2**30

@@ -1,6 +1,6 @@
-"""The torchtitan profile (autotune/frameworks/torchtitan.py) against torchtitan 0.2.2's own Llama 3 model and
+"""The torchtitan profile (autotune/predict/frameworks/torchtitan.py) against torchtitan 0.2.2's own Llama 3 model and
 `parallelize_llama`, measured on rank 0 of a fake process group under FakeTensorMode + FSDPMemTracker
-(autotune/validation/torchtitan_probe.py), layout by layout: the allocated peak autotune.memory predicts with
+(autotune/validation/torchtitan_probe.py), layout by layout: the allocated peak autotune.predict.memory predicts with
 train.framework=torchtitan is within 5% of the probed peak (+ AdamW's analytical state, which neither side tracks in
 fake mode). torchtitan is installed by `make`; without it these tests fail (no skip)."""
 
@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from autotune.config import load_config
-from autotune.constraints import rejections
-from autotune.memory import memory_arrays
-from autotune.plan_arrays import arrays_from_plans
-from autotune.types import ModelSpec, ParallelPlan
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ModelSpec, ParallelPlan
+from autotune.layouts.rules import rejections
+from autotune.predict.memory import memory_arrays
+from autotune.spec.config import load_config
 
 # Llama-3-shaped, reduced: V/h = 32 and f/h = 3.5 as in Llama 3.1 8B, GQA 2:1; seq 512, world 8 for every layout
 MODEL = ModelSpec(

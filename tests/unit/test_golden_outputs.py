@@ -30,8 +30,16 @@ PLANS = {
 ESTIMATES = {
     "demo_estimate": ["--gpus", "4", *DEMO, "plan.tp=2", "plan.pp=2"],
     "llama70b_estimate": [
-        "--gpus", "64", "model=llama-3.1-70b", "cluster=h100-sxm-80gb", "plan.tp=8", "plan.pp=4", "plan.dp=2",
-        "plan.zero_stage=3", "plan.dp_shard=2", "plan.offload=optimizer",
+        "--gpus",
+        "64",
+        "model=llama-3.1-70b",
+        "cluster=h100-sxm-80gb",
+        "plan.tp=8",
+        "plan.pp=4",
+        "plan.dp=2",
+        "plan.zero_stage=3",
+        "plan.dp_shard=2",
+        "plan.offload=optimizer",
     ],  # fmt: skip
 }
 # columns that say when and where a row was written, not what was predicted

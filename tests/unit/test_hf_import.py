@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.config import load_config
-from autotune.hf_import import model_from_hf_config, read_hf_config
+from autotune.spec.config import load_config
+from autotune.spec.hf_import import model_from_hf_config, read_hf_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "hf_configs"
 TINY = {
@@ -176,7 +176,7 @@ def test_autotune_plan_on_a_shipped_example():
 def test_a_saved_sweep_keeps_the_imported_dims(tmp_path, monkeypatch):
     """sweep.yaml stores the dims read from config.json, not its (cwd-relative) path: export/resume work from any
     folder and after the file is gone."""
-    from autotune.store import SweepStore
+    from autotune.results.store import SweepStore
 
     src = tmp_path / "qwen.json"
     src.write_text((EXAMPLES / "qwen2.5-0.5b.json").read_text())

@@ -12,16 +12,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autotune.config import load_config
-from autotune.constraints import check_plan, rejections
-from autotune.errors import SpecError
-from autotune.labels import layout_label
-from autotune.memory import estimate_memory
-from autotune.oom_pruning import dominance_reason
-from autotune.perf import perf_arrays, ring_s
-from autotune.plan_arrays import arrays_from_plans
-from autotune.planner import enumerate_arrays, enumerate_candidates
-from autotune.types import ParallelPlan, candidate_id
+from autotune.core.errors import SpecError
+from autotune.core.labels import layout_label
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ParallelPlan, candidate_id
+from autotune.layouts.planner import enumerate_arrays, enumerate_candidates
+from autotune.layouts.rules import check_plan, rejections
+from autotune.predict.memory import estimate_memory
+from autotune.predict.perf import perf_arrays, ring_s
+from autotune.search.oom_pruning import dominance_reason
+from autotune.spec.config import load_config
 
 P8B = 8_030_261_248
 
@@ -136,7 +136,7 @@ def test_perf_hsdp_gathers_in_the_node_and_all_reduces_across_replicas_by_hand()
     m = cfg.model
     layer, root = m.layer_params(), m.embedding_params() + m.head_params() + m.hidden_size
     nv = (c.intra_node_bw_bytes_per_s * c.comm_efficiency, c.intra_node_latency_s)
-    # replicas are 8 ranks apart: one GPU (one NIC) per node in each ring (autotune/perf.py _link)
+    # replicas are 8 ranks apart: one GPU (one NIC) per node in each ring (autotune/predict/perf.py _link)
     ib = (min(c.inter_node_bw_bytes_per_s * 1, c.intra_node_bw_bytes_per_s) * c.comm_efficiency, c.inter_node_latency_s)
 
     def ag(n, b, link):
@@ -163,7 +163,7 @@ def test_oom_order_lower_dp_shard_needs_more():
 def test_oom_mask_ranks_zero_as_all_of_dp():
     import pandas as pd
 
-    from autotune.oom_pruning import dominated_mask
+    from autotune.search.oom_pruning import dominated_mask
 
     oom = ParallelPlan(dp=64, zero_stage=3, grad_accum_steps=4, dp_shard=16).to_dict()
     rows = pd.DataFrame([dict(oom, dp_shard=v) for v in (0, 8, 16, 32)])

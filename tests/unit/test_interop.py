@@ -12,9 +12,9 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from autotune.config import load_config
+from autotune.core.types import ParallelPlan
 from autotune.interop import FORMATS, SUFFIXES, render, unmapped
-from autotune.types import ParallelPlan
+from autotune.spec.config import load_config
 
 
 @pytest.fixture(scope="module")
@@ -296,7 +296,7 @@ def test_compile_is_exported_to_torchtitan_and_flagged_elsewhere(llama8b):
 
 
 def test_layout_label_names_compile():
-    from autotune.labels import layout_label
+    from autotune.core.labels import layout_label
 
     assert layout_label(plan(dp=8, compile=True)).endswith(" compile")
     assert "compile" not in layout_label(plan(dp=8))

@@ -14,10 +14,10 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from autotune.analyse.report import best_row
 from autotune.cli.main import main
 from autotune.interop import FORMATS, SUFFIXES
-from autotune.report import best_row
-from autotune.store import read_results
+from autotune.results.store import read_results
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,9 @@ import sys
 import pytest
 import yaml
 
-from autotune.config import load_config
+from autotune.core.types import ParallelPlan
 from autotune.interop import render
-from autotune.types import ParallelPlan
+from autotune.spec.config import load_config
 
 LAYOUTS = {  # llama-3.1-8b, global batch 512: grad_accum_steps = 512 / (dp * micro_batch_size)
     "dp1_tp4_z2": dict(dp=1, tp=4, zero_stage=2, micro_batch_size=4, sequence_parallel=True),

@@ -1,7 +1,7 @@
 """Every ParallelPlan field is wired into every place that must know it (docs/extending.md). Adding a field without
 deciding each place fails here, with one line per place to update; nothing else should need to break.
 
-Checked mechanically: the field's `Dim` declaration (autotune/types.py: Optuna and OOM-pruning decisions), the search
+Checked mechanically: the field's `Dim` declaration (autotune/core/types.py: Optuna and OOM-pruning decisions), the search
 space defaults (search_spaces/space/default.yaml + config.SpaceSpec), the planner's enumeration, the results schema,
 the Optuna distribution, and every exporter's PLAN_KEYS table (mapped or "NOT MAPPED: why"). Not checkable here,
 listed in docs/extending.md: constraints, the memory and perf models, and the bench trainer's mesh.
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import yaml
 
-from autotune.config import SpaceSpec, load_config
+from autotune.core.types import PLAN_DIMS, PLAN_FIELDS, PLAN_KINDS, ParallelPlan
 from autotune.interop import FORMATS, _module
-from autotune.planner import enumerate_arrays, enumerate_candidates
-from autotune.schema import PLAN_ARROW_TYPES, RESULT_SCHEMA
-from autotune.types import PLAN_DIMS, PLAN_FIELDS, PLAN_KINDS, ParallelPlan
+from autotune.layouts.planner import enumerate_arrays, enumerate_candidates
+from autotune.results.schema import PLAN_ARROW_TYPES, RESULT_SCHEMA
+from autotune.spec.config import SpaceSpec, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SPACE_YAML = ROOT / "search_spaces" / "space" / "default.yaml"
@@ -27,24 +27,26 @@ def _declaration_problems(name: str) -> list[str]:
     dim, out = PLAN_DIMS[name], []
     if "dim" not in f.metadata:
         out.append(
-            "autotune/types.py: declare it with dim_field(default, ...) (autotune/dims.py) so its Dim metadata exists"
+            "autotune/core/types.py: declare it with dim_field(default, ...) (autotune/core/dims.py) so its Dim metadata exists"
         )
     if PLAN_KINDS[name] not in PLAN_ARROW_TYPES:
-        out.append(f"autotune/types.py: type {PLAN_KINDS[name]!r} has no column type (int, str or bool)")
+        out.append(f"autotune/core/types.py: type {PLAN_KINDS[name]!r} has no column type (int, str or bool)")
     if dim.optuna is None:
         out.append(
-            "Optuna distribution (autotune/strategies/optuna_strategy.py): set Dim.optuna=True to sample it "
+            "Optuna distribution (autotune/search/strategies/optuna_strategy.py): set Dim.optuna=True to sample it "
             "as a categorical, False if it is derived"
         )
     if dim.oom is None:
         out.append(
-            "OOM-pruning partial order (autotune/oom_pruning.py): set Dim.oom to shape / higher / lower / "
+            "OOM-pruning partial order (autotune/search/oom_pruning.py): set Dim.oom to shape / higher / lower / "
             "derived and document why in the module docstring"
         )
     elif dim.oom in ("higher", "lower") and not dim.label:
-        out.append("OOM-pruning partial order (autotune/oom_pruning.py): an ordered field needs Dim.label")
+        out.append("OOM-pruning partial order (autotune/search/oom_pruning.py): an ordered field needs Dim.label")
     if PLAN_KINDS[name] == "str" and not dim.choices:
-        out.append("autotune/types.py: a string field needs Dim.choices (its codes in autotune/plan_arrays.py)")
+        out.append(
+            "autotune/core/types.py: a string field needs Dim.choices (its codes in autotune/core/plan_arrays.py)"
+        )
     return out
 
 
@@ -58,27 +60,27 @@ def _space_problems(name: str, space_yaml: dict, varied: set[str]) -> list[str]:
             "if the planner computes it"
         )
     if name not in {x.name for x in dataclasses.fields(SpaceSpec)}:
-        out.append("search space schema (autotune/config.py SpaceSpec and _space_from): add the field")
+        out.append("search space schema (autotune/spec/config.py SpaceSpec and _space_from): add the field")
     if name not in varied:
         out.append(
-            "planner enumeration (autotune/planner.py enumerate_arrays): enumerate the space's values "
+            "planner enumeration (autotune/layouts/planner.py enumerate_arrays): enumerate the space's values "
             "(it is held at its default now)"
         )
     return out
 
 
 def _optuna_problems(name: str) -> list[str]:
-    from autotune.strategies.optuna_strategy import DIMS
+    from autotune.search.strategies.optuna_strategy import DIMS
 
     if PLAN_DIMS[name].optuna and name not in DIMS:
-        return ["Optuna distribution (autotune/strategies/optuna_strategy.py DIMS): sample it"]
+        return ["Optuna distribution (autotune/search/strategies/optuna_strategy.py DIMS): sample it"]
     return []
 
 
 def _schema_problems(name: str) -> list[str]:
     want = PLAN_ARROW_TYPES.get(PLAN_KINDS[name])
     if name not in RESULT_SCHEMA.names or RESULT_SCHEMA.field(name).type != want:
-        return [f"results schema (autotune/schema.py RESULT_FIELDS): a {want} column"]
+        return [f"results schema (autotune/results/schema.py RESULT_FIELDS): a {want} column"]
     return []
 
 

@@ -10,19 +10,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from autotune.config import load_config
-from autotune.constraints import MEMORY_RULE, rejections
-from autotune.oom_pruning import OOM_RULE, prune_after_oom
-from autotune.plan_arrays import arrays_from_plans
-from autotune.planner import (
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import PLAN_FIELDS, ParallelPlan, candidate_id, py_value
+from autotune.layouts.planner import (
     candidate_ids,
     enumerate_arrays,
     enumerate_candidates,
     plan_from_row,
 )
-from autotune.schema import RESULT_SCHEMA, empty_row
-from autotune.store import read_results, write_row
-from autotune.types import PLAN_FIELDS, ParallelPlan, candidate_id, py_value
+from autotune.layouts.rules import MEMORY_RULE, rejections
+from autotune.results.schema import RESULT_SCHEMA, empty_row
+from autotune.results.store import read_results, write_row
+from autotune.search.oom_pruning import OOM_RULE, prune_after_oom
+from autotune.spec.config import load_config
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ FIRST_FIELDS = (
 
 def reference_id(plan, model, train) -> str:
     """The candidate id exactly as autotune computed it before the layout refactor (commit 46ae7e1,
-    autotune/types.py candidate_id): sha1 of json.dumps({"plan", "model", "train"}, sort_keys=True)[:12]; a field
+    autotune/core/types.py candidate_id): sha1 of json.dumps({"plan", "model", "train"}, sort_keys=True)[:12]; a field
     added since enters only when it is not at its default (docs/extending.md), so old ids stay valid."""
     defaults = ParallelPlan().to_dict()
     plan_dict = {k: v for k, v in dataclasses.asdict(plan).items() if k in FIRST_FIELDS or v != defaults[k]}
@@ -72,7 +72,7 @@ def test_planner_and_scalar_ids_agree_with_the_old_ids_on_every_candidate(tiny):
 
 
 def test_ids_pinned_to_values_computed_before_the_refactor(tiny):
-    # printed by autotune/types.py at commit 46ae7e1 for model=tiny, train seq_len=128, global_batch_size=16
+    # printed by autotune/core/types.py at commit 46ae7e1 for model=tiny, train seq_len=128, global_batch_size=16
     p = ParallelPlan(
         dp=2,
         tp=2,
@@ -162,7 +162,7 @@ def test_oom_pruning_marks_its_rule(tiny):
 
 
 def test_pruned_rows_carry_the_rule(tiny, tmp_path):
-    from autotune.sweep.rows import pruned_row
+    from autotune.run.rows import pruned_row
 
     df = enumerate_candidates(tiny, 8)
     rejected = df[df["reject_rule"] == "tp_divides_kv_heads"].iloc[0]

@@ -1,4 +1,4 @@
-"""autotune/margin.py and the planner's margin columns and ranking, hand-computed."""
+"""autotune/predict/margin.py and the planner's margin columns and ranking, hand-computed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from autotune.margin import fit_probability, memory_margin, rank_order
-from autotune.reserved import RESERVED_SIGMA_REL
+from autotune.predict.margin import fit_probability, memory_margin, rank_order
+from autotune.predict.reserved import RESERVED_SIGMA_REL
 
 GIB = 2**30
 
@@ -18,7 +18,7 @@ def test_memory_margin_hand_computed():
     margin, sigma = memory_margin([80 * GIB, 95 * GIB], 100 * GIB, 0.10, sigma_rel=0.05)
     assert margin.tolist() == [10 * GIB, -5 * GIB]
     assert sigma.tolist() == pytest.approx([2.5, -5 / (0.05 * 95)])
-    # the default sigma_rel is the validated one of autotune/reserved.py
+    # the default sigma_rel is the validated one of autotune/predict/reserved.py
     assert memory_margin(80 * GIB, 100 * GIB, 0.10)[1] == pytest.approx(10 / (RESERVED_SIGMA_REL * 80))
 
 
@@ -46,8 +46,8 @@ def test_min_margin_sigma_ranks_thin_margins_last():
 
 
 def test_planner_margin_columns_and_ranking():
-    from autotune.config import load_config
-    from autotune.planner import enumerate_candidates
+    from autotune.layouts.planner import enumerate_candidates
+    from autotune.spec.config import load_config
 
     cfg = load_config(["model=llama-3.1-8b", "cluster=h200-141gb", "train.seq_len=8192", "train.global_batch_size=32"])
     df = enumerate_candidates(cfg, 8)

@@ -7,17 +7,11 @@ import dataclasses
 
 import pytest
 
-from autotune.memory import (
-    estimate_memory,
-    inflight_microbatches,
-    layer_activation_bytes,
-    layers_of_rank,
-    memory_arrays,
-    model_state_arrays,
-    rank_params,
-)
-from autotune.plan_arrays import SCHEDULE_CODE, arrays_from_plans
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.plan_arrays import SCHEDULE_CODE, arrays_from_plans
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.predict.frameworks.bench_model import layer_activation_bytes, model_state_arrays
+from autotune.predict.memory import estimate_memory, memory_arrays, rank_params
+from autotune.predict.schedule import inflight_microbatches, layers_of_rank
 
 # L=2, h=8, f=16, 2 heads (head_dim 4), 1 kv head (kv_dim 4), V=10, untied.
 # layer: wq 8*8=64, wk 8*4=32, wv 32, wo 64 -> 192; MLP 3*8*16=384; 2 norms 16 -> 592.
@@ -132,7 +126,7 @@ def test_estimate_memory_totals_hand_computed():
     assert (m.activations_bytes, m.logits_bytes, m.buffers_bytes) == (3072, 400, 3552)
     alloc = 8112 + 5408 + 10816 + 3072 + 400 + 3552
     assert m.allocated_peak_bytes == alloc
-    # caching allocator (autotune/reserved.py): fp32 logits 400 * 4/10 = 160 and the foreach AdamW temporary
+    # caching allocator (autotune/predict/reserved.py): fp32 logits 400 * 4/10 = 160 and the foreach AdamW temporary
     # 4 * 1352 = 5408 (both < 1 MiB: not rounded) -> excess 0.593 * 160 + 1.10 * 5408; fragmentation 0.5, overhead 1000
     assert m.reserved_peak_bytes == pytest.approx((alloc + 0.593 * 160 + 1.10 * 5408) * 1.5 + 1000)
 
@@ -227,10 +221,10 @@ def test_logits_term_follows_the_chunked_loss():
     """pp=1: bench_model.trainer.chunked_cross_entropy holds one chunk's logits (1024 tokens) at a time:
     seq 4096, mbs 2, tp 2 -> (8 + 2) bytes * 1024 tokens * 10/2 vocab = 51,200 (unchunked: 8192 tokens = 409,600).
     pp=2 (vocab 100,000): the pipeline's loss sees the whole micro-batch's logits on the last stage, 10 * 8192 * 1e5."""
-    from autotune import memory
+    from autotune.predict.frameworks import bench_model as profile
     from bench_model import trainer
 
-    assert memory.LOSS_CHUNK_TOKENS == trainer.LOSS_CHUNK_TOKENS == 1024
+    assert profile.LOSS_CHUNK_TOKENS == trainer.LOSS_CHUNK_TOKENS == 1024
     long = TrainSpec(seq_len=4096, global_batch_size=8)
     m = estimate_memory(ParallelPlan(tp=2, micro_batch_size=2, grad_accum_steps=4), SMALL, long, CLUSTER)
     assert m.logits_bytes == 10 * 1024 * 10 / 2

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from autotune.memory import layer_activation_bytes
-from autotune.types import ModelSpec
+from autotune.core.types import ModelSpec
+from autotune.predict.frameworks.bench_model import layer_activation_bytes
 
 SPEC = dict(name="t", hidden_size=64, ffn_hidden_size=160, num_heads=8, num_kv_heads=2, vocab_size=128)
 B, S, TP = 2, 32, 2
@@ -22,7 +22,7 @@ import json, torch, torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed._tools.mem_tracker import MemTracker
-from autotune.types import ModelSpec
+from autotune.core.types import ModelSpec
 from bench_model.model import Llama
 from bench_model.parallel.tensor_parallel import apply_tensor_parallel
 from bench_model.parallel.recompute import apply_recompute

@@ -12,9 +12,9 @@ import sys
 import numpy as np
 import pytest
 
-from autotune.memory import memory_arrays
-from autotune.plan_arrays import arrays_from_plans
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.predict.memory import memory_arrays
 
 SPEC = dict(name="t", num_layers=2, hidden_size=64, ffn_hidden_size=160, num_heads=8, num_kv_heads=2, vocab_size=128)
 D, B, S = 4, 2, 32
@@ -23,7 +23,7 @@ _MEASURE = f"""
 import json, torch, torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
 from torch.distributed._tools.mem_tracker import MemTracker
-from autotune.types import ModelSpec, ParallelPlan
+from autotune.core.types import ModelSpec, ParallelPlan
 from bench_model.model import Llama
 from bench_model.parallel.mesh import build_meshes
 from bench_model.parallel.data_parallel import apply_data_parallel

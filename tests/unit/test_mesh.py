@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from autotune.types import ParallelPlan
+from autotune.core.types import ParallelPlan
 from bench_model.parallel.mesh import hsdp_dims
 
 PLANS = [
@@ -61,7 +61,7 @@ def test_the_previous_slice_fails_the_rule_at_tp8():
 _BUILD = """
 import json, sys, warnings, torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
-from autotune.types import ParallelPlan
+from autotune.core.types import ParallelPlan
 from torch.distributed.device_mesh import DeviceMesh
 from bench_model.parallel.mesh import build_meshes
 dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
@@ -102,7 +102,7 @@ HSDP_PLANS = [
 _BUILD_HSDP = """
 import json, sys, torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
-from autotune.types import ParallelPlan
+from autotune.core.types import ParallelPlan
 from bench_model.parallel.mesh import build_meshes
 dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
 out = []

@@ -11,17 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.config import load_config
-from autotune.constraints import check_plan
-from autotune.errors import SpecError
+from autotune.core.errors import SpecError
+from autotune.core.labels import layout_label
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.interop import render, unmapped
-from autotune.labels import layout_label
-from autotune.memory import OFFLOAD_CODE, estimate_memory, model_state_arrays, rank_params
-from autotune.oom_pruning import dominance_reason
-from autotune.perf import perf_arrays
-from autotune.plan_arrays import arrays_from_plans
-from autotune.planner import enumerate_candidates
-from autotune.types import ParallelPlan, TrainSpec
+from autotune.layouts.planner import enumerate_candidates
+from autotune.layouts.rules import check_plan
+from autotune.predict.frameworks.bench_model import model_state_arrays
+from autotune.predict.memory import OFFLOAD_CODE, estimate_memory, rank_params
+from autotune.predict.perf import perf_arrays
+from autotune.search.oom_pruning import dominance_reason
+from autotune.spec.config import load_config
 
 GiB = 2**30
 REFERENCE = Path("/work/shared/reference/deepspeed_memory_estimator_docs.csv")

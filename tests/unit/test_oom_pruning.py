@@ -1,10 +1,10 @@
-"""OOM-dominance pruning: the partial order documented in autotune/oom_pruning.py, checked case by case by hand."""
+"""OOM-dominance pruning: the partial order documented in autotune/search/oom_pruning.py, checked case by case by hand."""
 
 import itertools
 
 import pandas as pd
 
-from autotune.oom_pruning import dominance_reason, newly_pruned, prune_after_oom
+from autotune.search.oom_pruning import dominance_reason, newly_pruned, prune_after_oom
 
 
 def _row(cid, dp=2, tp=2, mbs=2, recompute="selective", zero=1, sp=True, pp=1, cp=1, vpp=1, sched="1f1b"):

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from autotune.pareto import pareto_front, pareto_mask
+from autotune.analyse.pareto import pareto_front, pareto_mask
 
 
 def test_mask_by_hand():

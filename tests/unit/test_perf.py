@@ -7,15 +7,15 @@ import dataclasses
 
 import pytest
 
-from autotune.perf import GEMM_M0, GEMM_N0, _link, estimate_perf, ring_s
-from autotune.perf_terms import (
+from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.predict.perf import GEMM_M0, GEMM_N0, _link, estimate_perf, ring_s
+from autotune.predict.perf_terms import (
     elementwise_bytes_per_token,
     fsdp_exposed_s,
     loss_bytes_per_token,
     optimizer_step_s,
     prefetch_exposed_s,
 )
-from autotune.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
 
 MODEL = ModelSpec(
     name="m", num_layers=8, hidden_size=1024, ffn_hidden_size=4096, num_heads=16, num_kv_heads=4, vocab_size=32000
@@ -197,8 +197,8 @@ def test_outputs_consistent():
         dp=2, tp=2, pp=2, cp=2, micro_batch_size=1, grad_accum_steps=32, zero_stage=3, sequence_parallel=True
     )
     p = estimate_perf(plan, MODEL, TRAIN, CLUSTER)
-    from autotune.perf import perf_arrays
-    from autotune.plan_arrays import arrays_from_plans
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.predict.perf import perf_arrays
 
     opt = float(perf_arrays(arrays_from_plans([plan]), MODEL, TRAIN, CLUSTER)["optimizer_s"][0])
     parts = p.compute_s + p.tp_comm_s + p.cp_comm_s + p.pp_comm_s + p.dp_comm_s + p.bubble_s + opt

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.config import load_config
-from autotune.memory import estimate_memory
-from autotune.perf import estimate_perf
-from autotune.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates, plan_from_row
-from autotune.types import PLAN_FIELDS, candidate_id
+from autotune.core.types import PLAN_FIELDS, candidate_id
+from autotune.layouts.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates, plan_from_row
+from autotune.predict.memory import estimate_memory
+from autotune.predict.perf import estimate_perf
+from autotune.spec.config import load_config
 
 EXPECTED_COLUMNS = [
     "candidate_id",
@@ -108,8 +108,8 @@ def test_memory_rejects_keep_predictions_and_reason(df8b):
 
 
 def test_rank_orders_valid_fitting_by_expected_throughput(df8b):
-    # tok/s x Phi(mem_margin_sigma) (autotune/margin.py; space.min_margin_sigma defaults to 0, so no group split)
-    from autotune.margin import fit_probability
+    # tok/s x Phi(mem_margin_sigma) (autotune/predict/margin.py; space.min_margin_sigma defaults to 0, so no group split)
+    from autotune.predict.margin import fit_probability
 
     ranked = df8b[df8b["rank"].notna()].sort_values("rank")
     assert ranked.reject_reason.isna().all() and ranked.fits.all()
@@ -184,7 +184,7 @@ def test_few_microbatches_run_gpipe_and_tied_models_pipeline():
 
 
 def test_config_derives_the_same_schedule():
-    # plan.pp_schedule=null takes autotune.plan_arrays.pp_schedule_codes, like the enumeration: tiny, batch 4, pp=4
+    # plan.pp_schedule=null takes autotune.core.plan_arrays.pp_schedule_codes, like the enumeration: tiny, batch 4, pp=4
     base = ["model=tiny", "train.global_batch_size=4", "plan.pp=4"]
     assert load_config([*base, "plan.micro_batch_size=2"]).plan(4).pp_schedule == "gpipe"  # 2 micro-batches < 4
     assert load_config([*base, "plan.micro_batch_size=1"]).plan(4).pp_schedule == "1f1b"  # 4 micro-batches

@@ -1,4 +1,4 @@
-"""Loader of public measured runs (autotune.reference_runs): every row mapped or skipped with a reason, one
+"""Loader of public measured runs (autotune.fitting.reference_runs): every row mapped or skipped with a reason, one
 hand-checked row per source, and the fitted presets' accuracy on them (benchmarks/model_accuracy.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from autotune.reference_runs import (
+from autotune.fitting.reference_runs import (
     DATA,
     load_h200_bench,
     load_llmfoundry,
@@ -79,7 +79,7 @@ def test_h200_bench_model():
 def test_fitted_presets_reproduce_benchmark_accuracy():
     # benchmarks/model_accuracy.py in-sample figures with the fitted presets (see the presets' comments); a change to
     # the model or presets that loses accuracy fails here
-    from autotune.fit_reference import load_preset, predict
+    from autotune.fitting.fit_reference import load_preset, predict
 
     runs, _ = load_reference_runs()
     clusters = {r.cluster: load_preset(r.cluster) for r in runs}

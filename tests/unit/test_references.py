@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.memory import layer_activation_bytes, model_state_arrays
-from autotune.types import ModelSpec, TrainSpec
+from autotune.core.types import ModelSpec, TrainSpec
+from autotune.predict.frameworks.bench_model import layer_activation_bytes, model_state_arrays
 
 DATA = Path(__file__).parent / "data"
 # ZeRO paper accounting: bf16 (paper: fp16) params and grads, fp32 master + Adam m, v  -> K = 12

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from autotune.report import best_row, ranked, status_counts
+from autotune.analyse.report import best_row, ranked, status_counts
 
 
 def frame(rows):

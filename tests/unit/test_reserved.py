@@ -1,4 +1,4 @@
-"""autotune/reserved.py: the CUDA caching allocator's reserved peak, hand-computed and against the measured H200 rows
+"""autotune/predict/reserved.py: the CUDA caching allocator's reserved peak, hand-computed and against the measured H200 rows
 (benchmarks/data/measured/h200_bench_model_2026-11.csv, torch.cuda.max_memory_reserved)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune import reserved
-from autotune.memory import memory_arrays
-from autotune.plan_arrays import arrays_from_plans
-from autotune.types import ParallelPlan
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ParallelPlan
+from autotune.predict import reserved
+from autotune.predict.memory import memory_arrays
 from tests.unit.test_memory import BF16, CLUSTER, SMALL
 
 MiB = 2**20

@@ -8,11 +8,11 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from autotune.config import load_config
-from autotune.schema import RESULT_COLUMNS, RESULT_SCHEMA, SCHEMA_VERSION, row_from_spec
-from autotune.store import SweepStore, read_results, scan_trials, trial_id_for, write_row
-from autotune.trialfile import make_spec
-from autotune.types import ParallelPlan
+from autotune.core.types import ParallelPlan
+from autotune.results.schema import RESULT_COLUMNS, RESULT_SCHEMA, SCHEMA_VERSION, row_from_spec
+from autotune.results.store import SweepStore, read_results, scan_trials, trial_id_for, write_row
+from autotune.results.trialfile import make_spec
+from autotune.spec.config import load_config
 
 
 def _row(dp: int, status: str = "ok", **extra):

@@ -3,11 +3,11 @@ made-up outcomes (no trainer here; tests/search runs real sweeps)."""
 
 import pytest
 
-from autotune.config import load_config
-from autotune.planner import enumerate_candidates
-from autotune.strategies.halving import HalvingStrategy, parse_steps
-from autotune.strategies.optuna_strategy import OptunaStrategy
-from autotune.strategies.random_search import RandomStrategy
+from autotune.layouts.planner import enumerate_candidates
+from autotune.search.strategies.halving import HalvingStrategy, parse_steps
+from autotune.search.strategies.optuna_strategy import OptunaStrategy
+from autotune.search.strategies.random_search import RandomStrategy
+from autotune.spec.config import load_config
 
 CFG = load_config(["experiment=demo"])
 FRAME = enumerate_candidates(CFG, 4)

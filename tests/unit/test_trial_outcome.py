@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from autotune.config import load_config
-from autotune.trialfile import make_spec
-from autotune.types import ParallelPlan
+from autotune.core.types import ParallelPlan
+from autotune.results.trialfile import make_spec
+from autotune.spec.config import load_config
 from bench_model.run import is_peer_lost
 from launchers.protocol import assemble_row
 

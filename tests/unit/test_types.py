@@ -2,8 +2,8 @@
 
 import pytest
 
-from autotune.config import load_config
-from autotune.types import ModelSpec, ParallelPlan, TrainSpec, candidate_id
+from autotune.core.types import ModelSpec, ParallelPlan, TrainSpec, candidate_id
+from autotune.spec.config import load_config
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,549 @@
+"""Frozen dataclasses that cross stage boundaries (docs/architecture.md "Types that cross stage boundaries").
+
+Everything here is plain data: no Hydra, no torch, no I/O. Validation raises `SpecError` (autotune/core/errors.py, a
+ValueError) whose message names the field, the value and the rule, so the CLI can print it as one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from autotune.core.dims import Dim, dim_field
+from autotune.core.errors import SpecError
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+PP_SCHEDULES: tuple[str, ...] = ("1f1b", "gpipe", "interleaved_1f1b")
+# CPU offload, in order of device memory saved (docs/memory_model.md "CPU offload"): optimizer = ZeRO-Offload (fp32
+# master + Adam states on the host, step on the CPU); params = FSDP2 CPUOffloadPolicy (sharded params, grads and
+# optimizer state on the host)
+OFFLOAD_MODES: tuple[str, ...] = ("none", "optimizer", "params")
+# torchao float8 training recipes (torchao 0.18 `Float8LinearConfig.from_recipe_name`); "none" = bf16 linears
+FP8_RECIPES: tuple[str, ...] = ("none", "tensorwise", "rowwise")
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+# train.framework: the trainers whose memory accounting and limits autotune models, one profile each
+# (autotune/predict/frameworks/, which checks that its PROFILES are exactly these names)
+FRAMEWORKS: tuple[str, ...] = ("bench_model", "torchtitan", "megatron", "nanotron", "deepspeed")
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise SpecError(message)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    _require(
+        isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+        f"{name}={value!r} must be an integer >= 1",
+    )
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A Llama-style decoder (RMSNorm, RoPE, GQA attention, SwiGLU MLP). `block="gpt"` describes a GPT-2/3 block
+    (LayerNorm with bias, MHA, GeLU MLP with 4h) so published GPT tables can be reproduced with the same code."""
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    vocab_size: int
+    tie_embeddings: bool = False
+    block: Literal["llama", "gpt"] = "llama"
+    rope_theta: float = 500000.0
+    norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads", "vocab_size"):
+            _positive_int(f"model.{f}", getattr(self, f))
+        _require(
+            self.hidden_size % self.num_heads == 0,
+            f"model.num_heads={self.num_heads} does not divide model.hidden_size={self.hidden_size}",
+        )
+        _require(
+            self.num_heads % self.num_kv_heads == 0,
+            f"model.num_kv_heads={self.num_kv_heads} does not divide model.num_heads={self.num_heads}",
+        )
+        _require(self.block in ("llama", "gpt"), f"model.block={self.block!r} must be one of llama, gpt")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def layer_params(self) -> int:
+        """Parameters of one transformer block, counted exactly for the block as implemented in bench_model."""
+        h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
+        if self.block == "gpt":  # QKV + proj with biases, 2 LayerNorms (w+b), MLP h->f->h with biases
+            return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+        attn = h * h + 2 * h * kv + h * h  # wq, wk, wv, wo (no biases)
+        mlp = 3 * h * f  # w1 (gate), w3 (up), w2 (down)
+        norms = 2 * h  # attention_norm, ffn_norm (RMSNorm weight only)
+        return attn + mlp + norms
+
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    def head_params(self) -> int:
+        """Output projection; zero extra parameters when tied to the embedding."""
+        return 0 if self.tie_embeddings else self.vocab_size * self.hidden_size
+
+    def num_params(self) -> int:
+        final_norm = self.hidden_size if self.block == "llama" else 2 * self.hidden_size
+        return self.embedding_params() + self.num_layers * self.layer_params() + final_norm + self.head_params()
+
+    def matmul_params(self) -> int:
+        """Parameters that take part in a matmul per token: every block's weight matrices plus the output head
+        (the head multiplies even when tied; the embedding lookup is a gather and costs no FLOPs)."""
+        h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
+        per_layer = (4 * h * h + 2 * h * f) if self.block == "gpt" else (2 * h * h + 2 * h * kv + 3 * h * f)
+        return self.num_layers * per_layer + self.vocab_size * self.hidden_size
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training (forward + backward) model FLOPs per token.
+
+        6·N_matmul (Kaplan et al. 2020, "Scaling Laws", Sec 2.1: 2 FLOPs per multiply-add forward, ×3 with backward),
+        with N_matmul counted exactly (GQA's smaller K/V projections, SwiGLU's three matrices, the output head) plus the
+        attention score and value matmuls: 2·2·s·d_attn per token per layer forward (PaLM, Chowdhery et al. 2022, App. B:
+        12·L·H·Q·T for training) halved for causal masking, i.e. 6·L·s·h. Recompute is not counted (model FLOPs, not
+        hardware FLOPs; Korthikanti et al. 2022 Eq. 7 vs 8)."""
+        attn = 6 * self.num_layers * seq_len * self.num_heads * self.head_dim
+        return 6.0 * self.matmul_params() + float(attn)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """One hardware preset. Bandwidths are per GPU, one direction, bytes/s; latencies are seconds (α of an α-β model).
+    Efficiency coefficients start from documented defaults and are refitted from measured rows (calibration)."""
+
+    name: str
+    device_memory_bytes: int
+    peak_flops_bf16: float
+    peak_flops_fp32: float
+    gpus_per_node: int
+    intra_node_bw_bytes_per_s: float
+    intra_node_latency_s: float
+    inter_node_bw_bytes_per_s: float
+    inter_node_latency_s: float
+    num_nodes: int | None = None
+    # Performance-model coefficients (fraction of peak / of link bandwidth actually reached), calibrated later.
+    matmul_efficiency: float = 0.6
+    comm_efficiency: float = 0.8
+    dp_overlap: float = 0.5
+    # Memory-model runtime terms: CUDA context + NCCL + workspace, and allocator fragmentation (reserved/allocated - 1).
+    runtime_overhead_bytes: int = 0
+    allocator_fragmentation: float = 0.0
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True on the training job (autotune/predict/reserved.py; torchtitan sets it)
+    expandable_segments: bool = False
+    device_type: Literal["cuda", "cpu"] = "cuda"
+    # Step-time terms of autotune/predict/perf_terms.py; every preset states them (the perf model refuses a None by name).
+    hbm_bw_bytes_per_s: float | None = None
+    memory_efficiency: float | None = None
+    attention_efficiency: float | None = None
+    pp_microbatch_overhead_s: float | None = None
+    # torch.compile per block (autotune/predict/perf_terms.py compiled_elementwise_factor, compile_time_s): fraction of the
+    # eager elementwise time left once Inductor fuses it, and the seconds one distinct block graph takes to compile
+    compile_memory_traffic_factor: float | None = None
+    compile_s_per_graph: float | None = None
+    # CPU offload (plan.offload): host memory per GPU (bytes), host<->device bandwidth (bytes/s, one direction, per
+    # GPU) and the CPU AdamW throughput per GPU's share of host cores (parameters/s; benchmarks/cpu_adam.py)
+    host_memory_bytes_per_gpu: int | None = None
+    host_device_bw_bytes_per_s: float | None = None
+    cpu_adam_params_per_s: float | None = None
+    # dense FP8 tensor-core peak (FLOP/s); None = the device has no FP8 tensor cores (plan.fp8 is rejected)
+    peak_flops_fp8: float | None = None
+
+    def __post_init__(self) -> None:
+        _positive_int("cluster.gpus_per_node", self.gpus_per_node)
+        for f in ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s"):
+            v = getattr(self, f)
+            _require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
+        _positive_int("cluster.device_memory_bytes", self.device_memory_bytes)
+        for f in ("peak_flops_bf16", "peak_flops_fp32", "intra_node_bw_bytes_per_s", "inter_node_bw_bytes_per_s"):
+            _require(float(getattr(self, f)) > 0, f"cluster.{f}={getattr(self, f)!r} must be > 0")
+        for f in (
+            "matmul_efficiency",
+            "comm_efficiency",
+            "dp_overlap",
+            "memory_efficiency",
+            "attention_efficiency",
+            "compile_memory_traffic_factor",
+        ):
+            if getattr(self, f) is not None:
+                v = float(getattr(self, f))
+                _require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
+        _require(
+            isinstance(self.expandable_segments, bool),
+            f"cluster.expandable_segments={self.expandable_segments!r} must be true or false",
+        )
+        _require(
+            self.hbm_bw_bytes_per_s is None or float(self.hbm_bw_bytes_per_s) > 0,
+            f"cluster.hbm_bw_bytes_per_s={self.hbm_bw_bytes_per_s!r} must be > 0",
+        )
+        _require(
+            self.compile_s_per_graph is None or float(self.compile_s_per_graph) >= 0,
+            f"cluster.compile_s_per_graph={self.compile_s_per_graph!r} must be >= 0",
+        )
+        _require(
+            self.pp_microbatch_overhead_s is None or float(self.pp_microbatch_overhead_s) >= 0,
+            f"cluster.pp_microbatch_overhead_s={self.pp_microbatch_overhead_s!r} must be >= 0",
+        )
+        _require(
+            self.peak_flops_fp8 is None or float(self.peak_flops_fp8) > 0,
+            f"cluster.peak_flops_fp8={self.peak_flops_fp8!r} must be null or > 0",
+        )
+
+    def peak_flops(self, compute_dtype: str) -> float:
+        return self.peak_flops_fp32 if compute_dtype == "fp32" else self.peak_flops_bf16
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Training shape and numerics. `precision` picks defaults for the dtypes below; each dtype can be overridden to
+    describe other frameworks' accounting (e.g. the ZeRO paper: bf16 params and grads, fp32 master, fp32 Adam)."""
+
+    seq_len: int
+    global_batch_size: int  # sequences per optimizer step
+    precision: Literal["bf16", "fp32"] = "bf16"
+    param_dtype: str = "fp32"  # dtype of the parameters the trainer stores (sharded by ZeRO-3)
+    compute_dtype: str = "bf16"  # dtype of the gathered copy used in matmuls (and of activations)
+    grad_dtype: str = "fp32"
+    master_dtype: str | None = (
+        None  # a separate fp32 master copy (Megatron/DeepSpeed style); None = params are the master
+    )
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    optimizer_dtype: str = "fp32"
+    seed: int = 1234
+    lr: float = 3e-4
+    framework: str = "bench_model"  # whose memory accounting and limits apply (autotune/predict/frameworks/)
+
+    def __post_init__(self) -> None:
+        _positive_int("train.seq_len", self.seq_len)
+        _positive_int("train.global_batch_size", self.global_batch_size)
+        _require(
+            self.precision in ("bf16", "fp32"),
+            f"train.precision={self.precision!r} must be one of bf16, fp32 (FP8 linears: plan.fp8=tensorwise|rowwise)",
+        )
+        for f in ("param_dtype", "compute_dtype", "grad_dtype", "optimizer_dtype"):
+            _require(
+                getattr(self, f) in DTYPE_BYTES,
+                f"train.{f}={getattr(self, f)!r} must be one of {', '.join(DTYPE_BYTES)}",
+            )
+        _require(
+            self.master_dtype is None or self.master_dtype in DTYPE_BYTES,
+            f"train.master_dtype={self.master_dtype!r} must be null or one of {', '.join(DTYPE_BYTES)}",
+        )
+        _require(
+            self.framework in FRAMEWORKS,
+            f"train.framework={self.framework!r} must be one of {', '.join(FRAMEWORKS)}",
+        )
+
+    @property
+    def global_batch_tokens(self) -> int:
+        return self.global_batch_size * self.seq_len
+
+    @property
+    def optimizer_states(self) -> int:
+        return 2 if self.optimizer == "adamw" else 0  # Adam: exp_avg, exp_avg_sq (Kingma & Ba 2015)
+
+
+_DERIVED_GAS = "global_batch_size / (dp * micro_batch_size)"
+_DERIVED_SCHEDULE = "interleaved_1f1b exactly when vpp > 1, else 1f1b"
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """One parallel layout. Checks itself on construction (arithmetic in the message, like torchtitan's ParallelDims);
+    model-dependent rules (tp | heads, pp <= layers, ...) live in autotune.layouts.rules. Each field's `Dim` metadata
+    says how the rest of the code treats it (PLAN_FIELDS, PLAN_DIMS below)."""
+
+    dp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
+    tp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
+    pp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
+    cp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
+    vpp: int = dim_field(1, optuna=True, oom="shape")
+    zero_stage: int = dim_field(0, optuna=True, oom="lower", label="zero", count=False)
+    micro_batch_size: int = dim_field(1, optuna=True, oom="higher", label="mbs")
+    grad_accum_steps: int = dim_field(1, derived=_DERIVED_GAS, optuna=False, oom="derived")
+    recompute: str = dim_field("none", optuna=True, oom="lower", label="recompute", choices=RECOMPUTE_MODES)
+    sequence_parallel: bool = dim_field(False, optuna=True, oom="shape")
+    pp_schedule: str = dim_field("1f1b", derived=_DERIVED_SCHEDULE, optuna=False, oom="shape", choices=PP_SCHEDULES)
+    # torch.compile per transformer block (bench_model); fusion removes memory-bound time and activation buffers
+    compile: bool = dim_field(False, optuna=True, oom="shape")
+    # CPU offload (OFFLOAD_MODES); a later mode keeps less on the device, so a lower one needs at least the memory
+    offload: str = dim_field("none", optuna=True, oom="lower", label="offload", choices=OFFLOAD_MODES)
+    # HSDP: size of the FSDP sharding group inside dp (0 = all of dp, plain FSDP); replicate = dp / dp_shard.
+    # A smaller group holds a bigger slice of the states (P/(dp_shard*cp)), so "lower" needs at least the memory.
+    dp_shard: int = dim_field(0, optuna=True, oom="lower", label="dp_shard", count=False)
+    # torchao float8 training of the transformer blocks' linears (bench_model); a throughput/numerics trade-off
+    fp8: str = dim_field("none", optuna=True, oom="shape", label="fp8", choices=FP8_RECIPES)
+
+    def __post_init__(self) -> None:
+        for f in COUNT_FIELDS:
+            _positive_int(f"plan.{f}", getattr(self, f))
+        _require(self.zero_stage in (0, 1, 2, 3), f"plan.zero_stage={self.zero_stage!r} must be one of 0, 1, 2, 3")
+        _require(
+            self.recompute in RECOMPUTE_MODES,
+            f"plan.recompute={self.recompute!r} must be one of {', '.join(RECOMPUTE_MODES)}",
+        )
+        _require(
+            isinstance(self.sequence_parallel, bool),
+            f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false",
+        )
+        _require(isinstance(self.compile, bool), f"plan.compile={self.compile!r} must be true or false")
+        _require(self.fp8 in FP8_RECIPES, f"plan.fp8={self.fp8!r} must be one of {', '.join(FP8_RECIPES)}")
+        _require(
+            self.offload in OFFLOAD_MODES,
+            f"plan.offload={self.offload!r} must be one of {', '.join(OFFLOAD_MODES)}",
+        )
+        _require(
+            isinstance(self.dp_shard, int) and not isinstance(self.dp_shard, bool) and self.dp_shard >= 0,
+            f"plan.dp_shard={self.dp_shard!r} must be an integer >= 0 (0 = all of dp)",
+        )
+        _require(
+            self.dp_shard == 0 or self.dp % self.dp_shard == 0,
+            f"plan.dp_shard={self.dp_shard} does not divide plan.dp={self.dp}",
+        )
+        _require(
+            self.dp_shard in (0, self.dp) or self.zero_stage >= 2,
+            f"plan.dp_shard={self.dp_shard} requires plan.zero_stage >= 2 (zero_stage={self.zero_stage} shards no "
+            "parameters or gradients; hybrid sharding is FSDP's)",
+        )
+        if self.dp_shard == self.dp:  # the whole of dp is the sharding group: plain FSDP, stored as the default
+            object.__setattr__(self, "dp_shard", 0)
+        _require(
+            self.pp_schedule in PP_SCHEDULES,
+            f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}",
+        )
+        _require(
+            not (self.sequence_parallel and self.tp == 1), "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)"
+        )
+        _require(self.vpp == 1 or self.pp > 1, f"plan.vpp={self.vpp} requires plan.pp > 1 (pp=1)")
+        _require(
+            (self.vpp > 1) == (self.pp_schedule == "interleaved_1f1b") or self.pp == 1,
+            f"plan.pp_schedule={self.pp_schedule!r} with vpp={self.vpp}: interleaved_1f1b is used exactly when vpp > 1",
+        )
+
+    @property
+    def world_size(self) -> int:
+        return math.prod(getattr(self, axis) for axis in MESH_AXES)
+
+    @property
+    def dp_shard_size(self) -> int:
+        """The FSDP sharding group inside dp (dp_shard, 0 meaning all of dp); dp_replicate = dp / dp_shard_size."""
+        return self.dp_shard or self.dp
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def candidate_id(self, model: ModelSpec, train: TrainSpec) -> str:
+        return candidate_id(self, model, train)
+
+
+PLAN_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ParallelPlan))
+# a field declared without dim_field() gets an undecided Dim (the completeness test names what to decide)
+PLAN_DIMS: dict[str, Dim] = {f.name: f.metadata.get("dim", Dim()) for f in dataclasses.fields(ParallelPlan)}
+PLAN_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(ParallelPlan)}
+PLAN_KINDS: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(ParallelPlan)}  # "int", "str", "bool"
+INT_FIELDS: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if PLAN_KINDS[n] == "int")
+COUNT_FIELDS: tuple[str, ...] = tuple(n for n in INT_FIELDS if PLAN_DIMS[n].count)
+MESH_AXES: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if PLAN_DIMS[n].mesh)
+
+
+def py_value(v: Any) -> Any:
+    """A plain Python scalar from a numpy/pandas cell (`np.int64(2)` -> 2); anything else as it is."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def plan_value(name: str, v: Any) -> Any:
+    """A frame cell of plan field `name` as the Python type the field declares."""
+    return {"int": int, "str": str, "bool": bool}[PLAN_KINDS[name]](py_value(v))
+
+
+def _json_cells(name: str, values: list[Any]) -> list[Any]:
+    """The JSON text of each value of one plan field (ints stay ints, for "%d"), without a json.dumps per row."""
+    kind = PLAN_KINDS[name]
+    if kind == "int":
+        return values
+    if kind == "bool":
+        return ["true" if v else "false" for v in values]
+    text = {v: json.dumps(str(v)) for v in set(values)}
+    return [text[v] for v in values]
+
+
+# The plan fields every candidate id has hashed since ids were introduced. A field added later enters the id only
+# where it differs from its default, so the ids of existing results (and resume) survive adding a dimension.
+_ID_FIELDS_ALWAYS = frozenset(
+    {
+        "dp",
+        "tp",
+        "pp",
+        "cp",
+        "vpp",
+        "zero_stage",
+        "micro_batch_size",
+        "grad_accum_steps",
+        "recompute",
+        "sequence_parallel",
+        "pp_schedule",
+    }
+)
+
+
+def candidate_ids(columns: dict[str, list[Any]], model: ModelSpec, train: TrainSpec) -> list[str]:
+    """Stable 12-hex ids of (plan, model shape, train shape), one per row of `columns` (plan field -> Python values):
+    sha1 of the sorted-key JSON of {"plan", "model", "train"}, so the same layout of the same job keeps its id across
+    runs. The one implementation behind `candidate_id` and the planner (built as text, no dataclass per row)."""
+    model_json = json.dumps(dataclasses.asdict(model), sort_keys=True)
+    train_json = json.dumps(
+        {"seq_len": train.seq_len, "global_batch_size": train.global_batch_size, "precision": train.precision},
+        sort_keys=True,
+    )
+    head, tail = '{"model": ' + model_json + ', "plan": {', '}, "train": ' + train_json + "}"
+    pieces, cells, seen_always = [], [], False
+    for n in sorted(PLAN_FIELDS):
+        values = columns[n]
+        texts = _json_cells(n, values)
+        if n in _ID_FIELDS_ALWAYS:
+            pieces.append((", " if seen_always else "") + f'"{n}": ' + ("%d" if PLAN_KINDS[n] == "int" else "%s"))
+            seen_always = True
+        else:  # present only off its default, carrying its own separator
+            form = f', "{n}": %s' if seen_always else f'"{n}": %s, '
+            texts = [form % t if v != PLAN_DEFAULTS[n] else "" for t, v in zip(texts, values)]
+            pieces.append("%s")
+        cells.append(texts)
+    fmt = head.replace("%", "%%") + "".join(pieces) + tail.replace("%", "%%")
+    sha1 = hashlib.sha1
+    return [sha1((fmt % row).encode()).hexdigest()[:12] for row in zip(*cells)]
+
+
+def candidate_id(plan: ParallelPlan, model: ModelSpec, train: TrainSpec) -> str:
+    """Stable 12-hex id of (plan, model shape, train shape): same layout of the same job -> same id, across runs."""
+    return candidate_ids({n: [getattr(plan, n)] for n in PLAN_FIELDS}, model, train)[0]
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Worst-rank bytes per component (docs/memory_model.md)."""
+
+    params_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    logits_bytes: float
+    buffers_bytes: float
+    overhead_bytes: float
+    fragmentation: float = 0.0
+    host_bytes: float = 0.0  # host (CPU) memory per GPU: offloaded states and their buffers (plan.offload)
+
+    @property
+    def allocated_peak_bytes(self) -> float:
+        return (
+            self.params_bytes
+            + self.grads_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+            + self.logits_bytes
+            + self.buffers_bytes
+        )
+
+    @property
+    def reserved_peak_bytes(self) -> float:
+        return self.allocated_peak_bytes * (1.0 + self.fragmentation) + self.overhead_bytes
+
+    def fits(self, device_bytes: float, headroom: float = 0.05) -> bool:
+        return self.reserved_peak_bytes <= device_bytes * (1.0 - headroom)
+
+    def as_columns(self) -> dict[str, float]:
+        """The `mem_*` keys shared by `plan -o`, `estimate --json` and `probe-memory --json`."""
+        return {
+            "mem_params_bytes": self.params_bytes,
+            "mem_grads_bytes": self.grads_bytes,
+            "mem_optimizer_bytes": self.optimizer_bytes,
+            "mem_activations_bytes": self.activations_bytes,
+            "mem_logits_bytes": self.logits_bytes,
+            "mem_buffers_bytes": self.buffers_bytes,
+            "mem_overhead_bytes": self.overhead_bytes,
+            "mem_allocated_bytes": self.allocated_peak_bytes,
+            "mem_reserved_bytes": self.reserved_peak_bytes,
+            "mem_host_bytes": self.host_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class PerfEstimate:
+    compute_s: float
+    tp_comm_s: float
+    cp_comm_s: float
+    pp_comm_s: float
+    dp_comm_s: float
+    bubble_s: float
+    step_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+
+    def as_columns(self) -> dict[str, float]:
+        return {
+            "pred_step_s": self.step_s,
+            "pred_tokens_per_s": self.tokens_per_s,
+            "pred_tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "pred_mfu": self.mfu,
+        }
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Everything one trial needs; serialised as JSON (never pickled) for every launcher."""
+
+    sweep_id: str
+    trial_id: str
+    model: ModelSpec
+    train: TrainSpec
+    cluster: ClusterSpec
+    plan: ParallelPlan
+    backend: str = "local"
+    warmup_steps: int = 2
+    timed_steps: int = 3
+    timeout_s: float = 600.0
+    pred_mem_bytes: float | None = None
+    pred_tokens_per_s_per_gpu: float | None = None
+    pred_mfu: float | None = None
+    # Test and benchmark knobs: a real rlimit on each rank's address space (drives a genuine MemoryError on CPU),
+    # and a fault to inject ("" = none; "crash", "hang", "crash_rank1", "kill_rank1") for the reliability suites.
+    memory_limit_bytes: int | None = None
+    inject_fault: str = ""
+    compile: bool = False
+    resources: dict[str, Any] = field(default_factory=dict)
+    # `autotune netbench` only (entry autotune.fitting.netbench_rank): sizes_bytes, iters, warmup
+    netbench: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def candidate_id(self) -> str:
+        return candidate_id(self.plan, self.model, self.train)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrialSpec:
+        d = dict(d)
+        d["model"] = ModelSpec(**d["model"])
+        d["train"] = TrainSpec(**d["train"])
+        d["cluster"] = ClusterSpec(**d["cluster"])
+        d["plan"] = ParallelPlan(**d["plan"])
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrialSpec:
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,1 @@
+"""Offline fitting: published reference runs and their fit, and netbench (timed collectives fitted to alpha-beta links)."""

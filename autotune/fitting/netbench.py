@@ -1,0 +1,250 @@
+"""Measure the fabric: time all-reduce, all-gather, reduce-scatter and point-to-point with real torch.distributed
+(gloo on CPU, NCCL on GPUs), fit α (latency, s) and β (bandwidth, bytes/s) per link class, and write them into a
+cluster preset so the performance model prices communication with the user's real links.
+
+Model: t = steps · α + busbw_factor · n / β — the ring model autotune.predict.perf.ring_s prices collectives with, so the
+fitted numbers mean there exactly what they meant here. n is the buffer size in bytes; the bus factor converts the
+algorithm's data volume to what crosses each link (nccl-tests doc/PERFORMANCE.md: all-reduce 2(g-1)/g, all-gather and
+reduce-scatter (g-1)/g with n the full gathered buffer, send/recv 1); steps are the ring's latency-bound hops
+(all-reduce 2(g-1), all-gather and reduce-scatter g-1, send/recv 1). One (α, β) pair then describes a link class
+across collectives and group sizes.
+
+Link classes: `intra` (ranks on one host / NVLink) and `inter` (across nodes). The ranks run
+`autotune.fitting.netbench_rank` through the sweep's launchers (local, slurm, ray), which picks the groups from the ranks'
+hostnames. When every rank is on one host only the intra class is measurable; the preset keeps its inter-node numbers
+and `NetbenchResult.notes` says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune.core.errors import AutotuneError, UsageError
+from autotune.fitting.netbench_rank import COLLECTIVES
+
+DEFAULT_SIZES_BYTES: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
+
+
+def ring_steps(collective: str, group_size: int) -> int:
+    """Latency-bound hops of a ring collective (autotune.predict.perf.ring_s)."""
+    bus_factor(collective, group_size)  # validates the name
+    g = group_size
+    return 2 * (g - 1) if collective == "all_reduce" else (1 if collective == "p2p" else g - 1)
+
+
+def bus_factor(collective: str, group_size: int) -> float:
+    """nccl-tests PERFORMANCE.md: busbw = algbw × factor."""
+    g = group_size
+    if collective == "all_reduce":
+        return 2.0 * (g - 1) / g
+    if collective in ("all_gather", "reduce_scatter"):
+        return (g - 1) / g
+    if collective == "p2p":
+        return 1.0
+    raise ValueError(f"collective={collective!r} must be one of {', '.join(COLLECTIVES)}")
+
+
+@dataclass(frozen=True)
+class Sample:
+    collective: str
+    link_class: str
+    group_size: int
+    size_bytes: int
+    time_s: float
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    link_class: str
+    latency_s: float
+    bw_bytes_per_s: float
+    num_samples: int
+    rel_rms_error: float
+
+
+@dataclass(frozen=True)
+class NetbenchResult:
+    world_size: int
+    backend: str
+    samples: tuple[Sample, ...]
+    fits: dict[str, LinkFit]
+    per_collective: dict[str, LinkFit] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "world_size": self.world_size,
+            "backend": self.backend,
+            "notes": list(self.notes),
+            "fits": {k: dataclasses.asdict(v) for k, v in self.fits.items()},
+            "per_collective": {k: dataclasses.asdict(v) for k, v in self.per_collective.items()},
+            "samples": [dataclasses.asdict(s) for s in self.samples],
+        }
+
+
+def fit_alpha_beta(samples: list[Sample], link_class: str) -> LinkFit:
+    """Bounded least squares for t = k·α + x/β with k = ring steps, x = bus_factor·n, α >= 0, 1/β > 0. Relative
+    residuals (each sample divided by its time) so the small-message latency counts as much as the large-message
+    bandwidth."""
+    import numpy as np
+
+    x = np.array([bus_factor(s.collective, s.group_size) * s.size_bytes for s in samples], dtype=float)
+    t = np.array([s.time_s for s in samples], dtype=float)
+    k = np.array([ring_steps(s.collective, s.group_size) for s in samples], dtype=float)
+    if len(samples) < 2 or np.ptp(x) == 0:
+        raise AutotuneError(
+            f"netbench: link class {link_class!r} needs samples at >= 2 message sizes to fit alpha and beta"
+        )
+    w = 1.0 / t
+    a_mat = np.stack([k, x], axis=1) * w[:, None]
+    (alpha, inv_beta), *_ = np.linalg.lstsq(a_mat, t * w, rcond=None)
+    if alpha < 0:  # bound active: refit bandwidth alone through the origin
+        alpha, inv_beta = 0.0, float(np.sum(w * x * w * t) / np.sum((w * x) ** 2))
+    if inv_beta <= 0:  # latency-dominated over the whole range: bandwidth unmeasurable, take the largest message's
+        inv_beta = float(np.max(t / x))
+        alpha = float(max(0.0, np.min((t - x * inv_beta) / k)))
+    pred = k * alpha + x * inv_beta
+    rel = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
+    return LinkFit(link_class, float(alpha), float(1.0 / inv_beta), len(samples), rel)
+
+
+def fit_result(world_size: int, backend: str, raw_samples: list[dict[str, Any]], hosts: int) -> NetbenchResult:
+    """Fit (α, β) per link class that has samples at >= 2 sizes, and per collective within the intra class."""
+    samples = tuple(Sample(**s) for s in raw_samples)
+    fits = {
+        link: fit_alpha_beta([s for s in samples if s.link_class == link], link)
+        for link in ("intra", "inter")
+        if any(s.link_class == link for s in samples)
+    }
+    by_op = {
+        op: fit_alpha_beta([s for s in samples if s.collective == op and s.link_class == "intra"], op)
+        for op in COLLECTIVES
+        if any(s.collective == op and s.link_class == "intra" for s in samples)
+    }
+    notes = (
+        ()
+        if "inter" in fits
+        else (
+            f"{hosts} host(s): only the intra-node link class is measurable; inter-node alpha/beta keep the preset's values",
+        )
+    )
+    return NetbenchResult(world_size, backend, samples, fits, by_op, notes)
+
+
+def run_netbench(
+    num_ranks: int,
+    sizes_bytes: tuple[int, ...] = DEFAULT_SIZES_BYTES,
+    iters: int = 5,
+    warmup: int = 2,
+    *,
+    cfg: Any = None,
+    backend: str = "local",
+    workdir: str | Path | None = None,
+    timeout_s: float = 600.0,
+) -> NetbenchResult:
+    """Start `num_ranks` ranks of `autotune.fitting.netbench_rank` through the sweep's own launchers (`local`: torchrun on
+    this host; `slurm`: one job, one task per rank; `ray`: a placement group), time every collective, fit α/β.
+    `workdir` must be on a filesystem every rank sees (the trial protocol's files); default a temporary folder."""
+    if num_ranks < 2:
+        raise UsageError(f"--gpus={num_ranks} must be >= 2 (a collective needs two ranks)")
+    from autotune.core.types import ParallelPlan
+    from autotune.fitting.netbench_rank import SIDECAR_SUFFIX
+    from autotune.results.trialfile import make_spec
+    from autotune.spec.config import load_config
+    from launchers.base import SIMULATED, launcher_from_config, launcher_names
+
+    cfg = cfg if cfg is not None else load_config([])
+    if backend in SIMULATED:
+        raise UsageError(
+            f"--backend={backend}: netbench measures real links; use {' or '.join(launcher_names(measuring=True))}"
+        )
+    with tempfile.TemporaryDirectory(prefix="netbench-") as tmp:
+        root = Path(workdir) if workdir is not None else Path(tmp)
+        launcher = launcher_from_config(
+            cfg.sweep, backend, workdir=root / "trials", log_dir=root / "logs", module="autotune.fitting.netbench_rank"
+        )
+        try:
+            limit = launcher.max_world_size()
+            if limit is not None and num_ranks > limit:
+                raise UsageError(f"--gpus={num_ranks} exceeds what --backend={backend} provides here ({limit} ranks)")
+            spec = make_spec(
+                cfg,
+                ParallelPlan(dp=num_ranks),
+                sweep_id="netbench",
+                trial_id="netbench",
+                backend=backend,
+                timeout_s=timeout_s,
+                netbench={"sizes_bytes": list(sizes_bytes), "iters": iters, "warmup": warmup},
+            )
+            handle = launcher.submit(spec)
+            row = handle.result(timeout=timeout_s + 600.0)  # + queueing and start-up
+            sidecar = Path(str(handle.result_path) + SIDECAR_SUFFIX)
+            if row["status"] != "ok" or not sidecar.exists():
+                raise NetbenchFailed(
+                    f"netbench ranks ended with status={row['status']} "
+                    f"({row['error_type']}: {row['error_message']}); log: {row['log_path']}"
+                )
+            raw = json.loads(sidecar.read_text())
+        finally:
+            launcher.close()
+    return fit_result(num_ranks, raw["backend"], raw["samples"], len(raw["hosts"]))
+
+
+class NetbenchFailed(RuntimeError):
+    """The measurement itself failed (a rank crashed, the job timed out): not bad input, but one line all the same."""
+
+
+def apply_to_cluster(cluster: Any, result: NetbenchResult) -> Any:
+    """The ClusterSpec with measured links. Measured bandwidth is what the links really deliver, so comm_efficiency
+    becomes 1.0 (the perf model multiplies bandwidth by it)."""
+    changes: dict[str, Any] = {"comm_efficiency": 1.0}
+    if "intra" in result.fits:
+        changes.update(
+            intra_node_bw_bytes_per_s=result.fits["intra"].bw_bytes_per_s,
+            intra_node_latency_s=result.fits["intra"].latency_s,
+        )
+    if "inter" in result.fits:
+        changes.update(
+            inter_node_bw_bytes_per_s=result.fits["inter"].bw_bytes_per_s,
+            inter_node_latency_s=result.fits["inter"].latency_s,
+        )
+    return dataclasses.replace(cluster, **changes)
+
+
+def check_preset_path(path: str | Path, flag: str = "-o") -> Path:
+    """Refuse, before any work, a preset path the config tree could never load (Hydra reads `<name>.yaml`)."""
+    path = Path(path)
+    if path.suffix != ".yaml" or path.stem in ("", ".") or path.is_dir():
+        raise UsageError(f"{flag}={str(path)!r} must be a file name ending in .yaml (a cluster preset)")
+    return path
+
+
+def preset_usage(path: Path) -> str:
+    """How to use a written preset: `cluster=<stem>` only works from the config tree's cluster/ folder."""
+    from autotune.spec.config import SEARCH_SPACES
+
+    if path.resolve().parent == (SEARCH_SPACES / "cluster").resolve():
+        return f"use: cluster={path.stem}"
+    return f"to use it, copy it to {SEARCH_SPACES / 'cluster'}/ and pass cluster={path.stem}"
+
+
+def write_cluster_preset(cluster: Any, path: str | Path, header: str) -> Path:
+    """A preset YAML that `cluster=<stem>` loads: every ClusterSpec field, a comment header saying where the numbers
+    came from. Written atomically; the preset's `name` is the file stem so the config tree finds it."""
+    import yaml
+
+    path = Path(path)
+    doc = dataclasses.asdict(dataclasses.replace(cluster, name=path.stem))
+    text = "".join(f"# {line}\n" for line in header.strip().splitlines()) + yaml.safe_dump(doc, sort_keys=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,162 @@
+"""The rank side of `autotune netbench`: `python -m autotune.fitting.netbench_rank --spec SPEC.json --out RESULT.json` on every
+rank, started by any launcher (torchrun locally, srun under SLURM, Ray actors) exactly like a training trial and under
+the same protocol (docs/trial_protocol.md): rank 0 writes the samples to `RESULT.json.netbench.json`, then an `ok`
+row to RESULT.json; a failing rank writes its err file.
+
+Which link a group exercises comes from where its ranks run (hostnames gathered from every rank): `intra` groups are
+ranks of rank 0's host, `inter` groups hold one rank per host, so their traffic crosses the inter-node fabric. On one
+host only the intra class exists.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+GROUP_SIZES = (2, 4, 8, 16)
+COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "p2p")
+SIDECAR_SUFFIX = ".netbench.json"
+
+
+def link_groups(hosts: list[str]) -> list[tuple[str, tuple[int, ...]]]:
+    """(link class, global ranks) of every group timed, given each rank's host: prefixes of rank 0's host's ranks of
+    2, 4, 8, 16 and all of them (`intra`), and of the first rank of every host, in host order of first appearance
+    (`inter`). The p2p pair of a class is its first two ranks."""
+    first_of: dict[str, int] = {}
+    for rank, host in enumerate(hosts):
+        first_of.setdefault(host, rank)
+    local = [r for r, h in enumerate(hosts) if h == hosts[0]]
+    leaders = list(first_of.values())
+    groups = []
+    for link, members in (("intra", local), ("inter", leaders)):
+        for g in sorted({g for g in (*GROUP_SIZES, len(members)) if 2 <= g <= len(members)}):
+            groups.append((link, tuple(members[:g])))
+    return groups
+
+
+def _time_op(dist, op: str, buf, out, group, members: tuple[int, ...], iters: int) -> float:
+    rank = dist.get_rank()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        if op == "all_reduce":
+            dist.all_reduce(buf, group=group)
+        elif op == "all_gather":
+            dist.all_gather_into_tensor(out, buf, group=group)
+        elif op == "reduce_scatter":
+            dist.reduce_scatter_tensor(out, buf, group=group)
+        elif rank == members[0]:  # p2p ping-pong between the first two members: half a round trip is one transfer
+            dist.send(buf, dst=members[1])
+            dist.recv(buf, src=members[1])
+        else:
+            dist.recv(buf, src=members[0])
+            dist.send(buf, dst=members[0])
+    if buf.is_cuda:
+        import torch
+
+        torch.cuda.synchronize()
+    dt = (time.perf_counter() - t0) / iters
+    return dt / 2 if op == "p2p" else dt
+
+
+def _time_group(
+    dist, torch, op: str, members: tuple[int, ...], size: int, group, device, iters: int, warmup: int
+) -> float | None:
+    """Time `op` for a buffer of `size` bytes (the full gathered/reduced buffer) on `members`; their first rank
+    returns the slowest member's mean time, every other rank None. Every rank of the world calls it (barrier)."""
+    rank = dist.get_rank()
+    result = None
+    if rank in members:
+        g = len(members)
+        numel = max(g, size // 4 // g * g)  # fp32, divisible by g for the sharded collectives
+        full = torch.ones(numel, dtype=torch.float32, device=device)
+        shard = torch.empty(numel // g, dtype=torch.float32, device=device)
+        buf, out = {"all_gather": (shard, full), "reduce_scatter": (full, shard)}.get(op, (full, None))
+        _time_op(dist, op, buf, out, group, members, warmup)
+        dt = _time_op(dist, op, buf, out, group, members, iters)
+        worst = torch.tensor([dt], dtype=torch.float64, device=device)
+        dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)
+        result = float(worst.item()) if rank == members[0] else None
+    dist.barrier()
+    return result
+
+
+def measure(sizes: list[int], iters: int, warmup: int, device: Any) -> dict[str, Any]:
+    """Every collective on every group of `link_groups`, at every size; rank 0 returns the samples."""
+    import torch
+    import torch.distributed as dist
+
+    # all_gather_into_tensor / reduce_scatter_tensor warn on new torch, but their successors do not exist in 2.6.
+    warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
+    hosts: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(hosts, socket.gethostname())
+    layout = link_groups(hosts)
+    groups = {members: dist.new_group(list(members)) for _, members in layout}  # same order on every rank
+    samples = []
+    for op in COLLECTIVES:
+        for link in ("intra", "inter"):
+            chosen = [m for cls, m in layout if cls == link]
+            for members in chosen[:1] if op == "p2p" else chosen:
+                p2p = members[:2]
+                for size in sizes:
+                    t = _time_group(
+                        dist,
+                        torch,
+                        op,
+                        p2p if op == "p2p" else members,
+                        size,
+                        groups[p2p] if op == "p2p" else groups[members],
+                        device,
+                        iters,
+                        warmup,
+                    )
+                    if t is not None and dist.get_rank() == 0:
+                        samples.append(
+                            dict(
+                                collective=op,
+                                link_class=link,
+                                group_size=2 if op == "p2p" else len(members),
+                                size_bytes=size,
+                                time_s=t,
+                            )
+                        )
+    return {"backend": dist.get_backend(), "hosts": sorted(set(hosts)), "samples": samples}
+
+
+def netbench_body(spec: Any, out: Path, rank: int) -> dict[str, Any]:
+    from autotune.results.schema import normalize_row, row_from_spec
+    from bench_model.metrics import utc_now
+    from bench_model.run import write_json_atomic
+    from bench_model.trial import init_distributed
+
+    started_at, t0 = utc_now(), time.perf_counter()
+    device = init_distributed()
+    params = dict(spec.netbench)
+    result = measure([int(s) for s in params["sizes_bytes"]], int(params["iters"]), int(params["warmup"]), device)
+    if rank != 0:
+        return {}
+    write_json_atomic(out.with_name(out.name + SIDECAR_SUFFIX), result)
+    row = row_from_spec(spec)
+    row.update(
+        status="ok",
+        started_at=started_at,
+        ended_at=utc_now(),
+        wall_s=time.perf_counter() - t0,
+        hostname=socket.gethostname(),
+    )
+    return normalize_row(row)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench_model.run import run_protocol
+
+    return run_protocol(argv, netbench_body, prog="autotune.fitting.netbench_rank")
+
+
+if __name__ == "__main__":
+    from bench_model.run import exit_with
+
+    exit_with(main(sys.argv[1:]))

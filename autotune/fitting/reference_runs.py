@@ -1,0 +1,326 @@
+"""Public measured training runs as (ModelSpec, TrainSpec, cluster preset, ParallelPlan, measured tok/s/GPU, source).
+
+Data: benchmarks/data/measured/ (copies of the public tables, see benchmarks/data/README.md). Every row is either
+mapped or listed in `skipped` with its reason (FP8, MoE, unknown model, GPU without a preset, missing columns...).
+
+Model shapes (cited per family; where a source omits a value the assumption is stated next to it):
+- MPT (mosaicml/llm-foundry scripts/train/yamls/pretrain/mpt-*.yaml): d_model, n_heads, n_layers below,
+  expansion_ratio 4, vocab_size 50368, tied embedding/output, LayerNorm + GeLU MLP (our `block="gpt"`; MPT's
+  no_bias drops the biases, a <0.1% parameter difference).
+- GPT (Narayanan et al. 2021 "Efficient Large-Scale Language Model Training on GPU Clusters" Table 1 and Table 2;
+  Brown et al. 2020 "GPT-3" Table 2.1 for the 175B shape): 4h MLP, vocab 51200, seq 2048, tied embeddings.
+  The Megatron-LM README 2024 H100 table is listed as skipped: it runs --tp-comm-overlap (TP collectives hidden
+  behind GEMMs by Transformer Engine userbuffers), which the trainer modelled here does not do.
+- Llama (meta-llama model cards / config.json): search_spaces/model/*.yaml.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from autotune.core.types import ModelSpec, ParallelPlan, TrainSpec
+
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "measured"
+MODELS = Path(__file__).resolve().parents[2] / "search_spaces" / "model"
+SOURCES = ("llmfoundry", "nemo", "megatron", "h200_bench")
+
+# llm-foundry pretrain yamls: (n_layers, d_model, n_heads)
+MPT_SHAPES = {
+    "MPT-125m": (12, 768, 12),
+    "MPT-350m": (24, 1024, 16),
+    "MPT-760m": (24, 1536, 12),
+    "MPT-1b": (24, 2048, 16),
+    "MPT-3b": (32, 2560, 20),
+    "MPT-7b": (32, 4096, 32),
+    "MPT-13b": (40, 5120, 40),
+    "MPT-30b": (48, 7168, 56),
+    "MPT-70b": (80, 8192, 64),
+}
+MPT_VOCAB = 50368
+# Narayanan et al. 2021 Table 1 (params -> layers, hidden, heads, tp, pp); the README copy omits heads/TP/PP for some
+NARAYANAN_T1 = {
+    "1.7B": (24, 2304, 24, 1, 1),
+    "3.6B": (30, 3072, 32, 2, 1),
+    "7.5B": (36, 4096, 32, 4, 1),
+    "18B": (40, 6144, 48, 8, 1),
+    "39B": (48, 8192, 64, 8, 2),
+    "76B": (60, 10240, 80, 8, 4),
+    "145B": (80, 12288, 96, 8, 8),
+    "310B": (96, 16384, 128, 8, 16),
+    "530B": (105, 20480, 128, 8, 35),
+    "1T": (128, 25600, 160, 8, 64),
+}
+# Table 2 prints only the parameter count: GPT-3 175B (Brown et al. 2020 Table 2.1: 96 layers, 12288, 96 heads) and
+# MT-NLG 530B (Table 1 row above)
+NARAYANAN_T2 = {"GPT 174.6B": (96, 12288, 96), "GPT 529.6B": (105, 20480, 128)}
+GPT_VOCAB_2021 = 51200
+GPU_PRESET = {
+    "h100_80gb": "h100-sxm-80gb",
+    "a100_80gb": "a100-80gb",
+    "a100_40gb": "a100-40gb",
+    "H100": "h100-sxm-80gb",
+    "A100": "a100-80gb",
+    "A100 (Selene)": "a100-80gb",
+}  # Selene: DGX A100 80GB nodes (Narayanan Sec 5)
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    source: str  # one of SOURCES
+    row: int  # 0-based row of the source CSV
+    model: ModelSpec
+    train: TrainSpec
+    cluster: str  # search_spaces/cluster/<cluster>.yaml
+    plan: ParallelPlan
+    measured_tokens_per_s_per_gpu: float
+
+    @property
+    def num_gpus(self) -> int:
+        return self.plan.world_size
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    source: str
+    row: int
+    reason: str
+
+
+def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int) -> ModelSpec:
+    return ModelSpec(
+        name=name,
+        num_layers=layers,
+        hidden_size=hidden,
+        ffn_hidden_size=4 * hidden,
+        num_heads=heads,
+        num_kv_heads=heads,
+        vocab_size=vocab,
+        tie_embeddings=True,
+        block="gpt",
+    )
+
+
+def _preset_model(name: str) -> ModelSpec:
+    raw = yaml.safe_load((MODELS / f"{name}.yaml").read_text())
+    keep = {
+        k: raw[k]
+        for k in (
+            "name",
+            "num_layers",
+            "hidden_size",
+            "ffn_hidden_size",
+            "num_heads",
+            "num_kv_heads",
+            "vocab_size",
+            "tie_embeddings",
+            "block",
+            "rope_theta",
+            "norm_eps",
+        )
+    }
+    return ModelSpec(**keep)
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def llmfoundry_layout(r: Any, fp8: str = "none") -> tuple[ModelSpec, TrainSpec, ParallelPlan]:
+    """One llm-foundry benchmark row as (model, train, plan): FSDP over all GPUs (FULL_SHARD = ZeRO-3, else 2), its
+    micro-batch and accumulation, full recompute when activation_checkpointing, bf16 grads only under PURE."""
+    layers, hidden, heads = MPT_SHAPES[r.model]
+    n, mbs, gas = int(r.n_gpus), int(r.micro_batch), int(r.grad_accum)
+    plan = ParallelPlan(
+        dp=n,
+        zero_stage=3 if r.fsdp_sharding_strategy == "FULL_SHARD" else 2,
+        micro_batch_size=mbs,
+        grad_accum_steps=gas,
+        recompute="full" if bool(r.activation_checkpointing) else "none",
+        fp8=fp8,
+    )
+    train = TrainSpec(
+        seq_len=int(r.seq_len),
+        global_batch_size=n * mbs * gas,
+        grad_dtype="bf16" if r.mp_mode == "PURE" else "fp32",
+    )
+    return _gpt(r.model, layers, hidden, heads, MPT_VOCAB), train, plan
+
+
+def load_llmfoundry(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    """llm-foundry MPT benchmark tables: Composer FSDP, DP = n_gpus, no TP/PP. FULL_SHARD = ZeRO-3, SHARD_GRAD_OP =
+    ZeRO-2; activation checkpointing = full recompute; mp_mode PURE reduces grads in bf16, DEFAULT in fp32."""
+    df = pd.read_csv(folder / "llmfoundry_mpt_benchmarks.csv")
+    runs, skipped = [], []
+    for i, r in df.iterrows():
+        if "fp8" in str(r.precision).lower():
+            skipped.append(
+                SkippedRow(
+                    "llmfoundry",
+                    i,
+                    f"precision={r.precision}: Transformer Engine FP8, not the torchao recipe modelled (benchmarks/fp8_ratio.py compares these pairs)",
+                )
+            )
+            continue
+        if r.model not in MPT_SHAPES or r.gpu_type not in GPU_PRESET:
+            skipped.append(SkippedRow("llmfoundry", i, f"model={r.model} gpu_type={r.gpu_type}: no shape or preset"))
+            continue
+        model, train, plan = llmfoundry_layout(r)
+        runs.append(
+            ReferenceRun(
+                "llmfoundry",
+                i,
+                model,
+                train,
+                GPU_PRESET[r.gpu_type],
+                plan,
+                float(r.throughput_tok_per_s_per_gpu),
+            )
+        )
+    return runs, skipped
+
+
+def _megatron_flops_per_token(model: ModelSpec, seq: int, recompute: bool) -> float:
+    """Megatron's own accounting: Narayanan et al. 2021 Eq. 3, F = 96 B s l h^2 (1 + s/6h + V/16lh) with activation
+    recomputation (4 passes); without it (Megatron-LM 2024 `num_floating_point_operations`, 3 passes, non-causal
+    attention) 72 B s l h^2 (1 + s/6h + V/12lh). Per token: divide by B s."""
+    nl, h, v = model.num_layers, model.hidden_size, model.vocab_size
+    if recompute:
+        return 96.0 * nl * h * h * (1 + seq / (6 * h) + v / (16 * nl * h))
+    return 72.0 * nl * h * h * (1 + seq / (6 * h) + v / (12 * nl * h))
+
+
+def load_megatron(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    """Megatron-LM: Narayanan 2021 Tables 1-2 (A100, TFLOP/s per GPU with recompute, Eq. 3). Assumptions where the
+    source is silent: micro-batch 1 in Table 1 (it prints none), non-interleaved 1F1B, full recompute (the paper uses
+    activation recomputation). The README's 2024 H100 rows are skipped (TP communication overlap, see module doc)."""
+    df = pd.read_csv(folder / "megatron_lm_narayanan2021.csv")
+    runs, skipped = [], []
+    for i, r in df.iterrows():
+        table, name = str(r.table), str(r.model)
+        if "strong scaling" in table:
+            skipped.append(SkippedRow("megatron", i, "strong-scaling rows: TP/PP and TFLOP/s not stated"))
+            continue
+        if "Table 1" in table:
+            layers, hidden, heads, tp, pp = NARAYANAN_T1[name]
+            model, seq, mbs, rec, zero = _gpt(f"gpt-{name}", layers, hidden, heads, GPT_VOCAB_2021), 2048, 1, True, 0
+        elif "Table 2" in table:
+            layers, hidden, heads = NARAYANAN_T2[name]
+            model, seq, rec = _gpt(name.replace(" ", "-").lower(), layers, hidden, heads, GPT_VOCAB_2021), 2048, True
+            tp, pp = (1, 1) if r.zero_stage == 3 else (int(r.tp), int(r.pp))
+            mbs, zero = int(r.micro_batch), 3 if r.zero_stage == 3 else 0
+        else:  # 2024 H100 weak scaling
+            skipped.append(
+                SkippedRow(
+                    "megatron",
+                    i,
+                    "tp-comm-overlap: TP collectives overlapped with GEMMs "
+                    "(notes), micro-batch and precision not stated; bench_model keeps TP on the "
+                    "critical path",
+                )
+            )
+            continue
+        n, gbs = int(r.n_gpus), int(r.global_batch)
+        dp = n // (tp * pp)
+        if dp * tp * pp != n or gbs % (dp * mbs):
+            skipped.append(SkippedRow("megatron", i, f"n_gpus={n} global_batch={gbs} do not split as tp={tp} pp={pp}"))
+            continue
+        plan = ParallelPlan(
+            dp=dp,
+            tp=tp,
+            pp=pp,
+            zero_stage=zero,
+            micro_batch_size=mbs,
+            grad_accum_steps=gbs // (dp * mbs),
+            recompute="full" if rec else "none",
+            sequence_parallel=False,
+        )
+        tok = float(r.tflops_per_gpu) * 1e12 / _megatron_flops_per_token(model, seq, rec)
+        # Megatron/Narayanan keep bf16 params and grads with an fp32 master copy (Rajbhandari et al. 2020 accounting)
+        train = TrainSpec(
+            seq_len=seq, global_batch_size=gbs, param_dtype="bf16", grad_dtype="bf16", master_dtype="fp32"
+        )
+        runs.append(ReferenceRun("megatron", i, model, train, GPU_PRESET[str(r.gpu_type)], plan, tok))
+    return runs, skipped
+
+
+def load_nemo(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    """NeMo / Megatron-Bridge summaries. Only dense BF16 pretraining on H100 maps onto the model; every other row is
+    listed with its reason (in these tables all dense H100 rows are FP8 or unstated precision)."""
+    df = pd.read_csv(folder / "nemo_megatron_bridge_performance_summary.csv")
+    skipped = []
+    moe = re.compile(r"(MoE|Mixtral|Qwen3_\d+B_a|DeepSeek|GPT OSS|Nemotron_3|Kimi)", re.IGNORECASE)
+    for i, r in df.iterrows():
+        if str(r.gpu_type) not in GPU_PRESET:
+            reason = f"gpu_type={r.gpu_type}: no cluster preset"
+        elif moe.search(str(r.model)):
+            reason = f"model={r.model}: mixture of experts is not modelled"
+        elif str(r.task).lower() != "pretrain":
+            reason = f"task={r.task}: fine-tuning (frozen weights / LoRA) is not modelled"
+        elif str(r.precision) != "BF16":
+            reason = f"precision={r.precision}: only BF16 is modelled"
+        else:
+            reason = f"model={r.model}: no shape"
+        skipped.append(SkippedRow("nemo", i, reason))
+    return [], skipped
+
+
+def load_h200_bench(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    """autotune's own trainer (bench_model) on one H200: runs with a measured throughput. The `layout` column
+    holds the CLI overrides of the run, the `compile` column plan.compile; HF reference runs, memory probes and OOMs are
+    listed."""
+    df = pd.read_csv(folder / "h200_bench_model_2026-11.csv")
+    runs, skipped = [], []
+    for i, r in df.iterrows():
+        if not str(r.kind).startswith("bench_model"):
+            skipped.append(SkippedRow("h200_bench", i, f"kind={r.kind}: not the bench_model trainer"))
+            continue
+        if str(r.status) != "ok" or _missing(r.tokens_per_s_per_gpu):
+            skipped.append(SkippedRow("h200_bench", i, f"status={r.status}: no throughput"))
+            continue
+        kv = dict(tok.split("=", 1) for tok in str(r.layout).split())
+        model = _preset_model(kv.pop("model"))
+        seq, gbs = int(kv.pop("train.seq_len")), int(kv.pop("train.global_batch_size"))
+        plan_kw: dict[str, Any] = {k.removeprefix("plan."): v for k, v in kv.items()}
+        mbs = int(plan_kw.pop("micro_batch_size"))
+        plan = ParallelPlan(
+            micro_batch_size=mbs,
+            grad_accum_steps=gbs // mbs,
+            recompute=plan_kw.pop("recompute", "none"),
+            zero_stage=int(plan_kw.pop("zero_stage", 0)),
+            compile=bool(r.compile),  # torch.compile per block (the csv's compile column)
+        )
+        if plan_kw:
+            skipped.append(SkippedRow("h200_bench", i, f"layout fields not mapped: {sorted(plan_kw)}"))
+            continue
+        runs.append(
+            ReferenceRun(
+                "h200_bench",
+                i,
+                model,
+                TrainSpec(seq_len=seq, global_batch_size=gbs),
+                "h200-141gb",
+                plan,
+                float(r.tokens_per_s_per_gpu),
+            )
+        )
+    return runs, skipped
+
+
+LOADERS = {"llmfoundry": load_llmfoundry, "nemo": load_nemo, "megatron": load_megatron, "h200_bench": load_h200_bench}
+
+
+def load_reference_runs(folder: Path | str = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    runs: list[ReferenceRun] = []
+    skipped: list[SkippedRow] = []
+    for load in LOADERS.values():
+        r, s = load(Path(folder))
+        runs += r
+        skipped += s
+    return runs, skipped

@@ -1,0 +1,109 @@
+"""The framework profile seam: how one training framework spends memory and which layouts it can run.
+
+`autotune.predict.memory.memory_arrays` and `autotune.layouts.rules.rejections` call a profile's hooks instead of deciding the
+accounting themselves; `train.framework` names the profile (docs/frameworks.md). `FrameworkProfile` is the interface
+only: every accounting hook is abstract, and each profile (bench_model.py, torchtitan.py, megatron.py, nanotron.py,
+deepspeed.py) implements all of them, citing its framework's source; where a framework spends memory as bench_model
+does, its profile says so by delegating to bench_model.py's function explicitly.
+
+All hooks are vectorised over candidate arrays (numpy broadcasting), like the rest of the estimator.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, ModelSpec, TrainSpec
+
+# (rule id, failing mask, message template(**cols) -> str, columns the template takes): autotune.layouts.rules' format
+Rule = tuple[str, Any, Callable[..., str], tuple[str, ...]]
+
+
+def state_inputs(num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> tuple:
+    """The arrays and byte counts every profile's `model_states` starts from: (psi, zero_stage, shard, compute bytes,
+    fp32 master bytes per parameter (0 when training in fp32), optimizer-state bytes per parameter)."""
+    c = DTYPE_BYTES[train.compute_dtype]
+    return (
+        np.asarray(num_params, dtype=np.float64),
+        np.asarray(zero_stage),
+        np.asarray(shard, dtype=np.float64),
+        c,
+        4.0 if c != 4 else 0.0,
+        DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states,
+    )
+
+
+@dataclass(frozen=True)
+class FrameworkProfile(ABC):
+    """The hooks a framework profile implements (all vectorised over candidate arrays)."""
+
+    name: str
+    # generic rules of autotune.layouts.rules that are this framework's limits and that the profile replaces by its
+    # own (e.g. torch's 1F1B needs m >= pp; Megatron's runs fewer micro-batches)
+    replaces_rules: frozenset[str] = frozenset()
+
+    # ---- model states -------------------------------------------------------------------------------------------
+    @abstractmethod
+    def model_states(
+        self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
+    ) -> dict[str, np.ndarray]:
+        """Bytes of params, compute_copy, grads and optimizer (master included) on the device and the offloaded
+        states on the host (`host`) for `num_params` parameters on one rank at ZeRO/FSDP/distributed-optimizer stage
+        `zero_stage`, sharded over `shard` (= dp*cp) ranks; `offload` is the plan.offload code (0 none, 1 optimizer,
+        2 params)."""
+
+    @abstractmethod
+    def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
+        """Extra bytes of the root unit (embedding, final norm, head) kept gathered all step."""
+
+    # ---- activations --------------------------------------------------------------------------------------------
+    @abstractmethod
+    def layer_activations(
+        self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+    ) -> dict[str, np.ndarray]:
+        """One layer's saved activation bytes per micro-batch (`saved`) and the recompute transient (`transient`);
+        `seq` is tokens per rank (seq_len/cp), `recompute` the integer code, `sp` sequence parallel."""
+
+    @abstractmethod
+    def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
+        """Bytes pipeline rank 0 keeps per in-flight micro-batch outside the layers (embedding output, ...)."""
+
+    @abstractmethod
+    def head_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
+        """Last stage, one micro-batch: what the final norm and the head keep."""
+
+    @abstractmethod
+    def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        """Loss memory on the last stage (bytes per logit times the logits alive at the loss's peak)."""
+
+    # ---- communication buffers ----------------------------------------------------------------------------------
+    @abstractmethod
+    def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
+        """Communication and gathered-parameter buffers of the data-parallel wrapper."""
+
+    # ---- the peak ---------------------------------------------------------------------------------------------
+    @abstractmethod
+    def allocated(
+        self, params: Any, grads: Any, optimizer: Any, activations: Any, logits: Any, buffers: Any, transient: Any
+    ) -> np.ndarray:
+        """The allocated peak from the terms (`activations` includes the recompute `transient`)."""
+
+    # ---- pipeline -----------------------------------------------------------------------------------------------
+    @abstractmethod
+    def inflight(self, pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any) -> np.ndarray:
+        """Micro-batches whose activations pipeline rank `rank` holds at its peak (units of all its layers)."""
+
+    # ---- feasibility --------------------------------------------------------------------------------------------
+    def rules(self, arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> list[Rule]:
+        """Layouts this framework cannot run, beyond autotune.layouts.rules' generic rules; build each with `rule`.
+        None by default."""
+        return []
+
+    def rule(self, rule_id: str, mask: Any, template: Callable[..., str], cols: tuple[str, ...]) -> Rule:
+        """A rule whose stable id is `<name>_<rule_id>` and whose message starts with `<name>: `."""
+        return (f"{self.name}_{rule_id}", mask, lambda **kw: f"{self.name}: {template(**kw)}", cols)

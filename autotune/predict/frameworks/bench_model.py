@@ -1,0 +1,242 @@
+"""bench_model's profile: the memory accounting of autotune's own trainer (bench_model/), derived term by term.
+
+Model states (per rank; p, c, g, o, m = bytes of param, compute, grad, one optimizer state, master), as
+bench_model/parallel/data_parallel.py applies them (FSDP2 per block + a root unit, MixedPrecisionPolicy(param_dtype=c,
+reduce_dtype=fp32)) when train.master_dtype is null:
+    stage 0 (HSDP, shard=1)   params Psi*p, grads Psi*g, optimizer 2*Psi*o
+    stage 1                   as 0, but AdamW state and an fp32 slice of the params it updates are /D (ZeRO1AdamW)
+    stage 2 (reshard_after_forward=False) params and grads /D too
+    stage 3 (reshard_after_forward=True)  the same; two gathered blocks (current + prefetch) -> buffers
+  compute copy (`compute_copy`, a separate term so it can be reconciled with measured peaks): FSDP2's gathered/cast
+    params of every block live from forward to backward in stages 0-2 (Psi*c; none with one rank and no cast: no
+    wrapper); in stage 3 only the root unit (embedding, final norm, head) stays gathered all step.
+  paper accounting (train.master_dtype set; Megatron/DeepSpeed/ZeRO): params are the working copy (full until stage 3),
+    master + optimizer states sharded from stage 1, grads from stage 2. With bf16 params/grads and fp32 master + Adam
+    this is Rajbhandari et al. 2020 Sec 5 / Table 1: (2+2+K)*Psi, K=12; stage 1: 4Psi + 12Psi/D; stage 2:
+    2Psi + 14Psi/D; stage 3: 16Psi/D.
+
+Activations of the Llama block as bench_model/model.py implements it (RMSNorm in fp32 then cast back, wq/wk/wv with
+GQA, rotate-half RoPE, F.scaled_dot_product_attention(is_causal=True, enable_gqa=True) so K/V stay at num_kv_heads,
+wo, SwiGLU w2(silu(w1 x) * w3 x)), derived by the method of Korthikanti et al. 2022 ("Reducing Activation
+Recomputation", Sec 4.1 / Table 2): count what autograd saves, per token (bytes; c = compute dtype bytes):
+  each RMSNorm: its fp32 input x.float() (4h, kept by pow), the rsqrt per token (4 bytes) and the normalised y cast
+             back (c*h, kept by `* weight`). Two norms: 2((4 + c)h + 4).
+  norm outputs: the shared input of wq/wk/wv and of w1/w3 (c*h each): 2ch.
+  attention: SDPA keeps q after RoPE (h), k after RoPE (k), v (k), its output (h) and logsumexp (4a bytes, fp32);
+             the output is laid out (B, S, heads, D), so wo's input (its transpose-reshape) is a view of the same
+             storage. RoPE multiplies by constant cos/sin tables, so pre-RoPE q/k are not kept; the tables cast to
+             the compute dtype are kept per call (4*s*head_dim*c per layer, none in fp32). No s^2 scores.
+  MLP:       w1 out (f, for silu'), silu out and w3 out (2f, for the product), product = w2 input (f).
+  total: 2((4 + c)h + 4) + 2ch + c(2h + 2k + 4f) + 4a per token (+ the RoPE tables); a GPT block gives 34h + 5as (Korthikanti Table 2).
+  TP divides the attention and MLP tensors (2h + 2k + 4f, and the heads of the logsumexp) by t. Sequence parallel
+  (DTensor) divides the two norms' tensors by t, but autograd saves the all-gathered input of the column-parallel
+  linears at full sequence length, so the 2ch of norm outputs stays (unlike Megatron SP, where Korthikanti's 34/t
+  applies to everything).
+  selective (bench_model/parallel/recompute.py: region checkpoints around the two RMSNorms and SwiGLU's gating):
+             each norm keeps only its input (ch, /t with SP) instead of (4 + c)h + 4; SwiGLU keeps the w1 and w3
+             outputs and drops the silu output (3cf/t instead of 4cf/t); everything else is as for none. Total
+             2ch (/t with SP) + 2ch + c(2h + 2k + 3f)/t + 4a per token (+ the RoPE tables). Transient: the larger
+             recomputed region of one layer during its backward, a norm's internals (fp32 copy unless c = 4,
+             rsqrt, output) or the silu output (cf/t).
+  full:      layer input only (ch, /t with SP), plus, once, one whole layer's activations during its recompute.
+  CP divides s by cp. GPT blocks use Korthikanti Table 2 literally: sbh(10 + 24/t + 5as/(ht)), SP: sbh(34/t + 5as/(ht)),
+  selective drops 5as/(ht), full 2sbh (2sbh/t with SP); these are for 2-byte activations and are scaled by c/2.
+Logits: bench_model computes the loss on logits.float(): the fp32 log-softmax kept for backward, its fp32 gradient and
+  the compute-dtype gradient into the head, (8 + c) bytes per element of n*V/t (vocab-parallel loss), last stage.
+  With pp=1 the loss is chunked (bench_model.trainer.chunked_cross_entropy): each chunk of LOSS_CHUNK_TOKENS tokens
+  runs head + loss under checkpoint, so only one chunk's logits exist, in its backward: n = min(b*s, 1024). The
+  pipeline's loss_fn sees the whole micro-batch's logits: n = b*s.
+Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute dtype plus its fp32 reduce buffer;
+  stage 3 adds two gathered blocks in compute dtype. Runtime overhead (CUDA context, NCCL, cuBLAS workspace) is
+  cluster.runtime_overhead_bytes; reserved = the caching allocator's reserved peak (autotune/predict/reserved.py: allocated plus
+  the cached segments of large transient blocks, times 1 + cluster.allocator_fragmentation) + overhead.
+CPU offload (plan.offload; `model_state_arrays`' `host`, the `mem_host_bytes` column): host bytes per GPU next to the
+  device terms, which drop what moved. U = the parameters this rank updates (Psi/D from stage 1).
+  optimizer (ZeRO-Offload, Ren et al. 2021 Sec 4.1: fp32 master + Adam states and fp32 gradients on the CPU, the
+    step there): host U*(4 + o + 4) = 16U for Adam; device optimizer 0. bench_model keeps its fp32 params and grads
+    on the device (they are the FSDP2 shards it computes with); paper accounting (DeepSpeed offload_optimizer) keeps
+    only the working params there: DeepSpeed's estimate_zero2_model_states_mem_needs(cpu_offload=True) GPU = 2*Psi,
+    estimate_zero3 (offload_optimizer only) = 4*largest layer + 2*Psi/N, CPU 16*Psi per node of N GPUs
+    (docs/code-docs/source/memory.rst; tests/unit/test_offload.py checks the rows).
+  params (FSDP2 CPUOffloadPolicy; DeepSpeed ZeRO-3 offload_param + offload_optimizer): sharded params, grads and
+    optimizer state on the host, (p + g + o)*Psi/D = 16*Psi/D (paper accounting 2 + 4 + 12 = 18*Psi/D, DeepSpeed's
+    `18 * total_params` per node); the device keeps the gathered blocks (buffers, compute copy), DeepSpeed's
+    4*largest layer. Host temporaries of the CPU step and the fp32 shard copied to the device before each block's
+    all-gather (p*Psi_layer/D) are not modelled; DeepSpeed's estimator also counts a full fp32 model per process at
+    load time (max(4*gpus_per_node, 16|18)*Psi), which is a start-up peak, not the training step's.
+Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer, optimizer-step temporaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autotune.core.plan_arrays import CODES, RECOMPUTE_CODE
+from autotune.core.types import DTYPE_BYTES, ModelSpec, TrainSpec
+from autotune.predict.frameworks.base import FrameworkProfile
+from autotune.predict.schedule import inflight_microbatches
+
+_NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
+# bench_model.trainer.LOSS_CHUNK_TOKENS (tests/unit/test_memory.py checks they agree)
+LOSS_CHUNK_TOKENS = 1024
+OFFLOAD_CODE: dict[str, int] = CODES["offload"]
+_OFF_OPT, _OFF_PAR = OFFLOAD_CODE["optimizer"], OFFLOAD_CODE["params"]
+HOST_MASTER_BYTES = 4  # the host optimizer's fp32 master copy (ZeRO-Offload, Ren et al. 2021 Sec 4.1)
+HOST_GRAD_BYTES = 4  # fp32 gradients on the host, the CPU Adam's input (ibid.; DeepSpeed's 16 bytes/param on CPU)
+
+
+def _dtype_bytes(train: TrainSpec) -> dict[str, int]:
+    return {
+        "p": DTYPE_BYTES[train.param_dtype],
+        "c": DTYPE_BYTES[train.compute_dtype],
+        "g": DTYPE_BYTES[train.grad_dtype],
+        "o": DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states,
+        "m": DTYPE_BYTES[train.master_dtype] if train.master_dtype else 0,
+    }
+
+
+def model_state_arrays(
+    num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
+) -> dict[str, np.ndarray]:
+    """Bytes of params, compute copy, grads and optimizer (incl. master) on the device and the offloaded states on
+    the host (`host`) for `num_params` parameters on a rank, ZeRO stage `zero_stage`, sharding group size `shard`
+    (= dp*cp), `offload` the plan.offload code (0 none, 1 optimizer, 2 params; `OFFLOAD_CODE`). Takes raw counts so
+    published tables that give only a parameter count (ZeRO paper, accelerate, DeepSpeed's estimators) can be checked
+    with the same code the planner uses."""
+    psi = np.asarray(num_params, dtype=np.float64)
+    z = np.asarray(zero_stage)
+    d = np.asarray(shard, dtype=np.float64)
+    off = np.asarray(offload)
+    opt_off, par_off = off >= _OFF_OPT, off >= _OFF_PAR
+    b = _dtype_bytes(train)
+    updated = psi / np.where(z >= 1, d, 1.0)  # the parameters this rank's optimizer updates
+    if train.master_dtype is not None:  # paper accounting: working params full until stage 3, master with optimizer
+        params = psi * b["p"] / np.where(z >= 3, d, 1.0)
+        grads = psi * b["g"] / np.where(z >= 2, d, 1.0)
+        optimizer = updated * (b["o"] + b["m"])
+        copy = np.where((z < 3) & (b["c"] != b["p"]), psi * b["c"], 0.0)
+        # DeepSpeed offload_optimizer: master + Adam states and the reduced gradient partition (fp32) on the host,
+        # nothing of them on the device; offload_param (ZeRO-3) moves the param partition too (module docstring)
+        host = np.where(opt_off, updated * (b["o"] + b["m"] + HOST_GRAD_BYTES), 0.0) + np.where(par_off, params, 0.0)
+        return {
+            "params": np.where(par_off, 0.0, params),
+            "compute_copy": copy,
+            "grads": np.where(opt_off, 0.0, grads),
+            "optimizer": np.where(opt_off, 0.0, optimizer),
+            "host": host,
+        }
+    params = psi * b["p"] / np.where(z >= 2, d, 1.0)
+    grads = psi * b["g"] / np.where(z >= 2, d, 1.0)
+    # ZeRO-1 (bench_model ZeRO1AdamW): each rank keeps an fp32 slice of the params it updates plus its Adam states
+    optimizer = updated * b["o"] + np.where(z == 1, psi * b["p"] / d, 0.0)
+    # FSDP2 (every stage; HSDP with shard=1 for stages 0-1) gathers/casts params per block and keeps them from forward
+    # to backward unless it reshards (stage 3); with one rank and no cast there is no wrapper and no copy
+    fsdp = (d > 1) | (b["c"] != b["p"])
+    copy = np.where((z <= 2) & fsdp, psi * b["c"], 0.0)
+    # offload=optimizer (bench_model/parallel/offload.py): an fp32 master slice, the Adam states and an fp32 gradient
+    # buffer of the updated parameters on the host; params=FSDP2 CPUOffloadPolicy: sharded params, grads and the
+    # optimizer state built on them live on the host
+    host = np.select(
+        [par_off, opt_off],
+        [params + grads + updated * b["o"], updated * (HOST_MASTER_BYTES + b["o"] + HOST_GRAD_BYTES)],
+    )
+    return {
+        "params": np.where(par_off, 0.0, params),
+        "compute_copy": copy,
+        "grads": np.where(par_off, 0.0, grads),
+        "optimizer": np.where(opt_off, 0.0, optimizer),
+        "host": host,
+    }
+
+
+def layer_activation_bytes(
+    model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+) -> dict[str, np.ndarray]:
+    """Activation bytes one layer keeps per micro-batch (`saved`) and, for recompute, the extra bytes of the one layer
+    being recomputed (`transient`). `seq` is tokens per rank (seq_len/cp); `recompute` is the integer code."""
+    s, b, t = (np.asarray(x, dtype=np.float64) for x in (seq, mbs, tp))
+    sp, r = np.asarray(sp, dtype=bool), np.asarray(recompute)
+    h, f, k, a = model.hidden_size, model.ffn_hidden_size, model.kv_dim, model.num_heads
+    sbh = s * b * h
+    if model.block == "gpt":  # Korthikanti et al. 2022 Table 2, 16-bit activations
+        core = 5 * a * s / (h * t)
+        none = sbh * np.where(sp, 34 / t, 10 + 24 / t) + sbh * core
+        sel = none - sbh * core
+        full = 2 * sbh / np.where(sp, t, 1)
+        scale = act_bytes / 2
+        none, sel, full = none * scale, sel * scale, full * scale
+    else:  # Llama block, derived in the module docstring
+        tok, c = s * b, act_bytes
+        sp_div = np.where(sp, t, 1.0)
+        lse = 4.0 * a / t
+        rope = 4.0 * s * model.head_dim * c if c != 4 else 0.0  # cos/sin cast to bf16 for q and k, per call
+        none = tok * (2 * ((4 + c) * h + 4) / sp_div + 2 * c * h + c * (2 * h + 2 * k + 4 * f) / t + lse) + rope
+        sel = tok * (2 * c * h / sp_div + 2 * c * h + c * (2 * h + 2 * k + 3 * f) / t + lse) + rope
+        norm_internals = ((4 if c != 4 else 0) + c) * h + 4  # fp32 copy, output, rsqrt; bytes per token
+        sel_transient = tok * np.maximum(norm_internals / sp_div, c * f / t)
+        full = tok * c * h / sp_div
+    saved = np.select([r == _NONE, r == _SEL], [none, sel], full)
+    transient = np.select(
+        [r == _NONE, r == _SEL],
+        [np.zeros_like(none), sel_transient if model.block != "gpt" else np.maximum(none - sel, 0.0)],
+        none,
+    )
+    return {"saved": saved, "transient": transient}
+
+
+@dataclass(frozen=True)
+class BenchModelProfile(FrameworkProfile):
+    """bench_model's accounting (this module's docstring derives each term)."""
+
+    name: str = "bench_model"
+
+    def model_states(
+        self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
+    ) -> dict[str, np.ndarray]:
+        return model_state_arrays(num_params, zero_stage, shard, train, offload)
+
+    def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
+        """FSDP2's root unit (embedding, final norm, head) stays gathered all step in stage 3
+        (bench_model/parallel/data_parallel.py); the paper accounting (master_dtype set) has none."""
+        z = np.asarray(zero_stage)
+        if train.master_dtype is not None:
+            return np.zeros(np.shape(z))
+        return np.where(z == 3, np.asarray(root_params, dtype=np.float64) * DTYPE_BYTES[train.compute_dtype], 0.0)
+
+    def layer_activations(
+        self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+    ) -> dict[str, np.ndarray]:
+        return layer_activation_bytes(model, seq, mbs, tp, sp, recompute, act_bytes)
+
+    def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
+        return 0.0  # the embedding's output is the first block's saved input, counted with the layers
+
+    def head_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
+        """The final norm's tensors ((4 + c)h, /t with SP) and the head's gathered input (ch)."""
+        return tokens * model.hidden_size * ((4.0 + act_bytes) / np.where(sp, tp, 1) + act_bytes)
+
+    def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        """(8 + c) bytes per logit of n*V/t; pp=1 chunks the loss (min(tokens, LOSS_CHUNK_TOKENS) at a time), the
+        pipeline's loss_fn sees the whole micro-batch."""
+        n = np.where(np.asarray(pp) == 1, np.minimum(tokens, LOSS_CHUNK_TOKENS), tokens)
+        return (8.0 + act_bytes) * n * model.vocab_size / tp
+
+    def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
+        """FSDP2 (when it wraps the model): one block's unsharded gradient in compute dtype plus its fp32 reduce
+        buffer; stage 3 adds two gathered blocks (current + prefetch)."""
+        c, g, p = (DTYPE_BYTES[x] for x in (train.compute_dtype, train.grad_dtype, train.param_dtype))
+        fsdp = (np.asarray(shard) > 1) | (c != p)
+        z = np.asarray(zero_stage)
+        return np.where(fsdp, layer_params * (c + g), 0.0) + np.where(z == 3, 2 * layer_params * c, 0.0)
+
+    def allocated(
+        self, params: Any, grads: Any, optimizer: Any, activations: Any, logits: Any, buffers: Any, transient: Any
+    ) -> np.ndarray:
+        """Every term at once (a conservative sum over the step's phases)."""
+        return params + grads + optimizer + activations + logits + buffers
+
+    def inflight(self, pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any) -> np.ndarray:
+        return inflight_microbatches(pp, vpp, m, schedule, rank)

@@ -1,0 +1,138 @@
+"""The Megatron-LM profile (docs/frameworks.md): Megatron-Core GPT/Llama training with --bf16, TE flash attention,
+tensor + sequence parallelism, the distributed optimizer and its pipeline schedules.
+
+Sources (NVIDIA/Megatron-LM, read from the public repository):
+  [TMU] megatron/training/theoretical_memory_usage.py @ 38644dd756c46142787b1bd5dc08ed82ca0e6de1: bytes per
+        parameter 18 (bf16 param 2 + fp32 main_grad 4 + fp32 master 4 + Adam 8), with the distributed optimizer
+        6 + 12/DP; activations per layer sbh(18 + 4f/h)/t with sequence parallel and selective recompute (Korthikanti
+        et al. 2022 Table 2, generalised in f); embedding input 8sb + dropout mask sbh per in-flight micro-batch;
+        output layer + CE loss 4sbh(1 + V/h); interleaving penalty 1 + (pp-1)/(pp*vpp); 1F1B scaled by min(1, m/pp).
+  [XE]  megatron/core/tensor_parallel/cross_entropy.py @ 8e6e7cd73500331b5d5f739e2597d403d0c2eb1e: the
+        vocab-parallel loss saves the normalised exp_logits (the softmax) for backward: 4 bytes per logit of fp32
+        logits, sharded over TP.
+  [SCH] megatron/core/pipeline_parallel/schedules.py @ 4dabc62385799f8256fb05ccf3dfd4a7218781bd: 1F1B warm-up
+        min(pp - rank - 1, m) (runs m < pp); interleaving requires m % pp == 0 ("number of microbatches is not
+        divisible by pipeline-parallel size when using interleaved schedule").
+Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
+megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
+all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
+Llama-specific generalisation of [TMU]'s per-layer term, per token in units of h (2-byte activations): layer norms 4,
+QKV input 2, Q 2, K and V 2k/h each (GQA: [TMU] counts 4 + 2 for Q/K and V at full width), projection input 2, MLP
+input 2, fc1 output (gate and up) 4f/h and fc2 input 2f/h for SwiGLU (GELU: 2f/h + 2f/h), two dropout masks 1 each
+(counted as [TMU] does). With k = h and GELU this is exactly [TMU]'s 18 + 4f/h. Flash attention keeps no s^2
+scores, so recompute=none saves what selective does (selective recomputes core attention only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
+from autotune.core.types import FP8_RECIPES, OFFLOAD_MODES, ModelSpec, TrainSpec
+from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
+from autotune.predict.frameworks.bench_model import BenchModelProfile
+
+
+def megatron_layer_units(model: ModelSpec, dropout: float = 2.0) -> tuple[float, float]:
+    """(not TP-sharded, TP-sharded) per-layer activation bytes per token / h at 2-byte activations, as [TMU] splits
+    Korthikanti's Table 2: without SP, norms (4), QKV and MLP inputs (2 + 2) and `dropout` masks (2) are replicated."""
+    h, f, k = model.hidden_size, model.ffn_hidden_size, model.kv_dim
+    mlp = 6.0 * f / h if model.block != "gpt" else 4.0 * f / h  # SwiGLU: fc1 out 2f + fc2 in f; GELU: f + f
+    return 8.0 + dropout, 2.0 + 4.0 * k / h + 2.0 + mlp
+
+
+@dataclass(frozen=True)
+class MegatronProfile(FrameworkProfile):
+    name: str = "megatron"
+    # as bench_model (autotune/predict/frameworks/bench_model.py): every term at once; Megatron's 1F1B/interleaved in-flight counts (Korthikanti Eq. 5)
+    allocated = BenchModelProfile.allocated
+    inflight = BenchModelProfile.inflight
+    # Megatron's 1F1B runs fewer micro-batches than stages ([SCH] warm-up min(pp - rank - 1, m))
+    replaces_rules: frozenset[str] = frozenset({"pp_microbatches"})
+    dropout_units: float = 2.0  # [TMU] counts the attention and MLP dropout masks (1 byte per element each)
+
+    def model_states(
+        self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
+    ) -> dict[str, np.ndarray]:
+        # [TMU]: params in the compute dtype, fp32 main_grad, fp32 master (none when training in fp32) + Adam states;
+        # the distributed optimizer (zero_stage=1) shards master + Adam over the data-parallel group
+        psi, z, d, c, master, o = state_inputs(num_params, zero_stage, shard, train)
+        optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
+        # --optimizer-cpu-offload --optimizer-offload-fraction 1.0 (megatron/core/optimizer/cpu_offloading/README.md):
+        # master + Adam states and an fp32 copy of the gradient partition the CPU step reads live on the host;
+        # main_grad stays on the device. Params offload does not exist (rule below).
+        opt_off = np.asarray(offload) >= 1
+        host = np.where(opt_off, optimizer + psi * 4.0 / np.where(z >= 1, d, 1.0), 0.0)
+        return {
+            "params": psi * c,
+            "compute_copy": np.zeros_like(psi * z),
+            "grads": psi * 4.0,
+            "optimizer": np.where(opt_off, 0.0, optimizer),
+            "host": host,
+        }
+
+    def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
+        return np.zeros(np.shape(np.asarray(zero_stage)))  # no gathered copy: params are the working weights
+
+    def layer_activations(
+        self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+    ) -> dict[str, np.ndarray]:
+        s, b, t = (np.asarray(x, dtype=np.float64) for x in (seq, mbs, tp))
+        sp, r = np.asarray(sp, dtype=bool), np.asarray(recompute)
+        sbh = s * b * model.hidden_size * act_bytes / 2.0
+        repl, shard = megatron_layer_units(model, self.dropout_units)
+        layer = sbh * (repl / np.where(sp, t, 1.0) + shard / t)
+        full = sbh * 2.0 / np.where(sp, t, 1.0)  # full recompute keeps the layer input (sequence-sharded with SP)
+        is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
+        return {"saved": np.where(is_full, full, layer), "transient": np.where(is_full, layer, 0.0)}
+
+    def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
+        # [TMU]: "Input to embedding" 8 bytes per token and the embedding dropout mask sbh, /t
+        return tokens * (8.0 + model.hidden_size) / np.asarray(tp, dtype=np.float64)
+
+    def head_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
+        return 4.0 * tokens * model.hidden_size / np.asarray(tp, dtype=np.float64)  # [TMU] output-layer input 4sbh/t
+
+    def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        return 4.0 * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64)  # [XE] fp32 softmax, 4sbV/t
+
+    def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
+        # the DDP grad buffer is main_grad (counted in grads); the distributed optimizer gathers into the param buffer
+        return np.zeros(np.broadcast(np.asarray(layer_params), np.asarray(zero_stage)).shape)
+
+    def rules(self, arr, model, train, cluster) -> list:
+        # an uneven layer split is Megatron-Core's --decoder-first/last-pipeline-num-layers: no divisibility rule
+        z = arr["zero_stage"]
+        return [
+            self.rule(
+                "offload_params",
+                arr["offload"] >= 2,
+                lambda offload: (
+                    f"offload={OFFLOAD_MODES[offload]}: Megatron-LM offloads the optimizer only "
+                    "(--optimizer-cpu-offload); parameter offload requires another framework"
+                ),
+                ("offload",),
+            ),
+            # Megatron-LM arguments.py --fp8-recipe: delayed, tensorwise, mxfp8, blockwise (Transformer Engine)
+            self.rule(
+                "fp8_rowwise",
+                arr["fp8"] == FP8_CODE["rowwise"] if "fp8" in arr else np.zeros_like(z, dtype=bool),
+                lambda fp8: (
+                    f"fp8={FP8_RECIPES[fp8]}: Megatron-LM's --fp8-recipe has no rowwise recipe (delayed, tensorwise, "
+                    "mxfp8, blockwise); fp8 must be none or tensorwise"
+                ),
+                ("fp8",),
+            ),
+            self.rule(
+                "zero_stage",
+                z >= 2,
+                lambda zero_stage: (
+                    f"zero_stage={zero_stage}: Megatron-LM shards optimizer state with its distributed optimizer "
+                    "(zero_stage must be <= 1); ZeRO-2/3 grad/param sharding is not part of this profile"
+                ),
+                ("zero_stage",),
+            ),
+        ]

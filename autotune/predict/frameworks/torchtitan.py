@@ -1,0 +1,160 @@
+"""The torchtitan profile (docs/frameworks.md): torchtitan 0.2.2's Llama 3 trainer, as autotune's torchtitan export
+configures it (autotune/interop/torchtitan.py: ZeRO-3 -> fsdp_reshard_after_forward "always", ZeRO-2 -> "never",
+selective -> activation_checkpoint selective_ac_option "op").
+
+Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/):
+  [PAR]  models/llama3/infra/parallelize.py `apply_fsdp`: one FSDP2 unit per block, one for tok_embeddings, one for
+         [norm, output] (resharded after forward only under "always"), the root; MixedPrecisionPolicy(param_dtype=
+         mixed_precision_param, reduce_dtype=float32). `apply_tp`: every block's norms SequenceParallel, wq/wk/wv/w1/w3
+         ColwiseParallel behind PrepareModuleInput(Shard(1) -> Replicate()) (the all-gathered input is what the
+         matmuls save), wo/w2 RowwiseParallel(output_layouts=Shard(1)) (a reduce-scatter); output ColwiseParallel with
+         Shard(-1) logits (loss parallel). `_op_sac_save_list`: mm, SDPA kernels, reduce_scatter_tensor, max.
+  [AC]   distributed/activation_checkpoint.py `_apply_op_sac._custom_policy`: saves the outputs of the ops in the
+         save list except every second mm (per block: wq, wv, w1, w2 of the mm sequence wq wk wv wo w1 w3 w2);
+         `_apply_full_ac`: checkpoint_wrapper around each block (keeps the block input).
+  [MOD]  models/llama3/model/model.py `apply_rotary_emb` (complex multiply by the freqs_cis buffer: saves only the
+         table, a view of the buffer), `Attention.forward` (SDPA output (B,S,H,D) is wo's input), `FeedForward`,
+         `TransformerBlock` (nn.RMSNorm: torch's composite rms_norm saves the fp32 input, the fp32 normalised
+         tensor and the per-token rstd).
+  [LOSS] components/loss.py `cross_entropy_loss`: F.cross_entropy(pred.flatten(0, 1).float(), reduction="sum"),
+         unchunked; train.py `forward_backward_step` frees pred before backward.
+  [AMP]  distributed/utils.py `maybe_enable_amp`: without FSDP (dp_shard = cp = 1) and with TP or PP, mixed
+         precision is disabled: the model trains in fp32.
+  [PP]   distributed/pipeline_parallel.py `build_pipeline_schedule` (fewer micro-batches than stages: a warning, it
+         runs); apply_fsdp's "default" policy does not reshard under PP.
+Validated on rank 0 of a fake process group against torchtitan's own model + parallelize_llama
+(autotune/validation/torchtitan_probe.py; tests/unit/test_frameworks_torchtitan.py): within 5% on 11 layouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autotune.core.plan_arrays import RECOMPUTE_CODE
+from autotune.core.types import DTYPE_BYTES, ModelSpec
+from autotune.predict.frameworks.base import FrameworkProfile
+from autotune.predict.frameworks.bench_model import BenchModelProfile
+
+_NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]
+# [LOSS] bytes per (local) logit at the loss's peak, fp32 tensors of the logits' size alive at once. Plain
+# cross-entropy (tp=1), in its log_softmax backward: the saved log-softmax, the gradient arriving from nll_loss and the
+# gradient it produces: 12. Loss parallel (tp>1; torch/distributed/tensor/parallel/loss.py
+# `_nll_loss_and_log_softmax_backward`, nll and log_softmax backward fused on the local vocab shard): the saved
+# log-softmax x, grad_input = zeros_like(x), (grad_input + exp(x)) and its product with grad_output: 16.
+LOGIT_BYTES_PLAIN, LOGIT_BYTES_PARALLEL = 12.0, 16.0
+ID_BYTES = 8  # int64 token ids (first stage) and labels (last stage), per token
+
+
+@dataclass(frozen=True)
+class TorchtitanProfile(FrameworkProfile):
+    name: str = "torchtitan"
+    # as bench_model (autotune/predict/frameworks/bench_model.py): FSDP2 model states as bench_model/parallel/data_parallel.py applies them; the 1F1B/interleaved schedules of torch.distributed.pipelining
+    model_states = BenchModelProfile.model_states
+    inflight = BenchModelProfile.inflight
+
+    def root_copy(self, root_params: Any, zero_stage: Any, train) -> np.ndarray:
+        # [PAR] ZeRO-3 is written as "always": the embedding and [norm, output] units reshard after forward too, so no
+        # gathered copy outlives its unit's forward (ZeRO-2, "never": model_states' compute copy of every unit)
+        return np.zeros(np.shape(np.asarray(root_params) * np.asarray(zero_stage)))
+
+    def layer_activations(
+        self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+    ) -> dict[str, np.ndarray]:
+        if model.block != "llama":
+            return BenchModelProfile.layer_activations(self, model, seq, mbs, tp, sp, recompute, act_bytes)
+        s, b, t = (np.asarray(x, dtype=np.float64) for x in (seq, mbs, tp))
+        r = np.asarray(recompute)
+        h, f, k, a, c = model.hidden_size, model.ffn_hidden_size, model.kv_dim, model.num_heads, act_bytes
+        tok, sp_div = s * b, np.where(sp, t, 1.0)  # [PAR] tp > 1 is always sequence parallel
+        # [MOD] per token: each RMSNorm keeps its fp32 input, the fp32 normalised tensor and rstd ((8h + 4), SP-sharded);
+        # the (all-gathered, [PAR]) norm outputs feed wq/wk/wv and w1/w3 (2ch); SDPA keeps q, k, v, its output
+        # (= wo's input) and the fp32 logsumexp; SwiGLU keeps w1 out, silu out, w3 out and the product (= w2's input)
+        none = 2 * (8 * h + 4) / sp_div + 2 * c * h + (c * (2 * h + 2 * k + 4 * f) + 4 * a) / t
+        # [AC] op SAC: the block input (checkpoint input, SP-sharded), mm outputs wq (h), wv (k), w1 (f) (/t) and w2
+        # (the row-parallel partial sum before its reduce-scatter: full h), the SDPA output and logsumexp (/t) and,
+        # with TP, the two reduce-scatter outputs (h/t each)
+        sel = c * h / sp_div + c * (h + k + f) / t + c * h + (c * h + 4 * a) / t + np.where(t > 1, 2 * c * h / t, 0.0)
+        full = c * h / sp_div  # [AC] checkpoint_wrapper keeps the block input
+        saved = tok * np.select([r == _NONE, r == _SEL], [none, sel], full)
+        # in a recomputed block's backward, what `none` keeps comes back for that one block
+        transient = np.where(r == _NONE, 0.0, tok * none - saved)
+        return {"saved": saved, "transient": transient}
+
+    def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
+        return ID_BYTES * tokens  # the input ids
+
+    def head_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
+        # [MOD] the final RMSNorm (composite: (8h + 4) per token, SP-sharded [PAR]), the output projection's
+        # (gathered) input and the labels
+        return tokens * ((8.0 * model.hidden_size + 4) / np.where(sp, tp, 1) + act_bytes * model.hidden_size + ID_BYTES)
+
+    def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        # [LOSS] no chunking at any pp: the whole micro-batch's logits, vocab-sharded under TP (loss parallel)
+        t = np.asarray(tp, dtype=np.float64)
+        per = np.where(t > 1, LOGIT_BYTES_PARALLEL, LOGIT_BYTES_PLAIN)
+        return per * tokens * model.vocab_size / t
+
+    def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train) -> np.ndarray:
+        # [PAR] FSDP2 at a block's post-backward: bench_model's buffers (the block's gathered compute-dtype gradient
+        # and its fp32 reduce-scatter input; ZeRO-3 also the block gathered for its backward and the next one
+        # prefetched) plus the reduced fp32 gradient shard of the block before it (the probe's SHARDED_GRAD then)
+        g = DTYPE_BYTES[train.grad_dtype]
+        return BenchModelProfile.buffers(self, layer_params, zero_stage, shard, train) + layer_params * g / np.asarray(
+            shard
+        )
+
+    def allocated(self, params, grads, optimizer, activations, logits, buffers, transient) -> np.ndarray:
+        # Two phases: the loss (every block's saved activations + the loss's tensors; gradients are None after
+        # torchtitan's zero_grad, FSDP holds no unsharded block: [PAR]) and the blocks' backward (the loss is freed;
+        # FSDP2's per-block buffers, a recomputed block; the peak comes at the first blocks, when only their
+        # gradients are reduced, so the gradient term is in `buffers`). The peak is the larger.
+        saved = activations - transient
+        return params + optimizer + saved + np.maximum(logits, buffers + transient)
+
+    def rules(self, arr, model, train, cluster) -> list:
+        dp, tp, pp, cp, z, sp = (arr[k] for k in ("dp", "tp", "pp", "cp", "zero_stage", "sequence_parallel"))
+        mixed = train.compute_dtype != train.param_dtype
+        return [
+            self.rule(
+                "sp_always",
+                (tp > 1) & ~np.asarray(sp, dtype=bool),
+                lambda tp: f"tp={tp} requires sequence_parallel=true: apply_tp always shards the sequence",
+                ("tp",),
+            ),
+            self.rule(
+                "zero1",
+                (z == 1) & (dp * cp > 1),
+                lambda zero_stage: (
+                    f"zero_stage={zero_stage} is not available: FSDP2 has no optimizer-only sharding (use 0, 2 or 3)"
+                ),
+                ("zero_stage",),
+            ),
+            self.rule(
+                "ddp_1d",
+                (z == 0) & (dp > 1) & (tp * pp * cp > 1),
+                lambda dp, tp: (
+                    f"zero_stage=0 with dp={dp} and tp={tp}: apply_ddp: DDP has not supported > 1D parallelism"
+                ),
+                ("dp", "tp"),
+            ),
+            self.rule(
+                "amp_off",
+                (dp * cp == 1) & ((tp > 1) | (pp > 1)) & mixed,
+                lambda tp, pp: (
+                    f"tp={tp}, pp={pp} without FSDP (dp*cp=1) requires train.precision=fp32: maybe_enable_amp "
+                    "disables mixed precision with TP or PP"
+                ),
+                ("tp", "pp"),
+            ),
+            self.rule(
+                "seq_divisor",
+                train.seq_len % (tp * 2 * cp) != 0,
+                lambda tp, cp: (
+                    f"seq_len={train.seq_len} must be divisible by tp*2*cp={tp}*2*{cp} (ParallelDims.seq_len_divisor)"
+                ),
+                ("tp", "cp"),
+            ),
+        ]

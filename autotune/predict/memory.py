@@ -1,0 +1,154 @@
+"""Worst-rank memory model (docs/memory_model.md "Modelling assumptions"): bytes per component for one training step.
+
+Every formula exists once, vectorised over candidate arrays (`memory_arrays`); `estimate_memory` is the scalar wrapper
+that calls it with length-1 arrays. Notation: Psi = parameters on this rank after the TP/PP split, D = dp*cp (the
+ZeRO/FSDP sharding group: context-parallel ranks hold identical parameters, torchtitan's "dp_shard_cp"; with HSDP
+D = dp_shard*cp, `shard_group`),
+t = tp, s = seq_len/cp (tokens per rank), b = micro-batch size, h = hidden, f = ffn hidden, a = heads, k = kv_dim.
+
+Pipeline (Korthikanti Eq. 5 and its interleaving note; Narayanan et al. 2021 Sec 2.2): rank r of 1F1B holds
+  min(pp - r, m) micro-batches in flight, interleaved 1F1B ((pp-r-1)*2 + (vpp-1)*pp + 1)/vpp (rank 0:
+  pp*(1 + (pp-1)/(pp*vpp))); GPipe holds all m. Layers per rank follow bench_model's split (`layers_of_rank`).
+  The worst rank is the largest of ranks 0 (embedding, most micro-batches), 1 (gets uneven-split extra layers first)
+  and pp-1 (head, final norm, logits).
+The terms themselves come from the framework profile that train.framework names (autotune/predict/frameworks/,
+docs/frameworks.md); autotune's own trainer's accounting, derived term by term, is
+autotune/predict/frameworks/bench_model.py. This module only puts them together: per pipeline position, the worst
+rank, the host column, the reserved peak.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autotune.core.plan_arrays import CODES, arrays_from_plans
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ModelSpec, ParallelPlan, TrainSpec
+from autotune.predict.frameworks import get_profile
+from autotune.predict.reserved import allocator_reserved, step_temporaries, zero1_gather
+from autotune.predict.schedule import layers_of_rank
+
+OFFLOAD_CODE: dict[str, int] = CODES["offload"]
+POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
+
+
+def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any) -> dict[str, Any]:
+    """Parameters of pipeline ranks 0, 1 and pp-1 (`first`, `second`, `last`), the part of each that is FSDP's root
+    unit (embedding, final norm, head: `root_<pos>`), their layer counts (`layers_<pos>`) and one layer's local size."""
+    tp, pp, vpp = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp))
+    matmul = model.matmul_params() - model.vocab_size * model.hidden_size  # all blocks' weight matrices
+    per_layer_matmul = matmul // model.num_layers
+    per_layer_repl = model.layer_params() - per_layer_matmul  # norms: replicated across TP
+    layer_local = per_layer_matmul / tp + per_layer_repl
+    vh_local = model.vocab_size * model.hidden_size / tp  # vocab-parallel embedding / head
+    final_norm = (
+        model.num_params() - model.embedding_params() - model.head_params() - model.num_layers * model.layer_params()
+    )
+    head = np.where(pp > 1, vh_local, 0.0) if model.tie_embeddings else vh_local  # tied: a copy on the last stage
+    single = pp == 1
+    roots = {
+        "first": vh_local + np.where(single, head + final_norm, 0.0),
+        "second": np.where(pp == 2, head + final_norm, np.where(single, vh_local + head + final_norm, 0.0)),
+        "last": np.where(single, vh_local, 0.0) + head + final_norm,
+    }
+    ranks = {"first": 0, "second": np.minimum(1, pp - 1), "last": pp - 1}
+    out: dict[str, Any] = {"layer": layer_local}
+    for pos in POSITIONS:
+        layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos])
+        out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + roots[pos], roots[pos], layers
+        out[f"rank_{pos}"] = ranks[pos]
+    return out
+
+
+def shard_group(arr: dict[str, np.ndarray]) -> np.ndarray:
+    """Ranks the ZeRO/FSDP states are sharded over: dp*cp, or dp_shard*cp with HSDP (FSDP2 on a 2-D (replicate,
+    shard) mesh; Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2: each of the dp/dp_shard replicas holds the full model
+    state, sharded over its own F = dp_shard*cp ranks). dp_shard = 0 means all of dp."""
+    dp = np.asarray(arr["dp"])
+    ds = np.asarray(arr["dp_shard"]) if "dp_shard" in arr else np.zeros_like(dp)
+    return np.where(ds > 0, ds, dp) * np.asarray(arr["cp"])
+
+
+def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> dict[str, np.ndarray]:
+    pp, z, shard = arr["pp"], arr["zero_stage"], shard_group(arr)
+    ms = prof.model_states(psi[pos], z, shard, train, arr["offload"])  # bench_model: model_state_arrays
+    # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
+    copy = ms["compute_copy"] + prof.root_copy(psi[f"root_{pos}"], z, train)
+    inflight = prof.inflight(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"])
+    act = psi[f"layers_{pos}"] * layer_act["saved"] * inflight + layer_act["transient"]
+    act = act + np.where(psi[f"rank_{pos}"] == 0, extras["first_act"] * inflight, 0.0)
+    is_last = psi[f"rank_{pos}"] == pp - 1
+    act = act + np.where(is_last, extras["head_act"], 0.0)
+    logits = np.where(is_last, extras["logits"], 0.0)
+    params = ms["params"] + copy
+    # bench_model: the sum of every term; a profile whose peak is one phase or another says so (FrameworkProfile.allocated)
+    alloc = prof.allocated(params, ms["grads"], ms["optimizer"], act, logits, extras["buffers"], layer_act["transient"])
+    return {
+        "params": params,
+        "compute_copy": copy,
+        "grads": ms["grads"],
+        "optimizer": ms["optimizer"],
+        "activations": act,
+        "logits": logits,
+        "allocated": alloc,
+        "host": ms["host"],
+    }
+
+
+def memory_arrays(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, profile=None
+) -> dict[str, np.ndarray]:
+    """Vectorised worst-rank memory for plan arrays (see `autotune.core.plan_arrays`). Keys: params (incl. compute_copy),
+    compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, step_temporaries (optimizer-step
+    transients), allocator_reserved (the caching allocator's reserved peak), reserved (plus overhead; bytes) and
+    worst_pp_rank (the pipeline rank these numbers describe). `profile` (default: train.framework's) is the
+    framework whose accounting applies (autotune/predict/frameworks/)."""
+    prof = get_profile(train.framework) if profile is None else profile
+    tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
+    c = DTYPE_BYTES[train.compute_dtype]
+    psi = rank_params(model, tp, arr["pp"], arr["vpp"])
+    seq = train.seq_len / cp
+    layer_act = prof.layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
+    tok = seq * arr["micro_batch_size"]
+    # bench_model (FrameworkProfile's defaults): head_act = the final RMSNorm's tensors ((4 + c)h, /t with SP) and
+    # the head's gathered input (ch); logits = (8 + c) bytes per fp32 logit, chunked at pp=1; buffers = FSDP2's one
+    # block's unsharded gradient + fp32 reduce buffer (+ two gathered blocks in stage 3)
+    extras = {
+        "first_act": prof.first_stage_activations(model, tok, tp, sp, c),
+        "head_act": prof.head_activations(model, tok, tp, sp, c),
+        "logits": prof.logits(model, tok, arr["pp"], tp, c),
+        "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
+    }
+    per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras, prof) for pos in POSITIONS]
+    worst = np.argmax(np.stack([p["allocated"] for p in per]), axis=0)
+    res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}
+    res["buffers"] = extras["buffers"] * np.ones_like(res["allocated"])
+    res["host"] = np.maximum.reduce([p["host"] for p in per])  # host bytes per GPU of the rank that needs most
+    res["overhead"] = np.full_like(res["allocated"], float(cluster.runtime_overhead_bytes))
+    local = np.choose(worst, [np.broadcast_to(psi[pos], worst.shape) for pos in POSITIONS])
+    shard = shard_group(arr)
+    # with the optimizer on the host, AdamW's temporaries are host memory (the ZeRO-1 gather stays on the device)
+    states = np.where(arr["offload"] == OFFLOAD_CODE["none"], train.optimizer_states, 0)
+    res["step_temporaries"] = step_temporaries(local, z, shard, zero1_gather(arr), states)
+    res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster)  # autotune/predict/reserved.py
+    res["reserved"] = res["allocator_reserved"] + res["overhead"]
+    res["worst_pp_rank"] = np.choose(worst, [np.broadcast_to(psi[f"rank_{pos}"], worst.shape) for pos in POSITIONS])
+    return res
+
+
+def estimate_memory(
+    plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, profile=None
+) -> MemoryEstimate:
+    m = memory_arrays(arrays_from_plans([plan]), model, train, cluster, profile)
+    return MemoryEstimate(
+        params_bytes=float(m["params"][0]),
+        grads_bytes=float(m["grads"][0]),
+        optimizer_bytes=float(m["optimizer"][0]),
+        activations_bytes=float(m["activations"][0]),
+        logits_bytes=float(m["logits"][0]),
+        buffers_bytes=float(m["buffers"][0]),
+        overhead_bytes=float(m["overhead"][0]),
+        fragmentation=float(m["allocator_reserved"][0] / m["allocated"][0] - 1.0) if m["allocated"][0] > 0 else 0.0,
+        host_bytes=float(m["host"][0]),
+    )

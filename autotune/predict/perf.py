@@ -1,0 +1,283 @@
+"""Step-time model (docs/memory_model.md "Modelling assumptions"): per-layer roofline compute, memory-bound kernels, alpha-beta
+communication per axis, the busiest pipeline stage and its bubble. One vectorised implementation (`perf_arrays`);
+`estimate_perf` wraps it for one plan. Terms other than GEMMs and collectives live in autotune/predict/perf_terms.py.
+
+Coefficients in ClusterSpec, fitted per GPU type on public measured runs (autotune/fitting/fit_reference.py,
+benchmarks/model_accuracy.py): `matmul_efficiency` (fraction of peak of large GEMMs), `attention_efficiency`
+(FlashAttention kernels), `memory_efficiency` (fraction of HBM bandwidth of elementwise kernels), `comm_efficiency`
+(fraction of link bandwidth NCCL reaches) and `dp_overlap` (fraction of overlapped data-parallel traffic really hidden).
+
+Per micro-batch and layer on one rank (tokens = b*s/cp):
+  GEMM   = tokens * 2 N_layer / tp * passes / (peak * eff), passes = 3 (fwd + bwd), 4 with full recompute
+           (Korthikanti et al. 2022 Eq. 7 vs 8); eff = matmul_efficiency * m/(m + GEMM_M0) * n/(n + GEMM_N0) with
+           m = tokens, n = h/tp (tile quantisation and memory-bound tails of narrow GEMMs).
+  attention, memory-bound (norms, RoPE, SwiGLU, residuals; selective recompute re-runs them): perf_terms; with
+    plan.compile the memory-bound part times cluster.compile_memory_traffic_factor (Inductor fusion, perf_terms).
+  TP (Megatron, Narayanan et al. 2021 Sec 3.2 / Korthikanti Sec 4.2.2): 4 all-reduces of b*s*h*c (6 with full
+    recompute; SP: all-gather + reduce-scatter, same volume), on the critical path (not overlapped).
+  CP (ring attention): cp-1 exchanges of the local K and V chunk forward, twice that backward, not overlapped.
+Stage time per micro-batch = its layers * layer time, + embedding on rank 0, + LM head and loss on rank pp-1; the
+  busiest of ranks 0, 1, pp-1 sets the pace. compute = m * busiest stage; bubble = (pp-1)/vpp * stage time
+  (Narayanan et al. 2021 Eq. 1, Sec 2.2.2 interleaving); pp = (m*vpp + pp - 1) boundaries of 2 p2p transfers +
+  cluster.pp_microbatch_overhead_s each.
+comm: NCCL ring bus factors (NCCL docs, "Performance: algorithm bandwidth / bus bandwidth"): all-reduce
+  2(n-1)/n * bytes / bw + 2(n-1) alpha; all-gather / reduce-scatter (n-1)/n * bytes / bw + (n-1) alpha; bw = link *
+  comm_efficiency, NVLink when the group fits in a node under the mesh order (pp, dp, cp, tp), InfiniBand otherwise.
+DP (group dp*cp; ZeRO stages as bench_model/parallel/data_parallel.py): stages 0-1 all-reduce grads once per step
+  behind the last micro-batch's backward (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
+  (perf_terms.fsdp_exposed_s) every micro-batch, the root unit's gather and reduce-scatter exposed.
+optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s); with CPU offload the update runs on the host at
+  cluster.cpu_adam_params_per_s, plus for offload=optimizer the gradient D2H and parameter H2D copies at
+  host_device_bw_bytes_per_s (perf_terms.offload_step_s); offload=params copies each block's shard H2D before its
+  all-gather and its gradient shard D2H after its reduce-scatter (FSDP2 CPUOffloadPolicy), priced with them.
+HSDP (plan.dp_shard = F/cp < dp): gathers and reduce-scatters run on the shard group of F = dp_shard*cp ranks (inner in
+  the mesh: NVLink when dp_shard*cp*tp fits a node) every micro-batch; each rank all-reduces its 1/F gradient shard
+  across the R = dp/dp_shard replicas (ranks dp_shard*cp*tp apart: inter-node) once per step, behind the last
+  micro-batch's backward (Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2 hybrid sharding; FSDP2 reduce-scatter, then
+  all-reduce over the replicate dim, skipped on earlier micro-batches with set_requires_all_reduce(False)).
+FP8 (plan.fp8 != none; bench_model converts the block linears with torchao, attention (SDPA) and the LM head stay in
+  the compute dtype): the block GEMMs run at cluster.peak_flops_fp8 (same matmul_efficiency), plus the casts
+  (perf_terms.fp8_cast_bytes) at HBM bandwidth. A preset without peak_flops_fp8 is rejected (fp8_needs_peak).
+step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
+causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
+from autotune.core.types import (
+    DTYPE_BYTES,
+    ClusterSpec,
+    ModelSpec,
+    ParallelPlan,
+    PerfEstimate,
+    TrainSpec,
+)
+from autotune.predict.memory import rank_params, shard_group
+from autotune.predict.perf_terms import (
+    attention_s,
+    compiled_elementwise_factor,
+    elementwise_bytes_per_token,
+    fp8_cast_bytes,
+    fsdp_exposed_s,
+    host_device_s,
+    loss_bytes_per_token,
+    memory_bound_s,
+    offload_step_s,
+    optimizer_step_s,
+    prefetch_exposed_s,
+    require_offload_fields,
+    require_perf_fields,
+)
+
+GEMM_M0 = 256.0  # tokens per GEMM at which efficiency is halved by this term
+GEMM_N0 = 128.0  # GEMM width (h/tp) at which efficiency is halved by this term
+OFFLOAD_CODE = CODES["offload"]
+EMBEDDING_ACCESSES = 4  # gather: read row + write output (forward); backward: read grad + scatter-add into the table
+
+
+def _link(cluster: ClusterSpec, inner_span: np.ndarray, stride: Any = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth bytes/s, latency s) of a group whose ranks are `stride` apart and `inner_span` apart-or-less in the
+    mesh order. A group spanning nodes runs NCCL's rings over every NIC its members on one node own: DGX/HGX nodes are
+    rail-optimised (one NIC per GPU; NVIDIA DGX SuperPOD reference architecture), so the bus bandwidth is the NIC
+    bandwidth times the group's ranks per node, at most the NVLink bandwidth (nccl-tests multi-node all_reduce
+    busbw approaches the node's aggregate NIC bandwidth)."""
+    intra = inner_span <= cluster.gpus_per_node
+    per_node = np.maximum(cluster.gpus_per_node // np.minimum(stride, cluster.gpus_per_node), 1)
+    inter = np.minimum(cluster.inter_node_bw_bytes_per_s * per_node, cluster.intra_node_bw_bytes_per_s)
+    bw = np.where(intra, cluster.intra_node_bw_bytes_per_s, inter) * cluster.comm_efficiency
+    lat = np.where(intra, cluster.intra_node_latency_s, cluster.inter_node_latency_s)
+    return bw, lat
+
+
+def ring_s(kind: str, n: Any, nbytes: Any, bw: Any, lat: Any) -> np.ndarray:
+    """Time of one NCCL ring collective over n ranks (0 when n == 1)."""
+    n = np.asarray(n, dtype=np.float64)
+    steps = 2 * (n - 1) if kind == "all_reduce" else (n - 1)
+    return steps / np.maximum(n, 1) * np.asarray(nbytes) / bw + steps * lat
+
+
+def gemm_efficiency(base: float, m_dim: Any, n_dim: Any) -> np.ndarray:
+    return base * m_dim / (m_dim + GEMM_M0) * n_dim / (n_dim + GEMM_N0)
+
+
+def _layer_terms(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
+) -> dict[str, np.ndarray]:
+    """Per micro-batch, per layer, on one rank: GEMM, attention, memory-bound, TP and CP seconds."""
+    tp, cp, mbs, sp, rc = arr["tp"], arr["cp"], arr["micro_batch_size"], arr["sequence_parallel"], arr["recompute"]
+    c = DTYPE_BYTES[train.compute_dtype]
+    peak = cluster.peak_flops(train.compute_dtype)
+    tokens = mbs * train.seq_len / cp
+    full = rc == RECOMPUTE_CODE["full"]
+    passes = np.where(full, 4.0, 3.0)  # forward-equivalents: fwd + bwd (2x), + one forward with full recompute
+    h = model.hidden_size
+    per_layer_matmul = (model.matmul_params() - model.vocab_size * h) / model.num_layers
+    fp8 = arr["fp8"] != FP8_CODE["none"] if "fp8" in arr else np.zeros_like(tp, dtype=bool)
+    # rows of a preset without FP8 are rejected (constraints fp8_needs_peak); they keep the compute-dtype peak here
+    linear_peak = np.where(fp8, cluster.peak_flops_fp8 or peak, peak)
+    gemm = (
+        tokens
+        * 2.0
+        * per_layer_matmul
+        / tp
+        * passes
+        / (linear_peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp))
+    )
+    attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak)
+    # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
+    # with selective (non-matmul ops) or full recompute
+    ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
+    mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
+    mem = mem * compiled_elementwise_factor(arr["compile"], cluster)  # Inductor fusion (perf_terms)
+    mem = mem + np.where(fp8, memory_bound_s(fp8_cast_bytes(model, c, tp, tokens, full), cluster), 0.0)
+    act_bytes = tokens * h * c
+    bw, lat = _link(cluster, tp)
+    tp_s = np.where(full, 6, 4) * ring_s("all_reduce", tp, act_bytes, bw, lat)
+    bw, lat = _link(cluster, tp * cp, tp)
+    kv_chunk = 2 * tokens * model.kv_dim / tp * c
+    cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
+    return {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
+
+
+def perf_arrays(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
+) -> dict[str, np.ndarray]:
+    """Vectorised step-time model. Keys: compute_s, tp_comm_s, cp_comm_s, pp_comm_s, dp_comm_s (exposed), bubble_s,
+    optimizer_s, step_s, tokens_per_s, tokens_per_s_per_gpu, mfu (plus attention_s, memory_bound_s: parts of
+    compute_s)."""
+    require_perf_fields(cluster)
+    require_offload_fields(cluster, decoded("offload", np.unique(arr["offload"])))
+    dp, tp, pp, cp, vpp = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"]
+    m, z, sp = arr["grad_accum_steps"], arr["zero_stage"], arr["sequence_parallel"]
+    num_gpus = dp * tp * pp * cp
+    c, g, p = (DTYPE_BYTES[x] for x in (train.compute_dtype, train.grad_dtype, train.param_dtype))
+    peak = cluster.peak_flops(train.compute_dtype)
+    lt = _layer_terms(arr, model, train, cluster)
+    tokens, h, V = lt["tokens"], model.hidden_size, model.vocab_size
+    layer_compute = lt["gemm"] + lt["attn"] + lt["mem"]
+    head = tokens * 6.0 * V * h / tp / (
+        peak * gemm_efficiency(cluster.matmul_efficiency, tokens, V / tp)
+    ) + memory_bound_s(tokens * loss_bytes_per_token(model, c, tp), cluster)
+    emb = memory_bound_s(tokens * h * c * EMBEDDING_ACCESSES, cluster)
+    ranks = rank_params(model, tp, pp, vpp)
+    # per micro-batch time of pipeline ranks 0, 1, pp-1; the busiest sets the pace (Narayanan et al. 2021 Sec 2.2)
+    parts = {}
+    for pos in ("first", "second", "last"):
+        n_layers, rank = ranks[f"layers_{pos}"], ranks[f"rank_{pos}"]
+        ends = np.where(rank == 0, emb, 0.0) + np.where(rank == pp - 1, head, 0.0)
+        parts[pos] = (n_layers * layer_compute + ends, n_layers * lt["tp"], n_layers * lt["cp"], n_layers, ends)
+    totals = np.stack([sum(parts[q][:3]) for q in ("first", "second", "last")])
+    busy = np.argmax(totals, axis=0)
+    pick = [np.choose(busy, [parts[q][i] for q in ("first", "second", "last")]) for i in range(5)]
+    comp_mb, tp_mb, cp_mb, busy_layers, _ = pick
+    stage_mb = comp_mb + tp_mb + cp_mb
+    compute, tp_s, cp_s = m * comp_mb, m * tp_mb, m * cp_mb
+    bubble = (pp - 1) / vpp * stage_mb  # Narayanan et al. 2021 Eq. 1 / Sec 2.2.2: (p-1)/(m v) of m stage times
+
+    bw, lat = _link(cluster, tp * cp * dp * pp, cluster.gpus_per_node)  # p2p: one NIC per GPU
+    p2p_bytes = tokens * h * c / np.where(sp, tp, 1)
+    boundary = 2 * (p2p_bytes / bw + lat) + cluster.pp_microbatch_overhead_s
+    pp_s = np.where(pp > 1, (m * vpp + pp - 1) * boundary, 0.0)
+    pp_s = pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)  # once per step, tied embeddings
+
+    # data parallel (group dp*cp), as bench_model/parallel/data_parallel.py runs it
+    n = dp * cp
+    bw, lat = _link(cluster, tp * cp * dp, tp * cp)
+    # HSDP: FSDP collectives on the shard group F (its own link), gradient all-reduce across the R replicas
+    shard = shard_group(arr)
+    reps = n // shard
+    f_bw, f_lat = _link(cluster, tp * shard, tp * cp)
+    r_bw, r_lat = _link(cluster, tp * cp * dp, tp * shard)
+    psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])
+    root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
+    fwd_layer = layer_compute / lt["passes"]
+    bwd_layer = layer_compute - fwd_layer
+    # offload=params (FSDP2 CPUOffloadPolicy): each gather first copies the fp32 shard H2D and each reduce-scatter's
+    # shard goes D2H, on the same streams as the collectives (they lengthen the prefetched communication)
+    par_off = arr["offload"] == OFFLOAD_CODE["params"]
+    h2d_layer = np.where(par_off, host_device_s(ranks["layer"] / shard * p, cluster), 0.0)
+    d2h_layer = np.where(par_off, host_device_s(ranks["layer"] / shard * g, cluster), 0.0)
+    h2d_root = np.where(par_off, host_device_s(root / shard * p, cluster), 0.0)
+    d2h_root = np.where(par_off, host_device_s(root / shard * g, cluster), 0.0)
+    fsdp = m * (
+        fsdp_exposed_s(
+            busy_layers,
+            ring_s("all_gather", shard, ranks["layer"] * c, f_bw, f_lat) + h2d_layer,
+            ring_s("reduce_scatter", shard, ranks["layer"] * g, f_bw, f_lat) + d2h_layer,
+            fwd_layer,
+            bwd_layer,
+            z,
+            cluster.dp_overlap,
+        )
+        # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters
+        # after the last: nothing to hide behind
+        + ring_s("all_gather", shard, root * c, f_bw, f_lat)
+        + ring_s("reduce_scatter", shard, root * g, f_bw, f_lat)
+        + h2d_root
+        + d2h_root
+    )
+    # HSDP: each block's 1/F gradient shard all-reduced across the replicas once per step, behind the last
+    # micro-batch's backward like DDP's buckets; the root unit's after the last block (exposed)
+    dp_replicate = busy_layers * ring_s("all_reduce", reps, ranks["layer"] * g / shard, r_bw, r_lat)
+    root_ar = ring_s("all_reduce", reps, root * g / shard, r_bw, r_lat)
+    fsdp = fsdp + prefetch_exposed_s(dp_replicate, busy_layers * bwd_layer, cluster.dp_overlap) + root_ar
+    # DDP / ZeRO-1: gradient buckets all-reduce behind the last micro-batch's backward; ZeRO-1 then all-gathers params
+    ddp = prefetch_exposed_s(
+        ring_s("all_reduce", n, psi * g, bw, lat), busy_layers * bwd_layer, cluster.dp_overlap
+    ) + np.where(z == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
+    dp_exposed = np.where(z >= 2, fsdp, ddp)
+    dp_replicate = np.where(z >= 2, dp_replicate + root_ar, 0.0)  # HSDP all-reduce before overlap (in dp_exposed)
+    opt = optimizer_step_s(
+        psi, shard, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster
+    )
+    # CPU offload: the step runs on the host instead (perf_terms.offload_step_s), with its copies for offload=optimizer
+    off = arr["offload"]
+    host_opt = offload_step_s(psi / np.where(z >= 1, shard, 1), off, p, g, cluster)
+    opt = np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
+
+    step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
+    tokens_per_s = train.global_batch_tokens / step
+    mfu = model.flops_per_token(train.seq_len) * tokens_per_s / (num_gpus * peak)
+    return {
+        "compute_s": compute,
+        "tp_comm_s": tp_s,
+        "cp_comm_s": cp_s,
+        "pp_comm_s": pp_s,
+        "dp_comm_s": dp_exposed,
+        "dp_replicate_comm_s": dp_replicate,
+        "bubble_s": bubble,
+        "optimizer_s": opt,
+        "attention_s": m * busy_layers * lt["attn"],
+        "memory_bound_s": m * busy_layers * lt["mem"],
+        "step_s": step,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_gpu": tokens_per_s / num_gpus,
+        "mfu": mfu,
+    }
+
+
+def tied_embedding_allreduce_s(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
+) -> np.ndarray:
+    """Tied embeddings with pp > 1: once per step, after backward and before the optimizer, the first and last stage
+    all-reduce their shares of the shared V x h gradient (Megatron-LM finalize_model_grads.py,
+    `_allreduce_word_embedding_grads`; bench_model/parallel/pipeline.py). 2-rank ring all-reduce of the local shard:
+    V*h/tp elements (vocab-parallel), /(dp*cp) from ZeRO stage 2 (gradients sharded), in grad dtype. Not overlapped.
+    The two ranks are (pp-1)*dp*cp*tp apart: the link is chosen from the whole pipeline's span, as for p2p."""
+    dp, tp, pp, cp, z = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["zero_stage"]
+    shard = np.where(z >= 2, shard_group(arr), 1)
+    nbytes = model.vocab_size * model.hidden_size / tp / shard * DTYPE_BYTES[train.grad_dtype]
+    bw, lat = _link(cluster, tp * cp * dp * pp)
+    return np.where((pp > 1) & model.tie_embeddings, ring_s("all_reduce", 2, nbytes, bw, lat), 0.0)
+
+
+def estimate_perf(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> PerfEstimate:
+    r = perf_arrays(arrays_from_plans([plan]), model, train, cluster)
+    keep = {f.name for f in dataclasses.fields(PerfEstimate)}
+    return PerfEstimate(**{k: float(v[0]) for k, v in r.items() if k in keep})

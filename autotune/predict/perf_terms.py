@@ -1,0 +1,245 @@
+"""Physical terms of the step-time model that are not GEMM roofline or collective bandwidth (autotune.predict.perf uses them).
+
+Every function is pure and vectorised over numpy arrays of candidate plans; sources next to each term.
+
+- Memory-bound (non-GEMM) work: normalisations, RoPE, SwiGLU/GeLU elementwise, residual adds, the loss
+  (softmax + cross-entropy over the vocabulary) and the optimizer step are bandwidth-bound, not FLOP-bound (roofline,
+  Williams et al. 2009; Ivanov et al. 2021 "Data Movement Is All You Need", Sec 4: in BERT training the normalisation
+  and elementwise operators take ~1/3 of runtime while doing <1% of the FLOPs). Their time is bytes moved /
+  (HBM bandwidth * memory_efficiency). Bytes are counted tensor by tensor (one read of each input, one write of each
+  output, as Korthikanti et al. 2022 count activations), see `elementwise_bytes_per_token`.
+- Attention kernels (FlashAttention; Dao 2023 "FlashAttention-2", Sec 4.1: 50-73% of peak forward on A100, lower
+  backward) run at their own efficiency, separate from the dense GEMMs: `attention_efficiency` in the preset.
+- Pipeline: the busiest stage sets the pace (Narayanan et al. 2021 Sec 2.2: steady state of 1F1B runs at the slowest
+  stage); the embedding gather sits on the first stage, the LM head GEMM and the loss on the last.
+- Per micro-batch and virtual stage a pipeline boundary costs a p2p send/recv of the activation (latency + bytes/bw,
+  forward and backward) plus a fixed schedule overhead (stream sync, kernel launch gap at the boundary):
+  `pp_microbatch_overhead_s` in the preset.
+- FSDP prefetch as bench_model runs it (FSDP2 fully_shard per block, implicit forward/backward prefetch of the next
+  block's all-gather; PyTorch FSDP2 docs "fully_shard", torchtitan docs/fsdp.md): the all-gather of block i+1 overlaps
+  the compute of block i, so the exposed time per block is max(0, comm - compute); the first gather is never hidden.
+  `dp_overlap` is the fraction of the overlapped part that is really hidden (NCCL kernels share SMs with compute).
+- torch.compile per block (`compiled_elementwise_factor`, `compile_time_s`): Inductor fuses the chains of
+  memory-bound elementwise ops of a block (RMSNorm's cast/square/mean/rsqrt/scale, RoPE's mul/neg/cat/add, SwiGLU's
+  silu*up, residual adds) into a few kernels that read each input once (PyTorch 2 paper, Ansel et al. 2024 Sec 5:
+  "Inductor ... fuses pointwise and reduction ops"); GEMMs and SDPA still call cuBLAS / FlashAttention unchanged. So
+  only the layers' elementwise time moves: times `compile_memory_traffic_factor` (fitted on the compiled H200 runs).
+  Eager bench_model moves ~2.8x the bytes `elementwise_bytes_per_token` counts (RMSNorm 36h vs 6h bytes per token,
+  RoPE ~5x, SwiGLU 10f vs 6f): a fused/eager byte ratio of ~0.36 is the physical scale of the factor.
+  Compiling is warm-up (bench_model times no step before `warmup_steps`), but it costs trial wall time.
+- FP8 linears (plan.fp8, torchao 0.18 `torchao/float8/float8_linear.py` `matmul_with_hp_or_float8_args`): the block
+  linears' GEMMs run on the FP8 tensor-core peak; each linear casts six tensors per step with dynamic scaling
+  (forward: input, weight; backward: grad_output twice (dim0 for grad_input, dim1 for grad_weight), weight for
+  grad_input, input for grad_weight), each cast an amax pass (read c bytes) plus the scaled cast (read c, write 1
+  byte): `fp8_cast_bytes`, priced at HBM bandwidth like the other memory-bound kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autotune.core.errors import SpecError
+from autotune.core.types import ClusterSpec, ModelSpec
+
+# Adam(W) step (Kingma & Ba 2015, Algorithm 1; torch foreach/fused AdamW): per parameter it reads param, grad,
+# exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq: 7 tensors of the optimizer dtype (fp32: 28 bytes).
+ADAM_TENSORS_PER_PARAM = 7
+# Loss over the vocabulary per logit element (bench_model: loss on logits.float()): write the compute-dtype logits,
+# read them and write the fp32 copy, log-softmax reads fp32 and writes fp32, backward reads the fp32 log-probs and
+# writes the fp32 gradient, the cast back reads fp32 and writes the compute-dtype gradient: 2c + 6*4 bytes.
+LOSS_FP32_ACCESSES = 6
+PERF_FIELDS = ("hbm_bw_bytes_per_s", "memory_efficiency", "attention_efficiency", "pp_microbatch_overhead_s")
+
+
+def require_perf_fields(cluster: ClusterSpec) -> None:
+    """A preset without a field the step-time model needs is refused in one line naming the field (no default)."""
+    for f in PERF_FIELDS:
+        if getattr(cluster, f, None) is None:
+            raise SpecError(
+                f"cluster.{f} is not set in preset {cluster.name!r}: the performance model needs it "
+                f"(see search_spaces/cluster/h100-sxm-80gb.yaml)"
+            )
+
+
+def elementwise_bytes_per_token(model: ModelSpec, c: int, tp: Any, sp: Any) -> np.ndarray:
+    """HBM bytes per token per layer of one forward pass of the non-GEMM ops (each input read once, output written
+    once; c = compute dtype bytes). Llama block (bench_model/model.py):
+      2 RMSNorms: read h (cast to fp32, 4 bytes), write h in c: 2 * (4 + c) h
+      RoPE on q and k: read and write h + k: 2c(h + k)
+      SwiGLU silu(w1 x) * w3 x: read 2f, write f (silu's output fused in the product kernel): 3cf
+      2 residual adds: read 2h, write h: 6ch
+      softmax of the attention runs inside the FlashAttention kernel (no HBM traffic of its own)
+    GPT block (LayerNorm with bias, GeLU 4h MLP, biases): 2 LayerNorms 2 * 2ch, GeLU read/write f: 2cf, bias adds on
+    the 4 GEMM outputs read/write 3h + f + h (fused into the GEMM epilogue in Megatron and llm-foundry: not counted),
+    residuals 6ch.
+    TP divides what lives on the sharded hidden dimension (RoPE, MLP elementwise) by tp; norms and residuals are
+    replicated across TP unless sequence parallel splits the sequence (Korthikanti et al. 2022 Sec 4.2.2)."""
+    h, f, k = model.hidden_size, model.ffn_hidden_size, model.kv_dim
+    tp = np.asarray(tp, dtype=np.float64)
+    split = np.where(np.asarray(sp, dtype=bool), tp, 1.0)
+    if model.block == "gpt":
+        sharded, replicated = 2.0 * c * f, 4.0 * c * h + 6.0 * c * h
+    else:
+        sharded, replicated = 2.0 * c * (h + k) + 3.0 * c * f, 2.0 * (4 + c) * h + 6.0 * c * h
+    return sharded / tp + replicated / split
+
+
+def memory_bound_s(nbytes: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Roofline for bandwidth-bound kernels: bytes / (HBM bandwidth * memory_efficiency)."""
+    return np.asarray(nbytes, dtype=np.float64) / (cluster.hbm_bw_bytes_per_s * cluster.memory_efficiency)
+
+
+def loss_bytes_per_token(model: ModelSpec, c: int, tp: Any) -> np.ndarray:
+    """HBM bytes per token of the loss over the (vocab-parallel) logits: V/t elements, (2c + 6*4) bytes each."""
+    return model.vocab_size / np.asarray(tp, dtype=np.float64) * (2.0 * c + 4.0 * LOSS_FP32_ACCESSES)
+
+
+def optimizer_step_s(
+    params_on_rank: Any, shard: Any, zero_stage: Any, opt_bytes: int, cluster: ClusterSpec
+) -> np.ndarray:
+    """Time of the AdamW update: 7 tensor accesses per parameter the rank updates (its 1/shard slice from ZeRO-1 on)."""
+    updated = np.asarray(params_on_rank, dtype=np.float64) / np.where(np.asarray(zero_stage) >= 1, shard, 1)
+    return memory_bound_s(updated * ADAM_TENSORS_PER_PARAM * opt_bytes, cluster)
+
+
+OFFLOAD_FIELDS = ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s")
+
+
+def require_offload_fields(cluster: ClusterSpec, offload_names: Any) -> None:
+    """A layout with CPU offload on a preset that does not state the host side is refused in one line."""
+    names = sorted({str(n) for n in offload_names} - {"none"})
+    for f in OFFLOAD_FIELDS if names else ():
+        if getattr(cluster, f, None) is None:
+            raise SpecError(
+                f"plan.offload={names[0]} needs cluster.{f}, which preset {cluster.name!r} does not set "
+                f"(see search_spaces/cluster/h100-sxm-80gb.yaml)"
+            )
+
+
+def host_device_s(nbytes: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Seconds to copy `nbytes` between host and device in one direction: pinned copies over PCIe / NVLink-C2C at
+    cluster.host_device_bw_bytes_per_s (nominal, per GPU) times comm_efficiency (the fraction of link bandwidth a
+    transfer reaches; pinned cudaMemcpy over PCIe Gen5 x16 reaches ~50-55 of the nominal 64 GB/s)."""
+    bw = cluster.host_device_bw_bytes_per_s
+    if bw is None:
+        return np.zeros_like(np.asarray(nbytes, dtype=np.float64))
+    return np.asarray(nbytes, dtype=np.float64) / (bw * cluster.comm_efficiency)
+
+
+def offload_step_s(updated: Any, offload_code: Any, param_bytes: int, grad_bytes: int, cluster: ClusterSpec):
+    """Per optimizer step, the host side of CPU offload (`offload_code`: 0 none, 1 optimizer, 2 params) for `updated`
+    parameters this rank's optimizer updates:
+      optimizer (ZeRO-Offload, Ren et al. 2021 Sec 4.2): gradients D2H (updated * grad bytes), the CPU Adam step,
+      updated params H2D (updated * param bytes), one after the other. bench_model copies after backward, as DeepSpeed
+      does without overlap_comm; the paper overlaps the D2H with backward and its one-step delayed parameter update
+      (Sec 5, DPU, optional: it changes the numerics) hides the step and the H2D behind the next step. Not modelled
+      here: this is the serial upper bound the trainer runs.
+      params (FSDP2 CPUOffloadPolicy): the CPU Adam step only; the per-block copies are priced with the FSDP
+      collectives (autotune/predict/perf.py), the params stay on the host.
+    The CPU step runs at cluster.cpu_adam_params_per_s (benchmarks/cpu_adam.py)."""
+    u, code = np.asarray(updated, dtype=np.float64), np.asarray(offload_code)
+    rate = cluster.cpu_adam_params_per_s or np.inf
+    step = np.where(code > 0, u / rate, 0.0)
+    copies = np.where(code == 1, host_device_s(u * grad_bytes, cluster) + host_device_s(u * param_bytes, cluster), 0.0)
+    return step + copies
+
+
+def attention_s(
+    tokens: Any, seq_len: int, model: ModelSpec, tp: Any, passes: Any, cluster: ClusterSpec, peak: float
+) -> np.ndarray:
+    """Causal attention score and value matmuls of one layer for `tokens` local tokens: 2 matmuls * 2 FLOPs *
+    s * d_attn per token forward, halved for the causal mask (PaLM, Chowdhery et al. 2022 App. B), heads split by TP;
+    `passes` forward-equivalents (3 = forward + backward, 4 with full recompute), at attention_efficiency of peak."""
+    flops = np.asarray(tokens, dtype=np.float64) * 2.0 * seq_len * model.num_heads * model.head_dim / tp * passes
+    return flops / (peak * cluster.attention_efficiency)
+
+
+def prefetch_exposed_s(comm: Any, compute: Any, overlap: float) -> np.ndarray:
+    """Exposed time of a collective that runs while `compute` proceeds: the part longer than the compute, plus the
+    (1 - overlap) share of the part that overlaps (bandwidth and SM contention slow one of the two)."""
+    comm, compute = np.asarray(comm, dtype=np.float64), np.asarray(compute, dtype=np.float64)
+    return np.maximum(comm - compute, 0.0) + (1.0 - overlap) * np.minimum(comm, compute)
+
+
+def fsdp_exposed_s(
+    layers: Any, ag_layer: Any, rs_layer: Any, fwd_layer: Any, bwd_layer: Any, zero_stage: Any, overlap: float
+) -> np.ndarray:
+    """Exposed data-parallel time of one micro-batch under FSDP2 per-block wrapping with implicit prefetch.
+    stage 3 (reshard after forward): forward gathers every block (the first gather exposed, the others behind the
+    previous block's forward); backward gathers again and reduce-scatters each block behind the block's backward.
+    stage 2 (no reshard after forward): one gather per block in forward, reduce-scatter in backward."""
+    layers, z = np.asarray(layers, dtype=np.float64), np.asarray(zero_stage)
+    fwd = ag_layer + (layers - 1) * prefetch_exposed_s(ag_layer, fwd_layer, overlap)
+    bwd_comm = np.where(z >= 3, ag_layer + rs_layer, rs_layer)
+    bwd = layers * prefetch_exposed_s(bwd_comm, bwd_layer, overlap)
+    return fwd + bwd
+
+
+# Distinct block graphs one rank compiles: bench_model calls block.compile() on every transformer block, and since
+# torch 2.5 Dynamo inlines built-in nn.Modules (torch._dynamo.config.inline_inbuilt_nn_modules=True), so blocks of
+# one class share one compiled graph (forward + AOT backward) with their parameters as inputs: one graph per rank.
+# Measured on CPU with the tiny model at 2 and 8 layers (counters["stats"]["unique_graphs"]; docs/memory_model.md).
+COMPILED_GRAPHS_PER_RANK = 1
+
+
+def _compile_field(cluster: ClusterSpec, name: str) -> float:
+    v = getattr(cluster, name, None)
+    if v is None:
+        raise SpecError(
+            f"cluster.{name} is not set in preset {cluster.name!r}: plan.compile=true needs it "
+            f"(see search_spaces/cluster/h200-141gb.yaml)"
+        )
+    return float(v)
+
+
+def compiled_elementwise_factor(compile: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Multiplier on the layers' elementwise (memory-bound) time: compile_memory_traffic_factor where plan.compile,
+    1 elsewhere (eager)."""
+    compile = np.asarray(compile, dtype=bool)
+    if not compile.any():
+        return np.ones(compile.shape)
+    return np.where(compile, _compile_field(cluster, "compile_memory_traffic_factor"), 1.0)
+
+
+def compile_time_s(compile: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Wall seconds a trial spends compiling before its first step (every rank compiles its graph at once):
+    compile_s_per_graph * COMPILED_GRAPHS_PER_RANK where plan.compile, 0 elsewhere."""
+    compile = np.asarray(compile, dtype=bool)
+    if not compile.any():
+        return np.zeros(compile.shape)
+    return np.where(compile, _compile_field(cluster, "compile_s_per_graph") * COMPILED_GRAPHS_PER_RANK, 0.0)
+
+
+# torchao 0.18 float8_linear.py: 6 dynamic casts per linear per step, 2 of each activation-sized operand
+# (input, grad_output) and 2 of the weight; a cast = amax read (c) + cast read (c) + fp8 write (1 byte) per element.
+FP8_CASTS_PER_OPERAND = 2
+
+
+def fp8_linear_elements(model: ModelSpec, tp: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(input elements per token, output elements per token, weight elements) summed over one block's linears on one
+    TP rank. Column-parallel linears (wq, wk, wv, w1, w3 / GPT qkv, fc1) see the full input and 1/tp of the output;
+    row-parallel ones (wo, w2 / proj, fc2) 1/tp of the input and the full output (Megatron, Shoeybi et al. 2019 Sec 3).
+    torchao casts each linear's input itself, so wq, wk and wv each cast the same normed x."""
+    h, f, k = model.hidden_size, model.ffn_hidden_size, model.kv_dim
+    tp = np.asarray(tp, dtype=np.float64)
+    if model.block == "gpt":  # qkv h->3h, fc1 h->f (column); proj h->h, fc2 f->h (row)
+        col_in, col_out, row_in, row_out = 2 * h, 3 * h + f, h + f, 2 * h
+        weights = 4 * h * h + 2 * h * f
+    else:  # wq h->h, wk/wv h->k, w1/w3 h->f (column); wo h->h, w2 f->h (row)
+        col_in, col_out, row_in, row_out = 5 * h, h + 2 * k + 2 * f, h + f, 2 * h
+        weights = 2 * h * h + 2 * h * k + 3 * h * f
+    return col_in + row_in / tp, col_out / tp + row_out, weights / tp
+
+
+def fp8_cast_bytes(model: ModelSpec, c: int, tp: Any, tokens: Any, full_recompute: Any) -> np.ndarray:
+    """HBM bytes of one block's float8 casts for one micro-batch of `tokens` tokens: 2 casts each of input, grad_output
+    and weight (forward + backward), + 1 more of input and weight when full recompute re-runs the forward."""
+    x, y, w = fp8_linear_elements(model, tp)
+    extra = np.where(np.asarray(full_recompute, dtype=bool), 1.0, 0.0)
+    tokens = np.asarray(tokens, dtype=np.float64)
+    casts = (
+        tokens * ((FP8_CASTS_PER_OPERAND + extra) * x + FP8_CASTS_PER_OPERAND * y) + (FP8_CASTS_PER_OPERAND + extra) * w
+    )
+    return (2.0 * c + 1.0) * casts

@@ -1,0 +1,113 @@
+"""Reserved memory of the PyTorch CUDA caching allocator (docs/memory_model.md "Reserved memory").
+
+torch.cuda.max_memory_reserved is the most memory the caching allocator ever held in segments (cudaMalloc'd blocks);
+without torch.cuda.empty_cache() it only grows. How the allocator carves it (c10/cuda/CUDACachingAllocator.cpp and
+https://pytorch.org/docs/stable/notes/cuda.html#memory-management):
+  - requests are rounded to 512 bytes; requests <= 1 MiB come from the small pool in 2 MiB segments, requests up to
+    10 MiB get a 20 MiB segment, larger ones a segment of their own size rounded up to 2 MiB (kRoundLarge);
+  - a freed block stays cached in its pool, keyed by size; a later request takes the best-fitting free block and splits
+    it, but never merges blocks of different segments. A large transient block that cycles every step therefore keeps
+    its segment: when it is freed, the live tensors of the allocated peak can reuse only what fits in its holes;
+  - `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (torchtitan's launcher sets it) maps 2 MiB pages into one
+    growing virtual segment per stream, so freed ranges are reused across former segment boundaries.
+So reserved - allocated (the excess) is not a fixed fraction of the allocated peak: it grows with the large transient
+blocks that are freed before or after the peak. Two classes dominate on the measured H200 runs:
+  - the loss: bench_model's cross_entropy on logits.float() creates the fp32 logits of the last stage (4 b s V/t bytes)
+    next to the bf16 ones; part of that segment is not reusable by the activations live at the peak;
+  - the optimizer step, after backward: foreach AdamW (torch.optim.adamw._multi_tensor_adamw) allocates one fp32
+    temporary per updated parameter (exp_avg_sq.sqrt()), 4 bytes x the parameters the rank updates; bench_model's
+    ZeRO-1 (bench_model/parallel/data_parallel.py ZeRO1AdamW) adds its flat fp32 send buffer (Psi/D) and receive
+    buffer (Psi, the whole local model) for the all-gather of the updated slices.
+excess = LOGITS_CACHED * fp32 logits + STEP_CACHED * step temporaries (each block rounded to the allocator's 2 MiB),
+scaled by EXPANDABLE_SCALE with expandable segments. The coefficients are the fraction of each transient class that
+stays reserved but unused at the allocated peak, fitted by `fit_coefficients` (benchmarks/reserved_accuracy.py) on the
+measured rows of benchmarks/data/measured/h200_bench_model_2026-11.csv with the measured allocated peak as input, so a
+change of the trainer's allocated terms does not move them. The runtime overhead outside the allocator (CUDA context,
+NCCL, cluster.runtime_overhead_bytes) is added on top by autotune.predict.memory; max_memory_reserved does not include it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+MiB = 2**20
+ROUND_LARGE = 2 * MiB  # kRoundLarge: large-pool requests above 10 MiB are rounded up to 2 MiB
+
+# Fitted by benchmarks/reserved_accuracy.py --fit (least squares on the relative error of max_memory_reserved) over
+# the 14 bench_model / probe-memory rows of h200_bench_model_2026-11.csv (H200, torch 2.11, expandable_segments off).
+LOGITS_CACHED = 0.593  # share of the fp32 logits block left cached and unused at the allocated peak
+STEP_CACHED = 1.10  # optimizer-step temporaries (foreach AdamW sqrt, ZeRO-1 gather buffers, per-parameter copies)
+# expandable_segments:True, the three runs of benchmarks/data/measured/README.md ("With PYTORCH_CUDA_ALLOC_CONF=...":
+# dp4 x tp2 ZeRO-1 106.9, FSDP 8 98.4, 1B mbs 4 79.8 GiB reserved at unchanged allocated): the excess shrinks by this.
+EXPANDABLE_SCALE = 0.85
+# Validated relative error of the reserved peak: root mean square of predicted / measured - 1 over the same 14 rows
+# with autotune's own allocated estimate as input (benchmarks/reserved_accuracy.py after_estimated_alloc_err_rms;
+# max 6.7%; 2.7% rms with the measured allocated). The planner expresses its memory margin in units of this.
+RESERVED_SIGMA_REL = 0.038
+
+
+def round_large(nbytes: Any) -> np.ndarray:
+    """Bytes the allocator hands out for a large-pool request (> 1 MiB): rounded up to a multiple of 2 MiB. Smaller
+    requests share 2 MiB small-pool segments and are returned unchanged."""
+    n = np.asarray(nbytes, dtype=np.float64)
+    return np.where(n > MiB, np.ceil(n / ROUND_LARGE) * ROUND_LARGE, n)
+
+
+def step_temporaries(
+    local_params: Any, zero_stage: Any, shard: Any, zero1_gather: Any, optimizer_states: int
+) -> np.ndarray:
+    """fp32 bytes the optimizer step allocates and frees: AdamW's foreach sqrt temporary over the parameters this rank
+    updates (all local ones in stage 0, a 1/D slice from stage 1) and, when bench_model's ZeRO1AdamW runs
+    (`zero1_gather`), its flat send (Psi/D) and receive (Psi) buffers. SGD (no states) allocates none."""
+    psi, z, d = (np.asarray(x, dtype=np.float64) for x in (local_params, zero_stage, shard))
+    updated = psi / np.where(z >= 1, d, 1.0)
+    adam = np.where(optimizer_states > 0, 4.0 * updated, 0.0)
+    gather = np.where(np.asarray(zero1_gather, dtype=bool), 4.0 * (psi + psi / d), 0.0)
+    return round_large(adam) + round_large(gather)
+
+
+def allocator_reserved(
+    res: dict[str, np.ndarray], arr: dict[str, np.ndarray], train, cluster, allocated: Any = None
+) -> np.ndarray:
+    """Reserved peak of the caching allocator (no runtime overhead) for `autotune.predict.memory.memory_arrays`' result `res`
+    (its `step_temporaries` key comes from `step_temporaries`); `allocated` replaces res["allocated"] (validation
+    against measured peaks). The fp32 logits block is the 4/(8+c) share of the logits term (its fp32 log-softmax
+    next to the fp32 gradient and the compute-dtype gradient). A CPU preset has no caching allocator: reserved =
+    allocated there. cluster.allocator_fragmentation stays as a calibrated residual factor (0 in the GPU presets)."""
+    from autotune.core.types import DTYPE_BYTES
+
+    alloc = res["allocated"] if allocated is None else np.asarray(allocated, dtype=np.float64)
+    if cluster.device_type != "cuda":
+        return alloc * (1.0 + cluster.allocator_fragmentation)
+    logits_fp32 = res["logits"] * 4.0 / (8.0 + DTYPE_BYTES[train.compute_dtype])
+    reserved = reserved_bytes(alloc, logits_fp32, res["step_temporaries"], cluster.expandable_segments)
+    return reserved * (1.0 + cluster.allocator_fragmentation)
+
+
+def zero1_gather(arr: dict[str, np.ndarray]) -> np.ndarray:
+    """Whether bench_model.trainer runs ZeRO1AdamW (stage 1 with a sharding group dp*cp > 1)."""
+    return (np.asarray(arr["zero_stage"]) == 1) & (np.asarray(arr["dp"]) * np.asarray(arr["cp"]) > 1)
+
+
+def reserved_bytes(
+    allocated: Any,
+    logits_fp32: Any,
+    step_temp: Any,
+    expandable_segments: bool = False,
+    coefficients: tuple[float, float] | None = None,
+) -> np.ndarray:
+    """Caching-allocator reserved peak (bytes, no runtime overhead) from the allocated peak and the transient blocks."""
+    k_logits, k_step = coefficients if coefficients is not None else (LOGITS_CACHED, STEP_CACHED)
+    excess = k_logits * round_large(logits_fp32) + k_step * np.asarray(step_temp, dtype=np.float64)
+    return np.asarray(allocated, dtype=np.float64) + excess * (EXPANDABLE_SCALE if expandable_segments else 1.0)
+
+
+def fit_coefficients(allocated, reserved, logits_fp32, step_temp) -> tuple[float, float]:
+    """(LOGITS_CACHED, STEP_CACHED) minimising the squared relative error of the reserved peak over measured rows."""
+    r = np.asarray(reserved, dtype=np.float64)
+    x = np.stack([round_large(logits_fp32) / r, np.asarray(step_temp, dtype=np.float64) / r], axis=1)
+    y = (r - np.asarray(allocated, dtype=np.float64)) / r
+    k = np.linalg.lstsq(x, y, rcond=None)[0]
+    return float(k[0]), float(k[1])

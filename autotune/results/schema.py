@@ -1,0 +1,127 @@
+"""The results table: one row per trial (docs/architecture.md "Store: the results table"). The trainer writes these
+keys as JSON, the store writes them as Parquet with this exact Arrow schema, so every backend yields identical
+columns. Missing numbers are null, never -1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from autotune.core.types import PLAN_FIELDS, PLAN_KINDS
+
+SCHEMA_VERSION = 1
+STATUSES: tuple[str, ...] = ("ok", "oom", "crash", "timeout", "pruned", "simulated", "invalid")
+
+_S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+PLAN_ARROW_TYPES: dict[str, pa.DataType] = {"int": _I, "str": _S, "bool": _B}  # ParallelPlan field type -> column
+
+RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("schema_version", _I),
+    ("sweep_id", _S),
+    ("trial_id", _S),
+    ("candidate_id", _S),
+    ("backend", _S),
+    ("status", _S),
+    ("error_type", _S),
+    ("error_message", _S),
+    ("reject_reason", _S),
+    ("reject_rule", _S),
+    # model
+    ("model_name", _S),
+    ("num_layers", _I),
+    ("hidden_size", _I),
+    ("ffn_hidden_size", _I),
+    ("num_heads", _I),
+    ("num_kv_heads", _I),
+    ("vocab_size", _I),
+    ("tie_embeddings", _B),
+    ("num_params", _I),
+    # hardware + layout
+    ("hardware", _S),
+    ("num_gpus", _I),
+    *[(f, PLAN_ARROW_TYPES[PLAN_KINDS[f]]) for f in PLAN_FIELDS],
+    ("precision", _S),
+    ("seq_len", _I),
+    ("global_batch_tokens", _I),
+    # measured
+    ("tokens_per_s", _F),
+    ("tokens_per_s_per_gpu", _F),
+    ("mfu", _F),
+    ("tflops_per_gpu", _F),
+    ("step_time_mean_s", _F),
+    ("step_time_std_s", _F),
+    ("timed_steps", _I),
+    ("peak_mem_allocated_bytes", _I),
+    ("peak_mem_reserved_bytes", _I),
+    ("final_loss", _F),
+    ("losses", pa.list_(_F)),
+    # predicted
+    ("pred_mem_bytes", _F),
+    ("pred_tokens_per_s_per_gpu", _F),
+    ("pred_mfu", _F),
+    # bookkeeping
+    ("started_at", _S),
+    ("ended_at", _S),
+    ("wall_s", _F),
+    ("gpu_seconds", _F),
+    ("code_version", _S),
+    ("torch_version", _S),
+    ("hostname", _S),
+    ("log_path", _S),
+]
+RESULT_COLUMNS: list[str] = [name for name, _ in RESULT_FIELDS]
+# Columns added after files of this schema version were first written: a file without them is still whole (it was
+# written before them) and reads as null there, so earlier sweeps resume instead of re-running every trial.
+LATER_COLUMNS: frozenset[str] = frozenset({"reject_rule", "offload", "dp_shard", "fp8"})
+RESULT_SCHEMA = pa.schema(RESULT_FIELDS)
+
+
+def empty_row() -> dict[str, Any]:
+    row: dict[str, Any] = {name: None for name in RESULT_COLUMNS}
+    row["schema_version"] = SCHEMA_VERSION
+    return row
+
+
+def row_from_spec(spec: Any) -> dict[str, Any]:
+    """The identity and layout part of a row, filled from a TrialSpec (autotune.core.types)."""
+    m, p, t = spec.model, spec.plan, spec.train
+    row = empty_row()
+    row.update(
+        sweep_id=spec.sweep_id,
+        trial_id=spec.trial_id,
+        candidate_id=spec.candidate_id,
+        backend=spec.backend,
+        model_name=m.name,
+        num_layers=m.num_layers,
+        hidden_size=m.hidden_size,
+        ffn_hidden_size=m.ffn_hidden_size,
+        num_heads=m.num_heads,
+        num_kv_heads=m.num_kv_heads,
+        vocab_size=m.vocab_size,
+        tie_embeddings=m.tie_embeddings,
+        num_params=m.num_params(),
+        hardware=spec.cluster.name,
+        num_gpus=p.world_size,
+        **p.to_dict(),
+        precision=t.precision,
+        seq_len=t.seq_len,
+        global_batch_tokens=t.global_batch_tokens,
+        pred_mem_bytes=spec.pred_mem_bytes,
+        pred_tokens_per_s_per_gpu=spec.pred_tokens_per_s_per_gpu,
+        pred_mfu=spec.pred_mfu,
+    )
+    return row
+
+
+def normalize_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Check a row against the schema: unknown keys are an error (a typo would silently drop data), missing keys null,
+    status must be known."""
+    unknown = set(row) - set(RESULT_COLUMNS)
+    if unknown:
+        raise ValueError(f"result row has unknown columns {sorted(unknown)}")
+    out = empty_row()
+    out.update(row)
+    if out["status"] not in STATUSES:
+        raise ValueError(f"result row status={out['status']!r} must be one of {', '.join(STATUSES)}")
+    return out
