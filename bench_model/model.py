@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from autotune.core.errors import SpecError
-from autotune.core.types import ModelSpec
+from autotune.core.model import ModelSpec
 
 # `enable_gqa` exists from torch 2.5 (the package supports >= 2.6, but keep the fallback explicit).
 _SDPA_HAS_GQA = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5)

@@ -15,7 +15,8 @@ import argparse
 import json
 import sys
 
-from autotune.core.types import ModelSpec, ParallelPlan
+from autotune.core.model import ModelSpec
+from autotune.core.types import ParallelPlan
 
 MODEL = ModelSpec(
     name="llama3-reduced",

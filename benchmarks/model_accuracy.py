@@ -100,11 +100,15 @@ _BEFORE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from omegaconf import OmegaConf
-from autotune.predict.perf import perf_arrays
-from autotune.core.plan_arrays import arrays_from_plans
-from autotune.core.types import ClusterSpec
+import types as _t
+from autotune.perf import perf_arrays  # the package layout of BEFORE_COMMIT (flat autotune/)
+from autotune.plan_arrays import arrays_from_plans
+from autotune.types import ClusterSpec
 import dataclasses, importlib.util
-import autotune.core.types as old_types
+import autotune.types as old_types
+# today's loader imports the staged layout: point its modules at the old flat ones
+sys.modules["autotune.core"] = _t.ModuleType("autotune.core")
+sys.modules["autotune.core.types"] = sys.modules["autotune.core.model"] = old_types
 # plan fields added after BEFORE_COMMIT (compile, ...) did not exist for the old model: it predicts without them
 _known = {f.name for f in dataclasses.fields(old_types.ParallelPlan)}
 _OldPlan = old_types.ParallelPlan
@@ -139,7 +143,7 @@ def before_predictions() -> np.ndarray | None:
                     "-c",
                     _BEFORE,
                     tmp,
-                    str(ROOT / "autotune" / "reference_runs.py"),
+                    str(ROOT / "autotune" / "fitting" / "reference_runs.py"),
                     str(ROOT / "benchmarks" / "data" / "measured"),
                 ],
                 capture_output=True,

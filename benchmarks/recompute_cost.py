@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper  # noqa: E402
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts  # noqa: E402
 
-from autotune.core.types import ModelSpec  # noqa: E402
+from autotune.core.model import ModelSpec
 from bench_model.model import Llama  # noqa: E402
 from bench_model.parallel.recompute import apply_recompute  # noqa: E402
 

@@ -24,3 +24,16 @@ class UsageError(AutotuneError):
 
 class InputFileError(AutotuneError):
     """A file the user pointed at (trial file, HF config.json, cluster preset, sweep folder) that cannot be used."""
+
+
+def require(ok: bool, message: str) -> None:
+    """Raise SpecError(message) unless `ok`: the frozen specs' one-line checks."""
+    if not ok:
+        raise SpecError(message)
+
+
+def positive_int(name: str, value: object) -> None:
+    require(
+        isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+        f"{name}={value!r} must be an integer >= 1",
+    )

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from autotune.core.dims import Dim, dim_field
-from autotune.core.errors import SpecError
+from autotune.core.errors import positive_int, require
+from autotune.core.model import ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
@@ -28,97 +29,8 @@ FP8_RECIPES: tuple[str, ...] = ("none", "tensorwise", "rowwise")
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # train.framework: the trainers whose memory accounting and limits autotune models, one profile each
 # (autotune/predict/frameworks/, which checks that its PROFILES are exactly these names)
+MOE_ROUTINGS: tuple[str, ...] = ("learned", "balanced")
 FRAMEWORKS: tuple[str, ...] = ("bench_model", "torchtitan", "megatron", "nanotron", "deepspeed")
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise SpecError(message)
-
-
-def _positive_int(name: str, value: Any) -> None:
-    _require(
-        isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-        f"{name}={value!r} must be an integer >= 1",
-    )
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A Llama-style decoder (RMSNorm, RoPE, GQA attention, SwiGLU MLP). `block="gpt"` describes a GPT-2/3 block
-    (LayerNorm with bias, MHA, GeLU MLP with 4h) so published GPT tables can be reproduced with the same code."""
-
-    name: str
-    num_layers: int
-    hidden_size: int
-    ffn_hidden_size: int
-    num_heads: int
-    num_kv_heads: int
-    vocab_size: int
-    tie_embeddings: bool = False
-    block: Literal["llama", "gpt"] = "llama"
-    rope_theta: float = 500000.0
-    norm_eps: float = 1e-5
-
-    def __post_init__(self) -> None:
-        for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads", "vocab_size"):
-            _positive_int(f"model.{f}", getattr(self, f))
-        _require(
-            self.hidden_size % self.num_heads == 0,
-            f"model.num_heads={self.num_heads} does not divide model.hidden_size={self.hidden_size}",
-        )
-        _require(
-            self.num_heads % self.num_kv_heads == 0,
-            f"model.num_kv_heads={self.num_kv_heads} does not divide model.num_heads={self.num_heads}",
-        )
-        _require(self.block in ("llama", "gpt"), f"model.block={self.block!r} must be one of llama, gpt")
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
-
-    @property
-    def kv_dim(self) -> int:
-        return self.num_kv_heads * self.head_dim
-
-    def layer_params(self) -> int:
-        """Parameters of one transformer block, counted exactly for the block as implemented in bench_model."""
-        h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
-        if self.block == "gpt":  # QKV + proj with biases, 2 LayerNorms (w+b), MLP h->f->h with biases
-            return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
-        attn = h * h + 2 * h * kv + h * h  # wq, wk, wv, wo (no biases)
-        mlp = 3 * h * f  # w1 (gate), w3 (up), w2 (down)
-        norms = 2 * h  # attention_norm, ffn_norm (RMSNorm weight only)
-        return attn + mlp + norms
-
-    def embedding_params(self) -> int:
-        return self.vocab_size * self.hidden_size
-
-    def head_params(self) -> int:
-        """Output projection; zero extra parameters when tied to the embedding."""
-        return 0 if self.tie_embeddings else self.vocab_size * self.hidden_size
-
-    def num_params(self) -> int:
-        final_norm = self.hidden_size if self.block == "llama" else 2 * self.hidden_size
-        return self.embedding_params() + self.num_layers * self.layer_params() + final_norm + self.head_params()
-
-    def matmul_params(self) -> int:
-        """Parameters that take part in a matmul per token: every block's weight matrices plus the output head
-        (the head multiplies even when tied; the embedding lookup is a gather and costs no FLOPs)."""
-        h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
-        per_layer = (4 * h * h + 2 * h * f) if self.block == "gpt" else (2 * h * h + 2 * h * kv + 3 * h * f)
-        return self.num_layers * per_layer + self.vocab_size * self.hidden_size
-
-    def flops_per_token(self, seq_len: int) -> float:
-        """Training (forward + backward) model FLOPs per token.
-
-        6·N_matmul (Kaplan et al. 2020, "Scaling Laws", Sec 2.1: 2 FLOPs per multiply-add forward, ×3 with backward),
-        with N_matmul counted exactly (GQA's smaller K/V projections, SwiGLU's three matrices, the output head) plus the
-        attention score and value matmuls: 2·2·s·d_attn per token per layer forward (PaLM, Chowdhery et al. 2022, App. B:
-        12·L·H·Q·T for training) halved for causal masking, i.e. 6·L·s·h. Recompute is not counted (model FLOPs, not
-        hardware FLOPs; Korthikanti et al. 2022 Eq. 7 vs 8)."""
-        attn = 6 * self.num_layers * seq_len * self.num_heads * self.head_dim
-        return 6.0 * self.matmul_params() + float(attn)
 
 
 @dataclass(frozen=True)
@@ -164,13 +76,13 @@ class ClusterSpec:
     peak_flops_fp8: float | None = None
 
     def __post_init__(self) -> None:
-        _positive_int("cluster.gpus_per_node", self.gpus_per_node)
+        positive_int("cluster.gpus_per_node", self.gpus_per_node)
         for f in ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s"):
             v = getattr(self, f)
-            _require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
-        _positive_int("cluster.device_memory_bytes", self.device_memory_bytes)
+            require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
+        positive_int("cluster.device_memory_bytes", self.device_memory_bytes)
         for f in ("peak_flops_bf16", "peak_flops_fp32", "intra_node_bw_bytes_per_s", "inter_node_bw_bytes_per_s"):
-            _require(float(getattr(self, f)) > 0, f"cluster.{f}={getattr(self, f)!r} must be > 0")
+            require(float(getattr(self, f)) > 0, f"cluster.{f}={getattr(self, f)!r} must be > 0")
         for f in (
             "matmul_efficiency",
             "comm_efficiency",
@@ -181,24 +93,24 @@ class ClusterSpec:
         ):
             if getattr(self, f) is not None:
                 v = float(getattr(self, f))
-                _require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
-        _require(
+                require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
+        require(
             isinstance(self.expandable_segments, bool),
             f"cluster.expandable_segments={self.expandable_segments!r} must be true or false",
         )
-        _require(
+        require(
             self.hbm_bw_bytes_per_s is None or float(self.hbm_bw_bytes_per_s) > 0,
             f"cluster.hbm_bw_bytes_per_s={self.hbm_bw_bytes_per_s!r} must be > 0",
         )
-        _require(
+        require(
             self.compile_s_per_graph is None or float(self.compile_s_per_graph) >= 0,
             f"cluster.compile_s_per_graph={self.compile_s_per_graph!r} must be >= 0",
         )
-        _require(
+        require(
             self.pp_microbatch_overhead_s is None or float(self.pp_microbatch_overhead_s) >= 0,
             f"cluster.pp_microbatch_overhead_s={self.pp_microbatch_overhead_s!r} must be >= 0",
         )
-        _require(
+        require(
             self.peak_flops_fp8 is None or float(self.peak_flops_fp8) > 0,
             f"cluster.peak_flops_fp8={self.peak_flops_fp8!r} must be null or > 0",
         )
@@ -226,24 +138,32 @@ class TrainSpec:
     seed: int = 1234
     lr: float = 3e-4
     framework: str = "bench_model"  # whose memory accounting and limits apply (autotune/predict/frameworks/)
+    # MoE token routing: "learned" = the router's own top-k; "balanced" = every expert gets the same number of token
+    # copies regardless of the scores (NVIDIA's published MoE benchmarks: "force-balanced, no token drop"), so a
+    # benchmark does not depend on an untrained router
+    moe_routing: str = "learned"
 
     def __post_init__(self) -> None:
-        _positive_int("train.seq_len", self.seq_len)
-        _positive_int("train.global_batch_size", self.global_batch_size)
-        _require(
+        positive_int("train.seq_len", self.seq_len)
+        positive_int("train.global_batch_size", self.global_batch_size)
+        require(
             self.precision in ("bf16", "fp32"),
             f"train.precision={self.precision!r} must be one of bf16, fp32 (FP8 linears: plan.fp8=tensorwise|rowwise)",
         )
         for f in ("param_dtype", "compute_dtype", "grad_dtype", "optimizer_dtype"):
-            _require(
+            require(
                 getattr(self, f) in DTYPE_BYTES,
                 f"train.{f}={getattr(self, f)!r} must be one of {', '.join(DTYPE_BYTES)}",
             )
-        _require(
+        require(
             self.master_dtype is None or self.master_dtype in DTYPE_BYTES,
             f"train.master_dtype={self.master_dtype!r} must be null or one of {', '.join(DTYPE_BYTES)}",
         )
-        _require(
+        require(
+            self.moe_routing in MOE_ROUTINGS,
+            f"train.moe_routing={self.moe_routing!r} must be one of {', '.join(MOE_ROUTINGS)}",
+        )
+        require(
             self.framework in FRAMEWORKS,
             f"train.framework={self.framework!r} must be one of {', '.join(FRAMEWORKS)}",
         )
@@ -290,46 +210,46 @@ class ParallelPlan:
 
     def __post_init__(self) -> None:
         for f in COUNT_FIELDS:
-            _positive_int(f"plan.{f}", getattr(self, f))
-        _require(self.zero_stage in (0, 1, 2, 3), f"plan.zero_stage={self.zero_stage!r} must be one of 0, 1, 2, 3")
-        _require(
+            positive_int(f"plan.{f}", getattr(self, f))
+        require(self.zero_stage in (0, 1, 2, 3), f"plan.zero_stage={self.zero_stage!r} must be one of 0, 1, 2, 3")
+        require(
             self.recompute in RECOMPUTE_MODES,
             f"plan.recompute={self.recompute!r} must be one of {', '.join(RECOMPUTE_MODES)}",
         )
-        _require(
+        require(
             isinstance(self.sequence_parallel, bool),
             f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false",
         )
-        _require(isinstance(self.compile, bool), f"plan.compile={self.compile!r} must be true or false")
-        _require(self.fp8 in FP8_RECIPES, f"plan.fp8={self.fp8!r} must be one of {', '.join(FP8_RECIPES)}")
-        _require(
+        require(isinstance(self.compile, bool), f"plan.compile={self.compile!r} must be true or false")
+        require(self.fp8 in FP8_RECIPES, f"plan.fp8={self.fp8!r} must be one of {', '.join(FP8_RECIPES)}")
+        require(
             self.offload in OFFLOAD_MODES,
             f"plan.offload={self.offload!r} must be one of {', '.join(OFFLOAD_MODES)}",
         )
-        _require(
+        require(
             isinstance(self.dp_shard, int) and not isinstance(self.dp_shard, bool) and self.dp_shard >= 0,
             f"plan.dp_shard={self.dp_shard!r} must be an integer >= 0 (0 = all of dp)",
         )
-        _require(
+        require(
             self.dp_shard == 0 or self.dp % self.dp_shard == 0,
             f"plan.dp_shard={self.dp_shard} does not divide plan.dp={self.dp}",
         )
-        _require(
+        require(
             self.dp_shard in (0, self.dp) or self.zero_stage >= 2,
             f"plan.dp_shard={self.dp_shard} requires plan.zero_stage >= 2 (zero_stage={self.zero_stage} shards no "
             "parameters or gradients; hybrid sharding is FSDP's)",
         )
         if self.dp_shard == self.dp:  # the whole of dp is the sharding group: plain FSDP, stored as the default
             object.__setattr__(self, "dp_shard", 0)
-        _require(
+        require(
             self.pp_schedule in PP_SCHEDULES,
             f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}",
         )
-        _require(
+        require(
             not (self.sequence_parallel and self.tp == 1), "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)"
         )
-        _require(self.vpp == 1 or self.pp > 1, f"plan.vpp={self.vpp} requires plan.pp > 1 (pp=1)")
-        _require(
+        require(self.vpp == 1 or self.pp > 1, f"plan.vpp={self.vpp} requires plan.pp > 1 (pp=1)")
+        require(
             (self.vpp > 1) == (self.pp_schedule == "interleaved_1f1b") or self.pp == 1,
             f"plan.pp_schedule={self.pp_schedule!r} with vpp={self.vpp}: interleaved_1f1b is used exactly when vpp > 1",
         )
@@ -404,7 +324,7 @@ def candidate_ids(columns: dict[str, list[Any]], model: ModelSpec, train: TrainS
     """Stable 12-hex ids of (plan, model shape, train shape), one per row of `columns` (plan field -> Python values):
     sha1 of the sorted-key JSON of {"plan", "model", "train"}, so the same layout of the same job keeps its id across
     runs. The one implementation behind `candidate_id` and the planner (built as text, no dataclass per row)."""
-    model_json = json.dumps(dataclasses.asdict(model), sort_keys=True)
+    model_json = json.dumps(model.identity(), sort_keys=True)
     train_json = json.dumps(
         {"seq_len": train.seq_len, "global_batch_size": train.global_batch_size, "precision": train.precision},
         sort_keys=True,

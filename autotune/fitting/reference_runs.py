@@ -25,7 +25,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from autotune.core.types import ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.model import ModelSpec
+from autotune.core.types import ParallelPlan, TrainSpec
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "measured"
 MODELS = Path(__file__).resolve().parents[2] / "search_spaces" / "model"

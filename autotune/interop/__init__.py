@@ -14,7 +14,8 @@ from __future__ import annotations
 import importlib
 
 from autotune.core.errors import UsageError
-from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.model import ModelSpec
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 
 FORMATS: tuple[str, ...] = ("torchtitan", "megatron", "nanotron", "deepspeed", "accelerate")
 SUFFIXES: dict[str, str] = {

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from autotune import __version__
 from autotune.core.errors import SpecError
-from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.model import ModelSpec
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ Megatron derives the data-parallel size as world_size / (tp * pp * cp), so the l
 
 from __future__ import annotations
 
-from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.model import ModelSpec
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import Export, ExportContext, comment_block, header_lines
 
 TARGET = "Megatron-LM core_r0.12.0 (megatron/training/arguments.py; pretrain_gpt.py)"

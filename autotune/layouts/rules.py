@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, FP8_CODE, SCHEDULE_CODE, arrays_from_plans
-from autotune.core.types import FP8_RECIPES, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.types import FP8_RECIPES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.frameworks import get_profile
 
 MEMORY_RULE = (

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, arrays_from_plans
-from autotune.core.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ParallelPlan, TrainSpec
 from autotune.predict.frameworks import get_profile
 from autotune.predict.reserved import allocator_reserved, step_temporaries, zero1_gather
 from autotune.predict.schedule import layers_of_rank

@@ -49,15 +49,9 @@ from typing import Any
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
-from autotune.core.types import (
-    DTYPE_BYTES,
-    ClusterSpec,
-    ModelSpec,
-    ParallelPlan,
-    PerfEstimate,
-    TrainSpec,
-)
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, PerfEstimate, TrainSpec
 from autotune.predict.memory import rank_params, shard_group
 from autotune.predict.perf_terms import (
     attention_s,

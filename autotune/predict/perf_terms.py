@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 
 from autotune.core.errors import SpecError
-from autotune.core.types import ClusterSpec, ModelSpec
+from autotune.core.model import ModelSpec
+from autotune.core.types import ClusterSpec
 
 # Adam(W) step (Kingma & Ba 2015, Algorithm 1; torch foreach/fused AdamW): per parameter it reads param, grad,
 # exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq: 7 tensors of the optimizer dtype (fp32: 28 bytes).

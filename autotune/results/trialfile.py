@@ -9,7 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec, TrialSpec
+from autotune.core.model import ModelSpec
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec, TrialSpec
 from autotune.spec.config import Config, ConfigError
 
 TRIALFILE_VERSION = 1

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import arrays_from_frame
-from autotune.core.types import PLAN_FIELDS, ClusterSpec, ModelSpec, TrainSpec
+from autotune.core.types import PLAN_FIELDS, ClusterSpec, TrainSpec
 
 PERF_BOUNDS: dict[str, tuple[float, float]] = {
     "matmul_efficiency": (0.01, 1.0),

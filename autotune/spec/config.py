@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from autotune.core.errors import AutotuneError
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import default_pp_schedule
-from autotune.core.types import FP8_RECIPES, INT_FIELDS, OFFLOAD_MODES, ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.types import FP8_RECIPES, INT_FIELDS, OFFLOAD_MODES, ClusterSpec, ParallelPlan, TrainSpec
 
 SEARCH_SPACES = Path(os.environ.get("AUTOTUNE_SEARCH_SPACES", Path(__file__).resolve().parents[2] / "search_spaces"))
 GROUPS = ("model", "cluster", "space", "train", "sweep", "experiment")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.core.errors import InputFileError, SpecError
-from autotune.core.types import ModelSpec
+from autotune.core.model import ModelSpec
 
 SUPPORTED_MODEL_TYPES: dict[str, str] = {
     "llama": "LlamaForCausalLM",

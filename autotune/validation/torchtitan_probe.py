@@ -27,7 +27,8 @@ import torch
 import torch.distributed as dist
 
 from autotune.core.errors import SpecError
-from autotune.core.types import ModelSpec, ParallelPlan
+from autotune.core.model import ModelSpec
+from autotune.core.types import ParallelPlan
 from bench_model.memory_probe import private_sharding_propagation
 
 # bench_model recompute mode -> torchtitan activation_checkpoint (mode, selective_ac_option); "op" is torchtitan's

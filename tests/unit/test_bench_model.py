@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from autotune.core.types import ModelSpec
+from autotune.core.model import ModelSpec
 from bench_model import data
 from bench_model.model import Llama, build_meta_model, full_init_tensor
 from bench_model.parallel.context_parallel import cp_positions

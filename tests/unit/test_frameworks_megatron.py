@@ -18,8 +18,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import arrays_from_plans
-from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.frameworks import get_profile
 from autotune.predict.memory import memory_arrays
 

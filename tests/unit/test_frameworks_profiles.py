@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from autotune.core.errors import SpecError
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import arrays_from_plans
-from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.layouts.rules import rejections
 from autotune.predict.frameworks import FRAMEWORKS, PROFILES, get_profile
 from autotune.predict.memory import memory_arrays

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import arrays_from_plans
-from autotune.core.types import ModelSpec, ParallelPlan
+from autotune.core.types import ParallelPlan
 from autotune.layouts.rules import rejections
 from autotune.predict.memory import memory_arrays
 from autotune.spec.config import load_config

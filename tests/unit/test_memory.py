@@ -7,8 +7,9 @@ import dataclasses
 
 import pytest
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import SCHEDULE_CODE, arrays_from_plans
-from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.frameworks.bench_model import layer_activation_bytes, model_state_arrays
 from autotune.predict.memory import estimate_memory, memory_arrays, rank_params
 from autotune.predict.schedule import inflight_microbatches, layers_of_rank

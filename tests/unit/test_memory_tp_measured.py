@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from autotune.core.types import ModelSpec
+from autotune.core.model import ModelSpec
 from autotune.predict.frameworks.bench_model import layer_activation_bytes
 
 SPEC = dict(name="t", hidden_size=64, ffn_hidden_size=160, num_heads=8, num_kv_heads=2, vocab_size=128)

@@ -12,8 +12,9 @@ import sys
 import numpy as np
 import pytest
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import arrays_from_plans
-from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.memory import memory_arrays
 
 SPEC = dict(name="t", num_layers=2, hidden_size=64, ffn_hidden_size=160, num_heads=8, num_kv_heads=2, vocab_size=128)

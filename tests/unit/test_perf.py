@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from autotune.core.types import ClusterSpec, ModelSpec, ParallelPlan, TrainSpec
+from autotune.core.model import ModelSpec
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.perf import GEMM_M0, GEMM_N0, _link, estimate_perf, ring_s
 from autotune.predict.perf_terms import (
     elementwise_bytes_per_token,

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from autotune.core.types import ModelSpec  # noqa: E402
+from autotune.core.model import ModelSpec  # noqa: E402
 from bench_model.model import Llama  # noqa: E402
 from bench_model.parallel.recompute import apply_recompute  # noqa: E402
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.core.types import ModelSpec, TrainSpec
+from autotune.core.model import ModelSpec
+from autotune.core.types import TrainSpec
 from autotune.predict.frameworks.bench_model import layer_activation_bytes, model_state_arrays
 
 DATA = Path(__file__).parent / "data"

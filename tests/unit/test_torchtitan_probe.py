@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.core.types import ModelSpec, ParallelPlan
+from autotune.core.model import ModelSpec
+from autotune.core.types import ParallelPlan
 
 # Llama-3-shaped and small: V/h = 32 and f/h = 3.5 as in Llama 3.1 8B, GQA 2:1; 2 x 1024 tokens per micro-batch
 MODEL = ModelSpec(

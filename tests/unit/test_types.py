@@ -2,7 +2,8 @@
 
 import pytest
 
-from autotune.core.types import ModelSpec, ParallelPlan, TrainSpec, candidate_id
+from autotune.core.model import ModelSpec
+from autotune.core.types import ParallelPlan, TrainSpec, candidate_id
 from autotune.spec.config import load_config
 
 

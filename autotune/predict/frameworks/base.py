@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from autotune.core.types import DTYPE_BYTES, ClusterSpec, ModelSpec, TrainSpec
+from autotune.core.model import ModelSpec
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
 
 # (rule id, failing mask, message template(**cols) -> str, columns the template takes): autotune.layouts.rules' format
 Rule = tuple[str, Any, Callable[..., str], tuple[str, ...]]

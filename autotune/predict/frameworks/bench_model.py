@@ -74,8 +74,9 @@ from typing import Any
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, RECOMPUTE_CODE
-from autotune.core.types import DTYPE_BYTES, ModelSpec, TrainSpec
+from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict.frameworks.base import FrameworkProfile
 from autotune.predict.schedule import inflight_microbatches
 

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import SCHEDULE_CODE
-from autotune.core.types import DTYPE_BYTES, ModelSpec, TrainSpec
+from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 

@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
-from autotune.core.types import FP8_RECIPES, OFFLOAD_MODES, ModelSpec, TrainSpec
+from autotune.core.types import FP8_RECIPES, OFFLOAD_MODES, TrainSpec
 from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 

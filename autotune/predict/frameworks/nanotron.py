@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import SCHEDULE_CODE
-from autotune.core.types import FP8_RECIPES, OFFLOAD_MODES, ModelSpec, TrainSpec
+from autotune.core.types import FP8_RECIPES, OFFLOAD_MODES, TrainSpec
 from autotune.predict.frameworks.base import state_inputs
 from autotune.predict.frameworks.megatron import MegatronProfile
 

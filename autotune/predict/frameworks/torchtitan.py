@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import RECOMPUTE_CODE
-from autotune.core.types import DTYPE_BYTES, ModelSpec
+from autotune.core.types import DTYPE_BYTES
 from autotune.predict.frameworks.base import FrameworkProfile
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 

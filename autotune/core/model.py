@@ -1,0 +1,209 @@
+"""`ModelSpec`: the decoder's shape (dense Llama/GPT, mixture of experts, multi-head latent attention).
+
+Plain data: no Hydra, no torch, no I/O. Validation raises `SpecError` naming the field, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from autotune.core.errors import positive_int, require
+
+# the fields of the first release: always part of a candidate id (ModelSpec.identity)
+_ID_FIELDS_ALWAYS = frozenset(
+    ("name", "num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads", "vocab_size",
+     "tie_embeddings", "block", "rope_theta", "norm_eps")
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A Llama-style decoder (RMSNorm, RoPE, GQA attention, SwiGLU MLP). `block="gpt"` describes a GPT-2/3 block
+    (LayerNorm with bias, MHA, GeLU MLP with 4h) so published GPT tables can be reproduced with the same code.
+
+    Mixture of experts (`num_experts > 0`): the MoE layers replace the dense SwiGLU MLP by a router over
+    `num_experts` routed SwiGLU experts of width `moe_ffn_hidden_size`, each token going to `moe_router_topk` of them,
+    plus an always-on shared-expert SwiGLU of total width `moe_shared_expert_ffn_hidden_size` (0 = none; Megatron's
+    --moe-shared-expert-intermediate-size is the same total). Which layers are MoE: the first `moe_first_k_dense` are
+    dense (DeepSeek-V3 `first_k_dense_replace`), then every `moe_layer_freq`-th layer (Qwen2-MoE
+    `decoder_sparse_step`). `moe_router`: "softmax" = softmax over the experts then top-k (Mixtral, Qwen; re-normalised
+    over the chosen k when `moe_norm_topk`), "sigmoid" = sigmoid scores with a per-expert bias used only to choose
+    (DeepSeek-V3's auxiliary-loss-free balancing, arXiv 2412.19437 Sec 2.1.2). `moe_capacity_factor` None = dropless.
+    `moe_aux_loss_coeff`: the load-balancing loss weight (Switch Transformer, Fedus et al. 2022 Eq. 4).
+
+    Multi-head latent attention (`attention="mla"`, DeepSeek-V2/V3, arXiv 2405.04434 Sec 2.1): queries through a
+    `q_lora_rank` bottleneck (0 = a plain projection), keys and values from a `kv_lora_rank` latent, per head a
+    `qk_nope_head_dim` + `qk_rope_head_dim` query/key and a `v_head_dim` value (the rope part of the key shared by
+    all heads). The MLA fields must be 0 on a GQA model."""
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    vocab_size: int
+    tie_embeddings: bool = False
+    block: Literal["llama", "gpt"] = "llama"
+    rope_theta: float = 500000.0
+    norm_eps: float = 1e-5
+    # mixture of experts (0 experts = dense)
+    num_experts: int = 0
+    moe_router_topk: int = 0
+    moe_ffn_hidden_size: int = 0
+    moe_shared_expert_ffn_hidden_size: int = 0
+    moe_first_k_dense: int = 0
+    moe_layer_freq: int = 1
+    moe_router: Literal["softmax", "sigmoid"] = "softmax"
+    moe_norm_topk: bool = True
+    moe_capacity_factor: float | None = None
+    moe_aux_loss_coeff: float = 0.0
+    # attention kind; the MLA fields below are used by attention="mla" only
+    attention: Literal["gqa", "mla"] = "gqa"
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+
+    def __post_init__(self) -> None:
+        for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads", "vocab_size"):
+            positive_int(f"model.{f}", getattr(self, f))
+        require(
+            self.hidden_size % self.num_heads == 0,
+            f"model.num_heads={self.num_heads} does not divide model.hidden_size={self.hidden_size}",
+        )
+        require(
+            self.num_heads % self.num_kv_heads == 0,
+            f"model.num_kv_heads={self.num_kv_heads} does not divide model.num_heads={self.num_heads}",
+        )
+        require(self.block in ("llama", "gpt"), f"model.block={self.block!r} must be one of llama, gpt")
+        self._check_moe()
+        self._check_mla()
+
+    def _check_moe(self) -> None:
+        e, k = self.num_experts, self.moe_router_topk
+        for f in ("num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_ffn_hidden_size",
+                  "moe_first_k_dense"):  # fmt: skip
+            v = getattr(self, f)
+            require(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0, f"model.{f}={v!r} must be an integer >= 0"
+            )
+        positive_int("model.moe_layer_freq", self.moe_layer_freq)
+        if e == 0:
+            moe_set = [f for f in ("moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_ffn_hidden_size",
+                                   "moe_first_k_dense") if getattr(self, f)]  # fmt: skip
+            require(not moe_set, f"model.{moe_set[0] if moe_set else ''} is set on a dense model (num_experts=0)")
+            return
+        require(self.block == "llama", f"model.num_experts={e} needs block=llama (block={self.block!r})")
+        require(1 <= k <= e, f"model.moe_router_topk={k} must be in 1..num_experts={e}")
+        positive_int("model.moe_ffn_hidden_size", self.moe_ffn_hidden_size)
+        require(
+            self.moe_router in ("softmax", "sigmoid"),
+            f"model.moe_router={self.moe_router!r} must be one of softmax, sigmoid",
+        )
+        cf = self.moe_capacity_factor
+        require(
+            cf is None or (isinstance(cf, (int, float)) and not isinstance(cf, bool) and cf > 0),
+            f"model.moe_capacity_factor={cf!r} must be null (dropless) or > 0",
+        )
+        require(self.moe_aux_loss_coeff >= 0, f"model.moe_aux_loss_coeff={self.moe_aux_loss_coeff!r} must be >= 0")
+        require(
+            self.num_moe_layers >= 1,
+            f"model.moe_first_k_dense={self.moe_first_k_dense} leaves no MoE layer of num_layers={self.num_layers}",
+        )
+
+    def _check_mla(self) -> None:
+        mla = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+        require(self.attention in ("gqa", "mla"), f"model.attention={self.attention!r} must be one of gqa, mla")
+        for f in mla:
+            v = getattr(self, f)
+            require(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0, f"model.{f}={v!r} must be an integer >= 0"
+            )
+        if self.attention == "gqa":
+            bad = [f for f in mla if getattr(self, f)]
+            require(
+                not bad,
+                f"model.{bad[0] if bad else ''}={getattr(self, bad[0]) if bad else 0} is an MLA field, but model.attention=gqa",
+            )
+            return
+        for f in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            positive_int(f"model.{f}", getattr(self, f))
+        require(
+            self.qk_rope_head_dim % 2 == 0, f"model.qk_rope_head_dim={self.qk_rope_head_dim} must be even (RoPE pairs)"
+        )
+
+    def identity(self) -> dict:
+        """The model part of a candidate id: every field of the first release, and a field added later (MoE, MLA)
+        only where it differs from its default, so ids of stored dense results survive new fields."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name in _ID_FIELDS_ALWAYS or v != f.default:
+                out[f.name] = v
+        return out
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Layer `layer` (0-based) is an MoE layer: past the first k dense ones, every moe_layer_freq-th (the
+        (freq-1)-th, 2freq-1-th, ... after them, as Qwen2-MoE's `(layer_idx + 1) % decoder_sparse_step == 0`)."""
+        if not self.is_moe or layer < self.moe_first_k_dense:
+            return False
+        return (layer - self.moe_first_k_dense + 1) % self.moe_layer_freq == 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.num_layers))
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def layer_params(self) -> int:
+        """Parameters of one transformer block, counted exactly for the block as implemented in bench_model."""
+        h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
+        if self.block == "gpt":  # QKV + proj with biases, 2 LayerNorms (w+b), MLP h->f->h with biases
+            return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+        attn = h * h + 2 * h * kv + h * h  # wq, wk, wv, wo (no biases)
+        mlp = 3 * h * f  # w1 (gate), w3 (up), w2 (down)
+        norms = 2 * h  # attention_norm, ffn_norm (RMSNorm weight only)
+        return attn + mlp + norms
+
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    def head_params(self) -> int:
+        """Output projection; zero extra parameters when tied to the embedding."""
+        return 0 if self.tie_embeddings else self.vocab_size * self.hidden_size
+
+    def num_params(self) -> int:
+        final_norm = self.hidden_size if self.block == "llama" else 2 * self.hidden_size
+        return self.embedding_params() + self.num_layers * self.layer_params() + final_norm + self.head_params()
+
+    def matmul_params(self) -> int:
+        """Parameters that take part in a matmul per token: every block's weight matrices plus the output head
+        (the head multiplies even when tied; the embedding lookup is a gather and costs no FLOPs)."""
+        h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
+        per_layer = (4 * h * h + 2 * h * f) if self.block == "gpt" else (2 * h * h + 2 * h * kv + 3 * h * f)
+        return self.num_layers * per_layer + self.vocab_size * self.hidden_size
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training (forward + backward) model FLOPs per token.
+
+        6·N_matmul (Kaplan et al. 2020, "Scaling Laws", Sec 2.1: 2 FLOPs per multiply-add forward, ×3 with backward),
+        with N_matmul counted exactly (GQA's smaller K/V projections, SwiGLU's three matrices, the output head) plus the
+        attention score and value matmuls: 2·2·s·d_attn per token per layer forward (PaLM, Chowdhery et al. 2022, App. B:
+        12·L·H·Q·T for training) halved for causal masking, i.e. 6·L·s·h. Recompute is not counted (model FLOPs, not
+        hardware FLOPs; Korthikanti et al. 2022 Eq. 7 vs 8)."""
+        attn = 6 * self.num_layers * seq_len * self.num_heads * self.head_dim
+        return 6.0 * self.matmul_params() + float(attn)
