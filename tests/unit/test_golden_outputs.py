@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from autotune.cli.main import main
+from autotune.core.types import PLAN_DEFAULTS
 from autotune.results.store import read_results
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
@@ -46,17 +47,42 @@ ESTIMATES = {
 VOLATILE = ["started_at", "ended_at", "wall_s", "gpu_seconds", "code_version", "torch_version", "hostname", "log_path"]
 
 
+def _new_field_default(name: str):
+    """A layout field added after the golden files were written appears as a new column (or JSON key) holding its
+    default on every old layout; anything else new is a change of output."""
+    assert name in PLAN_DEFAULTS, f"column {name!r} is new and is not a plan field"
+    return PLAN_DEFAULTS[name]
+
+
 def _frames_equal(got: pd.DataFrame, want: pd.DataFrame) -> None:
-    assert list(got.columns) == list(want.columns)
+    for extra in [c for c in got.columns if c not in want.columns]:
+        assert (got[extra] == _new_field_default(extra)).all(), f"new column {extra} is off its default"
+    assert [c for c in got.columns if c in want.columns] == list(want.columns)
     assert len(got) == len(want)
-    pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
+    got = got[list(want.columns)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want.reset_index(drop=True), check_exact=True)
+
+
+def _json_equal(got, want) -> None:
+    if isinstance(want, dict):
+        assert isinstance(got, dict)
+        for k in got.keys() - want.keys():
+            assert got[k] == _new_field_default(k), f"new key {k} is off its default"
+        for k in want:
+            _json_equal(got.get(k), want[k])
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _json_equal(g, w)
+    else:
+        assert got == want
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_plan_unchanged(name, tmp_path, capsys):
     out = tmp_path / "plan.parquet"
     assert main(["plan", *PLANS[name], "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == json.loads((GOLDEN / f"{name}.json").read_text())
+    _json_equal(json.loads(capsys.readouterr().out), json.loads((GOLDEN / f"{name}.json").read_text()))
     assert main(["plan", *PLANS[name], "-o", str(out)]) == 0
     _frames_equal(pd.read_parquet(out), pd.read_parquet(GOLDEN / f"{name}.parquet"))
 
@@ -64,7 +90,7 @@ def test_plan_unchanged(name, tmp_path, capsys):
 @pytest.mark.parametrize("name", sorted(ESTIMATES))
 def test_estimate_unchanged(name, capsys):
     assert main(["estimate", *ESTIMATES[name], "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == json.loads((GOLDEN / f"{name}.json").read_text())
+    _json_equal(json.loads(capsys.readouterr().out), json.loads((GOLDEN / f"{name}.json").read_text()))
 
 
 def test_simulate_sweep_unchanged(tmp_path, capsys):
