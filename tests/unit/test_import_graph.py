@@ -139,3 +139,10 @@ def test_function_level_imports_count(tmp_path, monkeypatch):
     (pkg / "core" / "b.py").write_text("from autotune.core import a\n")
     monkeypatch.setattr(__import__(__name__), "PKG", pkg)
     assert find_cycle(import_graph()) == ["autotune.core.a", "autotune.core.b", "autotune.core.a"]
+
+
+def test_architecture_doc_lists_the_packages_in_stage_order():
+    """docs/architecture.md's folder table names every package, in the order LAYERS enforces."""
+    doc = (PKG.parent / "docs" / "architecture.md").read_text()
+    rows = [line.split("|")[1].strip() for line in doc.splitlines() if line.startswith("| `autotune/")]
+    assert rows == [f"`autotune/{p}/`" for p in LAYERS]
