@@ -67,14 +67,20 @@ class ModelSpec:
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # per-head dimension of q/k/v (GQA); null = hidden_size / num_heads. Qwen3 decouples it: 32 heads x 128 on a
+    # hidden size of 2048 (Qwen/Qwen3-30B-A3B config.json `head_dim`)
+    head_dim: int | None = None
 
     def __post_init__(self) -> None:
         for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads", "vocab_size"):
             positive_int(f"model.{f}", getattr(self, f))
-        require(
-            self.hidden_size % self.num_heads == 0,
-            f"model.num_heads={self.num_heads} does not divide model.hidden_size={self.hidden_size}",
-        )
+        if self.head_dim is None:
+            require(
+                self.hidden_size % self.num_heads == 0,
+                f"model.num_heads={self.num_heads} does not divide model.hidden_size={self.hidden_size}",
+            )
+            object.__setattr__(self, "head_dim", self.hidden_size // self.num_heads)
+        positive_int("model.head_dim", self.head_dim)
         require(
             self.num_heads % self.num_kv_heads == 0,
             f"model.num_kv_heads={self.num_kv_heads} does not divide model.num_heads={self.num_heads}",
@@ -142,6 +148,8 @@ class ModelSpec:
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name == "head_dim" and v == self.hidden_size // self.num_heads:
+                continue  # the derived value: what every model had before the field existed
             if f.name in _ID_FIELDS_ALWAYS or v != f.default:
                 out[f.name] = v
         return out
@@ -162,8 +170,10 @@ class ModelSpec:
         return sum(self.is_moe_layer(i) for i in range(self.num_layers))
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
+    def q_dim(self) -> int:
+        """Width of the query projection's output and of the attention output (= hidden_size unless head_dim is
+        decoupled)."""
+        return self.num_heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -174,7 +184,8 @@ class ModelSpec:
         h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
         if self.block == "gpt":  # QKV + proj with biases, 2 LayerNorms (w+b), MLP h->f->h with biases
             return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
-        attn = h * h + 2 * h * kv + h * h  # wq, wk, wv, wo (no biases)
+        q = self.q_dim
+        attn = h * q + 2 * h * kv + q * h  # wq, wk, wv, wo (no biases)
         mlp = 3 * h * f  # w1 (gate), w3 (up), w2 (down)
         norms = 2 * h  # attention_norm, ffn_norm (RMSNorm weight only)
         return attn + mlp + norms
@@ -194,7 +205,7 @@ class ModelSpec:
         """Parameters that take part in a matmul per token: every block's weight matrices plus the output head
         (the head multiplies even when tied; the embedding lookup is a gather and costs no FLOPs)."""
         h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
-        per_layer = (4 * h * h + 2 * h * f) if self.block == "gpt" else (2 * h * h + 2 * h * kv + 3 * h * f)
+        per_layer = (4 * h * h + 2 * h * f) if self.block == "gpt" else (2 * h * self.q_dim + 2 * h * kv + 3 * h * f)
         return self.num_layers * per_layer + self.vocab_size * self.hidden_size
 
     def flops_per_token(self, seq_len: int) -> float:

@@ -1,4 +1,4 @@
-"""Read a Hugging Face `config.json` (Llama, Mistral, Qwen2 style) into a ModelSpec: `model=hf model.config_path=PATH`.
+"""Read a Hugging Face `config.json` (Llama, Mistral, Qwen2/3, and the MoE families of hf_moe.py) into a ModelSpec: `model=hf model.config_path=PATH`.
 
 Keys read (transformers' LlamaConfig / MistralConfig / Qwen2Config names): hidden_size, intermediate_size,
 num_hidden_layers, num_attention_heads, num_key_value_heads (default: num_attention_heads), vocab_size,
@@ -12,7 +12,8 @@ What a ModelSpec cannot hold, and how it is handled:
   `HFModelConfig.bias_params()` returns that number; Llama-style `attention_bias`/`mlp_bias` are counted the same way.
 - Mistral's sliding-window attention (4096 for 7B-v0.1) is not modelled: attention FLOPs are counted as full causal,
   which over-counts only for seq_len > sliding_window.
-- An explicit `head_dim` different from hidden_size / num_attention_heads is refused (ModelSpec derives head_dim).
+- An explicit `head_dim` (Qwen3) becomes ModelSpec.head_dim.
+Mixture-of-experts and MLA configs (mixtral, qwen2_moe, qwen3_moe, deepseek_v3): autotune/spec/hf_moe.py.
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ from typing import Any
 
 from autotune.core.errors import InputFileError, SpecError
 from autotune.core.model import ModelSpec
+from autotune.spec.hf_moe import MOE_MODEL_TYPES, moe_fields
 
 SUPPORTED_MODEL_TYPES: dict[str, str] = {
     "llama": "LlamaForCausalLM",
     "mistral": "MistralForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    **MOE_MODEL_TYPES,
 }
 _ARCH_TO_TYPE = {arch: t for t, arch in SUPPORTED_MODEL_TYPES.items()}
 _REQUIRED_INTS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
@@ -53,6 +57,9 @@ class HFModelConfig:
     rms_norm_eps: float
     attention_bias: bool  # q/k/v(/o) biases: always for qwen2, `attention_bias` for llama
     mlp_bias: bool
+    head_dim: int | None = None  # explicit per-head dim (Qwen3); None = hidden_size / num_attention_heads
+    moe: tuple[tuple[str, Any], ...] = ()  # ModelSpec's MoE/MLA fields (autotune/spec/hf_moe.py)
+    notes: tuple[str, ...] = ()  # what ModelSpec does not hold, said out loud
 
     def bias_params(self) -> int:
         """Bias parameters ModelSpec does not count (Qwen2: q/k/v biases; Llama: attention_bias / mlp_bias)."""
@@ -104,11 +111,11 @@ def _parse(raw: dict[str, Any], p: Path) -> HFModelConfig:
     if act != "silu":
         raise InputFileError(f"{p}: hidden_act={act!r} is not supported (allowed: silu, the SwiGLU MLP)")
     head_dim = raw.get("head_dim")
-    if head_dim is not None and head_dim != ints["hidden_size"] // ints["num_attention_heads"]:
-        raise InputFileError(
-            f"{p}: head_dim={head_dim!r} must equal hidden_size/num_attention_heads="
-            f"{ints['hidden_size']}/{ints['num_attention_heads']} (autotune derives head_dim)"
-        )
+    if head_dim is not None:
+        head_dim = _int(raw, "head_dim", p)
+    moe, notes = moe_fields(raw, model_type, p)
+    if moe.get("attention") == "mla":
+        head_dim = None  # MLA's per-head dims are its own fields
     max_pos = raw.get("max_position_embeddings")
     if max_pos is not None:
         max_pos = _int(raw, "max_position_embeddings", p)
@@ -121,6 +128,9 @@ def _parse(raw: dict[str, Any], p: Path) -> HFModelConfig:
         rms_norm_eps=_float(raw, "rms_norm_eps", 1e-6, p),
         attention_bias=True if model_type == "qwen2" else _bool(raw, "attention_bias", False, p),
         mlp_bias=_bool(raw, "mlp_bias", False, p),
+        head_dim=head_dim,
+        moe=tuple(moe.items()),
+        notes=tuple(notes),
     )
 
 
@@ -189,6 +199,8 @@ def model_from_hf_config(path: str | Path, name: str | None = None) -> ModelSpec
             block="llama",
             rope_theta=hf.rope_theta,
             norm_eps=hf.rms_norm_eps,
+            head_dim=hf.head_dim,
+            **dict(hf.moe),
         )
     except ValueError as e:  # e.g. heads not dividing hidden: ModelSpec names the field and the rule
         raise InputFileError(f"{path}: {e}") from None

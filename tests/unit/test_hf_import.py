@@ -101,16 +101,38 @@ def test_architectures_alone_and_a_model_folder(tmp_path):
         ({**TINY, "tie_word_embeddings": "yes"}, r"tie_word_embeddings='yes' must be true or false"),
         ({**TINY, "rope_theta": "1e4"}, r"rope_theta='1e4' must be a number > 0"),
         ({**TINY, "num_attention_heads": 7}, r"model.num_heads=7 does not divide model.hidden_size=128"),
-        ({**TINY, "head_dim": 32}, r"head_dim=32 must equal hidden_size/num_attention_heads=128/8"),
+        ({**TINY, "head_dim": 0}, r"head_dim=0 must be an integer >= 1"),
+        ({**TINY, "model_type": "qwen3_moe", "num_experts": 8}, r"missing key num_experts_per_tok"),
+        (
+            {
+                **TINY,
+                "model_type": "qwen3_moe",
+                "num_experts": 4,
+                "num_experts_per_tok": 8,
+                "moe_intermediate_size": 64,
+            },
+            r"model.moe_router_topk=8 must be in 1..num_experts=4",
+        ),
+        (
+            {
+                **TINY,
+                "model_type": "qwen2_moe",
+                "num_experts": 4,
+                "num_experts_per_tok": 2,
+                "moe_intermediate_size": 64,
+                "mlp_only_layers": [1, 3],
+            },
+            r"mlp_only_layers=\[1, 3\] is not supported",
+        ),
         ({**TINY, "hidden_act": "gelu"}, r"hidden_act='gelu' is not supported \(allowed: silu"),
         (
             {**TINY, "model_type": "whisper", "architectures": ["WhisperForConditionalGeneration"]},
             r"model_type='whisper' \(architectures=\['WhisperForConditionalGeneration'\]\) is not supported "
-            r"\(allowed: llama, mistral, qwen2\)",
+            r"\(allowed: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek_v3\)",
         ),
         (
             {k: v for k, v in TINY.items() if k not in ("model_type", "architectures")},
-            r"missing key model_type \(allowed: llama, mistral, qwen2\)",
+            r"missing key model_type \(allowed: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek_v3\)",
         ),
     ],
 )
@@ -122,7 +144,9 @@ def test_bad_configs_give_one_line_errors(tmp_path, doc, pattern):
 
 
 def test_unknown_architecture_example_is_refused():
-    with pytest.raises(ValueError, match=r"model_type='gpt2' .* is not supported \(allowed: llama, mistral, qwen2\)"):
+    with pytest.raises(
+        ValueError, match=r"model_type='gpt2' .* is not supported \(allowed: llama, mistral, qwen2, qwen3, mixtral"
+    ):
         model_from_hf_config(EXAMPLES / "gpt2.json")
 
 
@@ -188,3 +212,20 @@ def test_a_saved_sweep_keeps_the_imported_dims(tmp_path, monkeypatch):
     again = store.config()
     assert again.model == cfg.model and again.model.name == "qwen"
     assert again.train == cfg.train and again.train.seq_len == 1024
+
+
+@pytest.mark.parametrize("name", ["mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"])
+def test_moe_presets_equal_their_config_json(name):
+    """Each MoE preset (search_spaces/model/<name>.yaml) says what its model card's config.json says
+    (examples/hf_configs/<name>.json, keys copied from the Hugging Face model card)."""
+
+    preset = load_config([f"model={name}"]).model
+    assert preset == model_from_hf_config(EXAMPLES / f"{name}.json", name=name)
+
+
+def test_deepseek_v3_import_notes_what_it_does_not_model():
+    notes = read_hf_config(EXAMPLES / "deepseek-v3.json").notes
+    assert any("n_group=8" in n for n in notes) and any("num_nextn_predict_layers=1" in n for n in notes)
+    m = model_from_hf_config(EXAMPLES / "deepseek-v3.json")
+    assert (m.attention, m.kv_lora_rank, m.moe_router, m.moe_first_k_dense) == ("mla", 512, "sigmoid", 3)
+    assert m.num_moe_layers == 58 and not m.is_moe_layer(2) and m.is_moe_layer(3)

@@ -170,12 +170,16 @@ def layer_activation_bytes(
         scale = act_bytes / 2
         none, sel, full = none * scale, sel * scale, full * scale
     else:  # Llama block, derived in the module docstring
-        tok, c = s * b, act_bytes
+        tok, c, q = (
+            s * b,
+            act_bytes,
+            model.q_dim,
+        )  # q: query and attention-output width (= h unless head_dim is decoupled)
         sp_div = np.where(sp, t, 1.0)
         lse = 4.0 * a / t
         rope = 4.0 * s * model.head_dim * c if c != 4 else 0.0  # cos/sin cast to bf16 for q and k, per call
-        none = tok * (2 * ((4 + c) * h + 4) / sp_div + 2 * c * h + c * (2 * h + 2 * k + 4 * f) / t + lse) + rope
-        sel = tok * (2 * c * h / sp_div + 2 * c * h + c * (2 * h + 2 * k + 3 * f) / t + lse) + rope
+        none = tok * (2 * ((4 + c) * h + 4) / sp_div + 2 * c * h + c * (2 * q + 2 * k + 4 * f) / t + lse) + rope
+        sel = tok * (2 * c * h / sp_div + 2 * c * h + c * (2 * q + 2 * k + 3 * f) / t + lse) + rope
         norm_internals = ((4 if c != 4 else 0) + c) * h + 4  # fp32 copy, output, rsqrt; bytes per token
         sel_transient = tok * np.maximum(norm_internals / sp_div, c * f / t)
         full = tok * c * h / sp_div

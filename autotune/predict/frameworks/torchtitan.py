@@ -69,11 +69,12 @@ class TorchtitanProfile(FrameworkProfile):
         s, b, t = (np.asarray(x, dtype=np.float64) for x in (seq, mbs, tp))
         r = np.asarray(recompute)
         h, f, k, a, c = model.hidden_size, model.ffn_hidden_size, model.kv_dim, model.num_heads, act_bytes
+        q = model.q_dim  # query and attention-output width (= h unless head_dim is decoupled)
         tok, sp_div = s * b, np.where(sp, t, 1.0)  # [PAR] tp > 1 is always sequence parallel
         # [MOD] per token: each RMSNorm keeps its fp32 input, the fp32 normalised tensor and rstd ((8h + 4), SP-sharded);
         # the (all-gathered, [PAR]) norm outputs feed wq/wk/wv and w1/w3 (2ch); SDPA keeps q, k, v, its output
         # (= wo's input) and the fp32 logsumexp; SwiGLU keeps w1 out, silu out, w3 out and the product (= w2's input)
-        none = 2 * (8 * h + 4) / sp_div + 2 * c * h + (c * (2 * h + 2 * k + 4 * f) + 4 * a) / t
+        none = 2 * (8 * h + 4) / sp_div + 2 * c * h + (c * (2 * q + 2 * k + 4 * f) + 4 * a) / t
         # [AC] op SAC: the block input (checkpoint input, SP-sharded), mm outputs wq (h), wv (k), w1 (f) (/t) and w2
         # (the row-parallel partial sum before its reduce-scatter: full h), the SDPA output and logsumexp (/t) and,
         # with TP, the two reduce-scatter outputs (h/t each)
