@@ -1,0 +1,120 @@
+"""Mixture-of-experts terms of the memory and speed models, vectorised over candidate arrays like the rest.
+
+Notation: E routed experts, k = moe_router_topk, F = moe_ffn_hidden_size, h hidden, T = tokens of one micro-batch on
+one rank after attention (b*s/cp), ep / etp the expert-parallel and expert-tensor-parallel degrees. The MoE mesh is
+folded over the attention mesh (Megatron-Core "parallel folding": per pipeline stage the same W/pp ranks are viewed
+as tp x cp x dp for attention and as edp x ep x etp for the experts, etp innermost), so
+  - expert weights per rank: E/ep experts of 3hF/etp parameters per MoE layer; the rest of the block (attention,
+    norms, router, shared experts, dense layers' MLP) is split by tp as before;
+  - expert states are sharded by ZeRO/FSDP over the expert-data-parallel group edp = W/(pp*ep*etp), the dense
+    states over dp*cp (as torchtitan's efsdp mesh / Megatron's expert_data_parallel group do);
+  - tokens entering the MoE layer per rank: T/tp with sequence parallelism (Megatron requires SP with TP for MoE),
+    each sent to k experts: a dispatch all-to-all and a combine all-to-all per MoE layer forward, two more backward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autotune.core.model import ModelSpec
+from autotune.core.types import ClusterSpec
+
+A2A_PER_LAYER = 4  # dispatch + combine, forward and backward (Megatron MoEAlltoAllTokenDispatcher)
+
+
+def expert_layer_params(model: ModelSpec) -> int:
+    """Routed-expert parameters of one MoE layer (SwiGLU: w1, w3 h->F and w2 F->h per expert)."""
+    return model.num_experts * 3 * model.hidden_size * model.moe_ffn_hidden_size
+
+
+def moe_layers_of_rank(model: ModelSpec, pp: Any, vpp: Any, rank: Any) -> np.ndarray:
+    """MoE layers held by pipeline rank `rank` under bench_model's split (autotune/predict/schedule.py: stage j of
+    S = pp*vpp holds a contiguous run of layers, the L mod S extra ones on stages 1..S-2 first, then 0, then S-1;
+    rank r holds stages r, r+pp, ...)."""
+    pp, vpp, rank = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (pp, vpp, rank)))
+    out = np.zeros(pp.shape, dtype=np.int64)
+    moe = np.array([model.is_moe_layer(i) for i in range(model.num_layers)], dtype=np.int64)
+    for key in set(zip(pp.ravel().tolist(), vpp.ravel().tolist(), rank.ravel().tolist())):
+        p, v, r = key
+        sizes = _stage_sizes(model.num_layers, p * v)
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        count = sum(int(moe[starts[j] : starts[j + 1]].sum()) for j in range(r, p * v, p))
+        out[(pp == p) & (vpp == v) & (rank == r)] = count
+    return out
+
+
+def _stage_sizes(num_layers: int, stages: int) -> list[int]:
+    """Layers per pipeline stage, bench_model's split (the rule `schedule.layers_of_rank` counts)."""
+    base, extra = divmod(num_layers, stages)
+    sizes = [base] * stages
+    order = list(range(1, stages - 1)) + ([0] if stages > 1 else []) + ([stages - 1] if stages > 1 else [0])
+    for j in order[:extra]:
+        sizes[j] += 1
+    return sizes
+
+
+def expert_params_of_rank(model: ModelSpec, pp: Any, vpp: Any, rank: Any, ep: Any, etp: Any) -> np.ndarray:
+    """Routed-expert parameters on one rank: its MoE layers x E/ep experts x 3hF/etp."""
+    n = moe_layers_of_rank(model, pp, vpp, rank)
+    return n * expert_layer_params(model) / (np.asarray(ep, dtype=np.float64) * np.asarray(etp, dtype=np.float64))
+
+
+def expert_shard_group(world: Any, pp: Any, ep: Any, etp: Any) -> np.ndarray:
+    """edp = W/(pp*ep*etp): the ranks holding the same experts, over which ZeRO/FSDP shards their states."""
+    return np.asarray(world) // (np.asarray(pp) * np.asarray(ep) * np.asarray(etp))
+
+
+def moe_tokens(tokens: Any, tp: Any, sp: Any) -> np.ndarray:
+    """Tokens entering the router per rank: the sequence-parallel shard (T/tp) when SP is on, else all T."""
+    return np.asarray(tokens, dtype=np.float64) / np.where(np.asarray(sp, dtype=bool), tp, 1)
+
+
+def routing_imbalance(balanced: bool, copies_per_rank: Any, ep: Any) -> np.ndarray:
+    """Busiest EP rank's token copies over the mean. Balanced routing (train.moe_routing=balanced, what NVIDIA's
+    published MoE benchmarks force): 1. Learned routing, modelled as independent uniform choices: the expected
+    maximum of ep multinomial counts of mean mu is about mu + sigma*sqrt(2 ln ep) (Gaussian extreme-value bound),
+    sigma = sqrt(mu (1 - 1/ep)); a trained router's own skew comes on top and is not modelled."""
+    ep = np.asarray(ep, dtype=np.float64)
+    if balanced:
+        return np.ones_like(ep)
+    mu = np.maximum(np.asarray(copies_per_rank, dtype=np.float64), 1.0)
+    sigma = np.sqrt(mu * (1.0 - 1.0 / ep))
+    return np.where(ep > 1, 1.0 + sigma * np.sqrt(2.0 * np.log(np.maximum(ep, 1.0))) / mu, 1.0)
+
+
+def a2a_link(cluster: ClusterSpec, ep: Any, etp: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth bytes/s, latency s) of one rank's all-to-all over its EP group, whose ep members are etp ranks
+    apart: inside one node (NVLink) when ep*etp <= gpus_per_node, else every rank sends through its own NIC
+    (rail-optimised DGX/HGX nodes: one NIC per GPU; NVIDIA advises EP x TP within the NVLink domain for this reason,
+    Megatron-Core MoE README)."""
+    span = np.asarray(ep) * np.asarray(etp)
+    intra = span <= cluster.gpus_per_node
+    bw = np.where(intra, cluster.intra_node_bw_bytes_per_s, cluster.inter_node_bw_bytes_per_s) * cluster.comm_efficiency
+    lat = np.where(intra, cluster.intra_node_latency_s, cluster.inter_node_latency_s)
+    return bw, lat
+
+
+def a2a_s(copies: Any, hidden: int, act_bytes: int, ep: Any, bw: Any, lat: Any) -> np.ndarray:
+    """One all-to-all moving `copies` token copies of h values: each rank keeps 1/ep of them and sends the rest,
+    (ep-1)/ep * copies * h * c bytes (the derivation in ../shared/reference/moe_and_blackwell.md, 4 per layer), plus
+    ep-1 point-to-point latencies. 0 when ep == 1."""
+    ep = np.asarray(ep, dtype=np.float64)
+    sent = (ep - 1) / np.maximum(ep, 1) * np.asarray(copies, dtype=np.float64) * hidden * act_bytes
+    return np.where(ep > 1, sent / bw + (ep - 1) * lat, 0.0)
+
+
+def router_bytes_per_token(model: ModelSpec, act_bytes: int) -> float:
+    """HBM bytes per token of one MoE layer's memory-bound routing work, one pass: the router's fp32 scores (write E,
+    read E for softmax/sigmoid, write E probabilities, read them for top-k: 4E fp32 values), the permutation of the
+    token into k copies and back (read h, write kh; read kh, write h in the compute dtype), the weighted sum of the k
+    outputs (read kh, write h)."""
+    h, k, e = model.hidden_size, model.moe_router_topk, model.num_experts
+    return 4.0 * 4 * e + act_bytes * (h + k * h + k * h + h + k * h + h)
+
+
+def expert_gemm_m(copies: Any, ep: Any, etp: Any, model: ModelSpec) -> np.ndarray:
+    """Rows of each local expert's grouped GEMM: the rank's EP group's copies land on its E/ep experts, gathered over
+    etp: copies * ep * etp / E per expert (even routing)."""
+    return np.asarray(copies, dtype=np.float64) * np.asarray(ep) * np.asarray(etp) / model.num_experts

@@ -1,0 +1,72 @@
+"""autotune/predict/moe.py: MoE terms against hand-computed values (each derivation in the comment)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotune.predict import moe
+from autotune.predict.schedule import layers_of_rank
+from autotune.spec.config import load_config
+
+DSV3 = load_config(["model=deepseek-v3"]).model
+
+
+@pytest.mark.parametrize("layers, pp, vpp", [(61, 8, 1), (61, 8, 4), (10, 4, 1), (11, 4, 1), (94, 8, 4), (7, 2, 1)])
+def test_stage_split_matches_the_layer_count_rule(layers, pp, vpp):
+    sizes = moe._stage_sizes(layers, pp * vpp)
+    assert sum(sizes) == layers
+    for r in range(pp):
+        assert sum(sizes[j] for j in range(r, pp * vpp, pp)) == int(layers_of_rank(layers, pp, vpp, r))
+
+
+def test_deepseek_v3_moe_layers_per_pipeline_rank():
+    """61 layers over pp=8: base 7, 5 extra on stages 1..5 -> [7, 8, 8, 8, 8, 8, 7, 7]. Rank 0 holds layers 0-6, of
+    which 0-2 are dense (first_k_dense_replace=3): 4 MoE layers; ranks 1-5 eight each; ranks 6, 7 seven each."""
+    got = [int(moe.moe_layers_of_rank(DSV3, 8, 1, r)) for r in range(8)]
+    assert got == [4, 8, 8, 8, 8, 8, 7, 7] and sum(got) == DSV3.num_moe_layers == 58
+
+
+def test_expert_params_and_shard_group():
+    """DeepSeek-V3 MoE layer: 256 experts x 3 x 7168 x 2048 = 11,274,289,152 parameters; on rank 1 of pp=8 with
+    ep=64, etp=1: 8 layers x that / 64 = 1,409,286,144. edp of 1024 GPUs at pp=8, ep=64: 1024/512 = 2."""
+    assert moe.expert_layer_params(DSV3) == 256 * 3 * 7168 * 2048 == 11_274_289_152
+    assert float(moe.expert_params_of_rank(DSV3, 8, 1, 1, 64, 1)) == 8 * 11_274_289_152 / 64
+    assert int(moe.expert_shard_group(1024, 8, 64, 1)) == 2
+
+
+def test_a2a_seconds_by_hand():
+    """ep=8 inside one node: 8 of 8 ranks keep 1/8, send 7/8 of 32768 copies x 7168 x 2 bytes = 411,041,792 bytes;
+    at 450 GB/s x 0.8 = 360 GB/s that is 1.14178e-3 s, plus 7 x 5 us latency. ep=1: nothing."""
+    bw, lat = 360e9, 5e-6
+    want = 7 / 8 * 32768 * 7168 * 2 / bw + 7 * lat
+    assert float(moe.a2a_s(32768, 7168, 2, 8, bw, lat)) == pytest.approx(want, rel=1e-12)
+    assert float(moe.a2a_s(32768, 7168, 2, 1, bw, lat)) == 0.0
+
+
+def test_a2a_link_inside_and_across_nodes():
+    c = load_config(["cluster=h100-sxm-80gb"]).cluster
+    bw, _ = moe.a2a_link(c, np.array([8, 16, 4]), np.array([1, 1, 2]))
+    eff = c.comm_efficiency
+    assert list(bw) == [
+        c.intra_node_bw_bytes_per_s * eff,
+        c.inter_node_bw_bytes_per_s * eff,
+        c.intra_node_bw_bytes_per_s * eff,
+    ]
+
+
+def test_routing_imbalance():
+    """Balanced: 1. Learned over ep=8 ranks of mean 32768 copies: 1 + sqrt(32768 x 7/8) x sqrt(2 ln 8) / 32768
+    = 1.0107 (sampling noise only); never below 1, and 1 at ep=1."""
+    assert float(moe.routing_imbalance(True, 32768, 8)) == 1.0
+    got = float(moe.routing_imbalance(False, 32768, 8))
+    assert got == pytest.approx(1 + np.sqrt(32768 * 7 / 8) * np.sqrt(2 * np.log(8)) / 32768, rel=1e-12)
+    assert 1.0 < got < 1.02 and float(moe.routing_imbalance(False, 100, 1)) == 1.0
+
+
+def test_router_bytes_and_gemm_rows():
+    """Qwen3-30B-A3B (h 2048, E 128, k 8), bf16: 16 x 128 + 2 x (2048 + 3 x 8 x 2048 + 2 x 2048) = 112,640 bytes per
+    token. Rows per expert: 4096 local copies x ep 8 / 128 experts = 256."""
+    q = load_config(["model=qwen3-30b-a3b"]).model
+    assert moe.router_bytes_per_token(q, 2) == 16 * 128 + 2 * (2048 + 3 * 8 * 2048 + 2 * 2048) == 112_640
+    assert float(moe.expert_gemm_m(4096, 8, 1, q)) == 256
