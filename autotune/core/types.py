@@ -74,9 +74,26 @@ class ClusterSpec:
     cpu_adam_params_per_s: float | None = None
     # dense FP8 tensor-core peak (FLOP/s); None = the device has no FP8 tensor cores (plan.fp8 is rejected)
     peak_flops_fp8: float | None = None
+    # dense block-scaled FP8 (MXFP8, 32-element blocks with E8M0 scales) and FP4 (NVFP4) tensor-core peaks: Blackwell
+    # only; None = the device cannot run that recipe
+    peak_flops_mxfp8: float | None = None
+    peak_flops_nvfp4: float | None = None
+    # GPUs that share one NVLink domain (the fast link); None = gpus_per_node. On GB200/GB300 NVL72 a node (compute
+    # tray) holds 4 GPUs but 72 share one NVLink switch fabric; it must be a multiple of gpus_per_node
+    nvlink_domain_size: int | None = None
 
     def __post_init__(self) -> None:
         positive_int("cluster.gpus_per_node", self.gpus_per_node)
+        if self.nvlink_domain_size is not None:
+            positive_int("cluster.nvlink_domain_size", self.nvlink_domain_size)
+            require(
+                self.nvlink_domain_size % self.gpus_per_node == 0,
+                f"cluster.nvlink_domain_size={self.nvlink_domain_size} must be a multiple of "
+                f"cluster.gpus_per_node={self.gpus_per_node} (a domain is made of whole nodes)",
+            )
+        for f in ("peak_flops_fp8", "peak_flops_mxfp8", "peak_flops_nvfp4"):
+            v = getattr(self, f)
+            require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
         for f in ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s"):
             v = getattr(self, f)
             require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
@@ -114,6 +131,11 @@ class ClusterSpec:
             self.peak_flops_fp8 is None or float(self.peak_flops_fp8) > 0,
             f"cluster.peak_flops_fp8={self.peak_flops_fp8!r} must be null or > 0",
         )
+
+    @property
+    def fast_domain(self) -> int:
+        """GPUs reachable over NVLink from any GPU: the NVLink domain, a node unless the preset says more."""
+        return self.nvlink_domain_size or self.gpus_per_node
 
     def peak_flops(self, compute_dtype: str) -> float:
         return self.peak_flops_fp32 if compute_dtype == "fp32" else self.peak_flops_bf16
