@@ -1,0 +1,120 @@
+"""NVIDIA NeMo / Megatron-Bridge performance summaries (benchmarks/data/measured/nemo_megatron_bridge_performance_summary.csv)
+as ReferenceRuns: every pretraining row whose model, GPU and precision autotune can express, every other row skipped
+with its reason.
+
+How a row becomes a layout (Megatron-Core as Megatron-Bridge's perf recipes run it; where the table is silent the
+assumption is named):
+- degrees: tp, pp, cp, vp (blank / n/a = 1), ep (blank / n/a = 1; the dense models have none), etp = 1 (the summary
+  has no ETP column: Megatron-Bridge's MoE recipes set expert_tensor_parallel_size=1), dp = n_gpus/(tp*pp*cp).
+- ZeRO: fsdp > 0 -> Megatron FSDP (zero_stage 3); else the distributed optimizer (ZeRO-1, the perf recipes' default).
+- micro-batch mbs, global batch gbs, grad accumulation gbs/(dp*mbs); sequence parallelism on whenever tp > 1 (the
+  recipes set sequence_parallel with TP; Megatron requires it for MoE with TP); no activation recompute (not stated).
+- precision: BF16 -> bf16 linears; FP8 and FP8-CS (Megatron's FP8 current scaling, a per-tensor scale computed from
+  the tensor itself) -> plan.fp8=tensorwise, which is the same recipe (torchao's tensorwise = dynamic per-tensor
+  scaling); MXFP8 / FP8-MX -> mxfp8; NVFP4 -> nvfp4. "FP8-CS (FP8-MX)" (two recipes in one cell) and "not stated"
+  are skipped. Megatron's delayed-scaling FP8 (the older "FP8" rows on H100) runs the same FP8 GEMMs with scales
+  from a history: same GEMM rate, counted as tensorwise.
+- routing: the summary's footnote says MoE runs are "force-balanced, no token drop": train.moe_routing=balanced;
+  "(tokendrop)" rows (a capacity factor) and "(w/ MTP)" rows (multi-token prediction, not counted) are skipped.
+- numerics: bf16 params and grads with an fp32 master copy (Megatron's mixed precision, Rajbhandari et al. 2020).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from autotune.core.types import ParallelPlan, TrainSpec
+from autotune.fitting.reference_runs import DATA, ReferenceRun, SkippedRow, _preset_model
+
+NEMO_GPU = {"H100": "h100-sxm-80gb", "B200": "b200", "GB200": "gb200-nvl72", "B300": "b300", "GB300": "gb300-nvl72"}
+NEMO_MODEL = {
+    "LLAMA3_8B": "llama-3.1-8b",  # Llama 3 8B and 3.1 8B share the shape (meta-llama config.json)
+    "LLAMA3-8B": "llama-3.1-8b",
+    "LLAMA3_70B": "llama-3.1-70b",
+    "LLAMA3-70B": "llama-3.1-70b",
+    "LLAMA3.1_405B": "llama-3.1-405b",
+    "LLAMA2-7B": "llama-2-7b",
+    "Qwen3_30B_a3B": "qwen3-30b-a3b",
+    "Qwen3_235B_a22B": "qwen3-235b-a22b",
+    "DeepSeekV3": "deepseek-v3",
+    "DeepSeekV3 (dropless)": "deepseek-v3",
+    "DeepSeekV3 (w/o MTP)": "deepseek-v3",
+}
+RECIPE = {"BF16": "none", "FP8": "tensorwise", "FP8-CS": "tensorwise", "MXFP8": "mxfp8", "FP8-MX": "mxfp8", "NVFP4": "nvfp4"}
+
+
+def _degree(v: Any) -> int:
+    """A degree cell: blank, NaN or n/a means 1."""
+    if v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip().lower() in ("", "n/a", "nan"):
+        return 1
+    return int(float(v))
+
+
+def _skip_reason(r: Any) -> str | None:
+    if str(r.task).lower() != "pretrain":
+        return f"task={r.task}: fine-tuning (frozen weights / LoRA) is not modelled"
+    if str(r.model) not in NEMO_MODEL:
+        return f"model={r.model}: no preset (hybrid Mamba, GPT-OSS, Kimi, token-dropping or MTP variants are not modelled)"
+    if str(r.gpu_type) not in NEMO_GPU:
+        return f"gpu_type={r.gpu_type}: no cluster preset"
+    if str(r.precision) not in RECIPE:
+        return f"precision={r.precision}: no single recipe"
+    if any(pd.isna(getattr(r, c)) for c in ("tokens_per_sec_per_gpu", "mbs", "gbs", "tp", "pp")):
+        return "tokens/s, micro-batch or a degree not stated"
+    return None
+
+
+def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
+    """One summary row as (model, train, plan); raises ValueError (SpecError) when the numbers do not split."""
+    model = _preset_model(NEMO_MODEL[str(r.model)])
+    n, tp, pp, cp = int(r.n_gpus), _degree(r.tp), _degree(r.pp), _degree(r.cp)
+    vpp, ep, mbs, gbs = _degree(r.vp), _degree(r.ep), int(r.mbs), int(r.gbs)
+    dp = n // (tp * pp * cp)
+    if dp * tp * pp * cp != n or gbs % (dp * mbs):
+        raise ValueError(f"n_gpus={n} gbs={gbs} mbs={mbs} do not split as tp={tp} pp={pp} cp={cp}")
+    fsdp = str(r.fsdp).split()[0] if not pd.isna(r.fsdp) else "0"
+    plan = ParallelPlan(
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        vpp=vpp,
+        zero_stage=3 if fsdp not in ("0", "nan") else 1,
+        micro_batch_size=mbs,
+        grad_accum_steps=gbs // (dp * mbs),
+        sequence_parallel=tp > 1,
+        pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
+        fp8=RECIPE[str(r.precision)],
+        ep=ep,
+    )
+    train = TrainSpec(
+        seq_len=int(r.seq_len),
+        global_batch_size=gbs,
+        param_dtype="bf16",
+        grad_dtype="bf16",
+        master_dtype="fp32",
+        moe_routing="balanced",
+    )
+    return model, train, plan
+
+
+def load_nemo(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    df = pd.read_csv(folder / "nemo_megatron_bridge_performance_summary.csv")
+    runs, skipped = [], []
+    for i, r in df.iterrows():
+        reason = _skip_reason(r)
+        if reason is None:
+            try:
+                model, train, plan = nemo_layout(r)
+            except ValueError as e:
+                reason = str(e)
+            else:
+                cluster = NEMO_GPU[str(r.gpu_type)]
+                runs.append(ReferenceRun("nemo", i, model, train, cluster, plan, float(r.tokens_per_sec_per_gpu)))
+                continue
+        skipped.append(SkippedRow("nemo", i, reason))
+    return runs, skipped
