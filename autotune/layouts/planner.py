@@ -11,7 +11,7 @@ import numpy as np
 from autotune.core.errors import AutotuneError, UsageError
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
-from autotune.core.types import PLAN_FIELDS, ParallelPlan, TrainSpec, plan_value
+from autotune.core.types import PLAN_FIELDS, TrainSpec
 from autotune.core.types import candidate_ids as _candidate_ids
 from autotune.layouts.rules import HOST_MEMORY_RULE, MEMORY_RULE, OFFLOAD_CODE, rejections
 from autotune.predict.margin import memory_margin, rank_order
@@ -241,9 +241,3 @@ def explain_no_layout(df, cfg, num_gpus: int) -> str:
         f"no valid layout of {num_gpus} GPUs: {len(df)} candidates rejected, most often: {top.index[0]} "
         f"({int(top.iloc[0])}x)"
     )
-
-
-def plan_from_row(row) -> ParallelPlan:
-    """The ParallelPlan of one candidate row (a DataFrame row, a mapping, or a namedtuple from itertuples)."""
-    get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
-    return ParallelPlan(**{k: plan_value(k, get(k)) for k in PLAN_FIELDS})

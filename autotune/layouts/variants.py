@@ -34,7 +34,7 @@ def best_by_variant(df: Any, cfg: Any, fields: Iterable[str]) -> list[dict[str, 
 
 def _best_terms(best: Any, cfg: Any) -> dict[str, Any]:
     from autotune.core.plan_arrays import arrays_from_plans
-    from autotune.layouts.planner import plan_from_row
+    from autotune.layouts.candidate import plan_from_row
     from autotune.predict.perf import perf_arrays
 
     terms = perf_arrays(arrays_from_plans([plan_from_row(best)]), cfg.model, cfg.train, cfg.cluster)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from autotune.core.types import PLAN_FIELDS, candidate_id
-from autotune.layouts.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates, plan_from_row
+from autotune.layouts.candidate import plan_from_row
+from autotune.layouts.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates
 from autotune.predict.memory import estimate_memory
 from autotune.predict.perf import estimate_perf
 from autotune.spec.config import load_config
