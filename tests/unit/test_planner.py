@@ -3,14 +3,22 @@ one-line errors when nothing can run."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from autotune.core.types import PLAN_FIELDS, candidate_id
+from autotune.core.types import PLAN_FIELDS, MemoryEstimate, PerfEstimate, candidate_id
 from autotune.layouts.candidate import plan_from_row
 from autotune.layouts.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates
 from autotune.predict.memory import estimate_memory
 from autotune.predict.perf import estimate_perf
 from autotune.spec.config import load_config
+
+
+def _estimate_columns(cls) -> list[str]:
+    """The column names of a scalar estimate (MemoryEstimate / PerfEstimate.as_columns): the frame must use the same."""
+    return list(cls(*[0.0] * len(dataclasses.fields(cls))).as_columns())
+
 
 EXPECTED_COLUMNS = [
     "candidate_id",
@@ -19,22 +27,10 @@ EXPECTED_COLUMNS = [
     "reject_rule",
     "reject_reason",
     "fits",
-    "mem_params_bytes",
-    "mem_grads_bytes",
-    "mem_optimizer_bytes",
-    "mem_activations_bytes",
-    "mem_logits_bytes",
-    "mem_buffers_bytes",
-    "mem_overhead_bytes",
-    "mem_allocated_bytes",
-    "mem_reserved_bytes",
-    "mem_host_bytes",
+    *_estimate_columns(MemoryEstimate),
     "mem_margin_bytes",
     "mem_margin_sigma",
-    "pred_step_s",
-    "pred_tokens_per_s",
-    "pred_tokens_per_s_per_gpu",
-    "pred_mfu",
+    *_estimate_columns(PerfEstimate),
     "rank",
 ]
 
