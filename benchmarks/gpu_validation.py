@@ -76,7 +76,7 @@ def _ratio(a, b) -> float | None:
 
 def run_case(args, cluster: str, seq: int, mbs: int, recompute: str, compile: bool, workdir: str) -> dict:
     from autotune.cli.bench import run_local
-    from autotune.cli.estimate import estimate
+    from autotune.layouts.estimate import estimate
     from autotune.results.trialfile import make_spec
     from autotune.spec.config import load_config
 

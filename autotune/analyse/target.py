@@ -71,7 +71,7 @@ def target_peaks(df, cfg) -> Any:
     bench_model peak, bench_model's predicted peak and the target profile's predicted peak (reserved bytes)."""
     import pandas as pd
 
-    from autotune.layouts.planner import plan_from_row
+    from autotune.layouts.candidate import plan_from_row
 
     rows = []
     for _, r in df[df["status"].isin(["ok", "simulated"])].iterrows():

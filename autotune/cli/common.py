@@ -59,6 +59,23 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_layout_command(
+    subparsers: Any, name: str, *, help: str, description: str, json_help: str, run: Any
+) -> argparse.ArgumentParser:
+    """A command about ONE layout given by plan.* overrides (`estimate`, `probe-memory`): --gpus, --json, overrides."""
+    p = subparsers.add_parser(name, help=help, description=description)
+    p.add_argument(
+        "--gpus",
+        type=positive_int("--gpus"),
+        default=None,
+        help="world size (default: plan.dp*tp*pp*cp, dp=1 when plan.dp is null)",
+    )
+    p.add_argument("--json", action="store_true", help=json_help)
+    add_overrides(p)
+    p.set_defaults(run=run)
+    return p
+
+
 def print_json(obj: Any) -> None:
     """JSON with NaN/inf written as null (missing numbers are null, never NaN or -1)."""
 

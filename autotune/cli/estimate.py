@@ -5,60 +5,20 @@ from __future__ import annotations
 
 import argparse
 
-from autotune.cli.common import add_overrides, positive_int, print_json
-from autotune.core.errors import SpecError
+from autotune.cli.common import add_layout_command, print_json
+from autotune.layouts.estimate import estimate
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
+    return add_layout_command(
+        subparsers,
         name,
         help="memory breakdown and predicted speed of one layout (plan.*)",
         description="Estimate one layout given by plan.* overrides, e.g. plan.tp=2 plan.pp=4 "
         "plan.zero_stage=1; dp defaults to --gpus / (tp*pp*cp).",
+        json_help="print mem_*, pred_*, fits and reject_reason as JSON",
+        run=run,
     )
-    p.add_argument(
-        "--gpus",
-        type=positive_int("--gpus"),
-        default=None,
-        help="world size (default: plan.dp*tp*pp*cp, dp=1 when plan.dp is null)",
-    )
-    p.add_argument("--json", action="store_true", help="print mem_*, pred_*, fits and reject_reason as JSON")
-    add_overrides(p)
-    p.set_defaults(run=run)
-    return p
-
-
-def estimate(cfg, num_gpus: int | None) -> dict:
-    """Everything `estimate` reports for cfg.plan(num_gpus): the planner's row for it plus the named terms."""
-    from autotune.core.plan_arrays import arrays_from_plans
-    from autotune.layouts.planner import score_arrays
-    from autotune.layouts.rules import check_plan
-    from autotune.predict.memory import memory_arrays
-    from autotune.predict.perf import perf_arrays
-
-    plan = cfg.plan(num_gpus)
-    reason = check_plan(plan, cfg.model, cfg.train, cfg.cluster, cfg.space)
-    if reason is not None:
-        raise SpecError(reason)
-    arr = arrays_from_plans([plan])
-    row = score_arrays(arr, cfg, plan.world_size).iloc[0].to_dict()
-    mem = {k: float(v[0]) for k, v in memory_arrays(arr, cfg.model, cfg.train, cfg.cluster).items()}
-    perf = {k: float(v[0]) for k, v in perf_arrays(arr, cfg.model, cfg.train, cfg.cluster).items()}
-    model_states = mem["params"] - mem["compute_copy"] + mem["grads"] + mem["optimizer"]  # device side only
-    row.update(
-        {
-            "mem_compute_copy_bytes": mem["compute_copy"],
-            "mem_model_states_bytes": model_states,
-            "worst_pp_rank": int(mem["worst_pp_rank"]),
-            **{f"pred_{k}": v for k, v in perf.items() if k.endswith("_s") and k != "step_s"},
-        }
-    )
-    from autotune.predict.perf_terms import compile_time_s
-
-    # the trial's compile time (warm-up: outside the step, inside its wall time and cost)
-    row["pred_compile_time_s"] = float(compile_time_s([plan.compile], cfg.cluster)[0])
-    row.pop("rank", None)
-    return row
 
 
 def run(args) -> int:

@@ -37,7 +37,7 @@ def select_row(df: Any, best: bool, trial: str | None) -> dict[str, Any]:
 
 def export_text(sweep_dir: Path, row: dict[str, Any], fmt: str) -> tuple[str, Any]:
     """(text, parts) for one row: parts = (model, train, cluster, plan) from the sweep's saved config."""
-    from autotune.layouts.planner import plan_from_row
+    from autotune.layouts.candidate import plan_from_row
     from autotune.results.store import SweepStore
 
     cfg = SweepStore(sweep_dir).config()

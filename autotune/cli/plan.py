@@ -45,6 +45,7 @@ def _check_output(path: str) -> None:
 
 def run(args) -> int:
     from autotune.layouts.planner import enumerate_candidates, top_candidates
+    from autotune.layouts.variants import best_by_variant
     from autotune.spec.config import load_config
 
     if args.output:
@@ -55,7 +56,7 @@ def run(args) -> int:
         _write(df, args.output)
     counts = summary(df)
     top = top_candidates(df, cfg, args.gpus, args.top)
-    variants = best_by_variant(df, cfg)
+    variants = best_by_variant(df, cfg, VARIANT_FIELDS)
     if args.json:
         rows = top.astype(object).where(top.notna(), None).to_dict(orient="records")
         print_json(
@@ -79,45 +80,6 @@ def run(args) -> int:
 # Dimensions searched only when asked (they change the job): when the space lists more than one value of one, the
 # best fitting layout of each value is shown with the terms the option adds, so a slower option is still visible.
 VARIANT_FIELDS = ("offload", "dp_shard", "fp8")
-
-
-def best_by_variant(df, cfg) -> list[dict]:
-    """For each VARIANT_FIELDS field with > 1 enumerated value: the best-ranked fitting layout per value with its
-    device and host memory and the step terms the option changes (perf.perf_arrays: optimizer_s includes the host
-    AdamW step and its PCIe copies under offload; dp_comm_s the exposed data-parallel time, dp_replicate_comm_s the
-    HSDP all-reduce across replicas), or, when none fits, the most common rejection rule."""
-    from autotune.core.plan_arrays import arrays_from_plans
-    from autotune.layouts.planner import plan_from_row
-    from autotune.predict.perf import perf_arrays
-
-    out = []
-    for field in VARIANT_FIELDS:
-        values = sorted(df[field].dropna().unique().tolist())
-        if len(values) < 2:
-            continue
-        for value in values:
-            sub = df[df[field] == value]
-            ranked = sub[sub["rank"].notna()].sort_values("rank")
-            entry = {"field": field, "value": value, "enumerated": len(sub), "fitting": len(ranked)}
-            if ranked.empty:
-                entry["most_common_reject_rule"] = sub["reject_rule"].mode().iloc[0] if len(sub) else None
-                out.append(entry)
-                continue
-            best = ranked.iloc[0]
-            terms = perf_arrays(arrays_from_plans([plan_from_row(best)]), cfg.model, cfg.train, cfg.cluster)
-            entry.update(
-                rank=int(best["rank"]),
-                layout=layout_label(best),
-                candidate_id=best["candidate_id"],
-                mem_reserved_bytes=float(best["mem_reserved_bytes"]),
-                mem_host_bytes=float(best["mem_host_bytes"]),
-                pred_tokens_per_s_per_gpu=float(best["pred_tokens_per_s_per_gpu"]),
-                optimizer_s=float(terms["optimizer_s"][0]),
-                dp_comm_s=float(terms["dp_comm_s"][0]),
-                dp_replicate_comm_s=float(terms["dp_replicate_comm_s"][0]),
-            )
-            out.append(entry)
-    return out
 
 
 def _print_variants(variants: list[dict]) -> None:

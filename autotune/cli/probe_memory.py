@@ -6,26 +6,19 @@ from __future__ import annotations
 
 import argparse
 
-from autotune.cli.common import add_overrides, gib, positive_int, print_json
+from autotune.cli.common import add_layout_command, gib, print_json
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
+    return add_layout_command(
+        subparsers,
         name,
         help="measure one layout's worst-rank peak memory without N devices",
         description="Probe one layout given by plan.* overrides on a fake process group; dp "
         "defaults to --gpus / (tp*pp*cp).",
+        json_help="print the mem_* keys as JSON",
+        run=run,
     )
-    p.add_argument(
-        "--gpus",
-        type=positive_int("--gpus"),
-        default=None,
-        help="world size (default: plan.dp*tp*pp*cp, dp=1 when plan.dp is null)",
-    )
-    p.add_argument("--json", action="store_true", help="print the mem_* keys as JSON")
-    add_overrides(p)
-    p.set_defaults(run=run)
-    return p
 
 
 def run(args) -> int:

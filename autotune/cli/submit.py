@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
 def _trial_scripts(cfg: Any, args: argparse.Namespace, sweep_id: str, opts: Any) -> dict[str, str]:
     """The job-array scripts the controller would submit for its first wave (the best-predicted candidates, as many
     as run at once), one per job shape, exactly as launchers/slurm.py builds them: file name -> text."""
+    from autotune.layouts.candidate import Candidate
     from autotune.layouts.planner import enumerate_candidates
     from autotune.run.rows import candidate_spec
     from launchers.slurm import trial_script_text
@@ -132,8 +133,8 @@ def _trial_scripts(cfg: Any, args: argparse.Namespace, sweep_id: str, opts: Any)
     runnable = frame[frame["rank"].notna()].sort_values("rank", kind="stable")
     wave = max(1, min(args.parallel or cfg.sweep.parallel, cfg.sweep.max_trials, opts.max_in_flight))
     specs = [
-        candidate_spec(cfg, cand, sweep_id=sweep_id, backend="slurm", timeout_s=cfg.sweep.timeout_s)
-        for _, cand in runnable.head(wave).iterrows()
+        candidate_spec(cfg, Candidate.from_row(row), sweep_id=sweep_id, backend="slurm", timeout_s=cfg.sweep.timeout_s)
+        for _, row in runnable.head(wave).iterrows()
     ]
     logs = Path(cfg.sweep.results_dir).resolve() / sweep_id / "logs"  # the sweep's launcher log_dir
     scripts = {}

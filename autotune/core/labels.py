@@ -5,18 +5,21 @@ off-params)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from autotune.core.types import ParallelPlan
 
 _RECOMPUTE = {"none": "", "selective": " sel", "full": " full"}
 
 
-def _getter(row: Any):
-    if hasattr(row, "get") and not hasattr(row, "__dataclass_fields__"):
-        return row.get
-    return lambda k, default=None: getattr(row, k, default)
+def _getter(row: Mapping[str, Any] | ParallelPlan):
+    if isinstance(row, ParallelPlan):
+        return lambda k, default=None: getattr(row, k, default)
+    return row.get  # a row from before a field existed lacks its key: the label reads the default
 
 
-def layout_label(row: Any) -> str:
+def layout_label(row: Mapping[str, Any] | ParallelPlan) -> str:
     """`row`: a plan-shaped mapping (a candidate or result row, a pandas Series) or a ParallelPlan."""
     g = _getter(row)
     text = f"dp{int(g('dp'))}·tp{int(g('tp'))}·pp{int(g('pp'))}·cp{int(g('cp'))}"

@@ -6,12 +6,13 @@ An exporter never drops an autotune setting silently: whatever the target cannot
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autotune import __version__
 from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
-from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
+from autotune.core.types import PLAN_DEFAULTS, ClusterSpec, ParallelPlan, TrainSpec
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,26 @@ class Export:
 
     def skip(self, setting: str, why: str) -> None:
         self.unmapped.append(f"{setting}: {why}")
+
+
+NOT_MAPPED = "NOT MAPPED: "
+
+
+def _setting(plan: ParallelPlan, name: str) -> str:
+    """`plan.<name>=<value>` as the config tree spells it (booleans lower-case)."""
+    v = getattr(plan, name)
+    return f"plan.{name}={str(v).lower() if isinstance(v, bool) else v}"
+
+
+def skip_not_mapped(
+    ex: Export, plan: ParallelPlan, plan_keys: Mapping[str, str], handled: tuple[str, ...] = ()
+) -> None:
+    """One `ex.skip` per field that the exporter's PLAN_KEYS table marks "NOT MAPPED: why" and this layout sets off
+    its default, with the table's why: the reason is written once, in the table. `handled`: NOT MAPPED fields whose
+    skip translate() words itself (several fields in one line, or a condition other than "off its default")."""
+    for name, target in plan_keys.items():
+        if target.startswith(NOT_MAPPED) and name not in handled and getattr(plan, name) != PLAN_DEFAULTS[name]:
+            ex.skip(_setting(plan, name), target[len(NOT_MAPPED) :])
 
 
 def header_lines(ctx: ExportContext, export: Export) -> list[str]:

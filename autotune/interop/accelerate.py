@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, comment_block, header_lines
+from autotune.interop._common import Export, ExportContext, comment_block, header_lines, skip_not_mapped
 
 TARGET = "accelerate 1.15.0 (accelerate/commands/config/config_args.py; accelerate launch --config_file FILE)"
 FSDP1_STRATEGY = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
@@ -38,9 +38,11 @@ PLAN_KEYS: dict[str, str] = {
     "micro_batch_size": "NOT MAPPED: the DataLoader batch_size in the training script",
     "grad_accum_steps": "deepspeed_config.gradient_accumulation_steps (DeepSpeed plugin; else the script's)",
     "recompute": "fsdp_config.fsdp_activation_checkpointing (full only)",
-    "sequence_parallel": "NOT MAPPED: accelerate's TP applies the model's tp_plan, no sequence-parallel switch",
+    "sequence_parallel": "NOT MAPPED: accelerate's TP applies the model's tp_plan; it has no Megatron-style "
+    "sequence-parallel switch",
     "pp_schedule": "NOT MAPPED: accelerate has no pipeline-parallel config",
-    "compile": "NOT MAPPED: accelerate's dynamo_config compiles the whole model, not per transformer block",
+    "compile": "NOT MAPPED: accelerate's dynamo_config compiles the whole model at once; bench_model compiles each "
+    "transformer block",
     "offload": "fsdp_config.fsdp_offload_params (params), deepspeed_config.offload_optimizer_device (optimizer: "
     "FSDP has no optimizer-only offload, so the DeepSpeed plugin with tp = cp = 1)",
     "dp_shard": "fsdp_config.fsdp_reshard_after_forward HYBRID_SHARD (dp_shard = gpus_per_node), else "
@@ -52,11 +54,8 @@ PLAN_KEYS: dict[str, str] = {
 def translate(ctx: ExportContext) -> Export:
     p = ctx.plan
     ex = Export(target=TARGET, body={})
-    if ctx.plan.compile:
-        ex.skip(
-            "plan.compile=true",
-            "accelerate's dynamo_config compiles the whole model at once; bench_model compiles each transformer block",
-        )
+    # pipeline fields: one line below; the micro-batch is the script's DataLoader batch_size (a note, not a skip)
+    skip_not_mapped(ex, p, PLAN_KEYS, handled=("pp", "vpp", "pp_schedule", "micro_batch_size"))
     body: dict = {"compute_environment": "LOCAL_MACHINE", "debug": False}
     if p.tp == p.cp == 1 and (p.zero_stage == 1 or p.offload == "optimizer"):
         body.update(_deepspeed_plugin(ctx, ex))
@@ -83,11 +82,6 @@ def translate(ctx: ExportContext) -> Export:
             f"plan.pp={p.pp} vpp={p.vpp} pp_schedule={p.pp_schedule}",
             "accelerate has no pipeline parallelism for training (its PiPPy integration is inference-only); "
             f"the file describes num_processes = dp*tp*cp = {procs} ranks, not {ctx.world_size}",
-        )
-    if p.sequence_parallel:
-        ex.skip(
-            "plan.sequence_parallel=true",
-            "accelerate's TP applies the model's tp_plan; it has no Megatron-style sequence-parallel switch",
         )
     if p.fp8 == "tensorwise":
         # accelerate 1.x commands/launch.py: fp8_config keys become --fp8_<key>; backend "ao" = torchao, whose

@@ -17,7 +17,7 @@ import json
 from autotune.analyse.target import expected_memory
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, header_lines
+from autotune.interop._common import Export, ExportContext, header_lines, skip_not_mapped
 
 TARGET = "DeepSpeed 0.19.8 (deepspeed/runtime/config.py; deepspeed.initialize(config=FILE))"
 # Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
@@ -26,20 +26,24 @@ PLAN_KEYS: dict[str, str] = {
     "dp": "train_batch_size (DeepSpeed checks it = micro * accumulation * dp)",
     "tp": "tensor_parallel.autotp_size",
     "pp": "NOT MAPPED: pipeline parallelism is a deepspeed.pipe.PipelineModule in the model code, not a key",
-    "cp": "NOT MAPPED: DeepSpeed has no ring context parallelism",
+    "cp": "NOT MAPPED: DeepSpeed has no ring context parallelism (DeepSpeed-Ulysses is a different algorithm: "
+    "all-to-all over attention heads, set up in the training script)",
     "vpp": "NOT MAPPED: no pipeline key (see pp)",
     "zero_stage": "zero_optimization.stage",
     "micro_batch_size": "train_micro_batch_size_per_gpu",
     "grad_accum_steps": "gradient_accumulation_steps",
-    "recompute": "NOT MAPPED: activation checkpointing is called per layer by the model code",
-    "sequence_parallel": "NOT MAPPED: AutoTP has no Megatron-style sequence parallelism",
+    "recompute": "NOT MAPPED: DeepSpeed's activation_checkpointing section only configures "
+    "deepspeed.checkpointing.checkpoint(), which the model code must call per layer",
+    "sequence_parallel": "NOT MAPPED: DeepSpeed AutoTP has no Megatron-style sequence parallelism (norms and dropout "
+    "run on the full sequence on every TP rank)",
     "pp_schedule": "NOT MAPPED: no pipeline key (see pp)",
-    "compile": "NOT MAPPED: the config has no torch.compile switch; the script calls engine.compile()",
+    "compile": "NOT MAPPED: the DeepSpeed config has no torch.compile switch: call engine.compile() in the training "
+    "script",
     "offload": "zero_optimization.offload_optimizer (optimizer, params), zero_optimization.offload_param (params)",
     "dp_shard": "zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ, stage 3: a secondary parameter shard per "
     "group; gradients and optimizer state stay sharded over all of dp)",
-    "fp8": "NOT MAPPED: the DeepSpeed config has no FP8 compute switch; FP8 linears come from the model code "
-    "(Transformer Engine or torchao convert_to_float8_training)",
+    "fp8": "NOT MAPPED: the DeepSpeed config has no FP8 compute switch: convert the model's linears in the training "
+    "script (torchao convert_to_float8_training with this recipe, or Transformer Engine) before deepspeed.initialize",
 }
 
 
@@ -50,17 +54,7 @@ def translate(ctx: ExportContext) -> Export:
         body={},
         notes=["The training script owns the model code: DeepSpeed applies ZeRO, batching and AutoTP from this file."],
     )
-    if ctx.plan.compile:
-        ex.skip(
-            "plan.compile=true",
-            "the DeepSpeed config has no torch.compile switch: call engine.compile() in the training script",
-        )
-    if ctx.plan.fp8 != "none":
-        ex.skip(
-            f"plan.fp8={ctx.plan.fp8}",
-            "the DeepSpeed config has no FP8 compute switch: convert the model's linears in the training script "
-            f"(torchao convert_to_float8_training, recipe {ctx.plan.fp8}) before deepspeed.initialize",
-        )
+    skip_not_mapped(ex, p, PLAN_KEYS, handled=("pp", "vpp", "pp_schedule"))  # pipeline: one line below
     body: dict = {
         "train_batch_size": ctx.global_batch_size,
         "train_micro_batch_size_per_gpu": p.micro_batch_size,
@@ -79,29 +73,11 @@ def translate(ctx: ExportContext) -> Export:
     if p.tp > 1:
         # AutoTP training (shards nn.Linear of HF-style models over tp ranks); dp world = world_size / autotp_size
         body["tensor_parallel"] = {"autotp_size": p.tp}
-        if p.sequence_parallel:
-            ex.skip(
-                "plan.sequence_parallel=true",
-                "DeepSpeed AutoTP has no Megatron-style sequence parallelism "
-                "(norms and dropout run on the full sequence on every TP rank)",
-            )
-    if p.cp > 1:
-        ex.skip(
-            f"plan.cp={p.cp}",
-            "DeepSpeed has no ring context parallelism (DeepSpeed-Ulysses is a different "
-            "algorithm: all-to-all over attention heads, set up in the training script)",
-        )
     if p.pp > 1:
         ex.skip(
             f"plan.pp={p.pp} vpp={p.vpp} pp_schedule={p.pp_schedule}",
             "DeepSpeed pipeline parallelism needs "
             "the model written as a deepspeed.pipe.PipelineModule(num_stages=pp); it is not a config key",
-        )
-    if p.recompute != "none":
-        ex.skip(
-            f"plan.recompute={p.recompute}",
-            "DeepSpeed's activation_checkpointing section only configures "
-            "deepspeed.checkpointing.checkpoint(), which the model code must call per layer",
         )
     ex.body = body
     return ex

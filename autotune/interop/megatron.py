@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, comment_block, header_lines
+from autotune.interop._common import Export, ExportContext, comment_block, header_lines, skip_not_mapped
 
 TARGET = "Megatron-LM core_r0.12.0 (megatron/training/arguments.py; pretrain_gpt.py)"
 # Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
@@ -32,7 +32,8 @@ PLAN_KEYS: dict[str, str] = {
     "recompute": "--recompute-granularity, --recompute-method, --recompute-num-layers",
     "sequence_parallel": "--sequence-parallel",
     "pp_schedule": "NOT MAPPED: no flag; Megatron runs 1F1B (interleaved with virtual stages), never GPipe",
-    "compile": "NOT MAPPED: Megatron-LM has no torch.compile flag (it uses its own fused kernels)",
+    "compile": "NOT MAPPED: Megatron-LM has no torch.compile flag; its fused kernels (--bias-swiglu-fusion etc.) cover "
+    "part of the gain",
     "offload": "--optimizer-cpu-offload --optimizer-offload-fraction 1.0 --use-precision-aware-optimizer "
     "(optimizer; Megatron-Core HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/README.md); "
     "params: not mapped (no parameter offload flag)",
@@ -52,11 +53,7 @@ def translate(ctx: ExportContext) -> Export:
             "sets the vocabulary, padded by --make-vocab-size-divisible-by).",
         ],
     )
-    if ctx.plan.compile:
-        ex.skip(
-            "plan.compile=true",
-            "Megatron-LM has no torch.compile flag; its fused kernels (--bias-swiglu-fusion etc.) cover part of the gain",
-        )
+    skip_not_mapped(ex, ctx.plan, PLAN_KEYS, handled=("pp_schedule",))  # interleaved_1f1b maps; gpipe: below
     argv: list[list[str]] = []
     argv += _model_args(ctx)
     argv += _parallel_args(ctx, ex)

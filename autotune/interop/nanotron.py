@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, comment_block, header_lines
+from autotune.interop._common import Export, ExportContext, comment_block, header_lines, skip_not_mapped
 
 TARGET = "nanotron 0.4 (nanotron/config/config.py; run: torchrun ... run_train.py --config-file FILE)"
 ENGINES = {"1f1b": "1f1b", "gpipe": "afab"}  # afab = all-forward-all-backward, i.e. GPipe
@@ -25,8 +25,9 @@ PLAN_KEYS: dict[str, str] = {
     "dp": "parallelism.dp",
     "tp": "parallelism.tp",
     "pp": "parallelism.pp",
-    "cp": "NOT MAPPED: nanotron 0.4 has no context parallelism",
-    "vpp": "NOT MAPPED: nanotron 0.4 has no interleaved pipeline engine",
+    "cp": "NOT MAPPED: nanotron 0.4 has no context parallelism; run dp*cp data-parallel ranks or another trainer (the "
+    "dp written here is autotune's dp, so this file describes dp*tp*pp ranks)",
+    "vpp": "NOT MAPPED: nanotron 0.4 pipeline engines are 1f1b and afab only (no interleaved_1f1b); written as 1f1b",
     "zero_stage": "optimizer.zero_stage (0 or 1)",
     "micro_batch_size": "tokens.micro_batch_size",
     "grad_accum_steps": "tokens.batch_accumulation_per_replica",
@@ -35,7 +36,8 @@ PLAN_KEYS: dict[str, str] = {
     "pp_schedule": "parallelism.pp_engine (1f1b, afab)",
     "compile": "NOT MAPPED: nanotron 0.4 has no torch.compile option",
     "offload": "NOT MAPPED: nanotron 0.4 has no CPU offload of parameters or optimizer state",
-    "dp_shard": "NOT MAPPED: nanotron 0.4 shards optimizer state over all of dp (ZeRO-1); no hybrid sharding group",
+    "dp_shard": "NOT MAPPED: nanotron 0.4 has no hybrid sharding (its ZeRO-1 optimizer shards over all of dp); "
+    "written over dp",
     "fp8": "NOT MAPPED: nanotron 0.4's config has no FP8 option (its experimental src/nanotron/fp8 is its own "
     "delayed-scaling recipe, not torchao's)",
 }
@@ -51,12 +53,7 @@ def translate(ctx: ExportContext) -> Export:
             "train_steps, data) hold placeholders autotune did not tune: edit them."
         ],
     )
-    if ctx.plan.compile:
-        ex.skip("plan.compile=true", "nanotron 0.4 has no torch.compile option")
-    if ctx.plan.offload != "none":
-        ex.skip(f"plan.offload={ctx.plan.offload}", "nanotron 0.4 has no CPU offload of parameters or optimizer state")
-    if ctx.plan.fp8 != "none":
-        ex.skip(f"plan.fp8={ctx.plan.fp8}", "nanotron 0.4's config has no FP8 training option")
+    skip_not_mapped(ex, ctx.plan, PLAN_KEYS)
     _unmapped(ctx, ex)
     ex.body = {
         "general": {"project": "autotune", "run": m.name, "seed": t.seed, "ignore_sanity_checks": True},
@@ -135,25 +132,8 @@ def translate(ctx: ExportContext) -> Export:
 
 
 def _unmapped(ctx: ExportContext, ex: Export) -> None:
+    """What the table cannot say: a partial mapping (ZeRO 2/3 written as 1) and model settings."""
     m, p = ctx.model, ctx.plan
-    if p.cp > 1:
-        ex.skip(
-            f"plan.cp={p.cp}",
-            "nanotron 0.4 has no context parallelism; run dp*cp data-parallel ranks or "
-            "another trainer (the dp written here is autotune's dp, so this file describes dp*tp*pp ranks)",
-        )
-    if p.vpp > 1:
-        ex.skip(
-            f"plan.vpp={p.vpp} (interleaved_1f1b)",
-            "nanotron 0.4 pipeline engines are 1f1b and afab only; written as 1f1b",
-        )
-    if p.recompute != "none":
-        ex.skip(f"plan.recompute={p.recompute}", "nanotron 0.4 has no activation-recompute option")
-    if p.dp_shard:
-        ex.skip(
-            f"plan.dp_shard={p.dp_shard}",
-            "nanotron 0.4 has no hybrid sharding (its ZeRO-1 optimizer shards over all of dp); written over dp",
-        )
     if p.zero_stage > 1:
         ex.skip(f"plan.zero_stage={p.zero_stage}", "nanotron 0.4 shards optimizer state only (ZeRO-1); written as 1")
     if m.rope_theta != 10000.0:

@@ -22,7 +22,7 @@ import json
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, comment_block, header_lines
+from autotune.interop._common import Export, ExportContext, comment_block, header_lines, skip_not_mapped
 
 TARGET = (
     "torchtitan 0.2.2 (torchtitan/config/job_config.py; run: torchrun ... -m torchtitan.train --job.config_file FILE)"
@@ -59,6 +59,7 @@ FLAVORS = {
 def translate(ctx: ExportContext) -> Export:
     m, p, t = ctx.model, ctx.plan, ctx.train
     ex = Export(target=TARGET, body={})
+    skip_not_mapped(ex, p, PLAN_KEYS, handled=("sequence_parallel",))  # SP is unmapped when it is OFF: below
     flavor = FLAVORS.get((m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_hidden_size, m.vocab_size))
     if flavor is None or m.tie_embeddings:
         # the model's own name: torchtitan refuses an unregistered flavor instead of silently training other dims

@@ -11,38 +11,15 @@ import numpy as np
 from autotune.core.errors import AutotuneError, UsageError
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
-from autotune.core.types import PLAN_FIELDS, ParallelPlan, TrainSpec, plan_value
+from autotune.core.types import PLAN_FIELDS, TrainSpec
 from autotune.core.types import candidate_ids as _candidate_ids
 from autotune.layouts.rules import HOST_MEMORY_RULE, MEMORY_RULE, OFFLOAD_CODE, rejections
 from autotune.predict.margin import memory_margin, rank_order
 from autotune.predict.memory import memory_arrays
 from autotune.predict.perf import perf_arrays
 
-COLUMNS = [
-    "candidate_id",
-    "num_gpus",
-    *PLAN_FIELDS,
-    "reject_rule",
-    "reject_reason",
-    "fits",
-    "mem_params_bytes",
-    "mem_grads_bytes",
-    "mem_optimizer_bytes",
-    "mem_activations_bytes",
-    "mem_logits_bytes",
-    "mem_buffers_bytes",
-    "mem_overhead_bytes",
-    "mem_allocated_bytes",
-    "mem_reserved_bytes",
-    "mem_host_bytes",
-    "mem_margin_bytes",
-    "mem_margin_sigma",
-    "pred_step_s",
-    "pred_tokens_per_s",
-    "pred_tokens_per_s_per_gpu",
-    "pred_mfu",
-    "rank",
-]
+# memory_arrays / perf_arrays keys that become frame columns: mem_<key>_bytes and pred_<key> (the same names as
+# MemoryEstimate.as_columns and PerfEstimate.as_columns, which tests/unit/test_planner.py checks)
 _MEM_KEYS = (
     "params",
     "grads",
@@ -56,6 +33,19 @@ _MEM_KEYS = (
     "host",
 )
 _PERF_KEYS = ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
+COLUMNS = [
+    "candidate_id",
+    "num_gpus",
+    *PLAN_FIELDS,
+    "reject_rule",
+    "reject_reason",
+    "fits",
+    *(f"mem_{k}_bytes" for k in _MEM_KEYS),
+    "mem_margin_bytes",
+    "mem_margin_sigma",
+    *(f"pred_{k}" for k in _PERF_KEYS),
+    "rank",
+]
 
 
 class NoValidLayoutError(AutotuneError):
@@ -241,9 +231,3 @@ def explain_no_layout(df, cfg, num_gpus: int) -> str:
         f"no valid layout of {num_gpus} GPUs: {len(df)} candidates rejected, most often: {top.index[0]} "
         f"({int(top.iloc[0])}x)"
     )
-
-
-def plan_from_row(row) -> ParallelPlan:
-    """The ParallelPlan of one candidate row (a DataFrame row, a mapping, or a namedtuple from itertuples)."""
-    get = row.get if hasattr(row, "get") else (lambda k: getattr(row, k))
-    return ParallelPlan(**{k: plan_value(k, get(k)) for k in PLAN_FIELDS})

@@ -139,74 +139,90 @@ def _layer_terms(
     return {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
 
 
-def perf_arrays(
-    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
+def _busiest_stage(
+    arr: dict[str, np.ndarray],
+    model: ModelSpec,
+    train: TrainSpec,
+    cluster: ClusterSpec,
+    lt: dict[str, np.ndarray],
+    ranks: dict[str, np.ndarray],
 ) -> dict[str, np.ndarray]:
-    """Vectorised step-time model. Keys: compute_s, tp_comm_s, cp_comm_s, pp_comm_s, dp_comm_s (exposed), bubble_s,
-    optimizer_s, step_s, tokens_per_s, tokens_per_s_per_gpu, mfu (plus attention_s, memory_bound_s: parts of
-    compute_s)."""
-    require_perf_fields(cluster)
-    require_offload_fields(cluster, decoded("offload", np.unique(arr["offload"])))
-    dp, tp, pp, cp, vpp = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"]
-    m, z, sp = arr["grad_accum_steps"], arr["zero_stage"], arr["sequence_parallel"]
-    num_gpus = dp * tp * pp * cp
-    c, g, p = (DTYPE_BYTES[x] for x in (train.compute_dtype, train.grad_dtype, train.param_dtype))
+    """Per micro-batch compute, TP and CP seconds of the busiest of pipeline ranks 0, 1 and pp-1 (its layers, + the
+    embedding on rank 0, + LM head and loss on rank pp-1), and its layer count: the slowest stage sets the pipeline's
+    pace (Narayanan et al. 2021 Sec 2.2). Head: 3 passes of the V x h GEMM (2 FLOPs per MAC; Korthikanti et al. 2022
+    Eq. 7's logit term); embedding: EMBEDDING_ACCESSES of b*s*h at HBM bandwidth."""
+    tp, pp = arr["tp"], arr["pp"]
+    c = DTYPE_BYTES[train.compute_dtype]
     peak = cluster.peak_flops(train.compute_dtype)
-    lt = _layer_terms(arr, model, train, cluster)
     tokens, h, V = lt["tokens"], model.hidden_size, model.vocab_size
-    layer_compute = lt["gemm"] + lt["attn"] + lt["mem"]
     head = tokens * 6.0 * V * h / tp / (
         peak * gemm_efficiency(cluster.matmul_efficiency, tokens, V / tp)
     ) + memory_bound_s(tokens * loss_bytes_per_token(model, c, tp), cluster)
     emb = memory_bound_s(tokens * h * c * EMBEDDING_ACCESSES, cluster)
-    ranks = rank_params(model, tp, pp, vpp)
-    # per micro-batch time of pipeline ranks 0, 1, pp-1; the busiest sets the pace (Narayanan et al. 2021 Sec 2.2)
     parts = {}
     for pos in ("first", "second", "last"):
         n_layers, rank = ranks[f"layers_{pos}"], ranks[f"rank_{pos}"]
         ends = np.where(rank == 0, emb, 0.0) + np.where(rank == pp - 1, head, 0.0)
-        parts[pos] = (n_layers * layer_compute + ends, n_layers * lt["tp"], n_layers * lt["cp"], n_layers, ends)
+        parts[pos] = (n_layers * lt["compute"] + ends, n_layers * lt["tp"], n_layers * lt["cp"], n_layers, ends)
     totals = np.stack([sum(parts[q][:3]) for q in ("first", "second", "last")])
     busy = np.argmax(totals, axis=0)
     pick = [np.choose(busy, [parts[q][i] for q in ("first", "second", "last")]) for i in range(5)]
-    comp_mb, tp_mb, cp_mb, busy_layers, _ = pick
-    stage_mb = comp_mb + tp_mb + cp_mb
-    compute, tp_s, cp_s = m * comp_mb, m * tp_mb, m * cp_mb
-    bubble = (pp - 1) / vpp * stage_mb  # Narayanan et al. 2021 Eq. 1 / Sec 2.2.2: (p-1)/(m v) of m stage times
+    return {"compute": pick[0], "tp": pick[1], "cp": pick[2], "layers": pick[3]}
 
+
+def _pp_comm_s(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, tokens: np.ndarray
+) -> np.ndarray:
+    """Pipeline p2p seconds per step: (m*vpp + pp - 1) stage boundaries (Narayanan et al. 2021 Sec 2.2.2), each an
+    activation sent forward and its gradient back (sequence-sharded under SP) + cluster.pp_microbatch_overhead_s,
+    on the link of the whole pipeline's span (one NIC per GPU); plus the tied embeddings' all-reduce."""
+    dp, tp, pp, cp, vpp, m = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"], arr["grad_accum_steps"]
     bw, lat = _link(cluster, tp * cp * dp * pp, cluster.gpus_per_node)  # p2p: one NIC per GPU
-    p2p_bytes = tokens * h * c / np.where(sp, tp, 1)
+    p2p_bytes = (
+        tokens * model.hidden_size * DTYPE_BYTES[train.compute_dtype] / np.where(arr["sequence_parallel"], tp, 1)
+    )
     boundary = 2 * (p2p_bytes / bw + lat) + cluster.pp_microbatch_overhead_s
     pp_s = np.where(pp > 1, (m * vpp + pp - 1) * boundary, 0.0)
-    pp_s = pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)  # once per step, tied embeddings
+    return pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)  # once per step, tied embeddings
 
-    # data parallel (group dp*cp), as bench_model/parallel/data_parallel.py runs it
-    n = dp * cp
-    bw, lat = _link(cluster, tp * cp * dp, tp * cp)
-    # HSDP: FSDP collectives on the shard group F (its own link), gradient all-reduce across the R replicas
+
+def _offload_copies_s(
+    arr: dict[str, np.ndarray], cluster: ClusterSpec, elems: np.ndarray, shard: np.ndarray, p: int, g: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(H2D, D2H) seconds of one FSDP unit of `elems` parameters under offload=params (FSDP2 CPUOffloadPolicy): each
+    gather first copies the fp32 shard H2D and each reduce-scatter's shard goes D2H, on the same streams as the
+    collectives (they lengthen the prefetched communication); 0 for other offload modes."""
+    par_off = arr["offload"] == OFFLOAD_CODE["params"]
+    h2d = np.where(par_off, host_device_s(elems / shard * p, cluster), 0.0)
+    d2h = np.where(par_off, host_device_s(elems / shard * g, cluster), 0.0)
+    return h2d, d2h
+
+
+def _fsdp_s(
+    arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, ranks: dict, stage: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """ZeRO 2/3 (FSDP2 per block with prefetch, every micro-batch; perf_terms.fsdp_exposed_s) on the shard group of
+    F = dp_shard*cp ranks, and HSDP's all-reduce of each 1/F gradient shard across the R replicas once per step behind
+    the last backward (Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2). (exposed seconds per step, replicate all-reduce
+    seconds before overlap)."""
+    dp, tp, cp, m = arr["dp"], arr["tp"], arr["cp"], arr["grad_accum_steps"]
+    c, g, p = (DTYPE_BYTES[x] for x in (train.compute_dtype, train.grad_dtype, train.param_dtype))
     shard = shard_group(arr)
-    reps = n // shard
+    reps = dp * cp // shard
     f_bw, f_lat = _link(cluster, tp * shard, tp * cp)
     r_bw, r_lat = _link(cluster, tp * cp * dp, tp * shard)
-    psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])
     root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
-    fwd_layer = layer_compute / lt["passes"]
-    bwd_layer = layer_compute - fwd_layer
-    # offload=params (FSDP2 CPUOffloadPolicy): each gather first copies the fp32 shard H2D and each reduce-scatter's
-    # shard goes D2H, on the same streams as the collectives (they lengthen the prefetched communication)
-    par_off = arr["offload"] == OFFLOAD_CODE["params"]
-    h2d_layer = np.where(par_off, host_device_s(ranks["layer"] / shard * p, cluster), 0.0)
-    d2h_layer = np.where(par_off, host_device_s(ranks["layer"] / shard * g, cluster), 0.0)
-    h2d_root = np.where(par_off, host_device_s(root / shard * p, cluster), 0.0)
-    d2h_root = np.where(par_off, host_device_s(root / shard * g, cluster), 0.0)
+    h2d_layer, d2h_layer = _offload_copies_s(arr, cluster, ranks["layer"], shard, p, g)
+    h2d_root, d2h_root = _offload_copies_s(arr, cluster, root, shard, p, g)
+    busy_layers = stage["layers"]
     fsdp = m * (
         fsdp_exposed_s(
             busy_layers,
             ring_s("all_gather", shard, ranks["layer"] * c, f_bw, f_lat) + h2d_layer,
             ring_s("reduce_scatter", shard, ranks["layer"] * g, f_bw, f_lat) + d2h_layer,
-            fwd_layer,
-            bwd_layer,
-            z,
+            stage["fwd_layer"],
+            stage["bwd_layer"],
+            arr["zero_stage"],
             cluster.dp_overlap,
         )
         # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters
@@ -216,43 +232,82 @@ def perf_arrays(
         + h2d_root
         + d2h_root
     )
-    # HSDP: each block's 1/F gradient shard all-reduced across the replicas once per step, behind the last
-    # micro-batch's backward like DDP's buckets; the root unit's after the last block (exposed)
-    dp_replicate = busy_layers * ring_s("all_reduce", reps, ranks["layer"] * g / shard, r_bw, r_lat)
+    # each block's gradient shard behind the last micro-batch's backward like DDP's buckets; the root unit's after the
+    # last block (exposed)
+    replicate = busy_layers * ring_s("all_reduce", reps, ranks["layer"] * g / shard, r_bw, r_lat)
     root_ar = ring_s("all_reduce", reps, root * g / shard, r_bw, r_lat)
-    fsdp = fsdp + prefetch_exposed_s(dp_replicate, busy_layers * bwd_layer, cluster.dp_overlap) + root_ar
-    # DDP / ZeRO-1: gradient buckets all-reduce behind the last micro-batch's backward; ZeRO-1 then all-gathers params
-    ddp = prefetch_exposed_s(
-        ring_s("all_reduce", n, psi * g, bw, lat), busy_layers * bwd_layer, cluster.dp_overlap
-    ) + np.where(z == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
-    dp_exposed = np.where(z >= 2, fsdp, ddp)
-    dp_replicate = np.where(z >= 2, dp_replicate + root_ar, 0.0)  # HSDP all-reduce before overlap (in dp_exposed)
+    fsdp = fsdp + prefetch_exposed_s(replicate, busy_layers * stage["bwd_layer"], cluster.dp_overlap) + root_ar
+    return fsdp, replicate + root_ar
+
+
+def _ddp_s(
+    arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray, stage: dict[str, np.ndarray]
+) -> np.ndarray:
+    """DDP / ZeRO-1 on the group dp*cp (bench_model/parallel/data_parallel.py): gradient buckets all-reduce behind the
+    last micro-batch's backward (partly hidden: dp_overlap); ZeRO-1 then all-gathers the updated params."""
+    dp, tp, cp = arr["dp"], arr["tp"], arr["cp"]
+    g, p = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.param_dtype]
+    n = dp * cp
+    bw, lat = _link(cluster, tp * cp * dp, tp * cp)
+    return prefetch_exposed_s(
+        ring_s("all_reduce", n, psi * g, bw, lat), stage["layers"] * stage["bwd_layer"], cluster.dp_overlap
+    ) + np.where(arr["zero_stage"] == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
+
+
+def _optimizer_s(arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray) -> np.ndarray:
+    """AdamW update of the rank's parameter slice at HBM bandwidth (perf_terms.optimizer_step_s); with CPU offload it
+    runs on the host instead, with its copies for offload=optimizer (perf_terms.offload_step_s)."""
+    z, off, shard = arr["zero_stage"], arr["offload"], shard_group(arr)
+    g, p = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.param_dtype]
     opt = optimizer_step_s(
         psi, shard, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster
     )
-    # CPU offload: the step runs on the host instead (perf_terms.offload_step_s), with its copies for offload=optimizer
-    off = arr["offload"]
     host_opt = offload_step_s(psi / np.where(z >= 1, shard, 1), off, p, g, cluster)
-    opt = np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
+    return np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
 
+
+def perf_arrays(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
+) -> dict[str, np.ndarray]:
+    """Vectorised step-time model. Keys: compute_s, tp_comm_s, cp_comm_s, pp_comm_s, dp_comm_s (exposed), bubble_s,
+    optimizer_s, step_s, tokens_per_s, tokens_per_s_per_gpu, mfu (plus attention_s, memory_bound_s: parts of
+    compute_s; dp_replicate_comm_s: HSDP's all-reduce across replicas before overlap, inside dp_comm_s)."""
+    require_perf_fields(cluster)
+    require_offload_fields(cluster, decoded("offload", np.unique(arr["offload"])))
+    m, pp, vpp, z = arr["grad_accum_steps"], arr["pp"], arr["vpp"], arr["zero_stage"]
+    num_gpus = arr["dp"] * arr["tp"] * pp * arr["cp"]
+    lt = _layer_terms(arr, model, train, cluster)
+    lt["compute"] = lt["gemm"] + lt["attn"] + lt["mem"]
+    ranks = rank_params(model, arr["tp"], pp, vpp)
+    stage = _busiest_stage(arr, model, train, cluster, lt, ranks)
+    stage["fwd_layer"] = lt["compute"] / lt["passes"]
+    stage["bwd_layer"] = lt["compute"] - stage["fwd_layer"]
+    compute, tp_s, cp_s = m * stage["compute"], m * stage["tp"], m * stage["cp"]
+    # Narayanan et al. 2021 Eq. 1 / Sec 2.2.2: (p-1)/(m v) of m stage times
+    bubble = (pp - 1) / vpp * (stage["compute"] + stage["tp"] + stage["cp"])
+    pp_s = _pp_comm_s(arr, model, train, cluster, lt["tokens"])
+    psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])  # parameters of the largest stage
+    fsdp, replicate = _fsdp_s(arr, train, cluster, ranks, stage)
+    dp_exposed = np.where(z >= 2, fsdp, _ddp_s(arr, train, cluster, psi, stage))
+    opt = _optimizer_s(arr, train, cluster, psi)
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
     tokens_per_s = train.global_batch_tokens / step
-    mfu = model.flops_per_token(train.seq_len) * tokens_per_s / (num_gpus * peak)
+    peak = cluster.peak_flops(train.compute_dtype)
     return {
         "compute_s": compute,
         "tp_comm_s": tp_s,
         "cp_comm_s": cp_s,
         "pp_comm_s": pp_s,
         "dp_comm_s": dp_exposed,
-        "dp_replicate_comm_s": dp_replicate,
+        "dp_replicate_comm_s": np.where(z >= 2, replicate, 0.0),
         "bubble_s": bubble,
         "optimizer_s": opt,
-        "attention_s": m * busy_layers * lt["attn"],
-        "memory_bound_s": m * busy_layers * lt["mem"],
+        "attention_s": m * stage["layers"] * lt["attn"],
+        "memory_bound_s": m * stage["layers"] * lt["mem"],
         "step_s": step,
         "tokens_per_s": tokens_per_s,
         "tokens_per_s_per_gpu": tokens_per_s / num_gpus,
-        "mfu": mfu,
+        "mfu": model.flops_per_token(train.seq_len) * tokens_per_s / (num_gpus * peak),
     }
 
 

@@ -117,15 +117,17 @@ def _make_launcher(cfg: Config, store: SweepStore, num_gpus: int) -> Launcher:
 
 
 def _record_planner_rejects(cfg: Config, store: SweepStore, frame: Any, done: dict[str, str], backend: str) -> int:
+    from autotune.layouts.candidate import Candidate
     from autotune.results.store import write_row
     from autotune.run.rows import pruned_row
 
     rejected = frame[frame["rank"].isna()]
     n = 0
-    for _, cand in rejected.iterrows():
-        if str(cand["candidate_id"]) in done:
+    for _, row in rejected.iterrows():
+        if str(row["candidate_id"]) in done:
             continue
-        reason = cand["reject_reason"] if isinstance(cand["reject_reason"], str) else "predicted not to fit"
+        cand = Candidate.from_row(row)
+        reason = cand.reject_reason if cand.reject_reason is not None else "predicted not to fit"
         write_row(
             store.trials_dir, pruned_row(cfg, cand, reason, sweep_id=store.sweep_id, backend=backend), fsync=False
         )
@@ -261,7 +263,7 @@ def _loop(
                 in_flight[spec.trial_id] = (ask, launcher.submit(spec))
             if not in_flight:
                 return
-            progress.running([f"{t} {layout_text(a.candidate)}" for t, (a, _) in in_flight.items()])
+            progress.running([f"{t} {layout_text(a.candidate.plan)}" for t, (a, _) in in_flight.items()])
             finished = [t for t, (_, h) in in_flight.items() if h.done()]
             if not finished:
                 time.sleep(0.2)

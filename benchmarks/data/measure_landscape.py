@@ -38,6 +38,7 @@ FIXTURE = Path(__file__).resolve().parent / "landscape_tiny_w8.parquet"
 
 
 def measure() -> None:
+    from autotune.layouts.candidate import Candidate
     from autotune.layouts.planner import enumerate_candidates
     from autotune.results.store import SweepStore
     from autotune.run.rows import candidate_spec
@@ -57,7 +58,7 @@ def measure() -> None:
     for i, (_, cand) in enumerate(runnable.iterrows()):
         if cand["candidate_id"] in done:
             continue
-        spec = candidate_spec(cfg, cand, sweep_id=store.sweep_id, backend="local")
+        spec = candidate_spec(cfg, Candidate.from_row(cand), sweep_id=store.sweep_id, backend="local")
         t0 = time.time()
         row = launcher.submit(spec).result()
         store.write_row(row)

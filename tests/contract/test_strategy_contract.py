@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from autotune.layouts.candidate import Candidate
 from autotune.layouts.planner import enumerate_candidates
 from autotune.results.store import trial_id_for
 from autotune.search.strategies import STRATEGIES, Ask, Strategy, get_strategy
@@ -27,21 +28,6 @@ FRAME = enumerate_candidates(CFG, 4)
 RUNNABLE = FRAME[FRAME["rank"].notna()].sort_values("rank", kind="stable").reset_index(drop=True)
 # the largest tenth of layouts by predicted memory runs out of it too (the planner predicted they fit)
 OOM_ABOVE_BYTES = float(RUNNABLE["mem_reserved_bytes"].quantile(0.9))
-LAYOUT = (
-    "candidate_id",
-    "num_gpus",
-    "dp",
-    "tp",
-    "pp",
-    "cp",
-    "vpp",
-    "zero_stage",
-    "micro_batch_size",
-    "grad_accum_steps",
-    "recompute",
-    "sequence_parallel",
-    "pp_schedule",
-)
 
 
 @pytest.fixture(params=sorted(STRATEGIES))
@@ -67,24 +53,24 @@ def outcome(ask: Ask) -> dict[str, Any]:
     id, so spread over the predicted order) and for every trial above rung 0 (a higher fidelity can fail where a lower one did not);
     otherwise a throughput that differs from the prediction."""
     c = ask.candidate
-    row = {k: (c[k].item() if hasattr(c[k], "item") else c[k]) for k in LAYOUT}
-    row.update(trial_id=trial_id_for(ask.candidate_id, ask.rung), mem_reserved_bytes=float(c["mem_reserved_bytes"]))
-    if ask.rung > 0 or float(c["mem_reserved_bytes"]) > OOM_ABOVE_BYTES or int(ask.candidate_id[-3:], 16) % 3 == 0:
+    row = c.layout_columns()
+    row.update(trial_id=trial_id_for(ask.candidate_id, ask.rung), mem_reserved_bytes=c.pred_mem_bytes)
+    if ask.rung > 0 or c.pred_mem_bytes > OOM_ABOVE_BYTES or int(ask.candidate_id[-3:], 16) % 3 == 0:
         row.update(status="oom", error_type="MemoryError", tokens_per_s_per_gpu=None, peak_mem_reserved_bytes=None)
     else:
         wobble = 1.0 + (int(ask.candidate_id[:4], 16) % 13) / 10.0
         row.update(
             status="ok",
-            tokens_per_s_per_gpu=float(c["pred_tokens_per_s_per_gpu"]) * wobble,
-            peak_mem_reserved_bytes=float(c["mem_reserved_bytes"]),
+            tokens_per_s_per_gpu=c.pred_tokens_per_s_per_gpu * wobble,
+            peak_mem_reserved_bytes=c.pred_mem_bytes,
         )
     return row
 
 
-def pruned_row(cand: Any, reason: str) -> dict[str, Any]:
+def pruned_row(cand: Candidate, reason: str) -> dict[str, Any]:
     return {
-        "candidate_id": str(cand["candidate_id"]),
-        "trial_id": trial_id_for(str(cand["candidate_id"])),
+        "candidate_id": cand.candidate_id,
+        "trial_id": trial_id_for(cand.candidate_id),
         "status": "pruned",
         "reject_reason": reason,
     }
@@ -116,7 +102,7 @@ class Driver:
             row = outcome(ask)
             self.rows.append(row)
             for p in self.s.tell(ask, row):
-                cid = str(p.candidate["candidate_id"])
+                cid = p.candidate.candidate_id
                 assert cid not in {c for c, _ in self.asked}, (
                     f"{self.s.name}: pruned {cid}, which was already asked (its row would be replaced)"
                 )
@@ -124,6 +110,7 @@ class Driver:
             self.budgets.append(self.s.budget_left())
 
     def check_not_settled(self, ask: Ask) -> None:
+        assert isinstance(ask.candidate, Candidate), f"{self.s.name}: asks carry a typed Candidate"
         settled = {r["candidate_id"] for r in self.rows if r["status"] == "pruned"}
         assert ask.candidate_id not in settled, f"{self.s.name}: asked {ask.candidate_id} after pruning it"
         assert (ask.candidate_id, ask.rung) not in self.asked, f"{self.s.name}: asked {ask} twice"

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from autotune.cli.main import main
-from autotune.layouts.planner import enumerate_candidates, plan_from_row
+from autotune.layouts.candidate import plan_from_row
+from autotune.layouts.planner import enumerate_candidates
 from autotune.results.schema import row_from_spec
 from autotune.results.store import write_row
 from autotune.results.trialfile import make_spec

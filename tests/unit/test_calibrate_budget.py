@@ -91,8 +91,9 @@ def test_online_calibration_reorders_what_topk_has_not_asked():
     logs = []
     for _ in range(6):
         ask = strategy.ask()
-        tps = float(predict_tokens_per_s_per_gpu(pd.DataFrame([ask.candidate]), cfg.model, cfg.train, truth)[0])
-        row = {**ask.candidate.to_dict(), "status": "ok", "tokens_per_s_per_gpu": tps}
+        layout = ask.candidate.layout_columns()
+        tps = float(predict_tokens_per_s_per_gpu(pd.DataFrame([layout]), cfg.model, cfg.train, truth)[0])
+        row = {**layout, "status": "ok", "tokens_per_s_per_gpu": tps}
         strategy.tell(ask, row)
         cal.after_row(row, strategy, logs.append)
     assert logs and logs[-1].startswith("calibrated: ")

@@ -12,7 +12,7 @@ from rich.console import Console
 from autotune.analyse.report import best_row, print_summary
 from autotune.analyse.target import expected_memory
 from autotune.cli.main import main
-from autotune.layouts.planner import plan_from_row
+from autotune.layouts.candidate import plan_from_row
 from autotune.results.store import SweepStore, read_results
 
 LLAMA = ["model=llama-3.1-8b", "cluster=h100-sxm-80gb", "train.seq_len=4096", "train.global_batch_size=64"]

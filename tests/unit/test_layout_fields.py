@@ -10,14 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from autotune.core import model as model_module
+from autotune.core import types as types_module
 from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import PLAN_FIELDS, ParallelPlan, candidate_id, py_value
-from autotune.layouts.planner import (
-    candidate_ids,
-    enumerate_arrays,
-    enumerate_candidates,
-    plan_from_row,
-)
+from autotune.layouts.candidate import plan_from_row
+from autotune.layouts.planner import candidate_ids, enumerate_arrays, enumerate_candidates
 from autotune.layouts.rules import MEMORY_RULE, rejections
 from autotune.results.schema import RESULT_SCHEMA, empty_row
 from autotune.results.store import read_results, write_row
@@ -30,19 +28,9 @@ def tiny():
     return load_config(["model=tiny"])
 
 
-FIRST_FIELDS = (
-    "dp",
-    "tp",
-    "pp",
-    "cp",
-    "vpp",
-    "zero_stage",
-    "micro_batch_size",
-    "grad_accum_steps",
-    "recompute",
-    "sequence_parallel",
-    "pp_schedule",
-)  # ParallelPlan at commit 46ae7e1
+# the plan and model fields of the first release (ParallelPlan and ModelSpec at commit 46ae7e1), which every id hashes
+FIRST_FIELDS = types_module._ID_FIELDS_ALWAYS
+FIRST_MODEL_FIELDS = model_module._ID_FIELDS_ALWAYS
 
 
 def reference_id(plan, model, train) -> str:
@@ -51,9 +39,13 @@ def reference_id(plan, model, train) -> str:
     added since enters only when it is not at its default (docs/extending.md), so old ids stay valid."""
     defaults = ParallelPlan().to_dict()
     plan_dict = {k: v for k, v in dataclasses.asdict(plan).items() if k in FIRST_FIELDS or v != defaults[k]}
+    model_defaults = {f.name: f.default for f in dataclasses.fields(model)}
+    model_dict = {
+        k: v for k, v in dataclasses.asdict(model).items() if k in FIRST_MODEL_FIELDS or v != model_defaults[k]
+    }
     payload = {
         "plan": plan_dict,
-        "model": dataclasses.asdict(model),
+        "model": model_dict,
         "train": {"seq_len": train.seq_len, "global_batch_size": train.global_batch_size, "precision": train.precision},
     }
     return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
@@ -65,7 +57,7 @@ def test_planner_and_scalar_ids_agree_with_the_old_ids_on_every_candidate(tiny):
     df = enumerate_candidates(tiny, 8)
     assert len(ids) == len(df) > 200 and ids == df["candidate_id"].tolist()
     for row in df.itertuples():
-        plan = plan_from_row(row)
+        plan = plan_from_row(row._asdict())
         assert (
             row.candidate_id == candidate_id(plan, tiny.model, tiny.train) == reference_id(plan, tiny.model, tiny.train)
         )
@@ -162,15 +154,18 @@ def test_oom_pruning_marks_its_rule(tiny):
 
 
 def test_pruned_rows_carry_the_rule(tiny, tmp_path):
+    from autotune.layouts.candidate import Candidate
     from autotune.run.rows import pruned_row
 
     df = enumerate_candidates(tiny, 8)
-    rejected = df[df["reject_rule"] == "tp_divides_kv_heads"].iloc[0]
-    row = pruned_row(tiny, rejected, rejected["reject_reason"], sweep_id="s", backend="local")
+    rejected = Candidate.from_row(df[df["reject_rule"] == "tp_divides_kv_heads"].iloc[0])
+    assert rejected.rank is None and rejected.pred_mem_bytes is not None  # a rejected row keeps its predictions
+    row = pruned_row(tiny, rejected, rejected.reject_reason, sweep_id="s", backend="local")
     assert row["reject_rule"] == "tp_divides_kv_heads" and row["status"] == "pruned"
-    ok = df[df["rank"].notna()].iloc[0]
+    assert row["tp"] == rejected.plan.tp and row["num_gpus"] == 8 and row["pred_mem_bytes"] == rejected.pred_mem_bytes
+    ok = Candidate.from_row(df[df["rank"].notna()].iloc[0])
     row2 = pruned_row(tiny, ok, "dominated by OOM trial t1 (mbs 2 >= 1)", sweep_id="s", backend="local", rule=OOM_RULE)
-    assert row2["reject_rule"] == OOM_RULE and row2["candidate_id"] == ok["candidate_id"]
+    assert row2["reject_rule"] == OOM_RULE and row2["candidate_id"] == ok.candidate_id
     write_row(tmp_path / "trials", row)
     got = read_results(tmp_path)
     assert got["reject_rule"].tolist() == ["tp_divides_kv_heads"]

@@ -202,7 +202,7 @@ def test_torchtitan_probe_refuses_offload(h100):
 
 
 def test_estimate_reports_host_memory_and_its_rejection():
-    from autotune.cli.estimate import estimate
+    from autotune.layouts.estimate import estimate
 
     over = [
         "plan.zero_stage=3",

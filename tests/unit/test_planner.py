@@ -3,39 +3,21 @@ one-line errors when nothing can run."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from autotune.core.types import PLAN_FIELDS, candidate_id
-from autotune.layouts.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates, plan_from_row
+from autotune.core.types import PLAN_FIELDS, MemoryEstimate, PerfEstimate, candidate_id
+from autotune.layouts.candidate import plan_from_row
+from autotune.layouts.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates
 from autotune.predict.memory import estimate_memory
 from autotune.predict.perf import estimate_perf
 from autotune.spec.config import load_config
 
-EXPECTED_COLUMNS = [
-    "candidate_id",
-    "num_gpus",
-    *PLAN_FIELDS,  # every ParallelPlan field, in declaration order (the completeness test checks each is wired)
-    "reject_rule",
-    "reject_reason",
-    "fits",
-    "mem_params_bytes",
-    "mem_grads_bytes",
-    "mem_optimizer_bytes",
-    "mem_activations_bytes",
-    "mem_logits_bytes",
-    "mem_buffers_bytes",
-    "mem_overhead_bytes",
-    "mem_allocated_bytes",
-    "mem_reserved_bytes",
-    "mem_host_bytes",
-    "mem_margin_bytes",
-    "mem_margin_sigma",
-    "pred_step_s",
-    "pred_tokens_per_s",
-    "pred_tokens_per_s_per_gpu",
-    "pred_mfu",
-    "rank",
-]
+
+def _estimate_columns(cls) -> list[str]:
+    """The column names of a scalar estimate (MemoryEstimate / PerfEstimate.as_columns): the frame must use the same."""
+    return list(cls(*[0.0] * len(dataclasses.fields(cls))).as_columns())
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +31,12 @@ def df8b(cfg8b):
 
 
 def test_columns_exact(df8b):
-    assert list(df8b.columns) == EXPECTED_COLUMNS == COLUMNS
+    # identity and every ParallelPlan field in declaration order (the completeness test checks each is wired), the
+    # verdict, the scalar estimates' own column names (estimate --json uses the same), the margin, the rank
+    layout = ["candidate_id", "num_gpus", *PLAN_FIELDS]
+    margin = ["mem_margin_bytes", "mem_margin_sigma"]
+    expected = layout + ["reject_rule", "reject_reason", "fits"] + _estimate_columns(MemoryEstimate) + margin
+    assert list(df8b.columns) == COLUMNS == expected + _estimate_columns(PerfEstimate) + ["rank"]
 
 
 def test_small_space_counted_by_hand():

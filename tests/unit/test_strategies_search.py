@@ -16,27 +16,12 @@ RUNNABLE = FRAME[FRAME["rank"].notna()].sort_values("rank").reset_index(drop=Tru
 
 def _row(ask, tps, status="ok", **kw):
     c = ask.candidate
-    row = {
-        k: c[k]
-        for k in (
-            "candidate_id",
-            "dp",
-            "tp",
-            "pp",
-            "cp",
-            "vpp",
-            "zero_stage",
-            "micro_batch_size",
-            "recompute",
-            "sequence_parallel",
-            "pp_schedule",
-        )
-    }
+    row = c.layout_columns()
     row.update(
         status=status,
         tokens_per_s_per_gpu=tps if status == "ok" else None,
         trial_id=f"c{ask.candidate_id}" + (f"-r{ask.rung}" if ask.rung else ""),
-        peak_mem_reserved_bytes=1e8 * c["micro_batch_size"] if status == "ok" else None,
+        peak_mem_reserved_bytes=1e8 * c.plan.micro_batch_size if status == "ok" else None,
         **kw,
     )
     return row
@@ -103,9 +88,7 @@ def test_halving_oom_prunes_dominated_pool_members():
     a = s.ask()
     pruned = s.tell(a, _row(a, None, status="oom"))
     assert pruned and all(p.reason.startswith(f"dominated by OOM trial c{a.candidate_id}") for p in pruned)
-    assert all(
-        str(p.candidate["candidate_id"]) not in {x.candidate_id for x in _drain(s, lambda x: 1.0)} for p in pruned
-    )
+    assert all(p.candidate.candidate_id not in {x.candidate_id for x in _drain(s, lambda x: 1.0)} for p in pruned)
 
 
 def test_bad_halving_options_are_one_line_errors():
@@ -144,9 +127,9 @@ def test_optuna_pareto_and_oom_pruning():
     a = s.ask()
     pruned = s.tell(a, _row(a, None, status="oom"))
     assert pruned and all("dominated by OOM trial" in p.reason for p in pruned)
-    rest = _drain(s, lambda x: 10.0 + x.candidate.micro_batch_size)
+    rest = _drain(s, lambda x: 10.0 + x.candidate.plan.micro_batch_size)
     # the 6-trial budget counts the OOM; the rest get (throughput, memory) pairs
-    assert len(rest) == 5 and not {x.candidate_id for x in rest} & {str(p.candidate["candidate_id"]) for p in pruned}
+    assert len(rest) == 5 and not {x.candidate_id for x in rest} & {p.candidate.candidate_id for p in pruned}
     assert len(s.study.directions) == 2
     complete = [t for t in s.study.trials if t.state.name == "COMPLETE"]
     assert len(complete) == 5 and all(len(t.values) == 2 for t in complete)

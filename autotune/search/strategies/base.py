@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autotune.core.errors import UsageError
+from autotune.layouts.candidate import Candidate
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -24,23 +25,23 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Ask:
-    """One trial to run: a candidate row of the planner frame, at a fidelity (`rung`, `timed_steps`; None = the
-    sweep's default steps). Multi-fidelity strategies ask the same candidate again at a higher rung."""
+    """One trial to run: a candidate of the planner frame, at a fidelity (`rung`, `timed_steps`; None = the sweep's
+    default steps). Multi-fidelity strategies ask the same candidate again at a higher rung."""
 
-    candidate: Any  # pandas Series: one row of autotune.layouts.planner.enumerate_candidates
+    candidate: Candidate
     rung: int = 0
     timed_steps: int | None = None
 
     @property
     def candidate_id(self) -> str:
-        return str(self.candidate["candidate_id"])
+        return self.candidate.candidate_id
 
 
 @dataclass(frozen=True)
 class Pruned:
     """A candidate the strategy decided never to run, and why (recorded as a `pruned` row)."""
 
-    candidate: Any
+    candidate: Candidate
     reason: str
 
 
@@ -57,6 +58,18 @@ class Strategy(abc.ABC):
         self.num_asked = 0
         self.results: dict[str, dict[str, Any]] = {}
         self.excluded: set[str] = set()  # settled without a trial (pruned): never asked, not counted
+        self.pruned: dict[str, str] = {}  # candidate id -> why an OOM rules it out (adaptive strategies)
+
+    def candidate_at(self, i: int) -> Candidate:
+        """The typed candidate of row `i` of `self.candidates` (what Ask and Pruned carry)."""
+        return Candidate.from_row(self.candidates.iloc[i])
+
+    def _record_pruned(self, found: list[tuple[Any, str]]) -> list[Pruned]:
+        """Remember each (frame row, reason) pair of autotune.search.oom_pruning.dominated_candidates as pruned (never
+        asked) and hand them to the controller, which records their `pruned` rows."""
+        for row, reason in found:
+            self.pruned[str(row["candidate_id"])] = reason
+        return [Pruned(Candidate.from_row(row), reason) for row, reason in found]
 
     @classmethod
     def options_from_config(cls, sweep: Any, sweep_root: Path, sweep_id: str) -> dict[str, Any]:

@@ -26,12 +26,12 @@ class GridStrategy(Strategy):
         if left is not None and left <= 0:
             return None
         while self._next < len(self.candidates):
-            row = self.candidates.iloc[self._next]
+            cid = str(self.candidates["candidate_id"].iat[self._next])
             self._next += 1
-            if not self._skip(str(row["candidate_id"])):
-                self._pending.add(str(row["candidate_id"]))
+            if not self._skip(cid):
+                self._pending.add(cid)
                 self.num_asked += 1
-                return Ask(row)
+                return Ask(self.candidate_at(self._next - 1))
         return None
 
     def tell(self, ask: Ask, row: dict[str, Any]) -> list:

@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from autotune.core.errors import SpecError
+from autotune.layouts.candidate import Candidate
 from autotune.search.strategies.base import Ask, Pruned, Strategy
 
 DEFAULT_STEPS: tuple[int, ...] = (1, 3, 9)
@@ -62,12 +63,11 @@ class HalvingStrategy(Strategy):
         self.eta = halving_eta
         self.pool_size = self._pool_size(halving_pool)
         self.rung = 0
-        self._queue: list[Any] = [self.candidates.iloc[i] for i in range(self.pool_size)]  # this rung, not yet asked
+        self._queue: list[Candidate] = [self.candidate_at(i) for i in range(self.pool_size)]  # this rung, not yet asked
         self._rung_rows: dict[str, dict[str, Any]] = {}  # this rung's told rows by candidate id
-        self._rung_members: set[str] = {str(c["candidate_id"]) for c in self._queue}
+        self._rung_members: set[str] = {c.candidate_id for c in self._queue}
         self._pending: set[str] = set()
         self.num_trials = 0
-        self.pruned: dict[str, str] = {}
         self._replayed: list[tuple[int, str, dict[str, Any]]] = []
         self._replayed_keys: set[tuple[int, str]] = set()  # (rung, candidate id): a row replayed twice counts once
 
@@ -115,7 +115,7 @@ class HalvingStrategy(Strategy):
             return None
         while self._queue:
             cand = self._queue.pop(0)
-            cid = str(cand["candidate_id"])
+            cid = cand.candidate_id
             if cid in self.pruned or cid in self.excluded:
                 continue
             self._pending.add(cid)
@@ -140,7 +140,7 @@ class HalvingStrategy(Strategy):
         survivors = [cid for _, cid in sorted(ok, reverse=True)[:keep]]
         by_id = {str(c): i for i, c in enumerate(self.candidates["candidate_id"])}
         self.rung += 1
-        self._queue = [self.candidates.iloc[by_id[c]] for c in survivors]
+        self._queue = [self.candidate_at(by_id[c]) for c in survivors]
         self._rung_members = set(survivors)
         self._rung_rows = {}
 
@@ -174,21 +174,16 @@ class HalvingStrategy(Strategy):
                     break
             if cid not in by_id:
                 continue
-            self._queue = [c for c in self._queue if str(c["candidate_id"]) != cid]
-            self.tell(Ask(self.candidates.iloc[by_id[cid]], rung=rung), row)
+            self._queue = [c for c in self._queue if c.candidate_id != cid]
+            self.tell(Ask(self.candidate_at(by_id[cid]), rung=rung), row)
 
     def _learn(self, oom_row: dict[str, Any]) -> list[Pruned]:
         from autotune.search.oom_pruning import dominated_candidates
 
         # queued at a later rung is not "not yet run": a candidate with a row of an earlier rung is never pruned (its
         # pruned row would replace that measured row)
-        pool_ids = {str(c["candidate_id"]) for c in self._queue} - set(self.results)
-        found = dominated_candidates(
-            self.candidates, oom_row, skip=lambda cid: cid not in pool_ids or cid in self.pruned
-        )
-        for cand, reason in found:
-            self.pruned[str(cand["candidate_id"])] = reason
-        return [Pruned(cand, reason) for cand, reason in found]
+        pool_ids = {c.candidate_id for c in self._queue} - set(self.results) - set(self.pruned)
+        return self._record_pruned(dominated_candidates(self.candidates, oom_row, skip=lambda c: c not in pool_ids))
 
 
 def _rung_of(trial_id: str) -> int:

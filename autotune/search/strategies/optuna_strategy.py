@@ -23,6 +23,7 @@ from typing import Any
 
 from autotune.core.errors import UsageError
 from autotune.core.types import PLAN_DIMS, PLAN_FIELDS, py_value
+from autotune.layouts.candidate import Candidate
 from autotune.search.strategies.base import Ask, Pruned, Strategy
 
 DIMS: tuple[str, ...] = tuple(f for f in PLAN_FIELDS if PLAN_DIMS[f].optuna)  # one categorical each (Dim.optuna)
@@ -66,7 +67,6 @@ class OptunaStrategy(Strategy):
         self._seeded = False
         self._trials: dict[str, Any] = {}
         self._pending: set[str] = set()
-        self.pruned: dict[str, str] = {}
 
     @classmethod
     def options_from_config(cls, sweep: Any, sweep_root: Path, sweep_id: str) -> dict[str, Any]:
@@ -169,7 +169,7 @@ class OptunaStrategy(Strategy):
                 trial = self.study.ask(self.distributions)
                 idx = self._index.get(self._key(trial.params))
                 if idx is not None and self._open(str(self.candidates.iloc[idx]["candidate_id"])):
-                    return self._start(trial, self.candidates.iloc[idx])
+                    return self._start(trial, self.candidate_at(idx))
                 if queued:  # a seed settled since it was queued (pruned by an OOM): drop it, as a resume would
                     trial.set_user_attr("snapped_to", None)
                     self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -184,8 +184,8 @@ class OptunaStrategy(Strategy):
                 self.study.enqueue_trial(self._params(self.candidates.iloc[near]))
         return None
 
-    def _start(self, trial: Any, cand: Any) -> Ask:
-        cid = str(cand["candidate_id"])
+    def _start(self, trial: Any, cand: Candidate) -> Ask:
+        cid = cand.candidate_id
         trial.set_user_attr("candidate_id", cid)
         self._trials[cid] = trial
         self._pending.add(cid)
@@ -245,7 +245,4 @@ class OptunaStrategy(Strategy):
     def _learn(self, oom_row: dict[str, Any]) -> list[Pruned]:
         from autotune.search.oom_pruning import dominated_candidates
 
-        found = dominated_candidates(self.candidates, oom_row, skip=lambda cid: not self._open(cid))
-        for cand, reason in found:
-            self.pruned[str(cand["candidate_id"])] = reason
-        return [Pruned(cand, reason) for cand, reason in found]
+        return self._record_pruned(dominated_candidates(self.candidates, oom_row, skip=lambda cid: not self._open(cid)))

@@ -16,10 +16,6 @@ from autotune.search.strategies.grid import GridStrategy
 class TopKStrategy(GridStrategy):
     name = "topk"
 
-    def __init__(self, candidates: Any, max_trials: int | None, seed: int = 0) -> None:
-        super().__init__(candidates, max_trials, seed)
-        self.pruned: dict[str, str] = {}
-
     def _skip(self, cid: str) -> bool:
         return super()._skip(cid) or cid in self.pruned
 
@@ -45,16 +41,6 @@ class TopKStrategy(GridStrategy):
         self.candidates = pd.concat([asked, rest]).reset_index(drop=True)
 
     def _learn(self, oom_row: dict[str, Any]) -> list[Pruned]:
-        from autotune.search.oom_pruning import dominance_reason, dominated_mask
+        from autotune.search.oom_pruning import dominated_candidates
 
-        mask = dominated_mask(self.candidates, oom_row)
-        out = []
-        for idx in mask.nonzero()[0]:
-            cand = self.candidates.iloc[int(idx)]
-            cid = str(cand["candidate_id"])
-            if self._skip(cid):
-                continue
-            reason = f"dominated by OOM trial {oom_row.get('trial_id')} ({dominance_reason(oom_row, cand)})"
-            self.pruned[cid] = reason
-            out.append(Pruned(cand, reason))
-        return out
+        return self._record_pruned(dominated_candidates(self.candidates, oom_row, skip=self._skip))
