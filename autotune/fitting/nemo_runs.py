@@ -44,7 +44,14 @@ NEMO_MODEL = {
     "DeepSeekV3 (dropless)": "deepseek-v3",
     "DeepSeekV3 (w/o MTP)": "deepseek-v3",
 }
-RECIPE = {"BF16": "none", "FP8": "tensorwise", "FP8-CS": "tensorwise", "MXFP8": "mxfp8", "FP8-MX": "mxfp8", "NVFP4": "nvfp4"}
+RECIPE = {
+    "BF16": "none",
+    "FP8": "tensorwise",
+    "FP8-CS": "tensorwise",
+    "MXFP8": "mxfp8",
+    "FP8-MX": "mxfp8",
+    "NVFP4": "nvfp4",
+}
 
 
 def _degree(v: Any) -> int:
@@ -58,7 +65,9 @@ def _skip_reason(r: Any) -> str | None:
     if str(r.task).lower() != "pretrain":
         return f"task={r.task}: fine-tuning (frozen weights / LoRA) is not modelled"
     if str(r.model) not in NEMO_MODEL:
-        return f"model={r.model}: no preset (hybrid Mamba, GPT-OSS, Kimi, token-dropping or MTP variants are not modelled)"
+        return (
+            f"model={r.model}: no preset (hybrid Mamba, GPT-OSS, Kimi, token-dropping or MTP variants are not modelled)"
+        )
     if str(r.gpu_type) not in NEMO_GPU:
         return f"gpu_type={r.gpu_type}: no cluster preset"
     if str(r.precision) not in RECIPE:

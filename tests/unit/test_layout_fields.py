@@ -40,6 +40,8 @@ def reference_id(plan, model, train) -> str:
     defaults = ParallelPlan().to_dict()
     plan_dict = {k: v for k, v in dataclasses.asdict(plan).items() if k in FIRST_FIELDS or v != defaults[k]}
     model_defaults = {f.name: f.default for f in dataclasses.fields(model)}
+    # head_dim defaults to null and resolves to hidden/heads, the value every model had before the field existed
+    model_defaults["head_dim"] = model.hidden_size // model.num_heads
     model_dict = {
         k: v for k, v in dataclasses.asdict(model).items() if k in FIRST_MODEL_FIELDS or v != model_defaults[k]
     }
