@@ -4,6 +4,7 @@ The same 2-rank trial of the tiny model (1 warmup + 1 timed step) runs `--repeat
 at a time; overhead = median(submit -> row) of the backend - median of local. SLURM runs on a one-node SLURM started
 by launchers/scripts/slurm_local.sh in a temporary folder; Ray runs inside a private network namespace (this script
 re-runs itself there with --only ray). Usage: python benchmarks/engine_overhead.py [--repeats 3]
+[--backends slurm,ray] (`--backends ''`: local alone)
 """
 
 from __future__ import annotations
@@ -56,11 +57,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_local_and_slurm(repeats: int, tmp: Path) -> dict:
+def bench_local(repeats: int, tmp: Path) -> dict:
     from launchers.local import LocalLauncher
+
+    return {"local_trial_s": _time_trials(LocalLauncher(workdir=tmp / "local"), "local", repeats)}
+
+
+def bench_slurm(repeats: int, tmp: Path) -> dict:
     from launchers.slurm import SlurmLauncher
 
-    out = {"local_trial_s": _time_trials(LocalLauncher(workdir=tmp / "local"), "local", repeats)}
+    out = {}
     env = dict(
         os.environ,
         AUTOTUNE_SLURM_DIR=str(tmp / "slurm"),
@@ -94,38 +100,53 @@ def bench_ray(repeats: int, tmp: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--backends",
+        default="slurm,ray",
+        help="backends compared with local (comma-separated; empty: local alone, the smoke test's run)",
+    )
     parser.add_argument("--only", choices=("ray",), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    backends = [b for b in args.backends.split(",") if b]
+    if set(backends) - {"slurm", "ray"}:
+        parser.error(f"--backends={args.backends}: each must be slurm or ray")
     with tempfile.TemporaryDirectory(prefix="engine-bench-") as tmp:
         if args.only == "ray":
             print(json.dumps(bench_ray(args.repeats, Path(tmp))))
             return
-        result = bench_local_and_slurm(args.repeats, Path(tmp))
-        ray = subprocess.run(
-            [
-                "unshare",
-                "--net",
-                "sh",
-                "-c",
-                'ip link set lo up && exec "$@"',
-                "sh",
-                sys.executable,
-                __file__,
-                "--only",
-                "ray",
-                "--repeats",
-                str(args.repeats),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        result.update(json.loads(ray.stdout.strip().splitlines()[-1]))
+        result = bench_local(args.repeats, Path(tmp))
+        if "slurm" in backends:
+            result.update(bench_slurm(args.repeats, Path(tmp)))
+        if "ray" in backends:
+            result.update(_ray_in_private_netns(args.repeats))
     local = statistics.median(result["local_trial_s"])
-    for backend in ("slurm", "ray"):
+    for backend in backends:
         result[f"{backend}_overhead_s"] = statistics.median(result[f"{backend}_trial_s"]) - local
     result.update(repeats=args.repeats, cpu_count=os.cpu_count(), load_avg_1m=os.getloadavg()[0])
     print(json.dumps(result, indent=2))
+
+
+def _ray_in_private_netns(repeats: int) -> dict:
+    ray = subprocess.run(
+        [
+            "unshare",
+            "--net",
+            "sh",
+            "-c",
+            'ip link set lo up && exec "$@"',
+            "sh",
+            sys.executable,
+            __file__,
+            "--only",
+            "ray",
+            "--repeats",
+            str(repeats),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(ray.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":
