@@ -28,7 +28,8 @@ OWN_TEST = {"gpu_validation.py": "tests/benchmarks/test_gpu_validation.py"}
 
 
 def run_script(name: str, *args: str, cwd: Path) -> Any:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # one intra-op thread: a smoke run measures nothing, and on a loaded 2-core box idle OpenMP threads spin
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     p = subprocess.run(
         [sys.executable, str(BENCH / name), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
@@ -52,7 +53,11 @@ def check_cpu_adam(out: dict) -> None:
 
 
 def check_engine_overhead(out: dict) -> None:
-    assert len(out["local_trial_s"]) == 1 and positive(*out["local_trial_s"]) and out["repeats"] == 1
+    assert (
+        len(out["local_trial_s"]) == 1
+        and positive(*out["local_trial_s"])
+        and (out["repeats"], out["world_size"]) == (1, 1)
+    )
     assert not any(k.startswith(("slurm", "ray")) for k in out)  # --backends '': local alone, nothing to compare
 
 
@@ -130,7 +135,7 @@ def check_trainer_overhead(out: dict) -> None:
 TINY_LLAMA = ["--hidden", "64", "--ffn", "160", "--heads", "4", "--kv-heads", "2", "--layers", "1"]
 SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "cpu_adam.py": (["--params", "200000", "--chunks", "4", "--rounds", "1"], check_cpu_adam),
-    "engine_overhead.py": (["--backends", "", "--repeats", "1"], check_engine_overhead),
+    "engine_overhead.py": (["--backends", "", "--repeats", "1", "--world-size", "1"], check_engine_overhead),
     "fp8_ratio.py": ([], check_fp8_ratio),
     "memory_vs_torchtitan.py": (["--layouts", "fsdp8_none", "--small"], check_memory_vs_torchtitan),
     "model_accuracy.py": (["--quick"], check_model_accuracy),
