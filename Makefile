@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[ray,test]"
 	# torchao for plan.fp8 (bench_model float8 training and its tests): --no-deps, it must never pull a torch
 	$(BIN)/python -m pip install -q --no-deps "torchao==0.18.0"
-	# Optional schema validators for `autotune export` (tests/unit/test_interop_schemas.py skips what is missing):
+	# Schema validators for `autotune export` (tests/unit/test_interop_schemas.py; a missing one is an unexpected skip: fails):
 	# --no-deps so their torch pins never touch this venv's torch; "-" = a failed install is not a failed venv.
 	# tokenizers torchdata tensorboard datasets triton: torchtitan imports them at import time (its memory probe,
 	# autotune/validation/torchtitan_probe.py, needs them; tests/unit/test_torchtitan_probe.py fails without them);

@@ -7,11 +7,12 @@ Prints one JSON object: per layout both peaks (bytes, optimizer state excluded: 
 mode, both would add the same analytical AdamW state), their categories and bench_model/torchtitan, and next to them
 the torchtitan profile's prediction (autotune.predict.memory with train.framework=torchtitan, autotune/predict/frameworks/torchtitan.py;
 allocated peak less the AdamW state) and its ratio to torchtitan's peak.
-    PYTHONPATH=. python benchmarks/memory_vs_torchtitan.py [--layouts NAME,...]"""
+    PYTHONPATH=. python benchmarks/memory_vs_torchtitan.py [--layouts NAME,...] [--small]"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -52,7 +53,7 @@ LAYOUTS = {  # world size 8 each; tp without FSDP trains in fp32 in torchtitan (
 }
 
 
-def profile_peak(plan: ParallelPlan) -> float:
+def profile_peak(plan: ParallelPlan, model: ModelSpec = MODEL, seq_len: int = SEQ_LEN) -> float:
     """The torchtitan profile's allocated peak less the AdamW state (neither probe tracks it)."""
     from autotune.core.plan_arrays import arrays_from_plans
     from autotune.predict.memory import memory_arrays
@@ -64,21 +65,21 @@ def profile_peak(plan: ParallelPlan) -> float:
             "model=tiny",
             "cluster=cpu",
             f"train.precision={'fp32' if fp32 else 'bf16'}",
-            f"train.seq_len={SEQ_LEN}",
+            f"train.seq_len={seq_len}",
             f"train.global_batch_size={plan.dp * plan.micro_batch_size}",
             "train.framework=torchtitan",
         ]
     )
-    m = memory_arrays(arrays_from_plans([plan]), MODEL, cfg.train, cfg.cluster)
+    m = memory_arrays(arrays_from_plans([plan]), model, cfg.train, cfg.cluster)
     return float(m["allocated"][0] - m["optimizer"][0])
 
 
-def compare(name: str, plan: ParallelPlan) -> dict:
+def compare(name: str, plan: ParallelPlan, model: ModelSpec = MODEL, seq_len: int = SEQ_LEN) -> dict:
     from autotune.validation.torchtitan_probe import compare_layout
 
-    both = compare_layout(MODEL, plan, SEQ_LEN, "fp32" if plan.dp * plan.cp == 1 else "bf16")
+    both = compare_layout(model, plan, seq_len, "fp32" if plan.dp * plan.cp == 1 else "bf16")
     bm, tt = both["bench_model"], both["torchtitan"]
-    pred = profile_peak(plan)
+    pred = profile_peak(plan, model, seq_len)
     return {
         "layout": name,
         "plan": {k: getattr(plan, k) for k in ("dp", "tp", "cp", "micro_batch_size", "recompute", "sequence_parallel")},
@@ -95,19 +96,27 @@ def compare(name: str, plan: ParallelPlan) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
-    names = ap.parse_args(argv).layouts.split(",")
+    ap.add_argument("--small", action="store_true", help="one layer, seq 256: the smoke test's run (same code path)")
+    args = ap.parse_args(argv)
+    names = args.layouts.split(",")
+    unknown = [n for n in names if n not in LAYOUTS]
+    if unknown:
+        ap.error(f"--layouts: unknown {unknown}; known: {list(LAYOUTS)}")
+    model = dataclasses.replace(MODEL, num_layers=1) if args.small else MODEL
+    seq_len = 256 if args.small else SEQ_LEN
     rows = []
     for name in names:
         try:
-            rows.append(compare(name, LAYOUTS[name]))
+            rows.append(compare(name, LAYOUTS[name], model, seq_len))
         except RuntimeError as exc:  # a layout one of the probes cannot run is reported, not hidden
             rows.append({"layout": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"})
     ok = [r for r in rows if "ratio" in r]
     print(
         json.dumps(
             {
-                "model": MODEL.name,
-                "seq_len": SEQ_LEN,
+                "model": model.name,
+                "num_layers": model.num_layers,
+                "seq_len": seq_len,
                 "world_size": 8,
                 "layouts": rows,
                 # true only when every layout was compared and bench_model's peak <= torchtitan's on each

@@ -11,7 +11,8 @@ Prints ONE JSON object:
     preset) group of >= 5 configurations (in-sample coefficients), and the per-group values,
   before: the same figures with the model and presets of BEFORE_COMMIT (git archive of that commit, run in a
     subprocess), per_source: the same per source.
-Run: PYTHONPATH=. python benchmarks/model_accuracy.py [--refit]   (--refit prints the fitted coefficients too)
+Run: PYTHONPATH=. python benchmarks/model_accuracy.py [--refit] [--quick]   (--refit prints the fitted coefficients too;
+--quick leaves out the leave-one-source-out figures, for the smoke test)
 """
 
 from __future__ import annotations
@@ -100,14 +101,14 @@ _BEFORE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from omegaconf import OmegaConf
-import types as _t
-from autotune.perf import perf_arrays  # the package layout of BEFORE_COMMIT (flat autotune/)
+# the old tree's flat modules (these names are BEFORE_COMMIT's, not today's packages)
+from autotune.perf import perf_arrays
 from autotune.plan_arrays import arrays_from_plans
 from autotune.types import ClusterSpec
-import dataclasses, importlib.util
+import dataclasses, importlib.util, types
 import autotune.types as old_types
-# today's loader imports the staged layout: point its modules at the old flat ones
-sys.modules["autotune.core"] = _t.ModuleType("autotune.core")
+# today's reference_runs.py imports autotune.core.types: point that name at the old module
+sys.modules["autotune.core"] = types.ModuleType("autotune.core")
 sys.modules["autotune.core.types"] = sys.modules["autotune.core.model"] = old_types
 # plan fields added after BEFORE_COMMIT (compile, ...) did not exist for the old model: it predicts without them
 _known = {f.name for f in dataclasses.fields(old_types.ParallelPlan)}
@@ -128,7 +129,8 @@ print(json.dumps(out))
 
 
 def before_predictions() -> np.ndarray | None:
-    """Predictions of the model and presets at BEFORE_COMMIT (None when git or the commit is unavailable)."""
+    """Predictions of the model and presets at BEFORE_COMMIT (None when git or the commit is unavailable; the old
+    model failing on today's loader raises with its stderr, so `before: null` never hides a broken replay)."""
     with tempfile.TemporaryDirectory() as tmp:
         try:
             archive = subprocess.run(
@@ -136,23 +138,24 @@ def before_predictions() -> np.ndarray | None:
                 capture_output=True,
                 check=True,
             ).stdout
-            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    _BEFORE,
-                    tmp,
-                    str(ROOT / "autotune" / "fitting" / "reference_runs.py"),
-                    str(ROOT / "benchmarks" / "data" / "measured"),
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": tmp},
-            )
         except (subprocess.CalledProcessError, FileNotFoundError):
             return None
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _BEFORE,
+                tmp,
+                str(ROOT / "autotune" / "fitting" / "reference_runs.py"),
+                str(ROOT / "benchmarks" / "data" / "measured"),
+            ],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": tmp},
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"model_accuracy: the {BEFORE_COMMIT} model failed: {done.stderr[-2000:]}")
     return np.array(json.loads(done.stdout))
 
 
@@ -160,7 +163,8 @@ def main() -> None:
     runs, skipped = load_reference_runs()
     clusters = {n: load_preset(n) for n in PRESETS}
     pred = predict(runs, clusters)
-    loso = leave_one_source_out(runs, clusters)
+    quick = "--quick" in sys.argv  # smoke mode (tests/benchmarks): no leave-one-source-out refits, the slow part
+    loso = None if quick else leave_one_source_out(runs, clusters)
     result = {
         "rows_used": len(runs),
         "rows_skipped": len(skipped),
@@ -188,6 +192,7 @@ def main() -> None:
             "in_sample_median_abs_err"
         ]
     result["families"] = {p: FAMILY_OF[p] for p in PRESETS}
+    result["quick"] = quick
     result["free_coefficients"] = list(FREE)
     print(json.dumps(result, indent=1))
 

@@ -1,6 +1,6 @@
 """Reliability figures: inject real faults and feed real bad inputs, then count what was lost, duplicated or unclear.
 
-    .venv/bin/python benchmarks/reliability.py [--quick] [--slurm] [-o FILE.json]
+    .venv/bin/python benchmarks/reliability.py [--quick] [--slurm] [--scenarios NAME,...] [-o FILE.json]
 
 Runs the scenarios itself (not through pytest), each against a fresh folder, and prints one JSON object:
   faults_injected   faults actually delivered (a SIGKILL that found its process alive, a torn file written, ...)
@@ -362,6 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="skip the local-backend trial scenarios (torchrun runs)")
     ap.add_argument("--slurm", action="store_true", help="also start a one-node SLURM and run its faults")
     ap.add_argument("-o", "--output", help="also write the JSON here")
+    ap.add_argument(
+        "--scenarios",
+        help="comma-separated names of the scenarios to run (default: all that the flags select), e.g. "
+        "torn_files,concurrent_writers for a smoke run",
+    )
     args = ap.parse_args(argv)
     import logging
 
@@ -370,14 +375,21 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="autotune-reliability-"))
     root.chmod(0o755)  # the permission bad inputs run as an unprivileged user inside it
     scenarios: list[Scenario] = []
+    plan = [concurrent_writers, torn_files, controller_kills_simulate]
+    if not args.quick:
+        plan += [controller_kill_local, trial_faults_local, genuine_oom]
+    if args.slurm:
+        plan.append(slurm_faults)
+    chosen = set(args.scenarios.split(",")) if args.scenarios else {"bad_inputs"} | {fn.__name__ for fn in plan}
+    known = {"bad_inputs"} | {fn.__name__ for fn in ALL_SCENARIOS}
+    if chosen - known:
+        ap.error(f"--scenarios: unknown {sorted(chosen - known)}; known: {sorted(known)}")
+    plan = [fn for fn in ALL_SCENARIOS if fn.__name__ in chosen]
+    tried = clean = unclear = 0
     try:
-        bad, tried, clean, unclear = _timed(bad_inputs, root / "bad")
-        scenarios.append(bad)
-        plan = [concurrent_writers, torn_files, controller_kills_simulate]
-        if not args.quick:
-            plan += [controller_kill_local, trial_faults_local, genuine_oom]
-        if args.slurm:
-            plan.append(slurm_faults)
+        if "bad_inputs" in chosen:
+            bad, tried, clean, unclear = _timed(bad_inputs, root / "bad")
+            scenarios.append(bad)
         for fn in plan:
             scenarios.append(_timed(fn, root / fn.__name__))
     finally:
@@ -398,6 +410,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         Path(args.output).write_text(text + "\n")
     return 0 if figures["results_lost"] == 0 and figures["duplicates"] == 0 else 1
+
+
+ALL_SCENARIOS = (
+    concurrent_writers,
+    torn_files,
+    controller_kills_simulate,
+    controller_kill_local,
+    trial_faults_local,
+    genuine_oom,
+    slurm_faults,
+)
 
 
 def _timed(fn, work: Path):

@@ -23,7 +23,7 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import arrays_from_frame
-from autotune.core.types import PLAN_FIELDS, ClusterSpec, TrainSpec
+from autotune.core.types import PLAN_DEFAULTS, PLAN_FIELDS, ClusterSpec, TrainSpec
 
 PERF_BOUNDS: dict[str, tuple[float, float]] = {
     "matmul_efficiency": (0.01, 1.0),
@@ -195,6 +195,13 @@ def sweep_specs(
     return cfg.model, cfg.train, cfg.cluster
 
 
+def _or_default(field: str, value: Any) -> Any:
+    """`value` of plan field `field`, or the field's default where the row has none (missing, None, NaN or pd.NA)."""
+    import pandas as pd
+
+    return PLAN_DEFAULTS[field] if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)) else value
+
+
 class OnlineCalibrator:
     """The controller's hook: after each measured row, refit (`calibrate`) on every ok row so far, re-score the
     runnable candidates with the refitted cluster (`rerank`) and hand the new order to the strategy
@@ -214,11 +221,19 @@ class OnlineCalibrator:
 
         if row.get("status") != "ok" or not row.get("tokens_per_s_per_gpu"):
             return None
-        keep = {
-            k: row.get(k)
-            for k in PLAN_FIELDS
-            + ("status", "tokens_per_s_per_gpu", "peak_mem_reserved_bytes", "peak_mem_allocated_bytes", "candidate_id")
-        }
+        # A row from before a plan field existed (an old results file, the search-efficiency fixture) lacks it or
+        # holds null: that layout ran at the field's default, and a None would break arrays_from_frame's int cast.
+        keep = {k: _or_default(k, row.get(k)) for k in PLAN_FIELDS}
+        keep.update(
+            (k, row.get(k))
+            for k in (
+                "status",
+                "tokens_per_s_per_gpu",
+                "peak_mem_reserved_bytes",
+                "peak_mem_allocated_bytes",
+                "candidate_id",
+            )
+        )
         self.rows = pd.concat([self.rows, pd.DataFrame([keep])], ignore_index=True)
         if len(self.rows) < self.min_rows:
             return None

@@ -14,9 +14,21 @@ from engine_fixtures import ray_launcher_factory, ray_session, slurm_cluster, sl
 from launcher_cases import LAUNCHER_CASES, LauncherCase  # noqa: E402
 
 
-@pytest.fixture(params=LAUNCHER_CASES, ids=lambda c: c.name)
-def launcher_case(request, tmp_path) -> tuple[LauncherCase, Any]:
+def _launcher(request, tmp_path):
     case: LauncherCase = request.param
     launcher = case.make(tmp_path, request)
     yield case, launcher
     launcher.close()
+
+
+@pytest.fixture(params=LAUNCHER_CASES, ids=lambda c: c.name)
+def launcher_case(request, tmp_path) -> tuple[LauncherCase, Any]:
+    """Every backend: the schema / success / cancel contract."""
+    yield from _launcher(request, tmp_path)
+
+
+@pytest.fixture(params=[c for c in LAUNCHER_CASES if c.starts_processes], ids=lambda c: c.name)
+def process_launcher_case(request, tmp_path) -> tuple[LauncherCase, Any]:
+    """The backends that start processes: a crash, a hang, a real OOM. A backend that starts none (simulate) gets no
+    such test at all, rather than a skipped one (tests/conftest.py fails the run on an unexpected skip)."""
+    yield from _launcher(request, tmp_path)

@@ -6,8 +6,8 @@ To add a backend (slurm, ray), append one entry to LAUNCHER_CASES, e.g.
     LauncherCase("slurm", make=lambda tmp, request: request.getfixturevalue("slurm_launcher_factory")(tmp))
 
 `make(tmp_path, request)` returns a ready launcher (use `request.getfixturevalue` to reach session fixtures that start
-a real SLURM or Ray). `starts_processes=False` marks a backend that runs nothing (simulate): the suite then runs only
-the tests that apply to it and says so in the skip reason.
+a real SLURM or Ray). `starts_processes=False` marks a backend that runs nothing (simulate): the tests that need
+processes (fixture `process_launcher_case` in conftest.py) are then not generated for it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))  # engine_fixtures (real SLURM and Ray)
 from engine_fixtures import in_private_netns  # noqa: E402
@@ -61,8 +59,3 @@ LAUNCHER_CASES: list[LauncherCase] = [
 # there (a child pytest under `unshare --net`), and fails if it fails.
 if in_private_netns():
     LAUNCHER_CASES.append(LauncherCase("ray", _ray))
-
-
-def needs_processes(case: LauncherCase, what: str) -> None:
-    if not case.starts_processes:
-        pytest.skip(f"{case.name} starts no processes: {what} does not apply (its rows are model output)")

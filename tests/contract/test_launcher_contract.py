@@ -3,8 +3,8 @@
 Every backend must: return one schema-complete row per trial (exactly RESULT_COLUMNS, storable with RESULT_SCHEMA),
 report `ok` with real measurements for a good trial, `crash` for a raising rank, `timeout` for a hung one (killing
 every process of it), `crash`/`Cancelled` after cancel(), `oom` for a genuine MemoryError, and leave no process alive.
-Backends that start no processes (simulate) run only the schema/success/cancel tests; the others are skipped with the
-reason printed.
+Backends that start no processes (simulate) run only the schema/success/cancel tests (fixture `launcher_case`); the
+crash / timeout / OOM tests take `process_launcher_case`, which is generated only for backends that start processes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from launcher_cases import needs_processes
 from proc_scan import processes_mentioning as processes_of
 
 from autotune.results.schema import RESULT_COLUMNS
@@ -95,9 +94,8 @@ def test_rows_store_with_the_schema(launcher_case, tmp_path):
         assert back[k] == row[k] or (pd.isna(back[k]) and row[k] is None), k
 
 
-def test_crash(launcher_case):
-    case, launcher = launcher_case
-    needs_processes(case, "a crashing rank")
+def test_crash(process_launcher_case):
+    case, launcher = process_launcher_case
     spec = make_spec(case, "t-crash", inject_fault="crash")
     row = launcher.submit(spec).result(timeout=600)
     assert_row_shape(row, case, spec)
@@ -107,9 +105,8 @@ def test_crash(launcher_case):
     assert processes_of(spec.trial_id) == []
 
 
-def test_timeout_kills_everything(launcher_case):
-    case, launcher = launcher_case
-    needs_processes(case, "a hung trial")
+def test_timeout_kills_everything(process_launcher_case):
+    case, launcher = process_launcher_case
     timeout_s = 20.0
     spec = make_spec(case, "t-hang", inject_fault="hang", timeout_s=timeout_s)
     t0 = time.monotonic()
@@ -137,12 +134,11 @@ def test_cancel(launcher_case):
     assert processes_of(spec.trial_id) == []
 
 
-def test_oom(launcher_case):
+def test_oom(process_launcher_case):
     """A genuine MemoryError: the tiny Llama widened to hidden 2048 / ffn 5632 / vocab 32000 holds ~509M fp32
     parameters (2.0 GB per rank at dp=2, ZeRO-0) while each rank may grow only 512 MiB past its start-up size
     (RLIMIT_AS via memory_limit_bytes; tests/reliability/test_faults_local.py derives the same numbers)."""
-    case, launcher = launcher_case
-    needs_processes(case, "a real out-of-memory")
+    case, launcher = process_launcher_case
     spec = make_spec(
         case,
         "t-oom",

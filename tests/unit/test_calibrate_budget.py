@@ -5,6 +5,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
+from autotune.core.types import PLAN_DEFAULTS
 from autotune.layouts.planner import enumerate_candidates
 from autotune.search.budget import GpuBudget, cost_summary, exhaustive_gpu_seconds, spent_gpu_seconds
 from autotune.search.calibrate import OnlineCalibrator, predict_tokens_per_s_per_gpu
@@ -105,3 +106,31 @@ def test_online_calibration_reorders_what_topk_has_not_asked():
     position = list(range(len(rest), 0, -1))  # the strategy's remaining order, best first
     assert spearman(pred_preset, pred_truth) < 0.9  # the preset's order is wrong on this machine
     assert spearman(position, pred_truth) > 0.99  # the calibrated order is right
+
+
+def test_online_calibration_takes_rows_written_before_a_plan_field_existed():
+    """A row from a results file (or benchmarks/data/landscape_tiny_w8.parquet) written before compile / offload /
+    dp_shard / fp8 existed lacks those keys, or holds None for them once read next to newer rows: the calibrator
+    must read them as the fields' defaults (the layouts ran without them), not hand None to the int arrays
+    (benchmarks/search_efficiency.py crashed on that with a TypeError). Same rows with the fields spelled out at
+    their defaults must give the same fit, to the bit."""
+    cfg = load_config(["experiment=demo"])
+    frame = enumerate_candidates(cfg, 4)
+    runnable = frame[frame["rank"].notna()].sort_values("rank").reset_index(drop=True)
+    truth = dataclasses.replace(cfg.cluster, comm_efficiency=0.05, matmul_efficiency=0.3)
+    later = ("compile", "offload", "dp_shard", "fp8")
+    new, old = OnlineCalibrator(cfg, runnable), OnlineCalibrator(cfg, runnable)
+    got_new, got_old = [], []
+    for i in range(5):
+        cand = runnable.iloc[i]
+        assert all(cand[k] == PLAN_DEFAULTS[k] for k in later)  # the default space holds them at their defaults
+        tps = float(predict_tokens_per_s_per_gpu(pd.DataFrame([cand]), cfg.model, cfg.train, truth)[0])
+        row = {**cand.to_dict(), "status": "ok", "tokens_per_s_per_gpu": tps}
+        stale = {k: v for k, v in row.items() if k not in later}
+        if i % 2:  # read next to newer rows: the column exists but this row's value is null
+            stale.update(dp_shard=float("nan"), fp8=None)
+        got_new.append(new.observe(row))
+        got_old.append(old.observe(stale))
+    assert old.rows[list(later)].to_dict("list") == {k: [PLAN_DEFAULTS[k]] * 5 for k in later}
+    assert [c is None for c in got_old] == [c is None for c in got_new]
+    assert old.last is not None and old.last.cluster == new.last.cluster

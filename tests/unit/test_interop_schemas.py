@@ -11,7 +11,8 @@
   ConfigManager parses the TOML into JobConfig (refuses unknown sections/keys), ParallelDims checks the degrees
   against the world size. torchtitan's package __init__ pulls its data stack (datasets, tokenizers), so the config
   modules are loaded from the installed package folder without it, in a subprocess.
-A validator that is not installed skips its test with the reason; the parse tests in test_interop.py always run.
+A validator that is not installed skips its test with the reason, and that skip fails the run (tests/skip_policy.py:
+`make` installs all three); the parse tests in test_interop.py always run.
 nanotron 0.4 (PyPI) cannot be imported (circular import between nanotron.config and nanotron.logging) and
 Megatron-LM's argument parser is not packaged (megatron-core ships megatron/core only): no schema check for those.
 """

@@ -1,0 +1,171 @@
+"""Every script in benchmarks/ runs in CI in a small mode: each is started as its own process (as a user runs it) with
+tiny inputs or its smoke flag, must exit 0 and print one JSON document whose keys and values are checked here
+(positive times and throughputs, errors in [0, 1], counts > 0, ratios that equal their parts).
+
+The list of scripts comes from the directory: a new benchmarks/*.py without an entry in SMOKE (or a test file of its
+own, OWN_TEST) fails `test_smoke[<script>]`. benchmarks/data/measure_landscape.py is not a benchmark: it produces the
+fixture search_efficiency.py replays (40 trials of 8 ranks; its README says how), and is not run here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+SCRIPTS = sorted(p.name for p in BENCH.glob("*.py"))
+# scripts whose smoke test is a file of its own (it checks more than the JSON shape)
+OWN_TEST = {"gpu_validation.py": "tests/benchmarks/test_gpu_validation.py"}
+
+
+def run_script(name: str, *args: str, cwd: Path) -> Any:
+    # one intra-op thread: a smoke run measures nothing, and on a loaded 2-core box idle OpenMP threads spin
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    p = subprocess.run(
+        [sys.executable, str(BENCH / name), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert p.returncode == 0, f"{name} {' '.join(args)} exit {p.returncode}:\n{p.stderr[-3000:]}"
+    return json.loads(p.stdout)
+
+
+def positive(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values)
+
+
+def fraction(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) and 0.0 <= v <= 1.0 for v in values)
+
+
+def check_cpu_adam(out: dict) -> None:
+    assert out["params"] == 200_000 and out["threads"] >= 1
+    rates = [out[k] for k in ("foreach_params_per_s", "fused_params_per_s") if k in out]
+    assert rates and positive(*rates) and out["cpu_adam_params_per_s"] == max(rates)
+    assert out["foreach_params_per_s"] * out["foreach_step_s"] == pytest.approx(200_000)
+
+
+def check_engine_overhead(out: dict) -> None:
+    assert (
+        len(out["local_trial_s"]) == 1
+        and positive(*out["local_trial_s"])
+        and (out["repeats"], out["world_size"]) == (1, 1)
+    )
+    assert not any(k.startswith(("slurm", "ray")) for k in out)  # --backends '': local alone, nothing to compare
+
+
+def check_fp8_ratio(out: dict) -> None:
+    pairs, llama = out["llmfoundry_h100_fp8_vs_bf16"], out["llama_h100_prediction"]
+    assert pairs and all(positive(p["measured_ratio"], p["predicted_ratio"]) for p in pairs)
+    assert [(r["model"], r["seq_len"]) for r in llama] == [
+        (m, s) for m in ("llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b") for s in (4096, 8192)
+    ]
+    # FP8 doubles only the linears' peak (H100 SXM datasheet: 1979 vs 989 dense TFLOP/s): 1 < speedup < 2
+    assert all(1.0 < r["speedup"] < 2.0 and r["fp8_tok_s_gpu"] > r["bf16_tok_s_gpu"] > 0 for r in llama)
+
+
+def check_memory_vs_torchtitan(out: dict) -> None:
+    assert (out["num_layers"], out["seq_len"], out["compared"], out["not_compared"]) == (1, 256, 1, [])
+    (row,) = out["layouts"]
+    assert row["layout"] == "fsdp8_none" and row["plan"]["dp"] == 8
+    assert positive(row["bench_model_peak_bytes"], row["torchtitan_peak_bytes"], row["torchtitan_profile_peak_bytes"])
+    assert row["ratio"] == pytest.approx(row["bench_model_peak_bytes"] / row["torchtitan_peak_bytes"])
+    assert sum(row["bench_model_by_category"].values()) > 0 and row["torchtitan_by_category"]
+
+
+def check_model_accuracy(out: dict) -> None:
+    assert out["quick"] and out["rows_used"] > 0 and out["rows_skipped"] > 0
+    assert fraction(out["in_sample_median_abs_err"], out["in_sample_p90_abs_err"])
+    assert out["in_sample_median_abs_err"] <= out["in_sample_p90_abs_err"]
+    assert -1.0 <= out["median_group_spearman"] <= 1.0 and "out_of_sample_median_abs_err" not in out
+    assert out["per_source"] and sum(s["rows"] for s in out["per_source"].values()) == out["rows_used"]
+    have = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", "46ae7e1"], capture_output=True).returncode == 0
+    if have:  # the replay of the old model must compute (it printed `before: null` when it broke)
+        assert out["before"]["commit"] == "46ae7e1" and fraction(out["before"]["in_sample_median_abs_err"])
+
+
+def check_planner_speed(out: dict) -> None:
+    assert (out["model"], out["num_gpus"]) == ("llama-3.1-8b", 64)
+    assert 0 < out["fitting"] <= out["candidates"] and positive(out["seconds"], out["config_load_seconds"])
+
+
+def check_recompute_cost(out: dict) -> None:
+    modes = out["modes"]
+    assert set(modes) == {"none", "selective", "full", "selective_op_sac"} and out["shape"]["layers"] == 1
+    assert all(positive(m["fwd_s"], m["bwd_s"], m["step_s"], m["step_rel"]) for m in modes.values())
+    assert modes["none"]["step_rel"] == 1.0 and isinstance(out["target"]["met"], bool)
+
+
+def check_reliability(out: dict) -> None:
+    assert [s["name"] for s in out["scenarios"]] == ["torn_trial_files"]
+    assert out["faults_injected"] == 5  # five damaged trial files, each detected and re-run
+    assert (out["results_lost"], out["duplicates"], out["misclassified"], out["bad_inputs_tried"]) == (0, 0, 0, 0)
+
+
+def check_reserved_accuracy(out: dict) -> None:
+    assert out["n_rows"] > 0 and len(out["rows"]) == out["n_rows"] and len(out["expandable_segments"]) == 3
+    assert fraction(out["after_err_rms"], out["after_err_max_abs"], out["before_err_rms"])
+    assert out["after_err_rms"] <= out["after_err_max_abs"]
+    assert all(positive(r["measured_reserved_gib"], r["pred_reserved_gib"]) for r in out["rows"])
+
+
+def check_search_efficiency(out: list) -> None:
+    assert [s["strategy"] for s in out] == ["grid", "random", "topk", "optuna", "halving", "topk_uncalibrated"]
+    for s in out:
+        curve = [v for _, v in s["curve"]]
+        assert len(curve) == 20 and fraction(*curve) and curve == sorted(curve), s["strategy"]  # best-so-far
+        assert s["num_layouts"] == 40 and s["seeds"] == 1 and positive(s["exhaustive_gpu_s"])
+        assert s["best_ratio_at_20pct"] == s["min_ratio_at_20pct"] == curve[3]  # one seed: mean = min = 20% point
+    assert curve[-1] == 1.0  # every layout tried: the best was found
+
+
+def check_trainer_overhead(out: dict) -> None:
+    assert (out["steps"], out["global_batch_size"], out["micro_batch_size"]) == (1, 2, 1)
+    assert positive(out["bench_step_s"], out["plain_step_s"])
+    assert out["ratio"] == pytest.approx(out["bench_step_s"] / out["plain_step_s"])
+
+
+TINY_LLAMA = ["--hidden", "64", "--ffn", "160", "--heads", "4", "--kv-heads", "2", "--layers", "1"]
+SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
+    "cpu_adam.py": (["--params", "200000", "--chunks", "4", "--rounds", "1"], check_cpu_adam),
+    "engine_overhead.py": (["--backends", "", "--repeats", "1", "--world-size", "1"], check_engine_overhead),
+    "fp8_ratio.py": ([], check_fp8_ratio),
+    "memory_vs_torchtitan.py": (["--layouts", "fsdp8_none", "--small"], check_memory_vs_torchtitan),
+    "model_accuracy.py": (["--quick"], check_model_accuracy),
+    "planner_speed.py": (["--gpus", "64", "--model", "llama-3.1-8b", "--repeat", "1"], check_planner_speed),
+    "recompute_cost.py": ([*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1"], check_recompute_cost),
+    "reliability.py": (["--scenarios", "torn_files"], check_reliability),
+    "reserved_accuracy.py": ([], check_reserved_accuracy),
+    "search_efficiency.py": (["--seeds", "1"], check_search_efficiency),
+    "trainer_overhead.py": (["--steps", "1", "--batch", "2", "--micro-batch", "1"], check_trainer_overhead),
+}
+
+
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s not in OWN_TEST])
+def test_smoke(script, tmp_path):
+    assert script in SMOKE, f"benchmarks/{script} has no smoke case: add one to SMOKE in {Path(__file__).name}"
+    args, check = SMOKE[script]
+    check(run_script(script, *args, cwd=tmp_path))
+
+
+def test_every_smoke_case_is_a_script_and_own_tests_exist():
+    assert set(SMOKE) | set(OWN_TEST) <= set(SCRIPTS)
+    for script, test_file in OWN_TEST.items():
+        assert f"benchmarks/{script}" in (ROOT / test_file).read_text() and script not in SMOKE
+
+
+def test_search_efficiency_calibration_figures(tmp_path):
+    """The script's second mode: Spearman before/after calibration on the 40 measured layouts."""
+    out = run_script("search_efficiency.py", "--calibration", "--seeds", "1", cwd=tmp_path)
+    assert out["num_layouts"] == 40 and out["preset"] == "cpu"
+    rhos = [out[k] for k in ("spearman_before", "spearman_after", "spearman_after_out_of_sample")]
+    assert all(-1.0 <= r <= 1.0 for r in rhos)
+    assert out["rms_log_error_after"] <= out["rms_log_error_before"]  # a least-squares fit never worsens its own fit
+    assert fraction(out["fitted"]["matmul_efficiency"], out["fitted"]["comm_efficiency"])

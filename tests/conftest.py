@@ -1,0 +1,9 @@
+"""Session-wide hooks of the whole suite: an unexpected skip fails the run (tests/skip_policy.py says which skips are
+expected, and why)."""
+
+from skip_policy import (  # noqa: F401  (pytest finds hooks by name in a conftest's namespace)
+    pytest_collectreport,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
