@@ -24,8 +24,11 @@ PP_SCHEDULES: tuple[str, ...] = ("1f1b", "gpipe", "interleaved_1f1b")
 # master + Adam states on the host, step on the CPU); params = FSDP2 CPUOffloadPolicy (sharded params, grads and
 # optimizer state on the host)
 OFFLOAD_MODES: tuple[str, ...] = ("none", "optimizer", "params")
-# torchao float8 training recipes (torchao 0.18 `Float8LinearConfig.from_recipe_name`); "none" = bf16 linears
-FP8_RECIPES: tuple[str, ...] = ("none", "tensorwise", "rowwise")
+# low-precision linear recipes; "none" = compute-dtype linears. tensorwise / rowwise: torchao float8 training
+# (`Float8LinearConfig.from_recipe_name`; Megatron's FP8 current scaling "FP8-CS" is tensorwise). mxfp8: block-scaled
+# FP8 (OCP MX: 32-element blocks, E8M0 scales), Blackwell tensor cores. nvfp4: FP4 E2M1 with 16-element E4M3 block
+# scales and a per-tensor fp32 scale, Blackwell tensor cores (docs/memory_model.md "FP8 linears")
+FP8_RECIPES: tuple[str, ...] = ("none", "tensorwise", "rowwise", "mxfp8", "nvfp4")
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # train.framework: the trainers whose memory accounting and limits autotune models, one profile each
 # (autotune/predict/frameworks/, which checks that its PROFILES are exactly these names)

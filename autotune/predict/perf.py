@@ -35,9 +35,10 @@ HSDP (plan.dp_shard = F/cp < dp): gathers and reduce-scatters run on the shard g
   across the R = dp/dp_shard replicas (ranks dp_shard*cp*tp apart: inter-node) once per step, behind the last
   micro-batch's backward (Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2 hybrid sharding; FSDP2 reduce-scatter, then
   all-reduce over the replicate dim, skipped on earlier micro-batches with set_requires_all_reduce(False)).
-FP8 (plan.fp8 != none; bench_model converts the block linears with torchao, attention (SDPA) and the LM head stay in
-  the compute dtype): the block GEMMs run at cluster.peak_flops_fp8 (same matmul_efficiency), plus the casts
-  (perf_terms.fp8_cast_bytes) at HBM bandwidth. A preset without peak_flops_fp8 is rejected (fp8_needs_peak).
+FP8 / MXFP8 / NVFP4 (plan.fp8 != none; the block linears, attention (SDPA) and the LM head stay in the compute dtype):
+  the block GEMMs run at the recipe's peak (peak_flops_fp8 for tensorwise/rowwise, peak_flops_mxfp8, peak_flops_nvfp4;
+  same matmul_efficiency), plus the casts (perf_terms.fp8_cast_bytes, bytes per element by recipe) at HBM bandwidth.
+  A preset without the recipe's peak is rejected (fp8_needs_peak).
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
 """
@@ -60,6 +61,7 @@ from autotune.predict.perf_terms import (
     fp8_cast_bytes,
     fsdp_exposed_s,
     host_device_s,
+    linear_peak_flops,
     loss_bytes_per_token,
     memory_bound_s,
     offload_step_s,
@@ -112,9 +114,9 @@ def _layer_terms(
     passes = np.where(full, 4.0, 3.0)  # forward-equivalents: fwd + bwd (2x), + one forward with full recompute
     h = model.hidden_size
     per_layer_matmul = (model.matmul_params() - model.vocab_size * h) / model.num_layers
-    fp8 = arr["fp8"] != FP8_CODE["none"] if "fp8" in arr else np.zeros_like(tp, dtype=bool)
-    # rows of a preset without FP8 are rejected (constraints fp8_needs_peak); they keep the compute-dtype peak here
-    linear_peak = np.where(fp8, cluster.peak_flops_fp8 or peak, peak)
+    fp8 = arr["fp8"] != FP8_CODE["none"]
+    # each recipe's tensor-core peak; a preset without it keeps the compute-dtype peak (rejected: fp8_needs_peak)
+    linear_peak = linear_peak_flops(arr["fp8"], cluster, peak)
     gemm = (
         tokens
         * 2.0
@@ -129,7 +131,7 @@ def _layer_terms(
     ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
     mem = mem * compiled_elementwise_factor(arr["compile"], cluster)  # Inductor fusion (perf_terms)
-    mem = mem + np.where(fp8, memory_bound_s(fp8_cast_bytes(model, c, tp, tokens, full), cluster), 0.0)
+    mem = mem + np.where(fp8, memory_bound_s(fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"]), cluster), 0.0)
     act_bytes = tokens * h * c
     bw, lat = _link(cluster, tp)
     tp_s = np.where(full, 6, 4) * ring_s("all_reduce", tp, act_bytes, bw, lat)

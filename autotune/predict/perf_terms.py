@@ -42,7 +42,7 @@ import numpy as np
 
 from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
-from autotune.core.types import ClusterSpec
+from autotune.core.types import FP8_RECIPES, ClusterSpec
 
 # Adam(W) step (Kingma & Ba 2015, Algorithm 1; torch foreach/fused AdamW): per parameter it reads param, grad,
 # exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq: 7 tensors of the optimizer dtype (fp32: 28 bytes).
@@ -234,13 +234,54 @@ def fp8_linear_elements(model: ModelSpec, tp: Any) -> tuple[np.ndarray, np.ndarr
     return col_in + row_in / tp, col_out / tp + row_out, weights / tp
 
 
-def fp8_cast_bytes(model: ModelSpec, c: int, tp: Any, tokens: Any, full_recompute: Any) -> np.ndarray:
-    """HBM bytes of one block's float8 casts for one micro-batch of `tokens` tokens: 2 casts each of input, grad_output
-    and weight (forward + backward), + 1 more of input and weight when full recompute re-runs the forward."""
+# HBM bytes per element of one cast, beyond the c-byte read of the source, by recipe code (FP8_RECIPES order):
+# tensorwise / rowwise (torchao): a separate amax pass reads the source again (c) and the cast writes 1 byte;
+# mxfp8: the block's amax is taken inside the cast kernel (a 32-element block is in registers: Transformer Engine's
+# and torchao's MX quantize kernels read once), 1 byte + one E8M0 scale per 32; nvfp4: half a byte + one E4M3 scale
+# per 16, plus the per-tensor amax pass (c) that sets its fp32 global scale (NVIDIA's NVFP4 recipe).
+CAST_EXTRA_BYTES: dict[str, Any] = {
+    "none": lambda c: 0.0,
+    "tensorwise": lambda c: c + 1.0,
+    "rowwise": lambda c: c + 1.0,
+    "mxfp8": lambda c: 1.0 + 1.0 / 32,
+    "nvfp4": lambda c: c + 0.5 + 1.0 / 16,
+}
+
+
+# the ClusterSpec peak each recipe's GEMMs run at (None on a preset = the recipe is rejected, rule fp8_needs_peak)
+RECIPE_PEAK_FIELD: dict[str, str] = {
+    "tensorwise": "peak_flops_fp8",
+    "rowwise": "peak_flops_fp8",
+    "mxfp8": "peak_flops_mxfp8",
+    "nvfp4": "peak_flops_nvfp4",
+}
+
+
+def linear_peak_flops(recipe_codes: Any, cluster: ClusterSpec, peak: float) -> np.ndarray:
+    """FLOP/s of the block linears per row: the recipe's tensor-core peak; `peak` (the compute dtype's) for none and
+    for a preset without that recipe's peak (such rows are rejected by the rule fp8_needs_peak)."""
+    codes = np.asarray(recipe_codes)
+    peaks = [peak] + [getattr(cluster, RECIPE_PEAK_FIELD[r]) or peak for r in FP8_RECIPES[1:]]
+    return np.select([codes == i for i in range(len(FP8_RECIPES))], peaks, peak).astype(np.float64)
+
+
+def recipe_cast_bytes(recipe_codes: Any, c: int, casts: Any) -> np.ndarray:
+    """Bytes of `casts` element casts under each row's recipe: the source read (c) plus CAST_EXTRA_BYTES."""
+    codes = np.asarray(recipe_codes)
+    per = np.select(
+        [codes == i for i in range(len(FP8_RECIPES))], [c + CAST_EXTRA_BYTES[r](c) for r in FP8_RECIPES], 0.0
+    )
+    return np.where(codes == 0, 0.0, per * np.asarray(casts, dtype=np.float64))
+
+
+def fp8_cast_bytes(model: ModelSpec, c: int, tp: Any, tokens: Any, full_recompute: Any, recipe: Any = 1) -> np.ndarray:
+    """HBM bytes of one block's low-precision casts for one micro-batch of `tokens` tokens: 2 casts each of input,
+    grad_output and weight (forward + backward), + 1 more of input and weight when full recompute re-runs the forward;
+    bytes per element by recipe (`recipe_cast_bytes`; code 1 = tensorwise)."""
     x, y, w = fp8_linear_elements(model, tp)
     extra = np.where(np.asarray(full_recompute, dtype=bool), 1.0, 0.0)
     tokens = np.asarray(tokens, dtype=np.float64)
     casts = (
         tokens * ((FP8_CASTS_PER_OPERAND + extra) * x + FP8_CASTS_PER_OPERAND * y) + (FP8_CASTS_PER_OPERAND + extra) * w
     )
-    return (2.0 * c + 1.0) * casts
+    return recipe_cast_bytes(recipe, c, casts)
