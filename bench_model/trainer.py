@@ -20,6 +20,7 @@ from torch.utils.checkpoint import checkpoint
 
 from autotune.core.errors import SpecError
 from autotune.core.types import TrialSpec
+from autotune.layouts.rules import require_well_formed
 from bench_model import data
 from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
@@ -159,11 +160,7 @@ def build_trainer(
     the point where a memory cap measures the layout and not the runtime. `materialize()` is the context in which the
     parallelised meta model gets storage and the optimizer is built (FakeTensorMode for the memory probe)."""
     p, m, t = spec.plan, spec.model, spec.train
-    if t.global_batch_size != p.dp * p.micro_batch_size * p.grad_accum_steps:
-        raise SpecError(
-            f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
-            f"({p.micro_batch_size}) * grad_accum_steps({p.grad_accum_steps})"
-        )
+    require_well_formed(p, t)  # autotune.layouts.rules: the batch product and the plan's cross-field rules
     if p.offload == "params" and not (p.zero_stage == 3 and needs_fsdp(p.dp * p.cp, t.precision)):
         raise SpecError(
             f"plan.offload=params with zero_stage={p.zero_stage}, dp*cp={p.dp * p.cp}: FSDP2's CPUOffloadPolicy "

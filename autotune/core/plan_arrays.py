@@ -25,16 +25,19 @@ CODES: dict[str, dict[str, int]] = {
 RECOMPUTE_CODE: dict[str, int] = CODES["recompute"]
 SCHEDULE_CODE: dict[str, int] = CODES["pp_schedule"]
 FP8_CODE: dict[str, int] = CODES["fp8"]
+OFFLOAD_CODE: dict[str, int] = CODES["offload"]
 __all__ = [
     "CODES",
     "INT_FIELDS",
     "RECOMPUTE_CODE",
     "SCHEDULE_CODE",
     "FP8_CODE",
+    "OFFLOAD_CODE",
     "arrays_from_frame",
     "arrays_from_plans",
     "decoded",
     "filled",
+    "plan_cells",
     "plan_columns",
     "recompute_names",
     "schedule_names",
@@ -65,6 +68,16 @@ def filled(name: str, n: int) -> np.ndarray:
 def decoded(name: str, codes: np.ndarray) -> np.ndarray:
     """Object array of a string field's names for its codes."""
     return np.asarray(PLAN_DIMS[name].choices, dtype=object)[codes]
+
+
+def plan_cells(names: tuple[str, ...], values) -> dict[str, Any]:
+    """One candidate's plan-array values of fields `names` as the Python values the fields declare (a string
+    field's code as its name)."""
+    out: dict[str, Any] = {}
+    for name, v in zip(names, values):
+        kind = PLAN_KINDS[name]
+        out[name] = PLAN_DIMS[name].choices[int(v)] if kind == "str" else bool(v) if kind == "bool" else int(v)
+    return out
 
 
 def plan_columns(arr: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -183,8 +183,9 @@ _DERIVED_SCHEDULE = "interleaved_1f1b exactly when vpp > 1, else 1f1b"
 
 @dataclass(frozen=True)
 class ParallelPlan:
-    """One parallel layout. Checks itself on construction (arithmetic in the message, like torchtitan's ParallelDims);
-    model-dependent rules (tp | heads, pp <= layers, ...) live in autotune.layouts.rules. Each field's `Dim` metadata
+    """One parallel layout. Checks each field's domain on construction (type, range, choices); the rules across fields
+    (sp needs tp, dp_shard | dp, the batch product, tp | heads, ...) are the table in autotune.layouts.rules, which
+    `check_plan` and `require_well_formed` apply. Each field's `Dim` metadata
     says how the rest of the code treats it (PLAN_FIELDS, PLAN_DIMS below)."""
 
     dp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
@@ -230,28 +231,11 @@ class ParallelPlan:
             isinstance(self.dp_shard, int) and not isinstance(self.dp_shard, bool) and self.dp_shard >= 0,
             f"plan.dp_shard={self.dp_shard!r} must be an integer >= 0 (0 = all of dp)",
         )
-        require(
-            self.dp_shard == 0 or self.dp % self.dp_shard == 0,
-            f"plan.dp_shard={self.dp_shard} does not divide plan.dp={self.dp}",
-        )
-        require(
-            self.dp_shard in (0, self.dp) or self.zero_stage >= 2,
-            f"plan.dp_shard={self.dp_shard} requires plan.zero_stage >= 2 (zero_stage={self.zero_stage} shards no "
-            "parameters or gradients; hybrid sharding is FSDP's)",
-        )
         if self.dp_shard == self.dp:  # the whole of dp is the sharding group: plain FSDP, stored as the default
             object.__setattr__(self, "dp_shard", 0)
         require(
             self.pp_schedule in PP_SCHEDULES,
             f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}",
-        )
-        require(
-            not (self.sequence_parallel and self.tp == 1), "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)"
-        )
-        require(self.vpp == 1 or self.pp > 1, f"plan.vpp={self.vpp} requires plan.pp > 1 (pp=1)")
-        require(
-            (self.vpp > 1) == (self.pp_schedule == "interleaved_1f1b") or self.pp == 1,
-            f"plan.pp_schedule={self.pp_schedule!r} with vpp={self.vpp}: interleaved_1f1b is used exactly when vpp > 1",
         )
 
     @property

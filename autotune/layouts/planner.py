@@ -10,10 +10,10 @@ import numpy as np
 
 from autotune.core.errors import AutotuneError, UsageError
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
+from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
 from autotune.core.types import PLAN_FIELDS, ParallelPlan, TrainSpec, plan_value
 from autotune.core.types import candidate_ids as _candidate_ids
-from autotune.layouts.rules import HOST_MEMORY_RULE, MEMORY_RULE, OFFLOAD_CODE, rejections
+from autotune.layouts.rules import HOST_MEMORY_RULE, MEMORY_RULE, rejections
 from autotune.predict.margin import memory_margin, rank_order
 from autotune.predict.memory import memory_arrays
 from autotune.predict.perf import perf_arrays

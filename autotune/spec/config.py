@@ -28,15 +28,15 @@ class ConfigError(AutotuneError):
 
 @dataclass(frozen=True)
 class SpaceSpec:
-    dp: tuple[int, ...] | None
-    tp: tuple[int, ...]
-    pp: tuple[int, ...]
-    cp: tuple[int, ...]
-    vpp: tuple[int, ...]
-    zero_stage: tuple[int, ...]
-    micro_batch_size: tuple[int, ...]
-    recompute: tuple[str, ...]
-    sequence_parallel: tuple[bool, ...]
+    dp: tuple[int, ...] | None = None
+    tp: tuple[int, ...] = (1,)
+    pp: tuple[int, ...] = (1,)
+    cp: tuple[int, ...] = (1,)
+    vpp: tuple[int, ...] = (1,)
+    zero_stage: tuple[int, ...] = (0,)
+    micro_batch_size: tuple[int, ...] = (1,)
+    recompute: tuple[str, ...] = ("none",)
+    sequence_parallel: tuple[bool, ...] = (False,)
     compile: tuple[bool, ...] = (False, True)
     offload: tuple[str, ...] = ("none",)
     fp8: tuple[str, ...] = ("none",)
