@@ -180,7 +180,7 @@ def build_trainer(
     else:
         stages, parts = [0], [full]
     for part in parts:
-        parallelize(part, meshes, p, t.precision, compile=spec.compile, device_type=device.type)
+        parallelize(part, meshes, p, t.precision, compile=p.compile, device_type=device.type)
     with materialize():
         for part in parts:
             part.to_empty(device=materialize_device(p.offload, device))  # buffers go to `device` in init_parameters
@@ -235,7 +235,7 @@ def synchronize(device: torch.device) -> None:
 def untimed_steps(spec: TrialSpec) -> int:
     """Warm-up steps before timing: spec.warmup_steps, and at least one when the blocks are compiled (torch.compile
     compiles the forward and AOT backward graphs in the first step: compile time is warm-up, never timed)."""
-    return max(spec.warmup_steps, 1) if spec.compile else spec.warmup_steps
+    return max(spec.warmup_steps, 1) if spec.plan.compile else spec.warmup_steps
 
 
 def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:

@@ -37,6 +37,7 @@ __all__ = [
     "arrays_from_plans",
     "decoded",
     "filled",
+    "plan_array",
     "plan_cells",
     "plan_columns",
     "recompute_names",
@@ -44,17 +45,17 @@ __all__ = [
 ]
 
 
+def plan_array(name: str, values: Iterable[Any]) -> np.ndarray:
+    """Python values of plan field `name` in plan-array form (a string field as its codes)."""
+    kind = PLAN_KINDS[name]
+    if kind == "str":
+        return np.array([CODES[name][v] for v in values], dtype=np.int64)
+    return np.array(list(values), dtype=bool if kind == "bool" else np.int64)
+
+
 def arrays_from_plans(plans: Iterable[ParallelPlan]) -> dict[str, np.ndarray]:
     plans = list(plans)
-    arr: dict[str, np.ndarray] = {}
-    for f in PLAN_FIELDS:
-        values = [getattr(p, f) for p in plans]
-        kind = PLAN_KINDS[f]
-        if kind == "str":
-            arr[f] = np.array([CODES[f][v] for v in values], dtype=np.int64)
-        else:
-            arr[f] = np.array(values, dtype=bool if kind == "bool" else np.int64)
-    return arr
+    return {f: plan_array(f, [getattr(p, f) for p in plans]) for f in PLAN_FIELDS}
 
 
 def filled(name: str, n: int) -> np.ndarray:
