@@ -318,6 +318,8 @@ _ID_FIELDS_ALWAYS = frozenset(
         "pp_schedule",
     }
 )
+# the fields added since (results files written before them lack their columns)
+LATER_FIELDS: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if n not in _ID_FIELDS_ALWAYS)
 
 
 def candidate_ids(columns: dict[str, list[Any]], model: ModelSpec, train: TrainSpec) -> list[str]:
