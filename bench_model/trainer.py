@@ -20,6 +20,7 @@ from torch.utils.checkpoint import checkpoint
 
 from autotune.core.errors import SpecError
 from autotune.core.types import TrialSpec
+from autotune.layouts.rules import require_well_formed
 from bench_model import data
 from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
@@ -159,11 +160,7 @@ def build_trainer(
     the point where a memory cap measures the layout and not the runtime. `materialize()` is the context in which the
     parallelised meta model gets storage and the optimizer is built (FakeTensorMode for the memory probe)."""
     p, m, t = spec.plan, spec.model, spec.train
-    if t.global_batch_size != p.dp * p.micro_batch_size * p.grad_accum_steps:
-        raise SpecError(
-            f"train.global_batch_size={t.global_batch_size} != dp({p.dp}) * micro_batch_size"
-            f"({p.micro_batch_size}) * grad_accum_steps({p.grad_accum_steps})"
-        )
+    require_well_formed(p, t)  # autotune.layouts.rules: the batch product and the plan's cross-field rules
     if p.offload == "params" and not (p.zero_stage == 3 and needs_fsdp(p.dp * p.cp, t.precision)):
         raise SpecError(
             f"plan.offload=params with zero_stage={p.zero_stage}, dp*cp={p.dp * p.cp}: FSDP2's CPUOffloadPolicy "
@@ -183,7 +180,7 @@ def build_trainer(
     else:
         stages, parts = [0], [full]
     for part in parts:
-        parallelize(part, meshes, p, t.precision, compile=spec.compile, device_type=device.type)
+        parallelize(part, meshes, p, t.precision, compile=p.compile, device_type=device.type)
     with materialize():
         for part in parts:
             part.to_empty(device=materialize_device(p.offload, device))  # buffers go to `device` in init_parameters
@@ -238,7 +235,7 @@ def synchronize(device: torch.device) -> None:
 def untimed_steps(spec: TrialSpec) -> int:
     """Warm-up steps before timing: spec.warmup_steps, and at least one when the blocks are compiled (torch.compile
     compiles the forward and AOT backward graphs in the first step: compile time is warm-up, never timed)."""
-    return max(spec.warmup_steps, 1) if spec.compile else spec.warmup_steps
+    return max(spec.warmup_steps, 1) if spec.plan.compile else spec.warmup_steps
 
 
 def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:

@@ -163,7 +163,7 @@ def predicted_run_s(spec: TrialSpec) -> float | None:
 def _compile_s(spec: TrialSpec) -> float:
     from autotune.predict.perf_terms import compile_time_s
 
-    return float(compile_time_s([spec.compile], spec.cluster)[0])
+    return float(compile_time_s([spec.plan.compile], spec.cluster)[0])
 
 
 def time_limit_min(spec: TrialSpec, opts: SlurmOptions) -> int:

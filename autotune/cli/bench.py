@@ -54,7 +54,6 @@ def build_spec(args):
                 f"cp({plan.cp}) = {plan.world_size} in {args.config}"
             )
         _refuse_invalid(plan, model, train, cluster, None)
-        extra.setdefault("compile", plan.compile)
         return TrialSpec(
             sweep_id="bench", trial_id="bench", model=model, train=train, cluster=cluster, plan=plan, **extra
         )

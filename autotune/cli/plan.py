@@ -7,6 +7,7 @@ import argparse
 from autotune.cli.common import add_overrides, positive_int, print_json
 from autotune.core.errors import UsageError
 from autotune.core.labels import layout_label
+from autotune.core.types import OPT_IN_FIELDS
 
 
 def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
@@ -79,7 +80,7 @@ def run(args) -> int:
 
 # Dimensions searched only when asked (they change the job): when the space lists more than one value of one, the
 # best fitting layout of each value is shown with the terms the option adds, so a slower option is still visible.
-VARIANT_FIELDS = ("offload", "dp_shard", "fp8")
+VARIANT_FIELDS = OPT_IN_FIELDS
 
 
 def _print_variants(variants: list[dict]) -> None:

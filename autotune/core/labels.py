@@ -1,16 +1,15 @@
 """The one short label of a layout, used by `plan`, `estimate`, the sweep's progress lines, `report`, the plots and
 the exports' header: `dp8·tp2·pp4·cp1 z1 mbs2 gas8 sel sp` (vpp shown when > 1, the pipeline schedule when it is
-not the one derived from the layout: gpipe / interleaved_1f1b are named only with pp > 1; CPU offload as off-opt /
-off-params)."""
+gpipe, CPU offload as off-opt / off-params). Each field's piece is its `Dim.tag` / `Dim.codes` (autotune/core/types.py),
+in field order."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from autotune.core.types import ParallelPlan
-
-_RECOMPUTE = {"none": "", "selective": " sel", "full": " full"}
+from autotune.core.types import PLAN_DEFAULTS, PLAN_DIMS, PLAN_FIELDS, PLAN_KINDS, ParallelPlan
 
 
 def _getter(row: Mapping[str, Any] | ParallelPlan):
@@ -19,28 +18,28 @@ def _getter(row: Mapping[str, Any] | ParallelPlan):
     return row.get  # a row from before a field existed lacks its key: the label reads the default
 
 
+def _piece(name: str, v: Any) -> str:
+    dim, kind = PLAN_DIMS[name], PLAN_KINDS[name]
+    if kind == "str":
+        if dim.codes:
+            return dim.codes[dim.choices.index(str(v))]
+        return dim.tag.format(v) if str(v) != PLAN_DEFAULTS[name] else ""
+    if kind == "bool":
+        return dim.tag if bool(v) else ""
+    return dim.tag.format(int(v)) if dim.tag_always or int(v) != PLAN_DEFAULTS[name] else ""
+
+
 def layout_label(row: Mapping[str, Any] | ParallelPlan) -> str:
-    """`row`: a plan-shaped mapping (a candidate or result row, a pandas Series) or a ParallelPlan."""
+    """`row`: a plan-shaped mapping (a candidate or result row, a pandas Series) or a ParallelPlan. A field the row
+    lacks (None or NaN: a row from before the field existed) is not shown."""
     g = _getter(row)
-    text = f"dp{int(g('dp'))}·tp{int(g('tp'))}·pp{int(g('pp'))}·cp{int(g('cp'))}"
-    if int(g("vpp", 1) or 1) > 1:
-        text += f"·vpp{int(g('vpp'))}"
-    text += f" z{int(g('zero_stage'))} mbs{int(g('micro_batch_size'))}"
-    gas = g("grad_accum_steps", None)
-    if gas is not None:
-        text += f" gas{int(gas)}"
-    text += _RECOMPUTE.get(str(g("recompute", "none")), f" {g('recompute')}")
-    if bool(g("sequence_parallel", False)):
-        text += " sp"
-    if int(g("pp")) > 1 and g("pp_schedule", None) == "gpipe":
-        text += " gpipe"
-    if bool(g("compile", False)):
-        text += " compile"
-    if str(g("offload", "none") or "none") != "none":
-        text += f" off-{'opt' if g('offload') == 'optimizer' else g('offload')}"
-    shard = g("dp_shard", 0)
-    if shard is not None and shard == shard and int(shard) > 0:  # HSDP (NaN/None: a row from before the field)
-        text += f" hsdp{int(shard)}"
-    if str(g("fp8", "none") or "none") != "none":
-        text += f" fp8={g('fp8')}"
+    text = ""
+    for name in PLAN_FIELDS:
+        v = g(name, None)
+        if (
+            (PLAN_DIMS[name].tag or PLAN_DIMS[name].codes)
+            and v is not None
+            and not (isinstance(v, float) and math.isnan(v))
+        ):
+            text += _piece(name, v)
     return text

@@ -25,33 +25,37 @@ CODES: dict[str, dict[str, int]] = {
 RECOMPUTE_CODE: dict[str, int] = CODES["recompute"]
 SCHEDULE_CODE: dict[str, int] = CODES["pp_schedule"]
 FP8_CODE: dict[str, int] = CODES["fp8"]
+OFFLOAD_CODE: dict[str, int] = CODES["offload"]
 __all__ = [
     "CODES",
     "INT_FIELDS",
     "RECOMPUTE_CODE",
     "SCHEDULE_CODE",
     "FP8_CODE",
+    "OFFLOAD_CODE",
     "arrays_from_frame",
     "arrays_from_plans",
     "decoded",
     "filled",
+    "plan_array",
+    "plan_cells",
     "plan_columns",
     "recompute_names",
     "schedule_names",
 ]
 
 
+def plan_array(name: str, values: Iterable[Any]) -> np.ndarray:
+    """Python values of plan field `name` in plan-array form (a string field as its codes)."""
+    kind = PLAN_KINDS[name]
+    if kind == "str":
+        return np.array([CODES[name][v] for v in values], dtype=np.int64)
+    return np.array(list(values), dtype=bool if kind == "bool" else np.int64)
+
+
 def arrays_from_plans(plans: Iterable[ParallelPlan]) -> dict[str, np.ndarray]:
     plans = list(plans)
-    arr: dict[str, np.ndarray] = {}
-    for f in PLAN_FIELDS:
-        values = [getattr(p, f) for p in plans]
-        kind = PLAN_KINDS[f]
-        if kind == "str":
-            arr[f] = np.array([CODES[f][v] for v in values], dtype=np.int64)
-        else:
-            arr[f] = np.array(values, dtype=bool if kind == "bool" else np.int64)
-    return arr
+    return {f: plan_array(f, [getattr(p, f) for p in plans]) for f in PLAN_FIELDS}
 
 
 def filled(name: str, n: int) -> np.ndarray:
@@ -65,6 +69,16 @@ def filled(name: str, n: int) -> np.ndarray:
 def decoded(name: str, codes: np.ndarray) -> np.ndarray:
     """Object array of a string field's names for its codes."""
     return np.asarray(PLAN_DIMS[name].choices, dtype=object)[codes]
+
+
+def plan_cells(names: tuple[str, ...], values) -> dict[str, Any]:
+    """One candidate's plan-array values of fields `names` as the Python values the fields declare (a string
+    field's code as its name)."""
+    out: dict[str, Any] = {}
+    for name, v in zip(names, values):
+        kind = PLAN_KINDS[name]
+        out[name] = PLAN_DIMS[name].choices[int(v)] if kind == "str" else bool(v) if kind == "bool" else int(v)
+    return out
 
 
 def plan_columns(arr: dict[str, np.ndarray]) -> dict[str, Any]:

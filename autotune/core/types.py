@@ -208,76 +208,57 @@ _DERIVED_SCHEDULE = "interleaved_1f1b exactly when vpp > 1, else 1f1b"
 
 @dataclass(frozen=True)
 class ParallelPlan:
-    """One parallel layout. Checks itself on construction (arithmetic in the message, like torchtitan's ParallelDims);
-    model-dependent rules (tp | heads, pp <= layers, ...) live in autotune.layouts.rules. Each field's `Dim` metadata
+    """One parallel layout. Checks each field's domain on construction (type, range, choices); the rules across fields
+    (sp needs tp, dp_shard | dp, the batch product, tp | heads, ...) are the table in autotune.layouts.rules, which
+    `check_plan` and `require_well_formed` apply. Each field's `Dim` metadata
     says how the rest of the code treats it (PLAN_FIELDS, PLAN_DIMS below)."""
 
-    dp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
-    tp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
-    pp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
-    cp: int = dim_field(1, mesh=True, optuna=True, oom="shape")
-    vpp: int = dim_field(1, optuna=True, oom="shape")
-    zero_stage: int = dim_field(0, optuna=True, oom="lower", label="zero", count=False)
-    micro_batch_size: int = dim_field(1, optuna=True, oom="higher", label="mbs")
-    grad_accum_steps: int = dim_field(1, derived=_DERIVED_GAS, optuna=False, oom="derived")
-    recompute: str = dim_field("none", optuna=True, oom="lower", label="recompute", choices=RECOMPUTE_MODES)
-    sequence_parallel: bool = dim_field(False, optuna=True, oom="shape")
-    pp_schedule: str = dim_field("1f1b", derived=_DERIVED_SCHEDULE, optuna=False, oom="shape", choices=PP_SCHEDULES)
+    dp: int = dim_field(1, mesh=True, optuna=True, oom="shape", tag="dp{}", tag_always=True)
+    tp: int = dim_field(1, mesh=True, optuna=True, oom="shape", tag="·tp{}", tag_always=True)
+    pp: int = dim_field(1, mesh=True, optuna=True, oom="shape", tag="·pp{}", tag_always=True)
+    cp: int = dim_field(1, mesh=True, optuna=True, oom="shape", tag="·cp{}", tag_always=True)
+    vpp: int = dim_field(1, optuna=True, oom="shape", tag="·vpp{}")
+    zero_stage: int = dim_field(
+        0, optuna=True, oom="lower", label="zero", count=False, maximum=3, tag=" z{}", tag_always=True
+    )
+    micro_batch_size: int = dim_field(1, optuna=True, oom="higher", label="mbs", tag=" mbs{}", tag_always=True)
+    grad_accum_steps: int = dim_field(
+        1, derived=_DERIVED_GAS, optuna=False, oom="derived", tag=" gas{}", tag_always=True
+    )
+    recompute: str = dim_field(
+        "none", optuna=True, oom="lower", label="recompute", choices=RECOMPUTE_MODES, codes=("", " sel", " full")
+    )
+    sequence_parallel: bool = dim_field(False, optuna=True, oom="shape", tag=" sp")
+    # labelled only when it is gpipe (the schedule the layout would not otherwise suggest)
+    pp_schedule: str = dim_field(
+        "1f1b", derived=_DERIVED_SCHEDULE, optuna=False, oom="shape", choices=PP_SCHEDULES, codes=("", " gpipe", "")
+    )
     # torch.compile per transformer block (bench_model); fusion removes memory-bound time and activation buffers
-    compile: bool = dim_field(False, optuna=True, oom="shape")
+    compile: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" compile")
     # CPU offload (OFFLOAD_MODES); a later mode keeps less on the device, so a lower one needs at least the memory
-    offload: str = dim_field("none", optuna=True, oom="lower", label="offload", choices=OFFLOAD_MODES)
+    offload: str = dim_field(
+        "none",
+        opt_in=True,
+        optuna=True,
+        oom="lower",
+        label="offload",
+        choices=OFFLOAD_MODES,
+        codes=("", " off-opt", " off-params"),
+    )
     # HSDP: size of the FSDP sharding group inside dp (0 = all of dp, plain FSDP); replicate = dp / dp_shard.
     # A smaller group holds a bigger slice of the states (P/(dp_shard*cp)), so "lower" needs at least the memory.
-    dp_shard: int = dim_field(0, optuna=True, oom="lower", label="dp_shard", count=False)
+    dp_shard: int = dim_field(
+        0, opt_in=True, optuna=True, oom="lower", label="dp_shard", count=False, zero_is_all=True, tag=" hsdp{}"
+    )
     # torchao float8 training of the transformer blocks' linears (bench_model); a throughput/numerics trade-off
-    fp8: str = dim_field("none", optuna=True, oom="shape", label="fp8", choices=FP8_RECIPES)
+    fp8: str = dim_field("none", opt_in=True, optuna=True, oom="shape", label="fp8", choices=FP8_RECIPES, tag=" fp8={}")
 
     def __post_init__(self) -> None:
-        for f in COUNT_FIELDS:
-            positive_int(f"plan.{f}", getattr(self, f))
-        require(self.zero_stage in (0, 1, 2, 3), f"plan.zero_stage={self.zero_stage!r} must be one of 0, 1, 2, 3")
-        require(
-            self.recompute in RECOMPUTE_MODES,
-            f"plan.recompute={self.recompute!r} must be one of {', '.join(RECOMPUTE_MODES)}",
-        )
-        require(
-            isinstance(self.sequence_parallel, bool),
-            f"plan.sequence_parallel={self.sequence_parallel!r} must be true or false",
-        )
-        require(isinstance(self.compile, bool), f"plan.compile={self.compile!r} must be true or false")
-        require(self.fp8 in FP8_RECIPES, f"plan.fp8={self.fp8!r} must be one of {', '.join(FP8_RECIPES)}")
-        require(
-            self.offload in OFFLOAD_MODES,
-            f"plan.offload={self.offload!r} must be one of {', '.join(OFFLOAD_MODES)}",
-        )
-        require(
-            isinstance(self.dp_shard, int) and not isinstance(self.dp_shard, bool) and self.dp_shard >= 0,
-            f"plan.dp_shard={self.dp_shard!r} must be an integer >= 0 (0 = all of dp)",
-        )
-        require(
-            self.dp_shard == 0 or self.dp % self.dp_shard == 0,
-            f"plan.dp_shard={self.dp_shard} does not divide plan.dp={self.dp}",
-        )
-        require(
-            self.dp_shard in (0, self.dp) or self.zero_stage >= 2,
-            f"plan.dp_shard={self.dp_shard} requires plan.zero_stage >= 2 (zero_stage={self.zero_stage} shards no "
-            "parameters or gradients; hybrid sharding is FSDP's)",
-        )
+        for name in PLAN_FIELDS:  # each field's domain, from its Dim; rules across fields: autotune.layouts.rules
+            problem = domain_problem(name, getattr(self, name))
+            require(problem is None, f"plan.{name}={getattr(self, name)!r} must be {problem}")
         if self.dp_shard == self.dp:  # the whole of dp is the sharding group: plain FSDP, stored as the default
             object.__setattr__(self, "dp_shard", 0)
-        require(
-            self.pp_schedule in PP_SCHEDULES,
-            f"plan.pp_schedule={self.pp_schedule!r} must be one of {', '.join(PP_SCHEDULES)}",
-        )
-        require(
-            not (self.sequence_parallel and self.tp == 1), "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)"
-        )
-        require(self.vpp == 1 or self.pp > 1, f"plan.vpp={self.vpp} requires plan.pp > 1 (pp=1)")
-        require(
-            (self.vpp > 1) == (self.pp_schedule == "interleaved_1f1b") or self.pp == 1,
-            f"plan.pp_schedule={self.pp_schedule!r} with vpp={self.vpp}: interleaved_1f1b is used exactly when vpp > 1",
-        )
 
     @property
     def world_size(self) -> int:
@@ -303,6 +284,25 @@ PLAN_KINDS: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(Pa
 INT_FIELDS: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if PLAN_KINDS[n] == "int")
 COUNT_FIELDS: tuple[str, ...] = tuple(n for n in INT_FIELDS if PLAN_DIMS[n].count)
 MESH_AXES: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if PLAN_DIMS[n].mesh)
+# searched only when asked (Dim.opt_in): the default space holds them at their default
+OPT_IN_FIELDS: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if PLAN_DIMS[n].opt_in)
+
+
+def domain_problem(name: str, value: Any) -> str | None:
+    """What plan field `name` must be when `value` is outside its domain ("an integer >= 1", "one of none, ..."),
+    from its type and Dim; None when the value is fine. One definition for ParallelPlan and the search space."""
+    dim, kind = PLAN_DIMS[name], PLAN_KINDS[name]
+    if kind == "bool":
+        return None if isinstance(value, bool) else "true or false"
+    if kind == "str":
+        return None if value in dim.choices else f"one of {', '.join(dim.choices)}"
+    if dim.maximum is not None:
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= dim.maximum
+        return None if ok else f"one of {', '.join(str(i) for i in range(dim.maximum + 1))}"
+    low = 1 if dim.count else 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= low:
+        return None
+    return f"an integer >= {low}" + (" (0 = all of dp)" if dim.zero_is_all else "")
 
 
 def py_value(v: Any) -> Any:
@@ -343,6 +343,8 @@ _ID_FIELDS_ALWAYS = frozenset(
         "pp_schedule",
     }
 )
+# the fields added since (results files written before them lack their columns)
+LATER_FIELDS: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if n not in _ID_FIELDS_ALWAYS)
 
 
 def candidate_ids(columns: dict[str, list[Any]], model: ModelSpec, train: TrainSpec) -> list[str]:
@@ -468,7 +470,6 @@ class TrialSpec:
     # and a fault to inject ("" = none; "crash", "hang", "crash_rank1", "kill_rank1") for the reliability suites.
     memory_limit_bytes: int | None = None
     inject_fault: str = ""
-    compile: bool = False
     resources: dict[str, Any] = field(default_factory=dict)
     # `autotune netbench` only (entry autotune.fitting.netbench_rank): sizes_bytes, iters, warmup
     netbench: dict[str, Any] = field(default_factory=dict)
@@ -486,7 +487,8 @@ class TrialSpec:
         d["model"] = ModelSpec(**d["model"])
         d["train"] = TrainSpec(**d["train"])
         d["cluster"] = ClusterSpec(**d["cluster"])
-        d["plan"] = ParallelPlan(**d["plan"])
+        # trial files written before plan.compile was the one switch carry a top-level `compile` too: fold it in
+        d["plan"] = ParallelPlan(**{**d["plan"], **({"compile": True} if d.pop("compile", False) else {})})
         return cls(**d)
 
     @classmethod

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autotune import __version__
-from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
 from autotune.core.types import PLAN_DEFAULTS, ClusterSpec, ParallelPlan, TrainSpec
+from autotune.layouts.rules import require_well_formed
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,7 @@ class ExportContext:
     plan: ParallelPlan
 
     def __post_init__(self) -> None:
-        p, gbs = self.plan, self.train.global_batch_size
-        if p.dp * p.micro_batch_size * p.grad_accum_steps != gbs:
-            raise SpecError(
-                f"plan.dp*micro_batch_size*grad_accum_steps={p.dp}*{p.micro_batch_size}*{p.grad_accum_steps}"
-                f"={p.dp * p.micro_batch_size * p.grad_accum_steps} != train.global_batch_size={gbs}"
-            )
+        require_well_formed(self.plan, self.train)  # the batch product and the plan's cross-field rules
 
     @property
     def world_size(self) -> int:

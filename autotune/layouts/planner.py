@@ -10,13 +10,14 @@ import numpy as np
 
 from autotune.core.errors import AutotuneError, UsageError
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE, filled, plan_columns, pp_schedule_codes
-from autotune.core.types import PLAN_FIELDS, TrainSpec
+from autotune.core.plan_arrays import plan_array, plan_columns, pp_schedule_codes
+from autotune.core.types import PLAN_DIMS, PLAN_FIELDS, PLAN_KINDS, TrainSpec
 from autotune.core.types import candidate_ids as _candidate_ids
-from autotune.layouts.rules import HOST_MEMORY_RULE, MEMORY_RULE, OFFLOAD_CODE, rejections
+from autotune.layouts.rules import HOST_MEMORY_RULE, MEMORY_RULE, rejections
 from autotune.predict.margin import memory_margin, rank_order
 from autotune.predict.memory import memory_arrays
 from autotune.predict.perf import perf_arrays
+from autotune.spec.config import SPACE_FIELDS
 
 # memory_arrays / perf_arrays keys that become frame columns: mem_<key>_bytes and pred_<key> (the same names as
 # MemoryEstimate.as_columns and PerfEstimate.as_columns, which tests/unit/test_planner.py checks)
@@ -64,62 +65,53 @@ def _layouts(space, num_gpus: int) -> np.ndarray:
     return np.stack([dp[ok], tp[ok], pp[ok], cp[ok]], axis=1).astype(np.int64)
 
 
+# The plan fields the planner takes from the search space besides the mesh axes (which _layouts pairs up), in the
+# nesting of the enumeration: field order, except that vpp has always varied inside recompute (the row order of every
+# candidate frame, which stored results and tests/unit/data/golden/ follow). A new field comes last and, while the
+# space holds it at one value, leaves the order of the other rows as it was.
+_SEARCHED = tuple(n for n in SPACE_FIELDS if not PLAN_DIMS[n].mesh)
+_NESTING = tuple(
+    sorted(_SEARCHED, key=lambda n: _SEARCHED.index("recompute") + 0.5 if n == "vpp" else _SEARCHED.index(n))
+)
+
+
+def _space_values(space, name: str) -> np.ndarray:
+    """The plan-array values the space lists for `name`, each once: booleans false first, others as listed."""
+    values = getattr(space, name)
+    return plan_array(name, sorted(set(values)) if PLAN_KINDS[name] == "bool" else list(dict.fromkeys(values)))
+
+
 def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.ndarray]:
     """Plan arrays of every canonical layout: SP only with tp > 1, vpp > 1 only with pp > 1, grad_accum =
     global_batch / (dp * micro_batch) (floored to >= 1 when it does not divide; the batch rule then rejects it), and
     the schedule of `pp_schedule_codes` (interleaved 1F1B exactly when vpp > 1, GPipe when grad_accum_steps < pp)."""
     lay = _layouts(space, num_gpus)
-    dims = [
-        np.arange(len(lay)),
-        np.array(space.zero_stage),
-        np.array(space.micro_batch_size),
-        np.array([RECOMPUTE_CODE[r] for r in space.recompute]),
-        np.array(space.vpp),
-        np.array(sorted(set(space.sequence_parallel)), dtype=bool),
-        np.array(sorted(set(space.compile)), dtype=bool),
-        np.array([OFFLOAD_CODE[o] for o in getattr(space, "offload", ("none",))], dtype=np.int64),
-        shards := np.array(sorted(set(getattr(space, "dp_shard", (0,)))), dtype=np.int64),
-        np.array([FP8_CODE[r] for r in dict.fromkeys(getattr(space, "fp8", ("none",)))], dtype=np.int64),
-    ]
-    grids = [g.ravel() for g in np.meshgrid(*dims, indexing="ij")]
-    li, z, mbs, rc, vpp, sp, comp, off, ds, f8 = grids
-    dp, tp, pp, cp = (lay[li, j] if len(lay) else np.zeros(0, np.int64) for j in range(4))
-    sp = sp.astype(bool)
+    values = {n: _space_values(space, n) for n in _NESTING}
+    grids = [g.ravel() for g in np.meshgrid(np.arange(len(lay)), *values.values(), indexing="ij")]
+    arr = dict(zip(_NESTING, grids[1:]))
+    for j, axis in enumerate(("dp", "tp", "pp", "cp")):
+        arr[axis] = lay[grids[0], j] if len(lay) else np.zeros(0, np.int64)
+    dp, tp, pp, vpp, sp, z, ds = (
+        arr[k] for k in ("dp", "tp", "pp", "vpp", "sequence_parallel", "zero_stage", "dp_shard")
+    )
     # tp=1 has no sequence parallelism: keep one row (the first listed SP value) and store it as false
     # pp=1 has no virtual stages: likewise keep the first listed vpp value and store vpp=1
-    keep = ((tp > 1) | (sp == dims[5][0])) & ((pp > 1) | (vpp == dims[4][0]))
+    keep = ((tp > 1) | (sp == values["sequence_parallel"][0])) & ((pp > 1) | (vpp == values["vpp"][0]))
     # dp_shard: dp itself is stored as 0 (all of dp); ZeRO 0/1 shard no parameters, so they keep one row, stored 0.
     # A size that does not divide dp is not a layout of that dp: dropped, as dp*tp*pp*cp != num_gpus is (_layouts).
     keep &= (z < 2) | (ds == 0) | (dp % np.maximum(ds, 1) == 0)
     canon = np.where((ds == dp) | (z < 2), 0, ds)
+    shards = values["dp_shard"]
     if 0 not in shards:  # no 0 listed: the first listed size stands for ZeRO 0/1, dp itself for FSDP
         keep &= (canon == ds) | np.where(z < 2, ds == shards[0], ds == dp)
     else:
         keep &= canon == ds
-    ds = canon
-    sp = sp & (tp > 1)
-    vpp = np.where(pp > 1, vpp, 1)
-    arr = {
-        "dp": dp,
-        "tp": tp,
-        "pp": pp,
-        "cp": cp,
-        "vpp": vpp,
-        "zero_stage": z,
-        "micro_batch_size": mbs,
-        "recompute": rc,
-        "sequence_parallel": sp,
-        "compile": comp.astype(bool),
-        "offload": off,
-        "dp_shard": ds,
-        "fp8": f8,
-    }
+    arr["dp_shard"] = canon
+    arr["sequence_parallel"] = sp & (tp > 1)
+    arr["vpp"] = np.where(pp > 1, vpp, 1)
     arr = {k: np.asarray(v)[keep] for k, v in arr.items()}
     arr["grad_accum_steps"] = np.maximum(train.global_batch_size // (arr["dp"] * arr["micro_batch_size"]), 1)
     arr["pp_schedule"] = pp_schedule_codes(arr["pp"], arr["vpp"], arr["grad_accum_steps"])
-    for f in PLAN_FIELDS:  # a field the space does not enumerate (yet) stays at its default
-        if f not in arr:
-            arr[f] = filled(f, len(arr["dp"]))
     return {f: arr[f] for f in PLAN_FIELDS}
 
 

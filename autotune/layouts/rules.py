@@ -1,196 +1,254 @@
 """Rules a parallel layout must satisfy before it can run, each with a human reason naming values and rule.
 
-One vectorised implementation (`rejections`) over plan arrays; `check_plan` is the scalar wrapper. Rules are
-checked in order and a candidate keeps the first reason it fails, with that rule's stable id (`tp_divides_heads`,
-`pp_microbatches`, ...: the `reject_rule` column; code tests the id, never the message). Reasons are formatted once
-per distinct value combination (a few dozen), not once per candidate.
+`RULES` is the one table of the generic rules (a `Rule` each: autotune/core/rules.py); a framework profile drops the
+generic rules that are its framework's limits (`replaces_rules`) and adds its own (`FrameworkProfile.rules`).
+`rejections` evaluates a table over plan arrays and is the only evaluator: the planner calls it on every candidate,
+`check_plan` on one plan (arrays of length 1), and `require_well_formed` (the exporters and the bench trainer) on the
+rules that make a plan no layout at all (`WELL_FORMED`: the batch product and the cross-field rules of one
+`ParallelPlan`). Rules are checked in order and a candidate keeps the first reason it fails, with that rule's stable
+id (`tp_divides_heads`, `pp_microbatches`, ...: the `reject_rule` column; code tests the id, never the message).
+Reasons are formatted once per distinct value combination (a few dozen), not once per candidate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 
+from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import CODES, FP8_CODE, SCHEDULE_CODE, arrays_from_plans
-from autotune.core.types import FP8_RECIPES, ClusterSpec, ParallelPlan, TrainSpec
+from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, SCHEDULE_CODE, arrays_from_plans, plan_cells
+from autotune.core.rules import Rule
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.frameworks import get_profile
+from autotune.spec.config import SpaceSpec
 
 MEMORY_RULE = (
     "memory"  # the planner's own rejection: the layout's estimated peak does not fit (autotune.layouts.planner)
 )
 HOST_MEMORY_RULE = "host_memory"  # the offloaded states do not fit in cluster.host_memory_bytes_per_gpu (planner)
-OFFLOAD_CODE: dict[str, int] = CODES["offload"]
+
+BATCH_DIVISIBLE = Rule(
+    "batch_divisible",
+    lambda dp, micro_batch_size, train: train.global_batch_size % (dp * micro_batch_size) != 0,
+    lambda dp, micro_batch_size, train: (
+        f"train.global_batch_size={train.global_batch_size} is not divisible by dp*micro_batch_size="
+        f"{dp}*{micro_batch_size}={dp * micro_batch_size}"
+    ),
+)
+BATCH_PRODUCT = Rule(
+    "batch_product",
+    lambda dp, micro_batch_size, grad_accum_steps, train: (
+        dp * micro_batch_size * grad_accum_steps != train.global_batch_size
+    ),
+    lambda dp, micro_batch_size, grad_accum_steps, train: (
+        f"dp*micro_batch_size*grad_accum_steps={dp}*{micro_batch_size}*{grad_accum_steps}="
+        f"{dp * micro_batch_size * grad_accum_steps} != train.global_batch_size={train.global_batch_size}"
+    ),
+)
+# Megatron's sequence parallelism splits the TP group's activations (Korthikanti et al. 2022 Sec 4.2.2): no TP, no SP
+SP_NEEDS_TP = Rule(
+    "sp_needs_tp",
+    lambda sequence_parallel, tp: sequence_parallel & (tp == 1),
+    lambda tp: f"plan.sequence_parallel=true requires plan.tp > 1 (tp={tp})",
+)
+VPP_NEEDS_PP = Rule(
+    "vpp_needs_pp",
+    lambda vpp, pp: (vpp > 1) & (pp == 1),
+    lambda vpp, pp: f"plan.vpp={vpp} requires plan.pp > 1 (pp={pp})",
+)
+# torch.distributed.pipelining: ScheduleInterleaved1F1B runs several stages per rank, the others one
+SCHEDULE_MATCHES_VPP = Rule(
+    "schedule_matches_vpp",
+    lambda vpp, pp, pp_schedule: ((vpp > 1) != (pp_schedule == SCHEDULE_CODE["interleaved_1f1b"])) & (pp > 1),
+    lambda pp_schedule, vpp: (
+        f"plan.pp_schedule={pp_schedule!r} with vpp={vpp}: interleaved_1f1b is used exactly when vpp > 1"
+    ),
+)
+# HSDP (Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2): shard groups tile dp; only FSDP (ZeRO 2/3) shards params/grads
+DP_SHARD_DIVIDES_DP = Rule(
+    "dp_shard_divides_dp",
+    lambda dp_shard, dp: (dp_shard > 0) & (dp % np.maximum(dp_shard, 1) != 0),
+    lambda dp_shard, dp: f"plan.dp_shard={dp_shard} does not divide plan.dp={dp}",
+)
+DP_SHARD_NEEDS_FSDP = Rule(
+    "dp_shard_needs_fsdp",
+    lambda dp_shard, dp, zero_stage: (dp_shard > 0) & (dp_shard != dp) & (zero_stage < 2),
+    lambda dp_shard, zero_stage: (
+        f"plan.dp_shard={dp_shard} requires plan.zero_stage >= 2 (zero_stage={zero_stage} shards no parameters or "
+        "gradients; hybrid sharding is FSDP's)"
+    ),
+)
+TP_DIVIDES_HEADS = Rule(
+    "tp_divides_heads",
+    lambda tp, model: model.num_heads % tp != 0,
+    lambda tp, model: f"tp={tp} does not divide num_heads={model.num_heads}",
+)
+TP_DIVIDES_KV_HEADS = Rule(
+    "tp_divides_kv_heads",
+    lambda tp, model: model.num_kv_heads % tp != 0,
+    lambda tp, model: f"tp={tp} does not divide num_kv_heads={model.num_kv_heads}",
+)
+TP_WITHIN_NODE = Rule(
+    "tp_within_node",
+    lambda tp, cluster, space: (tp > cluster.gpus_per_node) & space.tp_within_node,
+    lambda tp, cluster: f"tp={tp} exceeds gpus_per_node={cluster.gpus_per_node} (space.tp_within_node=true)",
+)
+PP_WITHIN_LAYERS = Rule(
+    "pp_within_layers",
+    lambda pp, model: pp > model.num_layers,
+    lambda pp, model: f"pp={pp} exceeds num_layers={model.num_layers}",
+)
+VPP_WITHIN_LAYERS = Rule(
+    "vpp_within_layers",
+    lambda pp, vpp, model: pp * vpp > model.num_layers,
+    lambda pp, vpp, model: f"pp*vpp={pp}*{vpp}={pp * vpp} exceeds num_layers={model.num_layers}",
+)
+PP_DIVIDES_LAYERS = Rule(
+    "pp_divides_layers",
+    lambda pp, vpp, model, space: (model.num_layers % (pp * vpp) != 0) & (not space.allow_uneven_pp),
+    lambda pp, vpp, model: (
+        f"pp*vpp={pp * vpp} does not divide num_layers={model.num_layers} (space.allow_uneven_pp=false)"
+    ),
+)
+CP_DIVIDES_SEQ = Rule(
+    "cp_divides_seq",
+    lambda cp, train: (cp > 1) & (train.seq_len % (2 * cp) != 0),
+    lambda cp, train: f"seq_len={train.seq_len} is not divisible by 2*cp={2 * cp} (load-balanced causal chunks)",
+)
+# torch.distributed.pipelining: Schedule1F1B raises for n_microbatches < num_stages; Interleaved1F1B needs
+# n_microbatches % pp == 0
+PP_MICROBATCHES = Rule(
+    "pp_microbatches",
+    lambda pp_schedule, pp, grad_accum_steps: (
+        (pp_schedule == SCHEDULE_CODE["1f1b"]) & (pp > 1) & (grad_accum_steps < pp)
+    ),
+    lambda grad_accum_steps, pp: (
+        f"grad_accum_steps={grad_accum_steps} < pp={pp}: pp_schedule=1f1b needs at least pp micro-batches "
+        "(gpipe runs it)"
+    ),
+)
+INTERLEAVED_MICROBATCHES = Rule(
+    "interleaved_microbatches",
+    lambda pp_schedule, pp, grad_accum_steps: (
+        (pp_schedule == SCHEDULE_CODE["interleaved_1f1b"]) & (grad_accum_steps % pp != 0)
+    ),
+    lambda grad_accum_steps, pp: (
+        f"grad_accum_steps={grad_accum_steps} is not a multiple of pp={pp} "
+        "(Interleaved1F1B needs n_microbatches % pp == 0)"
+    ),
+)
+ZERO_NEEDS_DP = Rule(
+    "zero_needs_dp",
+    lambda zero_stage, dp, cp: (zero_stage > 0) & (dp * cp == 1),
+    lambda zero_stage: f"zero_stage={zero_stage} shards nothing at dp*cp=1",
+)
+# CPU offload (docs/memory_model.md "CPU offload"): DeepSpeed's offload_optimizer is valid for ZeRO stages 1-3 and
+# offload_param for stage 3 only (DeepSpeed docs, "ZeRO: offload_optimizer / offload_param"); FSDP2's
+# CPUOffloadPolicy offloads the sharded parameters, which bench_model shards at rest in stage 3
+OFFLOAD_OPTIMIZER_NEEDS_ZERO = Rule(
+    "offload_optimizer_needs_zero",
+    lambda offload, zero_stage: (offload == OFFLOAD_CODE["optimizer"]) & (zero_stage == 0),
+    lambda zero_stage: (
+        f"offload=optimizer requires zero_stage >= 1 (zero_stage={zero_stage}): the host optimizer updates a "
+        "ZeRO shard (DeepSpeed offload_optimizer: ZeRO stages 1-3)"
+    ),
+)
+OFFLOAD_PARAMS_NEEDS_ZERO3 = Rule(
+    "offload_params_needs_zero3",
+    lambda offload, zero_stage: (offload == OFFLOAD_CODE["params"]) & (zero_stage < 3),
+    lambda zero_stage: (
+        f"offload=params requires zero_stage=3 (zero_stage={zero_stage}): parameters are offloaded as "
+        "FSDP shards (FSDP2 CPUOffloadPolicy, DeepSpeed offload_param: ZeRO-3 only)"
+    ),
+)
+# the point of HSDP is to keep the per-block gathers on NVLink; a user who wants multi-node shard groups says so
+DP_SHARD_WITHIN_NODE = Rule(
+    "dp_shard_within_node",
+    lambda dp_shard, cp, tp, cluster, space: (
+        (dp_shard > 0) & (dp_shard * cp * tp > cluster.gpus_per_node) & space.dp_shard_within_node
+    ),
+    lambda dp_shard, cp, tp, cluster: (
+        f"dp_shard*cp*tp={dp_shard}*{cp}*{tp}={dp_shard * cp * tp} exceeds gpus_per_node="
+        f"{cluster.gpus_per_node}: the HSDP shard group spans nodes (space.dp_shard_within_node=true)"
+    ),
+)
+FP8_NEEDS_PEAK = Rule(
+    "fp8_needs_peak",
+    lambda fp8, cluster: (fp8 != FP8_CODE["none"]) & (cluster.peak_flops_fp8 is None),
+    lambda fp8, cluster: f"fp8={fp8} needs FP8 tensor cores: cluster preset {cluster.name} has peak_flops_fp8=null",
+)
+
+# a plan that breaks one of these is no layout at all (whatever the model or the cluster)
+WELL_FORMED: tuple[Rule, ...] = (
+    DP_SHARD_DIVIDES_DP,
+    DP_SHARD_NEEDS_FSDP,
+    SP_NEEDS_TP,
+    VPP_NEEDS_PP,
+    SCHEDULE_MATCHES_VPP,
+    BATCH_DIVISIBLE,
+    BATCH_PRODUCT,
+)
+# the generic table, in the order reasons are reported
+RULES: tuple[Rule, ...] = (
+    *WELL_FORMED,
+    TP_DIVIDES_HEADS,
+    TP_DIVIDES_KV_HEADS,
+    TP_WITHIN_NODE,
+    PP_WITHIN_LAYERS,
+    VPP_WITHIN_LAYERS,
+    PP_DIVIDES_LAYERS,
+    CP_DIVIDES_SEQ,
+    PP_MICROBATCHES,
+    INTERLEAVED_MICROBATCHES,
+    ZERO_NEEDS_DP,
+    OFFLOAD_OPTIMIZER_NEEDS_ZERO,
+    OFFLOAD_PARAMS_NEEDS_ZERO3,
+    DP_SHARD_WITHIN_NODE,
+    FP8_NEEDS_PEAK,
+)
+_NO_SPACE = SpaceSpec()  # check_plan without a search space: its switches at their defaults
 
 
-def _rules(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, space) -> list:
-    """(rule id, failing mask, message template, columns the message uses), in the order reasons are reported."""
-    dp, tp, pp, cp, vpp, z = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"], arr["zero_stage"]
-    mbs, m, sched = arr["micro_batch_size"], arr["grad_accum_steps"], arr["pp_schedule"]
-    gbs, L, S = train.global_batch_size, model.num_layers, train.seq_len
-    tp_within_node = getattr(space, "tp_within_node", True)
-    allow_uneven = getattr(space, "allow_uneven_pp", True)
-    inter = sched == SCHEDULE_CODE["interleaved_1f1b"]
-    off = arr["offload"]
-    ds = arr["dp_shard"] if "dp_shard" in arr else np.zeros_like(dp)  # 0 = all of dp (plain FSDP)
-    ds_within_node = getattr(space, "dp_shard_within_node", True)
-    return [
-        (
-            "batch_divisible",
-            gbs % (dp * mbs) != 0,
-            lambda dp, micro_batch_size: (
-                f"train.global_batch_size={gbs} is not divisible by dp*micro_batch_size="
-                f"{dp}*{micro_batch_size}={dp * micro_batch_size}"
-            ),
-            ("dp", "micro_batch_size"),
-        ),
-        (
-            "batch_product",
-            dp * mbs * m != gbs,
-            lambda dp, micro_batch_size, grad_accum_steps: (
-                f"dp*micro_batch_size*grad_accum_steps={dp}*{micro_batch_size}"
-                f"*{grad_accum_steps}={dp * micro_batch_size * grad_accum_steps} != train.global_batch_size={gbs}"
-            ),
-            ("dp", "micro_batch_size", "grad_accum_steps"),
-        ),
-        (
-            "tp_divides_heads",
-            model.num_heads % tp != 0,
-            lambda tp: f"tp={tp} does not divide num_heads={model.num_heads}",
-            ("tp",),
-        ),
-        (
-            "tp_divides_kv_heads",
-            model.num_kv_heads % tp != 0,
-            lambda tp: f"tp={tp} does not divide num_kv_heads={model.num_kv_heads}",
-            ("tp",),
-        ),
-        (
-            "tp_within_node",
-            (tp > cluster.gpus_per_node) & tp_within_node,
-            lambda tp: f"tp={tp} exceeds gpus_per_node={cluster.gpus_per_node} (space.tp_within_node=true)",
-            ("tp",),
-        ),
-        ("pp_within_layers", pp > L, lambda pp: f"pp={pp} exceeds num_layers={L}", ("pp",)),
-        (
-            "vpp_within_layers",
-            pp * vpp > L,
-            lambda pp, vpp: f"pp*vpp={pp}*{vpp}={pp * vpp} exceeds num_layers={L}",
-            ("pp", "vpp"),
-        ),
-        (
-            "pp_divides_layers",
-            (L % (pp * vpp) != 0) & (not allow_uneven),
-            lambda pp, vpp: f"pp*vpp={pp * vpp} does not divide num_layers={L} (space.allow_uneven_pp=false)",
-            ("pp", "vpp"),
-        ),
-        (
-            "cp_divides_seq",
-            (cp > 1) & (S % (2 * cp) != 0),
-            lambda cp: f"seq_len={S} is not divisible by 2*cp={2 * cp} (load-balanced causal chunks)",
-            ("cp",),
-        ),
-        (
-            "pp_microbatches",
-            (sched == SCHEDULE_CODE["1f1b"]) & (pp > 1) & (m < pp),
-            lambda grad_accum_steps, pp: (
-                f"grad_accum_steps={grad_accum_steps} < pp={pp}: pp_schedule=1f1b needs at "
-                f"least pp micro-batches (gpipe runs it)"
-            ),
-            ("grad_accum_steps", "pp"),
-        ),
-        (
-            "interleaved_microbatches",
-            inter & (m % pp != 0),
-            lambda grad_accum_steps, pp: (
-                f"grad_accum_steps={grad_accum_steps} is not a multiple of pp={pp} "
-                f"(Interleaved1F1B needs n_microbatches % pp == 0)"
-            ),
-            ("grad_accum_steps", "pp"),
-        ),
-        (
-            "zero_needs_dp",
-            (z > 0) & (dp * cp == 1),
-            lambda zero_stage: f"zero_stage={zero_stage} shards nothing at dp*cp=1",
-            ("zero_stage",),
-        ),
-        # CPU offload (docs/memory_model.md "CPU offload"): DeepSpeed's offload_optimizer is valid for ZeRO stages
-        # 1-3 and offload_param for stage 3 only (DeepSpeed docs, "ZeRO: offload_optimizer / offload_param");
-        # FSDP2's CPUOffloadPolicy offloads the sharded parameters, which bench_model shards at rest in stage 3
-        (
-            "offload_optimizer_needs_zero",
-            (off == OFFLOAD_CODE["optimizer"]) & (z == 0),
-            lambda zero_stage: (
-                f"offload=optimizer requires zero_stage >= 1 (zero_stage={zero_stage}): the host optimizer updates a "
-                "ZeRO shard (DeepSpeed offload_optimizer: ZeRO stages 1-3)"
-            ),
-            ("zero_stage",),
-        ),
-        (
-            "offload_params_needs_zero3",
-            (off == OFFLOAD_CODE["params"]) & (z < 3),
-            lambda zero_stage: (
-                f"offload=params requires zero_stage=3 (zero_stage={zero_stage}): parameters are offloaded as "
-                "FSDP shards (FSDP2 CPUOffloadPolicy, DeepSpeed offload_param: ZeRO-3 only)"
-            ),
-            ("zero_stage",),
-        ),
-        (
-            "dp_shard_divides_dp",
-            (ds > 0) & (dp % np.maximum(ds, 1) != 0),
-            lambda dp_shard, dp: f"dp_shard={dp_shard} does not divide dp={dp}",
-            ("dp_shard", "dp"),
-        ),
-        (
-            "dp_shard_needs_fsdp",
-            (ds > 0) & (ds != dp) & (z < 2),
-            lambda dp_shard, zero_stage: (
-                f"dp_shard={dp_shard} requires zero_stage >= 2 (zero_stage={zero_stage} shards no parameters or "
-                "gradients; hybrid sharding is FSDP's)"
-            ),
-            ("dp_shard", "zero_stage"),
-        ),
-        (
-            "dp_shard_within_node",
-            (ds > 0) & (ds * cp * tp > cluster.gpus_per_node) & ds_within_node,
-            lambda dp_shard, cp, tp: (
-                f"dp_shard*cp*tp={dp_shard}*{cp}*{tp}={dp_shard * cp * tp} exceeds gpus_per_node="
-                f"{cluster.gpus_per_node}: the HSDP shard group spans nodes (space.dp_shard_within_node=true)"
-            ),
-            ("dp_shard", "cp", "tp"),
-        ),
-        (
-            "fp8_needs_peak",
-            (arr["fp8"] != FP8_CODE["none"]) & (cluster.peak_flops_fp8 is None),
-            lambda fp8: (
-                f"fp8={FP8_RECIPES[fp8]} needs FP8 tensor cores: cluster preset {cluster.name} has peak_flops_fp8=null"
-            ),
-            ("fp8",),
-        ),
-    ]
+def job_rules(train: TrainSpec) -> tuple[Rule, ...]:
+    """The table for `train.framework`: the generic rules its profile keeps, then the profile's own."""
+    prof = get_profile(train.framework)
+    return (*(r for r in RULES if r.id not in prof.replaces_rules), *prof.rules())
 
 
 def rejections(
-    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, space=None
+    arr: dict[str, np.ndarray],
+    model: ModelSpec | None,
+    train: TrainSpec,
+    cluster: ClusterSpec | None,
+    space: Any = None,
+    rules: Iterable[Rule] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Two object arrays: the first failed rule's id and its reason per candidate, None when every rule holds."""
+    """Two object arrays: the first failed rule's id and its reason per candidate, None when every rule holds.
+    `rules`: the table to evaluate (default: `job_rules(train)`)."""
     n = len(arr["dp"])
-    rules, out = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
+    context = {"model": model, "train": train, "cluster": cluster, "space": _NO_SPACE if space is None else space}
+    ids, out = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
     open_ = np.ones(n, dtype=bool)
-    # the framework profile (train.framework) replaces the generic rules that are a framework's limits and adds its own
-    prof = get_profile(train.framework)
-    generic = [r for r in _rules(arr, model, train, cluster, space) if r[0] not in prof.replaces_rules]
-    for rule, mask, template, cols in generic + prof.rules(arr, model, train, cluster):
+    for rule in job_rules(train) if rules is None else rules:
+        mask = rule.violated(
+            **{c: arr[c] for c in rule.columns}, **{k: context[k] for k in rule.context(rule.violated)}
+        )
         hit = np.broadcast_to(mask, (n,)) & open_
         if not hit.any():
             continue
         idx = np.flatnonzero(hit)
-        keys = np.stack([arr[c][idx] for c in cols], axis=1)
+        cols = rule.message_columns
+        fixed = {k: context[k] for k in rule.context(rule.message)}
+        keys = np.stack([arr[c][idx] for c in cols], axis=1) if cols else np.zeros((len(idx), 1), np.int64)
         uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        texts = np.array([template(**{c: int(v) for c, v in zip(cols, row)}) for row in uniq], dtype=object)
-        out[idx] = texts[np.asarray(inverse).reshape(-1)]
-        rules[idx] = rule
+        texts = [rule.prefix + rule.message(**plan_cells(cols, row), **fixed) for row in uniq]
+        out[idx] = np.array(texts, dtype=object)[np.asarray(inverse).reshape(-1)]
+        ids[idx] = rule.id
         open_ &= ~hit
-    return rules, out
+    return ids, out
 
 
 def reject_reasons(
@@ -203,3 +261,11 @@ def reject_reasons(
 def check_plan(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, space=None) -> str | None:
     """The reason `plan` cannot run (first failed rule), or None."""
     return reject_reasons(arrays_from_plans([plan]), model, train, cluster, space)[0]
+
+
+def require_well_formed(plan: ParallelPlan, train: TrainSpec) -> None:
+    """SpecError with the first `WELL_FORMED` rule `plan` breaks (batch product included): what the exporters and the
+    bench trainer refuse before they act on a plan."""
+    reason = rejections(arrays_from_plans([plan]), None, train, None, None, WELL_FORMED)[1][0]
+    if reason is not None:
+        raise SpecError(reason)

@@ -24,13 +24,12 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import CODES, arrays_from_plans
+from autotune.core.plan_arrays import OFFLOAD_CODE, arrays_from_plans
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ParallelPlan, TrainSpec
 from autotune.predict.frameworks import get_profile
 from autotune.predict.reserved import allocator_reserved, step_temporaries, zero1_gather
 from autotune.predict.schedule import layers_of_rank
 
-OFFLOAD_CODE: dict[str, int] = CODES["offload"]
 POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
 
 

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
+from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, PerfEstimate, TrainSpec
 from autotune.predict.memory import rank_params, shard_group
 from autotune.predict.perf_terms import (
@@ -73,7 +73,6 @@ from autotune.predict.perf_terms import (
 
 GEMM_M0 = 256.0  # tokens per GEMM at which efficiency is halved by this term
 GEMM_N0 = 128.0  # GEMM width (h/tp) at which efficiency is halved by this term
-OFFLOAD_CODE = CODES["offload"]
 EMBEDDING_ACCESSES = 4  # gather: read row + write output (forward); backward: read grad + scatter-add into the table
 
 

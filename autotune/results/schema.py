@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from autotune.core.types import PLAN_FIELDS, PLAN_KINDS
+from autotune.core.types import LATER_FIELDS, PLAN_FIELDS, PLAN_KINDS
 
 SCHEMA_VERSION = 1
 STATUSES: tuple[str, ...] = ("ok", "oom", "crash", "timeout", "pruned", "simulated", "invalid")
@@ -73,7 +73,7 @@ RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
 RESULT_COLUMNS: list[str] = [name for name, _ in RESULT_FIELDS]
 # Columns added after files of this schema version were first written: a file without them is still whole (it was
 # written before them) and reads as null there, so earlier sweeps resume instead of re-running every trial.
-LATER_COLUMNS: frozenset[str] = frozenset({"reject_rule", "offload", "dp_shard", "fp8"})
+LATER_COLUMNS: frozenset[str] = frozenset({"reject_rule", *LATER_FIELDS})
 RESULT_SCHEMA = pa.schema(RESULT_FIELDS)
 
 

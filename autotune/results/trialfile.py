@@ -27,8 +27,9 @@ def make_spec(
 ) -> TrialSpec:
     """A TrialSpec for one layout of the configured job; `extra` sets TrialSpec fields (warmup_steps, timeout_s, ...)."""
     fields = dict(warmup_steps=cfg.sweep.warmup_steps, timed_steps=cfg.sweep.timed_steps, timeout_s=cfg.sweep.timeout_s)
-    fields["compile"] = plan.compile  # bench_model compiles per block; the compile time falls in the warm-up steps
-    if plan.compile:  # ... and in the trial's wall time: the timeout grants it on top (autotune/predict/perf_terms.py)
+    # bench_model compiles per block (plan.compile): the compile time falls in the warm-up steps and in the trial's
+    # wall time, so the timeout grants it on top (autotune/predict/perf_terms.py)
+    if plan.compile:
         from autotune.predict.perf_terms import compile_time_s
 
         fields["timeout_s"] += float(compile_time_s([True], cfg.cluster)[0])

@@ -43,7 +43,7 @@ ORDERED_COLUMNS: tuple[str, ...] = tuple(
 )
 RECOMPUTE_ORDER: dict[str, int] = {name: i for i, name in enumerate(PLAN_DIMS["recompute"].choices)}
 PRUNED = "pruned"
-_ZERO_IS_ALL = frozenset({"dp_shard"})  # 0 means "all of dp": the largest group, ranked after every size
+_ZERO_IS_ALL = frozenset(f for f in PLAN_FIELDS if PLAN_DIMS[f].zero_is_all)  # 0 = all of dp: after every size
 _ALL = 2**62
 OOM_RULE = "oom_dominated"  # the `reject_rule` of a candidate pruned here
 

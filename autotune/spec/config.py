@@ -16,7 +16,17 @@ from typing import Any
 from autotune.core.errors import AutotuneError
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import default_pp_schedule
-from autotune.core.types import FP8_RECIPES, INT_FIELDS, OFFLOAD_MODES, ClusterSpec, ParallelPlan, TrainSpec
+from autotune.core.types import (
+    INT_FIELDS,
+    PLAN_DEFAULTS,
+    PLAN_DIMS,
+    PLAN_FIELDS,
+    PLAN_KINDS,
+    ClusterSpec,
+    ParallelPlan,
+    TrainSpec,
+    domain_problem,
+)
 
 SEARCH_SPACES = Path(os.environ.get("AUTOTUNE_SEARCH_SPACES", Path(__file__).resolve().parents[2] / "search_spaces"))
 GROUPS = ("model", "cluster", "space", "train", "sweep", "experiment")
@@ -26,22 +36,26 @@ class ConfigError(AutotuneError):
     """A user mistake in the configuration; the CLI prints it as one line and exits 2."""
 
 
+# The search space lists every plan field the planner does not derive (Dim.derived): one tuple of values each, its
+# type and checks from the field's Dim. The default is the plan's default alone (a space holding the field there);
+# search_spaces/space/default.yaml lists wider values for the fields that are not opt-in (Dim.opt_in). dp alone may
+# be null: whatever completes dp*tp*pp*cp = num_gpus.
+SPACE_FIELDS: tuple[str, ...] = tuple(n for n in PLAN_FIELDS if not PLAN_DIMS[n].derived)
+_SpaceDims = dataclasses.make_dataclass(
+    "_SpaceDims",
+    [
+        (n, f"tuple[{PLAN_KINDS[n]}, ...]", field(default=None if n == "dp" else (PLAN_DEFAULTS[n],)))
+        for n in SPACE_FIELDS
+    ],
+    frozen=True,
+)
+
+
 @dataclass(frozen=True)
-class SpaceSpec:
-    dp: tuple[int, ...] | None
-    tp: tuple[int, ...]
-    pp: tuple[int, ...]
-    cp: tuple[int, ...]
-    vpp: tuple[int, ...]
-    zero_stage: tuple[int, ...]
-    micro_batch_size: tuple[int, ...]
-    recompute: tuple[str, ...]
-    sequence_parallel: tuple[bool, ...]
-    compile: tuple[bool, ...] = (False, True)
-    offload: tuple[str, ...] = ("none",)
-    fp8: tuple[str, ...] = ("none",)
+class SpaceSpec(_SpaceDims):
+    """The values each plan field may take (SPACE_FIELDS, generated) and the switches of the rules and the ranking."""
+
     tp_within_node: bool = True
-    dp_shard: tuple[int, ...] = (0,)  # HSDP sharding-group sizes; 0 = all of dp (plain FSDP)
     dp_shard_within_node: bool = True
     allow_uneven_pp: bool = True
     memory_headroom: float = 0.05
@@ -278,21 +292,23 @@ def _train_from(values: dict[str, Any]) -> TrainSpec:
     return _build(TrainSpec, values, "train")
 
 
-def _as_tuple(name: str, v: Any, kind: type) -> tuple:
+def _as_tuple(name: str, v: Any) -> tuple:
+    """`space.<name>`'s values, each checked against the plan field's domain (autotune.core.types.domain_problem)."""
     items = v if isinstance(v, (list, tuple)) else [v]
     if not items:
         raise ConfigError(f"space.{name}=[] must list at least one value")
+    kind = PLAN_KINDS[name]
     for x in items:
-        bad = (isinstance(x, bool) != (kind is bool)) or not isinstance(x, kind)
-        if bad or (kind is int and x < (0 if name in ("zero_stage", "dp_shard") else 1)):
-            rule = {
-                int: {"zero_stage": "integers in 0..3", "dp_shard": "integers >= 0 (0 = all of dp)"}.get(
-                    name, "integers >= 1"
-                ),
-                str: "strings",
-                bool: "true/false",
-            }[kind]
-            raise ConfigError(f"space.{name}={v!r} must list {rule}")
+        problem = domain_problem(name, x)
+        if problem is None:
+            continue
+        if kind == "str" and isinstance(x, str):
+            raise ConfigError(f"space.{name}={x!r} must be {problem}")
+        dim = PLAN_DIMS[name]
+        rule = {"bool": "true/false", "str": "strings"}.get(kind) or (
+            f"integers in 0..{dim.maximum}" if dim.maximum is not None else problem.replace("an integer", "integers")
+        )
+        raise ConfigError(f"space.{name}={v!r} must list {rule}")
     return tuple(items)
 
 
@@ -305,35 +321,16 @@ COMPILE_DEFAULT = {"cuda": (True,), "cpu": (False,)}
 def _space_from(values: dict[str, Any], cluster: ClusterSpec | None = None) -> SpaceSpec:
     values = dict(values)
     out: dict[str, Any] = {}
-    for name in ("tp", "pp", "cp", "vpp", "zero_stage", "micro_batch_size"):
-        out[name] = _as_tuple(name, values.pop(name), int)
-    dp = values.pop("dp", None)
-    out["dp"] = None if dp is None else _as_tuple("dp", dp, int)
-    out["recompute"] = _as_tuple("recompute", values.pop("recompute"), str)
-    out["sequence_parallel"] = _as_tuple("sequence_parallel", values.pop("sequence_parallel"), bool)
-    if "compile" in values:
-        c = values.pop("compile")
-        if c is None:  # an explicit list stays authoritative; null follows the cluster
-            out["compile"] = COMPILE_DEFAULT[cluster.device_type] if cluster is not None else (False,)
+    for name in SPACE_FIELDS:
+        if name not in values:
+            continue
+        v = values.pop(name)
+        if v is None and name == "dp":  # whatever completes dp*tp*pp*cp = num_gpus
+            out[name] = None
+        elif v is None and name == "compile":  # an explicit list stays authoritative; null follows the cluster
+            out[name] = COMPILE_DEFAULT[cluster.device_type] if cluster is not None else (False,)
         else:
-            out["compile"] = _as_tuple("compile", c, bool)
-    if "offload" in values:
-        out["offload"] = _as_tuple("offload", values.pop("offload"), str)
-        bad = [o for o in out["offload"] if o not in OFFLOAD_MODES]
-        if bad:
-            raise ConfigError(f"space.offload={bad[0]!r} must be one of {', '.join(OFFLOAD_MODES)}")
-    if "dp_shard" in values:
-        out["dp_shard"] = _as_tuple("dp_shard", values.pop("dp_shard"), int)
-    if "fp8" in values:
-        out["fp8"] = _as_tuple("fp8", values.pop("fp8"), str)
-        bad = [r for r in out["fp8"] if r not in FP8_RECIPES]
-        if bad:
-            raise ConfigError(f"space.fp8={bad[0]!r} must be one of {', '.join(FP8_RECIPES)}")
-    if any(z > 3 for z in out["zero_stage"]):
-        raise ConfigError(f"space.zero_stage={list(out['zero_stage'])} must list integers in 0..3")
-    bad = [r for r in out["recompute"] if r not in ("none", "selective", "full")]
-    if bad:
-        raise ConfigError(f"space.recompute={bad[0]!r} must be one of none, selective, full")
+            out[name] = _as_tuple(name, v)
     out.update(values)
     return _build(SpaceSpec, out, "space")
 

@@ -119,7 +119,7 @@ def test_compiled_trial_timeout_and_slurm_limit_include_compile_time():
     per_graph = cfg.cluster.compile_s_per_graph
     eager = make_spec(cfg, cfg.plan(1), pred_tokens_per_s_per_gpu=1000.0)
     comp = make_spec(cfg, dataclasses.replace(cfg.plan(1), compile=True), pred_tokens_per_s_per_gpu=1000.0)
-    assert comp.compile and comp.timeout_s == pytest.approx(eager.timeout_s + per_graph)
+    assert comp.plan.compile and comp.timeout_s == pytest.approx(eager.timeout_s + per_graph)
     assert predicted_run_s(comp) == pytest.approx(predicted_run_s(eager) + per_graph)
 
 
@@ -147,3 +147,20 @@ def test_compile_falls_in_untimed_warmup(monkeypatch, compile, warmup, untimed):
     tr.run_steps(t, lambda: None)
     assert tr.untimed_steps(spec) == untimed
     assert len(t.steps) == untimed + 3 and len(t.step_times_s) == 3  # the first (compiling) step is never timed
+
+
+@pytest.mark.parametrize("old_key", [True, False])
+def test_trial_json_from_before_plan_compile_was_the_one_switch_still_loads(old_key):
+    """Trial files once carried a top-level `compile` beside `plan.compile`; the plan is now the one switch. An old
+    file loads, and a compiled one stays compiled."""
+    import json
+
+    from autotune.core.types import TrialSpec
+    from autotune.results.trialfile import make_spec
+
+    cfg = load_config([])
+    d = json.loads(make_spec(cfg, cfg.plan(1)).to_json())
+    assert "compile" not in d and d["plan"]["compile"] is False
+    d["compile"] = old_key
+    spec = TrialSpec.from_dict(d)
+    assert spec.plan.compile is old_key

@@ -17,7 +17,7 @@ from autotune.core.labels import layout_label
 from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import ParallelPlan, candidate_id
 from autotune.layouts.planner import enumerate_arrays, enumerate_candidates
-from autotune.layouts.rules import check_plan, rejections
+from autotune.layouts.rules import check_plan, rejections, require_well_formed
 from autotune.predict.memory import estimate_memory
 from autotune.predict.perf import perf_arrays, ring_s
 from autotune.search.oom_pruning import dominance_reason
@@ -42,12 +42,18 @@ def test_dp_shard_equal_to_dp_is_plain_fsdp_and_stored_as_the_default():
     [
         (dict(dp=8, zero_stage=3, dp_shard=3), "plan.dp_shard=3 does not divide plan.dp=8"),
         (dict(dp=8, zero_stage=1, dp_shard=2), "plan.dp_shard=2 requires plan.zero_stage >= 2"),
-        (dict(dp=8, zero_stage=3, dp_shard=-1), "plan.dp_shard=-1 must be an integer >= 0"),
     ],
 )
 def test_bad_dp_shard_names_field_value_and_rule(kw, needle):
+    """Across fields: the rule table (autotune.layouts.rules), which the exporters and the trainer apply too."""
+    plan = ParallelPlan(grad_accum_steps=_cfg().train.global_batch_size // 8, **kw)
     with pytest.raises(SpecError, match=needle):
-        ParallelPlan(**kw)
+        require_well_formed(plan, _cfg().train)
+
+
+def test_negative_dp_shard_is_refused_by_the_plan_itself():
+    with pytest.raises(SpecError, match="plan.dp_shard=-1 must be an integer >= 0"):
+        ParallelPlan(dp=8, zero_stage=3, dp_shard=-1)
 
 
 def _rules_of(plans, cfg, space=None):
@@ -65,7 +71,7 @@ def test_constraint_rule_ids():
     arr_bad["zero_stage"][:] = [3, 1, 3]
     rules, reasons = rejections(arr_bad, cfg.model, cfg.train, cfg.cluster, cfg.space)
     assert rules.tolist() == ["dp_shard_divides_dp", "dp_shard_needs_fsdp", None]
-    assert reasons[0] == "dp_shard=3 does not divide dp=8"
+    assert reasons[0] == "plan.dp_shard=3 does not divide plan.dp=8"
     # the shard group stays inside an 8-GPU node unless the space allows otherwise
     wide = ParallelPlan(dp=16, tp=2, zero_stage=3, dp_shard=8, grad_accum_steps=gbs // 16)
     assert _rules_of([wide], cfg) == ["dp_shard_within_node"]

@@ -53,7 +53,7 @@ def test_batch_that_does_not_add_up_is_refused(llama8b):
     bad = ParallelPlan(dp=8, micro_batch_size=1, grad_accum_steps=1)  # 8 != 512
     with pytest.raises(
         ValueError,
-        match=r"plan.dp\*micro_batch_size\*grad_accum_steps=8\*1\*1=8 != "
+        match=r"dp\*micro_batch_size\*grad_accum_steps=8\*1\*1=8 != "
         r"train.global_batch_size=512",
     ):
         render("deepspeed", *llama8b, bad)

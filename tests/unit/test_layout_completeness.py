@@ -166,3 +166,67 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
 def test_planner_frame_has_every_field_as_a_column():
     df = enumerate_candidates(load_config(["model=tiny"]), 8)
     assert [c for c in df.columns if c in PLAN_FIELDS] == list(PLAN_FIELDS)
+
+
+EXTENDING = ROOT / "docs" / "extending.md"
+CONFIG_YAML = ROOT / "search_spaces" / "config.yaml"
+
+
+def test_every_plan_field_is_a_known_plan_key_in_config_yaml():
+    """`plan.<field>=...` overrides need the key in search_spaces/config.yaml's plan block (Hydra's struct mode)."""
+    plan_block = yaml.safe_load(CONFIG_YAML.read_text())["plan"]
+    missing = [f for f in PLAN_FIELDS if f not in plan_block]
+    assert not missing, f"search_spaces/config.yaml plan: block lacks {missing} (docs/extending.md)"
+
+
+def _listed_files() -> list[str]:
+    """The paths docs/extending.md names under "Files a new searched dimension touches"."""
+    import re
+
+    text = EXTENDING.read_text()
+    section = text.split("## Files a new searched dimension touches", 1)[1].split("\n## ", 1)[0]
+    return re.findall(
+        r"`((?:autotune|bench_model|search_spaces|launchers|benchmarks)/[^`*<>{}]+\.(?:py|yaml))`", section
+    )
+
+
+def _names_in(path: Path) -> set[str]:
+    """The identifiers a file uses in code (names, attributes, keywords, arguments, whole string constants; YAML keys):
+    prose in comments and docstrings does not count."""
+    import ast
+    import re
+
+    text = path.read_text()
+    if path.suffix == ".yaml":
+        return set(re.findall(r"^\s*([A-Za-z_]\w*)\s*:", text, re.M))
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, (ast.keyword, ast.arg)) and node.arg:
+            out.add(node.arg)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.add(node.value)
+    return out
+
+
+def test_extending_md_names_every_file_each_searched_dimension_touches():
+    """The files every existing searched, several-valued opt-in dimension (offload, dp_shard, fp8 today: Dim.opt_in,
+    not a boolean switch) uses in code are the files the next one will touch: each must be in docs/extending.md's
+    list, and every listed file must exist. Counted on the code, so a place added for all of them shows up here."""
+    import subprocess
+
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py", "*.yaml"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    sources = [ROOT / f for f in tracked if not f.startswith(("tests/", "notebooks/"))]
+    names = {p: _names_in(p) for p in sources}
+    dims = [f for f in PLAN_FIELDS if PLAN_DIMS[f].opt_in and PLAN_KINDS[f] != "bool"]
+    assert len(dims) >= 3, dims  # offload, dp_shard, fp8
+    touched = set.intersection(*({str(p.relative_to(ROOT)) for p in sources if f in names[p]} for f in dims))
+    listed = _listed_files()
+    assert [p for p in listed if not (ROOT / p).is_file()] == []
+    missing = sorted(touched - set(listed))
+    assert not missing, f"docs/extending.md does not name {missing}, which {dims} all touch"

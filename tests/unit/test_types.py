@@ -2,6 +2,7 @@
 
 import pytest
 
+from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec, candidate_id
 from autotune.spec.config import load_config
@@ -54,14 +55,50 @@ def test_tied_embeddings_count_once():
         (dict(tp=0), "plan.tp=0 must be an integer >= 1"),
         (dict(zero_stage=4), "plan.zero_stage=4 must be one of 0, 1, 2, 3"),
         (dict(recompute="some"), "plan.recompute='some' must be one of none, selective, full"),
-        (dict(sequence_parallel=True), "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)"),
-        (dict(vpp=2), "plan.vpp=2 requires plan.pp > 1 (pp=1)"),
     ],
 )
 def test_plan_validation_names_field_value_rule(kwargs, message):
     with pytest.raises(ValueError) as e:
         ParallelPlan(**kwargs)
     assert str(e.value) == message
+
+
+@pytest.mark.parametrize(
+    "kwargs,rule,message",
+    [
+        (dict(sequence_parallel=True), "sp_needs_tp", "plan.sequence_parallel=true requires plan.tp > 1 (tp=1)"),
+        (dict(vpp=2), "vpp_needs_pp", "plan.vpp=2 requires plan.pp > 1 (pp=1)"),
+        (
+            dict(pp=2, vpp=2),
+            "schedule_matches_vpp",
+            "plan.pp_schedule='1f1b' with vpp=2: interleaved_1f1b is used exactly when vpp > 1",
+        ),
+        (
+            dict(dp=3, grad_accum_steps=3),
+            "batch_divisible",
+            "train.global_batch_size=8 is not divisible by dp*micro_batch_size=3*1=3",
+        ),
+        (
+            dict(dp=2, grad_accum_steps=3),
+            "batch_product",
+            "dp*micro_batch_size*grad_accum_steps=2*1*3=6 != train.global_batch_size=8",
+        ),
+    ],
+)
+def test_cross_field_rules_live_in_the_rule_table(kwargs, rule, message):
+    """A plan checks each field alone; the rules across fields are one table (autotune.layouts.rules): the plan is
+    built, `require_well_formed` (exporters, trainer) refuses it with the rule's message and `rejections` names the
+    rule id. Batch: global_batch_size=8 sequences per step must equal dp*micro_batch_size*grad_accum_steps."""
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.layouts.rules import WELL_FORMED, rejections, require_well_formed
+
+    plan = ParallelPlan(**kwargs)
+    train = TrainSpec(seq_len=16, global_batch_size=8)
+    with pytest.raises(SpecError) as e:
+        require_well_formed(plan, train)
+    assert str(e.value) == message
+    ids, _ = rejections(arrays_from_plans([plan]), None, train, None, None, WELL_FORMED)
+    assert ids.tolist() == [rule]
 
 
 def test_model_validation_names_rule():

@@ -19,10 +19,8 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
-
-# (rule id, failing mask, message template(**cols) -> str, columns the template takes): autotune.layouts.rules' format
-Rule = tuple[str, Any, Callable[..., str], tuple[str, ...]]
+from autotune.core.rules import Rule
+from autotune.core.types import DTYPE_BYTES, TrainSpec
 
 
 def state_inputs(num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> tuple:
@@ -100,11 +98,12 @@ class FrameworkProfile(ABC):
         """Micro-batches whose activations pipeline rank `rank` holds at its peak (units of all its layers)."""
 
     # ---- feasibility --------------------------------------------------------------------------------------------
-    def rules(self, arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> list[Rule]:
+    def rules(self) -> tuple[Rule, ...]:
         """Layouts this framework cannot run, beyond autotune.layouts.rules' generic rules; build each with `rule`.
         None by default."""
-        return []
+        return ()
 
-    def rule(self, rule_id: str, mask: Any, template: Callable[..., str], cols: tuple[str, ...]) -> Rule:
-        """A rule whose stable id is `<name>_<rule_id>` and whose message starts with `<name>: `."""
-        return (f"{self.name}_{rule_id}", mask, lambda **kw: f"{self.name}: {template(**kw)}", cols)
+    def rule(self, rule_id: str, violated: Callable[..., Any], message: Callable[..., str]) -> Rule:
+        """A rule (autotune/core/rules.py) whose stable id is `<name>_<rule_id>` and whose message starts with
+        `<name>: `."""
+        return Rule(f"{self.name}_{rule_id}", violated, message, prefix=f"{self.name}: ")

@@ -75,7 +75,7 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import CODES, RECOMPUTE_CODE
+from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict.frameworks.base import FrameworkProfile
 from autotune.predict.schedule import inflight_microbatches
@@ -83,7 +83,6 @@ from autotune.predict.schedule import inflight_microbatches
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
 # bench_model.trainer.LOSS_CHUNK_TOKENS (tests/unit/test_memory.py checks they agree)
 LOSS_CHUNK_TOKENS = 1024
-OFFLOAD_CODE: dict[str, int] = CODES["offload"]
 _OFF_OPT, _OFF_PAR = OFFLOAD_CODE["optimizer"], OFFLOAD_CODE["params"]
 HOST_MASTER_BYTES = 4  # the host optimizer's fp32 master copy (ZeRO-Offload, Ren et al. 2021 Sec 4.1)
 HOST_GRAD_BYTES = 4  # fp32 gradients on the host, the CPU Adam's input (ibid.; DeepSpeed's 16 bytes/param on CPU)

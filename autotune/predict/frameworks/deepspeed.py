@@ -78,36 +78,32 @@ class DeepSpeedProfile(FrameworkProfile):
     def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         return (8.0 + act_bytes) * tokens * model.vocab_size / tp  # whole micro-batch, fp32 log-softmax + grads
 
-    def rules(self, arr, model, train, cluster) -> list:
-        z, pp, tp, cp, vpp, sched = (arr[k] for k in ("zero_stage", "pp", "tp", "cp", "vpp", "pp_schedule"))
-        H, K = model.num_heads, model.num_kv_heads
-        return [
+    def rules(self) -> tuple:
+        return (
             self.rule(
                 "no_tp",
-                tp > 1,
+                lambda tp: tp > 1,
                 lambda tp: f"tp={tp}: the DeepSpeed engine has no tensor parallelism (tp must be 1)",
-                ("tp",),
             ),
             self.rule(
                 "pp_zero",
-                (pp > 1) & (z >= 2),
+                lambda pp, zero_stage: (pp > 1) & (zero_stage >= 2),
                 lambda pp, zero_stage: (
                     f"pp={pp} with zero_stage={zero_stage}: the PipelineEngine supports ZeRO stage 0-1 only (zero_stage must be <= 1)"
                 ),
-                ("pp", "zero_stage"),
             ),
             self.rule(
                 "pp_schedule",
-                (pp > 1) & ((sched != SCHEDULE_CODE["1f1b"]) | (vpp > 1)),
+                lambda pp, vpp, pp_schedule: (pp > 1) & ((pp_schedule != SCHEDULE_CODE["1f1b"]) | (vpp > 1)),
                 lambda pp, vpp: (
                     f"pp={pp} vpp={vpp}: the PipelineEngine runs 1F1B only (pp_schedule must be 1f1b, vpp 1)"
                 ),
-                ("pp", "vpp"),
             ),
             self.rule(
                 "ulysses_heads",
-                (cp > 1) & ((H % cp != 0) | (K % cp != 0)),
-                lambda cp: f"cp={cp} (Ulysses) does not divide num_heads={H} and num_kv_heads={K}",
-                ("cp",),
+                lambda cp, model: (cp > 1) & ((model.num_heads % cp != 0) | (model.num_kv_heads % cp != 0)),
+                lambda cp, model: (
+                    f"cp={cp} (Ulysses) does not divide num_heads={model.num_heads} and num_kv_heads={model.num_kv_heads}"
+                ),
             ),
-        ]
+        )

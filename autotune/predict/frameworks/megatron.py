@@ -32,7 +32,7 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
-from autotune.core.types import FP8_RECIPES, OFFLOAD_MODES, TrainSpec
+from autotune.core.types import TrainSpec
 from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
@@ -104,36 +104,32 @@ class MegatronProfile(FrameworkProfile):
         # the DDP grad buffer is main_grad (counted in grads); the distributed optimizer gathers into the param buffer
         return np.zeros(np.broadcast(np.asarray(layer_params), np.asarray(zero_stage)).shape)
 
-    def rules(self, arr, model, train, cluster) -> list:
+    def rules(self) -> tuple:
         # an uneven layer split is Megatron-Core's --decoder-first/last-pipeline-num-layers: no divisibility rule
-        z = arr["zero_stage"]
-        return [
+        return (
             self.rule(
                 "offload_params",
-                arr["offload"] >= 2,
+                lambda offload: offload >= 2,
                 lambda offload: (
-                    f"offload={OFFLOAD_MODES[offload]}: Megatron-LM offloads the optimizer only "
+                    f"offload={offload}: Megatron-LM offloads the optimizer only "
                     "(--optimizer-cpu-offload); parameter offload requires another framework"
                 ),
-                ("offload",),
             ),
             # Megatron-LM arguments.py --fp8-recipe: delayed, tensorwise, mxfp8, blockwise (Transformer Engine)
             self.rule(
                 "fp8_rowwise",
-                arr["fp8"] == FP8_CODE["rowwise"] if "fp8" in arr else np.zeros_like(z, dtype=bool),
+                lambda fp8: fp8 == FP8_CODE["rowwise"],
                 lambda fp8: (
-                    f"fp8={FP8_RECIPES[fp8]}: Megatron-LM's --fp8-recipe has no rowwise recipe (delayed, tensorwise, "
+                    f"fp8={fp8}: Megatron-LM's --fp8-recipe has no rowwise recipe (delayed, tensorwise, "
                     "mxfp8, blockwise); fp8 must be none or tensorwise"
                 ),
-                ("fp8",),
             ),
             self.rule(
                 "zero_stage",
-                z >= 2,
+                lambda zero_stage: zero_stage >= 2,
                 lambda zero_stage: (
                     f"zero_stage={zero_stage}: Megatron-LM shards optimizer state with its distributed optimizer "
                     "(zero_stage must be <= 1); ZeRO-2/3 grad/param sharding is not part of this profile"
                 ),
-                ("zero_stage",),
             ),
-        ]
+        )

@@ -26,7 +26,7 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import SCHEDULE_CODE
-from autotune.core.types import FP8_RECIPES, OFFLOAD_MODES, TrainSpec
+from autotune.core.types import TrainSpec
 from autotune.predict.frameworks.base import state_inputs
 from autotune.predict.frameworks.megatron import MegatronProfile
 
@@ -59,42 +59,36 @@ class NanotronProfile(MegatronProfile):
         # final norm input and output, sequence-sharded with SP; the head's input is re-gathered in backward
         return 2.0 * act_bytes * tokens * model.hidden_size / np.where(sp, tp, 1)
 
-    def rules(self, arr, model, train, cluster) -> list:
-        z, cp, vpp, sched = arr["zero_stage"], arr["cp"], arr["vpp"], arr["pp_schedule"]
-        return [
+    def rules(self) -> tuple:
+        return (
             self.rule(
                 "offload",
-                arr["offload"] >= 1,
-                lambda offload: f"offload={OFFLOAD_MODES[offload]}: nanotron has no CPU offload (offload must be none)",
-                ("offload",),
+                lambda offload: offload >= 1,
+                lambda offload: f"offload={offload}: nanotron has no CPU offload (offload must be none)",
             ),
             self.rule(
                 "fp8",
-                arr["fp8"] >= 1 if "fp8" in arr else np.zeros_like(z, dtype=bool),
+                lambda fp8: fp8 >= 1,
                 lambda fp8: (
-                    f"fp8={FP8_RECIPES[fp8]}: nanotron 0.4's config has no FP8 training option (its experimental "
+                    f"fp8={fp8}: nanotron 0.4's config has no FP8 training option (its experimental "
                     "src/nanotron/fp8 is its own recipe); fp8 must be none"
                 ),
-                ("fp8",),
             ),
             self.rule(
                 "zero_stage",
-                z >= 2,
+                lambda zero_stage: zero_stage >= 2,
                 lambda zero_stage: (
                     f"zero_stage={zero_stage}: nanotron's optimizer shards with ZeRO-1 only (zero_stage must be <= 1)"
                 ),
-                ("zero_stage",),
             ),
             self.rule(
                 "no_cp",
-                cp > 1,
+                lambda cp: cp > 1,
                 lambda cp: f"cp={cp}: ParallelismArgs has no context parallelism (cp must be 1)",
-                ("cp",),
             ),
             self.rule(
                 "no_interleaved",
-                (vpp > 1) | (sched == SCHEDULE_CODE["interleaved_1f1b"]),
+                lambda vpp, pp_schedule: (vpp > 1) | (pp_schedule == SCHEDULE_CODE["interleaved_1f1b"]),
                 lambda vpp: f"vpp={vpp}: nanotron's pipeline engines are afab and 1f1b (vpp must be 1)",
-                ("vpp",),
             ),
-        ]
+        )

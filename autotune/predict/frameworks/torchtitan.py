@@ -116,47 +116,42 @@ class TorchtitanProfile(FrameworkProfile):
         saved = activations - transient
         return params + optimizer + saved + np.maximum(logits, buffers + transient)
 
-    def rules(self, arr, model, train, cluster) -> list:
-        dp, tp, pp, cp, z, sp = (arr[k] for k in ("dp", "tp", "pp", "cp", "zero_stage", "sequence_parallel"))
-        mixed = train.compute_dtype != train.param_dtype
-        return [
+    def rules(self) -> tuple:
+        return (
             self.rule(
                 "sp_always",
-                (tp > 1) & ~np.asarray(sp, dtype=bool),
+                lambda tp, sequence_parallel: (tp > 1) & ~np.asarray(sequence_parallel, dtype=bool),
                 lambda tp: f"tp={tp} requires sequence_parallel=true: apply_tp always shards the sequence",
-                ("tp",),
             ),
             self.rule(
                 "zero1",
-                (z == 1) & (dp * cp > 1),
+                lambda zero_stage, dp, cp: (zero_stage == 1) & (dp * cp > 1),
                 lambda zero_stage: (
                     f"zero_stage={zero_stage} is not available: FSDP2 has no optimizer-only sharding (use 0, 2 or 3)"
                 ),
-                ("zero_stage",),
             ),
             self.rule(
                 "ddp_1d",
-                (z == 0) & (dp > 1) & (tp * pp * cp > 1),
+                lambda zero_stage, dp, tp, pp, cp: (zero_stage == 0) & (dp > 1) & (tp * pp * cp > 1),
                 lambda dp, tp: (
                     f"zero_stage=0 with dp={dp} and tp={tp}: apply_ddp: DDP has not supported > 1D parallelism"
                 ),
-                ("dp", "tp"),
             ),
             self.rule(
                 "amp_off",
-                (dp * cp == 1) & ((tp > 1) | (pp > 1)) & mixed,
+                lambda dp, cp, tp, pp, train: (
+                    (dp * cp == 1) & ((tp > 1) | (pp > 1)) & (train.compute_dtype != train.param_dtype)
+                ),
                 lambda tp, pp: (
                     f"tp={tp}, pp={pp} without FSDP (dp*cp=1) requires train.precision=fp32: maybe_enable_amp "
                     "disables mixed precision with TP or PP"
                 ),
-                ("tp", "pp"),
             ),
             self.rule(
                 "seq_divisor",
-                train.seq_len % (tp * 2 * cp) != 0,
-                lambda tp, cp: (
+                lambda tp, cp, train: train.seq_len % (tp * 2 * cp) != 0,
+                lambda tp, cp, train: (
                     f"seq_len={train.seq_len} must be divisible by tp*2*cp={tp}*2*{cp} (ParallelDims.seq_len_divisor)"
                 ),
-                ("tp", "cp"),
             ),
-        ]
+        )
