@@ -98,6 +98,8 @@ def translate(ctx: ExportContext) -> Export:
             "accelerate's config file selects only the FP8 backend; the rowwise recipe needs "
             "AORecipeKwargs(config=Float8LinearConfig.from_recipe_name('rowwise')) in the training script",
         )
+    elif p.fp8 in ("mxfp8", "nvfp4"):
+        ex.skip(f"plan.fp8={p.fp8}", "accelerate's fp8 backends (TE, MSAMP, AO float8) have no block-scaled recipe")
     ex.body = body
     return ex
 

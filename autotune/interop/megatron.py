@@ -38,7 +38,7 @@ PLAN_KEYS: dict[str, str] = {
     "(optimizer; Megatron-Core HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/README.md); "
     "params: not mapped (no parameter offload flag)",
     "dp_shard": "--num-distributed-optimizer-instances dp/dp_shard (zero_stage 2: partial distributed optimizer)",
-    "fp8": "--fp8-format hybrid --fp8-recipe tensorwise (Transformer Engine; no rowwise recipe)",
+    "fp8": "--fp8-format hybrid --fp8-recipe tensorwise | --fp8-recipe mxfp8 | --fp4-recipe nvfp4 (Transformer Engine; no rowwise recipe)",
 }
 
 
@@ -196,4 +196,8 @@ def _fp8_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
             "Megatron-LM's --fp8-recipe has tensorwise, delayed, mxfp8 and blockwise scaling, no per-row recipe",
         )
         return []
+    if ctx.plan.fp8 == "nvfp4":  # arguments.py: --fp4-format e2m1, --fp4-recipe nvfp4 (Transformer Engine >= 2.7)
+        return [["--fp4-format", "e2m1"], ["--fp4-recipe", "nvfp4"]]
+    if ctx.plan.fp8 == "mxfp8":  # block scaling: e4m3 everywhere (TE's MXFP8BlockScaling default format)
+        return [["--fp8-format", "e4m3"], ["--fp8-recipe", "mxfp8"]]
     return [["--fp8-format", "hybrid"], ["--fp8-recipe", "tensorwise"]]

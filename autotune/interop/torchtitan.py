@@ -45,7 +45,7 @@ PLAN_KEYS: dict[str, str] = {
     "compile": "compile.enable (compile.components left at its default: model, loss)",
     "offload": "training.enable_cpu_offload (params: FSDP2 CPUOffloadPolicy); optimizer-only offload is not mapped",
     "dp_shard": "parallelism.data_parallel_shard_degree = dp_shard, data_parallel_replicate_degree = dp / dp_shard",
-    "fp8": "model.converters += quantize.linear.float8; quantize.linear.float8.recipe_name, filter_fqns",
+    "fp8": "model.converters += quantize.linear.float8 (recipe_name, filter_fqns) or quantize.linear.mx (mxfp8)",
 }
 # torchtitan 0.2.2 `torchtitan/models/llama3/__init__.py` flavors (dim, n_layers, n_heads, n_kv_heads, ffn, vocab)
 # with ffn = the SwiGLU hidden size its ffn_dim_multiplier/multiple_of produce (the Llama-3.1 config.json values).
@@ -95,8 +95,14 @@ def translate(ctx: ExportContext) -> Export:
         # torchtitan 0.2.2: config/job_config.py Model.converters and Float8Linear (recipe_name, filter_fqns);
         # components/quantization/float8.py registers the converter as "quantize.linear.float8". The LM head stays
         # in bf16 as in bench_model (bench_model/parallel/float8.py); fp8 all-gather off, as bench_model runs it.
-        ex.body["model"]["converters"] = ["quantize.linear.float8"]
-        ex.body["quantize"] = {"linear": {"float8": {"recipe_name": p.fp8, "filter_fqns": ["output"]}}}
+        if p.fp8 == "nvfp4":
+            ex.skip("plan.fp8=nvfp4", "torchtitan 0.2.2 has no NVFP4 training converter (quantize.linear: float8, mx)")
+        elif p.fp8 == "mxfp8":  # components/quantization/mx.py: "quantize.linear.mx", job_config MXLinear recipe_name
+            ex.body["model"]["converters"] = ["quantize.linear.mx"]
+            ex.body["quantize"] = {"linear": {"mx": {"recipe_name": "mxfp8_cublas", "filter_fqns": ["output"]}}}
+        else:
+            ex.body["model"]["converters"] = ["quantize.linear.float8"]
+            ex.body["quantize"] = {"linear": {"float8": {"recipe_name": p.fp8, "filter_fqns": ["output"]}}}
     return ex
 
 

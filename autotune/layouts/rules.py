@@ -23,6 +23,7 @@ from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, SCHEDULE_CODE, arr
 from autotune.core.rules import Rule
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.frameworks import get_profile
+from autotune.predict.perf_terms import RECIPE_PEAK_FIELD
 from autotune.spec.config import SpaceSpec
 
 MEMORY_RULE = (
@@ -175,10 +176,22 @@ DP_SHARD_WITHIN_NODE = Rule(
         f"{cluster.gpus_per_node}: the HSDP shard group spans nodes (space.dp_shard_within_node=true)"
     ),
 )
+
+
+def _recipe_without_peak(fp8: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Rows whose recipe's tensor-core peak (perf_terms.RECIPE_PEAK_FIELD) the preset does not have: FP8 on A100,
+    MXFP8 / NVFP4 before Blackwell."""
+    missing = [FP8_CODE[r] for r, f in RECIPE_PEAK_FIELD.items() if getattr(cluster, f) is None]
+    return np.isin(fp8, missing)
+
+
 FP8_NEEDS_PEAK = Rule(
     "fp8_needs_peak",
-    lambda fp8, cluster: (fp8 != FP8_CODE["none"]) & (cluster.peak_flops_fp8 is None),
-    lambda fp8, cluster: f"fp8={fp8} needs FP8 tensor cores: cluster preset {cluster.name} has peak_flops_fp8=null",
+    _recipe_without_peak,
+    lambda fp8, cluster: (
+        f"fp8={fp8} needs {'FP8' if fp8 in ('tensorwise', 'rowwise') else fp8.upper()} tensor cores: cluster preset "
+        f"{cluster.name} has {RECIPE_PEAK_FIELD[fp8]}=null"
+    ),
 )
 
 # a plan that breaks one of these is no layout at all (whatever the model or the cluster)

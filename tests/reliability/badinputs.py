@@ -374,6 +374,16 @@ def _override_cases() -> list[BadInput]:
         c("space-dp_shard-negative", (*plan8, "space.dp_shard=[-2]"), ("space.dp_shard", "-2", ">= 0")),
         c("plan-fp8-foo", (*est, "plan.fp8=foo"), ("plan.fp8", "foo", "tensorwise")),
         c("plan-fp8-a100", (*est, "cluster=a100-80gb", "plan.fp8=tensorwise"), ("fp8=tensorwise", "a100-80gb")),
+        c(
+            "plan-mxfp8-hopper",
+            (*est, "cluster=h100-sxm-80gb", "plan.fp8=mxfp8"),
+            ("fp8=mxfp8", "h100-sxm-80gb", "peak_flops_mxfp8=null"),
+        ),
+        c(
+            "cluster-nvlink-domain-not-whole-nodes",
+            (*est, "cluster=gb200-nvl72", "cluster.nvlink_domain_size=6"),
+            ("cluster.nvlink_domain_size=6", "multiple of cluster.gpus_per_node=4"),
+        ),
         c("plan-sp-without-tp", (*est, "plan.sequence_parallel=true"), ("sequence_parallel", "tp")),
         c("plan-pp-exceeds-layers", (*est, "plan.pp=16"), ("pp=16", "8")),
         c("plan-vpp-without-pp", (*est, "plan.vpp=2"), ("vpp", "2")),

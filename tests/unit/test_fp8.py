@@ -169,3 +169,38 @@ def test_framework_profiles_reject_the_fp8_recipes_they_lack(framework, recipe, 
     assert rules[0] == rule, reasons[0]
     if rule:
         assert reasons[0].startswith(f"{framework}: fp8={recipe}")
+
+
+def test_blackwell_recipes_are_refused_in_one_line_where_they_cannot_run():
+    """mxfp8 needs MX tensor cores (compute capability >= 10.0): refused on CPU; nvfp4 is modelled and exported but
+    never trained by bench_model (torchao 0.18 has NVFP4 training only as a prototype). Never a silent bf16 run."""
+    import torch
+
+    from autotune.core.errors import SpecError
+    from bench_model.parallel.float8 import apply_float8, check_fp8_device
+
+    with pytest.raises(SpecError, match=r"plan.fp8=mxfp8 needs Blackwell MX tensor cores .* device cpu$"):
+        check_fp8_device("mxfp8", torch.device("cpu"))
+    for call in (
+        lambda: check_fp8_device("nvfp4", torch.device("cpu")),
+        lambda: apply_float8(torch.nn.Linear(16, 16), "nvfp4"),
+    ):
+        with pytest.raises(SpecError, match=r"plan.fp8=nvfp4 is modelled and exported but bench_model does not train"):
+            call()
+
+
+def test_recipe_peaks_and_cast_bytes_by_hand():
+    """B200 preset: tensorwise/rowwise at peak_flops_fp8 (4.5e15), mxfp8 at peak_flops_mxfp8 (4.5e15), nvfp4 at
+    peak_flops_nvfp4 (9e15), none at the bf16 peak (2.25e15). Bytes per cast element with c = 2: tensorwise 2c + 1 = 5
+    (read, amax read, fp8 write); mxfp8 c + 1 + 1/32 = 3.03125 (one read, fp8 + E8M0 scale per 32); nvfp4
+    2c + 0.5 + 1/16 = 4.5625 (read, global amax read, 4-bit + E4M3 scale per 16)."""
+    import numpy as np
+
+    from autotune.core.plan_arrays import FP8_CODE
+    from autotune.predict.perf_terms import linear_peak_flops, recipe_cast_bytes
+    from autotune.spec.config import load_config
+
+    b200 = load_config(["cluster=b200"]).cluster
+    codes = np.array([FP8_CODE[r] for r in ("none", "tensorwise", "rowwise", "mxfp8", "nvfp4")])
+    assert linear_peak_flops(codes, b200, 2.25e15).tolist() == [2.25e15, 4.5e15, 4.5e15, 4.5e15, 9e15]
+    assert recipe_cast_bytes(codes, 2, 1.0).tolist() == [0.0, 5.0, 5.0, 3.03125, 4.5625]
