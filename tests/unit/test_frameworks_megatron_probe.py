@@ -1,6 +1,6 @@
 """The megatron profile (autotune/predict/frameworks/megatron.py) against Megatron-Core 0.16.1 itself: its GPTModel
 (local layer spec), DistributedDataParallel and distributed optimizer on one rank of a fake process group under
-FakeTensorMode (autotune/validation/megatron_probe.py, which documents each CPU patch). megatron-core is installed by
+FakeTensorMode (autotune/validation/megatron_probe.py, which documents each CPU patch; the stand-ins are in megatron_patches.py). megatron-core is installed by
 `make` (--no-deps); without it these tests fail (no skip). Llama-shaped model, 4 layers, h 256, f 512, 8/4 heads,
 V 1024, seq 128; one subprocess runs every world (~20 s).
 
