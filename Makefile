@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[ray,test]"
 	# torchao for plan.fp8 (bench_model float8 training and its tests): --no-deps, it must never pull a torch
 	$(BIN)/python -m pip install -q --no-deps "torchao==0.18.0"
+	# megatron-core for the megatron profile's probe (autotune/validation/megatron_probe.py,
+	# tests/unit/test_frameworks_megatron_probe.py): 0.16.1 is the newest on the index; --no-deps, it must never pull
+	# a torch (its import needs only numpy and packaging, already here)
+	$(BIN)/python -m pip install -q --no-deps "megatron-core==0.16.1"
 	# Schema validators for `autotune export` (tests/unit/test_interop_schemas.py; a missing one is an unexpected skip: fails):
 	# --no-deps so their torch pins never touch this venv's torch; "-" = a failed install is not a failed venv.
 	# tokenizers torchdata tensorboard datasets triton: torchtitan imports them at import time (its memory probe,
