@@ -74,6 +74,7 @@ class Export:
 
 
 NOT_MAPPED = "NOT MAPPED: "
+SET = "SET "
 
 
 def _setting(plan: ParallelPlan, name: str) -> str:
@@ -118,3 +119,21 @@ def header_lines(ctx: ExportContext, export: Export) -> list[str]:
 
 def comment_block(lines: list[str], marker: str = "#") -> str:
     return "".join(f"{marker} {line}\n" if line else f"{marker}\n" for line in lines)
+
+
+def apply_set_keys(ex: Export, plan: ParallelPlan, plan_keys: Mapping[str, str]) -> Export:
+    """Write every field the table maps as "SET <key>" and this layout sets off its default: a Megatron flag
+    (`--name value`) onto an argv body, a dotted path into a document body. Returns `ex` (a translate's last step)."""
+    for name, target in plan_keys.items():
+        if not target.startswith(SET) or getattr(plan, name) == PLAN_DEFAULTS[name]:
+            continue
+        key, value = target[len(SET) :], getattr(plan, name)
+        if isinstance(ex.body, list):
+            ex.body.append([key, str(value)])
+            continue
+        node = ex.body
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return ex

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, comment_block, header_lines, skip_not_mapped
+from autotune.interop._common import Export, ExportContext, apply_set_keys, comment_block, header_lines, skip_not_mapped
+from autotune.interop.plan_keys import TABLES
 
 TARGET = "accelerate 1.15.0 (accelerate/commands/config/config_args.py; accelerate launch --config_file FILE)"
 FSDP1_STRATEGY = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
@@ -26,29 +27,7 @@ FSDP1_STRATEGY = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
 # nodes; torch's FSDP1 builds the shard group from the devices of one node (fsdp/_init_utils.py
 # _init_intra_and_inter_node_groups), so it expresses plan.dp_shard only when dp_shard == gpus_per_node.
 FSDP1_HYBRID = {2: "HYBRID_SHARD_ZERO2", 3: "HYBRID_SHARD"}
-# Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
-# by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
-PLAN_KEYS: dict[str, str] = {
-    "dp": "num_processes, parallelism_config_dp_shard_size",
-    "tp": "parallelism_config_tp_size",
-    "pp": "NOT MAPPED: accelerate has no pipeline-parallel config",
-    "cp": "parallelism_config_cp_size",
-    "vpp": "NOT MAPPED: accelerate has no pipeline-parallel config",
-    "zero_stage": "fsdp_config.fsdp_reshard_after_forward, deepspeed_config.zero_stage",
-    "micro_batch_size": "NOT MAPPED: the DataLoader batch_size in the training script",
-    "grad_accum_steps": "deepspeed_config.gradient_accumulation_steps (DeepSpeed plugin; else the script's)",
-    "recompute": "fsdp_config.fsdp_activation_checkpointing (full only)",
-    "sequence_parallel": "NOT MAPPED: accelerate's TP applies the model's tp_plan; it has no Megatron-style "
-    "sequence-parallel switch",
-    "pp_schedule": "NOT MAPPED: accelerate has no pipeline-parallel config",
-    "compile": "NOT MAPPED: accelerate's dynamo_config compiles the whole model at once; bench_model compiles each "
-    "transformer block",
-    "offload": "fsdp_config.fsdp_offload_params (params), deepspeed_config.offload_optimizer_device (optimizer: "
-    "FSDP has no optimizer-only offload, so the DeepSpeed plugin with tp = cp = 1)",
-    "dp_shard": "fsdp_config.fsdp_reshard_after_forward HYBRID_SHARD (dp_shard = gpus_per_node), else "
-    "parallelism_config_dp_shard_size / parallelism_config_dp_replicate_size (FSDP2)",
-    "fp8": "mixed_precision: fp8 with fp8_config.backend AO (torchao; tensorwise only)",
-}
+PLAN_KEYS = TABLES["accelerate"]  # autotune/interop/plan_keys.py
 
 
 def translate(ctx: ExportContext) -> Export:
@@ -101,7 +80,7 @@ def translate(ctx: ExportContext) -> Export:
     elif p.fp8 in ("mxfp8", "nvfp4"):
         ex.skip(f"plan.fp8={p.fp8}", "accelerate's fp8 backends (TE, MSAMP, AO float8) have no block-scaled recipe")
     ex.body = body
-    return ex
+    return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
 
 
 def _fsdp1(ctx: ExportContext, ex: Export) -> dict:

@@ -17,34 +17,11 @@ import json
 from autotune.analyse.target import expected_memory
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, header_lines, skip_not_mapped
+from autotune.interop._common import Export, ExportContext, apply_set_keys, header_lines, skip_not_mapped
+from autotune.interop.plan_keys import TABLES
 
 TARGET = "DeepSpeed 0.19.8 (deepspeed/runtime/config.py; deepspeed.initialize(config=FILE))"
-# Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
-# by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
-PLAN_KEYS: dict[str, str] = {
-    "dp": "train_batch_size (DeepSpeed checks it = micro * accumulation * dp)",
-    "tp": "tensor_parallel.autotp_size",
-    "pp": "NOT MAPPED: pipeline parallelism is a deepspeed.pipe.PipelineModule in the model code, not a key",
-    "cp": "NOT MAPPED: DeepSpeed has no ring context parallelism (DeepSpeed-Ulysses is a different algorithm: "
-    "all-to-all over attention heads, set up in the training script)",
-    "vpp": "NOT MAPPED: no pipeline key (see pp)",
-    "zero_stage": "zero_optimization.stage",
-    "micro_batch_size": "train_micro_batch_size_per_gpu",
-    "grad_accum_steps": "gradient_accumulation_steps",
-    "recompute": "NOT MAPPED: DeepSpeed's activation_checkpointing section only configures "
-    "deepspeed.checkpointing.checkpoint(), which the model code must call per layer",
-    "sequence_parallel": "NOT MAPPED: DeepSpeed AutoTP has no Megatron-style sequence parallelism (norms and dropout "
-    "run on the full sequence on every TP rank)",
-    "pp_schedule": "NOT MAPPED: no pipeline key (see pp)",
-    "compile": "NOT MAPPED: the DeepSpeed config has no torch.compile switch: call engine.compile() in the training "
-    "script",
-    "offload": "zero_optimization.offload_optimizer (optimizer, params), zero_optimization.offload_param (params)",
-    "dp_shard": "zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ, stage 3: a secondary parameter shard per "
-    "group; gradients and optimizer state stay sharded over all of dp)",
-    "fp8": "NOT MAPPED: the DeepSpeed config has no FP8 compute switch: convert the model's linears in the training "
-    "script (torchao convert_to_float8_training with this recipe, or Transformer Engine) before deepspeed.initialize",
-}
+PLAN_KEYS = TABLES["deepspeed"]  # autotune/interop/plan_keys.py
 
 
 def translate(ctx: ExportContext) -> Export:
@@ -80,7 +57,7 @@ def translate(ctx: ExportContext) -> Export:
             "the model written as a deepspeed.pipe.PipelineModule(num_stages=pp); it is not a config key",
         )
     ex.body = body
-    return ex
+    return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
 
 
 def _hpz(p: ParallelPlan, body: dict, ex: Export) -> None:

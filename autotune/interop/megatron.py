@@ -15,31 +15,11 @@ from __future__ import annotations
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, comment_block, header_lines, skip_not_mapped
+from autotune.interop._common import Export, ExportContext, apply_set_keys, comment_block, header_lines, skip_not_mapped
+from autotune.interop.plan_keys import TABLES
 
 TARGET = "Megatron-LM core_r0.12.0 (megatron/training/arguments.py; pretrain_gpt.py)"
-# Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
-# by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
-PLAN_KEYS: dict[str, str] = {
-    "dp": "the launch's world size (Megatron derives dp = world_size / (tp*pp*cp); see the file's launch note)",
-    "tp": "--tensor-model-parallel-size",
-    "pp": "--pipeline-model-parallel-size",
-    "cp": "--context-parallel-size",
-    "vpp": "--num-layers-per-virtual-pipeline-stage",
-    "zero_stage": "--use-distributed-optimizer (1, 2), --use-torch-fsdp2 (3)",
-    "micro_batch_size": "--micro-batch-size",
-    "grad_accum_steps": "--global-batch-size (Megatron derives the accumulation steps from it)",
-    "recompute": "--recompute-granularity, --recompute-method, --recompute-num-layers",
-    "sequence_parallel": "--sequence-parallel",
-    "pp_schedule": "NOT MAPPED: no flag; Megatron runs 1F1B (interleaved with virtual stages), never GPipe",
-    "compile": "NOT MAPPED: Megatron-LM has no torch.compile flag; its fused kernels (--bias-swiglu-fusion etc.) cover "
-    "part of the gain",
-    "offload": "--optimizer-cpu-offload --optimizer-offload-fraction 1.0 --use-precision-aware-optimizer "
-    "(optimizer; Megatron-Core HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/README.md); "
-    "params: not mapped (no parameter offload flag)",
-    "dp_shard": "--num-distributed-optimizer-instances dp/dp_shard (zero_stage 2: partial distributed optimizer)",
-    "fp8": "--fp8-format hybrid --fp8-recipe tensorwise | --fp8-recipe mxfp8 | --fp4-recipe nvfp4 (Transformer Engine; no rowwise recipe)",
-}
+PLAN_KEYS = TABLES["megatron"]  # autotune/interop/plan_keys.py
 
 
 def translate(ctx: ExportContext) -> Export:
@@ -65,7 +45,7 @@ def translate(ctx: ExportContext) -> Export:
     argv += [["--bf16"]] if ctx.bf16 else []
     argv += _fp8_args(ctx, ex)
     ex.body = argv
-    return ex
+    return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
 
 
 def _model_args(ctx: ExportContext) -> list[list[str]]:

@@ -15,32 +15,12 @@ from __future__ import annotations
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, comment_block, header_lines, skip_not_mapped
+from autotune.interop._common import Export, ExportContext, apply_set_keys, comment_block, header_lines, skip_not_mapped
+from autotune.interop.plan_keys import TABLES
 
 TARGET = "nanotron 0.4 (nanotron/config/config.py; run: torchrun ... run_train.py --config-file FILE)"
 ENGINES = {"1f1b": "1f1b", "gpipe": "afab"}  # afab = all-forward-all-backward, i.e. GPipe
-# Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
-# by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
-PLAN_KEYS: dict[str, str] = {
-    "dp": "parallelism.dp",
-    "tp": "parallelism.tp",
-    "pp": "parallelism.pp",
-    "cp": "NOT MAPPED: nanotron 0.4 has no context parallelism; run dp*cp data-parallel ranks or another trainer (the "
-    "dp written here is autotune's dp, so this file describes dp*tp*pp ranks)",
-    "vpp": "NOT MAPPED: nanotron 0.4 pipeline engines are 1f1b and afab only (no interleaved_1f1b); written as 1f1b",
-    "zero_stage": "optimizer.zero_stage (0 or 1)",
-    "micro_batch_size": "tokens.micro_batch_size",
-    "grad_accum_steps": "tokens.batch_accumulation_per_replica",
-    "recompute": "NOT MAPPED: nanotron 0.4 has no activation-recompute option",
-    "sequence_parallel": "parallelism.tp_mode (REDUCE_SCATTER)",
-    "pp_schedule": "parallelism.pp_engine (1f1b, afab)",
-    "compile": "NOT MAPPED: nanotron 0.4 has no torch.compile option",
-    "offload": "NOT MAPPED: nanotron 0.4 has no CPU offload of parameters or optimizer state",
-    "dp_shard": "NOT MAPPED: nanotron 0.4 has no hybrid sharding (its ZeRO-1 optimizer shards over all of dp); "
-    "written over dp",
-    "fp8": "NOT MAPPED: nanotron 0.4's config has no FP8 option (its experimental src/nanotron/fp8 is its own "
-    "delayed-scaling recipe, not torchao's)",
-}
+PLAN_KEYS = TABLES["nanotron"]  # autotune/interop/plan_keys.py
 
 
 def translate(ctx: ExportContext) -> Export:
@@ -128,7 +108,7 @@ def translate(ctx: ExportContext) -> Export:
             },
         },
     }
-    return ex
+    return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
 
 
 def _unmapped(ctx: ExportContext, ex: Export) -> None:

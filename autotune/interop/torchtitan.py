@@ -22,31 +22,14 @@ import json
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, comment_block, header_lines, skip_not_mapped
+from autotune.interop._common import Export, ExportContext, apply_set_keys, comment_block, header_lines, skip_not_mapped
+from autotune.interop.plan_keys import TABLES
 
 TARGET = (
     "torchtitan 0.2.2 (torchtitan/config/job_config.py; run: torchrun ... -m torchtitan.train --job.config_file FILE)"
 )
 SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved_1f1b": "Interleaved1F1B"}
-# Each ParallelPlan field: the target key(s) it becomes, or "NOT MAPPED: why" (docs/extending.md; checked complete
-# by tests/unit/test_layout_completeness.py). What a given layout could not express is listed in the file itself.
-PLAN_KEYS: dict[str, str] = {
-    "dp": "parallelism.data_parallel_shard_degree (data_parallel_replicate_degree for pure-DP ZeRO-0)",
-    "tp": "parallelism.tensor_parallel_degree",
-    "pp": "parallelism.pipeline_parallel_degree",
-    "cp": "parallelism.context_parallel_degree",
-    "vpp": "parallelism.pipeline_parallel_layers_per_stage (num_layers / (pp*vpp))",
-    "zero_stage": "parallelism.fsdp_reshard_after_forward (DDP vs FSDP degree)",
-    "micro_batch_size": "training.local_batch_size, parallelism.pipeline_parallel_microbatch_size",
-    "grad_accum_steps": "training.global_batch_size (torchtitan derives the accumulation steps from it)",
-    "recompute": "activation_checkpoint.mode",
-    "sequence_parallel": "NOT MAPPED: no key; torchtitan 0.2.2 always applies SequenceParallel with TP",
-    "pp_schedule": "parallelism.pipeline_parallel_schedule",
-    "compile": "compile.enable (compile.components left at its default: model, loss)",
-    "offload": "training.enable_cpu_offload (params: FSDP2 CPUOffloadPolicy); optimizer-only offload is not mapped",
-    "dp_shard": "parallelism.data_parallel_shard_degree = dp_shard, data_parallel_replicate_degree = dp / dp_shard",
-    "fp8": "model.converters += quantize.linear.float8 (recipe_name, filter_fqns) or quantize.linear.mx (mxfp8)",
-}
+PLAN_KEYS = TABLES["torchtitan"]  # autotune/interop/plan_keys.py
 # torchtitan 0.2.2 `torchtitan/models/llama3/__init__.py` flavors (dim, n_layers, n_heads, n_kv_heads, ffn, vocab)
 # with ffn = the SwiGLU hidden size its ffn_dim_multiplier/multiple_of produce (the Llama-3.1 config.json values).
 FLAVORS = {
@@ -103,7 +86,7 @@ def translate(ctx: ExportContext) -> Export:
         else:
             ex.body["model"]["converters"] = ["quantize.linear.float8"]
             ex.body["quantize"] = {"linear": {"float8": {"recipe_name": p.fp8, "filter_fqns": ["output"]}}}
-    return ex
+    return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
 
 
 def _parallelism(ctx: ExportContext, ex: Export) -> dict:

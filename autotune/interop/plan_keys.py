@@ -1,0 +1,133 @@
+"""Every exporter's table: each ParallelPlan field -> the target key(s) it becomes, in one module so a new layout field
+is decided for all five targets in one place (docs/extending.md; tests/unit/test_layout_completeness.py checks every
+table is complete).
+
+An entry is one of:
+  "SET <key>"          the plan value goes to that key as is when the layout sets the field off its default:
+                       a dotted path into the document (TOML/YAML/JSON) or a Megatron flag (`--name value`);
+                       `_common.apply_table` writes it, so such a field needs no code in the exporter;
+  "NOT MAPPED: <why>"  the target cannot express it; `_common.apply_table` lists it in the file with this why
+                       whenever the layout sets it off its default;
+  any other text       what the exporter's translate() writes for it (a mapping that needs code).
+"""
+
+from __future__ import annotations
+
+# torchtitan
+_TORCHTITAN: dict[str, str] = {
+    "dp": "parallelism.data_parallel_shard_degree (data_parallel_replicate_degree for pure-DP ZeRO-0)",
+    "tp": "parallelism.tensor_parallel_degree",
+    "pp": "parallelism.pipeline_parallel_degree",
+    "cp": "parallelism.context_parallel_degree",
+    "vpp": "parallelism.pipeline_parallel_layers_per_stage (num_layers / (pp*vpp))",
+    "zero_stage": "parallelism.fsdp_reshard_after_forward (DDP vs FSDP degree)",
+    "micro_batch_size": "training.local_batch_size, parallelism.pipeline_parallel_microbatch_size",
+    "grad_accum_steps": "training.global_batch_size (torchtitan derives the accumulation steps from it)",
+    "recompute": "activation_checkpoint.mode",
+    "sequence_parallel": "NOT MAPPED: no key; torchtitan 0.2.2 always applies SequenceParallel with TP",
+    "pp_schedule": "parallelism.pipeline_parallel_schedule",
+    "compile": "compile.enable (compile.components left at its default: model, loss)",
+    "offload": "training.enable_cpu_offload (params: FSDP2 CPUOffloadPolicy); optimizer-only offload is not mapped",
+    "dp_shard": "parallelism.data_parallel_shard_degree = dp_shard, data_parallel_replicate_degree = dp / dp_shard",
+    "fp8": "model.converters += quantize.linear.float8 (recipe_name, filter_fqns) or quantize.linear.mx (mxfp8)",
+}
+
+# megatron
+_MEGATRON: dict[str, str] = {
+    "dp": "the launch's world size (Megatron derives dp = world_size / (tp*pp*cp); see the file's launch note)",
+    "tp": "--tensor-model-parallel-size",
+    "pp": "--pipeline-model-parallel-size",
+    "cp": "--context-parallel-size",
+    "vpp": "--num-layers-per-virtual-pipeline-stage",
+    "zero_stage": "--use-distributed-optimizer (1, 2), --use-torch-fsdp2 (3)",
+    "micro_batch_size": "--micro-batch-size",
+    "grad_accum_steps": "--global-batch-size (Megatron derives the accumulation steps from it)",
+    "recompute": "--recompute-granularity, --recompute-method, --recompute-num-layers",
+    "sequence_parallel": "--sequence-parallel",
+    "pp_schedule": "NOT MAPPED: no flag; Megatron runs 1F1B (interleaved with virtual stages), never GPipe",
+    "compile": "NOT MAPPED: Megatron-LM has no torch.compile flag; its fused kernels (--bias-swiglu-fusion etc.) cover "
+    "part of the gain",
+    "offload": "--optimizer-cpu-offload --optimizer-offload-fraction 1.0 --use-precision-aware-optimizer "
+    "(optimizer; Megatron-Core HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/README.md); "
+    "params: not mapped (no parameter offload flag)",
+    "dp_shard": "--num-distributed-optimizer-instances dp/dp_shard (zero_stage 2: partial distributed optimizer)",
+    "fp8": "--fp8-format hybrid --fp8-recipe tensorwise | --fp8-recipe mxfp8 | --fp4-recipe nvfp4 (Transformer Engine; no rowwise recipe)",
+}
+
+# nanotron
+_NANOTRON: dict[str, str] = {
+    "dp": "parallelism.dp",
+    "tp": "parallelism.tp",
+    "pp": "parallelism.pp",
+    "cp": "NOT MAPPED: nanotron 0.4 has no context parallelism; run dp*cp data-parallel ranks or another trainer (the "
+    "dp written here is autotune's dp, so this file describes dp*tp*pp ranks)",
+    "vpp": "NOT MAPPED: nanotron 0.4 pipeline engines are 1f1b and afab only (no interleaved_1f1b); written as 1f1b",
+    "zero_stage": "optimizer.zero_stage (0 or 1)",
+    "micro_batch_size": "tokens.micro_batch_size",
+    "grad_accum_steps": "tokens.batch_accumulation_per_replica",
+    "recompute": "NOT MAPPED: nanotron 0.4 has no activation-recompute option",
+    "sequence_parallel": "parallelism.tp_mode (REDUCE_SCATTER)",
+    "pp_schedule": "parallelism.pp_engine (1f1b, afab)",
+    "compile": "NOT MAPPED: nanotron 0.4 has no torch.compile option",
+    "offload": "NOT MAPPED: nanotron 0.4 has no CPU offload of parameters or optimizer state",
+    "dp_shard": "NOT MAPPED: nanotron 0.4 has no hybrid sharding (its ZeRO-1 optimizer shards over all of dp); "
+    "written over dp",
+    "fp8": "NOT MAPPED: nanotron 0.4's config has no FP8 option (its experimental src/nanotron/fp8 is its own "
+    "delayed-scaling recipe, not torchao's)",
+}
+
+# deepspeed
+_DEEPSPEED: dict[str, str] = {
+    "dp": "train_batch_size (DeepSpeed checks it = micro * accumulation * dp)",
+    "tp": "tensor_parallel.autotp_size",
+    "pp": "NOT MAPPED: pipeline parallelism is a deepspeed.pipe.PipelineModule in the model code, not a key",
+    "cp": "NOT MAPPED: DeepSpeed has no ring context parallelism (DeepSpeed-Ulysses is a different algorithm: "
+    "all-to-all over attention heads, set up in the training script)",
+    "vpp": "NOT MAPPED: no pipeline key (see pp)",
+    "zero_stage": "zero_optimization.stage",
+    "micro_batch_size": "train_micro_batch_size_per_gpu",
+    "grad_accum_steps": "gradient_accumulation_steps",
+    "recompute": "NOT MAPPED: DeepSpeed's activation_checkpointing section only configures "
+    "deepspeed.checkpointing.checkpoint(), which the model code must call per layer",
+    "sequence_parallel": "NOT MAPPED: DeepSpeed AutoTP has no Megatron-style sequence parallelism (norms and dropout "
+    "run on the full sequence on every TP rank)",
+    "pp_schedule": "NOT MAPPED: no pipeline key (see pp)",
+    "compile": "NOT MAPPED: the DeepSpeed config has no torch.compile switch: call engine.compile() in the training "
+    "script",
+    "offload": "zero_optimization.offload_optimizer (optimizer, params), zero_optimization.offload_param (params)",
+    "dp_shard": "zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ, stage 3: a secondary parameter shard per "
+    "group; gradients and optimizer state stay sharded over all of dp)",
+    "fp8": "NOT MAPPED: the DeepSpeed config has no FP8 compute switch: convert the model's linears in the training "
+    "script (torchao convert_to_float8_training with this recipe, or Transformer Engine) before deepspeed.initialize",
+}
+
+# accelerate
+_ACCELERATE: dict[str, str] = {
+    "dp": "num_processes, parallelism_config_dp_shard_size",
+    "tp": "parallelism_config_tp_size",
+    "pp": "NOT MAPPED: accelerate has no pipeline-parallel config",
+    "cp": "parallelism_config_cp_size",
+    "vpp": "NOT MAPPED: accelerate has no pipeline-parallel config",
+    "zero_stage": "fsdp_config.fsdp_reshard_after_forward, deepspeed_config.zero_stage",
+    "micro_batch_size": "NOT MAPPED: the DataLoader batch_size in the training script",
+    "grad_accum_steps": "deepspeed_config.gradient_accumulation_steps (DeepSpeed plugin; else the script's)",
+    "recompute": "fsdp_config.fsdp_activation_checkpointing (full only)",
+    "sequence_parallel": "NOT MAPPED: accelerate's TP applies the model's tp_plan; it has no Megatron-style "
+    "sequence-parallel switch",
+    "pp_schedule": "NOT MAPPED: accelerate has no pipeline-parallel config",
+    "compile": "NOT MAPPED: accelerate's dynamo_config compiles the whole model at once; bench_model compiles each "
+    "transformer block",
+    "offload": "fsdp_config.fsdp_offload_params (params), deepspeed_config.offload_optimizer_device (optimizer: "
+    "FSDP has no optimizer-only offload, so the DeepSpeed plugin with tp = cp = 1)",
+    "dp_shard": "fsdp_config.fsdp_reshard_after_forward HYBRID_SHARD (dp_shard = gpus_per_node), else "
+    "parallelism_config_dp_shard_size / parallelism_config_dp_replicate_size (FSDP2)",
+    "fp8": "mixed_precision: fp8 with fp8_config.backend AO (torchao; tensorwise only)",
+}
+
+TABLES: dict[str, dict[str, str]] = {
+    "torchtitan": _TORCHTITAN,
+    "megatron": _MEGATRON,
+    "nanotron": _NANOTRON,
+    "deepspeed": _DEEPSPEED,
+    "accelerate": _ACCELERATE,
+}
