@@ -207,6 +207,11 @@ class ParallelPlan:
     dp_shard: int = dim_field(0, optuna=True, oom="lower", label="dp_shard", count=False)
     # torchao float8 training of the transformer blocks' linears (bench_model); a throughput/numerics trade-off
     fp8: str = dim_field("none", optuna=True, oom="shape", label="fp8", choices=FP8_RECIPES)
+    # Expert parallelism (MoE models). Not mesh axes: Megatron-Core's "parallel folding" views the same W/pp ranks of
+    # each pipeline stage as (edp, ep, etp), etp innermost, with edp = W/(pp*ep*etp) derived (MoE README, "MoE Parallel
+    # Folding"). A larger ep or etp splits the experts over more ranks, so a lower value needs at least the memory.
+    ep: int = dim_field(1, optuna=True, oom="lower", label="ep")
+    etp: int = dim_field(1, optuna=True, oom="lower", label="etp")
 
     def __post_init__(self) -> None:
         for f in COUNT_FIELDS:
@@ -257,6 +262,12 @@ class ParallelPlan:
     @property
     def world_size(self) -> int:
         return math.prod(getattr(self, axis) for axis in MESH_AXES)
+
+    @property
+    def edp(self) -> int:
+        """Expert data parallel: the ranks of one pipeline stage that hold the same expert shard, W/(pp*ep*etp)
+        (a fraction when ep*etp does not divide the stage; autotune.layouts.moe_rules rejects that)."""
+        return self.world_size // (self.pp * self.ep * self.etp)
 
     @property
     def dp_shard_size(self) -> int:
