@@ -45,8 +45,8 @@ def grouped_mm_supported(x: torch.Tensor, *dims: int) -> bool:
     strides), on CUDA in bf16 from compute capability 9.0 (Hopper) with dims that keep rows 16-byte aligned."""
     if not hasattr(torch, "_grouped_mm"):
         return False
-    if x.device.type == "cpu":
-        return x.dtype == torch.float32
+    if x.device.type == "cpu":  # the eager CPU kernel; its meta kernel (fake tensors: probe-memory) wants bf16
+        return x.dtype == torch.float32 and not isinstance(x, torch._subclasses.FakeTensor)
     if x.device.type == "cuda":
         aligned = all(d % 8 == 0 for d in dims)
         return x.dtype == torch.bfloat16 and aligned and torch.cuda.get_device_capability(x.device)[0] >= 9
@@ -176,7 +176,8 @@ class MoE(nn.Module):
     def aux_loss(self, scores: torch.Tensor, topi: torch.Tensor, b: int) -> torch.Tensor:
         """Sequence-wise balance loss summed over this rank's part of the b sequences, averaged over sequences."""
         e, k, s = self.num_experts, self.topk, self.seq_len
-        counts = F.one_hot(topi.view(b, -1), e).sum(1).float()  # (B, E) this rank's copies per expert
+        idx = topi.reshape(b, -1)  # scatter_add, not one_hot: no data-dependent checks (the probe's fake tensors)
+        counts = torch.zeros(b, e, device=idx.device).scatter_add_(1, idx, torch.ones(idx.shape, device=idx.device))
         f = self.count_sync(counts) * (e / (k * s))
         p = (scores / scores.sum(-1, keepdim=True)).view(b, -1, e).sum(1) / s  # (B, E) this rank's share of P_e
         return self.aux_coeff * (f * p).sum() / b
