@@ -116,6 +116,14 @@ class Trainer:
 
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step; returns this rank's mean loss (zero on non-last pipeline stages), not synchronised."""
+        loss = self.compute_gradients(step)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    def compute_gradients(self, step: int) -> torch.Tensor:
+        """Forward and backward of every micro-batch of `step` and the gradient reductions after them: each
+        parameter's .grad is then what the optimizer steps with."""
         p = self.spec.plan
         indices = data.rank_sample_range(self.meshes.dp_rank, p.micro_batch_size, p.grad_accum_steps)
         loss = self._pipeline_step(step, indices) if self.schedule is not None else self._flat_step(step, indices)
@@ -125,8 +133,6 @@ class Trainer:
             p.zero_stage, p.dp * p.cp, self.spec.train.precision
         ):
             finalize_expert_grads(self.parts, self.meshes, p)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
         return loss
 
     def _flat_step(self, step: int, indices: range) -> torch.Tensor:

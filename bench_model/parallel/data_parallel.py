@@ -80,7 +80,10 @@ def apply_data_parallel(
         for ex in experts:
             fully_shard(ex, mesh=meshes.expert.edp, reshard_after_forward=(zero_stage == 3), mp_policy=mp, **extra)
             ex.set_gradient_divide_factor(float(expert_grad_divisor))
-            ex.set_force_sum_reduction_for_comms(True)  # SUM then divide: gloo has no PREMUL_SUM
+            if meshes.expert.edp.size() > 1:
+                # SUM then divide: gloo has no PREMUL_SUM. Not on a 1-rank mesh: torch 2.13's single-rank path
+                # divides by the factor and then post-divides by it again (measured: gradients 1/4 at factor 4)
+                ex.set_force_sum_reduction_for_comms(True)
     elif experts:
         extra["ignored_params"] = {p for ex in experts for p in ex.parameters()}
     for block in model.layers.values():

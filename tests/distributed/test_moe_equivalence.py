@@ -4,7 +4,9 @@ does for the dense layouts. All layouts are world 4 and share ONE torchrun launc
 
 Why the curves must match: routing is dropless (moe_capacity_factor null), so every token reaches its top-2 experts
 whichever rank holds them; the layouts differ only in fp32 summation order (~1e-7), while a wrong dispatch, a
-missing or doubled expert-gradient reduction, or a wrong FFN split shows up at 1e-3 or more. The load-balancing
+wrong FFN split shows up at 1e-3 or more. The routed experts' gradient reduction is checked directly in
+test_moe_grads.py: the 5-step curve hardly sees it (leaving out the edp all-reduce moved it by 1.3e-5 relative,
+measured; a constant factor on one parameter group's gradients does not move it at all, AdamW divides it out). The load-balancing
 loss is on (tiny-moe: coefficient 0.01) and must match too: it is DeepSeek-V3's sequence-wise loss, whose value does
 not depend on how sequences are batched, with the per-sequence counts summed over CP/SP ranks (bench_model.moe).
 The reported loss is the language-model loss; the balance loss enters the gradients, so it moves steps 2-5."""
