@@ -2,7 +2,7 @@
 
     torchrun --nproc-per-node N tests/distributed/moe_grads.py OUT.json SPEC.json [SPEC.json ...]
 
-For each layout (pp = 1): the trainer's `compute_gradients(0)` (every micro-batch's backward and the reductions the
+For each layout: the trainer's `compute_gradients(0)` (every micro-batch's backward and the reductions the
 optimizer would step with), then every rank compares its routed experts' gradient slices (gathered over edp where
 FSDP shards them) and the routers' gradients with the same step on the plain single-device Llama of the same init,
 fed the whole global batch as one micro-batch (mean cross-entropy + the balance loss at weight 1). Rank 0 writes
@@ -48,7 +48,15 @@ def compare(spec) -> dict[str, float]:
     trainer = build_trainer(spec, init_distributed())
     trainer.compute_gradients(0)
     ref = reference_grads(spec)
-    errors = {}
+    # every MoE layer's name on every rank (a pipeline stage reports 0 for the layers it does not hold), so the
+    # worst-rank reduction below has the same shape everywhere
+    m = spec.model
+    errors = {
+        f"layers.{i}.{w}": 0.0
+        for i in range(m.num_layers)
+        if m.is_moe_layer(i)
+        for w in ("experts.w1", "experts.w2", "experts.w3", "gate")
+    }
     for key, block in trainer.parts[0].layers.items():
         moe = block.feed_forward
         if not hasattr(moe, "experts"):

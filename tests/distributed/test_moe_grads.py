@@ -11,7 +11,7 @@ import json
 
 import pytest
 from conftest import DRIVER, torchrun
-from test_moe_equivalence import _plan, _spec
+from test_moe_equivalence import MLA, _plan, _spec
 
 pytestmark = pytest.mark.timeout(900)
 GRAD_TOL = 1e-5
@@ -22,6 +22,9 @@ LAYOUTS = {
     "dp2_tp2_sp_ep2_zero1": _plan(tp=2, sequence_parallel=True, ep=2, zero_stage=1),  # router summed over tp
     "dp4_ep2_etp2": _plan(ep=2, etp=2),
     "dp2_cp2_ep2": _plan(cp=2, ep=2, micro_batch_size=2),  # the balance loss's counts summed over cp
+    "dp2_tp2_sp_etp2_zero3": _plan(tp=2, sequence_parallel=True, etp=2, zero_stage=3),
+    "pp2_dp2_ep2": _plan(pp=2, ep=2),  # the schedule's 1/n_microbatches scaling, then the edp all-reduce
+    "mla_sigmoid_dp4_ep2": (*MLA, "model.moe_router=sigmoid", *_plan(ep=2)),
 }
 
 
