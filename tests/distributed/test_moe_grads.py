@@ -25,6 +25,9 @@ LAYOUTS = {
     "dp2_tp2_sp_etp2_zero3": _plan(tp=2, sequence_parallel=True, etp=2, zero_stage=3),
     "pp2_dp2_ep2": _plan(pp=2, ep=2),  # the schedule's 1/n_microbatches scaling, then the edp all-reduce
     "mla_sigmoid_dp4_ep2": (*MLA, "model.moe_router=sigmoid", *_plan(ep=2)),
+    # recompute: selective re-runs the experts' SwiGLU, full re-runs the dispatch's collectives in backward
+    "dp4_ep2_etp2_recompute_selective": _plan(ep=2, etp=2, recompute="selective"),
+    "dp4_ep2_zero3_recompute_full": _plan(ep=2, zero_stage=3, recompute="full"),
 }
 
 
