@@ -21,6 +21,7 @@ simulating the schedule, i.e. faking the numbers."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from typing import Any
 
@@ -33,6 +34,11 @@ from autotune.core.types import MemoryEstimate, TrialSpec
 
 def probe_memory(spec: TrialSpec) -> dict[str, Any]:
     p = spec.plan
+    if spec.model.is_moe and spec.train.moe_routing != "balanced":
+        # fake tensors carry no router scores, so learned routing has no dispatch sizes; balanced routing's are
+        # known (bench_model.moe.expert_counts): the probe measures the force-balanced layout, as NVIDIA's MoE
+        # benchmarks run it
+        spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, moe_routing="balanced"))
     if p.pp > 1:
         raise UsageError(
             f"plan.pp={p.pp}: probe-memory supports pp=1 only (a pipeline stage needs its real peers "
@@ -97,8 +103,25 @@ def _optimizer_bytes(trainer) -> float:
     p, n = trainer.spec.plan, trainer.spec.plan.dp * trainer.spec.plan.cp
     numels = _local_numels(trainer)
     if p.zero_stage == 1 and n > 1:
-        return float(sum(3 * math.ceil(x / n) * 4 for x in numels))  # exp_avg, exp_avg_sq, master slice
+        # exp_avg, exp_avg_sq, master slice; routed experts sliced over their edp group (bench_model.trainer_moe)
+        expert = _expert_numels(trainer)
+        edp = trainer.meshes.expert.edp.size() if trainer.meshes.expert is not None else 1
+        dense = sum(3 * math.ceil(x / n) * 4 for x in numels) - sum(3 * math.ceil(x / n) * 4 for x in expert)
+        return float(dense + sum(3 * math.ceil(x / edp) * 4 for x in expert))
     return float(sum(2 * x * 4 for x in numels))
+
+
+def _expert_numels(trainer) -> list[int]:
+    from torch.distributed.tensor import DTensor
+
+    from bench_model.parallel.expert_parallel import moe_modules
+
+    return [
+        (q.to_local() if isinstance(q, DTensor) else q).numel()
+        for part in trainer.parts
+        for moe in moe_modules(part)
+        for q in moe.experts.parameters()
+    ]
 
 
 def _probe_fake(spec: TrialSpec) -> MemoryEstimate:

@@ -4,6 +4,8 @@ outside by bench_model.parallel, torchtitan-style).
 Block (as the memory model counts it):
     h   = x + wo(attn(rope(wq(n1)), rope(wk(n1)), wv(n1)))      n1 = attention_norm(x)   (RMSNorm)
     out = h + w2(silu(w1(n2)) * w3(n2))                           n2 = ffn_norm(h)         (RMSNorm, SwiGLU)
+MoE models (spec.is_moe_layer) replace the SwiGLU on their MoE layers by bench_model.moe.MoE; attention="mla" uses
+bench_model.mla.MLAttention instead of the GQA attention below.
 Attention is causal `F.scaled_dot_product_attention(..., is_causal=True)` on (B, heads, S, head_dim) tensors. GQA: K/V
 keep `num_kv_heads` heads and SDPA broadcasts them with `enable_gqa=True` (torch >= 2.5); on older torch K/V are
 expanded with `repeat_interleave` (an extra (B, heads, S, head_dim) copy each). No biases anywhere; RoPE uses real cos/sin
@@ -122,12 +124,16 @@ class FeedForward(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, layer: int = 0, seq_len: int = 0):
         super().__init__()
+        # imported here: bench_model.mla and bench_model.moe build on this module's layers
+        from bench_model.mla import MLAttention
+        from bench_model.moe import MoE
+
         self.attention_norm = RMSNorm(spec.hidden_size, spec.norm_eps)
-        self.attention = Attention(spec)
+        self.attention = MLAttention(spec) if spec.attention == "mla" else Attention(spec)
         self.ffn_norm = RMSNorm(spec.hidden_size, spec.norm_eps)
-        self.feed_forward = FeedForward(spec)
+        self.feed_forward = MoE(spec, seq_len) if spec.is_moe_layer(layer) else FeedForward(spec)
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
         h = x + self.attention(self.attention_norm(x), rope)
@@ -141,14 +147,16 @@ class Llama(nn.Module):
             raise SpecError(f"model.block={spec.block!r}: bench_model implements only the llama block")
         self.spec, self.seq_len = spec, seq_len
         self.tok_embeddings: nn.Embedding | None = nn.Embedding(spec.vocab_size, spec.hidden_size)
-        self.layers = nn.ModuleDict({str(i): TransformerBlock(spec) for i in range(spec.num_layers)})
+        self.layers = nn.ModuleDict({str(i): TransformerBlock(spec, i, seq_len) for i in range(spec.num_layers)})
         self.norm: RMSNorm | None = RMSNorm(spec.hidden_size, spec.norm_eps)
         self.output: nn.Linear | None = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
         if spec.tie_embeddings:
             self.output.weight = self.tok_embeddings.weight
         # Global token positions of this rank's sequence slots (context parallelism permutes them).
         self.rope_positions = torch.arange(seq_len, device="cpu")
-        self.register_buffer("rope", torch.empty(2, seq_len, spec.head_dim), persistent=False)
+        # MLA rotates only the rope part of its queries and keys (bench_model.mla)
+        self.rope_dim = spec.qk_rope_head_dim if spec.attention == "mla" else spec.head_dim
+        self.register_buffer("rope", torch.empty(2, seq_len, self.rope_dim), persistent=False)
 
     def forward(self, tokens: torch.Tensor, loss_fn: Callable | None = None) -> torch.Tensor:
         """Logits (B, S, V) on the last stage, hidden states elsewhere; with `loss_fn(head, h)` the loss instead, so
@@ -163,7 +171,7 @@ class Llama(nn.Module):
         return self.output(h) if self.output is not None else h  # (B, S, V) on the last stage
 
     def init_buffers(self, device: torch.device | str) -> None:
-        self.rope = rope_tables(self.spec.head_dim, self.rope_positions, self.spec.rope_theta).to(device)
+        self.rope = rope_tables(self.rope_dim, self.rope_positions, self.spec.rope_theta).to(device)
 
     def init_weights(self, seed: int) -> None:
         """Single-device init (plain tensors); sharded models use bench_model.weights.init_parameters."""
@@ -181,14 +189,17 @@ def canonical_name(name: str) -> str:
 
 def full_init_tensor(name: str, shape: tuple[int, ...], seed: int, num_layers: int) -> torch.Tensor:
     """The unsharded fp32 initial value of parameter `name`: ones for norms, N(0, 0.02) for matrices, with output
-    projections (wo, w2) scaled by 1/sqrt(2*num_layers) as in GPT-2 (Radford et al. 2019, Sec 2.3). Seeded per name."""
+    projections (wo, w2, the experts' stacked w2) scaled by 1/sqrt(2*num_layers) as in GPT-2 (Radford et al. 2019,
+    Sec 2.3); the sigmoid router's selection bias starts at zero. Seeded per name."""
     name = canonical_name(name)
     if name.endswith("norm.weight"):
         return torch.ones(shape)
+    if name.endswith("expert_bias"):
+        return torch.zeros(shape)
     digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
     gen = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
     std = INIT_STD
-    if name.endswith(("wo.weight", "w2.weight")):
+    if name.endswith(("wo.weight", "w2.weight", "experts.w2")):
         std = INIT_STD / math.sqrt(2 * num_layers)
     return torch.randn(shape, generator=gen) * std
 

@@ -8,6 +8,7 @@ compute the same (replicated) loss through `loss_parallel`."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass, field
@@ -25,8 +26,10 @@ from bench_model import data
 from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
 from bench_model.parallel.context_parallel import cp_positions
-from bench_model.parallel.data_parallel import ZeRO1AdamW, needs_fsdp, set_gradient_sync
+from bench_model.parallel.data_parallel import ZeRO1AdamW, experts_use_fsdp, needs_fsdp, set_gradient_sync
+from bench_model.parallel.expert_parallel import finalize_expert_grads
 from bench_model.parallel.float8 import check_fp8_device
+from bench_model.parallel.mesh import build_expert_meshes
 from bench_model.parallel.offload import HostOffloadAdamW, materialize_device
 from bench_model.parallel.pipeline import (
     allreduce_tied_embedding_grads,
@@ -37,6 +40,7 @@ from bench_model.parallel.pipeline import (
     stage_indices,
     tied_embedding_group,
 )
+from bench_model.trainer_moe import check_moe_trial, configure_moe, expert_zero1_optimizer
 from bench_model.weights import init_parameters
 
 ADAMW = dict(betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
@@ -113,13 +117,23 @@ class Trainer:
 
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step; returns this rank's mean loss (zero on non-last pipeline stages), not synchronised."""
+        loss = self.compute_gradients(step)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    def compute_gradients(self, step: int) -> torch.Tensor:
+        """Forward and backward of every micro-batch of `step` and the gradient reductions after them: each
+        parameter's .grad is then what the optimizer steps with."""
         p = self.spec.plan
         indices = data.rank_sample_range(self.meshes.dp_rank, p.micro_batch_size, p.grad_accum_steps)
         loss = self._pipeline_step(step, indices) if self.schedule is not None else self._flat_step(step, indices)
         if self.tied_group is not None:
             allreduce_tied_embedding_grads(self.parts, self.tied_group)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.meshes.expert is not None and not experts_use_fsdp(
+            p.zero_stage, p.dp * p.cp, self.spec.train.precision
+        ):
+            finalize_expert_grads(self.parts, self.meshes, p)
         return loss
 
     def _flat_step(self, step: int, indices: range) -> torch.Tensor:
@@ -168,7 +182,10 @@ def build_trainer(
         )
     if p.fp8 != "none":
         check_fp8_device(p.fp8, device)  # one-line SpecError, never a silent bf16 run
+    check_moe_trial(spec)
     meshes = build_meshes(p, device.type, dist.get_world_size())
+    if m.is_moe:
+        meshes = dataclasses.replace(meshes, expert=build_expert_meshes(p, device.type, meshes.world))
     tied_group = tied_embedding_group(meshes) if p.pp > 1 and m.tie_embeddings else None
     after_startup()
     full = build_meta_model(m, t.seq_len)
@@ -181,6 +198,7 @@ def build_trainer(
         stages, parts = [0], [full]
     for part in parts:
         parallelize(part, meshes, p, t.precision, compile=p.compile, device_type=device.type)
+        configure_moe(part, spec)
     with materialize():
         for part in parts:
             part.to_empty(device=materialize_device(p.offload, device))  # buffers go to `device` in init_parameters
@@ -189,7 +207,7 @@ def build_trainer(
                 part.output.weight = part.tok_embeddings.weight
             init_parameters(part, t.seed, m.num_layers, device)
         params = [q for part in parts for q in part.parameters()]
-        optimizer = _make_optimizer(params, spec, meshes)
+        optimizer = _make_optimizer(params, spec, meshes, parts)
     schedule = None
     if p.pp > 1:
         schedule = build_schedule(
@@ -210,7 +228,7 @@ def build_trainer(
     )
 
 
-def _make_optimizer(params: list[nn.Parameter], spec: TrialSpec, meshes: Meshes):
+def _make_optimizer(params: list[nn.Parameter], spec: TrialSpec, meshes: Meshes, parts: list[nn.Module]):
     from torch.distributed.tensor import DTensor
 
     if spec.train.optimizer != "adamw":
@@ -221,6 +239,8 @@ def _make_optimizer(params: list[nn.Parameter], spec: TrialSpec, meshes: Meshes)
         kwargs["foreach"] = False
     p = spec.plan
     if p.zero_stage == 1 and needs_fsdp(p.dp * p.cp, spec.train.precision) and p.dp * p.cp > 1:
+        if meshes.expert is not None:  # the routed experts' states are sliced over their own (edp) group
+            return expert_zero1_optimizer(parts, meshes, host=p.offload == "optimizer", **kwargs)
         return ZeRO1AdamW(params, meshes.dp_cp.get_group(), host=p.offload == "optimizer", **kwargs)
     if p.offload == "optimizer":  # fp32 master + AdamW states on the host, the step there (ZeRO-Offload)
         return HostOffloadAdamW(params, **kwargs)

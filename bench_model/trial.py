@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,7 @@ from autotune.core.types import TrialSpec
 from autotune.results.schema import normalize_row, row_from_spec
 from bench_model import metrics
 from bench_model.trainer import build_trainer, run_steps
+from bench_model.trainer_moe import experts_path
 
 
 def init_distributed() -> torch.device:
@@ -36,6 +38,9 @@ def run_trial(spec: TrialSpec, fault_hook: Callable[[], None] = lambda: None) ->
     peak_flops = _peak_flops_per_rank(spec, device)
     trainer = build_trainer(spec, device, lambda: _cap_memory(spec, device))
     local_losses = run_steps(trainer, fault_hook)
+    path = experts_path(trainer.parts)
+    if path and dist.get_rank() == 0:  # which expert GEMM ran (docs: bench_model/moe.py); the row has no column
+        print(f"bench_model: routed experts ran as {path} (torch {torch.__version__}, {device.type})", file=sys.stderr)
     row = _summarise(spec, trainer, local_losses, peak_flops)
     dist.barrier()
     row.update(started_at=started_at, ended_at=metrics.utc_now(), wall_s=time.perf_counter() - t_start)

@@ -2,7 +2,8 @@
 parameter from the per-name seeded generator of bench_model.model.full_init_tensor and keeps its own shard. Replicate ->
 Shard redistribution is a local slice (no communication), so the result equals the single-device init in every layout.
 With tied embeddings the last pipeline stage's own head weight is drawn as "tok_embeddings.weight", the matrix it ties to
-(bench_model.parallel.pipeline)."""
+(bench_model.parallel.pipeline). Routed experts sharded by expert parallelism draw the full stacked tensor and keep
+their (ep, etp) slice first (`_full_value`)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,20 @@ def init_parameters(module: nn.Module, seed: int, num_layers: int, device: torch
     for name, p in module.named_parameters():
         if tied and canonical_name(name) == "output.weight":  # a stage's own copy of the tied embedding
             name = "tok_embeddings.weight"
-        full = full_init_tensor(name, tuple(p.shape), seed, num_layers).to(device=device, dtype=p.dtype)
+        full = _full_value(module, name, tuple(p.shape), seed, num_layers).to(device=device, dtype=p.dtype)
         if isinstance(p, DTensor):
             src = DTensor.from_local(full, p.device_mesh, [Replicate()] * p.device_mesh.ndim, run_check=False)
             p.to_local().copy_(src.redistribute(p.device_mesh, p.placements).to_local())
         else:
             p.copy_(full)
     module.init_buffers(device)
+
+
+def _full_value(module: nn.Module, name: str, shape: tuple[int, ...], seed: int, num_layers: int) -> torch.Tensor:
+    """The value this rank's parameter starts from before any DTensor sharding: the full seeded tensor, or for the
+    routed experts under expert parallelism this rank's (ep, etp) slice of it (bench_model.moe.ExpertShard)."""
+    owner_name, _, leaf = name.rpartition(".")
+    shard = getattr(module.get_submodule(owner_name), "shard", None) if owner_name else None
+    if shard is None:
+        return full_init_tensor(name, shape, seed, num_layers)
+    return shard.take(leaf, full_init_tensor(name, shard.full_shapes[leaf], seed, num_layers))

@@ -179,16 +179,56 @@ class ModelSpec:
     def kv_dim(self) -> int:
         return self.num_kv_heads * self.head_dim
 
-    def layer_params(self) -> int:
-        """Parameters of one transformer block, counted exactly for the block as implemented in bench_model."""
-        h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
+    def attention_params(self) -> int:
+        """One block's attention projections (and MLA's two latent RMSNorm weights), no biases."""
+        h = self.hidden_size
+        if self.attention == "gqa":
+            return 2 * h * (self.q_dim + self.kv_dim)  # wq, wk, wv, wo (q_dim = heads * head_dim)
+        return self._mla_matmul_params() + (self.q_lora_rank + self.kv_lora_rank)  # + q_norm, kv_norm
+
+    def _mla_matmul_params(self) -> int:
+        """MLA's projections (DeepSeek-V2, arXiv 2405.04434 Sec 2.1.2-2.1.3, Eqs. 9-14; DeepSeek-V3 model code):
+        wq_a h->q_lora then wq_b q_lora->heads*(nope+rope) (or one wq h->heads*(nope+rope) when q_lora_rank=0),
+        wkv_a h->kv_lora+rope (the latent and the shared rope key), wkv_b kv_lora->heads*(nope+v), wo heads*v->h."""
+        h, n = self.hidden_size, self.num_heads
+        qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+        q = (h * self.q_lora_rank + self.q_lora_rank * n * qk) if self.q_lora_rank else h * n * qk
+        kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * n * (
+            self.qk_nope_head_dim + self.v_head_dim
+        )
+        return q + kv + n * self.v_head_dim * h
+
+    def _attention_matmul_params(self) -> int:
+        return (
+            self._mla_matmul_params() if self.attention == "mla" else 2 * self.hidden_size * (self.q_dim + self.kv_dim)
+        )
+
+    def mlp_params(self, layer: int, active: bool = False) -> int:
+        """Block `layer`'s MLP: a dense SwiGLU (3·h·f), or on an MoE layer the router h·E (+E selection bias with the
+        sigmoid router, not trained by gradient), the routed experts 3·h·F_moe each (all E, or the top-k a token
+        uses when `active`) and the shared-expert SwiGLU 3·h·F_shared (Megatron-LM theoretical_memory_usage.py and
+        DeepSeek-V3, arXiv 2412.19437 Sec 2.1.2)."""
+        h = self.hidden_size
+        if not self.is_moe_layer(layer):
+            return 3 * h * self.ffn_hidden_size
+        experts = self.moe_router_topk if active else self.num_experts
+        bias = self.num_experts if self.moe_router == "sigmoid" and not active else 0
+        router = h * self.num_experts + bias
+        return router + experts * 3 * h * self.moe_ffn_hidden_size + 3 * h * self.moe_shared_expert_ffn_hidden_size
+
+    def layer_params(self, layer: int | None = None) -> int | float:
+        """Parameters of one transformer block, counted exactly for the block as implemented in bench_model. With
+        MoE layers the blocks differ: pass `layer`; without it the mean over the blocks (a float when they differ)."""
+        h, f = self.hidden_size, self.ffn_hidden_size
         if self.block == "gpt":  # QKV + proj with biases, 2 LayerNorms (w+b), MLP h->f->h with biases
             return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
-        q = self.q_dim
-        attn = h * q + 2 * h * kv + q * h  # wq, wk, wv, wo (no biases)
-        mlp = 3 * h * f  # w1 (gate), w3 (up), w2 (down)
+        if layer is None:
+            if not self.is_moe:
+                return self.layer_params(0)
+            total = sum(self.layer_params(i) for i in range(self.num_layers))
+            return total // self.num_layers if total % self.num_layers == 0 else total / self.num_layers
         norms = 2 * h  # attention_norm, ffn_norm (RMSNorm weight only)
-        return attn + mlp + norms
+        return self.attention_params() + self.mlp_params(layer) + norms
 
     def embedding_params(self) -> int:
         return self.vocab_size * self.hidden_size
@@ -199,22 +239,51 @@ class ModelSpec:
 
     def num_params(self) -> int:
         final_norm = self.hidden_size if self.block == "llama" else 2 * self.hidden_size
-        return self.embedding_params() + self.num_layers * self.layer_params() + final_norm + self.head_params()
+        if self.block == "gpt":
+            blocks = self.num_layers * self.layer_params()
+        else:
+            blocks = sum(self.layer_params(i) for i in range(self.num_layers))
+        return self.embedding_params() + blocks + final_norm + self.head_params()
+
+    def _matmul_params(self, active: bool) -> int:
+        h, f = self.hidden_size, self.ffn_hidden_size
+        if self.block == "gpt":
+            return self.num_layers * (4 * h * h + 2 * h * f) + self.vocab_size * h
+        mlp = 0
+        for i in range(self.num_layers):  # the sigmoid router's selection bias is no matmul weight
+            bias = self.num_experts if self.is_moe_layer(i) and self.moe_router == "sigmoid" and not active else 0
+            mlp += self.mlp_params(i, active) - bias
+        return self.num_layers * self._attention_matmul_params() + mlp + self.vocab_size * h
 
     def matmul_params(self) -> int:
-        """Parameters that take part in a matmul per token: every block's weight matrices plus the output head
-        (the head multiplies even when tied; the embedding lookup is a gather and costs no FLOPs)."""
-        h, f, kv = self.hidden_size, self.ffn_hidden_size, self.kv_dim
-        per_layer = (4 * h * h + 2 * h * f) if self.block == "gpt" else (2 * h * self.q_dim + 2 * h * kv + 3 * h * f)
-        return self.num_layers * per_layer + self.vocab_size * self.hidden_size
+        """Parameters that take part in a matmul: every block's weight matrices (all routed experts of an MoE layer)
+        plus the output head (the head multiplies even when tied; the embedding lookup is a gather, no FLOPs)."""
+        return self._matmul_params(active=False)
+
+    def active_matmul_params(self) -> int:
+        """The matmul parameters one token passes through: as matmul_params, but of an MoE layer's routed experts
+        only the top-k (plus the router and the shared expert). Equals matmul_params on a dense model."""
+        return self._matmul_params(active=True)
+
+    def attention_flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token of the score and value matmuls over all layers, causal (half the positions):
+        forward 2·s·heads·(d_qk + d_v)/2 per layer, ×3 with backward. GQA: d_qk = d_v = head_dim, i.e. 6·L·s·h
+        (PaLM, Chowdhery et al. 2022, App. B: 12·L·H·Q·T, halved for causal masking). MLA: d_qk = nope + rope,
+        d_v = v_head_dim (DeepSeek-V2 Sec 2.1.2: the scores use the concatenated nope and rope parts)."""
+        if self.attention == "mla":
+            d_qk, d_v = self.qk_nope_head_dim + self.qk_rope_head_dim, self.v_head_dim
+        else:
+            d_qk = d_v = self.head_dim
+        return 3.0 * self.num_layers * seq_len * self.num_heads * (d_qk + d_v)
 
     def flops_per_token(self, seq_len: int) -> float:
         """Training (forward + backward) model FLOPs per token.
 
-        6·N_matmul (Kaplan et al. 2020, "Scaling Laws", Sec 2.1: 2 FLOPs per multiply-add forward, ×3 with backward),
-        with N_matmul counted exactly (GQA's smaller K/V projections, SwiGLU's three matrices, the output head) plus the
-        attention score and value matmuls: 2·2·s·d_attn per token per layer forward (PaLM, Chowdhery et al. 2022, App. B:
-        12·L·H·Q·T for training) halved for causal masking, i.e. 6·L·s·h. Recompute is not counted (model FLOPs, not
-        hardware FLOPs; Korthikanti et al. 2022 Eq. 7 vs 8)."""
-        attn = 6 * self.num_layers * seq_len * self.num_heads * self.head_dim
-        return 6.0 * self.matmul_params() + float(attn)
+        6·N_active (Kaplan et al. 2020, "Scaling Laws", Sec 2.1: 2 FLOPs per multiply-add forward, ×3 with backward)
+        with N_active the matmul parameters a token passes through, counted exactly (GQA's smaller K/V projections,
+        SwiGLU's three matrices, MLA's projections, the output head; of an MoE layer the router, the top-k routed
+        experts and the shared expert, as DeepSeek-V3's "37B activated" and Megatron-LM's
+        num_floating_point_operations count MoE by moe_router_topk experts), plus the attention score and value
+        matmuls (attention_flops_per_token). Recompute is not counted (model FLOPs, not hardware FLOPs; Korthikanti
+        et al. 2022 Eq. 7 vs 8)."""
+        return 6.0 * self.active_matmul_params() + self.attention_flops_per_token(seq_len)

@@ -252,6 +252,12 @@ class ParallelPlan:
     )
     # torchao float8 training of the transformer blocks' linears (bench_model); a throughput/numerics trade-off
     fp8: str = dim_field("none", opt_in=True, optuna=True, oom="shape", label="fp8", choices=FP8_RECIPES, tag=" fp8={}")
+    # Expert parallelism (MoE models). Not mesh axes: Megatron-Core's "parallel folding" views the same W/pp ranks of
+    # each pipeline stage as (edp, ep, etp), etp innermost, with edp = W/(pp*ep*etp) derived (MoE README, "MoE Parallel
+    # Folding"). A larger ep or etp splits the experts over more ranks, so a lower value needs at least the memory.
+    # space.ep/etp null (the default) = powers of two up to the experts for an MoE model, [1] for a dense one.
+    ep: int = dim_field(1, optuna=True, oom="lower", label="ep", tag=" ep{}")
+    etp: int = dim_field(1, optuna=True, oom="lower", label="etp", tag=" etp{}")
 
     def __post_init__(self) -> None:
         for name in PLAN_FIELDS:  # each field's domain, from its Dim; rules across fields: autotune.layouts.rules
@@ -263,6 +269,12 @@ class ParallelPlan:
     @property
     def world_size(self) -> int:
         return math.prod(getattr(self, axis) for axis in MESH_AXES)
+
+    @property
+    def edp(self) -> int:
+        """Expert data parallel: the ranks of one pipeline stage that hold the same expert shard, W/(pp*ep*etp)
+        (a fraction when ep*etp does not divide the stage; autotune.layouts.moe_rules rejects that)."""
+        return self.world_size // (self.pp * self.ep * self.etp)
 
     @property
     def dp_shard_size(self) -> int:

@@ -1,8 +1,8 @@
 """`parallelize`: apply parallelism to one (pipeline-stage) model from outside, in the fixed torchtitan order
-float8 linears (plan.fp8) -> TP + SP -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data
-parallel (ZeRO stage over dp x cp; plan.offload=params adds FSDP2's CPUOffloadPolicy there). Pipeline splitting
-happens before,
-in bench_model.parallel.pipeline."""
+float8 linears (plan.fp8) -> TP + SP -> expert parallelism (MoE models: experts sharded over ep/etp, token dispatch,
+bench_model.parallel.expert_parallel) -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data
+parallel (ZeRO stage over dp x cp; the routed experts over edp; plan.offload=params adds FSDP2's CPUOffloadPolicy
+there). Pipeline splitting happens before, in bench_model.parallel.pipeline."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from torch import nn
 from autotune.core.types import ParallelPlan
 from bench_model.parallel.context_parallel import apply_context_parallel
 from bench_model.parallel.data_parallel import apply_data_parallel, needs_fsdp
+from bench_model.parallel.expert_parallel import apply_expert_parallel, expert_grad_divisor
 from bench_model.parallel.float8 import apply_float8
 from bench_model.parallel.mesh import Meshes, build_meshes
 from bench_model.parallel.recompute import apply_recompute
@@ -31,6 +32,8 @@ def parallelize(
         apply_float8(model, plan.fp8)
     if plan.tp > 1:
         apply_tensor_parallel(model, meshes.tp, plan.sequence_parallel)
+    if meshes.expert is not None:
+        apply_expert_parallel(model, meshes, plan)
     if plan.cp > 1:
         apply_context_parallel(model, meshes.cp)
     apply_recompute(model, plan.recompute)
@@ -38,4 +41,6 @@ def parallelize(
         for block in model.layers.values():
             block.compile()
     if needs_fsdp(plan.dp * plan.cp, precision):
-        apply_data_parallel(model, meshes, plan.zero_stage, precision, plan.offload, device_type)
+        apply_data_parallel(
+            model, meshes, plan.zero_stage, precision, plan.offload, device_type, expert_grad_divisor(plan)
+        )

@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - torch < 2.6
     from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
 
 from bench_model.parallel.collectives import _all_gather_flat
+from bench_model.parallel.expert_parallel import moe_modules
 from bench_model.parallel.mesh import Meshes
 from bench_model.parallel.offload import HOST, cpu_offload_policy
 
@@ -52,10 +53,21 @@ def needs_fsdp(num_dp_ranks: int, precision: str) -> bool:
 
 
 def apply_data_parallel(
-    model: nn.Module, meshes: Meshes, zero_stage: int, precision: str, offload: str = "none", device_type: str = "cpu"
+    model: nn.Module,
+    meshes: Meshes,
+    zero_stage: int,
+    precision: str,
+    offload: str = "none",
+    device_type: str = "cpu",
+    expert_grad_divisor: int = 1,
 ) -> None:
     """offload="params": FSDP2 CPUOffloadPolicy on every unit (bench_model/parallel/offload.py). Stages 2-3 shard
-    over meshes.fsdp_mesh: dp*cp, or with HSDP the 2-D (dp_replicate, dp_shard*cp) mesh."""
+    over meshes.fsdp_mesh: dp*cp, or with HSDP the 2-D (dp_replicate, dp_shard*cp) mesh.
+
+    Routed experts of MoE layers (bench_model.parallel.expert_parallel) differ across ep/etp ranks, so they never
+    join the dense groups: at stages 2/3 each layer's experts get their own fully_shard on the edp mesh (first, so
+    the block's unit leaves them out) with the gradient divided by `expert_grad_divisor` instead of the mesh size
+    (torchtitan's efsdp wrapping); at stages 0/1 they are ignored here and reduced by finalize_expert_grads."""
     mesh = meshes.hsdp if zero_stage in (0, 1) else meshes.fsdp_mesh
     mp = MixedPrecisionPolicy(
         param_dtype=torch.bfloat16 if precision == "bf16" else torch.float32, reduce_dtype=torch.float32
@@ -63,9 +75,25 @@ def apply_data_parallel(
     extra = {}
     if offload == "params":
         extra["offload_policy"] = cpu_offload_policy(torch.device(device_type))
+    experts = [m.experts for m in moe_modules(model)]
+    if experts and zero_stage >= 2:
+        for ex in experts:
+            fully_shard(ex, mesh=meshes.expert.edp, reshard_after_forward=(zero_stage == 3), mp_policy=mp, **extra)
+            ex.set_gradient_divide_factor(float(expert_grad_divisor))
+            if meshes.expert.edp.size() > 1:
+                # SUM then divide: gloo has no PREMUL_SUM. Not on a 1-rank mesh: torch 2.13's single-rank path
+                # divides by the factor and then post-divides by it again (measured: gradients 1/4 at factor 4)
+                ex.set_force_sum_reduction_for_comms(True)
+    elif experts:
+        extra["ignored_params"] = {p for ex in experts for p in ex.parameters()}
     for block in model.layers.values():
         fully_shard(block, mesh=mesh, reshard_after_forward=(zero_stage == 3), mp_policy=mp, **extra)
     fully_shard(model, mesh=mesh, reshard_after_forward=False, mp_policy=mp, **extra)
+
+
+def experts_use_fsdp(zero_stage: int, num_dp_ranks: int, precision: str) -> bool:
+    """Whether apply_data_parallel shards the routed experts (else finalize_expert_grads reduces them)."""
+    return zero_stage >= 2 and needs_fsdp(num_dp_ranks, precision)
 
 
 def set_gradient_sync(parts: list[nn.Module], zero_stage: int, last_microbatch: bool) -> None:

@@ -5,19 +5,35 @@ the data-parallel group over which parameters are replicated/sharded and gradien
 
 HSDP (plan.dp_shard > 0, ZeRO 2/3): dp splits into ("dp_replicate", "dp_shard") with the shard group inner (adjacent
 ranks, so it stays inside a node), torchtitan's layout; `fsdp` is then the 2-D (dp_replicate, dp_shard*cp) mesh FSDP2
-shards over its second dim and replicates over its first. Rank order is unchanged (dp = replicate*dp_shard + shard)."""
+shards over its second dim and replicates over its first. Rank order is unchanged (dp = replicate*dp_shard + shard).
+
+MoE models (`build_expert_meshes`): the same ranks folded as ("pp", "edp", "ep", "etp"), etp innermost, a second root
+mesh over the world (Megatron-Core's parallel folding: the expert mesh need not align with dp/cp/tp); pp is the
+outermost axis of both, so a stage's ranks are the same in both views. Only 1-D slices of it are taken. `seq_group`:
+the ranks holding parts of the same sequences (cp, and tp under sequence parallelism), for the MoE balance loss's
+per-sequence counts; None when a rank holds whole sequences."""
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
 
+import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from autotune.core.errors import SpecError
 from autotune.core.types import ParallelPlan
 
 AXES = ("pp", "dp", "cp", "unit", "tp")
+EXPERT_AXES = ("pp", "edp", "ep", "etp")
+
+
+@dataclass(frozen=True)
+class ExpertMeshes:
+    edp: DeviceMesh  # 1-D: the ranks holding the same expert slice (gradients/optimizer states of the experts)
+    ep: DeviceMesh  # 1-D: token dispatch
+    etp: DeviceMesh  # 1-D: the ranks splitting each expert's FFN width
+    seq_group: dist.ProcessGroup | None = None
 
 
 @dataclass(frozen=True)
@@ -29,6 +45,7 @@ class Meshes:
     dp_cp: DeviceMesh  # 1-D, dp*cp ranks
     hsdp: DeviceMesh  # 2-D (dp_cp, unit): FSDP2 replicate x shard(=1)
     fsdp: DeviceMesh | None = None  # ZeRO 2/3 mesh: dp_cp (None), or 2-D (dp_replicate, dp_shard*cp) with HSDP
+    expert: ExpertMeshes | None = None  # MoE models: the folded (edp, ep, etp) view (build_expert_meshes)
 
     @property
     def pp_rank(self) -> int:
@@ -95,3 +112,19 @@ def hsdp_dims(plan: ParallelPlan) -> tuple[str, str]:
     if plan.dp == 1:
         return ("cp", "unit")
     return ("dp_cp", "unit")
+
+
+def build_expert_meshes(plan: ParallelPlan, device_type: str, world: DeviceMesh) -> ExpertMeshes:
+    """The folded MoE view of the world (module docstring); `world` is the dense world mesh (its inner cp/unit/tp dims
+    give the sequence groups). Every rank must call it (it creates process groups)."""
+    edp = plan.world_size // (plan.pp * plan.ep * plan.etp)
+    shape = (plan.pp, edp, plan.ep, plan.etp)
+    mesh = init_device_mesh(device_type, shape, mesh_dim_names=EXPERT_AXES)
+    seq_tp = plan.tp if plan.sequence_parallel else 1
+    seq_group = None
+    if plan.cp * seq_tp > 1:
+        # cp, unit, tp are the innermost dims of both world layouts; without SP the tp ranks share their tokens
+        ranks = world.mesh.reshape(-1, plan.cp, plan.tp)
+        ranks = ranks.reshape(-1, plan.cp * plan.tp) if seq_tp > 1 else ranks.transpose(1, 2).reshape(-1, plan.cp)
+        seq_group, _ = dist.new_subgroups_by_enumeration(ranks.tolist())
+    return ExpertMeshes(edp=mesh["edp"], ep=mesh["ep"], etp=mesh["etp"], seq_group=seq_group)

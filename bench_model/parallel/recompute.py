@@ -65,7 +65,10 @@ def apply_selective(block: nn.Module) -> None:
     for name in RECOMPUTED_NORMS:
         norm = getattr(block, name)
         norm.forward = functools.partial(_recomputed_norm, norm)
-    block.feed_forward.act = functools.partial(RecomputeInBackward.apply, swiglu)
+    ffn = block.feed_forward
+    ffn.act = functools.partial(RecomputeInBackward.apply, swiglu)
+    if hasattr(ffn, "experts"):  # MoE: the routed experts' gating too (the shared expert uses ffn.act)
+        ffn.experts.act = ffn.act
 
 
 def apply_recompute(model: nn.Module, mode: str) -> None:

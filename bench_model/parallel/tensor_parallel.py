@@ -23,6 +23,10 @@ from autotune.core.errors import SpecError
 def apply_tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh, sequence_parallel: bool) -> None:
     """In place on a (possibly pipeline-stage) Llama; layers missing on this stage are simply absent."""
     spec = model.spec
+    if spec.attention == "mla":
+        raise SpecError(
+            f"model.attention=mla with plan.tp={tp_mesh.size()}: bench_model runs MLA without tensor parallelism"
+        )
     if spec.num_heads % tp_mesh.size() or spec.num_kv_heads % tp_mesh.size():
         raise SpecError(
             f"plan.tp={tp_mesh.size()} must divide model.num_heads={spec.num_heads} "
@@ -47,11 +51,19 @@ def apply_tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh, sequence_parall
             "attention.wk": ColwiseParallel(),
             "attention.wv": ColwiseParallel(),
             "attention.wo": RowwiseParallel(output_layouts=stream),
-            "feed_forward": PrepareModuleInput(input_layouts=(stream,), desired_input_layouts=(Replicate(),)),
-            "feed_forward.w1": ColwiseParallel(),
-            "feed_forward.w3": ColwiseParallel(),
-            "feed_forward.w2": RowwiseParallel(output_layouts=stream),
         }
+        if hasattr(block.feed_forward, "experts"):
+            # MoE (bench_model.parallel.expert_parallel): the block runs on this rank's local tokens (its sequence
+            # shard under SP), so it takes the local tensor and returns one in the stream's layout
+            if sequence_parallel:
+                plan["feed_forward"] = PrepareModuleInput(
+                    input_layouts=(stream,), desired_input_layouts=(stream,), use_local_output=True
+                )
+        else:
+            plan["feed_forward"] = PrepareModuleInput(input_layouts=(stream,), desired_input_layouts=(Replicate(),))
+            plan["feed_forward.w1"] = ColwiseParallel()
+            plan["feed_forward.w3"] = ColwiseParallel()
+            plan["feed_forward.w2"] = RowwiseParallel(output_layouts=stream)
         if sequence_parallel:
             plan["attention_norm"] = SequenceParallel()
             plan["ffn_norm"] = SequenceParallel()

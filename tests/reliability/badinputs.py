@@ -373,6 +373,8 @@ def _override_cases() -> list[BadInput]:
         c("plan-dp_shard-negative", (*est, "plan.dp_shard=-1"), ("plan.dp_shard", "-1", ">= 0")),
         c("space-dp_shard-negative", (*plan8, "space.dp_shard=[-2]"), ("space.dp_shard", "-2", ">= 0")),
         c("plan-fp8-foo", (*est, "plan.fp8=foo"), ("plan.fp8", "foo", "tensorwise")),
+        c("plan-ep-zero", (*est, "plan.ep=0"), ("plan.ep", "0", ">= 1")),
+        c("plan-etp-negative", (*est, "plan.etp=-2"), ("plan.etp", "-2", ">= 1")),
         c("plan-fp8-a100", (*est, "cluster=a100-80gb", "plan.fp8=tensorwise"), ("fp8=tensorwise", "a100-80gb")),
         c(
             "plan-mxfp8-hopper",
