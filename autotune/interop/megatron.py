@@ -56,8 +56,9 @@ def _model_args(ctx: ExportContext) -> list[list[str]]:
         ["--ffn-hidden-size", str(m.ffn_hidden_size)],
         ["--num-attention-heads", str(m.num_heads)],
     ]
-    if m.num_kv_heads != m.num_heads:
+    if m.num_kv_heads != m.num_heads and m.attention == "gqa":
         args += [["--group-query-attention"], ["--num-query-groups", str(m.num_kv_heads)]]
+    args += _moe_args(ctx) + _mla_args(ctx)
     args += [
         ["--seq-length", str(seq)],
         ["--max-position-embeddings", str(seq)],
@@ -181,3 +182,45 @@ def _fp8_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
     if ctx.plan.fp8 == "mxfp8":  # block scaling: e4m3 everywhere (TE's MXFP8BlockScaling default format)
         return [["--fp8-format", "e4m3"], ["--fp8-recipe", "mxfp8"]]
     return [["--fp8-format", "hybrid"], ["--fp8-recipe", "tensorwise"]]
+
+
+def _moe_args(ctx: ExportContext) -> list[list[str]]:
+    """Megatron-LM arguments.py MoE group (megatron/core/transformer/moe/README.md): the experts, the router, the
+    grouped-GEMM experts and the all-to-all token dispatcher autotune models; --moe-layer-freq as a Python list
+    expression of 0/1 per layer (first-k dense, then every freq-th)."""
+    m, p = ctx.model, ctx.plan
+    if not m.is_moe:
+        return []
+    args = [
+        ["--num-experts", str(m.num_experts)],
+        ["--moe-router-topk", str(m.moe_router_topk)],
+        ["--moe-ffn-hidden-size", str(m.moe_ffn_hidden_size)],
+        ["--moe-grouped-gemm"],
+        ["--moe-token-dispatcher-type", "alltoall"],
+        ["--expert-tensor-parallel-size", str(p.etp)],  # always: Megatron's default ETP is TP
+        ["--moe-layer-freq", "[" + ",".join("1" if m.is_moe_layer(i) else "0" for i in range(m.num_layers)) + "]"],
+        ["--moe-aux-loss-coeff", repr(float(m.moe_aux_loss_coeff))],
+    ]
+    if m.moe_shared_expert_ffn_hidden_size:
+        args.append(["--moe-shared-expert-intermediate-size", str(m.moe_shared_expert_ffn_hidden_size)])
+    if m.moe_router == "sigmoid":  # DeepSeek-V3: sigmoid scores, selection bias (aux-loss-free balancing)
+        args += [["--moe-router-score-function", "sigmoid"], ["--moe-router-enable-expert-bias"]]
+    if ctx.train.moe_routing == "balanced":  # NVIDIA's benchmarks: force-balanced routing, no token drop
+        args.append(["--moe-router-force-load-balancing"])
+    return args
+
+
+def _mla_args(ctx: ExportContext) -> list[list[str]]:
+    """Megatron-LM multi-latent attention (arguments.py: --multi-latent-attention, --q-lora-rank, --kv-lora-rank,
+    --qk-head-dim (the no-position part), --qk-pos-emb-head-dim, --v-head-dim)."""
+    m = ctx.model
+    if m.attention != "mla":
+        return []
+    args = [["--multi-latent-attention"], ["--kv-lora-rank", str(m.kv_lora_rank)]]
+    if m.q_lora_rank:
+        args.append(["--q-lora-rank", str(m.q_lora_rank)])
+    return args + [
+        ["--qk-head-dim", str(m.qk_nope_head_dim)],
+        ["--qk-pos-emb-head-dim", str(m.qk_rope_head_dim)],
+        ["--v-head-dim", str(m.v_head_dim)],
+    ]

@@ -30,6 +30,8 @@ _TORCHTITAN: dict[str, str] = {
     "offload": "training.enable_cpu_offload (params: FSDP2 CPUOffloadPolicy); optimizer-only offload is not mapped",
     "dp_shard": "parallelism.data_parallel_shard_degree = dp_shard, data_parallel_replicate_degree = dp / dp_shard",
     "fp8": "model.converters += quantize.linear.float8 (recipe_name, filter_fqns) or quantize.linear.mx (mxfp8)",
+    "ep": "SET parallelism.expert_parallel_degree",
+    "etp": "SET parallelism.expert_tensor_parallel_degree",
 }
 
 # megatron
@@ -52,6 +54,8 @@ _MEGATRON: dict[str, str] = {
     "params: not mapped (no parameter offload flag)",
     "dp_shard": "--num-distributed-optimizer-instances dp/dp_shard (zero_stage 2: partial distributed optimizer)",
     "fp8": "--fp8-format hybrid --fp8-recipe tensorwise | --fp8-recipe mxfp8 | --fp4-recipe nvfp4 (Transformer Engine; no rowwise recipe)",
+    "ep": "SET --expert-model-parallel-size",
+    "etp": "--expert-tensor-parallel-size, always written for an MoE model (Megatron's default is ETP = TP)",
 }
 
 # nanotron
@@ -74,6 +78,8 @@ _NANOTRON: dict[str, str] = {
     "written over dp",
     "fp8": "NOT MAPPED: nanotron 0.4's config has no FP8 option (its experimental src/nanotron/fp8 is its own "
     "delayed-scaling recipe, not torchao's)",
+    "ep": "SET parallelism.expert_parallel_size",
+    "etp": "NOT MAPPED: nanotron 0.4 has no expert tensor parallelism (each expert whole on its ep rank)",
 }
 
 # deepspeed
@@ -99,6 +105,8 @@ _DEEPSPEED: dict[str, str] = {
     "group; gradients and optimizer state stay sharded over all of dp)",
     "fp8": "NOT MAPPED: the DeepSpeed config has no FP8 compute switch: convert the model's linears in the training "
     "script (torchao convert_to_float8_training with this recipe, or Transformer Engine) before deepspeed.initialize",
+    "ep": "NOT MAPPED: DeepSpeed-MoE sets ep_size on each deepspeed.moe.layer.MoE in the model code, not in the config",
+    "etp": "NOT MAPPED: DeepSpeed-MoE has no expert tensor parallelism",
 }
 
 # accelerate
@@ -122,6 +130,8 @@ _ACCELERATE: dict[str, str] = {
     "dp_shard": "fsdp_config.fsdp_reshard_after_forward HYBRID_SHARD (dp_shard = gpus_per_node), else "
     "parallelism_config_dp_shard_size / parallelism_config_dp_replicate_size (FSDP2)",
     "fp8": "mixed_precision: fp8 with fp8_config.backend AO (torchao; tensorwise only)",
+    "ep": "NOT MAPPED: accelerate's config has no expert parallelism (FSDP/DeepSpeed plugins only)",
+    "etp": "NOT MAPPED: accelerate's config has no expert tensor parallelism",
 }
 
 TABLES: dict[str, dict[str, str]] = {

@@ -1,7 +1,6 @@
 """Layout rules of expert parallelism (plan.ep, plan.etp) on mixture-of-experts models, as plain functions over plan
-arrays: `moe_rules(arr, model)` returns (rule id, failing mask, message template, columns the message uses) in the
-form of `autotune.layouts.rules._rules`, so the rule table can take them as they are; `check_moe_plan` is the scalar
-wrapper the trainer calls before it builds anything.
+arrays: `MOE_RULES`, `Rule`s of the one table (autotune/layouts/rules.py `RULES` includes them); `check_moe_plan` is the
+scalar wrapper the trainer calls before it builds anything.
 
 The mesh semantics they protect: Megatron-Core's "parallel folding" (megatron/core/transformer/moe/README.md, "MoE
 Parallel Folding"; parallel_state.py `initialize_model_parallel`, expert ranks generated as etp x ep x edp x pp over
@@ -25,59 +24,59 @@ import numpy as np
 from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.rules import Rule
 from autotune.core.types import ParallelPlan
 
+EP_DENSE_MODEL = Rule(
+    "ep_dense_model",
+    lambda ep, etp, model: (ep * etp > 1) & (model.num_experts == 0),
+    lambda ep, etp: f"ep={ep}, etp={etp} need a mixture-of-experts model (model.num_experts=0)",
+)
+EP_DIVIDES_EXPERTS = Rule(
+    "ep_divides_experts",
+    lambda ep, model: (model.num_experts > 0) & (model.num_experts % ep != 0),
+    lambda ep, model: f"ep={ep} does not divide num_experts={model.num_experts}",
+)
+ETP_DIVIDES_MOE_FFN = Rule(
+    "etp_divides_moe_ffn",
+    lambda etp, model: (model.num_experts > 0) & (model.moe_ffn_hidden_size % etp != 0),
+    lambda etp, model: f"etp={etp} does not divide moe_ffn_hidden_size={model.moe_ffn_hidden_size}",
+)
+MOE_FOLD = Rule(
+    "moe_fold",
+    lambda ep, etp, dp, cp, tp: (dp * cp * tp) % (ep * etp) != 0,
+    lambda ep, etp, dp, cp, tp: (
+        f"ep*etp={ep}*{etp}={ep * etp} does not divide the ranks of a pipeline stage "
+        f"dp*cp*tp={dp}*{cp}*{tp}={dp * cp * tp} (world must be divisible by etp*ep*pp)"
+    ),
+)
+MOE_NEEDS_SP = Rule(
+    "moe_needs_sp",
+    lambda ep, etp, tp, sequence_parallel: (ep * etp > 1) & (tp > 1) & ~sequence_parallel.astype(bool),
+    lambda ep, etp, tp: (
+        f"ep={ep}, etp={etp} with tp={tp} require sequence_parallel=true (the MoE layer needs distinct "
+        "tokens on every tp rank, as Megatron-LM requires)"
+    ),
+)
+MOE_RULES: tuple[Rule, ...] = (EP_DENSE_MODEL, EP_DIVIDES_EXPERTS, ETP_DIVIDES_MOE_FFN, MOE_FOLD, MOE_NEEDS_SP)
 
-def moe_rules(arr: dict[str, np.ndarray], model: ModelSpec) -> list:
-    """(rule id, failing mask, message template, message columns), checked in this order."""
-    ep, etp, tp, sp = arr["ep"], arr["etp"], arr["tp"], arr["sequence_parallel"]
-    stage = arr["dp"] * arr["cp"] * tp  # ranks of one pipeline stage
-    e, f = model.num_experts, model.moe_ffn_hidden_size
-    split = ep * etp > 1
-    return [
-        (
-            "ep_dense_model",
-            split & (e == 0),
-            lambda ep, etp: f"ep={ep}, etp={etp} need a mixture-of-experts model (model.num_experts=0)",
-            ("ep", "etp"),
-        ),
-        (
-            "ep_divides_experts",
-            (e > 0) & (e % ep != 0),
-            lambda ep: f"ep={ep} does not divide num_experts={e}",
-            ("ep",),
-        ),
-        (
-            "etp_divides_moe_ffn",
-            (e > 0) & (f % etp != 0),
-            lambda etp: f"etp={etp} does not divide moe_ffn_hidden_size={f}",
-            ("etp",),
-        ),
-        (
-            "moe_fold",
-            stage % (ep * etp) != 0,
-            lambda ep, etp, dp, cp, tp: (
-                f"ep*etp={ep}*{etp}={ep * etp} does not divide the ranks of a pipeline stage "
-                f"dp*cp*tp={dp}*{cp}*{tp}={dp * cp * tp} (world must be divisible by etp*ep*pp)"
-            ),
-            ("ep", "etp", "dp", "cp", "tp"),
-        ),
-        (
-            "moe_needs_sp",
-            split & (tp > 1) & ~sp,
-            lambda ep, etp, tp: (
-                f"ep={ep}, etp={etp} with tp={tp} require sequence_parallel=true (the MoE layer needs distinct "
-                "tokens on every tp rank, as Megatron-LM requires)"
-            ),
-            ("ep", "etp", "tp"),
-        ),
-    ]
+
+def moe_rejections(arr: dict[str, np.ndarray], model: ModelSpec) -> list[tuple[str, np.ndarray]]:
+    """(rule id, failing mask) of each MoE rule over plan arrays, in table order."""
+    out = []
+    for rule in MOE_RULES:
+        ctx = {"model": model} if "model" in rule.context(rule.violated) else {}
+        mask = rule.violated(**{c: np.asarray(arr[c]) for c in rule.columns}, **ctx)
+        out.append((rule.id, np.broadcast_to(mask, np.shape(arr["dp"]))))
+    return out
 
 
 def check_moe_plan(plan: ParallelPlan, model: ModelSpec) -> None:
     """Raise SpecError with the first MoE rule `plan` breaks (the trainer's own check; the planner uses the table)."""
     arr = arrays_from_plans([plan])
-    for rule, mask, message, columns in moe_rules(arr, model):
-        if bool(np.asarray(mask).reshape(-1)[0]):
-            values = {c: getattr(plan, c) for c in columns}
-            raise SpecError(f"plan: {message(**values)} [{rule}]")
+    for rule in MOE_RULES:
+        ctx = {"model": model} if "model" in rule.context(rule.violated) else {}
+        if bool(np.asarray(rule.violated(**{c: arr[c] for c in rule.columns}, **ctx)).reshape(-1)[0]):
+            mctx = {"model": model} if "model" in rule.context(rule.message) else {}
+            values = {c: getattr(plan, c) for c in rule.message_columns}
+            raise SpecError(f"plan: {rule.message(**values, **mctx)} [{rule.id}]")

@@ -106,6 +106,9 @@ def enumerate_arrays(space, train: TrainSpec, num_gpus: int) -> dict[str, np.nda
         keep &= (canon == ds) | np.where(z < 2, ds == shards[0], ds == dp)
     else:
         keep &= canon == ds
+    # ep*etp must divide the ranks of a pipeline stage (the folded MoE mesh): other sizes are not layouts of this
+    # world, dropped like non-dividing dp_shard sizes (the rule moe_fold names them for a plan given by hand)
+    keep &= (dp * arr["cp"] * tp) % (arr["ep"] * arr["etp"]) == 0
     arr["dp_shard"] = canon
     arr["sequence_parallel"] = sp & (tp > 1)
     arr["vpp"] = np.where(pp > 1, vpp, 1)

@@ -22,6 +22,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, SCHEDULE_CODE, arrays_from_plans, plan_cells
 from autotune.core.rules import Rule
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
+from autotune.layouts.moe_rules import MOE_RULES
 from autotune.predict.frameworks import get_profile
 from autotune.predict.perf_terms import RECIPE_PEAK_FIELD
 from autotune.spec.config import SpaceSpec
@@ -207,6 +208,7 @@ WELL_FORMED: tuple[Rule, ...] = (
 # the generic table, in the order reasons are reported
 RULES: tuple[Rule, ...] = (
     *WELL_FORMED,
+    *MOE_RULES,
     TP_DIVIDES_HEADS,
     TP_DIVIDES_KV_HEADS,
     TP_WITHIN_NODE,

@@ -159,7 +159,7 @@ def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | 
         model = _model_from(raw["model"])
         train = _train_from(raw["train"])
         cluster = _build(ClusterSpec, raw["cluster"], "cluster")
-        space = _space_from(raw["space"], cluster)
+        space = _space_from(raw["space"], cluster, model)
         sweep = _build(SweepSpec, raw["sweep"], "sweep")
     except ConfigError:
         raise
@@ -318,7 +318,17 @@ def _as_tuple(name: str, v: Any) -> tuple:
 COMPILE_DEFAULT = {"cuda": (True,), "cpu": (False,)}
 
 
-def _space_from(values: dict[str, Any], cluster: ClusterSpec | None = None) -> SpaceSpec:
+def default_ep_values(model: ModelSpec | None) -> tuple[int, ...]:
+    """space.ep=null: every power of two that divides the experts (each ep rank holds whole experts), [1] for a dense
+    model (expert parallelism has nothing to split)."""
+    if model is None or not model.is_moe:
+        return (1,)
+    return tuple(2**i for i in range(model.num_experts.bit_length()) if model.num_experts % 2**i == 0)
+
+
+def _space_from(
+    values: dict[str, Any], cluster: ClusterSpec | None = None, model: ModelSpec | None = None
+) -> SpaceSpec:
     values = dict(values)
     out: dict[str, Any] = {}
     for name in SPACE_FIELDS:
@@ -329,6 +339,8 @@ def _space_from(values: dict[str, Any], cluster: ClusterSpec | None = None) -> S
             out[name] = None
         elif v is None and name == "compile":  # an explicit list stays authoritative; null follows the cluster
             out[name] = COMPILE_DEFAULT[cluster.device_type] if cluster is not None else (False,)
+        elif v is None and name == "ep":  # null follows the model: its experts' divisors, or 1 on a dense model
+            out[name] = default_ep_values(model)
         else:
             out[name] = _as_tuple(name, v)
     out.update(values)

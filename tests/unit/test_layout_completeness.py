@@ -90,7 +90,7 @@ def _export_problems(name: str) -> list[str]:
         keys = getattr(_module(fmt), "PLAN_KEYS", {})
         if not keys.get(name, "").strip():
             out.append(
-                f"export mapping (autotune/interop/{fmt}.py PLAN_KEYS): the target key(s), or "
+                f"export mapping (autotune/interop/plan_keys.py, the {fmt} table): the target key(s), or "
                 '"NOT MAPPED: <why>" (and list it in translate()\'s unmapped settings)'
             )
     return out
@@ -104,7 +104,16 @@ def test_every_plan_field_is_wired_everywhere():
     # and dp_shard (held at [0] = all of dp) to hybrid sizes as well
     held = [f for f in PLAN_FIELDS if PLAN_KINDS[f] == "str" and len(space_yaml.get(f) or ()) == 1]
     every = [f"space.{f}=[{','.join(PLAN_DIMS[f].choices)}]" for f in held]
-    cfg = load_config(["model=tiny", "space.dp_shard=[0,2]", *(f"space.{f}=[false,true]" for f in flags), *every])
+    # an MoE model, so the expert-parallel degrees have values to enumerate (ep: its experts' divisors; etp: [1,2])
+    cfg = load_config(
+        [
+            "model=tiny-moe",
+            "space.dp_shard=[0,2]",
+            "space.etp=[1,2]",
+            *(f"space.{f}=[false,true]" for f in flags),
+            *every,
+        ]
+    )
     arr = enumerate_arrays(cfg.space, cfg.train, 8)
     varied = {f for f in PLAN_FIELDS if len(set(arr[f].tolist())) > 1}
     problems = []
@@ -157,6 +166,11 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, fp8="tensorwise"),
     ]
     texts = {fmt: " | ".join(u for p in layouts for u in unmapped(fmt, *job, p)) for fmt in FORMATS}
+    # the expert-parallel degrees on an MoE model (128 experts of width 768: ep 8 and etp 2 divide them)
+    moe = load_config(["model=qwen3-30b-a3b", "cluster=h100-sxm-80gb"])
+    ep_plan = ParallelPlan(dp=8, tp=2, ep=8, etp=2, sequence_parallel=True, micro_batch_size=2, grad_accum_steps=32)
+    for fmt in FORMATS:
+        texts[fmt] += " | " + " | ".join(unmapped(fmt, moe.model, moe.train, moe.cluster, ep_plan))
     for fmt in FORMATS:
         for field, target in _module(fmt).PLAN_KEYS.items():
             if target.startswith("NOT MAPPED"):

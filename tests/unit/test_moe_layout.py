@@ -14,7 +14,7 @@ import pytest
 from autotune.core.errors import SpecError
 from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import ParallelPlan
-from autotune.layouts.moe_rules import check_moe_plan, moe_rules
+from autotune.layouts.moe_rules import check_moe_plan, moe_rejections
 from autotune.spec.config import load_config
 
 MOE = load_config(["model=tiny-moe"]).model  # 8 experts of width 64
@@ -45,7 +45,7 @@ CASES = [
 @pytest.mark.parametrize("model, kw, rule, message", CASES, ids=[c[2] for c in CASES])
 def test_each_rule_rejects_with_its_id_and_reason(model, kw, rule, message):
     plan = ParallelPlan(**kw)
-    failing = [r for r, mask, *_ in moe_rules(arrays_from_plans([plan]), model) if bool(np.asarray(mask)[0])]
+    failing = [r for r, mask in moe_rejections(arrays_from_plans([plan]), model) if bool(np.asarray(mask)[0])]
     assert failing[0] == rule
     with pytest.raises(SpecError, match=rf"^plan: {re.escape(message)}.*\[{rule}\]$"):
         check_moe_plan(plan, model)
@@ -67,7 +67,7 @@ def test_valid_moe_layouts_pass(kw):
 
 def test_rules_are_vectorised_over_many_plans():
     plans = [ParallelPlan(dp=d, ep=e) for d in (1, 2, 4, 8) for e in (1, 2, 4, 8)]
-    fold = dict((r, m) for r, m, *_ in moe_rules(arrays_from_plans(plans), MOE))["moe_fold"]
+    fold = dict(moe_rejections(arrays_from_plans(plans), MOE))["moe_fold"]
     assert fold.tolist() == [p.ep > p.dp for p in plans]
 
 
