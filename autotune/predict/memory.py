@@ -26,6 +26,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import OFFLOAD_CODE, arrays_from_plans
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ParallelPlan, TrainSpec
+from autotune.predict import moe
 from autotune.predict.frameworks import get_profile
 from autotune.predict.reserved import allocator_reserved, step_temporaries, zero1_gather
 from autotune.predict.schedule import layers_of_rank
@@ -33,18 +34,29 @@ from autotune.predict.schedule import layers_of_rank
 POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
 
 
-def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any) -> dict[str, Any]:
+def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any, ep: Any = 1, etp: Any = 1) -> dict[str, Any]:
     """Parameters of pipeline ranks 0, 1 and pp-1 (`first`, `second`, `last`), the part of each that is FSDP's root
-    unit (embedding, final norm, head: `root_<pos>`), their layer counts (`layers_<pos>`) and one layer's local size."""
+    unit (embedding, final norm, head: `root_<pos>`), their layer counts (`layers_<pos>`) and one layer's local size.
+    MoE models: `<pos>` holds the non-expert parameters (split by tp as a dense block's are; a layer's router and
+    shared expert averaged into its dense part) and `expert_<pos>` the routed experts, split by ep*etp
+    (autotune/predict/moe.py); `layer` is the largest local layer, dense part plus one MoE layer's expert share."""
     tp, pp, vpp = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp))
-    matmul = model.matmul_params() - model.vocab_size * model.hidden_size  # all blocks' weight matrices
-    per_layer_matmul = matmul // model.num_layers
-    per_layer_repl = model.layer_params() - per_layer_matmul  # norms: replicated across TP
+    experts = model.num_moe_layers * moe.expert_layer_params(model) if model.is_moe else 0
+    matmul = model.matmul_params() - model.vocab_size * model.hidden_size - experts  # all blocks' dense matrices
+    per_layer_matmul = matmul // model.num_layers if not model.is_moe else matmul / model.num_layers
+    blocks = model.num_params() - model.embedding_params() - model.head_params()  # + the final norm
+    final_norm = model.hidden_size if model.block == "llama" else 2 * model.hidden_size
+    per_layer = model.layer_params() if not model.is_moe else (blocks - final_norm - experts) / model.num_layers
+    per_layer_repl = per_layer - per_layer_matmul  # norms: replicated across TP
     layer_local = per_layer_matmul / tp + per_layer_repl
     vh_local = model.vocab_size * model.hidden_size / tp  # vocab-parallel embedding / head
-    final_norm = (
-        model.num_params() - model.embedding_params() - model.head_params() - model.num_layers * model.layer_params()
-    )
+    if not model.is_moe:
+        final_norm = (
+            model.num_params()
+            - model.embedding_params()
+            - model.head_params()
+            - model.num_layers * model.layer_params()
+        )
     head = np.where(pp > 1, vh_local, 0.0) if model.tie_embeddings else vh_local  # tied: a copy on the last stage
     single = pp == 1
     roots = {
@@ -53,11 +65,16 @@ def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any) -> dict[str, Any]:
         "last": np.where(single, vh_local, 0.0) + head + final_norm,
     }
     ranks = {"first": 0, "second": np.minimum(1, pp - 1), "last": pp - 1}
-    out: dict[str, Any] = {"layer": layer_local}
+    split = np.asarray(ep, dtype=np.float64) * np.asarray(etp, dtype=np.float64)
+    out: dict[str, Any] = {"layer": layer_local + (moe.expert_layer_params(model) / split if model.is_moe else 0.0)}
     for pos in POSITIONS:
         layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos])
         out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + roots[pos], roots[pos], layers
         out[f"rank_{pos}"] = ranks[pos]
+        out[f"moe_layers_{pos}"] = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos]) if model.is_moe else 0
+        out[f"expert_{pos}"] = out[f"moe_layers_{pos}"] * (
+            moe.expert_layer_params(model) / split if model.is_moe else 0
+        )
     return out
 
 
@@ -73,10 +90,16 @@ def shard_group(arr: dict[str, np.ndarray]) -> np.ndarray:
 def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> dict[str, np.ndarray]:
     pp, z, shard = arr["pp"], arr["zero_stage"], shard_group(arr)
     ms = prof.model_states(psi[pos], z, shard, train, arr["offload"])  # bench_model: model_state_arrays
+    if model.is_moe:  # the experts' states, sharded over the expert-data-parallel group edp (autotune/predict/moe.py)
+        edp = moe.expert_shard_group(arr["dp"] * arr["cp"] * arr["tp"] * pp, pp, arr["ep"], arr["etp"])
+        ex = prof.model_states(psi[f"expert_{pos}"], z, edp, train, arr["offload"])
+        ms = {k: ms[k] + ex[k] for k in ms}
     # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
     copy = ms["compute_copy"] + prof.root_copy(psi[f"root_{pos}"], z, train)
     inflight = prof.inflight(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"])
     act = psi[f"layers_{pos}"] * layer_act["saved"] * inflight + layer_act["transient"]
+    if model.is_moe:  # an MoE layer keeps its routed tokens' tensors instead of the dense MLP's (moe.py)
+        act = act + psi[f"moe_layers_{pos}"] * extras["moe_act"] * inflight
     act = act + np.where(psi[f"rank_{pos}"] == 0, extras["first_act"] * inflight, 0.0)
     is_last = psi[f"rank_{pos}"] == pp - 1
     act = act + np.where(is_last, extras["head_act"], 0.0)
@@ -107,7 +130,7 @@ def memory_arrays(
     prof = get_profile(train.framework) if profile is None else profile
     tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
     c = DTYPE_BYTES[train.compute_dtype]
-    psi = rank_params(model, tp, arr["pp"], arr["vpp"])
+    psi = rank_params(model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"])
     seq = train.seq_len / cp
     layer_act = prof.layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
     tok = seq * arr["micro_batch_size"]
@@ -120,6 +143,8 @@ def memory_arrays(
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
     }
+    if model.is_moe:
+        extras["moe_act"] = moe.moe_layer_extra_activation_bytes(model, tok, tp, sp, arr["recompute"], c)
     per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras, prof) for pos in POSITIONS]
     worst = np.argmax(np.stack([p["allocated"] for p in per]), axis=0)
     res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}

@@ -24,6 +24,11 @@ from autotune.core.types import ClusterSpec
 A2A_PER_LAYER = 4  # dispatch + combine, forward and backward (Megatron MoEAlltoAllTokenDispatcher)
 
 
+def routed_active_params(model: ModelSpec) -> int:
+    """Routed-expert parameters one token passes through in one MoE layer: k experts of 3hF."""
+    return model.moe_router_topk * 3 * model.hidden_size * model.moe_ffn_hidden_size
+
+
 def expert_layer_params(model: ModelSpec) -> int:
     """Routed-expert parameters of one MoE layer (SwiGLU: w1, w3 h->F and w2 F->h per expert)."""
     return model.num_experts * 3 * model.hidden_size * model.moe_ffn_hidden_size
@@ -118,3 +123,26 @@ def expert_gemm_m(copies: Any, ep: Any, etp: Any, model: ModelSpec) -> np.ndarra
     """Rows of each local expert's grouped GEMM: the rank's EP group's copies land on its E/ep experts, gathered over
     etp: copies * ep * etp / E per expert (even routing)."""
     return np.asarray(copies, dtype=np.float64) * np.asarray(ep) * np.asarray(etp) / model.num_experts
+
+
+def moe_layer_extra_activation_bytes(
+    model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+) -> np.ndarray:
+    """What an MoE layer saves per micro-batch beyond a dense layer of the same model, in bench_model's MoE block
+    (bench_model/moe.py): the dense accounting counts a SwiGLU of width f; an MoE layer instead keeps, per routed
+    token (T/tp of them with SP), the router's fp32 scores (4E), the chosen experts and their weights (int64 k, c k),
+    the permuted copy of each token for its k experts (c k h), the k experts' SwiGLU tensors (w1 out, silu out, w3
+    out, product: 4 c k F; selective recompute drops the silu output: 3), their outputs for the weighted combine
+    (c k h) and the shared expert's SwiGLU (4 c F_shared, 3 with selective). Full recompute keeps only the layer input
+    (counted by the dense term), so nothing extra. The dense SwiGLU's 4cf/t (3cf/t selective) is taken back out."""
+    c, k, h = act_bytes, model.moe_router_topk, model.hidden_size
+    tp = np.asarray(tp, dtype=np.float64)
+    n = moe_tokens(tokens, tp, sp)
+    r = np.asarray(recompute)
+    swiglu = np.select([r == 0, r == 1], [4.0, 3.0], 0.0)  # RECOMPUTE_CODE none=0, selective=1
+    routed = n * (
+        4.0 * model.num_experts + 8.0 * k + c * k + 2.0 * c * k * h + swiglu * c * k * model.moe_ffn_hidden_size
+    )
+    shared = n * swiglu * c * model.moe_shared_expert_ffn_hidden_size
+    dense = np.asarray(tokens, dtype=np.float64) * swiglu * c * model.ffn_hidden_size / tp
+    return np.where(r >= 2, 0.0, routed + shared - dense)

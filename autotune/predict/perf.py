@@ -53,6 +53,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, PerfEstimate, TrainSpec
+from autotune.predict import moe
 from autotune.predict.memory import rank_params, shard_group
 from autotune.predict.perf_terms import (
     attention_s,
@@ -112,7 +113,10 @@ def _layer_terms(
     full = rc == RECOMPUTE_CODE["full"]
     passes = np.where(full, 4.0, 3.0)  # forward-equivalents: fwd + bwd (2x), + one forward with full recompute
     h = model.hidden_size
-    per_layer_matmul = (model.matmul_params() - model.vocab_size * h) / model.num_layers
+    # the matmul parameters a token passes through (ModelSpec.active_matmul_params: of an MoE layer the router, the
+    # top-k experts and the shared expert); the routed experts' share runs as grouped GEMMs, priced in _moe_terms
+    routed = model.num_moe_layers * moe.routed_active_params(model) if model.is_moe else 0
+    per_layer_matmul = (model.active_matmul_params() - model.vocab_size * h - routed) / model.num_layers
     fp8 = arr["fp8"] != FP8_CODE["none"]
     # each recipe's tensor-core peak; a preset without it keeps the compute-dtype peak (rejected: fp8_needs_peak)
     linear_peak = linear_peak_flops(arr["fp8"], cluster, peak)
@@ -137,7 +141,45 @@ def _layer_terms(
     bw, lat = _link(cluster, tp * cp, tp)
     kv_chunk = 2 * tokens * model.kv_dim / tp * c
     cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
-    return {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
+    out = {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
+    out.update(_moe_terms(arr, model, train, cluster, tokens, passes, linear_peak))
+    return out
+
+
+def _moe_terms(
+    arr: dict[str, np.ndarray],
+    model: ModelSpec,
+    train: TrainSpec,
+    cluster: ClusterSpec,
+    tokens: np.ndarray,
+    passes: np.ndarray,
+    linear_peak: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Per MoE layer and micro-batch on one rank (autotune/predict/moe.py): `moe_compute`, the routed experts' grouped
+    GEMMs (k copies of each routed token through 3hF/etp, gathered over etp, at the efficiency of rows per expert
+    and width F/etp, times the busiest EP rank's load) plus the router and permutation (memory-bound), and `ep`, the
+    token all-to-alls (dispatch + combine, forward and backward, + one more pair with full recompute) on the EP
+    group's link and the etp all-gather / reduce-scatter. Zero on a dense model."""
+    if not model.is_moe:
+        zero = np.zeros(np.shape(tokens))
+        return {"moe_compute": zero, "ep": zero}
+    tp, ep, etp, sp = arr["tp"], arr["ep"], arr["etp"], arr["sequence_parallel"]
+    c, k, h, f = DTYPE_BYTES[train.compute_dtype], model.moe_router_topk, model.hidden_size, model.moe_ffn_hidden_size
+    copies = moe.moe_tokens(tokens, tp, sp) * k  # token copies this rank routes
+    imbalance = moe.routing_imbalance(train.moe_routing == "balanced", copies, ep)
+    rows = moe.expert_gemm_m(copies, ep, etp, model)
+    gemm = copies * etp * 2.0 * 3 * h * f / etp * passes * imbalance
+    gemm = gemm / (linear_peak * gemm_efficiency(cluster.matmul_efficiency, rows, f / etp))
+    router = memory_bound_s(moe.moe_tokens(tokens, tp, sp) * moe.router_bytes_per_token(model, c) * 3.0, cluster)
+    bw, lat = moe.a2a_link(cluster, ep, etp)
+    n_a2a = moe.A2A_PER_LAYER + np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 2, 0)
+    a2a = n_a2a * moe.a2a_s(copies * imbalance, h, c, ep, bw, lat)
+    e_bw, e_lat = _link(cluster, etp)
+    etp_s = 2 * (
+        ring_s("all_gather", etp, copies * h * c, e_bw, e_lat)
+        + ring_s("reduce_scatter", etp, copies * h * c, e_bw, e_lat)
+    )
+    return {"moe_compute": gemm + router, "ep": a2a + etp_s}
 
 
 def _busiest_stage(
@@ -162,13 +204,16 @@ def _busiest_stage(
     emb = memory_bound_s(tokens * h * c * EMBEDDING_ACCESSES, cluster)
     parts = {}
     for pos in ("first", "second", "last"):
-        n_layers, rank = ranks[f"layers_{pos}"], ranks[f"rank_{pos}"]
+        n_layers, rank, n_moe = ranks[f"layers_{pos}"], ranks[f"rank_{pos}"], ranks[f"moe_layers_{pos}"]
         ends = np.where(rank == 0, emb, 0.0) + np.where(rank == pp - 1, head, 0.0)
-        parts[pos] = (n_layers * lt["compute"] + ends, n_layers * lt["tp"], n_layers * lt["cp"], n_layers, ends)
-    totals = np.stack([sum(parts[q][:3]) for q in ("first", "second", "last")])
+        compute = n_layers * lt["compute"] + ends
+        if model.is_moe:  # the routed experts and the all-to-alls of this rank's MoE layers
+            compute = compute + n_moe * lt["moe_compute"]
+        parts[pos] = (compute, n_layers * lt["tp"], n_layers * lt["cp"], n_moe * lt["ep"], n_layers, ends)
+    totals = np.stack([sum(parts[q][:4]) for q in ("first", "second", "last")])
     busy = np.argmax(totals, axis=0)
-    pick = [np.choose(busy, [parts[q][i] for q in ("first", "second", "last")]) for i in range(5)]
-    return {"compute": pick[0], "tp": pick[1], "cp": pick[2], "layers": pick[3]}
+    pick = [np.choose(busy, [parts[q][i] for q in ("first", "second", "last")]) for i in range(6)]
+    return {"compute": pick[0], "tp": pick[1], "cp": pick[2], "ep": pick[3], "layers": pick[4]}
 
 
 def _pp_comm_s(
@@ -279,25 +324,31 @@ def perf_arrays(
     num_gpus = arr["dp"] * arr["tp"] * pp * arr["cp"]
     lt = _layer_terms(arr, model, train, cluster)
     lt["compute"] = lt["gemm"] + lt["attn"] + lt["mem"]
-    ranks = rank_params(model, arr["tp"], pp, vpp)
+    ranks = rank_params(model, arr["tp"], pp, vpp, arr["ep"], arr["etp"])
     stage = _busiest_stage(arr, model, train, cluster, lt, ranks)
     stage["fwd_layer"] = lt["compute"] / lt["passes"]
     stage["bwd_layer"] = lt["compute"] - stage["fwd_layer"]
     compute, tp_s, cp_s = m * stage["compute"], m * stage["tp"], m * stage["cp"]
     # Narayanan et al. 2021 Eq. 1 / Sec 2.2.2: (p-1)/(m v) of m stage times
     bubble = (pp - 1) / vpp * (stage["compute"] + stage["tp"] + stage["cp"])
+    if model.is_moe:  # expert-parallel all-to-alls on the critical path, like TP's collectives
+        bubble = bubble + (pp - 1) / vpp * stage["ep"]
     pp_s = _pp_comm_s(arr, model, train, cluster, lt["tokens"])
     psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])  # parameters of the largest stage
     fsdp, replicate = _fsdp_s(arr, train, cluster, ranks, stage)
     dp_exposed = np.where(z >= 2, fsdp, _ddp_s(arr, train, cluster, psi, stage))
     opt = _optimizer_s(arr, train, cluster, psi)
+    ep_s = m * stage["ep"]
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
+    if model.is_moe:
+        step = step + ep_s
     tokens_per_s = train.global_batch_tokens / step
     peak = cluster.peak_flops(train.compute_dtype)
     return {
         "compute_s": compute,
         "tp_comm_s": tp_s,
         "cp_comm_s": cp_s,
+        "ep_comm_s": ep_s,
         "pp_comm_s": pp_s,
         "dp_comm_s": dp_exposed,
         "dp_replicate_comm_s": np.where(z >= 2, replicate, 0.0),
