@@ -144,7 +144,7 @@ def memory_arrays(
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
     }
     if model.is_moe:
-        extras["moe_act"] = moe.moe_layer_extra_activation_bytes(model, tok, tp, sp, arr["recompute"], c)
+        extras["moe_act"] = prof.moe_layer_activations(model, tok, tp, sp, arr["recompute"], c, arr["fp8"])
     per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras, prof) for pos in POSITIONS]
     worst = np.argmax(np.stack([p["allocated"] for p in per]), axis=0)
     res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}

@@ -89,25 +89,26 @@ def routing_imbalance(balanced: bool, copies_per_rank: Any, ep: Any) -> np.ndarr
     return np.where(ep > 1, 1.0 + sigma * np.sqrt(2.0 * np.log(np.maximum(ep, 1.0))) / mu, 1.0)
 
 
-def a2a_link(cluster: ClusterSpec, ep: Any, etp: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(bandwidth bytes/s, latency s) of one rank's all-to-all over its EP group, whose ep members are etp ranks
-    apart: inside one node (NVLink) when ep*etp <= gpus_per_node, else every rank sends through its own NIC
-    (rail-optimised DGX/HGX nodes: one NIC per GPU; NVIDIA advises EP x TP within the NVLink domain for this reason,
-    Megatron-Core MoE README)."""
-    span = np.asarray(ep) * np.asarray(etp)
-    intra = span <= cluster.gpus_per_node
-    bw = np.where(intra, cluster.intra_node_bw_bytes_per_s, cluster.inter_node_bw_bytes_per_s) * cluster.comm_efficiency
-    lat = np.where(intra, cluster.intra_node_latency_s, cluster.inter_node_latency_s)
-    return bw, lat
-
-
-def a2a_s(copies: Any, hidden: int, act_bytes: int, ep: Any, bw: Any, lat: Any) -> np.ndarray:
-    """One all-to-all moving `copies` token copies of h values: each rank keeps 1/ep of them and sends the rest,
-    (ep-1)/ep * copies * h * c bytes (the derivation in ../shared/reference/moe_and_blackwell.md, 4 per layer), plus
-    ep-1 point-to-point latencies. 0 when ep == 1."""
-    ep = np.asarray(ep, dtype=np.float64)
+def a2a_s(copies: Any, hidden: int, act_bytes: int, ep: Any, etp: Any, cluster: ClusterSpec) -> np.ndarray:
+    """One all-to-all moving `copies` token copies of h values over an EP group of ep ranks that are etp apart: each
+    rank keeps 1/ep of its copies and sends the rest, (ep-1)/ep * copies * h * c bytes (the derivation in
+    ../shared/reference/moe_and_blackwell.md, 4 per layer). The peers inside the rank's node (gpus_per_node/etp - 1
+    of them when the group spans nodes) take their share over NVLink, the others through the rank's own NIC
+    (rail-optimised DGX/HGX nodes: one NIC per GPU), both at once: the slower of the two sets the time (NVIDIA advises
+    EP x TP within the NVLink domain for this reason, Megatron-Core MoE README). Plus ep-1 point-to-point
+    latencies. 0 when ep == 1."""
+    ep, etp = np.asarray(ep, dtype=np.float64), np.asarray(etp, dtype=np.float64)
     sent = (ep - 1) / np.maximum(ep, 1) * np.asarray(copies, dtype=np.float64) * hidden * act_bytes
-    return np.where(ep > 1, sent / bw + (ep - 1) * lat, 0.0)
+    node = float(cluster.gpus_per_node)
+    inside = np.maximum(np.minimum(node, ep * etp) / etp - 1.0, 0.0)  # peers in this node
+    intra_frac = np.where(ep > 1, inside / np.maximum(ep - 1, 1), 1.0)
+    eff = cluster.comm_efficiency
+    t = np.maximum(
+        sent * intra_frac / (cluster.intra_node_bw_bytes_per_s * eff),
+        sent * (1.0 - intra_frac) / (cluster.inter_node_bw_bytes_per_s * eff),
+    )
+    lat = np.where(ep * etp <= node, cluster.intra_node_latency_s, cluster.inter_node_latency_s)
+    return np.where(ep > 1, t + (ep - 1) * lat, 0.0)
 
 
 def router_bytes_per_token(model: ModelSpec, act_bytes: int) -> float:
@@ -126,7 +127,7 @@ def expert_gemm_m(copies: Any, ep: Any, etp: Any, model: ModelSpec) -> np.ndarra
 
 
 def moe_layer_extra_activation_bytes(
-    model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+    model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, gemm_input_bytes: Any = None
 ) -> np.ndarray:
     """What an MoE layer saves per micro-batch beyond a dense layer of the same model, in bench_model's MoE block
     (bench_model/moe.py): the dense accounting counts a SwiGLU of width f; an MoE layer instead keeps, per routed
@@ -134,15 +135,18 @@ def moe_layer_extra_activation_bytes(
     the permuted copy of each token for its k experts (c k h), the k experts' SwiGLU tensors (w1 out, silu out, w3
     out, product: 4 c k F; selective recompute drops the silu output: 3), their outputs for the weighted combine
     (c k h) and the shared expert's SwiGLU (4 c F_shared, 3 with selective). Full recompute keeps only the layer input
-    (counted by the dense term), so nothing extra. The dense SwiGLU's 4cf/t (3cf/t selective) is taken back out."""
+    (counted by the dense term), so nothing extra. The dense SwiGLU's 4cf/t (3cf/t selective) is taken back out.
+    `gemm_input_bytes`: bytes per element the expert GEMMs keep of their inputs (the permuted tokens and the SwiGLU
+    product), c by default; Transformer Engine's FP8 layers keep the FP8-cast input, 1 byte (megatron profile)."""
     c, k, h = act_bytes, model.moe_router_topk, model.hidden_size
+    g = np.asarray(c if gemm_input_bytes is None else gemm_input_bytes, dtype=np.float64)
     tp = np.asarray(tp, dtype=np.float64)
     n = moe_tokens(tokens, tp, sp)
     r = np.asarray(recompute)
     swiglu = np.select([r == 0, r == 1], [4.0, 3.0], 0.0)  # RECOMPUTE_CODE none=0, selective=1
-    routed = n * (
-        4.0 * model.num_experts + 8.0 * k + c * k + 2.0 * c * k * h + swiglu * c * k * model.moe_ffn_hidden_size
-    )
+    f = model.moe_ffn_hidden_size
+    # permuted input (g) + output for the combine (c), per copy of h; SwiGLU: w1, silu, w3 outputs (c) + product (g)
+    routed = n * (4.0 * model.num_experts + 8.0 * k + c * k + (g + c) * k * h + ((swiglu - 1) * c + g) * k * f)
     shared = n * swiglu * c * model.moe_shared_expert_ffn_hidden_size
     dense = np.asarray(tokens, dtype=np.float64) * swiglu * c * model.ffn_hidden_size / tp
     return np.where(r >= 2, 0.0, routed + shared - dense)

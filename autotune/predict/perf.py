@@ -143,6 +143,9 @@ def _layer_terms(
     cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
     out = {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
     out.update(_moe_terms(arr, model, train, cluster, tokens, passes, linear_peak))
+    # the all-to-alls run while other micro-batches compute (Megatron-Core's 1F1B all-to-all overlap): hidden like
+    # DP traffic, with the same fraction of the overlapped part really hidden (cluster.dp_overlap; no EP-specific fit)
+    out["ep"] = prefetch_exposed_s(out["ep"], gemm + attn + mem + out["moe_compute"], cluster.dp_overlap)
     return out
 
 
@@ -171,9 +174,8 @@ def _moe_terms(
     gemm = copies * etp * 2.0 * 3 * h * f / etp * passes * imbalance
     gemm = gemm / (linear_peak * gemm_efficiency(cluster.matmul_efficiency, rows, f / etp))
     router = memory_bound_s(moe.moe_tokens(tokens, tp, sp) * moe.router_bytes_per_token(model, c) * 3.0, cluster)
-    bw, lat = moe.a2a_link(cluster, ep, etp)
     n_a2a = moe.A2A_PER_LAYER + np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 2, 0)
-    a2a = n_a2a * moe.a2a_s(copies * imbalance, h, c, ep, bw, lat)
+    a2a = n_a2a * moe.a2a_s(copies * imbalance, h, c, ep, etp, cluster)
     e_bw, e_lat = _link(cluster, etp)
     etp_s = 2 * (
         ring_s("all_gather", etp, copies * h * c, e_bw, e_lat)

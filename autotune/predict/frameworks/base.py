@@ -80,6 +80,13 @@ class FrameworkProfile(ABC):
     def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         """Loss memory on the last stage (bytes per logit times the logits alive at the loss's peak)."""
 
+    @abstractmethod
+    def moe_layer_activations(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
+    ) -> np.ndarray:
+        """What one MoE layer saves per micro-batch beyond a dense layer (routed tokens, router, experts' SwiGLU;
+        autotune/predict/moe.py); `fp8` the plan.fp8 code."""
+
     # ---- communication buffers ----------------------------------------------------------------------------------
     @abstractmethod
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:

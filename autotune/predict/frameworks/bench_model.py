@@ -77,6 +77,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
+from autotune.predict import moe
 from autotune.predict.frameworks.base import FrameworkProfile
 from autotune.predict.schedule import inflight_microbatches
 
@@ -214,6 +215,12 @@ class BenchModelProfile(FrameworkProfile):
         self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
     ) -> dict[str, np.ndarray]:
         return layer_activation_bytes(model, seq, mbs, tp, sp, recompute, act_bytes)
+
+    def moe_layer_activations(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
+    ) -> np.ndarray:
+        """bench_model/moe.py's MoE block; torchao keeps the high-precision GEMM inputs (fp8 changes nothing)."""
+        return moe.moe_layer_extra_activation_bytes(model, tokens, tp, sp, recompute, act_bytes)
 
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         return 0.0  # the embedding's output is the first block's saved input, counted with the layers

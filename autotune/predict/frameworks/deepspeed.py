@@ -42,6 +42,7 @@ class DeepSpeedProfile(FrameworkProfile):
     head_activations = BenchModelProfile.head_activations
     allocated = BenchModelProfile.allocated
     inflight = BenchModelProfile.inflight
+    moe_layer_activations = BenchModelProfile.moe_layer_activations
 
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0

@@ -33,6 +33,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
 from autotune.core.types import TrainSpec
+from autotune.predict import moe
 from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
@@ -51,6 +52,16 @@ class MegatronProfile(FrameworkProfile):
     # as bench_model (autotune/predict/frameworks/bench_model.py): every term at once; Megatron's 1F1B/interleaved in-flight counts (Korthikanti Eq. 5)
     allocated = BenchModelProfile.allocated
     inflight = BenchModelProfile.inflight
+
+    def moe_layer_activations(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
+    ) -> np.ndarray:
+        """As bench_model's MoE block, but with FP8 on, Transformer Engine's grouped linears keep the FP8-cast GEMM
+        inputs for backward (1 byte per element; transformer_engine/pytorch/module/grouped_linear.py saves the
+        quantized inputmats), not the bf16 ones."""
+        g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
+        return moe.moe_layer_extra_activation_bytes(model, tokens, tp, sp, recompute, act_bytes, g)
+
     # Megatron's 1F1B runs fewer micro-batches than stages ([SCH] warm-up min(pp - rank - 1, m))
     replaces_rules: frozenset[str] = frozenset({"pp_microbatches"})
     dropout_units: float = 2.0  # [TMU] counts the attention and MLP dropout masks (1 byte per element each)

@@ -55,6 +55,7 @@ class TorchtitanProfile(FrameworkProfile):
     # as bench_model (autotune/predict/frameworks/bench_model.py): FSDP2 model states as bench_model/parallel/data_parallel.py applies them; the 1F1B/interleaved schedules of torch.distributed.pipelining
     model_states = BenchModelProfile.model_states
     inflight = BenchModelProfile.inflight
+    moe_layer_activations = BenchModelProfile.moe_layer_activations
 
     def root_copy(self, root_params: Any, zero_stage: Any, train) -> np.ndarray:
         # [PAR] ZeRO-3 is written as "always": the embedding and [norm, output] units reshard after forward too, so no
