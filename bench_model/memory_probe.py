@@ -14,6 +14,10 @@ Reported with autotune.core.types.MemoryEstimate.as_columns (the keys of `autotu
 are inside mem_activations_bytes (the tracker cannot separate them), so mem_logits_bytes is 0; overhead and
 fragmentation come from the cluster preset, as in the estimate, so mem_reserved_bytes follows the same convention on CPU.
 
+MoE models: the probe runs train.moe_routing=balanced whatever the spec says (fake tensors carry no router scores,
+so learned routing would have no dispatch sizes; balanced routing's are known in Python, bench_model.moe), and at
+ZeRO-1 the routed experts' optimizer slices are counted over their edp group.
+
 Not supported: plan.pp > 1. The pipeline schedule exchanges activations point-to-point with the other stages, and on
 a fake process group rank 0 would receive nothing (its shapes come from real peers): measuring it would mean
 simulating the schedule, i.e. faking the numbers."""

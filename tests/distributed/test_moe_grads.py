@@ -2,8 +2,9 @@
 gloo, world 4, one torchrun launch of tests/distributed/moe_grads.py). This is the direct check of the experts'
 gradient reduction (edp all-reduce or FSDP2 over edp, divided by dp*cp) and of the router's (summed over tp under SP,
 the balance loss scaled by cp): the loss curves of test_moe_equivalence.py barely see either, since AdamW divides a
-constant gradient factor out. Measured: ~1e-7 relative; dropping the edp all-reduce, the divide factor or the
-balance loss's CP scaling gives errors of order 1."""
+constant gradient factor out. Measured: at most 6e-7 relative on every layout; dropping the edp all-reduce or the
+balance loss's CP scaling fails it (checked by editing them out), and it found torch's double division on a 1-rank
+FSDP2 mesh with a divide factor (relative error 0.75, bench_model.parallel.data_parallel)."""
 
 from __future__ import annotations
 
