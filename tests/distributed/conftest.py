@@ -117,6 +117,39 @@ def run_layouts(specs: dict, workdir: Path) -> dict[str, dict]:
     return rows
 
 
+class LayoutPool:
+    """Layouts of every test module of this suite, run per world size in ONE torchrun launch (multi_layout.py) on first
+    use: on a 2-core box a launch costs ~5 s of CPU per rank in process start and imports, whatever it then runs.
+    Modules register their tables at import (collection precedes every test), so a session pays one launch per world
+    size however many files use it, and running one file alone still runs what that file registered."""
+
+    def __init__(self) -> None:
+        self.layouts: dict[int, dict[str, tuple[str, tuple[str, ...]]]] = {}
+        self.rows: dict[int, dict[str, dict]] = {}
+
+    def register(self, world: int, layouts: dict[str, tuple[str, ...]], precision: str = "fp32") -> None:
+        table = self.layouts.setdefault(world, {})
+        for name, overrides in layouts.items():
+            known = table.get(name)
+            assert known in (None, (precision, overrides)), f"layout name {name!r} registered twice differently"
+            table[name] = (precision, overrides)
+
+    def run(self, world: int, tmp_path_factory) -> dict[str, dict]:
+        if world not in self.rows:
+            specs = {name: make_spec(world, prec, ov) for name, (prec, ov) in self.layouts[world].items()}
+            self.rows[world] = run_layouts(specs, tmp_path_factory.mktemp(f"pool{world}"))
+        return self.rows[world]
+
+
+POOL = LayoutPool()
+
+
+@pytest.fixture(scope="session")
+def pool_rows(tmp_path_factory):
+    """`pool_rows(world)` -> name -> result row of every layout registered for that world size (one launch each)."""
+    return lambda world: POOL.run(world, tmp_path_factory)
+
+
 def run_in_process(spec) -> dict:
     """A world of 1 inside the pytest process (no process start-up): the reference curve."""
     import torch.distributed as dist

@@ -5,18 +5,23 @@ benchmarks")."""
 
 from __future__ import annotations
 
-from conftest import make_spec, max_rel_diff, run_layouts
+from conftest import POOL, max_rel_diff
 
 BF16_TOL = 2e-3
 
 
-def test_bf16_layouts_match_one_rank(reference_bf16, reference_fp32, tmp_path):
-    specs = {
-        "dp2_zero2_bf16": make_spec(2, "bf16", ("plan.zero_stage=2",)),
-        "tp2_sp_bf16": make_spec(2, "bf16", ("plan.tp=2", "plan.sequence_parallel=true")),
-    }
-    rows = run_layouts(specs, tmp_path)
-    for name, row in rows.items():
+LAYOUTS = {
+    "dp2_zero2_bf16": ("plan.zero_stage=2",),
+    "tp2_sp_bf16": ("plan.tp=2", "plan.sequence_parallel=true"),
+}
+POOL.register(2, LAYOUTS, precision="bf16")  # run in the suite's one world-2 launch (conftest.LayoutPool)
+
+
+def test_bf16_layouts_match_one_rank(reference_bf16, reference_fp32, pool_rows):
+    rows = pool_rows(2)
+    for name in LAYOUTS:
+        row = rows[name]
+        assert row["precision"] == "bf16", name
         rel = max_rel_diff(reference_bf16, row["losses"])
         assert rel < BF16_TOL, f"{name}: {rel:.2e}"
     # bf16 really ran in bf16: it differs from the fp32 curve (by more than fp32 layouts differ among themselves).

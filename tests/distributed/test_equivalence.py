@@ -1,7 +1,8 @@
 """Every layout trains the same model: its per-step loss curve (5 AdamW steps, tiny Llama, fp32) reproduces the
 1-rank curve within 1e-4 relative (docs/architecture.md "Tests"). The 1-rank reference runs once per session in-process;
-layouts of one world size share ONE torchrun launch (bench driver tests/distributed/multi_layout.py), so the suite pays
-process start-up three times, not once per layout.
+layouts of one world size share ONE torchrun launch (bench driver tests/distributed/multi_layout.py, through the
+suite's LayoutPool: the offload, bf16 and fp8 files add their world-2 layouts to the same launch), so the suite pays
+process start-up once per world size, not once per layout.
 
 Why 1e-4 is the right bar: the layouts differ only in reduction order (fp32 sums over dp/tp/cp ranks, pipeline
 micro-batches); measured differences are ~1e-7 relative, while any wrong gradient scaling, missing reduction, wrong
@@ -10,7 +11,7 @@ causal mask or mismatched init shows up at 1e-3 or more after one step (loss ~6.
 from __future__ import annotations
 
 import pytest
-from conftest import make_spec, max_rel_diff, run_layouts
+from conftest import POOL, max_rel_diff
 
 FP32_TOL = 1e-4
 # One launch runs a whole world-size group; on a loaded 2-core box that can exceed the default 900 s per test.
@@ -43,14 +44,21 @@ WORLD4 = {
     "pp2_dp2_zero1": _plan(pp=2, dp=2, zero_stage=1),
     "cp4": _plan(cp=4, micro_batch_size=2),
     "pp4_1f1b_recompute_full": _plan(pp=4, recompute="full"),
+    # interleaved 1F1B over 4 ranks, 8 one-layer stages (moved from world 8, where it ran with tp=2 as pp4_vpp2_tp2:
+    # interleaving with TP stays covered by PIPE8's pp2_vpp2_dp2_tp2_zero1_tied)
+    "pp4_vpp2": _plan(pp=4, vpp=2),
     # HSDP: FSDP2 on a 2-D (replicate=2, shard=2) mesh, grads reduce-scattered in the pair then all-reduced across
     "dp4_hsdp2_zero3": _plan(dp=4, dp_shard=2, zero_stage=3),
 }
+# World 8 costs ~4x world 4 per layout on 2 cores (8 ranks time-share them), so each layout here covers a code path no
+# smaller world has. Dropped: pp2_tp4 (pipeline x TP+SP: covered by PIPE4's pp2_tp2_sp_tied and PIPE8's
+# pp2_vpp2_dp2_tp2_zero1_tied; TP 4 with one kv head per rank by dp2_tp4_zero3). Moved to world 4: pp4_vpp2_tp2.
 WORLD8 = {
+    # TP 4 (one of the 4 kv heads per rank) under ZeRO-3 on the 2-D (dp, tp) mesh
     "dp2_tp4_zero3": _plan(dp=2, tp=4, sequence_parallel=True, zero_stage=3, micro_batch_size=2),
-    "pp2_tp4": _plan(pp=2, tp=4, sequence_parallel=True),
-    "pp4_vpp2_tp2": _plan(pp=4, vpp=2, tp=2),
+    # the 3-D dp x cp x tp mesh, ZeRO-1 over the flattened dp x cp group
     "dp2_cp2_tp2_zero1": _plan(dp=2, cp=2, tp=2, sequence_parallel=True, zero_stage=1, micro_batch_size=2),
+    # a pipeline whose stages are dp x cp meshes, ZeRO-2
     "pp2_dp2_cp2_zero2": _plan(pp=2, dp=2, cp=2, zero_stage=2),
     # HSDP with TP and CP: shard group dp_shard*cp = 2*2 per replica, 2 replicas
     "dp2_cp2_tp2_hsdp1_zero2": _plan(dp=2, cp=2, tp=2, sequence_parallel=True, dp_shard=1, zero_stage=2),
@@ -74,39 +82,26 @@ PIPE8 = {
 }
 
 
-def _launch(layouts: dict, world: int, tmp_path_factory) -> dict[str, dict]:
-    specs = {name: make_spec(world, "fp32", ov) for name, ov in layouts.items()}
-    return run_layouts(specs, tmp_path_factory.mktemp(f"world{world}"))
+POOL.register(2, WORLD2)
+POOL.register(4, WORLD4)
+POOL.register(4, {name: (*model, *plan) for name, (model, plan) in PIPE4.items()})
+POOL.register(8, WORLD8)
+POOL.register(8, {name: (*model, *plan) for name, (model, plan) in PIPE8.items()})
 
 
 @pytest.fixture(scope="module")
-def world2(tmp_path_factory):
-    return _launch(WORLD2, 2, tmp_path_factory)
+def world2(pool_rows):
+    return pool_rows(2)
 
 
 @pytest.fixture(scope="module")
-def world4(tmp_path_factory):
-    return _launch(WORLD4, 4, tmp_path_factory)
+def world4(pool_rows):
+    return pool_rows(4)
 
 
 @pytest.fixture(scope="module")
-def world8(tmp_path_factory):
-    return _launch(WORLD8, 8, tmp_path_factory)
-
-
-def _launch_pipe(layouts: dict, world: int, tmp_path_factory) -> dict[str, dict]:
-    specs = {name: make_spec(world, "fp32", (*model, *plan)) for name, (model, plan) in layouts.items()}
-    return run_layouts(specs, tmp_path_factory.mktemp(f"pipe{world}"))
-
-
-@pytest.fixture(scope="module")
-def pipe4(tmp_path_factory):
-    return _launch_pipe(PIPE4, 4, tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def pipe8(tmp_path_factory):
-    return _launch_pipe(PIPE8, 8, tmp_path_factory)
+def world8(pool_rows):
+    return pool_rows(8)
 
 
 def _check(row: dict, reference: list[float]) -> None:
@@ -139,27 +134,27 @@ def test_world8_layout_matches_one_rank(name, world8, reference_fp32):
 
 
 @pytest.mark.parametrize("name", list(PIPE4))
-def test_pipeline_tied_and_few_microbatches_match_one_rank(name, pipe4, reference_fp32, reference_fp32_tied):
+def test_pipeline_tied_and_few_microbatches_match_one_rank(name, world4, reference_fp32, reference_fp32_tied):
     model, _ = PIPE4[name]
-    _check(pipe4[name], reference_fp32_tied if model == TIED else reference_fp32)
+    _check(world4[name], reference_fp32_tied if model == TIED else reference_fp32)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(PIPE8))
-def test_world8_pipeline_tied_matches_one_rank(name, pipe8, reference_fp32_tied):
-    _check(pipe8[name], reference_fp32_tied)
+def test_world8_pipeline_tied_matches_one_rank(name, world8, reference_fp32_tied):
+    _check(world8[name], reference_fp32_tied)
 
 
-def test_schedule_follows_microbatches_and_tie_changes_the_model(pipe4, reference_fp32, reference_fp32_tied):
+def test_schedule_follows_microbatches_and_tie_changes_the_model(world4, reference_fp32, reference_fp32_tied):
     # the row says which schedule ran: GPipe where grad_accum_steps < pp, 1F1B otherwise
-    assert {n: (r["grad_accum_steps"], r["pp"], r["pp_schedule"]) for n, r in pipe4.items()} == {
+    assert {n: (world4[n]["grad_accum_steps"], world4[n]["pp"], world4[n]["pp_schedule"]) for n in PIPE4} == {
         "pp4_gas2_gpipe": (2, 4, "gpipe"),
         "pp2_dp2_gas1_gpipe": (1, 2, "gpipe"),
         "pp4_tied": (4, 4, "1f1b"),
         "pp2_dp2_zero2_tied": (2, 2, "1f1b"),
         "pp2_tp2_sp_tied": (4, 2, "1f1b"),
     }
-    assert all(r["tie_embeddings"] == (n.endswith("_tied")) for n, r in pipe4.items())
+    assert all(world4[n]["tie_embeddings"] == (n.endswith("_tied")) for n in PIPE4)
     # tying is a different model (one matrix for input and output): its curve is not the untied one
     assert max_rel_diff(reference_fp32, reference_fp32_tied) > 1e-3
 

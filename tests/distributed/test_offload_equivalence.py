@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import make_spec, max_rel_diff, run_layouts
+from conftest import POOL, make_spec, max_rel_diff
 
 from autotune.core.errors import SpecError
 
@@ -32,10 +32,12 @@ WORLD2 = {
 }
 
 
+POOL.register(2, WORLD2)  # run in the suite's one world-2 launch (conftest.LayoutPool)
+
+
 @pytest.fixture(scope="module")
-def world2(tmp_path_factory):
-    specs = {name: make_spec(2, "fp32", ov) for name, ov in WORLD2.items()}
-    return run_layouts(specs, tmp_path_factory.mktemp("offload2"))
+def world2(pool_rows):
+    return pool_rows(2)
 
 
 @pytest.mark.parametrize("name", sorted(WORLD2))
