@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from autotune.core.errors import UsageError
-from autotune.core.types import MemoryEstimate, TrialSpec
+from autotune.core.trial import MemoryEstimate, TrialSpec
 
 
 def probe_memory(spec: TrialSpec) -> dict[str, Any]:

@@ -142,7 +142,7 @@ def run_protocol(
     _ensure_env()
     rank = int(os.environ["RANK"])
     try:
-        from autotune.core.types import TrialSpec
+        from autotune.core.trial import TrialSpec
 
         spec = TrialSpec.from_json(Path(args.spec).read_text())
         row = body(spec, out, rank)

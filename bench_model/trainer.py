@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from autotune.core.errors import SpecError
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 from autotune.layouts.rules import require_well_formed
 from bench_model import data
 from bench_model.model import build_meta_model

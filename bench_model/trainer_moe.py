@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from autotune.core.errors import SpecError
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 from autotune.layouts.moe_rules import check_moe_plan
 from bench_model.parallel.data_parallel import ZeRO1AdamW
 from bench_model.parallel.expert_parallel import moe_modules

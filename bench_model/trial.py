@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 from autotune.results.schema import normalize_row, row_from_spec
 from bench_model import metrics
 from bench_model.trainer import build_trainer, run_steps

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autotune.core.errors import UsageError
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 
 
 class TrialHandle(abc.ABC):

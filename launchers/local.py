@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.core.errors import UsageError
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle, launcher_names
 from launchers.protocol import (
     REPO_ROOT,

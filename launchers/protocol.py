@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from autotune.core.types import TrialSpec
+    from autotune.core.trial import TrialSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SPEC_FILE = "SPEC.json"

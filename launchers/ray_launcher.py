@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.core.errors import SpecError, UsageError
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
 from launchers.protocol import (
     REPO_ROOT,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.core.errors import SpecError
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 from launchers.protocol import REPO_ROOT, rank_args
 
 # sbatch option values we accept from config: partition/account/qos/job names and constraint expressions

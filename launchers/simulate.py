@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 from autotune.results.schema import normalize_row, row_from_spec
 from launchers.base import Launcher, TrialHandle
 from launchers.protocol import code_version, utc_now

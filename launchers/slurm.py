@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
 from launchers.protocol import (
     REPO_ROOT,

@@ -39,7 +39,7 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 
 
 def build_spec(args):
-    from autotune.core.types import TrialSpec
+    from autotune.core.trial import TrialSpec
     from autotune.results.trialfile import load_trialfile, make_spec
     from autotune.spec.config import ConfigError, load_config
 

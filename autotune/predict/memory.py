@@ -25,7 +25,8 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import OFFLOAD_CODE, arrays_from_plans
-from autotune.core.types import DTYPE_BYTES, ClusterSpec, MemoryEstimate, ParallelPlan, TrainSpec
+from autotune.core.trial import MemoryEstimate
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
 from autotune.predict.frameworks import get_profile
 from autotune.predict.reserved import allocator_reserved, step_temporaries, zero1_gather

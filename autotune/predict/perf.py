@@ -52,7 +52,8 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
-from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, PerfEstimate, TrainSpec
+from autotune.core.trial import PerfEstimate
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
 from autotune.predict.memory import rank_params, shard_group
 from autotune.predict.perf_terms import (

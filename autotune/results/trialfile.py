@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.core.model import ModelSpec
-from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec, TrialSpec
+from autotune.core.trial import TrialSpec
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.spec.config import Config, ConfigError
 
 TRIALFILE_VERSION = 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 from autotune.layouts.candidate import Candidate
 from autotune.results.schema import normalize_row, row_from_spec
 from autotune.results.store import trial_id_for

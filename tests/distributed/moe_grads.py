@@ -77,7 +77,7 @@ def compare(spec) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> int:
-    from autotune.core.types import TrialSpec
+    from autotune.core.trial import TrialSpec
 
     out, specs = Path(argv[0]), [Path(a) for a in argv[1:]]
     results = {path.stem: compare(TrialSpec.from_json(path.read_text())) for path in specs}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from autotune.core.types import TrialSpec
+    from autotune.core.trial import TrialSpec
     from bench_model.run import as_memory_error, write_json_atomic
     from bench_model.trial import run_trial
 

@@ -155,7 +155,7 @@ def test_trial_json_from_before_plan_compile_was_the_one_switch_still_loads(old_
     file loads, and a compiled one stays compiled."""
     import json
 
-    from autotune.core.types import TrialSpec
+    from autotune.core.trial import TrialSpec
     from autotune.results.trialfile import make_spec
 
     cfg = load_config([])

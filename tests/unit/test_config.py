@@ -2,7 +2,7 @@
 
 import pytest
 
-from autotune.core.types import TrialSpec
+from autotune.core.trial import TrialSpec
 from autotune.results.trialfile import dump_trialfile, load_trialfile, make_spec
 from autotune.spec.config import ConfigError, load_config
 

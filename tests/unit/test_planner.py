@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from autotune.core.types import PLAN_FIELDS, MemoryEstimate, PerfEstimate, candidate_id
+from autotune.core.trial import MemoryEstimate, PerfEstimate
+from autotune.core.types import PLAN_FIELDS, candidate_id
 from autotune.layouts.candidate import plan_from_row
 from autotune.layouts.planner import COLUMNS, NoValidLayoutError, best_candidates, enumerate_candidates
 from autotune.predict.memory import estimate_memory
