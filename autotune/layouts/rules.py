@@ -27,6 +27,15 @@ from autotune.predict.frameworks import get_profile
 from autotune.predict.perf_terms import RECIPE_PEAK_FIELD
 from autotune.spec.config import SpaceSpec
 
+
+def _domain(cluster: ClusterSpec) -> str:
+    """The fast-link limit a within-node rule names: the NVLink domain where the preset sets one (GB200 NVL72: 72 GPUs
+    over 18 nodes of 4), else the node."""
+    if cluster.nvlink_domain_size is not None:
+        return f"nvlink_domain_size={cluster.nvlink_domain_size}"
+    return f"gpus_per_node={cluster.gpus_per_node}"
+
+
 MEMORY_RULE = (
     "memory"  # the planner's own rejection: the layout's estimated peak does not fit (autotune.layouts.planner)
 )
@@ -95,8 +104,8 @@ TP_DIVIDES_KV_HEADS = Rule(
 )
 TP_WITHIN_NODE = Rule(
     "tp_within_node",
-    lambda tp, cluster, space: (tp > cluster.gpus_per_node) & space.tp_within_node,
-    lambda tp, cluster: f"tp={tp} exceeds gpus_per_node={cluster.gpus_per_node} (space.tp_within_node=true)",
+    lambda tp, cluster, space: (tp > cluster.fast_domain) & space.tp_within_node,
+    lambda tp, cluster: f"tp={tp} exceeds {_domain(cluster)} (space.tp_within_node=true)",
 )
 PP_WITHIN_LAYERS = Rule(
     "pp_within_layers",
@@ -170,10 +179,13 @@ OFFLOAD_PARAMS_NEEDS_ZERO3 = Rule(
 DP_SHARD_WITHIN_NODE = Rule(
     "dp_shard_within_node",
     lambda dp_shard, cp, tp, cluster, space: (
-        (dp_shard > 0) & (dp_shard * cp * tp > cluster.gpus_per_node) & space.dp_shard_within_node
+        (dp_shard > 0) & (dp_shard * cp * tp > cluster.fast_domain) & space.dp_shard_within_node
     ),
     lambda dp_shard, cp, tp, cluster: (
-        f"dp_shard*cp*tp={dp_shard}*{cp}*{tp}={dp_shard * cp * tp} exceeds gpus_per_node="
+        f"dp_shard*cp*tp={dp_shard}*{cp}*{tp}={dp_shard * cp * tp} exceeds {_domain(cluster)}: the HSDP shard "
+        "group spans NVLink domains (space.dp_shard_within_node=true)"
+        if cluster.nvlink_domain_size is not None
+        else f"dp_shard*cp*tp={dp_shard}*{cp}*{tp}={dp_shard * cp * tp} exceeds gpus_per_node="
         f"{cluster.gpus_per_node}: the HSDP shard group spans nodes (space.dp_shard_within_node=true)"
     ),
 )

@@ -99,7 +99,7 @@ def a2a_s(copies: Any, hidden: int, act_bytes: int, ep: Any, etp: Any, cluster: 
     latencies. 0 when ep == 1."""
     ep, etp = np.asarray(ep, dtype=np.float64), np.asarray(etp, dtype=np.float64)
     sent = (ep - 1) / np.maximum(ep, 1) * np.asarray(copies, dtype=np.float64) * hidden * act_bytes
-    node = float(cluster.gpus_per_node)
+    node = float(cluster.fast_domain)  # the NVLink domain: a node, or an NVL72 rack
     inside = np.maximum(np.minimum(node, ep * etp) / etp - 1.0, 0.0)  # peers in this node
     intra_frac = np.where(ep > 1, inside / np.maximum(ep - 1, 1), 1.0)
     eff = cluster.comm_efficiency

@@ -84,7 +84,7 @@ def _link(cluster: ClusterSpec, inner_span: np.ndarray, stride: Any = 1) -> tupl
     rail-optimised (one NIC per GPU; NVIDIA DGX SuperPOD reference architecture), so the bus bandwidth is the NIC
     bandwidth times the group's ranks per node, at most the NVLink bandwidth (nccl-tests multi-node all_reduce
     busbw approaches the node's aggregate NIC bandwidth)."""
-    intra = inner_span <= cluster.gpus_per_node
+    intra = inner_span <= cluster.fast_domain  # NVLink: a node, or the whole NVL72 rack (cluster.nvlink_domain_size)
     per_node = np.maximum(cluster.gpus_per_node // np.minimum(stride, cluster.gpus_per_node), 1)
     inter = np.minimum(cluster.inter_node_bw_bytes_per_s * per_node, cluster.intra_node_bw_bytes_per_s)
     bw = np.where(intra, cluster.intra_node_bw_bytes_per_s, inter) * cluster.comm_efficiency

@@ -40,3 +40,27 @@ def test_bad_domain_and_peaks_are_one_line_errors(change, message):
     c = load_config(["cluster=gb200-nvl72"]).cluster
     with pytest.raises(SpecError, match=message.replace(".", r"\.").replace("(", r"\(")):
         dataclasses.replace(c, **change)
+
+
+def test_tp8_is_legal_and_on_nvlink_in_an_nvl72_rack():
+    """GB200 NVL72: a node (tray) holds 4 GPUs but 72 share the NVLink domain, so TP8 is inside the fast link: legal
+    under tp_within_node and its all-reduces priced at NVLink bandwidth, exactly as TP8 in one 8-GPU B200 node with
+    the same link numbers. The same preset with nvlink_domain_size=4 (a node-sized domain) rejects it and would price
+    it on the NIC."""
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.core.types import ParallelPlan
+    from autotune.layouts.rules import check_plan
+    from autotune.predict.perf import _link
+
+    cfg = load_config(["model=llama-3.1-70b", "cluster=gb200-nvl72"])
+    plan = ParallelPlan(dp=8, tp=8, sequence_parallel=True, micro_batch_size=1, grad_accum_steps=128)  # batch 1024
+    assert check_plan(plan, cfg.model, cfg.train, cfg.cluster) is None
+    bw, _ = _link(cfg.cluster, arrays_from_plans([plan])["tp"])
+    assert float(bw[0]) == cfg.cluster.intra_node_bw_bytes_per_s * cfg.cluster.comm_efficiency
+    node_only = dataclasses.replace(cfg.cluster, nvlink_domain_size=4)
+    assert (
+        check_plan(plan, cfg.model, cfg.train, node_only)
+        == "tp=8 exceeds nvlink_domain_size=4 (space.tp_within_node=true)"
+    )
+    bw4, _ = _link(node_only, arrays_from_plans([plan])["tp"])
+    assert float(bw4[0]) < float(bw[0])
