@@ -159,6 +159,50 @@ def before_predictions() -> np.ndarray | None:
     return np.array(json.loads(done.stdout))
 
 
+def nemo_out_of_sample() -> dict:
+    """The NeMo / Megatron-Bridge summary rows autotune/fitting/nemo_runs.py maps (dense and MoE, H100 and Blackwell,
+    BF16 / FP8 / MXFP8 / NVFP4), predicted with the presets as they are: no coefficient was fitted on them, so every
+    error here is out of sample. Median and p90 |error| and Spearman per GPU type, recipe and dense/MoE."""
+    from scipy.stats import spearmanr
+
+    from autotune.fitting.nemo_runs import load_nemo_rows
+
+    runs, skipped = load_nemo_rows()
+    clusters = {r.cluster: load_preset(r.cluster) for r in runs}
+    pred = predict(runs, clusters)
+    meas = np.array([r.measured_tokens_per_s_per_gpu for r in runs])
+    err = np.abs(pred / meas - 1)
+    keys = {
+        "gpu": [r.cluster for r in runs],
+        "recipe": [r.plan.fp8 for r in runs],
+        "kind": ["moe" if r.model.is_moe else "dense" for r in runs],
+    }
+    out: dict = {"rows_used": len(runs), "rows_skipped": len(skipped)}
+    out["median_abs_err"] = round(float(np.median(err)), 4)
+    out["p90_abs_err"] = round(float(np.percentile(err, 90)), 4)
+    for name, labels in keys.items():
+        groups = {}
+        for g in sorted(set(labels)):
+            idx = [i for i, x in enumerate(labels) if x == g]
+            rho = spearmanr(pred[idx], meas[idx]).statistic if len(idx) > 2 else None
+            groups[g] = {
+                "n": len(idx),
+                "median_abs_err": round(float(np.median(err[idx])), 4),
+                "p90_abs_err": round(float(np.percentile(err[idx], 90)), 4),
+                "spearman": None if rho is None or np.isnan(rho) else round(float(rho), 3),
+            }
+        out[f"by_{name}"] = groups
+    out["moe_rows"] = [
+        {
+            "model": r.model.name, "gpu": r.cluster, "gpus": r.plan.world_size, "layout": f"tp{r.plan.tp} pp{r.plan.pp} "
+            f"vp{r.plan.vpp} ep{r.plan.ep}", "recipe": r.plan.fp8, "measured": r.measured_tokens_per_s_per_gpu,
+            "predicted": round(float(p)),
+        }
+        for r, p in zip(runs, pred) if r.model.is_moe
+    ]  # fmt: skip
+    return out
+
+
 def main() -> None:
     runs, skipped = load_reference_runs()
     clusters = {n: load_preset(n) for n in PRESETS}
@@ -191,6 +235,7 @@ def main() -> None:
         result["refit_in_sample_median_abs_err"] = summarise(runs, predict(runs, apply_fit(clusters, fit)), None)[
             "in_sample_median_abs_err"
         ]
+    result["nemo_not_fitted"] = nemo_out_of_sample()
     result["families"] = {p: FAMILY_OF[p] for p in PRESETS}
     result["quick"] = quick
     result["free_coefficients"] = list(FREE)

@@ -109,24 +109,13 @@ def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int) -> ModelSp
 
 
 def _preset_model(name: str) -> ModelSpec:
+    """A model preset (search_spaces/model/<name>.yaml) as a ModelSpec: every ModelSpec field it sets (MoE and MLA
+    fields included), without the preset's sweep defaults."""
+    import dataclasses
+
     raw = yaml.safe_load((MODELS / f"{name}.yaml").read_text())
-    keep = {
-        k: raw[k]
-        for k in (
-            "name",
-            "num_layers",
-            "hidden_size",
-            "ffn_hidden_size",
-            "num_heads",
-            "num_kv_heads",
-            "vocab_size",
-            "tie_embeddings",
-            "block",
-            "rope_theta",
-            "norm_eps",
-        )
-    }
-    return ModelSpec(**keep)
+    fields = {f.name for f in dataclasses.fields(ModelSpec)}
+    return ModelSpec(**{k: v for k, v in raw.items() if k in fields})
 
 
 def _missing(v: Any) -> bool:
