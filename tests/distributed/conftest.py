@@ -119,9 +119,10 @@ def run_layouts(specs: dict, workdir: Path) -> dict[str, dict]:
 
 class LayoutPool:
     """Layouts of every test module of this suite, run per world size in ONE torchrun launch (multi_layout.py) on first
-    use: on a 2-core box a launch costs ~5 s of CPU per rank in process start and imports, whatever it then runs.
-    Modules register their tables at import (collection precedes every test), so a session pays one launch per world
-    size however many files use it, and running one file alone still runs what that file registered."""
+    use: a launch costs every rank its process start and imports (3.8 s of CPU to import bench_model.trial and torch,
+    measured), whatever it then runs. Modules register their tables at import (collection precedes every test), so a
+    session pays one launch per world size however many files use it, and running one file alone still runs what that
+    file registered."""
 
     def __init__(self) -> None:
         self.layouts: dict[int, dict[str, tuple[str, tuple[str, ...]]]] = {}

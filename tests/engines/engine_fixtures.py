@@ -211,9 +211,11 @@ __all__ = [
 ]
 
 
-def run_netbench_cli(backend: str, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """`autotune netbench --backend BACKEND --gpus 2` on the tiny `cpu` preset; checks what every backend must deliver
-    and returns the --json result."""
+def run_netbench_cli(
+    backend: str, tmp_path: Path, env: dict[str, str] | None = None, overrides: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """`autotune netbench --backend BACKEND --gpus 2 [overrides]` on the tiny `cpu` preset; checks what every backend
+    must deliver and returns the --json result."""
     import json
 
     import yaml
@@ -237,6 +239,7 @@ def run_netbench_cli(backend: str, tmp_path: Path, env: dict[str, str] | None = 
         "--json",
         "cluster=cpu",
         f"sweep.results_dir={tmp_path}",
+        *overrides,
     ]
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -133,7 +133,18 @@ def test_sweep_backend_ray_finishes_with_parquet_rows_and_report(tmp_path):
     assert all(t in report.stdout for t in ran["trial_id"]), report.stdout
 
 
-def test_netbench_backend_ray_measures_through_actors(tmp_path):
+def test_netbench_backend_ray_measures_through_actors(ray_session, tmp_path):
     """`autotune netbench --backend ray --gpus 2`: one actor per rank in a placement group; the samples come back
-    from the actors (no shared filesystem assumed) and the fit lands in a preset."""
-    run_netbench_cli("ray", tmp_path)
+    from the actors (no shared filesystem assumed) and the fit lands in a preset. It joins the session's running Ray
+    by address (sweep.ray.address=host:port, as on a real cluster) instead of starting a second one: the sweep test
+    above already covers a CLI that starts its own, and a Ray start costs tens of seconds on a loaded 2-core box."""
+    import ray
+
+    address = ray.get_runtime_context().gcs_address
+    assert address.startswith("127.0.0.1:"), address
+    run_netbench_cli("ray", tmp_path, overrides=(f"sweep.ray.address={address}",))
+    # the session's Ray outlived the CLI that joined it, and got every CPU of the CLI's placement group back
+    deadline = time.monotonic() + 60  # Ray hands a removed group's CPUs back asynchronously
+    while ray.available_resources().get("CPU") != ray.cluster_resources()["CPU"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]
