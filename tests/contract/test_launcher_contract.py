@@ -41,6 +41,21 @@ def assert_row_shape(row, case, spec) -> None:
             assert v == v and v != -1, (k, v)
 
 
+def assert_row_round_trips(row, tmp_path) -> None:
+    """The row goes through the Parquet store unchanged (types included). Checked on the success row (numbers, loss
+    list) and the crash row (nulls) of every backend, so no trial of its own is spent on it."""
+    import pandas as pd
+
+    from autotune.results.store import read_results, write_row
+
+    write_row(tmp_path / "trials", row)
+    back = read_results(tmp_path).iloc[0].to_dict()
+    assert list(back) == RESULT_COLUMNS
+    for k in ("trial_id", "status", "dp", "tp", "backend", "num_params", "error_type", "tokens_per_s", "final_loss"):
+        assert back[k] == row[k] or (pd.isna(back[k]) and row[k] is None), k
+    assert (back["losses"] is None and row["losses"] is None) or list(back["losses"]) == row["losses"]
+
+
 def test_success_row(launcher_case, tmp_path):
     case, launcher = launcher_case
     spec = make_spec(case, "t-ok")
@@ -52,6 +67,7 @@ def test_success_row(launcher_case, tmp_path):
     row = handle.result(timeout=600)
     assert handle.done() and handle.status() == row["status"]
     assert_row_shape(row, case, spec)
+    assert_row_round_trips(row, tmp_path)
     if case.starts_processes:
         assert row["status"] == "ok", row
         assert row["tokens_per_s"] > 0 and row["tokens_per_s_per_gpu"] == pytest.approx(row["tokens_per_s"] / 2)
@@ -75,30 +91,12 @@ def test_success_row(launcher_case, tmp_path):
             assert row[k] is None, k
 
 
-def test_rows_store_with_the_schema(launcher_case, tmp_path):
-    """The row round-trips through the Parquet store unchanged (types included) for every backend."""
-    import pandas as pd
-
-    from autotune.results.store import read_results, write_row
-
-    case, launcher = launcher_case
-    if case.starts_processes:  # reuse a cheap failing trial: the schema matters, not the outcome
-        spec = make_spec(case, "t-schema", inject_fault="crash")
-    else:
-        spec = make_spec(case, "t-schema")
-    row = launcher.submit(spec).result(timeout=600)
-    write_row(tmp_path / "trials", row)
-    back = read_results(tmp_path).iloc[0].to_dict()
-    assert list(back) == RESULT_COLUMNS
-    for k in ("trial_id", "status", "dp", "tp", "backend", "num_params", "error_type"):
-        assert back[k] == row[k] or (pd.isna(back[k]) and row[k] is None), k
-
-
-def test_crash(process_launcher_case):
+def test_crash(process_launcher_case, tmp_path):
     case, launcher = process_launcher_case
     spec = make_spec(case, "t-crash", inject_fault="crash")
     row = launcher.submit(spec).result(timeout=600)
     assert_row_shape(row, case, spec)
+    assert_row_round_trips(row, tmp_path)
     assert (row["status"], row["error_type"]) == ("crash", "RuntimeError"), row
     assert "injected fault" in row["error_message"]
     assert row["tokens_per_s"] is None and row["losses"] is None

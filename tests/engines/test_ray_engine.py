@@ -30,7 +30,7 @@ def test_ray_checks_and_contract_suite_in_private_netns():
     tail = out.stdout[-8000:] + out.stderr[-3000:]
     assert out.returncode == 0, tail
     passed = re.search(r"(\d+) passed", out.stdout)
-    # 4 Ray checks + the 6 contract tests of the `ray` case, all run (none skipped, none deselected by accident)
+    # 5 Ray checks + the 5 contract tests of the `ray` case, all run (none skipped, none deselected by accident)
     assert passed and int(passed.group(1)) >= 10, tail
     assert " skipped" not in out.stdout.splitlines()[-1], tail
     print(tail[-1500:], file=os.sys.stderr)
