@@ -1,6 +1,6 @@
 """Expert parallelism trains the same mixture-of-experts model: every layout's per-step loss curve (5 AdamW steps,
 tiny-moe, fp32, gloo) reproduces the 1-rank curve within 1e-4 relative, as tests/distributed/test_equivalence.py
-does for the dense layouts. All layouts are world 4 and share ONE torchrun launch.
+does for the dense layouts. All layouts are world 4 and run in the suite's one world-4 launch.
 
 Why the curves must match: routing is dropless (moe_capacity_factor null), so every token reaches its top-2 experts
 whichever rank holds them; the layouts differ only in fp32 summation order (measured: within 1e-7 relative of the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from conftest import STEPS, max_rel_diff, run_in_process, run_layouts
+from conftest import POOL, STEPS, max_rel_diff, run_in_process
 
 FP32_TOL = 1e-4
 pytestmark = pytest.mark.timeout(1200)
@@ -59,10 +59,14 @@ WORLD4 = {
 }
 
 
+# in the suite's one world-4 launch (conftest.LayoutPool); the last model= override wins over the pool's base model
+POOL.register(4, {f"moe_{name}": (*BASE, *model, *plan) for name, (model, plan) in WORLD4.items()})
+
+
 @pytest.fixture(scope="module")
-def world4(tmp_path_factory):
-    specs = {name: _spec(4, (*model, *plan)) for name, (model, plan) in WORLD4.items()}
-    return run_layouts(specs, tmp_path_factory.mktemp("moe4"))
+def world4(pool_rows):
+    rows = pool_rows(4)
+    return {name: rows[f"moe_{name}"] for name in WORLD4}
 
 
 @pytest.fixture(scope="module")
