@@ -103,8 +103,9 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
         act = act + psi[f"moe_layers_{pos}"] * extras["moe_act"] * inflight
     act = act + np.where(psi[f"rank_{pos}"] == 0, extras["first_act"] * inflight, 0.0)
     is_last = psi[f"rank_{pos}"] == pp - 1
-    act = act + np.where(is_last, extras["head_act"], 0.0)
-    logits = np.where(is_last, extras["logits"], 0.0)
+    head_n = prof.last_stage_inflight(pp, arr["grad_accum_steps"], arr["pp_schedule"])  # 1 but for all-forward engines
+    act = act + np.where(is_last, extras["head_act"] * head_n, 0.0)
+    logits = np.where(is_last, extras["logits"] * head_n, 0.0)
     params = ms["params"] + copy
     # bench_model: the sum of every term; a profile whose peak is one phase or another says so (FrameworkProfile.allocated)
     alloc = prof.allocated(params, ms["grads"], ms["optimizer"], act, logits, extras["buffers"], layer_act["transient"])

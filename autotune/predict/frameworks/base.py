@@ -104,6 +104,12 @@ class FrameworkProfile(ABC):
     def inflight(self, pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any) -> np.ndarray:
         """Micro-batches whose activations pipeline rank `rank` holds at its peak (units of all its layers)."""
 
+    def last_stage_inflight(self, pp: Any, m: Any, schedule: Any) -> np.ndarray:
+        """Micro-batches whose head activations and loss tensors the last pipeline rank holds at once. One for every
+        schedule that runs a micro-batch's backward right after its forward on the last stage; a profile whose engine
+        runs all forwards first (nanotron's afab) overrides it."""
+        return np.ones(np.broadcast(np.asarray(pp), np.asarray(m), np.asarray(schedule)).shape)
+
     # ---- feasibility --------------------------------------------------------------------------------------------
     def rules(self) -> tuple[Rule, ...]:
         """Layouts this framework cannot run, beyond autotune.layouts.rules' generic rules; build each with `rule`.

@@ -1,20 +1,28 @@
-"""The nanotron profile (docs/frameworks.md): huggingface/nanotron's Llama trainer.
+"""The nanotron profile (docs/frameworks.md): huggingface/nanotron's Llama trainer as HF's bench_cluster drives it.
 
-Sources (huggingface/nanotron, read from the public repository):
-  [PAR] src/nanotron/config/parallelism_config.py @ 6b2ff6502c1ed4ef12843642572c10a8e7a5d3df: ParallelismArgs has dp,
-        pp, tp, pp_engine ("1f1b" | "afab"), tp_mode ("all_reduce" | "reduce_scatter" = sequence parallel),
-        recompute_granularity ("full" | "selective"), tp_linear_async_communication; no context parallelism and no
-        interleaved (virtual) pipeline stages.
-  [FN]  src/nanotron/parallel/tensor_parallel/functional.py @ eca4bdc54d29877237901450c9da5cb132c28831:
-        _ColumnLinearAsyncCommunication (tp_linear_async_communication=true, REDUCE_SCATTER) saves the
-        sequence-sharded input and all-gathers it again in backward (Megatron's SP semantics, adapted from
-        Megatron-LM's layers.py); _ShardedCrossEntropy saves the normalised exp_logits, the caller casts the logits
-        to fp32 (`sharded_cross_entropy(..., dtype=torch.float)`): 4 bytes per logit of n*V/t.
-  Ultra-Scale Playbook (nanotron's memory chapter): bf16 params 2 + bf16 grads 2 + fp32 grad accumulation 4 + fp32
-        master 4 + Adam 8 bytes per parameter; ZeRO-1 divides master + Adam by N_d.
-Assumes tp_linear_async_communication=true with reduce_scatter (the sharded-input path; the synchronous path saves the
-gathered input as DTensor does), flash attention (no s^2 scores; selective recompute then saves what none does) and
-no dropout in the Llama block (so Megatron's two dropout masks per layer are absent).
+Which nanotron: bench_cluster pins nanotron by branch, not by commit (huggingface/bench_cluster
+Dockerfile.bench_cluster and bench_cluster/template/base_bench.slurm @ aef070f8: `git checkout bench_cluster`); its
+config (bench_cluster/template/base_config.py @ 8dd6e520) sets tp_mode REDUCE_SCATTER,
+tp_linear_async_communication false, pp_engine 1f1b, zero_stage 1, accumulate_grad_in_fp32 true, recompute_layer
+false, MHA (num_key_value_heads = num_attention_heads). The stored index holds no commit of that branch, so the code
+below is read from the closest published release, the nanotron 0.4 wheel (PyPI; line numbers `[file:line]` refer to
+it, paths under nanotron/), and the recompute switch from huggingface/nanotron @ 19f88fbe
+(config/parallelism_config.py `recompute_layer`: the whole decoder layer under checkpoint, bench_cluster's key).
+
+Per-layer saved activations per token (c = activation bytes, t = tp, /t' = /t only with tp_mode REDUCE_SCATTER):
+  two TritonRMSNorm [nn/layer_norm.py:24-50] = flash-attn's triton rms_norm: each saves its input and an fp32 rstd
+    per row: 2(ch + 4)/t'.
+  qkv_proj and gate_up_proj, synchronous column linears [parallel/tensor_parallel/functional.py:341-359]: the input
+    is all-gathered (REDUCE_SCATTER) or identity (ALL_REDUCE) before F.linear, which saves the full-sequence input:
+    2ch, not /t (the async path, not used by bench_cluster, would save the shard).
+  attention [models/llama.py:542-582]: q (contiguous copy; with MHA a view of the [3, b, s, h, d] qkv copy at :378,
+    which keeps all 3 alive), key/value as one tensor from torch.cat + permute (:547), rotary in place
+    (flash-attn RotaryEmbedding, :550), flash_attn_varlen_func [:213] saves q, k, v, out and the fp32 logsumexp;
+    o_proj's input is a view of out: c(q + 2k + q)/t + 4a/t (MHA: c(3q + 2k + q)/t + 4a/t).
+  MLP [models/llama.py:127-180]: gate_up output (2f; silu's saved input is a view of it), the unfused silu output
+    (f, saved by the product) and the product (f, down_proj's input): 4cf/t.
+  recompute_layer: the layer's input (ch/t') is kept, one layer's activations exist again during its backward.
+No dropout and no s^2 scores (flash attention).
 """
 
 from __future__ import annotations
@@ -25,39 +33,108 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import SCHEDULE_CODE
+from autotune.core.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE
 from autotune.core.types import TrainSpec
-from autotune.predict.frameworks.base import state_inputs
-from autotune.predict.frameworks.megatron import MegatronProfile
+from autotune.predict import moe
+from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
+from autotune.predict.frameworks.bench_model import BenchModelProfile
+
+_AFAB = SCHEDULE_CODE["gpipe"]  # nanotron's all-forward-all-backward engine (the exporter writes pp_engine: afab)
+
+
+def nanotron_layer_bytes_per_token(model: ModelSpec, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
+    """What one nanotron Llama decoder layer saves per token (module docstring, term by term)."""
+    t = np.asarray(tp, dtype=np.float64)
+    sp_div = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    c, h, q, k, f = act_bytes, model.hidden_size, model.q_dim, model.kv_dim, model.ffn_hidden_size
+    mha = model.num_kv_heads == model.num_heads  # llama.py:290 is_gqa; MHA keeps the whole qkv copy via q
+    q_saved = 3 * q if mha else q
+    norms = 2.0 * (c * h + 4.0) / sp_div
+    column_inputs = 2.0 * c * h
+    attention = (c * (q_saved + 2 * k + q) + 4.0 * model.num_heads) / t
+    mlp = 4.0 * c * f / t
+    return norms + column_inputs + attention + mlp
 
 
 @dataclass(frozen=True)
-class NanotronProfile(MegatronProfile):
+class NanotronProfile(FrameworkProfile):
     name: str = "nanotron"
-    replaces_rules: frozenset[str] = frozenset()  # torch-like limits: 1F1B needs m >= pp (kept)
-    dropout_units: float = 0.0  # no dropout masks in nanotron's Llama block
+    # nanotron's 1F1B asserts m >= pp - 1 only (engine.py:236-238); its own rule below replaces torch's m >= pp
+    replaces_rules: frozenset[str] = frozenset({"pp_microbatches"})
+    allocated = BenchModelProfile.allocated  # every term at once (a conservative sum over the step's phases)
 
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
     ) -> dict[str, np.ndarray]:
         psi, z, d, c, master, o = state_inputs(num_params, zero_stage, shard, train)
-        grads = psi * (c + (4.0 if c != 4 else 0.0))  # bf16 .grad + fp32 accumulator (accumulate_grad_in_fp32)
+        # bf16 .grad of every parameter, alive to the end of each backward (optim/gradient_accumulator.py:212-223
+        # adds it into the fp32 buffer, then sets it to None); the fp32 accumulation buffer of ALL parameters, also
+        # with ZeRO-1 (gradient_accumulator.py:158-173, helpers.py:186-188 grad_buckets_named_params=all);
+        # DistributedDataParallel's reducer buckets in the param dtype when dp > 1 (trainer.py:608 make_ddp,
+        # :669-674 bucket_cap_mb=ddp_bucket_cap_mb; torch DDP allocates one flat bucket buffer per bucket)
+        accum = 4.0 if c != 4 else 0.0
+        grads = psi * (c + accum + np.where(d > 1, c, 0.0))
+        # fp32 master copy of the parameters this rank updates (gradient_accumulator.py:95) + AdamW's two fp32 states;
+        # ZeroDistributedOptimizer (helpers.py:202-207) hands the optimizer its dp slice only
         optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
-        host = np.zeros_like(psi * z * np.asarray(offload))  # no CPU offload in nanotron (rule below)
         return {
             "params": psi * c,
             "compute_copy": np.zeros_like(psi * z),
             "grads": grads,
             "optimizer": optimizer,
-            "host": host,
+            "host": np.zeros_like(psi * z * np.asarray(offload)),  # no CPU offload (rule below)
         }
 
+    def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
+        return np.zeros(np.shape(np.asarray(zero_stage)))  # params are the working weights, never gathered
+
+    def layer_activations(
+        self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+    ) -> dict[str, np.ndarray]:
+        tok = np.asarray(seq, dtype=np.float64) * np.asarray(mbs, dtype=np.float64)
+        layer = tok * nanotron_layer_bytes_per_token(model, tp, sp, act_bytes)
+        sp_div = np.where(np.asarray(sp, dtype=bool), np.asarray(tp, dtype=np.float64), 1.0)
+        full = tok * act_bytes * model.hidden_size / sp_div  # recompute_layer keeps the layer input
+        is_full = np.asarray(recompute) != RECOMPUTE_CODE["none"]  # selective is rejected (rules)
+        return {"saved": np.where(is_full, full, layer), "transient": np.where(is_full, layer, 0.0)}
+
+    def moe_layer_activations(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
+    ) -> np.ndarray:
+        return moe.moe_layer_extra_activation_bytes(model, tokens, tp, sp, recompute, act_bytes)  # as bench_model
+
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
-        return 0.0
+        return 0.0  # the embedding output is layer 0's input, saved by its input_layernorm (counted there)
 
     def head_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
-        # final norm input and output, sequence-sharded with SP; the head's input is re-gathered in backward
-        return 2.0 * act_bytes * tokens * model.hidden_size / np.where(sp, tp, 1)
+        # final TritonRMSNorm: input + fp32 rstd (/t with SP); lm_head, a synchronous column linear, saves its
+        # all-gathered input (llama.py:713-738, functional.py:341-359)
+        sp_div = np.where(np.asarray(sp, dtype=bool), np.asarray(tp, dtype=np.float64), 1.0)
+        return tokens * ((act_bytes * model.hidden_size + 4.0) / sp_div + act_bytes * model.hidden_size)
+
+    def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        # cast_to_fp32 (llama.py:736-738) then _ShardedCrossEntropy saves the fp32 softmax (functional.py:75-86,
+        # exp in place), reused in place as its gradient; the bf16 gradient into lm_head (or, in forward, the bf16
+        # logits before the cast) is the c: (4 + c) bytes per logit of the whole micro-batch, n*V/t (no chunking)
+        return (4.0 + act_bytes) * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64)
+
+    def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
+        # DDP's buckets cover the whole model and are counted in model_states' grads
+        return np.zeros(np.broadcast(np.asarray(layer_params), np.asarray(zero_stage)).shape)
+
+    def inflight(self, pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any) -> np.ndarray:
+        # afab (engine.py:165-219): every micro-batch forward first, so all m in flight, also at pp=1 (the trainer
+        # always runs the engine); 1f1b (engine.py:222-330): pp - rank - 1 warm-up forwards (:249) then one forward
+        # before each backward, min(pp - rank, m)
+        pp, m, sch, r = (np.asarray(x, dtype=np.float64) for x in (pp, m, schedule, rank))
+        one_f_one_b = np.where(pp == 1, 1.0, np.minimum(pp - r, m))
+        return np.where(sch == _AFAB, m, one_f_one_b)
+
+    def last_stage_inflight(self, pp: Any, m: Any, schedule: Any) -> np.ndarray:
+        # afab keeps every micro-batch's loss graph (engine.py:54 stores each loss for the backward pass): the head
+        # activations and fp32 softmax of all m micro-batches on the last stage
+        sch, m = np.asarray(schedule), np.asarray(m, dtype=np.float64)
+        return np.where(sch == _AFAB, m, 1.0) * np.ones(np.broadcast(np.asarray(pp), m, sch).shape)
 
     def rules(self) -> tuple:
         return (
@@ -90,5 +167,23 @@ class NanotronProfile(MegatronProfile):
                 "no_interleaved",
                 lambda vpp, pp_schedule: (vpp > 1) | (pp_schedule == SCHEDULE_CODE["interleaved_1f1b"]),
                 lambda vpp: f"vpp={vpp}: nanotron's pipeline engines are afab and 1f1b (vpp must be 1)",
+            ),
+            self.rule(
+                "selective",
+                lambda recompute: recompute == RECOMPUTE_CODE["selective"],
+                lambda recompute: (
+                    f"recompute={recompute}: nanotron recomputes whole layers only "
+                    "(ParallelismArgs.recompute_layer); recompute must be none or full"
+                ),
+            ),
+            self.rule(
+                "pp_microbatches",
+                lambda pp_schedule, pp, grad_accum_steps: (
+                    (pp_schedule == SCHEDULE_CODE["1f1b"]) & (pp > 1) & (grad_accum_steps < pp - 1)
+                ),
+                lambda grad_accum_steps, pp: (
+                    f"grad_accum_steps={grad_accum_steps} < pp-1={pp - 1}: nanotron's 1f1b engine asserts "
+                    "batch_accumulation_per_replica >= pp - 1"
+                ),
             ),
         )
