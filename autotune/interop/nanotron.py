@@ -2,7 +2,8 @@
 `models_config.py`): `parallelism` dp/pp/tp/pp_engine/tp_mode/tp_linear_async_communication, `model.model_config`
 (LlamaConfig: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, vocab_size,
 tie_word_embeddings, max_position_embeddings, rms_norm_eps), `tokens` sequence_length/micro_batch_size/
-batch_accumulation_per_replica/train_steps, `optimizer` zero_stage. A complete `Config` (every required section), so
+batch_accumulation_per_replica/train_steps, `optimizer` zero_stage and `optimizer.optimizer_factory` (AdamW keys, as
+the bench_cluster-era config nests them: tests/unit/data/nanotron_config_fields.txt). A complete `Config` (every required section), so
 `run_train.py --config-file FILE` reads it; the sections autotune does not tune (optimizer betas, lr schedule,
 checkpoints, train_steps) carry placeholder values (AdamW 0.9/0.95, cosine decay, 1000 steps) and say so.
 
@@ -95,10 +96,16 @@ def translate(ctx: ExportContext) -> Export:
             "weight_decay": 0.01,
             "clip_grad": 1.0,
             "accumulate_grad_in_fp32": True,
-            "adam_eps": 1.0e-8,
-            "adam_beta1": 0.9,
-            "adam_beta2": 0.95,
-            "torch_adam_is_fused": True,
+            # the AdamW keys live under optimizer_factory in nanotron's config since the bench_cluster era
+            # (huggingface/nanotron src/nanotron/config/config.py @ 00708b80 AdamWOptimizerArgs; bench_cluster's
+            # base_config.py @ 8dd6e520 writes them there); flat keys fail its strict dacite parse
+            "optimizer_factory": {
+                "name": "adamW",
+                "adam_eps": 1.0e-8,
+                "adam_beta1": 0.9,
+                "adam_beta2": 0.95,
+                "torch_adam_is_fused": True,
+            },
             "learning_rate_scheduler": {
                 "learning_rate": t.lr,
                 "lr_warmup_steps": 0,

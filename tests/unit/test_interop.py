@@ -3,6 +3,7 @@ layout's values under the target's key names; what a target cannot express is li
 
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 import yaml
@@ -209,6 +210,26 @@ def test_nanotron_layout_tokens_and_model(llama8b):
         mc["vocab_size"],
         mc["tie_word_embeddings"],
     ) == (4096, 14336, 32, 32, 8, 128256, False)
+
+
+def _nanotron_fields() -> dict[str, set[str]]:
+    """tests/unit/data/nanotron_config_fields.txt: field lists copied from nanotron's config dataclasses (cited there)."""
+    text = (Path(__file__).parent / "data" / "nanotron_config_fields.txt").read_text()
+    rows = [line.split(":", 1) for line in text.splitlines() if line and not line.startswith("#")]
+    return {name: set(fields.split()) for name, fields in rows}
+
+
+def test_nanotron_optimizer_keys_exist_in_its_dataclasses(llama8b):
+    """nanotron parses with dacite strict=True: every key written must be a field. The AdamW keys sit under
+    optimizer_factory (AdamWOptimizerArgs); written flat into optimizer they were unknown keys (the bug fixed)."""
+    fields = _nanotron_fields()
+    doc = yaml.safe_load(out("nanotron", llama8b, plan(dp=8, zero_stage=1)))
+    opt = doc["optimizer"]
+    assert set(opt) <= fields["OptimizerArgs"]
+    assert set(opt["optimizer_factory"]) <= fields["AdamWOptimizerArgs"] and opt["optimizer_factory"]["name"] == "adamW"
+    assert set(opt["learning_rate_scheduler"]) <= fields["LRSchedulerArgs"]
+    assert set(doc["tokens"]) <= fields["TokensArgs"] and set(doc["model"]) <= fields["ModelArgs"]
+    assert not {"adam_eps", "adam_beta1", "adam_beta2", "torch_adam_is_fused"} & set(opt)
 
 
 def test_nanotron_zero3_becomes_zero1_and_says_so(llama8b):
