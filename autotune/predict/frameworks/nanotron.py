@@ -34,7 +34,9 @@ from autotune.predict.frameworks.megatron import MegatronProfile
 @dataclass(frozen=True)
 class NanotronProfile(MegatronProfile):
     name: str = "nanotron"
-    replaces_rules: frozenset[str] = frozenset()  # torch-like limits: 1F1B needs m >= pp (kept)
+    # torch-like limits: 1F1B needs m >= pp (kept); tp_linear_async_communication (plan.tp_overlap) is nanotron's own
+    # autograd function, no torch.compile involved
+    replaces_rules: frozenset[str] = frozenset({"tp_overlap_needs_compile"})
     dropout_units: float = 0.0  # no dropout masks in nanotron's Llama block
 
     def model_states(
