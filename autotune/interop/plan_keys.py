@@ -85,8 +85,10 @@ _NANOTRON: dict[str, str] = {
     "delayed-scaling recipe, not torchao's)",
     "ep": "SET parallelism.expert_parallel_size",
     "etp": "NOT MAPPED: nanotron 0.4 has no expert tensor parallelism (each expert whole on its ep rank)",
-    # nanotron _ColumnLinearAsyncCommunication (REDUCE_SCATTER mode): the column linears' all-gather runs while the
-    # local shard's rows are multiplied; the row linears' reduce-scatter stays exposed (a partial overlap)
+    # ParallelismArgs.tp_linear_async_communication (config/parallelism_config.py @ 6b2ff65): functional.py
+    # _ColumnLinearAsyncCommunication, REDUCE_SCATTER mode only: the column linears' all-gather runs behind the local
+    # shard's GEMM, their backward reduce-scatter behind the weight-gradient GEMM; the row linears' reduce-scatter
+    # stays exposed, so nanotron hides less than the cost term assumes (it relies on CUDA_DEVICE_MAX_CONNECTIONS=1)
     "tp_overlap": "SET parallelism.tp_linear_async_communication",
 }
 
