@@ -258,6 +258,11 @@ class ParallelPlan:
     # space.ep/etp null (the default) = powers of two up to the experts for an MoE model, [1] for a dense one.
     ep: int = dim_field(1, optuna=True, oom="lower", label="ep", tag=" ep{}")
     etp: int = dim_field(1, optuna=True, oom="lower", label="etp", tag=" etp{}")
+    # TP communication overlap (Megatron --tp-comm-overlap, torchtitan / torch async TP): the sequence-parallel
+    # all-gathers and reduce-scatters are decomposed and run behind the GEMMs they feed (Wang et al. 2023, ASPLOS,
+    # "Overlap Communication with Dependent Computation via Decomposition"; autotune/predict/perf_terms.py
+    # tp_overlap_exposed_s). It changes the job (symmetric-memory / userbuffer kernels), so searched only when asked.
+    tp_overlap: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" tp-overlap")
 
     def __post_init__(self) -> None:
         for name in PLAN_FIELDS:  # each field's domain, from its Dim; rules across fields: autotune.layouts.rules

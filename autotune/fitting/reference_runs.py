@@ -9,8 +9,8 @@ Model shapes (cited per family; where a source omits a value the assumption is s
   no_bias drops the biases, a <0.1% parameter difference).
 - GPT (Narayanan et al. 2021 "Efficient Large-Scale Language Model Training on GPU Clusters" Table 1 and Table 2;
   Brown et al. 2020 "GPT-3" Table 2.1 for the 175B shape): 4h MLP, vocab 51200, seq 2048, tied embeddings.
-  The Megatron-LM README 2024 H100 table is listed as skipped: it runs --tp-comm-overlap (TP collectives hidden
-  behind GEMMs by Transformer Engine userbuffers), which the trainer modelled here does not do.
+  The Megatron-LM README 2024 H100 table runs --tp-comm-overlap (TP collectives hidden behind GEMMs by Transformer
+  Engine userbuffers): mapped with plan.tp_overlap (megatron_2024_layout).
 - Llama (meta-llama model cards / config.json): search_spaces/model/*.yaml.
 """
 
@@ -186,10 +186,37 @@ def _megatron_flops_per_token(model: ModelSpec, seq: int, recompute: bool) -> fl
     return 72.0 * nl * h * h * (1 + seq / (6 * h) + v / (12 * nl * h))
 
 
+def megatron_2024_layout(r: Any, tp_overlap: bool = True) -> tuple[ModelSpec, TrainSpec, ParallelPlan]:
+    """A Megatron-LM README 2024 H100 row as (model, train, plan). Printed: layers, hidden, heads, TP, PP, GPUs, batch,
+    seq 4096, vocab 131072, and the flags --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap. Implied:
+    --overlap-param-gather needs the distributed optimizer (zero_stage 1); --tp-comm-overlap needs sequence parallelism
+    (validate_args), and at TP=1 validate_args switches SP off, so that row cannot have run it (tp_overlap off); bf16
+    accumulates and all-reduces gradients in fp32 (validate_args, "bfloat16 requires gradient accumulation and
+    all-reduce to be done in fp32"). Assumed where the source is silent: micro-batch 1, no recompute (the TFLOP/s use
+    the 3-pass formula), non-interleaved 1F1B, tied embeddings (GPT default). `tp_overlap=False`: the same run with
+    plain TP, for the before/after comparison."""
+    layers, hidden, heads, tp, pp = (int(r[k]) for k in ("layers", "hidden", "heads", "tp", "pp"))
+    n, gbs, seq = int(r.n_gpus), int(r.global_batch), int(r.seq_len)
+    model = _gpt(str(r.model).replace(" ", "-").lower() + "-2024", layers, hidden, heads, int(r.vocab))
+    dp = n // (tp * pp)
+    plan = ParallelPlan(
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        zero_stage=1,
+        micro_batch_size=1,
+        grad_accum_steps=gbs // dp,
+        sequence_parallel=tp > 1,
+        tp_overlap=tp_overlap and tp > 1,
+    )
+    train = TrainSpec(seq_len=seq, global_batch_size=gbs, param_dtype="bf16", grad_dtype="fp32", master_dtype="fp32")
+    return model, train, plan
+
+
 def load_megatron(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
     """Megatron-LM: Narayanan 2021 Tables 1-2 (A100, TFLOP/s per GPU with recompute, Eq. 3). Assumptions where the
     source is silent: micro-batch 1 in Table 1 (it prints none), non-interleaved 1F1B, full recompute (the paper uses
-    activation recomputation). The README's 2024 H100 rows are skipped (TP communication overlap, see module doc)."""
+    activation recomputation). The README's 2024 H100 rows: megatron_2024_layout (TP communication overlap)."""
     df = pd.read_csv(folder / "megatron_lm_narayanan2021.csv")
     runs, skipped = [], []
     for i, r in df.iterrows():
@@ -205,16 +232,10 @@ def load_megatron(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipped
             model, seq, rec = _gpt(name.replace(" ", "-").lower(), layers, hidden, heads, GPT_VOCAB_2021), 2048, True
             tp, pp = (1, 1) if r.zero_stage == 3 else (int(r.tp), int(r.pp))
             mbs, zero = int(r.micro_batch), 3 if r.zero_stage == 3 else 0
-        else:  # 2024 H100 weak scaling
-            skipped.append(
-                SkippedRow(
-                    "megatron",
-                    i,
-                    "tp-comm-overlap: TP collectives overlapped with GEMMs "
-                    "(notes), micro-batch and precision not stated; bench_model keeps TP on the "
-                    "critical path",
-                )
-            )
+        else:  # 2024 H100 weak scaling: --tp-comm-overlap (plan.tp_overlap), see megatron_2024_layout
+            model, train, plan = megatron_2024_layout(r)
+            tok = float(r.tflops_per_gpu) * 1e12 / _megatron_flops_per_token(model, train.seq_len, False)
+            runs.append(ReferenceRun("megatron", i, model, train, GPU_PRESET[str(r.gpu_type)], plan, tok))
             continue
         n, gbs = int(r.n_gpus), int(r.global_batch)
         dp = n // (tp * pp)

@@ -128,8 +128,8 @@ def apply_set_keys(ex: Export, plan: ParallelPlan, plan_keys: Mapping[str, str])
         if not target.startswith(SET) or getattr(plan, name) == PLAN_DEFAULTS[name]:
             continue
         key, value = target[len(SET) :], getattr(plan, name)
-        if isinstance(ex.body, list):
-            ex.body.append([key, str(value)])
+        if isinstance(ex.body, list):  # a boolean Megatron flag is a bare switch (`--tp-comm-overlap`)
+            ex.body.append([key] if value is True else [key, str(value)])
             continue
         node = ex.body
         *parents, leaf = key.split(".")

@@ -32,6 +32,9 @@ _TORCHTITAN: dict[str, str] = {
     "fp8": "model.converters += quantize.linear.float8 (recipe_name, filter_fqns) or quantize.linear.mx (mxfp8)",
     "ep": "SET parallelism.expert_parallel_degree",
     "etp": "SET parallelism.expert_tensor_parallel_degree",
+    # torchtitan 0.2.2 config/job_config.py Parallelism.enable_async_tensor_parallel; maybe_enable_async_tp raises
+    # unless compile.enable with "model" in compile.components (rule tp_overlap_needs_compile)
+    "tp_overlap": "SET parallelism.enable_async_tensor_parallel",
 }
 
 # megatron
@@ -56,6 +59,8 @@ _MEGATRON: dict[str, str] = {
     "fp8": "--fp8-format hybrid --fp8-recipe tensorwise | --fp8-recipe mxfp8 | --fp4-recipe nvfp4 (Transformer Engine; no rowwise recipe)",
     "ep": "SET --expert-model-parallel-size",
     "etp": "--expert-tensor-parallel-size, always written for an MoE model (Megatron's default is ETP = TP)",
+    # Transformer Engine userbuffers; Megatron-LM validate_args asserts sequence parallelism (rule tp_overlap_needs_sp)
+    "tp_overlap": "SET --tp-comm-overlap",
 }
 
 # nanotron
@@ -80,6 +85,11 @@ _NANOTRON: dict[str, str] = {
     "delayed-scaling recipe, not torchao's)",
     "ep": "SET parallelism.expert_parallel_size",
     "etp": "NOT MAPPED: nanotron 0.4 has no expert tensor parallelism (each expert whole on its ep rank)",
+    # ParallelismArgs.tp_linear_async_communication (config/parallelism_config.py @ 6b2ff65): functional.py
+    # _ColumnLinearAsyncCommunication, REDUCE_SCATTER mode only: the column linears' all-gather runs behind the local
+    # shard's GEMM, their backward reduce-scatter behind the weight-gradient GEMM; the row linears' reduce-scatter
+    # stays exposed, so nanotron hides less than the cost term assumes (it relies on CUDA_DEVICE_MAX_CONNECTIONS=1)
+    "tp_overlap": "SET parallelism.tp_linear_async_communication",
 }
 
 # deepspeed
@@ -107,6 +117,8 @@ _DEEPSPEED: dict[str, str] = {
     "script (torchao convert_to_float8_training with this recipe, or Transformer Engine) before deepspeed.initialize",
     "ep": "NOT MAPPED: DeepSpeed-MoE sets ep_size on each deepspeed.moe.layer.MoE in the model code, not in the config",
     "etp": "NOT MAPPED: DeepSpeed-MoE has no expert tensor parallelism",
+    "tp_overlap": "NOT MAPPED: DeepSpeed AutoTP all-reduces each row-parallel output and has no sequence parallelism, "
+    "so there is no all-gather / reduce-scatter to overlap with its GEMMs (and no config key for it)",
 }
 
 # accelerate
@@ -132,6 +144,8 @@ _ACCELERATE: dict[str, str] = {
     "fp8": "mixed_precision: fp8 with fp8_config.backend AO (torchao; tensorwise only)",
     "ep": "NOT MAPPED: accelerate's config has no expert parallelism (FSDP/DeepSpeed plugins only)",
     "etp": "NOT MAPPED: accelerate's config has no expert tensor parallelism",
+    "tp_overlap": "NOT MAPPED: accelerate's parallelism_config has no async-TP switch; enable torch async TP in the "
+    "training script (torch._inductor.config._micro_pipeline_tp under torch.compile)",
 }
 
 TABLES: dict[str, dict[str, str]] = {

@@ -65,6 +65,35 @@ SP_NEEDS_TP = Rule(
     lambda sequence_parallel, tp: sequence_parallel & (tp == 1),
     lambda tp: f"plan.sequence_parallel=true requires plan.tp > 1 (tp={tp})",
 )
+# TP communication overlap decomposes the sequence-parallel all-gather / reduce-scatter around the GEMMs they feed
+# (Wang et al. 2023): no TP, nothing to overlap; without SP the TP collectives are all-reduces of the GEMM outputs,
+# which neither implementation decomposes (Megatron-LM validate_args: "Tensor parallel communication/GEMM overlap can
+# happen only when sequence parallelism is enabled"; torch's micro-pipeline TP matches all-gather -> mm and
+# mm -> reduce-scatter only)
+TP_OVERLAP_NEEDS_TP = Rule(
+    "tp_overlap_needs_tp",
+    lambda tp_overlap, tp: tp_overlap & (tp == 1),
+    lambda tp: f"plan.tp_overlap=true requires plan.tp > 1 (tp={tp}): no TP collectives to overlap",
+)
+TP_OVERLAP_NEEDS_SP = Rule(
+    "tp_overlap_needs_sp",
+    lambda tp_overlap, sequence_parallel, tp: tp_overlap & ~np.asarray(sequence_parallel, dtype=bool) & (tp > 1),
+    lambda tp: (
+        f"plan.tp_overlap=true requires plan.sequence_parallel=true (tp={tp}): only SP's all-gather / reduce-scatter "
+        "are decomposed around their GEMMs (Megatron --tp-comm-overlap, torch async TP)"
+    ),
+)
+# torch's async TP is Inductor's micro-pipeline TP pass (torch._inductor.config._micro_pipeline_tp): it rewrites
+# compiled graphs only. bench_model and torchtitan 0.2.2 (maybe_enable_async_tp raises without compile) need
+# plan.compile; Megatron (Transformer Engine userbuffers) and nanotron replace this rule.
+TP_OVERLAP_NEEDS_COMPILE = Rule(
+    "tp_overlap_needs_compile",
+    lambda tp_overlap, compile: tp_overlap & ~np.asarray(compile, dtype=bool),
+    lambda compile: (
+        f"plan.tp_overlap=true requires plan.compile=true (compile={str(bool(compile)).lower()}): torch async TP is "
+        "Inductor's micro-pipeline TP pass, applied to compiled graphs only"
+    ),
+)
 VPP_NEEDS_PP = Rule(
     "vpp_needs_pp",
     lambda vpp, pp: (vpp > 1) & (pp == 1),
@@ -212,6 +241,8 @@ WELL_FORMED: tuple[Rule, ...] = (
     DP_SHARD_DIVIDES_DP,
     DP_SHARD_NEEDS_FSDP,
     SP_NEEDS_TP,
+    TP_OVERLAP_NEEDS_TP,
+    TP_OVERLAP_NEEDS_SP,
     VPP_NEEDS_PP,
     SCHEDULE_MATCHES_VPP,
     BATCH_DIVISIBLE,
@@ -235,6 +266,7 @@ RULES: tuple[Rule, ...] = (
     OFFLOAD_PARAMS_NEEDS_ZERO3,
     DP_SHARD_WITHIN_NODE,
     FP8_NEEDS_PEAK,
+    TP_OVERLAP_NEEDS_COMPILE,
 )
 _NO_SPACE = SpaceSpec()  # check_plan without a search space: its switches at their defaults
 

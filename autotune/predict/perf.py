@@ -15,6 +15,8 @@ Per micro-batch and layer on one rank (tokens = b*s/cp):
     plan.compile the memory-bound part times cluster.compile_memory_traffic_factor (Inductor fusion, perf_terms).
   TP (Megatron, Narayanan et al. 2021 Sec 3.2 / Korthikanti Sec 4.2.2): 4 all-reduces of b*s*h*c (6 with full
     recompute; SP: all-gather + reduce-scatter, same volume), on the critical path (not overlapped).
+  With plan.tp_overlap (SP only) the collectives are decomposed behind the GEMMs they feed:
+    perf_terms.tp_overlap_layer_s (Wang et al. 2023 collective matmul, exposed max(C - (n-1)/n G, (1-eta) C)).
   CP (ring attention): cp-1 exchanges of the local K and V chunk forward, twice that backward, not overlapped.
 Stage time per micro-batch = its layers * layer time, + embedding on rank 0, + LM head and loss on rank pp-1; the
   busiest of ranks 0, 1, pp-1 sets the pace. compute = m * busiest stage; bubble = (pp-1)/vpp * stage time
@@ -71,6 +73,7 @@ from autotune.predict.perf_terms import (
     prefetch_exposed_s,
     require_offload_fields,
     require_perf_fields,
+    tp_overlap_layer_s,
 )
 
 GEMM_M0 = 256.0  # tokens per GEMM at which efficiency is halved by this term
@@ -139,6 +142,9 @@ def _layer_terms(
     act_bytes = tokens * h * c
     bw, lat = _link(cluster, tp)
     tp_s = np.where(full, 6, 4) * ring_s("all_reduce", tp, act_bytes, bw, lat)
+    if arr["tp_overlap"].any():  # the SP collectives decomposed behind the linears' GEMMs (perf_terms)
+        attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls
+        tp_s = np.where(arr["tp_overlap"], tp_overlap_layer_s(tp_s, attn_gemm, gemm - attn_gemm, tp), tp_s)
     bw, lat = _link(cluster, tp * cp, tp)
     kv_chunk = 2 * tokens * model.kv_dim / tp * c
     cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)

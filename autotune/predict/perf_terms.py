@@ -285,3 +285,35 @@ def fp8_cast_bytes(model: ModelSpec, c: int, tp: Any, tokens: Any, full_recomput
         tokens * ((FP8_CASTS_PER_OPERAND + extra) * x + FP8_CASTS_PER_OPERAND * y) + (FP8_CASTS_PER_OPERAND + extra) * w
     )
     return recipe_cast_bytes(recipe, c, casts)
+
+
+# TP communication overlap (plan.tp_overlap: Megatron --tp-comm-overlap, Transformer Engine userbuffers; torch async
+# TP, Inductor's micro-pipeline TP). Wang et al. 2023 (ASPLOS, "Overlap Communication with Dependent Computation via
+# Decomposition", Sec 4, "collective matmul"): the all-gather feeding a column-parallel GEMM (and the reduce-scatter
+# fed by a row-parallel GEMM) is split into its n = tp ring steps; step i moves one shard while the GEMM of the shard
+# that arrived before it runs, and the local shard's GEMM runs with no transfer beside it. With collective time C
+# (n - 1 steps of C/(n-1)) and GEMM time G (n chunks of G/n) the pair takes G/n + (n-1) max(G/n, C/(n-1)), so the
+# exposed communication is max(0, C - (n-1)/n G). The decomposed kernels do not hide everything even behind a long
+# GEMM (chunk-boundary synchronisation, copy/SM contention, narrower GEMM chunks): a fraction 1 - eta of C stays
+# exposed. eta = TP_OVERLAP_EFFICIENCY below the 96% that Flux's fused GEMM+communication kernels overlap (Chang et al.
+# 2024, arXiv 2406.06858, abstract), since TE userbuffers and torch async TP run separate GEMM and copy kernels per
+# chunk. A prior, not a fit: the Megatron-LM README 2024 H100 rows (--tp-comm-overlap) cannot pin it, their residual
+# is the data-parallel overlap (median |error| 27.7% / 25.3% / 22.7% at eta 0.6 / 0.8 / 1.0; docs/memory_model.md).
+TP_OVERLAP_EFFICIENCY = 0.8
+
+
+def tp_overlap_exposed_s(comm_s: Any, gemm_s: Any, tp: Any, efficiency: float = TP_OVERLAP_EFFICIENCY) -> np.ndarray:
+    """Exposed seconds of TP collectives of total time `comm_s` decomposed around GEMMs of total time `gemm_s` over
+    `tp` ranks: max(C - (n-1)/n G, (1 - eta) C) (Wang et al. 2023 Sec 4; module docstring). 0 when tp = 1."""
+    n = np.asarray(tp, dtype=np.float64)
+    comm = np.asarray(comm_s, dtype=np.float64)
+    hidden = (n - 1) / np.maximum(n, 1) * np.asarray(gemm_s, dtype=np.float64)
+    return np.maximum(comm - hidden, (1.0 - efficiency) * comm)
+
+
+def tp_overlap_layer_s(tp_comm_s: Any, attn_gemm_s: Any, mlp_gemm_s: Any, tp: Any) -> np.ndarray:
+    """One layer's exposed TP seconds under plan.tp_overlap: the attention half of the collectives (all-gather into
+    QKV, reduce-scatter out of the output projection, forward and backward) behind the attention linears' GEMMs, the
+    MLP half behind the MLP linears' (each block moves the same b*s*h activation, so the halves are equal)."""
+    half = np.asarray(tp_comm_s, dtype=np.float64) / 2.0
+    return tp_overlap_exposed_s(half, attn_gemm_s, tp) + tp_overlap_exposed_s(half, mlp_gemm_s, tp)

@@ -1,8 +1,8 @@
 """`parallelize`: apply parallelism to one (pipeline-stage) model from outside, in the fixed torchtitan order
-float8 linears (plan.fp8) -> TP + SP -> expert parallelism (MoE models: experts sharded over ep/etp, token dispatch,
-bench_model.parallel.expert_parallel) -> CP -> activation recompute -> torch.compile per block (spec.compile) -> data
-parallel (ZeRO stage over dp x cp; the routed experts over edp; plan.offload=params adds FSDP2's CPUOffloadPolicy
-there). Pipeline splitting happens before, in bench_model.parallel.pipeline."""
+float8 linears (plan.fp8) -> TP + SP (+ async TP: plan.tp_overlap) -> expert parallelism (MoE models: experts sharded
+over ep/etp, token dispatch, bench_model.parallel.expert_parallel) -> CP -> activation recompute -> torch.compile per
+block (spec.compile) -> data parallel (ZeRO stage over dp x cp; the routed experts over edp; plan.offload=params adds
+FSDP2's CPUOffloadPolicy there). Pipeline splitting happens before, in bench_model.parallel.pipeline."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from bench_model.parallel.expert_parallel import apply_expert_parallel, expert_g
 from bench_model.parallel.float8 import apply_float8
 from bench_model.parallel.mesh import Meshes, build_meshes
 from bench_model.parallel.recompute import apply_recompute
-from bench_model.parallel.tensor_parallel import apply_tensor_parallel
+from bench_model.parallel.tensor_parallel import apply_tensor_parallel, enable_async_tp
 
 __all__ = ["Meshes", "build_meshes", "parallelize"]
 
@@ -32,6 +32,8 @@ def parallelize(
         apply_float8(model, plan.fp8)
     if plan.tp > 1:
         apply_tensor_parallel(model, meshes.tp, plan.sequence_parallel)
+    if plan.tp_overlap:  # async TP: Inductor's micro-pipeline pass over the compiled blocks (or one SpecError)
+        enable_async_tp(meshes.tp, device_type, compile)
     if meshes.expert is not None:
         apply_expert_parallel(model, meshes, plan)
     if plan.cp > 1:

@@ -6,6 +6,9 @@ sequence dim (Shard(1)) between the TP regions; without SP they are replicated a
 
 from __future__ import annotations
 
+import os
+import warnings
+
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import Replicate, Shard
@@ -68,3 +71,35 @@ def apply_tensor_parallel(model: nn.Module, tp_mesh: DeviceMesh, sequence_parall
             plan["attention_norm"] = SequenceParallel()
             plan["ffn_norm"] = SequenceParallel()
         parallelize_module(block, tp_mesh, plan)
+
+
+def enable_async_tp(tp_mesh: DeviceMesh, device_type: str, compile: bool) -> None:
+    """plan.tp_overlap: torch's async TP, as torchtitan 0.2.2 applies it (`maybe_enable_async_tp`): Inductor's
+    micro-pipeline TP pass (`torch._inductor.config._micro_pipeline_tp`) rewrites each compiled block's all-gather ->
+    matmul and matmul -> reduce-scatter into decomposed ops over symmetric memory
+    (`torch.distributed._symmetric_memory`), so every TP rank must map its peers' buffers: CUDA GPUs of one host with
+    peer (NVLink) access. Anywhere else one SpecError naming the field, never a silent plain-TP run."""
+    import torch
+
+    rule = "torch async TP needs CUDA GPUs with peer (NVLink) access in one host and plan.compile=true"
+    if not compile:
+        raise SpecError(f"plan.tp_overlap=true with plan.compile=false: {rule} (rule tp_overlap_needs_compile)")
+    if device_type != "cuda" or not torch.cuda.is_available():
+        raise SpecError(
+            f"plan.tp_overlap=true on device {device_type}: {rule} (plan and export model it; this trainer cannot run it)"
+        )
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", torch.cuda.device_count()))
+    me = torch.cuda.current_device()
+    peers = [d for d in range(torch.cuda.device_count()) if d != me]
+    if tp_mesh.size() > local or not all(torch.cuda.can_device_access_peer(me, d) for d in peers):
+        raise SpecError(
+            f"plan.tp_overlap=true with tp={tp_mesh.size()} over {local} local GPU(s) (peer access: "
+            f"{all(torch.cuda.can_device_access_peer(me, d) for d in peers)}): {rule}"
+        )
+    import torch._inductor.config
+    from torch.distributed._symmetric_memory import enable_symm_mem_for_group
+
+    torch._inductor.config._micro_pipeline_tp = True
+    with warnings.catch_warnings():  # needed before torch 2.11, a deprecated no-op since (FutureWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        enable_symm_mem_for_group(tp_mesh.get_group().group_name)

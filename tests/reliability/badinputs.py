@@ -387,6 +387,18 @@ def _override_cases() -> list[BadInput]:
             ("cluster.nvlink_domain_size=6", "multiple of cluster.gpus_per_node=4"),
         ),
         c("plan-sp-without-tp", (*est, "plan.sequence_parallel=true"), ("sequence_parallel", "tp")),
+        c("plan-tp_overlap-without-tp", (*est, "plan.tp_overlap=true"), ("plan.tp_overlap=true", "plan.tp > 1")),
+        c(
+            "plan-tp_overlap-without-sp",
+            (*est, "--gpus", "2", "plan.tp=2", "plan.tp_overlap=true"),
+            ("plan.tp_overlap=true", "plan.sequence_parallel=true"),
+        ),
+        c(
+            "plan-tp_overlap-without-compile",
+            (*est, "--gpus", "2", "plan.tp=2", "plan.sequence_parallel=true", "plan.tp_overlap=true"),
+            ("plan.tp_overlap=true", "plan.compile=true", "micro-pipeline"),
+        ),
+        c("plan-tp_overlap-not-bool", (*est, "plan.tp_overlap=maybe"), ("plan.tp_overlap", "maybe", "true or false")),
         c("plan-pp-exceeds-layers", (*est, "plan.pp=16"), ("pp=16", "8")),
         c("plan-vpp-without-pp", (*est, "plan.vpp=2"), ("vpp", "2")),
         c("plan-mbs-exceeds-batch", (*est, "plan.micro_batch_size=32"), ("micro_batch_size", "32")),

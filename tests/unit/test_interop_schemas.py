@@ -55,6 +55,10 @@ LAYOUTS = {  # llama-3.1-8b, global batch 512: grad_accum_steps = 512 / (dp * mi
     "dp16_hsdp4_z2": dict(dp=16, zero_stage=2, dp_shard=4),
     "dp4_cp2_hsdp2_z3": dict(dp=4, cp=2, zero_stage=3, dp_shard=2),
     "dp8_z3_fp8": dict(dp=8, zero_stage=3, micro_batch_size=2, fp8="tensorwise"),
+    # async TP: torchtitan's Parallelism.enable_async_tensor_parallel (with compile.enable, which it requires)
+    "dp2_tp4_z2_async_tp": dict(
+        dp=2, tp=4, zero_stage=2, micro_batch_size=2, sequence_parallel=True, compile=True, tp_overlap=True
+    ),
 }
 
 
@@ -229,3 +233,5 @@ def test_torchtitan_job_config_accepts_every_exported_file(job, tmp_path):
         assert r["ac_mode"] == p.recompute, name
     assert got["4d_vpp2"]["parallelism"]["pipeline_parallel_schedule"] == "Interleaved1F1B"
     assert got["dp2_pp4_gpipe"]["parallelism"]["pipeline_parallel_schedule"] == "GPipe"
+    assert got["dp2_tp4_z2_async_tp"]["parallelism"]["enable_async_tensor_parallel"] is True
+    assert not got["dp1_tp4_z2"]["parallelism"]["enable_async_tensor_parallel"]

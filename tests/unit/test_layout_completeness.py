@@ -164,6 +164,9 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, offload="params"),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, dp_shard=4),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, fp8="tensorwise"),
+        ParallelPlan(
+            dp=4, tp=2, zero_stage=3, micro_batch_size=2, grad_accum_steps=64, sequence_parallel=True, tp_overlap=True
+        ),
     ]
     texts = {fmt: " | ".join(u for p in layouts for u in unmapped(fmt, *job, p)) for fmt in FORMATS}
     # the expert-parallel degrees on an MoE model (128 experts of width 768: ep 8 and etp 2 divide them)

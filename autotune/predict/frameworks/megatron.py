@@ -63,7 +63,9 @@ class MegatronProfile(FrameworkProfile):
         return moe.moe_layer_extra_activation_bytes(model, tokens, tp, sp, recompute, act_bytes, g)
 
     # Megatron's 1F1B runs fewer micro-batches than stages ([SCH] warm-up min(pp - rank - 1, m))
-    replaces_rules: frozenset[str] = frozenset({"pp_microbatches"})
+    # pp_microbatches: Megatron runs fewer micro-batches than stages; tp_overlap_needs_compile: --tp-comm-overlap is
+    # Transformer Engine's userbuffers, no torch.compile involved
+    replaces_rules: frozenset[str] = frozenset({"pp_microbatches", "tp_overlap_needs_compile"})
     dropout_units: float = 2.0  # [TMU] counts the attention and MLP dropout masks (1 byte per element each)
 
     def model_states(

@@ -59,8 +59,9 @@ def nanotron_layer_bytes_per_token(model: ModelSpec, tp: Any, sp: Any, act_bytes
 @dataclass(frozen=True)
 class NanotronProfile(FrameworkProfile):
     name: str = "nanotron"
-    # nanotron's 1F1B asserts m >= pp - 1 only (engine.py:236-238); its own rule below replaces torch's m >= pp
-    replaces_rules: frozenset[str] = frozenset({"pp_microbatches"})
+    # nanotron's 1F1B asserts m >= pp - 1 only (engine.py:236-238); its own rule below replaces torch's m >= pp.
+    # tp_linear_async_communication (plan.tp_overlap) is nanotron's own autograd function: no torch.compile involved
+    replaces_rules: frozenset[str] = frozenset({"pp_microbatches", "tp_overlap_needs_compile"})
     allocated = BenchModelProfile.allocated  # every term at once (a conservative sum over the step's phases)
 
     def model_states(
