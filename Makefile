@@ -41,7 +41,9 @@ demo: venv
 	$(BIN)/autotune export results/demo --best -o results/demo/best.yaml
 
 test: venv
-	$(BIN)/python -m pytest -x -q --durations=25 tests
+	# two workers on the 2-core CI box: much of the suite waits on daemons and process start-up; tests sharing a
+	# session resource (SLURM, Ray, the distributed LayoutPool) stay on one worker (tests/xdist_groups.py)
+	$(BIN)/python -m pytest -x -q -n 2 --dist loadgroup --durations=25 tests
 
 lint: venv
 	$(BIN)/ruff check .
