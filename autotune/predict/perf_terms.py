@@ -257,6 +257,18 @@ RECIPE_PEAK_FIELD: dict[str, str] = {
 }
 
 
+def linear_efficiency_factor(recipe_codes: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Multiplier on matmul_efficiency for the block linears: cluster.lowp_gemm_efficiency where a low-precision
+    recipe runs, 1 for none (and for a preset that does not state it). Why below 1: an FP8/FP4 GEMM does the same
+    tile work in fewer cycles, so the fixed costs per tile (the epilogue writing the BF16 output, loading scales,
+    the wave-quantisation tail) are a larger share; cuBLAS FP8 GEMMs of LLM shapes on H100 reach ~1.3-1.6x the BF16
+    rate rather than the 2x of the peaks (NVIDIA Transformer Engine FP8 primer; Micikevicius et al. 2022 "FP8 Formats
+    for Deep Learning" Sec 5 report 1.3-1.5x end to end). Fitted on the FP8/MXFP8/NVFP4 rows (fit_reference)."""
+    codes = np.asarray(recipe_codes)
+    f = cluster.lowp_gemm_efficiency
+    return np.where(codes == 0, 1.0, 1.0 if f is None else float(f))
+
+
 def linear_peak_flops(recipe_codes: Any, cluster: ClusterSpec, peak: float) -> np.ndarray:
     """FLOP/s of the block linears per row: the recipe's tensor-core peak; `peak` (the compute dtype's) for none and
     for a preset without that recipe's peak (such rows are rejected by the rule fp8_needs_peak)."""
@@ -265,16 +277,32 @@ def linear_peak_flops(recipe_codes: Any, cluster: ClusterSpec, peak: float) -> n
     return np.select([codes == i for i in range(len(FP8_RECIPES))], peaks, peak).astype(np.float64)
 
 
-def recipe_cast_bytes(recipe_codes: Any, c: int, casts: Any) -> np.ndarray:
-    """Bytes of `casts` element casts under each row's recipe: the source read (c) plus CAST_EXTRA_BYTES."""
+# Fused casts (plan.compile: Inductor fuses torchao's amax and scaled cast into the kernel that produces the tensor;
+# Megatron-Core + Transformer Engine do the same by hand: LayerNormLinear's fused norm+cast, the fused SwiGLU+cast
+# and cast-transpose kernels): the separate amax pass disappears, the source read and the low-precision write remain.
+CAST_FUSED_EXTRA_BYTES: dict[str, float] = {
+    "none": 0.0,
+    "tensorwise": 1.0,
+    "rowwise": 1.0,
+    "mxfp8": 1.0 + 1.0 / 32,
+    "nvfp4": 0.5 + 1.0 / 16,
+}
+
+
+def recipe_cast_bytes(recipe_codes: Any, c: int, casts: Any, fused: Any = False) -> np.ndarray:
+    """Bytes of `casts` element casts under each row's recipe: the source read (c) plus CAST_EXTRA_BYTES, or plus
+    CAST_FUSED_EXTRA_BYTES where `fused` (compiled / hand-fused kernels)."""
     codes = np.asarray(recipe_codes)
-    per = np.select(
-        [codes == i for i in range(len(FP8_RECIPES))], [c + CAST_EXTRA_BYTES[r](c) for r in FP8_RECIPES], 0.0
-    )
+    conds = [codes == i for i in range(len(FP8_RECIPES))]
+    eager = np.select(conds, [c + CAST_EXTRA_BYTES[r](c) for r in FP8_RECIPES], 0.0)
+    fused_b = np.select(conds, [c + CAST_FUSED_EXTRA_BYTES[r] for r in FP8_RECIPES], 0.0)
+    per = np.where(np.asarray(fused, dtype=bool), fused_b, eager)
     return np.where(codes == 0, 0.0, per * np.asarray(casts, dtype=np.float64))
 
 
-def fp8_cast_bytes(model: ModelSpec, c: int, tp: Any, tokens: Any, full_recompute: Any, recipe: Any = 1) -> np.ndarray:
+def fp8_cast_bytes(
+    model: ModelSpec, c: int, tp: Any, tokens: Any, full_recompute: Any, recipe: Any = 1, fused: Any = False
+) -> np.ndarray:
     """HBM bytes of one block's low-precision casts for one micro-batch of `tokens` tokens: 2 casts each of input,
     grad_output and weight (forward + backward), + 1 more of input and weight when full recompute re-runs the forward;
     bytes per element by recipe (`recipe_cast_bytes`; code 1 = tensorwise)."""
@@ -284,4 +312,4 @@ def fp8_cast_bytes(model: ModelSpec, c: int, tp: Any, tokens: Any, full_recomput
     casts = (
         tokens * ((FP8_CASTS_PER_OPERAND + extra) * x + FP8_CASTS_PER_OPERAND * y) + (FP8_CASTS_PER_OPERAND + extra) * w
     )
-    return recipe_cast_bytes(recipe, c, casts)
+    return recipe_cast_bytes(recipe, c, casts, fused)
