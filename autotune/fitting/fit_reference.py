@@ -23,16 +23,15 @@ from autotune.fitting.reference_runs import ReferenceRun
 from autotune.predict.perf import perf_arrays
 
 CLUSTERS = Path(__file__).resolve().parents[2] / "search_spaces" / "cluster"
-PER_FAMILY = "matmul_efficiency"
+PER_FAMILY = ("matmul_efficiency", "attention_efficiency")
 SHARED = (
-    "attention_efficiency",
     "memory_efficiency",
     "comm_efficiency",
     "dp_overlap",
     "lowp_gemm_efficiency",
     "compile_memory_traffic_factor",
 )
-FREE = (PER_FAMILY, *SHARED)
+FREE = (*PER_FAMILY, *SHARED)
 # Weak priors (the fit starts here and pays PRIOR_WEIGHT * log(x / prior) per coefficient, one row's worth): they
 # keep a coefficient the remaining rows cannot see (leave-one-source-out) near its physical value.
 PRIORS = {
@@ -89,8 +88,13 @@ def with_coefficients(
 
 
 def _unpack(x: np.ndarray) -> dict[str, dict[str, float]]:
-    shared = dict(zip(SHARED, x[len(FAMILIES) :]))
-    return {fam: {PER_FAMILY: float(x[i]), **shared} for i, fam in enumerate(FAMILIES)}
+    """x = [per-family coefficients, family by family] + [shared coefficients]."""
+    n = len(PER_FAMILY) * len(FAMILIES)
+    shared = {k: float(v) for k, v in zip(SHARED, x[n:])}
+    return {
+        fam: {**{k: float(x[i * len(PER_FAMILY) + j]) for j, k in enumerate(PER_FAMILY)}, **shared}
+        for i, fam in enumerate(FAMILIES)
+    }
 
 
 def fit_all(runs: list[ReferenceRun], clusters: dict[str, ClusterSpec]) -> dict[str, dict[str, float]]:
@@ -99,13 +103,11 @@ def fit_all(runs: list[ReferenceRun], clusters: dict[str, ClusterSpec]) -> dict[
     from scipy.optimize import least_squares
 
     first = {fam: clusters[presets[0]] for fam, presets in FAMILIES.items()}
-    x0 = np.array(
-        [getattr(first[f], PER_FAMILY) for f in FAMILIES]
-        + [
-            getattr(first["hopper"], k) or PRIORS[k] for k in SHARED
-        ]  # a coefficient the preset lacks starts at its prior
+    x0 = np.array(  # a coefficient the preset lacks starts at its prior
+        [getattr(first[f], k) or PRIORS[k] for f in FAMILIES for k in PER_FAMILY]
+        + [getattr(first["hopper"], k) or PRIORS[k] for k in SHARED]
     )
-    prior = np.array([PRIORS[PER_FAMILY]] * len(FAMILIES) + [PRIORS[k] for k in SHARED])
+    prior = np.array([PRIORS[k] for _ in FAMILIES for k in PER_FAMILY] + [PRIORS[k] for k in SHARED])
     measured = np.log([r.measured_tokens_per_s_per_gpu for r in runs])
 
     def residual(x: np.ndarray) -> np.ndarray:

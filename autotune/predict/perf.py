@@ -130,7 +130,7 @@ def _layer_terms(
     # with selective (non-matmul ops) or full recompute
     ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
-    mem = mem * compiled_elementwise_factor(arr["compile"], cluster)  # Inductor fusion (perf_terms)
+    mem = mem * compiled_elementwise_factor(arr["compile"], cluster, model.block)  # eager kernels / fusion (perf_terms)
     casts = fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["compile"])  # compiled: fused casts
     mem = mem + np.where(fp8, memory_bound_s(casts, cluster), 0.0)
     act_bytes = tokens * h * c
