@@ -58,7 +58,9 @@ def summarise(runs: list, pred: np.ndarray, loso: np.ndarray | None) -> dict:
     for i, r in enumerate(runs):
         groups.setdefault((r.source, r.model.name, r.num_gpus, r.cluster), []).append(i)
     rho = {
-        "/".join(map(str, k)): round(spearman(pred[v], meas[v]), 3) for k, v in groups.items() if len(v) >= MIN_GROUP
+        "/".join(map(str, k)): round(spearman(pred[v], meas[v]), 3)
+        for k, v in groups.items()
+        if len(v) >= MIN_GROUP and len(set(pred[v])) > 1 and len(set(meas[v])) > 1
     }
     out = {
         "rows": len(runs),
@@ -133,7 +135,7 @@ def breakdown(runs: list, pred: np.ndarray) -> dict:
     rho = {
         "/".join(map(str, k)): round(spearman(pred[v], meas[v]), 3)
         for k, v in groups.items()
-        if len(v) >= MIN_GROUP and len(set(meas[v])) > 1
+        if len(v) >= MIN_GROUP and len(set(meas[v])) > 1 and len(set(pred[v])) > 1
     }
     out["spearman_groups"] = len(rho)
     out["spearman_below_0.8"] = {k: v for k, v in rho.items() if not v >= 0.8}
