@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from autotune.fitting.fit_reference import (
+    FAMILIES,
     FAMILY_OF,
     FREE,
     apply_fit,
@@ -40,7 +41,7 @@ from autotune.fitting.fit_reference import (
 from autotune.fitting.reference_runs import SOURCES, load_reference_runs
 
 BEFORE_COMMIT = "46ae7e1"  # last commit before the fitted model (perf.py roofline + uncalibrated presets)
-PRESETS = ("h100-sxm-80gb", "h200-141gb", "a100-80gb", "a100-40gb")
+PRESETS = tuple(p for presets in FAMILIES.values() for p in presets)
 MIN_GROUP = 5
 
 
@@ -57,7 +58,9 @@ def summarise(runs: list, pred: np.ndarray, loso: np.ndarray | None) -> dict:
     for i, r in enumerate(runs):
         groups.setdefault((r.source, r.model.name, r.num_gpus, r.cluster), []).append(i)
     rho = {
-        "/".join(map(str, k)): round(spearman(pred[v], meas[v]), 3) for k, v in groups.items() if len(v) >= MIN_GROUP
+        "/".join(map(str, k)): round(spearman(pred[v], meas[v]), 3)
+        for k, v in groups.items()
+        if len(v) >= MIN_GROUP and len(set(pred[v])) > 1 and len(set(meas[v])) > 1
     }
     out = {
         "rows": len(runs),
@@ -85,16 +88,72 @@ def report(runs: list, pred: np.ndarray, loso: np.ndarray | None) -> dict:
     return res
 
 
-def leave_one_source_out(runs: list, clusters: dict) -> np.ndarray:
+def leave_one_out(runs: list, clusters: dict, key) -> np.ndarray:
+    """Out-of-sample predictions: for each value of key(run) (a source, or a GPU type), refit every coefficient on the
+    other rows and predict the held-out rows. A family left without rows keeps the presets' (in-sample) value of its
+    own coefficients: held-out GPU types of a family the rest still covers borrow that family's fit."""
     out = np.full(len(runs), np.nan)
-    for s in SOURCES:
-        held = [i for i, r in enumerate(runs) if r.source == s]
-        if not held:
-            continue
-        train = [r for r in runs if r.source != s]
+    for v in sorted({key(r) for r in runs}):
+        held = [i for i, r in enumerate(runs) if key(r) == v]
+        train = [r for r in runs if key(r) != v]
         fitted = apply_fit(clusters, fit_all(train, clusters))
         out[held] = predict([runs[i] for i in held], fitted)
     return out
+
+
+def leave_one_source_out(runs: list, clusters: dict) -> np.ndarray:
+    return leave_one_out(runs, clusters, lambda r: r.source)
+
+
+def breakdown(runs: list, pred: np.ndarray) -> dict:
+    """|error| median and p90 per GPU type, recipe and dense/MoE, and the Spearman of predicted vs measured within every
+    (source, model, GPU count, preset) group of >= MIN_GROUP rows, with the groups below 0.8 named."""
+    meas = np.array([r.measured_tokens_per_s_per_gpu for r in runs])
+    err = np.abs(pred / meas - 1)
+    out: dict = {
+        "median_abs_err": round(float(np.median(err)), 4),
+        "p90_abs_err": round(float(np.percentile(err, 90)), 4),
+    }
+    keys = {
+        "gpu": [r.cluster for r in runs],
+        "recipe": [r.plan.fp8 for r in runs],
+        "kind": ["moe" if r.model.is_moe else "dense" for r in runs],
+    }
+    for name, labels in keys.items():
+        out[f"by_{name}"] = {
+            g: {
+                "n": len(idx),
+                "median_abs_err": round(float(np.median(err[idx])), 4),
+                "p90_abs_err": round(float(np.percentile(err[idx], 90)), 4),
+            }
+            for g in sorted(set(labels))
+            for idx in [[i for i, x in enumerate(labels) if x == g]]
+        }
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(runs):
+        groups.setdefault((r.source, r.model.name, r.num_gpus, r.cluster), []).append(i)
+    rho = {
+        "/".join(map(str, k)): round(spearman(pred[v], meas[v]), 3)
+        for k, v in groups.items()
+        if len(v) >= MIN_GROUP and len(set(meas[v])) > 1 and len(set(pred[v])) > 1
+    }
+    out["spearman_groups"] = len(rho)
+    out["spearman_below_0.8"] = {k: v for k, v in rho.items() if not v >= 0.8}
+    return out
+
+
+def resisting_rows(runs: list, pred: np.ndarray, limit: float = 0.25) -> list:
+    """Where the out-of-sample error exceeds `limit`: rows per (source, preset, model, recipe) with their median
+    predicted/measured ratio (> 1: the model is too fast), largest groups first."""
+    meas = np.array([r.measured_tokens_per_s_per_gpu for r in runs])
+    ratio = pred / meas
+    bad: dict[tuple, list[float]] = {}
+    for r, q in zip(runs, ratio):
+        if abs(q - 1) > limit:
+            bad.setdefault((r.source, r.cluster, r.model.name, r.plan.fp8), []).append(float(q))
+    rows = [{"group": "/".join(k), "rows": len(v), "median_pred_over_measured": round(float(np.median(v)), 3)}
+            for k, v in bad.items()]  # fmt: skip
+    return sorted(rows, key=lambda x: -x["rows"])[:15]
 
 
 _BEFORE = r"""
@@ -117,7 +176,10 @@ old_types.ParallelPlan = lambda **kw: _OldPlan(**{k: v for k, v in kw.items() if
 spec = importlib.util.spec_from_file_location("rr", sys.argv[2]); rr = importlib.util.module_from_spec(spec)
 sys.modules["rr"] = rr
 spec.loader.exec_module(rr)
-runs, _ = rr.load_reference_runs(sys.argv[3])
+# the old model knows neither the NeMo rows nor FP8 recipes: it replays the rows it could express (BEFORE_ROWS)
+runs = [r for name, load in rr.LOADERS.items() if name != "nemo" for r in load(rr.Path(sys.argv[3]))[0]]
+keep = {tuple(k) for k in json.loads(sys.argv[4])}
+runs = [r for r in runs if (r.source, r.row) in keep]
 cl = {}
 out = []
 for r in runs:
@@ -128,7 +190,7 @@ print(json.dumps(out))
 """
 
 
-def before_predictions() -> np.ndarray | None:
+def before_predictions(keys: list) -> np.ndarray | None:
     """Predictions of the model and presets at BEFORE_COMMIT (None when git or the commit is unavailable; the old
     model failing on today's loader raises with its stderr, so `before: null` never hides a broken replay)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,6 +211,7 @@ def before_predictions() -> np.ndarray | None:
                 tmp,
                 str(ROOT / "autotune" / "fitting" / "reference_runs.py"),
                 str(ROOT / "benchmarks" / "data" / "measured"),
+                json.dumps(keys),
             ],
             capture_output=True,
             text=True,
@@ -159,55 +222,16 @@ def before_predictions() -> np.ndarray | None:
     return np.array(json.loads(done.stdout))
 
 
-def nemo_out_of_sample() -> dict:
-    """The NeMo / Megatron-Bridge summary rows autotune/fitting/nemo_runs.py maps (dense and MoE, H100 and Blackwell,
-    BF16 / FP8 / MXFP8 / NVFP4), predicted with the presets as they are: no coefficient was fitted on them, so every
-    error here is out of sample. Median and p90 |error| and Spearman per GPU type, recipe and dense/MoE."""
-    from scipy.stats import spearmanr
-
-    from autotune.fitting.nemo_runs import load_nemo_rows
-
-    runs, skipped = load_nemo_rows()
-    clusters = {r.cluster: load_preset(r.cluster) for r in runs}
-    pred = predict(runs, clusters)
-    meas = np.array([r.measured_tokens_per_s_per_gpu for r in runs])
-    err = np.abs(pred / meas - 1)
-    keys = {
-        "gpu": [r.cluster for r in runs],
-        "recipe": [r.plan.fp8 for r in runs],
-        "kind": ["moe" if r.model.is_moe else "dense" for r in runs],
-    }
-    out: dict = {"rows_used": len(runs), "rows_skipped": len(skipped)}
-    out["median_abs_err"] = round(float(np.median(err)), 4)
-    out["p90_abs_err"] = round(float(np.percentile(err, 90)), 4)
-    for name, labels in keys.items():
-        groups = {}
-        for g in sorted(set(labels)):
-            idx = [i for i, x in enumerate(labels) if x == g]
-            rho = spearmanr(pred[idx], meas[idx]).statistic if len(idx) > 2 else None
-            groups[g] = {
-                "n": len(idx),
-                "median_abs_err": round(float(np.median(err[idx])), 4),
-                "p90_abs_err": round(float(np.percentile(err[idx], 90)), 4),
-                "spearman": None if rho is None or np.isnan(rho) else round(float(rho), 3),
-            }
-        out[f"by_{name}"] = groups
-    out["moe_rows"] = [
-        {
-            "model": r.model.name, "gpu": r.cluster, "gpus": r.plan.world_size, "layout": f"tp{r.plan.tp} pp{r.plan.pp} "
-            f"vp{r.plan.vpp} ep{r.plan.ep}", "recipe": r.plan.fp8, "measured": r.measured_tokens_per_s_per_gpu,
-            "predicted": round(float(p)),
-        }
-        for r, p in zip(runs, pred) if r.model.is_moe
-    ]  # fmt: skip
-    return out
+def before_rows(runs: list) -> list[int]:
+    """Indices of the rows BEFORE_COMMIT's model replays (not NeMo, no FP8 recipe), in loader order."""
+    return [i for i, r in enumerate(runs) if r.source != "nemo" and r.plan.fp8 == "none"]
 
 
 def main() -> None:
     runs, skipped = load_reference_runs()
     clusters = {n: load_preset(n) for n in PRESETS}
     pred = predict(runs, clusters)
-    quick = "--quick" in sys.argv  # smoke mode (tests/benchmarks): no leave-one-source-out refits, the slow part
+    quick = "--quick" in sys.argv  # smoke mode (tests/benchmarks): no leave-one-out refits, the slow part
     loso = None if quick else leave_one_source_out(runs, clusters)
     result = {
         "rows_used": len(runs),
@@ -216,16 +240,22 @@ def main() -> None:
         **report(runs, pred, loso),
     }
     result.pop("rows")
-    old = before_predictions()
+    result["in_sample"] = breakdown(runs, pred)
+    if not quick:
+        logo = leave_one_out(runs, clusters, lambda r: r.cluster)
+        result["leave_one_source_out"] = {**breakdown(runs, loso), "resisting_rows": resisting_rows(runs, loso)}
+        result["leave_one_gpu_type_out"] = {**breakdown(runs, logo), "resisting_rows": resisting_rows(runs, logo)}
+    idx = before_rows(runs)
+    old = before_predictions([(runs[i].source, runs[i].row) for i in idx])
     if old is not None:
-        b = report(runs, old, None)
+        b = report([runs[i] for i in idx], old, None)
         b.pop("groups")
         result["before"] = {
             **b,
             "commit": BEFORE_COMMIT,
             "out_of_sample_median_abs_err": b["in_sample_median_abs_err"],
             "out_of_sample_p90_abs_err": b["in_sample_p90_abs_err"],
-            "note": "uncalibrated presets: nothing was fitted, so in- and out-of-sample coincide",
+            "note": "uncalibrated presets on the rows that model expresses (no NeMo, no FP8): nothing was fitted",
         }
     else:
         result["before"] = None
@@ -235,7 +265,6 @@ def main() -> None:
         result["refit_in_sample_median_abs_err"] = summarise(runs, predict(runs, apply_fit(clusters, fit)), None)[
             "in_sample_median_abs_err"
         ]
-    result["nemo_not_fitted"] = nemo_out_of_sample()
     result["families"] = {p: FAMILY_OF[p] for p in PRESETS}
     result["quick"] = quick
     result["free_coefficients"] = list(FREE)

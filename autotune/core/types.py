@@ -70,6 +70,9 @@ class ClusterSpec:
     # eager elementwise time left once Inductor fuses it, and the seconds one distinct block graph takes to compile
     compile_memory_traffic_factor: float | None = None
     compile_s_per_graph: float | None = None
+    # low-precision GEMMs (plan.fp8): fraction of matmul_efficiency the recipe's GEMMs reach of the recipe's own peak
+    # (autotune/predict/perf_terms.py linear_efficiency_factor); None = 1 (the same fraction as BF16)
+    lowp_gemm_efficiency: float | None = None
     # CPU offload (plan.offload): host memory per GPU (bytes), host<->device bandwidth (bytes/s, one direction, per
     # GPU) and the CPU AdamW throughput per GPU's share of host cores (parameters/s; benchmarks/cpu_adam.py)
     host_memory_bytes_per_gpu: int | None = None
@@ -110,6 +113,7 @@ class ClusterSpec:
             "memory_efficiency",
             "attention_efficiency",
             "compile_memory_traffic_factor",
+            "lowp_gemm_efficiency",
         ):
             if getattr(self, f) is not None:
                 v = float(getattr(self, f))

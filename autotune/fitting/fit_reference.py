@@ -23,9 +23,15 @@ from autotune.fitting.reference_runs import ReferenceRun
 from autotune.predict.perf import perf_arrays
 
 CLUSTERS = Path(__file__).resolve().parents[2] / "search_spaces" / "cluster"
-PER_FAMILY = "matmul_efficiency"
-SHARED = ("attention_efficiency", "memory_efficiency", "comm_efficiency", "dp_overlap")
-FREE = (PER_FAMILY, *SHARED)
+PER_FAMILY = ("matmul_efficiency", "attention_efficiency")
+SHARED = (
+    "memory_efficiency",
+    "comm_efficiency",
+    "dp_overlap",
+    "lowp_gemm_efficiency",
+    "compile_memory_traffic_factor",
+)
+FREE = (*PER_FAMILY, *SHARED)
 # Weak priors (the fit starts here and pays PRIOR_WEIGHT * log(x / prior) per coefficient, one row's worth): they
 # keep a coefficient the remaining rows cannot see (leave-one-source-out) near its physical value.
 PRIORS = {
@@ -35,10 +41,16 @@ PRIORS = {
     "memory_efficiency": 0.8,  # elementwise kernels on large tensors: ~80-90% of HBM bandwidth (roofline practice)
     "comm_efficiency": 0.8,  # nccl-tests all_reduce busbw ~360 of 450 GB/s NVLink 4 per direction
     "dp_overlap": 0.5,  # no information: half of the overlapped traffic hidden
+    "lowp_gemm_efficiency": 0.8,  # FP8 GEMMs ~1.6x BF16 rather than 2x (perf_terms.linear_efficiency_factor)
+    "compile_memory_traffic_factor": 0.36,  # fused/eager bytes of bench_model's block counted per kernel (perf_terms)
 }
 PRIOR_WEIGHT = 1.0
 BOUNDS = (0.05, 1.0)
-FAMILIES = {"hopper": ("h100-sxm-80gb", "h200-141gb"), "ampere": ("a100-80gb", "a100-40gb")}
+FAMILIES = {
+    "hopper": ("h100-sxm-80gb", "h200-141gb"),
+    "ampere": ("a100-80gb", "a100-40gb"),
+    "blackwell": ("b200", "gb200-nvl72", "b300", "gb300-nvl72"),
+}
 FAMILY_OF = {p: fam for fam, presets in FAMILIES.items() for p in presets}
 
 
@@ -76,8 +88,13 @@ def with_coefficients(
 
 
 def _unpack(x: np.ndarray) -> dict[str, dict[str, float]]:
-    shared = dict(zip(SHARED, x[len(FAMILIES) :]))
-    return {fam: {PER_FAMILY: float(x[i]), **shared} for i, fam in enumerate(FAMILIES)}
+    """x = [per-family coefficients, family by family] + [shared coefficients]."""
+    n = len(PER_FAMILY) * len(FAMILIES)
+    shared = {k: float(v) for k, v in zip(SHARED, x[n:])}
+    return {
+        fam: {**{k: float(x[i * len(PER_FAMILY) + j]) for j, k in enumerate(PER_FAMILY)}, **shared}
+        for i, fam in enumerate(FAMILIES)
+    }
 
 
 def fit_all(runs: list[ReferenceRun], clusters: dict[str, ClusterSpec]) -> dict[str, dict[str, float]]:
@@ -86,8 +103,11 @@ def fit_all(runs: list[ReferenceRun], clusters: dict[str, ClusterSpec]) -> dict[
     from scipy.optimize import least_squares
 
     first = {fam: clusters[presets[0]] for fam, presets in FAMILIES.items()}
-    x0 = np.array([getattr(first[f], PER_FAMILY) for f in FAMILIES] + [getattr(first["hopper"], k) for k in SHARED])
-    prior = np.array([PRIORS[PER_FAMILY]] * len(FAMILIES) + [PRIORS[k] for k in SHARED])
+    x0 = np.array(  # a coefficient the preset lacks starts at its prior
+        [getattr(first[f], k) or PRIORS[k] for f in FAMILIES for k in PER_FAMILY]
+        + [getattr(first["hopper"], k) or PRIORS[k] for k in SHARED]
+    )
+    prior = np.array([PRIORS[k] for _ in FAMILIES for k in PER_FAMILY] + [PRIORS[k] for k in SHARED])
     measured = np.log([r.measured_tokens_per_s_per_gpu for r in runs])
 
     def residual(x: np.ndarray) -> np.ndarray:

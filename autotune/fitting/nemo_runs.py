@@ -11,11 +11,24 @@ assumption is named):
   recipes set sequence_parallel with TP; Megatron requires it for MoE with TP); no activation recompute (not stated).
 - precision: BF16 -> bf16 linears; FP8 and FP8-CS (Megatron's FP8 current scaling, a per-tensor scale computed from
   the tensor itself) -> plan.fp8=tensorwise, which is the same recipe (torchao's tensorwise = dynamic per-tensor
-  scaling); MXFP8 / FP8-MX -> mxfp8; NVFP4 -> nvfp4. "FP8-CS (FP8-MX)" (two recipes in one cell) and "not stated"
-  are skipped. Megatron's delayed-scaling FP8 (the older "FP8" rows on H100) runs the same FP8 GEMMs with scales
-  from a history: same GEMM rate, counted as tensorwise.
-- routing: the summary's footnote says MoE runs are "force-balanced, no token drop": train.moe_routing=balanced;
-  "(tokendrop)" rows (a capacity factor) and "(w/ MTP)" rows (multi-token prediction, not counted) are skipped.
+  scaling); MXFP8 / FP8-MX -> mxfp8; NVFP4 -> nvfp4. Megatron's delayed-scaling FP8 (the older "FP8" rows on H100)
+  runs the same FP8 GEMMs with scales from a history: same GEMM rate, counted as tensorwise.
+  "FP8-CS (FP8-MX)" (25.11 archive): the cell's first recipe owns the row's figures, the parenthesised one the
+  parenthesised figures (kept in `notes`): tensorwise. "not stated in table" (the 25.09 archive; every such row
+  carries a "(FP8-MX vs FP8-CS)" alternative in `notes`): the same FP8-CS recipe. Evidence, same model, GPU and
+  layout in 25.09 vs 25.11 (FP8-CS): Llama3 8B GB200 31,357 vs 31,508 tok/s/GPU, B200 29,994 vs 30,624, 405B B200
+  664 vs 661; and the H100 rows' 725-763 model TFLOP/s exceed what BF16 reaches (989 peak, 73-77% MFU).
+- cells with an alternative ("1 (2)", "64 (0)"): the first value is the row's layout, the parenthesised one the
+  alternative's (notes), so `_degree` reads the first.
+- routing: the summary's footnote says MoE runs are "force-balanced, no token drop": train.moe_routing=balanced.
+  "(tokendrop)" rows run Megatron's capacity-factor routing (moe_expert_capacity_factor 1.0,
+  moe_pad_expert_input_to_capacity in Megatron-Bridge's token-drop recipes): model.moe_capacity_factor = 1.0; with
+  balanced routing no expert exceeds its capacity, so the predicted time equals the dropless one, as it should.
+  "(w/ MTP)" rows (multi-token prediction, not modelled) are skipped.
+- fused kernels: plan.compile=True. Megatron-Core runs the block's elementwise chains as fused kernels (Transformer
+  Engine's fused RMSNorm+cast LayerNormLinear, `apply_rope_fusion`, `bias_swiglu_fusion`, fused cast-transpose for
+  FP8; Megatron-Core TransformerConfig), the memory traffic torch.compile's Inductor fusion reaches in bench_model:
+  the same term (perf_terms.compiled_elementwise_factor, fused casts) prices both.
 - numerics: bf16 params and grads with an fp32 master copy (Megatron's mixed precision, Rajbhandari et al. 2020).
 """
 
@@ -27,6 +40,7 @@ from typing import Any
 
 import pandas as pd
 
+from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.reference_runs import DATA, ReferenceRun, SkippedRow, _preset_model
 
@@ -43,6 +57,22 @@ NEMO_MODEL = {
     "DeepSeekV3": "deepseek-v3",
     "DeepSeekV3 (dropless)": "deepseek-v3",
     "DeepSeekV3 (w/o MTP)": "deepseek-v3",
+    "GPT OSS 120B": "gpt-oss-120b",
+    "Kimi_K2": "kimi-k2",
+}
+# token-dropping variants: the dropless preset with a capacity factor (module doc)
+TOKENDROP = " (tokendrop)"
+TOKENDROP_CAPACITY = 1.0
+# NeMo 24.07 H100 FP8 rows of dense models without a preset (NVIDIA/NeMo docs performance_summary.md, 2024-09):
+# GPT-3 as NeMo's examples/nlp/language_modeling/conf/gpt3 yamls run it (LayerNorm + GeLU 4h MLP, MHA, tied
+# embeddings; Brown et al. 2020 Table 2.1 shapes), Llama 2 13B/70B (meta-llama config.json: SwiGLU, RMSNorm, 70B with
+# 8 KV heads, vocab 32000, untied). (layers, hidden, ffn, heads, kv heads, vocab, block, tied)
+DENSE_SHAPES = {
+    "GPT3-5B": (24, 4096, 16384, 32, 32, 50304, "gpt", True),  # NeMo gpt3/5b.yaml; vocab GPT-2 BPE padded to 128
+    "GPT3-20B": (44, 6144, 24576, 48, 48, 50304, "gpt", True),  # NeMo gpt3/20b.yaml
+    "GPT3-175B": (96, 12288, 49152, 96, 96, 50304, "gpt", True),  # Brown et al. 2020 Table 2.1
+    "LLAMA2-13B": (40, 5120, 13824, 40, 40, 32000, "llama", False),
+    "LLAMA2-70B": (80, 8192, 28672, 64, 8, 32000, "llama", False),
 }
 RECIPE = {
     "BF16": "none",
@@ -51,23 +81,41 @@ RECIPE = {
     "MXFP8": "mxfp8",
     "FP8-MX": "mxfp8",
     "NVFP4": "nvfp4",
+    "FP8-CS (FP8-MX)": "tensorwise",
+    "not stated in table": "tensorwise",
 }
 
 
 def _degree(v: Any) -> int:
-    """A degree cell: blank, NaN or n/a means 1."""
+    """A degree cell: blank, NaN or n/a means 1; "1 (2)" is the row's 1 (the parenthesised alternative is another
+    run's layout)."""
     if v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip().lower() in ("", "n/a", "nan"):
         return 1
-    return int(float(v))
+    return int(float(str(v).split()[0]))
+
+
+def _model(name: str) -> ModelSpec:
+    """The summary's model name as a ModelSpec: a preset, a preset with a capacity factor, or a DENSE_SHAPES row."""
+    import dataclasses
+
+    if name in DENSE_SHAPES:
+        layers, h, f, heads, kv, vocab, block, tied = DENSE_SHAPES[name]
+        return ModelSpec(name.lower(), layers, h, f, heads, kv, vocab, tie_embeddings=tied, block=block)
+    if name.endswith(TOKENDROP):
+        base = _preset_model(NEMO_MODEL[name.removesuffix(TOKENDROP)])
+        return dataclasses.replace(base, moe_capacity_factor=TOKENDROP_CAPACITY)
+    return _preset_model(NEMO_MODEL[name])
+
+
+def _known_model(name: str) -> bool:
+    return name in NEMO_MODEL or name in DENSE_SHAPES or name.removesuffix(TOKENDROP) in NEMO_MODEL
 
 
 def _skip_reason(r: Any) -> str | None:
     if str(r.task).lower() != "pretrain":
         return f"task={r.task}: fine-tuning (frozen weights / LoRA) is not modelled"
-    if str(r.model) not in NEMO_MODEL:
-        return (
-            f"model={r.model}: no preset (hybrid Mamba, GPT-OSS, Kimi, token-dropping or MTP variants are not modelled)"
-        )
+    if not _known_model(str(r.model)):
+        return f"model={r.model}: no preset (hybrid Mamba-Transformer, MTP, unpublished or unstated shapes)"
     if str(r.gpu_type) not in NEMO_GPU:
         return f"gpu_type={r.gpu_type}: no cluster preset"
     if str(r.precision) not in RECIPE:
@@ -79,7 +127,7 @@ def _skip_reason(r: Any) -> str | None:
 
 def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     """One summary row as (model, train, plan); raises ValueError (SpecError) when the numbers do not split."""
-    model = _preset_model(NEMO_MODEL[str(r.model)])
+    model = _model(str(r.model))
     n, tp, pp, cp = int(r.n_gpus), _degree(r.tp), _degree(r.pp), _degree(r.cp)
     vpp, ep, mbs, gbs = _degree(r.vp), _degree(r.ep), int(r.mbs), int(r.gbs)
     dp = n // (tp * pp * cp)
@@ -99,6 +147,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=RECIPE[str(r.precision)],
         ep=ep,
+        compile=True,  # fused elementwise kernels and casts (module doc)
     )
     train = TrainSpec(
         seq_len=int(r.seq_len),

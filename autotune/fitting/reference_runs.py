@@ -1,7 +1,7 @@
 """Public measured training runs as (ModelSpec, TrainSpec, cluster preset, ParallelPlan, measured tok/s/GPU, source).
 
 Data: benchmarks/data/measured/ (copies of the public tables, see benchmarks/data/README.md). Every row is either
-mapped or listed in `skipped` with its reason (FP8, MoE, unknown model, GPU without a preset, missing columns...).
+mapped or listed in `skipped` with its reason (unknown model, fine-tuning, missing columns...).
 
 Model shapes (cited per family; where a source omits a value the assumption is stated next to it):
 - MPT (mosaicml/llm-foundry scripts/train/yamls/pretrain/mpt-*.yaml): d_model, n_heads, n_layers below,
@@ -17,7 +17,6 @@ Model shapes (cited per family; where a source omits a value the assumption is s
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,23 +144,17 @@ def llmfoundry_layout(r: Any, fp8: str = "none") -> tuple[ModelSpec, TrainSpec, 
 
 def load_llmfoundry(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
     """llm-foundry MPT benchmark tables: Composer FSDP, DP = n_gpus, no TP/PP. FULL_SHARD = ZeRO-3, SHARD_GRAD_OP =
-    ZeRO-2; activation checkpointing = full recompute; mp_mode PURE reduces grads in bf16, DEFAULT in fp32."""
+    ZeRO-2; activation checkpointing = full recompute; mp_mode PURE reduces grads in bf16, DEFAULT in fp32; amp_fp8 =
+    FP8 linears (tensorwise)."""
     df = pd.read_csv(folder / "llmfoundry_mpt_benchmarks.csv")
     runs, skipped = [], []
     for i, r in df.iterrows():
-        if "fp8" in str(r.precision).lower():
-            skipped.append(
-                SkippedRow(
-                    "llmfoundry",
-                    i,
-                    f"precision={r.precision}: Transformer Engine FP8, not the torchao recipe modelled (benchmarks/fp8_ratio.py compares these pairs)",
-                )
-            )
-            continue
         if r.model not in MPT_SHAPES or r.gpu_type not in GPU_PRESET:
             skipped.append(SkippedRow("llmfoundry", i, f"model={r.model} gpu_type={r.gpu_type}: no shape or preset"))
             continue
-        model, train, plan = llmfoundry_layout(r)
+        # amp_fp8: Transformer Engine FP8 linears with delayed per-tensor scaling: the same FP8 GEMM rate as torchao's
+        # tensorwise recipe, counted as tensorwise (as Megatron's FP8 rows in nemo_runs.py)
+        model, train, plan = llmfoundry_layout(r, "tensorwise" if "fp8" in str(r.precision).lower() else "none")
         runs.append(
             ReferenceRun(
                 "llmfoundry",
@@ -262,24 +255,11 @@ def load_megatron(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipped
 
 
 def load_nemo(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
-    """NeMo / Megatron-Bridge summaries. Only dense BF16 pretraining on H100 maps onto the model; every other row is
-    listed with its reason (in these tables all dense H100 rows are FP8 or unstated precision)."""
-    df = pd.read_csv(folder / "nemo_megatron_bridge_performance_summary.csv")
-    skipped = []
-    moe = re.compile(r"(MoE|Mixtral|Qwen3_\d+B_a|DeepSeek|GPT OSS|Nemotron_3|Kimi)", re.IGNORECASE)
-    for i, r in df.iterrows():
-        if str(r.gpu_type) not in GPU_PRESET:
-            reason = f"gpu_type={r.gpu_type}: no cluster preset"
-        elif moe.search(str(r.model)):
-            reason = f"model={r.model}: mixture of experts is not modelled"
-        elif str(r.task).lower() != "pretrain":
-            reason = f"task={r.task}: fine-tuning (frozen weights / LoRA) is not modelled"
-        elif str(r.precision) != "BF16":
-            reason = f"precision={r.precision}: only BF16 is modelled"
-        else:
-            reason = f"model={r.model}: no shape"
-        skipped.append(SkippedRow("nemo", i, reason))
-    return [], skipped
+    """NeMo / Megatron-Bridge summaries: autotune/fitting/nemo_runs.py (dense and MoE, H100 and Blackwell, BF16 / FP8 /
+    MXFP8 / NVFP4; every other row listed with its reason)."""
+    from autotune.fitting.nemo_runs import load_nemo_rows  # nemo_runs imports this module's types
+
+    return load_nemo_rows(folder)
 
 
 def load_h200_bench(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:

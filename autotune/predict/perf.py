@@ -38,8 +38,9 @@ HSDP (plan.dp_shard = F/cp < dp): gathers and reduce-scatters run on the shard g
   micro-batch's backward (Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2 hybrid sharding; FSDP2 reduce-scatter, then
   all-reduce over the replicate dim, skipped on earlier micro-batches with set_requires_all_reduce(False)).
 FP8 / MXFP8 / NVFP4 (plan.fp8 != none; the block linears, attention (SDPA) and the LM head stay in the compute dtype):
-  the block GEMMs run at the recipe's peak (peak_flops_fp8 for tensorwise/rowwise, peak_flops_mxfp8, peak_flops_nvfp4;
-  same matmul_efficiency), plus the casts (perf_terms.fp8_cast_bytes, bytes per element by recipe) at HBM bandwidth.
+  the block GEMMs run at the recipe's peak (peak_flops_fp8 for tensorwise/rowwise, peak_flops_mxfp8, peak_flops_nvfp4)
+  at matmul_efficiency * lowp_gemm_efficiency (perf_terms.linear_efficiency_factor), plus the casts
+  (perf_terms.fp8_cast_bytes, bytes per element by recipe; fused into the producing kernels under plan.compile).
   A preset without the recipe's peak is rejected (fp8_needs_peak).
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
@@ -65,6 +66,7 @@ from autotune.predict.perf_terms import (
     fp8_cast_bytes,
     fsdp_exposed_s,
     host_device_s,
+    linear_efficiency_factor,
     linear_peak_flops,
     loss_bytes_per_token,
     memory_bound_s,
@@ -124,21 +126,16 @@ def _layer_terms(
     fp8 = arr["fp8"] != FP8_CODE["none"]
     # each recipe's tensor-core peak; a preset without it keeps the compute-dtype peak (rejected: fp8_needs_peak)
     linear_peak = linear_peak_flops(arr["fp8"], cluster, peak)
-    gemm = (
-        tokens
-        * 2.0
-        * per_layer_matmul
-        / tp
-        * passes
-        / (linear_peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp))
-    )
+    linear_eff = cluster.matmul_efficiency * linear_efficiency_factor(arr["fp8"], cluster)
+    gemm = tokens * 2.0 * per_layer_matmul / tp * passes / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
     attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
     # with selective (non-matmul ops) or full recompute
     ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
-    mem = mem * compiled_elementwise_factor(arr["compile"], cluster)  # Inductor fusion (perf_terms)
-    mem = mem + np.where(fp8, memory_bound_s(fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"]), cluster), 0.0)
+    mem = mem * compiled_elementwise_factor(arr["compile"], cluster, model.block)  # eager kernels / fusion (perf_terms)
+    casts = fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["compile"])  # compiled: fused casts
+    mem = mem + np.where(fp8, memory_bound_s(casts, cluster), 0.0)
     act_bytes = tokens * h * c
     bw, lat = _link(cluster, tp)
     tp_s = np.where(full, 6, 4) * ring_s("all_reduce", tp, act_bytes, bw, lat)
@@ -149,7 +146,7 @@ def _layer_terms(
     kv_chunk = 2 * tokens * model.kv_dim / tp * c
     cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
     out = {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
-    out.update(_moe_terms(arr, model, train, cluster, tokens, passes, linear_peak))
+    out.update(_moe_terms(arr, model, train, cluster, tokens, passes, linear_peak, linear_eff))
     # the all-to-alls run while other micro-batches compute (Megatron-Core's 1F1B all-to-all overlap): hidden like
     # DP traffic, with the same fraction of the overlapped part really hidden (cluster.dp_overlap; no EP-specific fit)
     out["ep"] = prefetch_exposed_s(out["ep"], gemm + attn + mem + out["moe_compute"], cluster.dp_overlap)
@@ -164,6 +161,7 @@ def _moe_terms(
     tokens: np.ndarray,
     passes: np.ndarray,
     linear_peak: np.ndarray,
+    linear_eff: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """Per MoE layer and micro-batch on one rank (autotune/predict/moe.py): `moe_compute`, the routed experts' grouped
     GEMMs (k copies of each routed token through 3hF/etp, gathered over etp, at the efficiency of rows per expert
@@ -177,9 +175,11 @@ def _moe_terms(
     c, k, h, f = DTYPE_BYTES[train.compute_dtype], model.moe_router_topk, model.hidden_size, model.moe_ffn_hidden_size
     copies = moe.moe_tokens(tokens, tp, sp) * k  # token copies this rank routes
     imbalance = moe.routing_imbalance(train.moe_routing == "balanced", copies, ep)
+    if model.moe_capacity_factor is not None:  # token dropping: no expert takes more than capacity x its even share
+        imbalance = np.minimum(imbalance, model.moe_capacity_factor)  # (GShard, Lepikhin et al. 2021 Sec 2.2)
     rows = moe.expert_gemm_m(copies, ep, etp, model)
     gemm = copies * etp * 2.0 * 3 * h * f / etp * passes * imbalance
-    gemm = gemm / (linear_peak * gemm_efficiency(cluster.matmul_efficiency, rows, f / etp))
+    gemm = gemm / (linear_peak * gemm_efficiency(linear_eff, rows, f / etp))
     router = memory_bound_s(moe.moe_tokens(tokens, tp, sp) * moe.router_bytes_per_token(model, c) * 3.0, cluster)
     n_a2a = moe.A2A_PER_LAYER + np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 2, 0)
     a2a = n_a2a * moe.a2a_s(copies * imbalance, h, c, ep, etp, cluster)

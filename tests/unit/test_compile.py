@@ -48,10 +48,11 @@ def _perf(compile: bool, cluster=CLUSTER):
 def test_compile_scales_only_the_layers_elementwise_time_by_hand():
     # elementwise bytes per token and layer (perf_terms.elementwise_bytes_per_token, Llama, c=2, tp=1):
     # 2c(h+k) + 3cf = 4*(1024+256) + 6*4096 = 29,696; 2(4+c)h + 6ch = 12*1024 + 12*1024 = 24,576 -> 54,272 bytes.
-    # x 3 passes x 2048 tokens x 8 layers x 64 micro-batches / (2e12 B/s * 0.5) = 0.170725 s eager
+    # x 3 passes x 2048 tokens x 8 layers x 64 micro-batches / (2e12 B/s * 0.5) = 0.170725 s at the counted bytes;
+    # eager bench_model Llama blocks move 2.8x that (perf_terms.EAGER_LLAMA_BYTES_FACTOR, counted kernel by kernel)
     cl = dataclasses.replace(CLUSTER, compile_memory_traffic_factor=0.25)
     eager, comp = _perf(False, cl), _perf(True, cl)
-    mem = 54_272 * 3 * 2048 * 8 * 64 / (2e12 * 0.5)
+    mem = 2.8 * 54_272 * 3 * 2048 * 8 * 64 / (2e12 * 0.5)
     assert eager["memory_bound_s"] == pytest.approx(mem, rel=1e-9)
     assert comp["memory_bound_s"] == pytest.approx(0.25 * mem, rel=1e-9)
     # GEMMs, attention, collectives and the optimizer are untouched: the step shrinks by exactly 0.75 * mem
@@ -73,7 +74,9 @@ def test_compile_needs_the_preset_fields_by_name():
 def test_compile_time_is_one_graph_per_rank():
     cl = dataclasses.replace(CLUSTER, compile_s_per_graph=50.0, compile_memory_traffic_factor=0.5)
     assert compile_time_s([True, False], cl).tolist() == [50.0, 0.0]
-    assert compiled_elementwise_factor([True, False], cl).tolist() == [0.5, 1.0]
+    # Llama block: eager 2.8x the counted bytes, compiled half of that; a GPT block's native kernels: 1x eager
+    assert compiled_elementwise_factor([True, False], cl).tolist() == pytest.approx([1.4, 2.8])
+    assert compiled_elementwise_factor([True, False], cl, "gpt").tolist() == [0.5, 1.0]
 
 
 def test_stored_compile_coefficients_are_physical():
@@ -91,7 +94,9 @@ def test_fit_compile_factor_lands_in_the_unit_interval():
     runs, _ = load_h200_bench()
     f = fit_compile_factor(runs, {"h200-141gb": load_preset("h200-141gb")})
     assert 0.0 <= f <= 1.0
-    assert f == pytest.approx(load_preset("h200-141gb").compile_memory_traffic_factor, abs=5e-4)
+    # the preset's value is fitted jointly on every row (the NeMo rows run fused kernels too: fit_reference.fit_all);
+    # the 2 compiled H200 rows alone land within 0.05 of it
+    assert f == pytest.approx(load_preset("h200-141gb").compile_memory_traffic_factor, abs=0.05)
 
 
 def test_exhaustive_cost_counts_compile_time_by_hand():
