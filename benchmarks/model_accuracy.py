@@ -38,7 +38,8 @@ from autotune.fitting.fit_reference import (
     load_preset,
     predict,
 )
-from autotune.fitting.reference_runs import SOURCES, load_reference_runs
+from autotune.fitting.reference_runs import load_reference_runs
+from autotune.fitting.run_types import SOURCES
 
 BEFORE_COMMIT = "46ae7e1"  # last commit before the fitted model (perf.py roofline + uncalibrated presets)
 PRESETS = tuple(p for presets in FAMILIES.values() for p in presets)

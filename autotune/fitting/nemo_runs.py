@@ -42,7 +42,8 @@ import pandas as pd
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
-from autotune.fitting.reference_runs import DATA, ReferenceRun, SkippedRow, _preset_model
+from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow
+from autotune.fitting.run_types import preset_model as _preset_model
 
 NEMO_GPU = {"H100": "h100-sxm-80gb", "B200": "b200", "GB200": "gb200-nvl72", "B300": "b300", "GB300": "gb300-nvl72"}
 NEMO_MODEL = {

@@ -17,19 +17,16 @@ Model shapes (cited per family; where a source omits a value the assumption is s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
-
-DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "measured"
-MODELS = Path(__file__).resolve().parents[2] / "search_spaces" / "model"
-SOURCES = ("llmfoundry", "nemo", "megatron", "h200_bench")
+from autotune.fitting.nemo_runs import load_nemo_rows
+from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow
+from autotune.fitting.run_types import preset_model as _preset_model
 
 # llm-foundry pretrain yamls: (n_layers, d_model, n_heads)
 MPT_SHAPES = {
@@ -71,28 +68,6 @@ GPU_PRESET = {
 }  # Selene: DGX A100 80GB nodes (Narayanan Sec 5)
 
 
-@dataclass(frozen=True)
-class ReferenceRun:
-    source: str  # one of SOURCES
-    row: int  # 0-based row of the source CSV
-    model: ModelSpec
-    train: TrainSpec
-    cluster: str  # search_spaces/cluster/<cluster>.yaml
-    plan: ParallelPlan
-    measured_tokens_per_s_per_gpu: float
-
-    @property
-    def num_gpus(self) -> int:
-        return self.plan.world_size
-
-
-@dataclass(frozen=True)
-class SkippedRow:
-    source: str
-    row: int
-    reason: str
-
-
 def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int) -> ModelSpec:
     return ModelSpec(
         name=name,
@@ -105,16 +80,6 @@ def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int) -> ModelSp
         tie_embeddings=True,
         block="gpt",
     )
-
-
-def _preset_model(name: str) -> ModelSpec:
-    """A model preset (search_spaces/model/<name>.yaml) as a ModelSpec: every ModelSpec field it sets (MoE and MLA
-    fields included), without the preset's sweep defaults."""
-    import dataclasses
-
-    raw = yaml.safe_load((MODELS / f"{name}.yaml").read_text())
-    fields = {f.name for f in dataclasses.fields(ModelSpec)}
-    return ModelSpec(**{k: v for k, v in raw.items() if k in fields})
 
 
 def _missing(v: Any) -> bool:
@@ -257,7 +222,6 @@ def load_megatron(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipped
 def load_nemo(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
     """NeMo / Megatron-Bridge summaries: autotune/fitting/nemo_runs.py (dense and MoE, H100 and Blackwell, BF16 / FP8 /
     MXFP8 / NVFP4; every other row listed with its reason)."""
-    from autotune.fitting.nemo_runs import load_nemo_rows  # nemo_runs imports this module's types
 
     return load_nemo_rows(folder)
 

@@ -135,6 +135,9 @@ def memory_arrays(
     psi = rank_params(model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"])
     seq = train.seq_len / cp
     layer_act = prof.layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
+    if np.any(arr["compile"]):  # what torch.compile recomputes instead of saving (the profile's own account)
+        comp = prof.compiled_layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
+        layer_act = {k: np.where(arr["compile"], comp[k], v) for k, v in layer_act.items()}
     tok = seq * arr["micro_batch_size"]
     # bench_model (FrameworkProfile's defaults): head_act = the final RMSNorm's tensors ((4 + c)h, /t with SP) and
     # the head's gathered input (ch); logits = (8 + c) bytes per fp32 logit, chunked at pp=1; buffers = FSDP2's one

@@ -68,6 +68,13 @@ class FrameworkProfile(ABC):
         """One layer's saved activation bytes per micro-batch (`saved`) and the recompute transient (`transient`);
         `seq` is tokens per rank (seq_len/cp), `recompute` the integer code, `sp` sequence parallel."""
 
+    def compiled_layer_activations(
+        self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+    ) -> dict[str, np.ndarray]:
+        """`layer_activations` of a layer under plan.compile. Default: unchanged (a framework that does not compile
+        per block, or whose compiled saving is unmeasured); bench_model overrides it."""
+        return self.layer_activations(model, seq, mbs, tp, sp, recompute, act_bytes)
+
     @abstractmethod
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         """Bytes pipeline rank 0 keeps per in-flight micro-batch outside the layers (embedding output, ...)."""

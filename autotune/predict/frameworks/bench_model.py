@@ -153,11 +153,29 @@ def model_state_arrays(
     }
 
 
+def compiled_savings_per_token(model: ModelSpec, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
+    """Bytes per token one Llama layer (no recompute) does NOT keep when the block runs under torch.compile: AOTAutograd's
+    min-cut partitioner (Ansel et al. 2024, "PyTorch 2", ASPLOS, Sec 4.2: recompute cheap pointwise ops in the backward
+    instead of saving their outputs) rebuilds each RMSNorm's fp32 copy and normalised output from the norm's input,
+    which it keeps instead ((4 + c)h - ch = 4h per norm; at c = 4 the copy is the input itself and the output 4h
+    goes: 4h too), and SwiGLU's silu output from w1's (cf/t). Measured with saved_tensors_hooks on one bench_model
+    block, bf16, CPU Inductor, torch 2.13 (h 256, f 2h and 4h, kv h/2 and h): eager 54.66h, compiled 36.41h per token
+    at f = 4h; difference 2c h + 8h + cf + 0.25h (the first norm's input is the block's input, kept in a stack by the
+    previous layer's count: 2ch; RoPE casts 0.25h, not modelled). On Llama-3.2-1B (f = 4h) that is 16h per token and
+    layer, the 2 GiB per 4,096-token sequence over 16 layers the H200 runs show (63 vs 71 GiB at mbs 4)."""
+    t = np.asarray(tp, dtype=np.float64)
+    if model.block != "llama":
+        return np.zeros(np.shape(t))  # Korthikanti's GPT block: not measured under compile
+    return 2 * 4.0 * model.hidden_size / np.where(sp, t, 1.0) + act_bytes * model.ffn_hidden_size / t
+
+
 def layer_activation_bytes(
-    model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+    model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, compiled: Any = False
 ) -> dict[str, np.ndarray]:
     """Activation bytes one layer keeps per micro-batch (`saved`) and, for recompute, the extra bytes of the one layer
-    being recomputed (`transient`). `seq` is tokens per rank (seq_len/cp); `recompute` is the integer code."""
+    being recomputed (`transient`). `seq` is tokens per rank (seq_len/cp); `recompute` is the integer code;
+    `compiled` (plan.compile) removes what Inductor recomputes instead of saving (compiled_savings_per_token) from
+    the no-recompute layer (and from full recompute's transient, which is that layer)."""
     s, b, t = (np.asarray(x, dtype=np.float64) for x in (seq, mbs, tp))
     sp, r = np.asarray(sp, dtype=bool), np.asarray(recompute)
     h, f, k, a = model.hidden_size, model.ffn_hidden_size, model.kv_dim, model.num_heads
@@ -183,6 +201,7 @@ def layer_activation_bytes(
         norm_internals = ((4 if c != 4 else 0) + c) * h + 4  # fp32 copy, output, rsqrt; bytes per token
         sel_transient = tok * np.maximum(norm_internals / sp_div, c * f / t)
         full = tok * c * h / sp_div
+    none = none - np.where(compiled, s * b * compiled_savings_per_token(model, t, sp, act_bytes), 0.0)
     saved = np.select([r == _NONE, r == _SEL], [none, sel], full)
     transient = np.select(
         [r == _NONE, r == _SEL],
@@ -215,6 +234,11 @@ class BenchModelProfile(FrameworkProfile):
         self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
     ) -> dict[str, np.ndarray]:
         return layer_activation_bytes(model, seq, mbs, tp, sp, recompute, act_bytes)
+
+    def compiled_layer_activations(
+        self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
+    ) -> dict[str, np.ndarray]:
+        return layer_activation_bytes(model, seq, mbs, tp, sp, recompute, act_bytes, compiled=True)
 
     def moe_layer_activations(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
