@@ -318,6 +318,16 @@ def _as_tuple(name: str, v: Any) -> tuple:
 COMPILE_DEFAULT = {"cuda": (True,), "cpu": (False,)}
 
 
+def default_fp8_values(cluster: ClusterSpec | None) -> tuple[str, ...]:
+    """space.fp8=null: the cluster's default. Blackwell presets (a `peak_flops_mxfp8`) search bf16 and MXFP8: NVIDIA's
+    published Blackwell pre-training recipes run MXFP8 (NeMo / Megatron-Bridge performance summary: the FP8 rows on
+    B200/GB200/B300/GB300 are MXFP8), so a layout search there without it would miss what teams run. Every other
+    preset keeps bf16 only: tensorwise/rowwise change numerics and are searched only when listed."""
+    if cluster is not None and cluster.peak_flops_mxfp8:
+        return ("none", "mxfp8")
+    return ("none",)
+
+
 def default_ep_values(model: ModelSpec | None) -> tuple[int, ...]:
     """space.ep=null: every power of two that divides the experts (each ep rank holds whole experts), [1] for a dense
     model (expert parallelism has nothing to split)."""
@@ -339,6 +349,8 @@ def _space_from(
             out[name] = None
         elif v is None and name == "compile":  # an explicit list stays authoritative; null follows the cluster
             out[name] = COMPILE_DEFAULT[cluster.device_type] if cluster is not None else (False,)
+        elif v is None and name == "fp8":  # null follows the cluster: MXFP8 too where it runs (Blackwell)
+            out[name] = default_fp8_values(cluster)
         elif v is None and name == "ep":  # null follows the model: its experts' divisors, or 1 on a dense model
             out[name] = default_ep_values(model)
         else:

@@ -101,8 +101,8 @@ def test_every_plan_field_is_wired_everywhere():
     # booleans the default space holds at one value (compile) are switched to both, so enumeration is what is tested
     flags = [f for f in PLAN_FIELDS if PLAN_KINDS[f] == "bool" and f in {x.name for x in dataclasses.fields(SpaceSpec)}]
     # likewise string fields the default space holds at one value (offload) are switched to all their choices,
-    # and dp_shard (held at [0] = all of dp) to hybrid sizes as well
-    held = [f for f in PLAN_FIELDS if PLAN_KINDS[f] == "str" and len(space_yaml.get(f) or ()) == 1]
+    # and dp_shard (held at [0] = all of dp) to hybrid sizes as well; null (fp8: the cluster's default) counts as held
+    held = [f for f in PLAN_FIELDS if PLAN_KINDS[f] == "str" and f in space_yaml and len(space_yaml[f] or ()) <= 1]
     every = [f"space.{f}=[{','.join(PLAN_DIMS[f].choices)}]" for f in held]
     # an MoE model, so the expert-parallel degrees have values to enumerate (ep: its experts' divisors; etp: [1,2])
     cfg = load_config(
