@@ -261,6 +261,7 @@ def node_fault_run(engine: TwoNodeSlurm, results: Path, max_requeues: int = 1) -
         "faults": killed,
         "job_ids": job_ids,
         "states": jobs(engine, name),
+        "ranks_left": ranks_of(engine, str(results / "nodefail" / "work")),
         "sweep": results / "nodefail",
     }
 
