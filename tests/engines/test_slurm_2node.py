@@ -71,14 +71,14 @@ def test_dp2_tp2_across_two_nodes_matches_one_rank(slurm_2node, tmp_path):
 
 
 def test_netbench_slurm_measures_the_inter_node_link(slurm_2node, tmp_path):
-    """netbench on 2 ranks per node: the intra-node group (ranks 0, 1 on node1) and the inter-node group (the first
-    rank of each node) are both timed, and the preset gets both fits."""
+    """netbench with one rank per node: the group of the two ranks is an inter-node group (its ranks report
+    different hostnames), its collectives are timed and the fit lands in the preset's inter-node fields."""
     result, preset_path = netbench_run(slurm_2node, tmp_path)
     assert result["notes"] == [], result["notes"]
     links = {s["link_class"] for s in result["samples"]}
-    assert links == {"intra", "inter"}, links
+    assert links == {"inter"}, links
     inter = [s for s in result["samples"] if s["link_class"] == "inter"]
-    # 4 collectives x 2 sizes on the one inter-node group of 2 (ranks 0 and 2), each measured
+    # 4 collectives x 2 sizes on the one inter-node group (ranks 0 and 1), each measured
     assert len(inter) == 8 and all(s["time_s"] > 0 and s["group_size"] == 2 for s in inter), inter
     from autotune.spec.config import load_config
 
