@@ -12,23 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+from site_cluster import site_slurm_overrides
+
 REPO = Path(__file__).resolve().parents[2]
 AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
 TINY = ["experiment=demo", "train.global_batch_size=4"]
-LAYOUT = (
-    "num_gpus",
-    "dp",
-    "tp",
-    "pp",
-    "cp",
-    "zero_stage",
-    "micro_batch_size",
-    "grad_accum_steps",
-    "seq_len",
-    "global_batch_tokens",
-    "num_params",
-    "candidate_id",
-)
 
 
 def spec_for(trial_id: str, backend: str, world: int, overrides=(), **extra):
@@ -159,6 +147,7 @@ def test_sweep_backend_slurm_finishes_with_parquet_rows_and_report(slurm_cluster
         *TINY,
         "sweep.warmup_steps=1",
         f"sweep.results_dir={tmp_path}",
+        *site_slurm_overrides(),
     ]
     out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
