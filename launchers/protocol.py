@@ -49,11 +49,15 @@ NCCL_DEFAULTS = {
 TP_OVERLAP_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 
-def rank_comm_env(environ: dict[str, str], master_addr: str, tp: int) -> dict[str, str]:
+def rank_comm_env(environ: dict[str, str], master_addr: str, tp: int, num_hosts: int = 1) -> dict[str, str]:
     """The communication variables a rank gets on top of `environ` (which wins for every name it sets): loopback
-    interfaces when the rendezvous is on this host, NCCL error handling, and the TP-overlap stream setting."""
+    interfaces when the whole job is on this host, NCCL error handling, and the TP-overlap stream setting.
+
+    Loopback needs both tests: on a multi-host job rank 0's own lookup of its hostname may give a loopback address
+    (Debian's /etc/hosts maps the hostname to 127.0.1.1), yet its peers reach it over the network, so its gloo/NCCL
+    sockets must not be pinned to `lo`."""
     env: dict[str, str] = {}
-    if master_addr.startswith("127."):  # one host: keep gloo/NCCL bootstrap on loopback
+    if master_addr.startswith("127.") and num_hosts == 1:  # one host: keep gloo/NCCL bootstrap on loopback
         env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
     env.update(NCCL_DEFAULTS)
     if tp > 1:

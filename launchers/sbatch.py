@@ -264,8 +264,8 @@ def rank_env(environ: dict[str, str], tp: int = 1, hostnames: list[str] | None =
     `launchers.protocol.rank_comm_env`. MASTER_ADDR is the IPv4 of the job's first node (`scontrol show hostnames`,
     resolved on this node: another host's address on a multi-node job). The master port is derived from the job id
     (distinct for every job and array element), so concurrent trials on one node do not collide."""
-    first = (hostnames or expand_hostnames(environ["SLURM_JOB_NODELIST"]))[0]
-    master = socket.gethostbyname(first)  # IPv4 of the first node ("localhost" -> 127.0.0.1 in tests)
+    hosts = hostnames or expand_hostnames(environ["SLURM_JOB_NODELIST"])
+    master = socket.gethostbyname(hosts[0])  # IPv4 of the first node ("localhost" -> 127.0.0.1 in tests)
     per_node = re.match(r"\d+", environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_NTASKS_PER_NODE", "1"))
     env = {
         "RANK": environ["SLURM_PROCID"],
@@ -276,7 +276,7 @@ def rank_env(environ: dict[str, str], tp: int = 1, hostnames: list[str] | None =
         "MASTER_ADDR": master,
         "MASTER_PORT": str(20000 + int(environ["SLURM_JOB_ID"]) % 20000),
     }
-    return {**env, **rank_comm_env(environ, master, tp)}
+    return {**env, **rank_comm_env(environ, master, tp, num_hosts=len(hosts))}
 
 
 def _spec_tp(spec_path: str) -> int:

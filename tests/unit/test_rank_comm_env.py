@@ -44,3 +44,11 @@ def test_single_host_forces_loopback_and_the_user_wins_every_name():
     assert rank_comm_env(user, "127.0.0.1", tp=4) == {"GLOO_SOCKET_IFNAME": "lo"}
     # no tensor parallelism: the stream setting is left to CUDA (FSDP's streams overlap better with several queues)
     assert "CUDA_DEVICE_MAX_CONNECTIONS" not in rank_comm_env({}, "10.0.0.1", tp=1)
+
+
+def test_rank_0_resolving_its_own_name_to_loopback_is_not_pinned_to_lo_on_a_multi_host_job():
+    # Debian's /etc/hosts maps a host's own name to 127.0.1.1: rank 0 then sees a loopback MASTER_ADDR while its
+    # peers on other hosts reach it over the network; pinning rank 0's sockets to lo would cut them off
+    env = rank_env(SLURM_TASK, hostnames=["127.0.1.1", "10.1.2.4"])
+    assert env["MASTER_ADDR"] == "127.0.1.1" and "GLOO_SOCKET_IFNAME" not in env and "NCCL_SOCKET_IFNAME" not in env
+    assert rank_env(SLURM_TASK, hostnames=["127.0.0.1"])["GLOO_SOCKET_IFNAME"] == "lo"  # one host: loopback
