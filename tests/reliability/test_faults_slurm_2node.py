@@ -34,3 +34,6 @@ def test_rank_hanging_on_node2_times_out_and_no_rank_is_left(slurm_2node, tmp_pa
     assert [s for s in state.values() if s != "pruned"] == ["timeout"], state
     assert list(out["states"].values()) == ["CANCELLED"], out["states"]  # our scancel, on both nodes
     assert out["ranks_left"] == {"ats-n1": [], "ats-n2": []} and out["processes_left"] == [], out
+    # the hanging rank was rank 1 on node2, and it had met rank 0 (node1) before it hung
+    (task1_log,) = (out["sweep"] / "logs").glob("*/*_1_log.out")
+    assert "autotune rank 1/2 on node2: rendezvous 10.201.0.1:" in task1_log.read_text()
