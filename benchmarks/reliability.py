@@ -15,8 +15,8 @@ Scenarios: bad inputs; 8 concurrent store writers; torn/corrupt trial files; the
 (simulate backend) and resumed; [local backend, skipped by --quick] the controller SIGKILLed with a trial in flight,
 kill_rank1 + hang + crash_rank1 in one sweep, a genuine RLIMIT_AS OOM; [--slurm] scancel of a job and a node set DOWN
 and back, on a one-node SLURM started by launchers/scripts/slurm_local.sh; [--slurm-2node, root] on a 2-node SLURM in
-network namespaces (tests/engines/slurm2.py): node2 killed under a trial twice (requeue, then crash/NodeFail) and a
-rank hanging on node2 (timeout, no rank left on either node).
+network namespaces (tests/engines/slurm2.py): node2 killed under a trial twice (requeue, then crash/NodeFail); rank 1
+(on node2) raising in one trial and hanging in another (crash at once, timeout; no rank left on either node).
 """
 
 from __future__ import annotations
@@ -372,8 +372,8 @@ def slurm_2node_node_death(work: Path) -> Scenario:
     return _two_node("node_death", work)
 
 
-def slurm_2node_rank_hang(work: Path) -> Scenario:
-    return _two_node("rank_hang", work)
+def slurm_2node_rank_faults(work: Path) -> Scenario:
+    return _two_node("rank_faults", work)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.slurm:
         plan.append(slurm_faults)
     if args.slurm_2node:
-        plan += [slurm_2node_node_death, slurm_2node_rank_hang]
+        plan += [slurm_2node_node_death, slurm_2node_rank_faults]
     chosen = set(args.scenarios.split(",")) if args.scenarios else {"bad_inputs"} | {fn.__name__ for fn in plan}
     known = {"bad_inputs"} | {fn.__name__ for fn in ALL_SCENARIOS}
     if chosen - known:
@@ -443,7 +443,7 @@ ALL_SCENARIOS = (
     genuine_oom,
     slurm_faults,
     slurm_2node_node_death,
-    slurm_2node_rank_hang,
+    slurm_2node_rank_faults,
 )
 
 

@@ -266,20 +266,34 @@ def node_fault_run(engine: TwoNodeSlurm, results: Path, max_requeues: int = 1) -
     }
 
 
-def hang_run(engine: TwoNodeSlurm, results: Path, timeout_s: float = 20.0) -> dict[str, Any]:
-    """One 2-rank trial whose rank on node2 (rank 1) hangs: the launcher's timeout cancels the job, and every rank on
-    both nodes must be gone when the row is written."""
-    out = sweep(engine, results, "hang2", 2, "--max-trials", "1", "--inject-fault", f"1:hang_rank1:{timeout_s}")
-    work = str(results / "hang2" / "work")
-    states = jobs(engine, "autotune-hang2")
+def rank_faults_run(engine: TwoNodeSlurm, results: Path, timeout_s: float = 20.0) -> dict[str, Any]:
+    """Two 2-rank trials at once (one job array), each with its rank 1 on node2: trial 1's rank 1 raises (srun
+    --kill-on-bad-exit must end rank 0 on node1: job FAILED long before any timeout), trial 2's rank 1 hangs (the
+    launcher's timeout cancels the job). Every rank on both nodes must be gone when the rows are written."""
+    out = sweep(
+        engine,
+        results,
+        "ranks2",
+        2,
+        "--max-trials",
+        "2",
+        "--parallel",
+        "2",
+        "--inject-fault",
+        "1:crash_rank1:300",
+        "--inject-fault",
+        f"2:hang_rank1:{timeout_s}",
+    )
+    work = str(results / "ranks2" / "work")
+    states = jobs(engine, "autotune-ranks2")
     return {
         "rc": out.returncode,
         "stderr": out.stderr[-3000:],
-        "faults": int(bool(states)),  # the hanging rank was started (its job ran)
+        "faults": len(states),  # each faulty trial's job ran
         "ranks_left": ranks_of(engine, work),
         "processes_left": processes_mentioning(work),
         "states": states,
-        "sweep": results / "hang2",
+        "sweep": results / "ranks2",
     }
 
 

@@ -11,25 +11,25 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))  # slurm2, engine_fixtures
 
 from harness import ranked_trial_ids, tally  # noqa: E402
-from slurm2 import TINY, TwoNodeCluster, hang_run, leaks, node_fault_run  # noqa: E402
+from slurm2 import TINY, TwoNodeCluster, leaks, node_fault_run, rank_faults_run  # noqa: E402
 
-# scenario -> (the run, the status its one trial must end with)
-TWO_NODE_RUNS = {"node_death": (node_fault_run, "crash"), "rank_hang": (hang_run, "timeout")}
+# scenario -> (the run, the statuses its trials must end with, in the order they start)
+TWO_NODE_RUNS = {"node_death": (node_fault_run, ("crash",)), "rank_faults": (rank_faults_run, ("crash", "timeout"))}
 
 
 def run_two_node(name: str, work: Path) -> dict[str, Any]:
-    run, status = TWO_NODE_RUNS[name]
+    run, statuses = TWO_NODE_RUNS[name]
     manager = TwoNodeCluster(work / "cluster")
     try:
         out = run(manager.get(), work)
     finally:
         state_dir = manager.close()
-    first = ranked_trial_ids(TINY, 2, 1)[0][1:]  # trial id "t<candidate id>" -> candidate id
     expected = {c: "pruned" for c, st in tally(out["sweep"]).statuses.items() if st == "pruned"}
-    expected[first] = status
+    for trial_id, status in zip(ranked_trial_ids(TINY, 2, len(statuses)), statuses):
+        expected[trial_id[1:]] = status  # trial id "t<candidate id>" -> candidate id
     left = sum(len(pids) for pids in out["ranks_left"].values())
     return {
-        "faults": int(out.get("faults", 1)),
+        "faults": int(out["faults"]),
         "expected": expected,
         "sweep": out["sweep"],
         "detail": f"sweep rc={out['rc']}, jobs {out['states']}, ranks left {left}, "
