@@ -25,6 +25,7 @@ SOCK="$DIR/munge/munge.socket.2"
 USER_NAME="$(id -un)"
 SBIN="${AUTOTUNE_SLURM_SBIN:-/usr/sbin}"
 SLURMD_TIMEOUT="${AUTOTUNE_SLURM_SLURMD_TIMEOUT:-300}"  # seconds without an answer before a node is DOWN
+MSG_TIMEOUT="${AUTOTUNE_SLURM_MSG_TIMEOUT:-10}"  # seconds a daemon waits for a message's answer
 # name:netns:address of every node (netns empty = this namespace)
 read -r -a NODES <<< "${AUTOTUNE_SLURM_NODES:-localhost::127.0.0.1}"
 node_field() { echo "$1" | cut -d: -f"$2"; }
@@ -86,6 +87,7 @@ SlurmdPidFile=$DIR/slurmd-%n.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd-%n.log
 SlurmdTimeout=$SLURMD_TIMEOUT
+MessageTimeout=$MSG_TIMEOUT
 # no cgroups, no systemd: plain process tracking, no task binding
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none

@@ -41,6 +41,7 @@ DP2_TP2 = [
     "space.micro_batch_size=[1]",
 ]
 SLURMD_TIMEOUT_S = 6  # a killed node is DOWN (NODE_FAIL for its jobs) this long after its last answer
+MSG_TIMEOUT_S = 5  # (default 10) the ping of a dead node fails this much sooner: NODE_FAIL ~12 s earlier
 
 
 class TwoNodeSlurm(SlurmEngine):
@@ -51,7 +52,10 @@ class TwoNodeSlurm(SlurmEngine):
         self.nodes = nodes
         spec = " ".join(f"{h}:{ns}:{a}" for h, ns, a in zip(nodes.hostnames, nodes.namespaces, nodes.addrs))
         self.env.update(
-            AUTOTUNE_SLURM_NODES=spec, AUTOTUNE_SLURM_GPUS="4", AUTOTUNE_SLURM_SLURMD_TIMEOUT=str(SLURMD_TIMEOUT_S)
+            AUTOTUNE_SLURM_NODES=spec,
+            AUTOTUNE_SLURM_GPUS="4",
+            AUTOTUNE_SLURM_SLURMD_TIMEOUT=str(SLURMD_TIMEOUT_S),
+            AUTOTUNE_SLURM_MSG_TIMEOUT=str(MSG_TIMEOUT_S),
         )
 
     def argv(self, argv: list[str]) -> list[str]:
@@ -73,6 +77,14 @@ class TwoNodeSlurm(SlurmEngine):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         return len(pids)
+
+    def commands(self, index: int) -> set[str]:
+        """Process names in node `index`'s namespace."""
+        names = set()
+        for pid in netns_nodes.pids_in(self.nodes.namespaces[index]):
+            with contextlib.suppress(OSError):
+                names.add(Path(f"/proc/{pid}/comm").read_text().strip())
+        return names
 
     def start_node(self, index: int) -> None:
         """Bring a killed node's slurmd back (ReturnToService=2 returns it to service when it registers)."""
@@ -242,10 +254,10 @@ def node_fault_run(engine: TwoNodeSlurm, results: Path, max_requeues: int = 1) -
         for _ in range(max_requeues + 1):
             job = wait_job(engine, name, {"RUNNING"}, set(job_ids))
             job_ids.append(job)
-            deadline = time.monotonic() + 120  # mid-trial: the rank on node2 has started
-            while not ranks_of(engine, str(results / "nodefail" / "work"))[engine.nodes.namespaces[1]]:
-                assert time.monotonic() < deadline, "no rank started on node2"
-                time.sleep(0.5)
+            deadline = time.monotonic() + 120  # mid-trial: the job's step daemon runs on node2
+            while "slurmstepd" not in engine.commands(1):
+                assert time.monotonic() < deadline, "the job never reached node2"
+                time.sleep(0.2)
             killed += engine.kill_node(1) > 0
             wait_job(engine, name, {"NODE_FAIL"}, set(job_ids) - {job}, timeout_s=120)
             engine.start_node(1)
