@@ -106,19 +106,23 @@ def _ensure_env() -> None:
     )
 
 
+# test-only faults (TrialSpec.inject_fault); hang_rank1 hangs the rank that a 2-node job places on its second node
+FAULTS = ("", "crash", "crash_rank1", "hang", "hang_rank1", "kill_rank1")
+
+
 def fault_hook(spec, rank: int):
     def hook() -> None:
         fault = spec.inject_fault
         if fault == "crash" or (fault == "crash_rank1" and rank == 1):
             raise RuntimeError(f"injected fault {fault!r} on rank {rank}")
-        if fault == "hang" and rank == 0:
+        if (fault == "hang" and rank == 0) or (fault == "hang_rank1" and rank == 1):
             while True:  # the others block in the next collective; only the launcher's timeout ends this
                 time.sleep(60)
         if fault == "kill_rank1" and rank == 1:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    if spec.inject_fault not in ("", "crash", "crash_rank1", "hang", "kill_rank1"):
-        raise ValueError(f"inject_fault={spec.inject_fault!r} must be one of '', crash, crash_rank1, hang, kill_rank1")
+    if spec.inject_fault not in FAULTS:
+        raise ValueError(f"inject_fault={spec.inject_fault!r} must be one of '', {', '.join(FAULTS[1:])}")
     return hook
 
 

@@ -1,6 +1,6 @@
 """Reliability figures: inject real faults and feed real bad inputs, then count what was lost, duplicated or unclear.
 
-    .venv/bin/python benchmarks/reliability.py [--quick] [--slurm] [--scenarios NAME,...] [-o FILE.json]
+    .venv/bin/python benchmarks/reliability.py [--quick] [--slurm] [--slurm-2node] [--scenarios NAME,...] [-o FILE]
 
 Runs the scenarios itself (not through pytest), each against a fresh folder, and prints one JSON object:
   faults_injected   faults actually delivered (a SIGKILL that found its process alive, a torn file written, ...)
@@ -14,7 +14,9 @@ Runs the scenarios itself (not through pytest), each against a fresh folder, and
 Scenarios: bad inputs; 8 concurrent store writers; torn/corrupt trial files; the controller SIGKILLed at 5 seeded points
 (simulate backend) and resumed; [local backend, skipped by --quick] the controller SIGKILLed with a trial in flight,
 kill_rank1 + hang + crash_rank1 in one sweep, a genuine RLIMIT_AS OOM; [--slurm] scancel of a job and a node set DOWN
-and back, on a one-node SLURM started by launchers/scripts/slurm_local.sh.
+and back, on a one-node SLURM started by launchers/scripts/slurm_local.sh; [--slurm-2node, root] on a 2-node SLURM in
+network namespaces (tests/engines/slurm2.py): node2 killed under a trial twice (requeue, then crash/NodeFail); rank 1
+(on node2) raising in one trial and hanging in another (crash at once, timeout; no rank left on either node).
 """
 
 from __future__ import annotations
@@ -357,10 +359,28 @@ def _slurm_run(engine, work: Path, s: Scenario) -> Scenario:
     return s
 
 
+def _two_node(name: str, work: Path) -> Scenario:
+    from slurm_scenarios import run_two_node
+
+    r = run_two_node(name, work)
+    s = Scenario(f"slurm_2node_{name}", faults=r["faults"], detail=r["detail"])
+    _compare(s, r["expected"], r["sweep"])
+    return s
+
+
+def slurm_2node_node_death(work: Path) -> Scenario:
+    return _two_node("node_death", work)
+
+
+def slurm_2node_rank_faults(work: Path) -> Scenario:
+    return _two_node("rank_faults", work)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip the local-backend trial scenarios (torchrun runs)")
     ap.add_argument("--slurm", action="store_true", help="also start a one-node SLURM and run its faults")
+    ap.add_argument("--slurm-2node", action="store_true", help="also the faults across 2 SLURM nodes (needs root)")
     ap.add_argument("-o", "--output", help="also write the JSON here")
     ap.add_argument(
         "--scenarios",
@@ -380,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         plan += [controller_kill_local, trial_faults_local, genuine_oom]
     if args.slurm:
         plan.append(slurm_faults)
+    if args.slurm_2node:
+        plan += [slurm_2node_node_death, slurm_2node_rank_faults]
     chosen = set(args.scenarios.split(",")) if args.scenarios else {"bad_inputs"} | {fn.__name__ for fn in plan}
     known = {"bad_inputs"} | {fn.__name__ for fn in ALL_SCENARIOS}
     if chosen - known:
@@ -420,6 +442,8 @@ ALL_SCENARIOS = (
     trial_faults_local,
     genuine_oom,
     slurm_faults,
+    slurm_2node_node_death,
+    slurm_2node_rank_faults,
 )
 
 

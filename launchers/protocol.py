@@ -36,6 +36,35 @@ def free_port(address: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+# What every rank of a GPU cluster needs beyond torch.distributed's env:// variables (docs/engines.md "NCCL
+# readiness"). Site-specific values (which NIC: NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_HCA, ...) are the
+# user's: they reach the ranks from the submitting environment and are never overwritten here.
+NCCL_DEFAULTS = {
+    # a failed or timed-out NCCL collective tears the process down (torch's default, 3, only skips the cleanup and may
+    # leave the rank blocked), so the rank exits non-zero and the launcher ends its peers on every host
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+}
+# Megatron-LM requires 1 for TP/SP communication overlap: one hardware queue keeps the TP collective's kernel ahead of
+# the GEMM it overlaps with (megatron/training/arguments.py checks it when sequence parallelism is on)
+TP_OVERLAP_ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+
+
+def rank_comm_env(environ: dict[str, str], master_addr: str, tp: int, num_hosts: int = 1) -> dict[str, str]:
+    """The communication variables a rank gets on top of `environ` (which wins for every name it sets): loopback
+    interfaces when the whole job is on this host, NCCL error handling, and the TP-overlap stream setting.
+
+    Loopback needs both tests: on a multi-host job rank 0's own lookup of its hostname may give a loopback address
+    (Debian's /etc/hosts maps the hostname to 127.0.1.1), yet its peers reach it over the network, so its gloo/NCCL
+    sockets must not be pinned to `lo`."""
+    env: dict[str, str] = {}
+    if master_addr.startswith("127.") and num_hosts == 1:  # one host: keep gloo/NCCL bootstrap on loopback
+        env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
+    env.update(NCCL_DEFAULTS)
+    if tp > 1:
+        env.update(TP_OVERLAP_ENV)
+    return {k: v for k, v in env.items() if k not in environ}
+
+
 _CODE_VERSION: str | None = None
 
 

@@ -18,11 +18,12 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from autotune.core.errors import SpecError
 from autotune.core.trial import TrialSpec
-from launchers.protocol import REPO_ROOT, rank_args
+from launchers.protocol import REPO_ROOT, rank_args, rank_comm_env
 
 # sbatch option values we accept from config: partition/account/qos/job names and constraint expressions
 # ("a100&ib", "[rack1|rack2]*2"). No whitespace, quotes, backslash, `$`, backtick or `;`.
@@ -258,11 +259,13 @@ def expand_hostnames(nodelist: str) -> list[str]:
     return names or [nodelist]
 
 
-def rank_env(environ: dict[str, str]) -> dict[str, str]:
-    """torch.distributed's env:// variables from SLURM's task environment. The master port is derived from the job id
+def rank_env(environ: dict[str, str], tp: int = 1, hostnames: list[str] | None = None) -> dict[str, str]:
+    """torch.distributed's env:// variables from SLURM's task environment, plus the communication defaults of
+    `launchers.protocol.rank_comm_env`. MASTER_ADDR is the IPv4 of the job's first node (`scontrol show hostnames`,
+    resolved on this node: another host's address on a multi-node job). The master port is derived from the job id
     (distinct for every job and array element), so concurrent trials on one node do not collide."""
-    first = expand_hostnames(environ["SLURM_JOB_NODELIST"])[0]
-    master = socket.gethostbyname(first)  # IPv4 of the first node ("localhost" -> 127.0.0.1 in tests)
+    hosts = hostnames or expand_hostnames(environ["SLURM_JOB_NODELIST"])
+    master = socket.gethostbyname(hosts[0])  # IPv4 of the first node ("localhost" -> 127.0.0.1 in tests)
     per_node = re.match(r"\d+", environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_NTASKS_PER_NODE", "1"))
     env = {
         "RANK": environ["SLURM_PROCID"],
@@ -273,20 +276,30 @@ def rank_env(environ: dict[str, str]) -> dict[str, str]:
         "MASTER_ADDR": master,
         "MASTER_PORT": str(20000 + int(environ["SLURM_JOB_ID"]) % 20000),
     }
-    if master.startswith("127."):  # single host: keep gloo/NCCL bootstrap on loopback too
-        env.update(
-            GLOO_SOCKET_IFNAME=environ.get("GLOO_SOCKET_IFNAME", "lo"),
-            NCCL_SOCKET_IFNAME=environ.get("NCCL_SOCKET_IFNAME", "lo"),
-        )
-    return env
+    return {**env, **rank_comm_env(environ, master, tp, num_hosts=len(hosts))}
+
+
+def _spec_tp(spec_path: str) -> int:
+    import json
+
+    try:
+        return int(json.loads(Path(spec_path).read_text())["plan"]["tp"])
+    except (OSError, ValueError, KeyError, TypeError):  # not a trial spec (protocol tests): the rank reports it
+        return 1
 
 
 def run_rank(spec_path: str, result_path: str, module: str = "bench_model.run") -> None:
     """Entry point of every SLURM task (submitted through submitit). A failing rank exits non-zero so that
     `srun --kill-on-bad-exit` ends its peers instead of leaving them blocked in a collective."""
     env = dict(os.environ)
-    env.update(rank_env(env))
+    env.update(rank_env(env, tp=_spec_tp(spec_path)))
     env.setdefault("OMP_NUM_THREADS", "1")
+    # one line per task log: where this rank ran and whom it met (the multi-node engine test reads it)
+    print(
+        f"autotune rank {env['RANK']}/{env['WORLD_SIZE']} on {socket.gethostname()}: "
+        f"rendezvous {env['MASTER_ADDR']}:{env['MASTER_PORT']}",
+        flush=True,
+    )
     proc = subprocess.run(
         [sys.executable, *rank_args(module, spec_path, result_path)],
         env=env,

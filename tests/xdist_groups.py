@@ -34,8 +34,8 @@ def group_of(path: str, nodeid: str, fixturenames: tuple[str, ...] = ()) -> str 
     return path
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into node-id suffixes
-def pytest_collection_modifyitems(config, items) -> None:
+def assign_groups(items: list[pytest.Item]) -> None:
+    """Mark each item with its xdist group (tests/conftest.py calls this before xdist reads the marks)."""
     for item in items:
         group = group_of(item.nodeid.split("::", 1)[0], item.nodeid, tuple(item.fixturenames))
         if group is not None:

@@ -9,6 +9,9 @@ import sys
 from autotune.cli.common import add_overrides, positive_float, positive_int
 from autotune.core.errors import UsageError
 
+# test-only faults a trial can be given (bench_model/run.py FAULTS; kept here so `autotune --help` imports no torch)
+FAULTS = ("crash", "hang", "hang_rank1", "crash_rank1", "kill_rank1")
+
 
 def _fault(text: str) -> tuple[int, str, float | None]:
     parts = text.split(":")
@@ -17,10 +20,9 @@ def _fault(text: str) -> tuple[int, str, float | None]:
         timeout = float(parts[2]) if len(parts) > 2 else None
     except (ValueError, IndexError):
         raise argparse.ArgumentTypeError(f"--inject-fault={text!r} must be I:FAULT[:TIMEOUT_S]") from None
-    if len(parts) < 2 or index < 1 or parts[1] not in ("crash", "hang", "crash_rank1", "kill_rank1"):
+    if len(parts) < 2 or index < 1 or parts[1] not in FAULTS:
         raise argparse.ArgumentTypeError(
-            f"--inject-fault={text!r} must be I:FAULT[:TIMEOUT_S] with I >= 1 and FAULT "
-            "one of crash, hang, crash_rank1, kill_rank1"
+            f"--inject-fault={text!r} must be I:FAULT[:TIMEOUT_S] with I >= 1 and FAULT one of {', '.join(FAULTS)}"
         )
     return index, parts[1], timeout
 

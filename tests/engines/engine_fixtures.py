@@ -89,10 +89,29 @@ class SlurmEngine:
 _SHARED: dict[str, Any] = {}
 
 
+class SiteSlurm(SlurmEngine):
+    """The site's SLURM (`pytest --slurm-partition`, tests/site_cluster.py): started and stopped by nobody here."""
+
+    def __init__(self) -> None:
+        self.state_dir = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).parent
+        self.env = dict(os.environ)
+        self.conf = self.state_dir / Path(os.environ.get("SLURM_CONF", "slurm.conf")).name
+        self.start_s = 0.0
+
+    def stop(self) -> None:
+        pass
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory) -> Any:
     """A real SLURM for this session; SLURM_CONF points every sbatch/squeue (and every child process) at it. One
-    engine per process even when several conftests register this fixture (tests/contract and tests/engines)."""
+    engine per process even when several conftests register this fixture (tests/contract and tests/engines).
+    With `--slurm-partition` it is the site's cluster, as configured in the environment."""
+    from site_cluster import site_partition
+
+    if site_partition():
+        yield SiteSlurm()
+        return
     engine = _SHARED.get("slurm")
     if engine is None:
         engine = _SHARED["slurm"] = SlurmEngine(tmp_path_factory.mktemp("slurm")).start()
@@ -112,10 +131,12 @@ def slurm_cluster(tmp_path_factory) -> Any:
 @pytest.fixture(scope="session")
 def slurm_launcher_factory(slurm_cluster) -> Callable[..., Any]:
     """`factory(tmp_path, **options)` -> a SlurmLauncher on the session's SLURM, polling every second."""
+    from site_cluster import site_slurm_options
+
     from launchers.slurm import SlurmLauncher
 
     def make(tmp: Path, **options: Any) -> Any:
-        options = {"poll_s": 1.0, "time_limit_floor_min": 5, **options}
+        options = {"poll_s": 1.0, "time_limit_floor_min": 5, **site_slurm_options(), **options}
         return SlurmLauncher(workdir=tmp / "work", log_dir=tmp / "logs", **options)
 
     return make

@@ -1,7 +1,8 @@
-"""The SLURM backend against a real slurmctld/slurmd (one node on 127.0.0.1, 8 fake GPUs): a 4-rank trial of the
-tiny model matches the local backend's row and losses, a wave leaves as one job array whose elements end ok / crash /
-timeout, a node failure is requeued a bounded number of times, and `autotune sweep --backend slurm` finishes a sweep.
-Contract behaviour (crash, timeout, cancel, oom, no process left) is covered by tests/contract for `slurm` too."""
+"""The SLURM backend against a real slurmctld/slurmd (one node on 127.0.0.1, 8 fake GPUs): a wave leaves as one job
+array whose elements end ok / crash / timeout, a node failure is requeued a bounded number of times, and `autotune
+sweep --backend slurm` finishes a sweep. Contract behaviour (crash, timeout, cancel, oom, no process left) is covered
+by tests/contract for `slurm` too; the 4-rank trial against a 1-rank run and netbench run on the 2-node cluster
+(test_slurm_2node.py)."""
 
 from __future__ import annotations
 
@@ -11,28 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-from engine_fixtures import run_netbench_cli
-
-from autotune.results.schema import RESULT_COLUMNS
+from site_cluster import site_slurm_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
 TINY = ["experiment=demo", "train.global_batch_size=4"]
-LAYOUT = (
-    "num_gpus",
-    "dp",
-    "tp",
-    "pp",
-    "cp",
-    "zero_stage",
-    "micro_batch_size",
-    "grad_accum_steps",
-    "seq_len",
-    "global_batch_tokens",
-    "num_params",
-    "candidate_id",
-)
 
 
 def spec_for(trial_id: str, backend: str, world: int, overrides=(), **extra):
@@ -63,27 +47,6 @@ def test_slurm_engine_is_one_node_on_loopback(slurm_cluster):
     for key in ("AUTOTUNE_SLURM_CTLD_PORT", "AUTOTUNE_SLURM_SLURMD_PORT"):
         assert listening_addresses(int(slurm_cluster.env[key])) == {"127.0.0.1"}, key
     assert slurm_cluster.start_s < 60
-
-
-def test_four_rank_trial_matches_local(slurm_launcher_factory, tmp_path):
-    """Same layout (dp=2 x tp=2), same seed: the SLURM row has the local row's columns, layout and per-step losses."""
-    from launchers.local import LocalLauncher
-
-    overrides = ["plan.tp=2"]
-    slurm = slurm_launcher_factory(tmp_path / "slurm")
-    row_s = slurm.submit(spec_for("t4-slurm", "slurm", 4, overrides)).result(timeout=600)
-    local = LocalLauncher(workdir=tmp_path / "local" / "work", log_dir=tmp_path / "local" / "logs")
-    row_l = local.submit(spec_for("t4-local", "local", 4, overrides)).result(timeout=600)
-    assert row_s["status"] == row_l["status"] == "ok", (row_s["error_message"], row_l["error_message"])
-    assert list(row_s) == list(row_l) == RESULT_COLUMNS
-    assert (row_s["backend"], row_s["dp"], row_s["tp"]) == ("slurm", 2, 2)
-    for key in LAYOUT:
-        assert row_s[key] == row_l[key], key
-    assert len(row_s["losses"]) >= 2 and row_s["losses"] == pytest.approx(row_l["losses"], rel=1e-6, abs=1e-6)
-    # one SLURM task per rank: submitit wrote one log per task of the job
-    task_logs = sorted(Path(row_s["log_path"]).parent.glob("*_log.out"))
-    assert len(task_logs) == 4, task_logs
-    slurm.close()
 
 
 def test_wave_is_one_job_array_with_mapped_states(slurm_launcher_factory, slurm_cluster, tmp_path):
@@ -164,7 +127,7 @@ def test_node_failure_is_requeued_a_bounded_number_of_times(slurm_launcher_facto
 def test_sweep_backend_slurm_finishes_with_parquet_rows_and_report(slurm_cluster, tmp_path):
     """`autotune sweep --backend slurm --gpus 2`: two real trials leave as one job array (--parallel 2). Two ranks per
     trial: two parallel trials of 4 would time-share 8 ranks on a 2-core box, and a 4-rank trial through SLURM is
-    already compared row for row with the local backend (test_four_rank_trial_matches_local)."""
+    already compared with a 1-rank run on the 2-node cluster (test_slurm_2node.py)."""
     env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf))
     argv = [
         AUTOTUNE,
@@ -184,6 +147,7 @@ def test_sweep_backend_slurm_finishes_with_parquet_rows_and_report(slurm_cluster
         *TINY,
         "sweep.warmup_steps=1",
         f"sweep.results_dir={tmp_path}",
+        *site_slurm_overrides(),
     ]
     out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -200,11 +164,3 @@ def test_sweep_backend_slurm_finishes_with_parquet_rows_and_report(slurm_cluster
     )
     assert report.returncode == 0, report.stderr
     assert all(t in report.stdout for t in ran["trial_id"]), report.stdout
-
-
-def test_netbench_backend_slurm_measures_through_a_job(slurm_cluster, tmp_path):
-    """`autotune netbench --backend slurm --gpus 2`: the ranks run as one SLURM job (one task per rank) and the fit
-    lands in a preset; one host, so only the intra-node class is measured (said in the output)."""
-    run_netbench_cli("slurm", tmp_path, env=dict(os.environ, SLURM_CONF=str(slurm_cluster.conf)))
-    sidecars = list((tmp_path / "_netbench").glob("*/trials/netbench/RESULT.json.netbench.json"))
-    assert len(sidecars) == 1 and '"samples"' in sidecars[0].read_text()  # the trial protocol's files, kept

@@ -245,6 +245,7 @@ def test_rank_env_from_slurm(slurm_cluster):
         "MASTER_PORT": str(20000 + 40123 % 20000),
         "GLOO_SOCKET_IFNAME": "lo",
         "NCCL_SOCKET_IFNAME": "lo",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
     }
 
 

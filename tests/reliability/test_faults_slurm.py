@@ -16,12 +16,7 @@ import subprocess
 import time
 
 from harness import AUTOTUNE, TINY, final_state, processes_mentioning, ranked_trial_ids
-
-
-def _jobs(cluster, name: str) -> dict[str, str]:
-    """job id -> state of this sweep's jobs (job name autotune-<sweep_id>)."""
-    out = cluster.run("squeue", "-h", "-r", "--states=all", "-n", name, "-o", "%i|%T")
-    return dict(line.split("|", 1) for line in out.stdout.split() if "|" in line)
+from slurm2 import jobs as _jobs  # job id -> state of the jobs of one name (any SlurmEngine)
 
 
 def _wait_running(cluster, name: str, exclude: set[str], proc: subprocess.Popen, timeout_s: float = 600) -> str:
