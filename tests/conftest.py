@@ -18,3 +18,7 @@ from skip_policy import (  # noqa: F401  (pytest finds hooks by name in a confte
 def pytest_collection_modifyitems(config, items) -> None:
     site_cluster.pytest_collection_modifyitems(config, items)  # engines marker; a site's partition deselects
     xdist_groups.assign_groups(items)
+
+
+def pytest_collection_finish(session) -> None:
+    xdist_groups.check_grouping(session)

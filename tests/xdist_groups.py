@@ -40,3 +40,17 @@ def assign_groups(items: list[pytest.Item]) -> None:
         group = group_of(item.nodeid.split("::", 1)[0], item.nodeid, tuple(item.fixturenames))
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def check_grouping(session: pytest.Session) -> None:
+    """Under `--dist loadgroup` xdist must have turned every group mark into a node-id suffix; if a pytest/xdist
+    upgrade breaks that (pytest 9 with xdist 3.8 does), two workers would start the same SLURM/Ray clusters and fight
+    over them: fail loudly instead."""
+    if not session.config.getvalue("loadgroup"):
+        return
+    lost = [i.nodeid for i in session.items if any(i.iter_markers("xdist_group")) and "@" not in i.nodeid]
+    if lost:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {len(lost)} test(s) (e.g. {lost[0]}): pytest {pytest.__version__} and this "
+            "pytest-xdist disagree on node ids; install pytest<9 (pyproject.toml [test])"
+        )
