@@ -45,6 +45,10 @@ RAY_ENV = {
     "RAY_health_check_failure_threshold": "3",
 }
 
+# No idle workers started ahead of demand (Ray starts one per CPU): on a 2-core box they compete with the ranks.
+# The head's GCS hands this config to every raylet that joins.
+SYSTEM_CONFIG = '{"enable_worker_prestart": false, "prestart_worker_first_driver": false}'
+
 
 @dataclass
 class RayCluster:
@@ -70,11 +74,8 @@ class RayCluster:
     def start_node(self, node: int) -> None:
         """`ray start` on `node` (0 = head); fails with Ray's output if it does not come up."""
         ip = self.nodes.addrs[node]
-        role = (
-            ["--head", f"--port={GCS_PORT}", "--include-dashboard=false"]
-            if node == 0
-            else [f"--address={self.address}"]
-        )
+        head = ["--head", f"--port={GCS_PORT}", "--include-dashboard=false", f"--system-config={SYSTEM_CONFIG}"]
+        role = head if node == 0 else [f"--address={self.address}"]
         argv = [RAY, "start", *role, f"--node-ip-address={ip}", f"--num-cpus={self.cpus_per_node}", "--num-gpus=0"]
         argv += ["--disable-usage-stats", f"--temp-dir={self.root / f'n{node + 1}' / 'ray'}"]
         t0 = time.monotonic()
