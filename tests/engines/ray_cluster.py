@@ -81,7 +81,7 @@ class RayCluster:
         argv = [RAY, "start", *role, f"--node-ip-address={ip}", f"--num-cpus={self.cpus_per_node}", "--num-gpus=0"]
         argv += ["--disable-usage-stats", f"--temp-dir={temp}"]
         t0 = time.monotonic()
-        for attempt in (1, 2):
+        for _attempt in (1, 2):
             out = subprocess.run(self.argv(node, argv), env=self.env(node), capture_output=True, text=True, timeout=300)
             if out.returncode == 0:
                 self.start_s[node] = time.monotonic() - t0
