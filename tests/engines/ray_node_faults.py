@@ -37,6 +37,7 @@ class NodeLossOutcome:
     files_before_resume: dict[str, int]  # trial file -> mtime_ns after the first run
     files_after_resume: dict[str, int]
     processes_left: list[str]  # processes still mentioning the sweep's trials, after both runs
+    resume_out: str  # what `autotune sweep --resume` printed
     log: str  # the two runs' output tails, for failure messages
 
 
@@ -108,5 +109,6 @@ def node_loss_sweep(cluster: RayCluster, results: Path, hang_s: int = 20) -> Nod
         files_before_resume=before,
         files_after_resume=_files(sweep),
         processes_left=left,
+        resume_out=resume.stdout + resume.stderr,
         log=out[-3000:] + "\n--- resume ---\n" + resume.stdout[-1500:] + resume.stderr[-1500:],
     )
