@@ -1,6 +1,6 @@
 """Reliability figures: inject real faults and feed real bad inputs, then count what was lost, duplicated or unclear.
 
-    .venv/bin/python benchmarks/reliability.py [--quick] [--slurm] [--scenarios NAME,...] [-o FILE.json]
+    .venv/bin/python benchmarks/reliability.py [--quick] [--slurm] [--ray-2node] [--scenarios NAME,...] [-o FILE.json]
 
 Runs the scenarios itself (not through pytest), each against a fresh folder, and prints one JSON object:
   faults_injected   faults actually delivered (a SIGKILL that found its process alive, a torn file written, ...)
@@ -14,7 +14,8 @@ Runs the scenarios itself (not through pytest), each against a fresh folder, and
 Scenarios: bad inputs; 8 concurrent store writers; torn/corrupt trial files; the controller SIGKILLed at 5 seeded points
 (simulate backend) and resumed; [local backend, skipped by --quick] the controller SIGKILLed with a trial in flight,
 kill_rank1 + hang + crash_rank1 in one sweep, a genuine RLIMIT_AS OOM; [--slurm] scancel of a job and a node set DOWN
-and back, on a one-node SLURM started by launchers/scripts/slurm_local.sh.
+and back, on a one-node SLURM started by launchers/scripts/slurm_local.sh; [--ray-2node, root] the worker node of a
+2-node Ray cluster powered off mid-trial, then the sweep resumed (tests/engines/ray_node_faults.py).
 """
 
 from __future__ import annotations
@@ -357,10 +358,21 @@ def _slurm_run(engine, work: Path, s: Scenario) -> Scenario:
     return s
 
 
+def ray_node_loss(work: Path) -> Scenario:
+    """Node 2 of a fresh 2-node Ray cluster (network namespaces on a private bridge) killed under a sweep."""
+    sys.path.insert(0, str(REPO / "tests" / "engines"))
+    from ray_cluster import ray_cluster
+    from ray_node_faults import node_loss_sweep, reliability_figures
+
+    with ray_cluster() as cluster:
+        return Scenario(**reliability_figures(node_loss_sweep(cluster, work)))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip the local-backend trial scenarios (torchrun runs)")
     ap.add_argument("--slurm", action="store_true", help="also start a one-node SLURM and run its faults")
+    ap.add_argument("--ray-2node", action="store_true", help="also start a 2-node Ray cluster and kill node 2 (root)")
     ap.add_argument("-o", "--output", help="also write the JSON here")
     ap.add_argument(
         "--scenarios",
@@ -380,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         plan += [controller_kill_local, trial_faults_local, genuine_oom]
     if args.slurm:
         plan.append(slurm_faults)
+    if args.ray_2node:
+        plan.append(ray_node_loss)
     chosen = set(args.scenarios.split(",")) if args.scenarios else {"bad_inputs"} | {fn.__name__ for fn in plan}
     known = {"bad_inputs"} | {fn.__name__ for fn in ALL_SCENARIOS}
     if chosen - known:
@@ -420,6 +434,7 @@ ALL_SCENARIOS = (
     trial_faults_local,
     genuine_oom,
     slurm_faults,
+    ray_node_loss,
 )
 
 

@@ -112,3 +112,25 @@ def node_loss_sweep(cluster: RayCluster, results: Path, hang_s: int = 15) -> Nod
         resume_out=resume.stdout + resume.stderr,
         log=out[-3000:] + "\n--- resume ---\n" + resume.stdout[-1500:] + resume.stderr[-1500:],
     )
+
+
+def reliability_figures(r: NodeLossOutcome) -> dict[str, object]:
+    """The scenario in benchmarks/reliability.py's terms (its `Scenario` fields): a row missing or unreadable is
+    lost; a second row of a candidate, a row nobody expected, or a trial file the resume rewrote is a duplicate; a row
+    with another status, or a node-2 row that is not crash / NodeLost, is misclassified."""
+    from autotune.results.store import read_results
+
+    t = tally(r.sweep_dir)
+    rows = read_results(r.sweep_dir).set_index("trial_id")
+    lost_type = rows["error_type"].get(r.lost_trial)
+    rewritten = sum(1 for name, mtime in r.files_after_resume.items() if r.files_before_resume.get(name) != mtime)
+    return {
+        "name": "ray_worker_node_lost",
+        "faults": r.faults,
+        "expected_rows": len(r.expected),
+        "lost": sum(1 for c in r.expected if c not in t.statuses) + t.corrupt,
+        "duplicates": t.duplicates + sum(1 for c in t.statuses if c not in r.expected) + rewritten,
+        "misclassified": sum(1 for c, s in r.expected.items() if t.statuses.get(c, s) != s) + (lost_type != "NodeLost"),
+        "detail": f"sweep rc={r.sweep_rc}, resume rc={r.resume_rc}; node-2 trial {r.lost_trial}: {lost_type}; "
+        f"processes left: {len(r.processes_left)}",
+    }

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from engine_fixtures import REPO
 from ray_cluster import PREFIX, RayCluster, run_pytest_on_head, start_cluster
-from ray_node_faults import WORKER_IP, node_loss_sweep
+from ray_node_faults import WORKER_IP, node_loss_sweep, reliability_figures
 
 _CLUSTER: dict[str, RayCluster] = {}
 
@@ -82,6 +82,8 @@ def test_worker_node_lost_mid_sweep(cluster, tmp_path):
     assert r.resume_rc == 0 and "3 trial(s) already done" in r.resume_out, r.resume_out[-3000:]
     assert r.files_after_resume == r.files_before_resume  # resume ran nothing again, rewrote nothing
     assert r.processes_left == []
+    figures = reliability_figures(r)  # what benchmarks/reliability.py --ray-2node reports
+    assert (figures["faults"], figures["lost"], figures["duplicates"], figures["misclassified"]) == (1, 0, 0, 0)
 
 
 def test_teardown_leaves_nothing(cluster):
