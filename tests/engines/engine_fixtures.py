@@ -156,11 +156,23 @@ def require_private_netns() -> None:
         )
 
 
+TEST_CLUSTER_ADDRESS = "10.202.0.1:6379"  # tests/engines/ray_cluster.py's head
+
+
+def ray_target_ready() -> bool:
+    """Is there a Ray cluster to test against: the 2-node test cluster from its head node (run_pytest_on_head), or a
+    real cluster named by AUTOTUNE_RAY_ADDRESS (docs/engines.md "Against a real multi-node Ray cluster")."""
+    address = os.environ.get("AUTOTUNE_RAY_ADDRESS", "")
+    return bool(address) and (address != TEST_CLUSTER_ADDRESS or in_private_netns())
+
+
 def ray_address() -> str:
-    """The 2-node test cluster's GCS address, given to the child pytest by run_pytest_on_head."""
+    """The cluster's GCS address; on the test cluster, only from inside its head node's namespace."""
     address = os.environ.get("AUTOTUNE_RAY_ADDRESS", "")
     if not address:
         pytest.fail("AUTOTUNE_RAY_ADDRESS is not set: run the Ray tests through tests/engines/test_ray_engine.py")
+    if address == TEST_CLUSTER_ADDRESS:
+        require_private_netns()
     return address
 
 
@@ -168,7 +180,6 @@ def ray_address() -> str:
 def ray_session(tmp_path_factory) -> Any:
     """The session's driver connection to the 2-node cluster (sweep.ray.address=<head>:6379, as on a real
     cluster); every RayLauncher of the session shares it."""
-    require_private_netns()
     from launchers.ray_launcher import RayLauncher
 
     owner = RayLauncher(workdir=tmp_path_factory.mktemp("ray-owner"), ray={"address": ray_address()})
@@ -204,6 +215,7 @@ __all__ = [
     "in_private_netns",
     "net_interfaces",
     "ray_address",
+    "ray_target_ready",
     "require_private_netns",
 ]
 
