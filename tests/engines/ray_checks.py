@@ -95,44 +95,21 @@ def test_failing_rank_tears_down_and_releases_the_group(ray_launcher_factory, tm
     assert ray.available_resources().get("CPU") == ray.cluster_resources()["CPU"]
 
 
-def test_sweep_backend_ray_finishes_with_parquet_rows_and_report(tmp_path):
-    """`autotune sweep --backend ray --gpus 2` in this namespace: it starts its own local Ray (address=local). Two
-    ranks per trial: two parallel trials of 4 would time-share 8 ranks on a 2-core box, and a 4-rank trial through Ray
-    is already compared row for row with the local backend (test_four_rank_trial_matches_local)."""
-    argv = [
-        AUTOTUNE,
-        "sweep",
-        "--backend",
-        "ray",
-        "--gpus",
-        "2",
-        "--max-trials",
-        "2",
-        "--parallel",
-        "2",
-        "--steps",
-        "2",
-        "--sweep-id",
-        "r1",
-        *TINY,
-        "sweep.warmup_steps=1",
-        f"sweep.results_dir={tmp_path}",
-    ]
+def test_sweep_backend_ray_starts_its_own_ray(tmp_path):
+    """`autotune sweep --backend ray --gpus 2` with no address: the default, a local Ray of its own (address=local,
+    bound to 127.0.0.1 of this node), started and stopped by the CLI. One trial: the 2-node cluster's sweep
+    (ray_node_faults.py) covers several trials in flight, and the 4-rank check compares a row with a 1-rank run."""
+    argv = [AUTOTUNE, "sweep", "--backend", "ray", "--gpus", "2", "--max-trials", "1", "--steps", "2"]
+    argv += ["--sweep-id", "r1", *TINY, "sweep.warmup_steps=1", f"sweep.results_dir={tmp_path}"]
     out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     from autotune.results.store import read_results
 
     rows = read_results(tmp_path / "r1")
     ran = rows[rows["status"] != "pruned"]
-    assert len(ran) == 2 and set(ran["status"]) == {"ok"} and set(ran["backend"]) == {"ray"}, ran[
-        ["status", "error_message"]
-    ]
+    assert list(ran["status"]) == ["ok"] and list(ran["backend"]) == ["ray"], ran[["status", "error_message"]]
     assert (ran["tokens_per_s"] > 0).all() and (ran["num_gpus"] == 2).all()
-    report = subprocess.run(
-        [AUTOTUNE, "report", str(tmp_path / "r1")], cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
-    assert report.returncode == 0, report.stderr
-    assert all(t in report.stdout for t in ran["trial_id"]), report.stdout
+    assert ran["trial_id"].iloc[0] in out.stdout  # the ranked table the sweep printed from its Parquet rows
 
 
 def test_netbench_backend_ray_measures_through_actors(ray_session, tmp_path):

@@ -100,7 +100,7 @@ class RayCluster:
         return len(pids)
 
     def stop(self) -> None:
-        netns_nodes.down(PREFIX)
+        netns_nodes.down(PREFIX, grace_s=1.0)  # nothing of a test cluster is worth a graceful Ray shutdown
         shutil.rmtree(self.root, ignore_errors=True)
 
     def leftovers(self) -> list[str]:

@@ -61,7 +61,7 @@ def _wait(cond, proc: subprocess.Popen, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def node_loss_sweep(cluster: RayCluster, results: Path, hang_s: int = 15) -> NodeLossOutcome:
+def node_loss_sweep(cluster: RayCluster, results: Path, hang_s: int = 10) -> NodeLossOutcome:
     sweep, work = results / SWEEP_ID, results / SWEEP_ID / "work"
     argv = [AUTOTUNE, "sweep", "--backend", "ray", "--gpus", "2", "--max-trials", "3", "--parallel", "2"]
     argv += ["--steps", "2", "--sweep-id", SWEEP_ID, "--inject-fault", f"1:hang:{hang_s}"]
