@@ -305,14 +305,18 @@ class RayLauncher(Launcher):
             return
 
     def _survivors(self, ray: Any, actors: list) -> list[int]:
-        """Ranks whose actor still answers (one on a dead node raises, or, before Ray has marked the node dead,
-        does not answer in SURVEY_TIMEOUT_S)."""
+        """Ranks whose actor still answers, all asked at once: one on a dead node raises, or, before Ray has marked
+        the node dead, does not answer within SURVEY_TIMEOUT_S."""
+        refs = [a.poll.remote() for a in actors]
+        answered, _ = ray.wait(refs, num_returns=len(refs), timeout=SURVEY_TIMEOUT_S)
         alive = []
-        for rank, actor in enumerate(actors):
+        for rank, ref in enumerate(refs):
+            if ref not in answered:
+                continue
             try:
-                ray.get(actor.poll.remote(), timeout=SURVEY_TIMEOUT_S)
+                ray.get(ref)
                 alive.append(rank)
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            except ray.exceptions.RayActorError:
                 pass
         return alive
 
