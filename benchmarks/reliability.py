@@ -1,6 +1,7 @@
 """Reliability figures: inject real faults and feed real bad inputs, then count what was lost, duplicated or unclear.
 
-    .venv/bin/python benchmarks/reliability.py [--quick] [--slurm] [--slurm-2node] [--scenarios NAME,...] [-o FILE]
+    .venv/bin/python benchmarks/reliability.py [--quick] [--slurm] [--slurm-2node] [--ray-2node] [--scenarios NAME,...]
+        [-o FILE.json]
 
 Runs the scenarios itself (not through pytest), each against a fresh folder, and prints one JSON object:
   faults_injected   faults actually delivered (a SIGKILL that found its process alive, a torn file written, ...)
@@ -16,7 +17,8 @@ Scenarios: bad inputs; 8 concurrent store writers; torn/corrupt trial files; the
 kill_rank1 + hang + crash_rank1 in one sweep, a genuine RLIMIT_AS OOM; [--slurm] scancel of a job and a node set DOWN
 and back, on a one-node SLURM started by launchers/scripts/slurm_local.sh; [--slurm-2node, root] on a 2-node SLURM in
 network namespaces (tests/engines/slurm2.py): node2 killed under a trial twice (requeue, then crash/NodeFail); rank 1
-(on node2) raising in one trial and hanging in another (crash at once, timeout; no rank left on either node).
+(on node2) raising in one trial and hanging in another (crash at once, timeout; no rank left on either node); [--ray-2node, root] the worker node of a
+2-node Ray cluster powered off mid-trial, then the sweep resumed (tests/engines/ray_node_faults.py).
 """
 
 from __future__ import annotations
@@ -376,11 +378,22 @@ def slurm_2node_rank_faults(work: Path) -> Scenario:
     return _two_node("rank_faults", work)
 
 
+def ray_node_loss(work: Path) -> Scenario:
+    """Node 2 of a fresh 2-node Ray cluster (network namespaces on a private bridge) killed under a sweep."""
+    sys.path.insert(0, str(REPO / "tests" / "engines"))
+    from ray_cluster import ray_cluster
+    from ray_node_faults import node_loss_sweep, reliability_figures
+
+    with ray_cluster() as cluster:
+        return Scenario(**reliability_figures(node_loss_sweep(cluster, work)))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip the local-backend trial scenarios (torchrun runs)")
     ap.add_argument("--slurm", action="store_true", help="also start a one-node SLURM and run its faults")
     ap.add_argument("--slurm-2node", action="store_true", help="also the faults across 2 SLURM nodes (needs root)")
+    ap.add_argument("--ray-2node", action="store_true", help="also start a 2-node Ray cluster and kill node 2 (root)")
     ap.add_argument("-o", "--output", help="also write the JSON here")
     ap.add_argument(
         "--scenarios",
@@ -402,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
         plan.append(slurm_faults)
     if args.slurm_2node:
         plan += [slurm_2node_node_death, slurm_2node_rank_faults]
+    if args.ray_2node:
+        plan.append(ray_node_loss)
     chosen = set(args.scenarios.split(",")) if args.scenarios else {"bad_inputs"} | {fn.__name__ for fn in plan}
     known = {"bad_inputs"} | {fn.__name__ for fn in ALL_SCENARIOS}
     if chosen - known:
@@ -444,6 +459,7 @@ ALL_SCENARIOS = (
     slurm_faults,
     slurm_2node_node_death,
     slurm_2node_rank_faults,
+    ray_node_loss,
 )
 
 

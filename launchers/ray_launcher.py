@@ -1,129 +1,46 @@
 """Ray launcher: one trial = one placement group of N bundles (GPU:1 each on GPU clusters, CPU only on `cluster=cpu`)
-and one actor per rank.
+and one actor per rank (launchers/ray_worker.py).
 
 Each actor starts `python -m bench_model.run` as a child process with the torch.distributed environment: MASTER_ADDR
-is rank 0's node address (127.0.0.1 in tests), MASTER_PORT a port free on that node, LOCAL_RANK the rank's GPU among
-the GPUs Ray gave the trial's actors on that node (CUDA_VISIBLE_DEVICES is set to that union, as Ray Train does, so
-NCCL sees its peers). The driver polls the ranks, tears the others down when one fails (what torchrun does locally),
-kills every rank at `timeout_s`, and copies RESULT.json / *.err.json / logs back from the actors: the row needs no
-shared filesystem. The placement group is removed after every trial.
+is rank 0's node address, MASTER_PORT a port free on that node, GLOO_SOCKET_IFNAME the interface of the rank's node
+address, LOCAL_RANK the rank's GPU among the GPUs Ray gave the trial's actors on that node (CUDA_VISIBLE_DEVICES is
+set to that union, as Ray Train does, so NCCL sees its peers). The driver polls the ranks, tears the others down when
+one fails (what torchrun does locally), kills every rank at `timeout_s`, and copies RESULT.json / *.err.json / logs
+back from the actors, whose ranks write into their own node's temp folder: the row needs no shared filesystem. When a
+node dies under a trial, the ranks left are stopped and the row is crash / NodeLost naming the node. The placement
+group is removed after every trial; PLACEMENT.json in the driver's trial folder records where each rank ran.
 
-Tests run Ray inside a private network namespace (`unshare --net`, loopback only: docs/engines.md).
+Tests run Ray on two virtual nodes (network namespaces on a private bridge: docs/engines.md).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 from autotune.core.errors import SpecError, UsageError
 from autotune.core.trial import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
-from launchers.protocol import (
-    REPO_ROOT,
-    RESULT_FILE,
-    SPEC_FILE,
-    assemble_row,
-    free_port,
-    prepare_trial_dir,
-    rank_args,
-    utc_now,
-)
-
-# Ray workers import this module for every rank actor: it stays light (launchers.protocol imports pyarrow lazily).
+from launchers.protocol import REPO_ROOT, RESULT_FILE, assemble_row, prepare_trial_dir, utc_now
+from launchers.ray_worker import RankWorker
 
 POLL_S = 0.5
-KILL_GRACE_S = 5.0
 PEER_GRACE_S = 10.0  # after one rank fails, how long its peers get to write their own error file
-LOG_TAIL_BYTES = 1 << 20
+SURVEY_TIMEOUT_S = 30.0  # after a rank's actor died: how long a live actor may take to answer
+PLACEMENT_FILE = "PLACEMENT.json"  # driver side: rank -> node id, node address, the node's scratch folder
 
 
-class RankWorker:
-    """A Ray actor holding one rank's process (wrapped with ray.remote at launch; plain class so it imports light)."""
+class NodeLost(RuntimeError):
+    """A node holding ranks of the trial left the cluster (raylet dead, host down) while the trial ran."""
 
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
-        self.trial_dir: Path | None = None
-        self.log_path: Path | None = None
 
-    def node_info(self) -> dict[str, Any]:
-        import ray
-
-        ip = ray.util.get_node_ip_address()
-        return {
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "ip": ip,
-            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-        }
-
-    def free_port(self) -> int:
-        import ray
-
-        return free_port(ray.util.get_node_ip_address())
-
-    def start(self, spec_json: str, trial_dir: str, rank_env: dict[str, str], module: str) -> int:
-        self.trial_dir = Path(trial_dir)
-        self.trial_dir.mkdir(parents=True, exist_ok=True)
-        spec_path = self.trial_dir / SPEC_FILE
-        if not spec_path.exists() or spec_path.read_text() != spec_json:
-            spec_path.write_text(spec_json)
-        env = dict(os.environ)
-        env.update(rank_env)
-        env.setdefault("OMP_NUM_THREADS", "1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-        self.log_path = self.trial_dir / f"rank{rank_env['RANK']}.log"
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, *rank_args(module, spec_path, self.trial_dir / RESULT_FILE)],
-                cwd=str(REPO_ROOT) if REPO_ROOT.is_dir() else None,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        return self.proc.pid
-
-    def poll(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
-
-    def stop(self, grace_s: float = KILL_GRACE_S) -> int | None:
-        """SIGTERM the rank's process group, SIGKILL after `grace_s`."""
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                return self.proc.wait(timeout=wait_s)
-            except subprocess.TimeoutExpired:
-                continue
-        return self.proc.poll()
-
-    def collect(self) -> dict[str, str]:
-        """RESULT.json, this node's *.err.json files and this rank's log tail, as text."""
-        out: dict[str, str] = {}
-        if self.trial_dir is None:
-            return out
-        for path in [
-            self.trial_dir / RESULT_FILE,
-            *self.trial_dir.glob(RESULT_FILE + ".*.json"),
-        ]:  # err files, sidecars
-            if path.is_file():
-                out[path.name] = path.read_text()
-        if self.log_path is not None and self.log_path.is_file():
-            with open(self.log_path, "rb") as fh:
-                fh.seek(max(0, self.log_path.stat().st_size - LOG_TAIL_BYTES))
-                out[self.log_path.name] = fh.read().decode(errors="replace")
-        return out
+class ActorLost(RuntimeError):
+    """A rank's actor died while its node stayed in the cluster (its worker process was killed)."""
 
 
 def ray_rank_envs(infos: list[dict[str, Any]], master_addr: str, master_port: int) -> list[dict[str, str]]:
@@ -151,6 +68,8 @@ def ray_rank_envs(infos: list[dict[str, Any]], master_addr: str, master_port: in
             env["LOCAL_RANK"] = str(gpus.index(info["gpu_ids"][0]))
         if master_addr.startswith("127."):  # one host: keep gloo/NCCL bootstrap on loopback
             env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
+        elif info.get("ifname") and "GLOO_SOCKET_IFNAME" not in os.environ:  # a site's own setting wins
+            env["GLOO_SOCKET_IFNAME"] = info["ifname"]  # the interface of Ray's node address: peers reach it
         envs.append(env)
     return envs
 
@@ -194,8 +113,12 @@ class RayTrialHandle(ThreadedTrialHandle):
             runner="a Ray rank",
         )
         error = outcome.get("error")
-        if error is not None and row["error_type"] in ("NoResult", "Killed"):
-            row.update(error_type=type(error).__name__, error_message=("ray: " + " ".join(str(error).split()))[:500])
+        lost = (
+            isinstance(error, (NodeLost, ActorLost)) and row["status"] != "ok"
+        )  # the root cause, whatever the peers wrote
+        if error is not None and (lost or row["error_type"] in ("NoResult", "Killed")):
+            message = ("ray: " + " ".join(str(error).split()))[:500]
+            row.update(status="crash", error_type=type(error).__name__, error_message=message)
         self._row = row
         self._done.set()
 
@@ -341,13 +264,21 @@ class RayLauncher(Launcher):
         infos = ray.get([a.node_info.remote() for a in actors])
         port = ray.get(actors[0].free_port.remote())
         envs = ray_rank_envs(infos, infos[0]["ip"], port)
+        placement = [{"rank": r, **{k: i[k] for k in ("node_id", "ip", "scratch")}} for r, i in enumerate(infos)]
+        (handle.trial_dir / PLACEMENT_FILE).write_text(json.dumps(placement, indent=1) + "\n")
+        run_key = f"{spec.sweep_id}-{spec.trial_id}-{uuid.uuid4().hex[:8]}"
         outcome.update(t_start=time.monotonic(), started_at=utc_now())
-        ray.get(
-            [a.start.remote(spec.to_json(), str(handle.trial_dir), env, self.module) for a, env in zip(actors, envs)]
-        )
+        ray.get([a.start.remote(spec.to_json(), run_key, env, self.module) for a, env in zip(actors, envs)])
         handle._running = True
-        self._watch(ray, handle, actors, outcome)
-        self._collect(ray, handle, actors)
+        alive = list(range(world))
+        try:
+            self._watch(ray, handle, actors, outcome)
+        except ray.exceptions.RayActorError as e:  # an actor's node went away: end the ranks left, say which node
+            alive = self._survivors(ray, actors)
+            ray.get([actors[r].stop.remote() for r in alive])
+            dead_nodes = {n["NodeID"] for n in ray.nodes() if not n["Alive"]}
+            outcome["error"] = lost_ranks_error(infos, alive, dead_nodes, e)
+        self._collect(ray, handle, [(r, actors[r]) for r in alive])
         return pg, actors, outcome
 
     def _watch(self, ray: Any, handle: RayTrialHandle, actors: list, outcome: dict[str, Any]) -> None:
@@ -373,18 +304,38 @@ class RayLauncher(Launcher):
             ray.get([a.stop.remote() for a in actors])
             return
 
-    def _collect(self, ray: Any, handle: RayTrialHandle, actors: list) -> None:
-        """Bring result/error files and log tails back from the ranks' nodes (no shared filesystem needed)."""
+    def _survivors(self, ray: Any, actors: list) -> list[int]:
+        """Ranks whose actor still answers, all asked at once: one on a dead node raises, or, before Ray has marked
+        the node dead, does not answer within SURVEY_TIMEOUT_S."""
+        refs = [a.poll.remote() for a in actors]
+        answered, _ = ray.wait(refs, num_returns=len(refs), timeout=SURVEY_TIMEOUT_S)
+        alive = []
+        for rank, ref in enumerate(refs):
+            if ref not in answered:
+                continue
+            try:
+                ray.get(ref)
+                alive.append(rank)
+            except ray.exceptions.RayActorError:
+                pass
+        return alive
+
+    def _collect(self, ray: Any, handle: RayTrialHandle, ranks: list[tuple[int, Any]]) -> None:
+        """Bring result/error files and logs back from the ranks' nodes (no shared filesystem needed): the files
+        land in the driver's trial folder, each rank's log as rank<R>.log there and in the trial's log, then the
+        ranks' node-local folders are removed."""
         logs = []
-        for rank, files in enumerate(ray.get([a.collect.remote() for a in actors])):
+        replies = ray.get([a.collect.remote() for _, a in ranks])
+        for (rank, _), files in zip(ranks, replies):
             for name, text in files.items():
                 if name.endswith(".log"):
                     logs.append(f"===== rank {rank} =====\n{text}")
-                elif not (handle.trial_dir / name).exists():
+                if name.endswith(".log") or not (handle.trial_dir / name).exists():
                     tmp = handle.trial_dir / f".{name}.tmp"
                     tmp.write_text(text)
                     os.replace(tmp, handle.trial_dir / name)
         handle.log_path.write_text("\n".join(logs))
+        ray.get([a.cleanup.remote() for _, a in ranks])
 
     def _release(self, pg: Any, actors: list) -> None:
         if pg is None:
@@ -417,6 +368,16 @@ class RayLauncher(Launcher):
             shutil.rmtree(self._temp_dir, ignore_errors=True)
 
 
+def lost_ranks_error(infos: list[dict[str, Any]], alive: list[int], dead_nodes: set[str], error: Exception):
+    """NodeLost naming the dead node(s), their ranks and Ray's own words; ActorLost when the nodes live on."""
+    lost = [r for r in range(len(infos)) if r not in alive]
+    cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    gone = sorted({infos[r]["ip"] for r in lost if infos[r]["node_id"] in dead_nodes})
+    if gone:
+        return NodeLost(f"node {', '.join(gone)} left the cluster mid-trial (ranks {lost} lost): {cause}")
+    return ActorLost(f"the actors of ranks {lost} died, their nodes still in the cluster: {cause}")
+
+
 def _ready(ray: Any, ref: Any, timeout_s: float) -> bool:
     done, _ = ray.wait([ref], timeout=timeout_s)
     return bool(done)
@@ -430,4 +391,4 @@ def _count(name: str, value: Any, default: int) -> int:
     return value
 
 
-__all__ = ["RayLauncher", "RayTrialHandle", "RankWorker", "ray_rank_envs"]
+__all__ = ["ActorLost", "NodeLost", "PLACEMENT_FILE", "RayLauncher", "RayTrialHandle", "RankWorker", "ray_rank_envs"]

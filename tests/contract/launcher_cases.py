@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engines"))  # engine_fixtures (real SLURM and Ray)
-from engine_fixtures import in_private_netns  # noqa: E402
+from engine_fixtures import ray_target_ready  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def _slurm(tmp: Path, request: Any) -> Any:  # a real one-node SLURM on 127.0.0.
     return request.getfixturevalue("slurm_launcher_factory")(tmp)
 
 
-def _ray(tmp: Path, request: Any) -> Any:  # a real local Ray, inside the private network namespace only
+def _ray(tmp: Path, request: Any) -> Any:  # a real multi-node Ray (tests/engines/ray_cluster.py)
     return request.getfixturevalue("ray_launcher_factory")(tmp)
 
 
@@ -55,7 +55,7 @@ LAUNCHER_CASES: list[LauncherCase] = [
     LauncherCase("simulate", _simulate, starts_processes=False),
     LauncherCase("slurm", _slurm),
 ]
-# Ray may only run inside a private network namespace; tests/engines/test_ray_engine.py runs this suite's `ray` case
-# there (a child pytest under `unshare --net`), and fails if it fails.
-if in_private_netns():
+# Ray runs against the 2-node test cluster, from a pytest on its head node (tests/engines/test_ray_engine.py runs this
+# suite's `ray` case there and fails if it fails), or against a real cluster named by AUTOTUNE_RAY_ADDRESS.
+if ray_target_ready():
     LAUNCHER_CASES.append(LauncherCase("ray", _ray))

@@ -1,5 +1,6 @@
 """Real engines for tests: a one-node SLURM on 127.0.0.1 (launchers/scripts/slurm_local.sh: munged, slurmctld,
-slurmd, 8 fake GPUs) and Ray inside a private network namespace (`unshare --net`, loopback only).
+slurmd, 8 fake GPUs) and a 2-node Ray on virtual nodes (tests/engines/ray_cluster.py): the fixtures here join it from
+a pytest that runs on its head node.
 
 Each pytest session gets its own SLURM (own state folder, own free ports), so concurrent sessions do not meet. When an
 engine cannot start, the fixture FAILS with the daemons' log tail: a missing engine is a broken CI, never a skip.
@@ -142,7 +143,7 @@ def slurm_launcher_factory(slurm_cluster) -> Callable[..., Any]:
     return make
 
 
-# ---------------------------------------------------------------- Ray: only ever inside a private network namespace
+# ------------------------------------------- Ray: only on the virtual nodes of tests/engines/ray_cluster.py
 
 
 def net_interfaces() -> list[str]:
@@ -152,57 +153,64 @@ def net_interfaces() -> list[str]:
     return sorted(line.split(":")[0].strip() for line in lines)
 
 
+def has_route_out() -> bool:
+    """Does this namespace have a default route (IPv4 or IPv6)? /proc/net/route and ipv6_route are per namespace."""
+    v4 = Path("/proc/net/route").read_text().splitlines()[1:]
+    v6 = Path("/proc/net/ipv6_route").read_text().splitlines() if Path("/proc/net/ipv6_route").exists() else []
+    default4 = any(line.split()[1] == "00000000" for line in v4 if len(line.split()) > 1)
+    default6 = any(line.split()[0] == "0" * 32 and line.split()[1] == "00" and line.split()[-1] != "lo" for line in v6)
+    return default4 or default6
+
+
 def in_private_netns() -> bool:
-    """True inside the namespace the Ray tests run in: marked by the env and holding no interface but loopback."""
-    return os.environ.get(IN_NETNS_ENV) == "1" and net_interfaces() == ["lo"]
-
-
-def netns_argv(argv: list[str]) -> list[str]:
-    """`argv` run in a new network namespace with only loopback up. Plain `unshare --net` needs root (CI runs as
-    root); otherwise a user namespace maps us to root inside."""
-    prefix = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--net", "--map-root-user"]
-    return [*prefix, "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *argv]
-
-
-def run_in_netns(
-    argv: list[str], timeout_s: float, cwd: Path = REPO, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, **(env or {}))
-    full_env[IN_NETNS_ENV] = "1"
-    full_env.pop("RAY_ADDRESS", None)
-    return subprocess.run(netns_argv(argv), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout_s)
-
-
-def run_pytest_in_netns(paths: list[str], timeout_s: float, extra: list[str] = ()) -> subprocess.CompletedProcess:
-    """Run pytest on `paths` inside the private namespace (Ray binds and probes only loopback there)."""
-    return run_in_netns(
-        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *extra, *paths], timeout_s=timeout_s
-    )
+    """True on a virtual node of the test cluster: marked by the env, loopback and the private bridge only, and no
+    route out of it."""
+    return os.environ.get(IN_NETNS_ENV) == "1" and set(net_interfaces()) <= {"lo", "eth0"} and not has_route_out()
 
 
 def require_private_netns() -> None:
     if not in_private_netns():
         pytest.fail(
-            "Ray tests must run inside a private network namespace (run_pytest_in_netns); "
-            f"interfaces here: {net_interfaces()}",
+            "Ray tests must run on the head node of tests/engines/ray_cluster.py (run_pytest_on_head); "
+            f"interfaces here: {net_interfaces()}, route out: {has_route_out()}",
             pytrace=False,
         )
 
 
+TEST_CLUSTER_ADDRESS = "10.202.0.1:6379"  # tests/engines/ray_cluster.py's head
+
+
+def ray_target_ready() -> bool:
+    """Is there a Ray cluster to test against: the 2-node test cluster from its head node (run_pytest_on_head), or a
+    real cluster named by AUTOTUNE_RAY_ADDRESS (docs/engines.md "Against a real multi-node Ray cluster")."""
+    address = os.environ.get("AUTOTUNE_RAY_ADDRESS", "")
+    return bool(address) and (address != TEST_CLUSTER_ADDRESS or in_private_netns())
+
+
+def ray_address() -> str:
+    """The cluster's GCS address; on the test cluster, only from inside its head node's namespace."""
+    address = os.environ.get("AUTOTUNE_RAY_ADDRESS", "")
+    if not address:
+        pytest.fail("AUTOTUNE_RAY_ADDRESS is not set: run the Ray tests through tests/engines/test_ray_engine.py")
+    if address == TEST_CLUSTER_ADDRESS:
+        require_private_netns()
+    return address
+
+
 @pytest.fixture(scope="session")
 def ray_session(tmp_path_factory) -> Any:
-    """One local Ray (127.0.0.1 only) for the session; every RayLauncher of the session joins it."""
-    require_private_netns()
+    """The session's driver connection to the 2-node cluster (sweep.ray.address=<head>:6379, as on a real
+    cluster); every RayLauncher of the session shares it."""
     from launchers.ray_launcher import RayLauncher
 
-    owner = RayLauncher(workdir=tmp_path_factory.mktemp("ray-owner"))
+    owner = RayLauncher(workdir=tmp_path_factory.mktemp("ray-owner"), ray={"address": ray_address()})
     t0 = time.monotonic()
     try:
         owner._ensure_ray()
-    except Exception as e:  # noqa: BLE001 - any failure to start is a failed engine
-        pytest.fail(f"Ray engine did not start: {e}", pytrace=False)
+    except Exception as e:  # noqa: BLE001 - any failure to join is a failed engine
+        pytest.fail(f"Ray engine: cannot join {owner.address}: {e}", pytrace=False)
     owner.start_s = time.monotonic() - t0
-    print(f"\n[engines] Ray started in {owner.start_s:.2f} s")
+    print(f"\n[engines] joined Ray at {owner.address} in {owner.start_s:.2f} s")
     yield owner
     owner.close()
 
@@ -212,6 +220,7 @@ def ray_launcher_factory(ray_session) -> Callable[..., Any]:
     from launchers.ray_launcher import RayLauncher
 
     def make(tmp: Path, **options: Any) -> Any:
+        options = {"address": ray_session.address, **options}
         return RayLauncher(workdir=tmp / "work", log_dir=tmp / "logs", **options)
 
     return make
@@ -223,11 +232,11 @@ __all__ = [
     "ray_session",
     "ray_launcher_factory",
     "SlurmEngine",
+    "has_route_out",
     "in_private_netns",
     "net_interfaces",
-    "netns_argv",
-    "run_in_netns",
-    "run_pytest_in_netns",
+    "ray_address",
+    "ray_target_ready",
     "require_private_netns",
 ]
 

@@ -266,3 +266,25 @@ def test_ray_rank_envs_share_gpus_per_node():
     cpu = ray_rank_envs([{"node_id": "A", "ip": "127.0.0.1", "gpu_ids": []}] * 2, "127.0.0.1", 1234)
     assert [(e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) for e in cpu] == [("0", "2"), ("1", "2")]
     assert "CUDA_VISIBLE_DEVICES" not in cpu[0] and cpu[0]["GLOO_SOCKET_IFNAME"] == "lo"
+
+
+def test_ray_rank_envs_name_the_gloo_interface_and_lost_nodes(monkeypatch):
+    """A rank's GLOO_SOCKET_IFNAME is the interface holding its node's Ray address (a site's own setting wins); a
+    trial whose actors stopped answering names the dead node and its ranks (NodeLost), or says the node lives on."""
+    from launchers.ray_launcher import ActorLost, NodeLost, lost_ranks_error, ray_rank_envs
+
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    infos = [
+        {"node_id": "A", "ip": "10.202.0.1", "ifname": "eth0", "gpu_ids": []},
+        {"node_id": "B", "ip": "10.202.0.2", "ifname": "ens5", "gpu_ids": []},
+    ]
+    assert [e["GLOO_SOCKET_IFNAME"] for e in ray_rank_envs(infos, "10.202.0.1", 29500)] == ["eth0", "ens5"]
+    assert "NCCL_SOCKET_IFNAME" not in ray_rank_envs(infos, "10.202.0.1", 29500)[0]  # NCCL picks its own NICs
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "ib0")
+    assert "GLOO_SOCKET_IFNAME" not in ray_rank_envs(infos, "10.202.0.1", 29500)[1]  # the rank inherits ib0
+
+    err = lost_ranks_error(infos * 2, alive=[0, 2], dead_nodes={"B"}, error=RuntimeError("actor died\nmore"))
+    assert isinstance(err, NodeLost)
+    assert str(err) == "node 10.202.0.2 left the cluster mid-trial (ranks [1, 3] lost): actor died"
+    err = lost_ranks_error(infos, alive=[0], dead_nodes=set(), error=RuntimeError("worker killed"))
+    assert isinstance(err, ActorLost) and str(err).startswith("the actors of ranks [1] died")
