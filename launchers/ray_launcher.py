@@ -26,7 +26,7 @@ from typing import Any
 from autotune.core.errors import SpecError, UsageError
 from autotune.core.trial import TrialSpec
 from launchers.base import Launcher, ThreadedTrialHandle
-from launchers.protocol import REPO_ROOT, RESULT_FILE, assemble_row, prepare_trial_dir, utc_now
+from launchers.protocol import REPO_ROOT, RESULT_FILE, assemble_row, prepare_trial_dir, rank_comm_env, utc_now
 from launchers.ray_worker import RankWorker
 
 POLL_S = 0.5
@@ -43,9 +43,11 @@ class ActorLost(RuntimeError):
     """A rank's actor died while its node stayed in the cluster (its worker process was killed)."""
 
 
-def ray_rank_envs(infos: list[dict[str, Any]], master_addr: str, master_port: int) -> list[dict[str, str]]:
+def ray_rank_envs(infos: list[dict[str, Any]], master_addr: str, master_port: int, tp: int = 1) -> list[dict[str, str]]:
     """torch.distributed env per rank from the actors' (node, GPU ids): ranks on one node share one
-    CUDA_VISIBLE_DEVICES (their GPUs' union) and LOCAL_RANK indexes it; on CPU LOCAL_RANK counts ranks per node."""
+    CUDA_VISIBLE_DEVICES (their GPUs' union) and LOCAL_RANK indexes it; on CPU LOCAL_RANK counts ranks per node.
+    The communication variables (loopback on one host, NCCL error handling, TP overlap) are the SLURM launcher's
+    (protocol.rank_comm_env); on several nodes GLOO_SOCKET_IFNAME is the interface of the rank's Ray node address."""
     world = len(infos)
     by_node: dict[str, list[int]] = {}
     for rank, info in enumerate(infos):
@@ -66,9 +68,8 @@ def ray_rank_envs(infos: list[dict[str, Any]], master_addr: str, master_port: in
         if info["gpu_ids"]:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
             env["LOCAL_RANK"] = str(gpus.index(info["gpu_ids"][0]))
-        if master_addr.startswith("127."):  # one host: keep gloo/NCCL bootstrap on loopback
-            env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
-        elif info.get("ifname") and "GLOO_SOCKET_IFNAME" not in os.environ:  # a site's own setting wins
+        env.update(rank_comm_env(dict(os.environ), master_addr, tp, num_hosts=len(by_node)))
+        if "GLOO_SOCKET_IFNAME" not in env and info.get("ifname") and "GLOO_SOCKET_IFNAME" not in os.environ:
             env["GLOO_SOCKET_IFNAME"] = info["ifname"]  # the interface of Ray's node address: peers reach it
         envs.append(env)
     return envs
@@ -263,7 +264,7 @@ class RayLauncher(Launcher):
         ]
         infos = ray.get([a.node_info.remote() for a in actors])
         port = ray.get(actors[0].free_port.remote())
-        envs = ray_rank_envs(infos, infos[0]["ip"], port)
+        envs = ray_rank_envs(infos, infos[0]["ip"], port, spec.plan.tp)
         placement = [{"rank": r, **{k: i[k] for k in ("node_id", "ip", "scratch")}} for r, i in enumerate(infos)]
         (handle.trial_dir / PLACEMENT_FILE).write_text(json.dumps(placement, indent=1) + "\n")
         run_key = f"{spec.sweep_id}-{spec.trial_id}-{uuid.uuid4().hex[:8]}"

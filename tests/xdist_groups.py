@@ -46,7 +46,7 @@ def check_grouping(session: pytest.Session) -> None:
     """Under `--dist loadgroup` xdist must have turned every group mark into a node-id suffix; if a pytest/xdist
     upgrade breaks that (pytest 9 with xdist 3.8 does), two workers would start the same SLURM/Ray clusters and fight
     over them: fail loudly instead."""
-    if not session.config.getvalue("loadgroup"):
+    if not getattr(session.config.option, "loadgroup", False):  # set in xdist workers only
         return
     lost = [i.nodeid for i in session.items if any(i.iter_markers("xdist_group")) and "@" not in i.nodeid]
     if lost:

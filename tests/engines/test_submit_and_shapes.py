@@ -263,6 +263,8 @@ def test_ray_rank_envs_share_gpus_per_node():
     assert [e["LOCAL_RANK"] for e in envs] == ["1", "0", "0", "1"]
     assert [e["GROUP_RANK"] for e in envs] == ["0", "0", "1", "1"]
     assert {e["MASTER_ADDR"] for e in envs} == {"10.0.0.1"} and "GLOO_SOCKET_IFNAME" not in envs[0]
+    assert all(e["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" for e in envs)  # the SLURM launcher's NCCL env too
+    assert ray_rank_envs(infos, "10.0.0.1", 29500, tp=2)[0]["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
     cpu = ray_rank_envs([{"node_id": "A", "ip": "127.0.0.1", "gpu_ids": []}] * 2, "127.0.0.1", 1234)
     assert [(e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) for e in cpu] == [("0", "2"), ("1", "2")]
     assert "CUDA_VISIBLE_DEVICES" not in cpu[0] and cpu[0]["GLOO_SOCKET_IFNAME"] == "lo"
