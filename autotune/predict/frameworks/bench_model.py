@@ -217,10 +217,51 @@ class BenchModelProfile(FrameworkProfile):
         return layer_activation_bytes(model, seq, mbs, tp, sp, recompute, act_bytes)
 
     def moe_layer_activations(
-        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
+        self,
+        model: ModelSpec,
+        tokens: Any,
+        tp: Any,
+        sp: Any,
+        recompute: Any,
+        act_bytes: int,
+        fp8: Any,
+        ep: Any = 1,
+        etp: Any = 1,
+        mbs: Any = 1,
     ) -> np.ndarray:
         """bench_model/moe.py's MoE block; torchao keeps the high-precision GEMM inputs (fp8 changes nothing)."""
-        return moe.moe_layer_extra_activation_bytes(model, tokens, tp, sp, recompute, act_bytes)
+        return moe.bench_model_moe_layer_bytes(model, tokens, tp, sp, recompute, act_bytes, ep, etp, mbs)
+
+    def expert_states(
+        self, num_params: Any, zero_stage: Any, edp: Any, dense_shard: Any, train: TrainSpec, offload: Any = 0
+    ) -> dict[str, np.ndarray]:
+        """bench_model/parallel/data_parallel.py: the experts get their own fully_shard on the edp mesh only at ZeRO
+        2/3 (when FSDP wraps the model at all: dp*cp > 1 or a bf16 cast); at ZeRO 2 that unit keeps its gathered copy
+        from forward to backward (also on a one-rank edp mesh: FSDP2's all-gather output is a separate storage). At
+        ZeRO 0/1 they are ignored by FSDP (reduced by finalize_expert_grads): no gathered copy (see
+        `expert_cast_bytes`)."""
+        out = model_state_arrays(num_params, zero_stage, edp, train, offload)
+        c, p = DTYPE_BYTES[train.compute_dtype], DTYPE_BYTES[train.param_dtype]
+        z = np.asarray(zero_stage)
+        wrapped = (np.asarray(dense_shard) > 1) | (c != p)
+        if train.master_dtype is None:
+            psi = np.asarray(num_params, dtype=np.float64)
+            out["compute_copy"] = np.where(wrapped & (z == 2), psi * c, 0.0)
+        return out
+
+    def moe_tp_replicated_params(self, model: ModelSpec) -> float:
+        """bench_model/parallel/expert_parallel.py `_replicate_dense_params`: the router and the shared expert are
+        Replicate DTensors on the tp mesh (each rank computes them on its own tokens), not split by tp."""
+        if not model.is_moe:
+            return 0.0
+        return model.num_experts * model.hidden_size + 3.0 * model.hidden_size * model.moe_shared_expert_ffn_hidden_size
+
+    def expert_cast_bytes(self, num_params: Any, zero_stage: Any, train: TrainSpec) -> Any:
+        """ZeRO 0/1 with bf16 compute: GroupedExperts.forward casts the fp32 expert weights (`w.to(x.dtype)`) and the
+        GEMMs keep the cast copies for backward, one set per in-flight micro-batch."""
+        c, p = DTYPE_BYTES[train.compute_dtype], DTYPE_BYTES[train.param_dtype]
+        z = np.asarray(zero_stage)
+        return np.where((z < 2) & (c != p), np.asarray(num_params, dtype=np.float64) * c, 0.0)
 
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         return 0.0  # the embedding's output is the first block's saved input, counted with the layers

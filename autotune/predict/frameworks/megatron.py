@@ -54,9 +54,19 @@ class MegatronProfile(FrameworkProfile):
     inflight = BenchModelProfile.inflight
 
     def moe_layer_activations(
-        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
+        self,
+        model: ModelSpec,
+        tokens: Any,
+        tp: Any,
+        sp: Any,
+        recompute: Any,
+        act_bytes: int,
+        fp8: Any,
+        ep: Any = 1,
+        etp: Any = 1,
+        mbs: Any = 1,
     ) -> np.ndarray:
-        """As bench_model's MoE block, but with FP8 on, Transformer Engine's grouped linears keep the FP8-cast GEMM
+        """The framework-neutral MoE count (autotune/predict/moe.py), with FP8 on Transformer Engine's grouped linears keep the FP8-cast GEMM
         inputs for backward (1 byte per element; transformer_engine/pytorch/module/grouped_linear.py saves the
         quantized inputmats), not the bf16 ones."""
         g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
