@@ -22,6 +22,17 @@ from autotune.predict.memory import memory_arrays
 from autotune.spec.config import load_config
 
 W = 4
+DENSE = [f"model.{f}=0" for f in ("num_experts", "moe_router_topk", "moe_ffn_hidden_size")] + [
+    f"model.{f}=0" for f in ("moe_shared_expert_ffn_hidden_size", "moe_first_k_dense", "moe_aux_loss_coeff")
+]
+MLA = [  # tiny-moe's MLA variant (search_spaces/model/tiny-moe.yaml)
+    "model.attention=mla",
+    "model.q_lora_rank=32",
+    "model.kv_lora_rank=32",
+    "model.qk_nope_head_dim=16",
+    "model.qk_rope_head_dim=8",
+    "model.v_head_dim=16",
+]
 LAYOUTS = {
     "ep1": ["train.precision=fp32", "plan.dp=4"],
     "ep2": ["train.precision=fp32", "plan.dp=4", "plan.ep=2"],
@@ -29,6 +40,17 @@ LAYOUTS = {
     "ep2_etp2": ["train.precision=fp32", "plan.dp=4", "plan.ep=2", "plan.etp=2"],
     "ep2_zero3": ["train.precision=fp32", "plan.dp=4", "plan.ep=2", "plan.zero_stage=3"],
     "bf16_ep2": ["train.precision=bf16", "plan.dp=4", "plan.ep=2"],
+    # multi-head latent attention on a dense tiny-moe (num_experts=0): the layer difference is the MLA block
+    "mla_dense": ["train.precision=fp32", "plan.dp=4", "plan.zero_stage=3", *DENSE, *MLA],
+    "mla_dense_no_q_lora": [
+        "train.precision=fp32",
+        "plan.dp=4",
+        "plan.zero_stage=3",
+        *DENSE,
+        *MLA,
+        "model.q_lora_rank=0",
+    ],
+    "mla_dense_bf16": ["train.precision=bf16", "plan.dp=4", "plan.zero_stage=3", *DENSE, *MLA],
 }
 
 _MEASURE = f"""
@@ -84,6 +106,13 @@ def _predicted(name: str) -> dict:
     prof, c, r = get_profile("bench_model"), DTYPE_BYTES[t.compute_dtype], RECOMPUTE_CODE[p.recompute]
     seq = t.seq_len / p.cp
     dense = prof.layer_activations(m, seq, p.micro_batch_size, p.tp, p.sequence_parallel, r, c)["saved"]
+    if not m.is_moe:
+        return dict(
+            params=float(mem["params"][0]),
+            grads=float(mem["grads"][0]),
+            optimizer=float(mem["optimizer"][0]),
+            moe_layer=float(dense),
+        )
     routed = prof.moe_layer_activations(
         m, seq * p.micro_batch_size, p.tp, p.sequence_parallel, r, c, 0, p.ep, p.etp, p.micro_batch_size
     )
@@ -114,7 +143,7 @@ def test_moe_model_states_match_the_trainer_to_the_byte(measured, name):
 # predicted bytes add over the old formula (4E + 8k + ck + 2ckh + 4ckF per token) was found by listing autograd's
 # saved tensors: the re-normalisation's raw weights and sum, the gather indices of both permutations, index_copy_'s
 # source, the aux loss's row sums, the grouped GEMM's offsets.
-@pytest.mark.parametrize("name", [n for n in LAYOUTS if not n.startswith("bf16")])
+@pytest.mark.parametrize("name", [n for n in LAYOUTS if not n.startswith(("bf16", "mla"))])
 def test_moe_layer_activations_match_the_trainer_to_the_byte(measured, name):
     got, want = measured[name]["moe_layer"], _predicted(name)["moe_layer"]
     assert got == want, f"{name}: measured {got:,} predicted {want:,.0f}"
@@ -128,3 +157,28 @@ def test_moe_layer_activations_bf16_residual(measured):
     4,096 on this model with num_experts=0 (measured: 194,048 vs 198,144), so not an MoE term."""
     got, want = measured["bf16_ep2"]["moe_layer"], _predicted("bf16_ep2")["moe_layer"]
     assert want - got == 16 + 4_096
+
+
+# CPU's SDPA runs MLA (q/k head dim nope + rope != v head dim) on its math kernel, which keeps the fp32 s x s
+# probabilities where a GPU's flash/efficient kernel keeps the fp32 logsumexp: n heads x (4 s - 4) bytes per token,
+# 4 x (4 x 64 - 4) x 64 tokens = 64,512 bytes per layer. The model counts the kernel a GPU runs.
+MATH_KERNEL = 4 * (4 * 64 - 4) * 64
+
+
+@pytest.mark.parametrize("name", ["mla_dense", "mla_dense_no_q_lora"])
+def test_mla_layer_activations_match_the_trainer_to_the_byte(measured, name):
+    """MLA's own saved tensors (bench_model.mla_attention_bytes; DeepSeek-V2 Sec 2.1): the q LoRA path's norm, the
+    compressed KV latent's norm (c_kv, kv_lora_rank wide), the per-head q/k of nope + rope dims and v of v_head_dim.
+    Before, the GQA formula (q, k, v, output at head_dim 16) gave 345,600 bytes for both; the measurement less the
+    CPU kernel's probabilities is 446,464 (q LoRA) and 421,632 (no q LoRA): 23% and 18% more."""
+    got, want = measured[name]["moe_layer"], _predicted(name)["moe_layer"]
+    assert got == want + MATH_KERNEL, f"{name}: measured {got:,} predicted {want:,.0f} + {MATH_KERNEL:,}"
+
+
+def test_mla_layer_activations_bf16_residual(measured):
+    """bf16 on CPU: 87,040 bytes over the prediction per layer = the math kernel's fp32 probabilities (64,512) + its
+    fp32 copies of q, k, v (4n(2(dn + dr) + dv) = 1,024 bytes per token where the model counts the bf16 q, k and
+    the wkv_b output, 640: 24,576) - 2,048: the RoPE tables, counted as 4 s dr c per layer, of which the
+    measurement holds half (the dense formula's GQA term shows the same factor on this model)."""
+    got, want = measured["mla_dense_bf16"]["moe_layer"], _predicted("mla_dense_bf16")["moe_layer"]
+    assert got - want == 64_512 + 24_576 - 2_048

@@ -176,10 +176,12 @@ def layer_activation_bytes(
             model.q_dim,
         )  # q: query and attention-output width (= h unless head_dim is decoupled)
         sp_div = np.where(sp, t, 1.0)
-        lse = 4.0 * a / t
+        attn = c * (2 * q + 2 * k) / t + 4.0 * a / t  # q, k, v, output; fp32 logsumexp per head
         rope = 4.0 * s * model.head_dim * c if c != 4 else 0.0  # cos/sin cast to bf16 for q and k, per call
-        none = tok * (2 * ((4 + c) * h + 4) / sp_div + 2 * c * h + c * (2 * q + 2 * k + 4 * f) / t + lse) + rope
-        sel = tok * (2 * c * h / sp_div + 2 * c * h + c * (2 * q + 2 * k + 3 * f) / t + lse) + rope
+        if model.attention == "mla":
+            attn, rope = mla_attention_bytes(model, c, t), 4.0 * s * model.qk_rope_head_dim * c if c != 4 else 0.0
+        none = tok * (2 * ((4 + c) * h + 4) / sp_div + 2 * c * h + attn + c * 4 * f / t) + rope
+        sel = tok * (2 * c * h / sp_div + 2 * c * h + attn + c * 3 * f / t) + rope
         norm_internals = ((4 if c != 4 else 0) + c) * h + 4  # fp32 copy, output, rsqrt; bytes per token
         sel_transient = tok * np.maximum(norm_internals / sp_div, c * f / t)
         full = tok * c * h / sp_div
@@ -190,6 +192,32 @@ def layer_activation_bytes(
         none,
     )
     return {"saved": saved, "transient": transient}
+
+
+def mla_attention_bytes(model: ModelSpec, c: int, t: Any = 1) -> Any:
+    """Bytes per token that bench_model's multi-head latent attention (bench_model/mla.py; DeepSeek-V2, arXiv
+    2405.04434 Sec 2.1, Eqs. 9-14) keeps for backward beyond its input, in place of GQA's q, k, v, output and
+    logsumexp. n heads (per-head tensors /t where a framework splits heads over tp; bench_model runs MLA at tp=1),
+    dn/dr/dv the nope/rope/v head dims, qr/kr the q/kv LoRA ranks, c the compute dtype's bytes:
+      query path   q_norm (fp32 input 4qr, rsqrt 4, output c qr) and its scaled output for wq_b (c qr), when
+                   q_lora_rank > 0 (RoPE multiplies by constant tables: it keeps the tables, not q_pe or k_pe);
+      latent       kv_norm's fp32 input (4kr; in fp32 that is the wkv_a output itself, latent and rope key,
+                   4(kr+dr)), rsqrt 4, output c kr and scaled output c kr (wkv_b's input): the compressed KV c_kv
+                   the paper caches at inference, kept here for backward;
+      heads        wkv_b's output c n(dn+dv) (SDPA keeps v as a view of it), the concatenated q and k
+                   (2 c n(dn+dr)), the attention output c n dv (wo's input) and the fp32 logsumexp 4n, as a flash
+                   kernel keeps them (a GPU; CPU's math kernel keeps the s x s probabilities instead, see
+                   tests/unit/test_memory_moe_measured.py).
+    Per layer (the caller's `rope`): the cos/sin tables cast to the compute dtype per RoPE call, 4 s dr c."""
+    n, dn, dr, dv = (
+        model.num_heads / np.asarray(t, dtype=np.float64),
+        *(float(x) for x in (model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim)),
+    )
+    qr, kr = float(model.q_lora_rank), float(model.kv_lora_rank)
+    query = (4.0 + 2 * c) * qr + 4.0 if qr else 0.0
+    latent = (4.0 * (kr + dr) if c == 4 else 4.0 * kr) + 4.0 + 2 * c * kr
+    heads = c * n * (dn + dv) + 2 * c * n * (dn + dr) + c * n * dv + 4.0 * n
+    return query + latent + heads
 
 
 @dataclass(frozen=True)
