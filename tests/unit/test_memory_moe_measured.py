@@ -3,8 +3,9 @@
 the trainer's own build_trainer (meshes, TP, expert parallelism, FSDP2 / ignored experts), torch's MemTracker after
 forward (PARAM, ACT) and after backward (GRAD). One MoE layer's bytes = ACT(3 layers) - ACT(2 layers) (tiny-moe's
 layer 0 is dense, layers 1-2 MoE). Balanced routing (the probe's too: fake collectives carry no counts). fp32 runs the
-grouped-GEMM path (torch._grouped_mm, what a Hopper GPU runs); bf16 on CPU runs the loop over experts. One subprocess
-for all layouts."""
+grouped-GEMM path (torch._grouped_mm, what a Hopper GPU runs); bf16 on CPU runs the loop over experts. The `mla_*`
+layouts measure a multi-head latent attention layer the same way (tiny-moe with num_experts=0). One subprocess for
+all layouts (~20 s of CPU)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ LAYOUTS = {
 }
 
 _MEASURE = f"""
-import json, sys, torch, torch.distributed as dist
+import dataclasses, json, sys, torch, torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
 from torch.distributed._tools.mem_tracker import MemTracker
 from autotune.results.trialfile import make_spec
@@ -65,9 +66,8 @@ from bench_model.trainer import build_trainer
 dist.init_process_group("fake", store=FakeStore(), rank=0, world_size={W})
 pick = lambda snap, kind: next((v for k, v in snap.items() if str(k).endswith(kind)), 0)
 
-def run(overrides, layers):
-    cfg = load_config(["model=tiny-moe", "train.moe_routing=balanced", "train.global_batch_size=4",
-                       f"model.num_layers={{layers}}", *overrides])
+def run(cfg, layers):
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, num_layers=layers))
     trainer = build_trainer(make_spec(cfg, cfg.plan({W})), torch.device("cpu"))
     model = trainer.parts[0]
     tokens, _ = trainer.local_batch(0, range(1))
@@ -83,7 +83,8 @@ def run(overrides, layers):
 
 res = {{}}
 for name, overrides in json.loads(sys.argv[1]).items():
-    three, two = run(overrides, 3), run(overrides, 2)
+    cfg = load_config(["model=tiny-moe", "train.moe_routing=balanced", "train.global_batch_size=4", *overrides])
+    three, two = run(cfg, 3), run(cfg, 2)
     res[name] = {{**three, "moe_layer": three["act"] - two["act"]}}
 print(json.dumps(res))
 """
