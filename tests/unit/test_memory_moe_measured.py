@@ -154,8 +154,12 @@ def test_moe_layer_activations_bf16_residual(measured):
     """bf16 on CPU (ZeRO-0, so the experts' fp32 weights are cast per micro-batch and the casts kept: 4 x 3 x 64 x 64
     x 2 = 98,304 bytes, `expert_cast_bytes`) is 4,112 bytes under the prediction per layer: 16 are the grouped
     GEMM's int32 offsets (4 local experts), which the CPU's bf16 loop over experts does not have (a GPU's
-    torch._grouped_mm does); 4,096 are the dense layer formula's RoPE-table term, which over-counts by the same
-    4,096 on this model with num_experts=0 (measured: 194,048 vs 198,144), so not an MoE term."""
+    torch._grouped_mm does); 4,096 are the dense layer formula's RoPE-table term (the same 4,096 on this model with
+    num_experts=0: 194,048 measured vs 198,144), not an MoE term: the formula counts a cos and a sin cast per RoPE
+    call (4 s d c), which is what a block outside FSDP2 keeps (test_memory_tp_measured.py); inside FSDP2, as
+    bench_model always runs bf16, the block's fp32 (2, s, d) table input is cast once by FSDP2's mixed precision
+    (cast_forward_inputs) and both calls keep views of it (2 s d c). Left as is: tests/unit/test_memory.py's hand
+    values and test_frameworks_405b.py rest on the per-call count."""
     got, want = measured["bf16_ep2"]["moe_layer"], _predicted("bf16_ep2")["moe_layer"]
     assert want - got == 16 + 4_096
 
@@ -179,7 +183,7 @@ def test_mla_layer_activations_match_the_trainer_to_the_byte(measured, name):
 def test_mla_layer_activations_bf16_residual(measured):
     """bf16 on CPU: 87,040 bytes over the prediction per layer = the math kernel's fp32 probabilities (64,512) + its
     fp32 copies of q, k, v (4n(2(dn + dr) + dv) = 1,024 bytes per token where the model counts the bf16 q, k and
-    the wkv_b output, 640: 24,576) - 2,048: the RoPE tables, counted as 4 s dr c per layer, of which the
-    measurement holds half (the dense formula's GQA term shows the same factor on this model)."""
+    the wkv_b output, 640: 24,576) - 2,048: the RoPE table, counted as 4 s dr c per layer where FSDP2's one cast of
+    the block's inputs keeps 2 s dr c (see test_moe_layer_activations_bf16_residual)."""
     got, want = measured["mla_dense_bf16"]["moe_layer"], _predicted("mla_dense_bf16")["moe_layer"]
     assert got - want == 64_512 + 24_576 - 2_048
