@@ -37,25 +37,22 @@ FLAVORS = {
     (8192, 80, 64, 8, 28672, 128256): "70B",
     (16384, 126, 128, 8, 53248, 128256): "405B",
 }
+# torchtitan 0.2.2 MoE models (`torchtitan/models/qwen3/__init__.py`, `models/deepseek_v3/__init__.py`): (model name,
+# flavor) by (dim, n_layers, n_heads, vocab, num_experts, top_k, moe_inter_dim). Qwen3's flavours also apply
+# qk_norm, which autotune's model does not count (two head_dim-wide RMSNorm weights per layer).
+MOE_FLAVORS = {
+    (2048, 48, 32, 151936, 128, 8, 768): ("qwen3", "30B-A3B"),
+    (4096, 94, 64, 151936, 128, 8, 1536): ("qwen3", "235B-A22B"),
+    (7168, 61, 128, 129280, 256, 8, 2048): ("deepseek_v3", "671B"),
+}
 
 
 def translate(ctx: ExportContext) -> Export:
     m, p, t = ctx.model, ctx.plan, ctx.train
     ex = Export(target=TARGET, body={})
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("sequence_parallel",))  # SP is unmapped when it is OFF: below
-    flavor = FLAVORS.get((m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_hidden_size, m.vocab_size))
-    if flavor is None or m.tie_embeddings:
-        # the model's own name: torchtitan refuses an unregistered flavor instead of silently training other dims
-        flavor = m.name
-        ex.skip(
-            f"model {m.name} (hidden_size={m.hidden_size} num_layers={m.num_layers} num_heads={m.num_heads} "
-            f"num_kv_heads={m.num_kv_heads} ffn_hidden_size={m.ffn_hidden_size} vocab_size={m.vocab_size} "
-            f"tie_embeddings={str(m.tie_embeddings).lower()})",
-            "torchtitan model dims come from a registered flavor, not the TOML; register flavor "
-            f'"{m.name}" with these dims in torchtitan/models/llama3/__init__.py (0.2.2 has no weight tying)',
-        )
     ex.body["job"] = {"description": f"autotune export: {m.name} {ctx.summary()}"}
-    ex.body["model"] = {"name": "llama3", "flavor": flavor}
+    ex.body["model"] = _model_section(m, ex)
     ex.body["training"] = {
         "local_batch_size": p.micro_batch_size * (p.grad_accum_steps if p.pp > 1 else 1),
         "global_batch_size": ctx.global_batch_size,
@@ -87,6 +84,31 @@ def translate(ctx: ExportContext) -> Export:
             ex.body["model"]["converters"] = ["quantize.linear.float8"]
             ex.body["quantize"] = {"linear": {"float8": {"recipe_name": p.fp8, "filter_fqns": ["output"]}}}
     return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
+
+
+def _model_section(m: ModelSpec, ex: Export) -> dict:
+    """[model] name and flavor: torchtitan model dims come from a registered flavor, not the TOML, so an unregistered
+    shape is written under the model's own name (torchtitan refuses it instead of silently training other dims)."""
+    if m.is_moe:
+        key = (m.hidden_size, m.num_layers, m.num_heads, m.vocab_size, m.num_experts, m.moe_router_topk)
+        family = "deepseek_v3" if m.attention == "mla" else "qwen3"  # torchtitan's MLA MoE vs its GQA MoE
+        name, flavor = MOE_FLAVORS.get((*key, m.moe_ffn_hidden_size), (family, None))
+        where = f"torchtitan/models/{family}/__init__.py"
+    else:
+        key = (m.hidden_size, m.num_layers, m.num_heads, m.num_kv_heads, m.ffn_hidden_size, m.vocab_size)
+        name, flavor = "llama3", FLAVORS.get(key)
+        where = "torchtitan/models/llama3/__init__.py"
+    if flavor is None or m.tie_embeddings:
+        flavor = m.name
+        ex.skip(
+            f"model {m.name} (hidden_size={m.hidden_size} num_layers={m.num_layers} num_heads={m.num_heads} "
+            f"num_kv_heads={m.num_kv_heads} ffn_hidden_size={m.ffn_hidden_size} vocab_size={m.vocab_size} "
+            + (f"num_experts={m.num_experts} " if m.is_moe else "")
+            + f"tie_embeddings={str(m.tie_embeddings).lower()})",
+            "torchtitan model dims come from a registered flavor, not the TOML; register flavor "
+            f'"{m.name}" with these dims in {where} (0.2.2 has no weight tying)',
+        )
+    return {"name": name, "flavor": flavor}
 
 
 def _parallelism(ctx: ExportContext, ex: Export) -> dict:

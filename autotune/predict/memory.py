@@ -35,12 +35,16 @@ from autotune.predict.schedule import layers_of_rank
 POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
 
 
-def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any, ep: Any = 1, etp: Any = 1) -> dict[str, Any]:
+def rank_params(
+    model: ModelSpec, tp: Any, pp: Any, vpp: Any, ep: Any = 1, etp: Any = 1, moe_tp_replicated: float = 0.0
+) -> dict[str, Any]:
     """Parameters of pipeline ranks 0, 1 and pp-1 (`first`, `second`, `last`), the part of each that is FSDP's root
     unit (embedding, final norm, head: `root_<pos>`), their layer counts (`layers_<pos>`) and one layer's local size.
     MoE models: `<pos>` holds the non-expert parameters (split by tp as a dense block's are; a layer's router and
     shared expert averaged into its dense part) and `expert_<pos>` the routed experts, split by ep*etp
-    (autotune/predict/moe.py); `layer` is the largest local layer, dense part plus one MoE layer's expert share."""
+    (autotune/predict/moe.py); `layer` is the largest local layer, dense part plus one MoE layer's expert share.
+    `moe_tp_replicated`: parameters of each MoE layer that the framework keeps whole on every tp rank (bench_model:
+    router and shared expert, Replicate DTensors) instead of splitting them by tp."""
     tp, pp, vpp = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp))
     experts = model.num_moe_layers * moe.expert_layer_params(model) if model.is_moe else 0
     matmul = model.matmul_params() - model.vocab_size * model.hidden_size - experts  # all blocks' dense matrices
@@ -67,12 +71,16 @@ def rank_params(model: ModelSpec, tp: Any, pp: Any, vpp: Any, ep: Any = 1, etp: 
     }
     ranks = {"first": 0, "second": np.minimum(1, pp - 1), "last": pp - 1}
     split = np.asarray(ep, dtype=np.float64) * np.asarray(etp, dtype=np.float64)
-    out: dict[str, Any] = {"layer": layer_local + (moe.expert_layer_params(model) / split if model.is_moe else 0.0)}
+    replicated = moe_tp_replicated * (1.0 - 1.0 / tp)  # what a tp rank holds beyond its 1/tp share
+    out: dict[str, Any] = {
+        "layer": layer_local + (moe.expert_layer_params(model) / split + replicated if model.is_moe else 0.0)
+    }
     for pos in POSITIONS:
         layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos])
         out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + roots[pos], roots[pos], layers
         out[f"rank_{pos}"] = ranks[pos]
         out[f"moe_layers_{pos}"] = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos]) if model.is_moe else 0
+        out[pos] = out[pos] + out[f"moe_layers_{pos}"] * replicated
         out[f"expert_{pos}"] = out[f"moe_layers_{pos}"] * (
             moe.expert_layer_params(model) / split if model.is_moe else 0
         )
@@ -93,7 +101,7 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     ms = prof.model_states(psi[pos], z, shard, train, arr["offload"])  # bench_model: model_state_arrays
     if model.is_moe:  # the experts' states, sharded over the expert-data-parallel group edp (autotune/predict/moe.py)
         edp = moe.expert_shard_group(arr["dp"] * arr["cp"] * arr["tp"] * pp, pp, arr["ep"], arr["etp"])
-        ex = prof.model_states(psi[f"expert_{pos}"], z, edp, train, arr["offload"])
+        ex = prof.expert_states(psi[f"expert_{pos}"], z, edp, shard, train, arr["offload"])
         ms = {k: ms[k] + ex[k] for k in ms}
     # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
     copy = ms["compute_copy"] + prof.root_copy(psi[f"root_{pos}"], z, train)
@@ -101,6 +109,7 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     act = psi[f"layers_{pos}"] * layer_act["saved"] * inflight + layer_act["transient"]
     if model.is_moe:  # an MoE layer keeps its routed tokens' tensors instead of the dense MLP's (moe.py)
         act = act + psi[f"moe_layers_{pos}"] * extras["moe_act"] * inflight
+        act = act + prof.expert_cast_bytes(psi[f"expert_{pos}"], z, train) * inflight
     act = act + np.where(psi[f"rank_{pos}"] == 0, extras["first_act"] * inflight, 0.0)
     is_last = psi[f"rank_{pos}"] == pp - 1
     head_n = prof.last_stage_inflight(pp, arr["grad_accum_steps"], arr["pp_schedule"])  # 1 but for all-forward engines
@@ -132,7 +141,7 @@ def memory_arrays(
     prof = get_profile(train.framework) if profile is None else profile
     tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
     c = DTYPE_BYTES[train.compute_dtype]
-    psi = rank_params(model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"])
+    psi = rank_params(model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"], prof.moe_tp_replicated_params(model))
     seq = train.seq_len / cp
     layer_act = prof.layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
     if np.any(arr["compile"]):  # what torch.compile recomputes instead of saving (the profile's own account)
@@ -149,7 +158,9 @@ def memory_arrays(
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
     }
     if model.is_moe:
-        extras["moe_act"] = prof.moe_layer_activations(model, tok, tp, sp, arr["recompute"], c, arr["fp8"])
+        extras["moe_act"] = prof.moe_layer_activations(
+            model, tok, tp, sp, arr["recompute"], c, arr["fp8"], arr["ep"], arr["etp"], arr["micro_batch_size"]
+        )
     per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras, prof) for pos in POSITIONS]
     worst = np.argmax(np.stack([p["allocated"] for p in per]), axis=0)
     res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}

@@ -150,3 +150,52 @@ def moe_layer_extra_activation_bytes(
     shared = n * swiglu * c * model.moe_shared_expert_ffn_hidden_size
     dense = np.asarray(tokens, dtype=np.float64) * swiglu * c * model.ffn_hidden_size / tp
     return np.where(r >= 2, 0.0, routed + shared - dense)
+
+
+def bench_model_moe_layer_bytes(
+    model: ModelSpec,
+    tokens: Any,
+    tp: Any,
+    sp: Any,
+    recompute: Any,
+    act_bytes: int,
+    ep: Any = 1,
+    etp: Any = 1,
+    mbs: Any = 1,
+) -> np.ndarray:
+    """What an MoE layer saves per micro-batch beyond a dense layer of the same model, tensor by tensor as autograd
+    keeps them in bench_model's MoE block (bench_model/moe.py, parallel/expert_parallel.py; checked to the byte by
+    tests/unit/test_memory_moe_measured.py). T tokens of the micro-batch on the rank (b*s/cp), n = T/tp of them
+    routed here with SP (else T), c the compute dtype's bytes (g = c: torchao keeps the high-precision GEMM inputs).
+    `moe_layer_extra_activation_bytes` is the framework-neutral count (no index_copy_ source, no permutation
+    indices) the megatron profile uses. Per routed token:
+      router     fp32 scores kept by softmax/sigmoid (4E), the chosen experts (int64, 8k: the gather's index),
+                 with moe_norm_topk the raw top-k weights and their sum (fp32, 4k + 4) kept by the re-normalisation;
+      dispatch   the gathered index of each copy (int64 8k) and the permuted copy (g h) -- over etp*n tokens, since
+                 ETP all-gathers its group's tokens first -- the k experts' SwiGLU on F/etp columns (w1, silu and
+                 w3 outputs c, product g: (3c + g) k F; selective recompute drops silu's: (2c + g) k F);
+      combine    index_copy_'s index (8k) and source (c h) per gathered copy (etp*), the un-permuted outputs and
+                 their weights in the compute dtype (c k h + c k) for the weighted sum;
+      aux loss   (moe_aux_loss_coeff > 0) the scores' row sums (fp32, 4); per sequence its expert counts (4E);
+      shared     the shared expert's SwiGLU on the routed tokens (4c F_s; 3c selective).
+    Per layer: the grouped GEMM's int32 group offsets (4 E/ep). With SP the block's input (the norm's output) is kept
+    sequence-sharded (c h n) where the dense accounting counts the all-gathered input of w1/w3 (c h T), and the dense
+    SwiGLU's 4cf T/tp (3cf selective) is not there: both are taken back out. Full recompute keeps the layer input
+    only (the dense term): nothing extra."""
+    c, k, h, e = act_bytes, model.moe_router_topk, model.hidden_size, model.num_experts
+    g = float(c)
+    tp, ep, etp = (np.asarray(x, dtype=np.float64) for x in (tp, ep, etp))
+    t = np.asarray(tokens, dtype=np.float64)
+    n = moe_tokens(t, tp, sp)
+    r = np.asarray(recompute)
+    swiglu = np.select([r == 0, r == 1], [4.0, 3.0], 0.0)  # RECOMPUTE_CODE none=0, selective=1
+    f = model.moe_ffn_hidden_size
+    aux = model.moe_aux_loss_coeff > 0
+    router = 4.0 * e + 8.0 * k + (4.0 * k + 4.0 if model.moe_norm_topk else 0.0) + (4.0 if aux else 0.0)
+    gathered = etp * (8.0 + g * h + 8.0 + c * h)  # per copy: index + permuted copy, index + index_copy_ source
+    per_copy = gathered + ((swiglu - 1) * c + g) * f + c * h + c
+    per_layer = 4.0 * e / ep + (4.0 * e * np.asarray(mbs, dtype=np.float64) if aux else 0.0)
+    routed = n * (router + k * per_copy) + per_layer
+    shared = n * swiglu * c * model.moe_shared_expert_ffn_hidden_size
+    dense = t * swiglu * c * model.ffn_hidden_size / tp + c * h * (t - n)
+    return np.where(r >= 2, 0.0, routed + shared - dense)

@@ -129,3 +129,40 @@ class FlashCoreAttention(torch.nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.shape[1] != q.shape[1])
         s, b = query.shape[0], query.shape[1]
         return out.permute(2, 0, 1, 3).reshape(s, b, -1)
+
+
+@contextlib.contextmanager
+def balanced_moe(topk: int):
+    """Patches 10-12, for running Megatron-Core's MoE layers on real CPU tensors under the fake process group:
+    10. `--moe-router-force-load-balancing` (what NVIDIA's MoE benchmarks run) replaces the router's logits
+        (moe/router.py `apply_random_logits`); here by a round-robin top-k (token t -> experts (t*k + j) mod E), so
+        every rank routes its tokens identically and every expert gets the same count (the random logits are
+        balanced only on average). Like Megatron's, the replaced logits carry no gradient: the router keeps nothing.
+    11. The all-gather token dispatcher gathers tokens and routing over the expert tp x ep group; the fake group
+        returns uninitialised memory, so the gather repeats this rank's tensor instead: with patch 10 the other ranks'
+        routing is this rank's, so every count and shape is the real one.
+    12. megatron-core 0.16.1 moe_utils.py refers to `te_general_gemm` without Transformer Engine (a NameError in
+        RouterGatingLinearFunction); it is set to None, the branch Megatron takes when TE is absent."""
+    import megatron.core.transformer.moe.moe_utils as mu
+    import megatron.core.transformer.moe.router as router
+    import megatron.core.transformer.moe.token_dispatcher as td
+    import torch.distributed as dist
+
+    def round_robin(logits: torch.Tensor) -> torch.Tensor:
+        flat = logits.reshape(-1, logits.shape[-1])
+        idx = (torch.arange(flat.shape[0] * topk, device=flat.device) % flat.shape[1]).view(-1, topk)
+        return torch.zeros_like(flat).scatter_(1, idx, 10.0).view_as(logits)
+
+    def repeat_gather(x: torch.Tensor, group=None, *args, **kwargs) -> torch.Tensor:
+        n = dist.get_world_size(group) if group is not None else 1
+        return torch.cat([x] * n, dim=0) if n > 1 else x
+
+    saved = (router.apply_random_logits, td.gather_from_sequence_parallel_region, getattr(mu, "te_general_gemm", 0))
+    router.apply_random_logits, td.gather_from_sequence_parallel_region = round_robin, repeat_gather
+    mu.te_general_gemm = getattr(mu, "te_general_gemm", None)
+    try:
+        yield
+    finally:
+        router.apply_random_logits, td.gather_from_sequence_parallel_region = saved[0], saved[1]
+        if saved[2] == 0:
+            del mu.te_general_gemm

@@ -13,8 +13,10 @@ the pipeline stage of that rank, all under FakeTensorMode (no bytes are allocate
 * activations (dense models): one micro-batch's forward (+ the vocab-parallel loss on the last stage) with
   `torch.autograd.graph.saved_tensors_hooks` recording every tensor autograd keeps for backward, attributed to the
   module that saved it first (embedding, each layer, final norm + output layer, loss). Parameters are excluded.
-  MoE layers are not run: the token dispatcher sizes its all-to-all from routed counts (`.tolist()`), which fake
-  tensors do not have.
+  MoE models: the token dispatcher sizes its buffers from routed counts (`.tolist()`), which fake tensors do not
+  have, so their forward runs on a second, real-tensor copy of the stage (small models only: it allocates) with
+  `moe_router_force_load_balancing` and the all-gather dispatcher (patches 10-12, megatron_patches.balanced_moe).
+  Every saved storage is held until the count ends, so a freed one's address cannot pass for it.
 
 Patches, each because the local spec assumes a GPU or an extension that a CPU host lacks:
 1. CUDA placement -> CPU: `torch.cuda.current_device()` returns the CPU device and a TorchFunctionMode rewrites
@@ -63,6 +65,7 @@ from autotune.core.types import ParallelPlan
 from autotune.validation.megatron_patches import (
     FlashCoreAttention,
     SequenceParallelRMSNorm,
+    balanced_moe,
     cuda_on_cpu,
     fused_rope,
 )
@@ -147,10 +150,12 @@ class _Bytes:
     def __init__(self) -> None:
         self.seen: dict[int, str] = {}
         self.by_cat: dict[str, float] = {}
+        self.held: list[Any] = []  # keeps each counted storage alive: its key is its address
 
     def add(self, cat: str, t: torch.Tensor | None) -> None:
         if t is None or _storage_key(t) in self.seen:
             return
+        self.held.append(t.untyped_storage())
         self.seen[_storage_key(t)] = cat
         self.by_cat[cat] = self.by_cat.get(cat, 0.0) + float(t.untyped_storage().nbytes())
 
@@ -257,7 +262,7 @@ def probe_megatron(
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     try:
         with cuda_on_cpu():
-            return _probe(model, plan, seq_len, precision, ep, etp, activations and model.num_experts == 0)
+            return _probe(model, plan, seq_len, precision, ep, etp, activations)
     finally:
         from megatron.core import parallel_state as ps
 
@@ -314,10 +319,35 @@ def _probe(model, plan, seq_len, precision, ep, etp, activations) -> dict[str, A
         "layers": len(net.decoder.layers),
         "num_params": sum(p.numel() for p in net.parameters()),
     }
-    if activations:
+    if activations and model.num_experts == 0:
         with fake:
             out["activations"] = _activation_bytes(net, model, plan, seq_len)
+    elif activations:
+        out["activations"] = _moe_activation_bytes(config, model, plan, seq_len)
     return out
+
+
+def _moe_activation_bytes(config, model: ModelSpec, plan: ParallelPlan, seq_len: int) -> dict[str, float]:
+    """The stage's forward on real tensors (module docstring): force-balanced routing, all-gather dispatcher."""
+    from dataclasses import replace
+
+    from megatron.core import parallel_state as ps
+    from megatron.core.models.gpt import GPTModel
+
+    config = replace(config, moe_router_force_load_balancing=True)
+    with balanced_moe(model.moe_router_topk):
+        net = GPTModel(
+            config,
+            _layer_spec(model),
+            vocab_size=model.vocab_size,
+            max_sequence_length=seq_len,
+            pre_process=ps.is_pipeline_first_stage(),
+            post_process=ps.is_pipeline_last_stage(),
+            share_embeddings_and_output_weights=model.tie_embeddings,
+            position_embedding_type="rope",
+            rotary_base=int(model.rope_theta),
+        ).to(config.params_dtype)
+        return _activation_bytes(net, model, plan, seq_len)
 
 
 def run_probes(requests: list[dict[str, Any]], timeout_s: float = 600.0) -> list[dict[str, Any]]:

@@ -186,7 +186,9 @@ def test_compile_memory_saving_matches_the_h200_runs():
         measured = rows.loc[f"1b_mbs{mbs}", "peak_alloc_gib"] - rows.loc[f"1b_mbs{mbs}_compile", "peak_alloc_gib"]
         base = ["model=llama-3.2-1b", "cluster=h200-141gb", "train.seq_len=4096", f"train.global_batch_size={2 * mbs}"]
         alloc = [
-            estimate(load_config([*base, f"plan.micro_batch_size={mbs}", f"plan.compile={c}"]), 1)["mem_allocated_bytes"]
+            estimate(load_config([*base, f"plan.micro_batch_size={mbs}", f"plan.compile={c}"]), 1)[
+                "mem_allocated_bytes"
+            ]
             for c in ("false", "true")
         ]
         predicted = (alloc[0] - alloc[1]) / 2**30

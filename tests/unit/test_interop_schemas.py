@@ -13,8 +13,11 @@
   modules are loaded from the installed package folder without it, in a subprocess.
 A validator that is not installed skips its test with the reason, and that skip fails the run (tests/skip_policy.py:
 `make` installs all three); the parse tests in test_interop.py always run.
-nanotron 0.4 (PyPI) cannot be imported (circular import between nanotron.config and nanotron.logging) and
-Megatron-LM's argument parser is not packaged (megatron-core ships megatron/core only): no schema check for those.
+- megatron-core 0.16.1 (`make` installs it --no-deps), for the MoE/MLA exports: Megatron-LM's argument parser is not
+  packaged (megatron-core ships megatron/core only), so each flag becomes the Megatron-Core config field or
+  constructor argument megatron/training/arguments.py turns it into, and those objects validate themselves.
+nanotron 0.4 (PyPI) cannot be imported (circular import between nanotron.config and nanotron.logging): no schema
+check for it.
 """
 
 import importlib.util
@@ -100,7 +103,8 @@ def test_accelerate_accepts_every_exported_file(job, tmp_path):
     from torch.distributed.fsdp import ShardingStrategy
 
     flags = {a.dest for a in launch_command_parser()._actions}
-    for name, path in _write_all("accelerate", job, tmp_path).items():
+    moe = _write_moe("accelerate", tmp_path)  # the MoE exports pass the same checks, ep/etp listed as NOT MAPPED
+    for name, path in {**_write_all("accelerate", job, tmp_path), **moe}.items():
         cfg = ClusterConfig.from_yaml_file(str(path))  # ValueError on any key ClusterConfig does not know
         doc = yaml.safe_load(path.read_text())
         for section in ("fsdp_config", "deepspeed_config", "parallelism_config"):
@@ -114,6 +118,9 @@ def test_accelerate_accepts_every_exported_file(job, tmp_path):
             )
             if fsdp["fsdp_version"] == 1:  # the string became torch's enum member of the same name
                 assert plugin.reshard_after_forward == ShardingStrategy[fsdp["fsdp_reshard_after_forward"]]
+    text = moe["tiny_ep2_tp2_etp2"].read_text()
+    assert "#   - plan.ep=2: accelerate's config has no expert parallelism" in text
+    assert "#   - plan.etp=2: accelerate's config has no expert tensor parallelism" in text
 
 
 def test_accelerate_parallelism_config_sizes(job, tmp_path):
@@ -159,8 +166,14 @@ print(json.dumps(out))
 def test_deepspeed_config_accepts_every_exported_file(job, tmp_path):
     if importlib.util.find_spec("deepspeed") is None:
         pytest.skip("deepspeed not installed (needs pip install --no-deps --no-build-isolation deepspeed==0.19.8)")
-    files = _write_all("deepspeed", job, tmp_path)
-    got = _run(DEEPSPEED_SCRIPT, {k: str(v) for k, v in files.items()})
+    files = {**_write_all("deepspeed", job, tmp_path), **_write_moe("deepspeed", tmp_path)}
+    got = _run(DEEPSPEED_SCRIPT, {k: str(v) for k, v in files.items()})  # MoE files: DeepSpeedConfig accepts them
+    for name in MOE_JOBS:
+        p = moe_job(name)[3]
+        unmapped = json.loads(files[name].read_text())["_autotune_unmapped"]
+        assert f"plan.ep={p.ep}: DeepSpeed-MoE sets ep_size on each deepspeed.moe.layer.MoE" in " ".join(unmapped)
+        assert (f"plan.etp={p.etp}: DeepSpeed-MoE has no expert tensor parallelism" in unmapped) == (p.etp > 1), name
+        assert (got[name]["micro"], got[name]["accum"]) == (p.micro_batch_size, p.grad_accum_steps), name
     for name in LAYOUTS:
         p, r = layout(name), got[name]
         assert (r["micro"], r["accum"], r["zero"], r["bf16"]) == (
@@ -235,3 +248,49 @@ def test_torchtitan_job_config_accepts_every_exported_file(job, tmp_path):
     assert got["dp2_pp4_gpipe"]["parallelism"]["pipeline_parallel_schedule"] == "GPipe"
     assert got["dp2_tp4_z2_async_tp"]["parallelism"]["enable_async_tensor_parallel"] is True
     assert not got["dp1_tp4_z2"]["parallelism"]["enable_async_tensor_parallel"]
+
+
+# ---------------------------------------------------------------- MoE / MLA exports
+
+MLA_TINY = [  # tiny-moe's MLA variant (search_spaces/model/tiny-moe.yaml header)
+    "model.attention=mla",
+    "model.q_lora_rank=32",
+    "model.kv_lora_rank=32",
+    "model.qk_nope_head_dim=16",
+    "model.qk_rope_head_dim=8",
+    "model.v_head_dim=16",
+]
+# name -> (config overrides, plan fields); grad_accum_steps = the preset's global batch / (dp * micro_batch_size)
+MOE_JOBS = {
+    "tiny_ep2_z3": (["model=tiny-moe"], dict(dp=4, ep=2, zero_stage=3)),
+    "tiny_ep2_tp2_etp2": (["model=tiny-moe"], dict(dp=2, tp=2, ep=2, etp=2, zero_stage=1, sequence_parallel=True)),
+    "tiny_mla_ep4": (["model=tiny-moe", *MLA_TINY], dict(dp=4, ep=4, zero_stage=1)),
+    "qwen3_30b_ep8_pp2": (
+        ["model=qwen3-30b-a3b"],
+        dict(dp=8, tp=2, pp=2, ep=8, zero_stage=1, sequence_parallel=True),
+    ),
+    "qwen3_30b_ep8_etp2": (
+        ["model=qwen3-30b-a3b"],
+        dict(dp=8, tp=2, ep=8, etp=2, zero_stage=3, sequence_parallel=True),
+    ),
+    "deepseek_v3_ep16_pp4": (
+        ["model=deepseek-v3", "train.seq_len=4096"],
+        dict(dp=8, tp=2, pp=4, ep=16, zero_stage=1, sequence_parallel=True),
+    ),
+}
+
+
+def moe_job(name: str):
+    overrides, kw = MOE_JOBS[name]
+    cfg = load_config([*overrides, "cluster=h100-sxm-80gb"])
+    kw = {"micro_batch_size": 1, **kw}
+    kw["grad_accum_steps"] = cfg.train.global_batch_size // (kw["dp"] * kw["micro_batch_size"])
+    return cfg.model, cfg.train, cfg.cluster, ParallelPlan(**kw)
+
+
+def _write_moe(fmt: str, tmp_path) -> dict:
+    files = {}
+    for name in MOE_JOBS:
+        files[name] = tmp_path / f"{name}.{fmt}"
+        files[name].write_text(render(fmt, *moe_job(name)))
+    return files

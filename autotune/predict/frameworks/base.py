@@ -89,10 +89,37 @@ class FrameworkProfile(ABC):
 
     @abstractmethod
     def moe_layer_activations(
-        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
+        self,
+        model: ModelSpec,
+        tokens: Any,
+        tp: Any,
+        sp: Any,
+        recompute: Any,
+        act_bytes: int,
+        fp8: Any,
+        ep: Any = 1,
+        etp: Any = 1,
+        mbs: Any = 1,
     ) -> np.ndarray:
         """What one MoE layer saves per micro-batch beyond a dense layer (routed tokens, router, experts' SwiGLU;
-        autotune/predict/moe.py); `fp8` the plan.fp8 code."""
+        autotune/predict/moe.py); `fp8` the plan.fp8 code, `mbs` the micro-batch size (sequences)."""
+
+    def expert_states(
+        self, num_params: Any, zero_stage: Any, edp: Any, dense_shard: Any, train: TrainSpec, offload: Any = 0
+    ) -> dict[str, np.ndarray]:
+        """The routed experts' states on one rank, sharded over their expert-data-parallel group `edp`
+        (`dense_shard` = the dense states' group, dp*cp). Default: as the dense states over edp."""
+        return self.model_states(num_params, zero_stage, edp, train, offload)
+
+    def moe_tp_replicated_params(self, model: ModelSpec) -> float:
+        """Parameters of one MoE layer kept whole on every tp rank (beyond the routed experts). Default: none (the
+        router and shared expert counted with the layer's tp-split matrices)."""
+        return 0.0
+
+    def expert_cast_bytes(self, num_params: Any, zero_stage: Any, train: TrainSpec) -> Any:
+        """Bytes per in-flight micro-batch of the experts' weights cast to the compute dtype and kept for backward
+        outside any FSDP wrapper (bench_model at ZeRO 0/1). Default: none."""
+        return 0.0
 
     # ---- communication buffers ----------------------------------------------------------------------------------
     @abstractmethod

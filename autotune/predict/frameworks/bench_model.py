@@ -194,10 +194,12 @@ def layer_activation_bytes(
             model.q_dim,
         )  # q: query and attention-output width (= h unless head_dim is decoupled)
         sp_div = np.where(sp, t, 1.0)
-        lse = 4.0 * a / t
+        attn = c * (2 * q + 2 * k) / t + 4.0 * a / t  # q, k, v, output; fp32 logsumexp per head
         rope = 4.0 * s * model.head_dim * c if c != 4 else 0.0  # cos/sin cast to bf16 for q and k, per call
-        none = tok * (2 * ((4 + c) * h + 4) / sp_div + 2 * c * h + c * (2 * q + 2 * k + 4 * f) / t + lse) + rope
-        sel = tok * (2 * c * h / sp_div + 2 * c * h + c * (2 * q + 2 * k + 3 * f) / t + lse) + rope
+        if model.attention == "mla":
+            attn, rope = mla_attention_bytes(model, c, t), 4.0 * s * model.qk_rope_head_dim * c if c != 4 else 0.0
+        none = tok * (2 * ((4 + c) * h + 4) / sp_div + 2 * c * h + attn + c * 4 * f / t) + rope
+        sel = tok * (2 * c * h / sp_div + 2 * c * h + attn + c * 3 * f / t) + rope
         norm_internals = ((4 if c != 4 else 0) + c) * h + 4  # fp32 copy, output, rsqrt; bytes per token
         sel_transient = tok * np.maximum(norm_internals / sp_div, c * f / t)
         full = tok * c * h / sp_div
@@ -209,6 +211,32 @@ def layer_activation_bytes(
         none,
     )
     return {"saved": saved, "transient": transient}
+
+
+def mla_attention_bytes(model: ModelSpec, c: int, t: Any = 1) -> Any:
+    """Bytes per token that bench_model's multi-head latent attention (bench_model/mla.py; DeepSeek-V2, arXiv
+    2405.04434 Sec 2.1, Eqs. 9-14) keeps for backward beyond its input, in place of GQA's q, k, v, output and
+    logsumexp. n heads (per-head tensors /t where a framework splits heads over tp; bench_model runs MLA at tp=1),
+    dn/dr/dv the nope/rope/v head dims, qr/kr the q/kv LoRA ranks, c the compute dtype's bytes:
+      query path   q_norm (fp32 input 4qr, rsqrt 4, output c qr) and its scaled output for wq_b (c qr), when
+                   q_lora_rank > 0 (RoPE multiplies by constant tables: it keeps the tables, not q_pe or k_pe);
+      latent       kv_norm's fp32 input (4kr; in fp32 that is the wkv_a output itself, latent and rope key,
+                   4(kr+dr)), rsqrt 4, output c kr and scaled output c kr (wkv_b's input): the compressed KV c_kv
+                   the paper caches at inference, kept here for backward;
+      heads        wkv_b's output c n(dn+dv) (SDPA keeps v as a view of it), the concatenated q and k
+                   (2 c n(dn+dr)), the attention output c n dv (wo's input) and the fp32 logsumexp 4n, as a flash
+                   kernel keeps them (a GPU; CPU's math kernel keeps the s x s probabilities instead, see
+                   tests/unit/test_memory_moe_measured.py).
+    Per layer (the caller's `rope`): the cos/sin tables cast to the compute dtype per RoPE call, 4 s dr c."""
+    n, dn, dr, dv = (
+        model.num_heads / np.asarray(t, dtype=np.float64),
+        *(float(x) for x in (model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim)),
+    )
+    qr, kr = float(model.q_lora_rank), float(model.kv_lora_rank)
+    query = (4.0 + 2 * c) * qr + 4.0 if qr else 0.0
+    latent = (4.0 * (kr + dr) if c == 4 else 4.0 * kr) + 4.0 + 2 * c * kr
+    heads = c * n * (dn + dv) + 2 * c * n * (dn + dr) + c * n * dv + 4.0 * n
+    return query + latent + heads
 
 
 @dataclass(frozen=True)
@@ -241,10 +269,51 @@ class BenchModelProfile(FrameworkProfile):
         return layer_activation_bytes(model, seq, mbs, tp, sp, recompute, act_bytes, compiled=True)
 
     def moe_layer_activations(
-        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
+        self,
+        model: ModelSpec,
+        tokens: Any,
+        tp: Any,
+        sp: Any,
+        recompute: Any,
+        act_bytes: int,
+        fp8: Any,
+        ep: Any = 1,
+        etp: Any = 1,
+        mbs: Any = 1,
     ) -> np.ndarray:
         """bench_model/moe.py's MoE block; torchao keeps the high-precision GEMM inputs (fp8 changes nothing)."""
-        return moe.moe_layer_extra_activation_bytes(model, tokens, tp, sp, recompute, act_bytes)
+        return moe.bench_model_moe_layer_bytes(model, tokens, tp, sp, recompute, act_bytes, ep, etp, mbs)
+
+    def expert_states(
+        self, num_params: Any, zero_stage: Any, edp: Any, dense_shard: Any, train: TrainSpec, offload: Any = 0
+    ) -> dict[str, np.ndarray]:
+        """bench_model/parallel/data_parallel.py: the experts get their own fully_shard on the edp mesh only at ZeRO
+        2/3 (when FSDP wraps the model at all: dp*cp > 1 or a bf16 cast); at ZeRO 2 that unit keeps its gathered copy
+        from forward to backward (also on a one-rank edp mesh: FSDP2's all-gather output is a separate storage). At
+        ZeRO 0/1 they are ignored by FSDP (reduced by finalize_expert_grads): no gathered copy (see
+        `expert_cast_bytes`)."""
+        out = model_state_arrays(num_params, zero_stage, edp, train, offload)
+        c, p = DTYPE_BYTES[train.compute_dtype], DTYPE_BYTES[train.param_dtype]
+        z = np.asarray(zero_stage)
+        wrapped = (np.asarray(dense_shard) > 1) | (c != p)
+        if train.master_dtype is None:
+            psi = np.asarray(num_params, dtype=np.float64)
+            out["compute_copy"] = np.where(wrapped & (z == 2), psi * c, 0.0)
+        return out
+
+    def moe_tp_replicated_params(self, model: ModelSpec) -> float:
+        """bench_model/parallel/expert_parallel.py `_replicate_dense_params`: the router and the shared expert are
+        Replicate DTensors on the tp mesh (each rank computes them on its own tokens), not split by tp."""
+        if not model.is_moe:
+            return 0.0
+        return model.num_experts * model.hidden_size + 3.0 * model.hidden_size * model.moe_shared_expert_ffn_hidden_size
+
+    def expert_cast_bytes(self, num_params: Any, zero_stage: Any, train: TrainSpec) -> Any:
+        """ZeRO 0/1 with bf16 compute: GroupedExperts.forward casts the fp32 expert weights (`w.to(x.dtype)`) and the
+        GEMMs keep the cast copies for backward, one set per in-flight micro-batch."""
+        c, p = DTYPE_BYTES[train.compute_dtype], DTYPE_BYTES[train.param_dtype]
+        z = np.asarray(zero_stage)
+        return np.where((z < 2) & (c != p), np.asarray(num_params, dtype=np.float64) * c, 0.0)
 
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         return 0.0  # the embedding's output is the first block's saved input, counted with the layers

@@ -54,13 +54,41 @@ class MegatronProfile(FrameworkProfile):
     inflight = BenchModelProfile.inflight
 
     def moe_layer_activations(
-        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
+        self,
+        model: ModelSpec,
+        tokens: Any,
+        tp: Any,
+        sp: Any,
+        recompute: Any,
+        act_bytes: int,
+        fp8: Any,
+        ep: Any = 1,
+        etp: Any = 1,
+        mbs: Any = 1,
     ) -> np.ndarray:
-        """As bench_model's MoE block, but with FP8 on, Transformer Engine's grouped linears keep the FP8-cast GEMM
-        inputs for backward (1 byte per element; transformer_engine/pytorch/module/grouped_linear.py saves the
-        quantized inputmats), not the bf16 ones."""
+        """Megatron-Core's MoE layer (local spec: all-gather dispatcher, SequentialMLP experts with the weighted
+        SwiGLU; measured with tests/unit/test_frameworks_megatron_probe.py) beyond the dense layer it replaces. The
+        dispatcher gathers its expert tp x ep group's tokens (n each: T/tp with SP) and keeps the R = n*etp*k copies
+        for its local experts (balanced routing): per copy the permutation index (int64, 8), the permuted token (g h;
+        the first expert's fc1 keeps the whole permuted buffer), fc1's output (2c F/etp, gate and up), the routing
+        probability the weighted SwiGLU applies (c) and fc2's input (g F/etp); g = 1 with FP8 on (Transformer
+        Engine's grouped linears keep the FP8-cast inputs, transformer_engine/pytorch/module/grouped_linear.py), else
+        c. Learned routing also keeps the router's fp32 probabilities (4E per token; force-balanced routing, what the
+        probe and NVIDIA's benchmarks run, replaces the logits by constants and keeps none). The shared expert is a
+        TP-split SwiGLU MLP ((2c + g) F_s / t per token). The dense SwiGLU's fc1 output and fc2 input (3cf/t per
+        token, [TMU]'s MLP units) are not there. Full recompute keeps the layer input only (the dense term)."""
         g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
-        return moe.moe_layer_extra_activation_bytes(model, tokens, tp, sp, recompute, act_bytes, g)
+        c, h, k, f = float(act_bytes), model.hidden_size, model.moe_router_topk, model.moe_ffn_hidden_size
+        t, etp = np.asarray(tp, dtype=np.float64), np.asarray(etp, dtype=np.float64)
+        tok = np.asarray(tokens, dtype=np.float64)
+        n = moe.moe_tokens(tok, t, sp)
+        copies = n * etp * k
+        routed = copies * (8.0 + g * h + (2 * c + g) * f / etp + c) + n * 4.0 * model.num_experts
+        shared = tok * (2 * c + g) * model.moe_shared_expert_ffn_hidden_size / t
+        dense = tok * 3 * c * model.ffn_hidden_size / t
+        r = np.asarray(recompute)
+        is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
+        return np.where(is_full, 0.0, routed + shared - dense)
 
     # Megatron's 1F1B runs fewer micro-batches than stages ([SCH] warm-up min(pp - rank - 1, m))
     # pp_microbatches: Megatron runs fewer micro-batches than stages; tp_overlap_needs_compile: --tp-comm-overlap is
