@@ -3,9 +3,10 @@ rank, started by any launcher (torchrun locally, srun under SLURM, Ray actors) e
 the same protocol (docs/trial_protocol.md): rank 0 writes the samples to `RESULT.json.netbench.json`, then an `ok`
 row to RESULT.json; a failing rank writes its err file.
 
-Which link a group exercises comes from where its ranks run (hostnames gathered from every rank): `intra` groups are
-ranks of rank 0's host, `inter` groups hold one rank per host, so their traffic crosses the inter-node fabric. On one
-host only the intra class exists.
+Which link a group exercises comes from where its ranks run (hostnames gathered from every rank) and the cluster's NVLink
+domain (cluster.nvlink_domain_size, whole nodes): `intra` groups are ranks of rank 0's domain (its host, unless the
+domain spans several, as on GB200/GB300 NVL72), `inter` groups hold one rank per domain, so their traffic crosses the
+inter-node fabric. Inside one domain only the intra class exists.
 """
 
 from __future__ import annotations
@@ -22,14 +23,21 @@ COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "p
 SIDECAR_SUFFIX = ".netbench.json"
 
 
-def link_groups(hosts: list[str]) -> list[tuple[str, tuple[int, ...]]]:
-    """(link class, global ranks) of every group timed, given each rank's host: prefixes of rank 0's host's ranks of
-    2, 4, 8, 16 and all of them (`intra`), and of the first rank of every host, in host order of first appearance
-    (`inter`). The p2p pair of a class is its first two ranks."""
-    first_of: dict[str, int] = {}
-    for rank, host in enumerate(hosts):
-        first_of.setdefault(host, rank)
-    local = [r for r, h in enumerate(hosts) if h == hosts[0]]
+def link_groups(hosts: list[str], hosts_per_domain: int = 1) -> list[tuple[str, tuple[int, ...]]]:
+    """(link class, global ranks) of every group timed, given each rank's host: prefixes of 2, 4, 8, 16 and all of the
+    ranks in rank 0's NVLink domain (`intra`), and of the first rank of every domain (`inter`). A domain is
+    `hosts_per_domain` consecutive hosts in order of first appearance (cluster.nvlink_domain_size / gpus_per_node: 1 =
+    a node; 18 trays on a GB200 NVL72, which a scheduler allocates as consecutive nodes of one rack — a site whose
+    node order does not follow its racks should run netbench inside one domain). The p2p pair of a class is its first
+    two ranks."""
+    order: dict[str, int] = {}
+    for host in hosts:
+        order.setdefault(host, len(order))
+    domain = [order[h] // max(1, hosts_per_domain) for h in hosts]
+    first_of: dict[int, int] = {}
+    for rank, d in enumerate(domain):
+        first_of.setdefault(d, rank)
+    local = [r for r, d in enumerate(domain) if d == domain[0]]
     leaders = list(first_of.values())
     groups = []
     for link, members in (("intra", local), ("inter", leaders)):
@@ -84,7 +92,7 @@ def _time_group(
     return result
 
 
-def measure(sizes: list[int], iters: int, warmup: int, device: Any) -> dict[str, Any]:
+def measure(sizes: list[int], iters: int, warmup: int, device: Any, hosts_per_domain: int = 1) -> dict[str, Any]:
     """Every collective on every group of `link_groups`, at every size; rank 0 returns the samples."""
     import torch
     import torch.distributed as dist
@@ -93,7 +101,7 @@ def measure(sizes: list[int], iters: int, warmup: int, device: Any) -> dict[str,
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
     hosts: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(hosts, socket.gethostname())
-    layout = link_groups(hosts)
+    layout = link_groups(hosts, hosts_per_domain)
     groups = {members: dist.new_group(list(members)) for _, members in layout}  # same order on every rank
     samples = []
     for op in COLLECTIVES:
@@ -135,7 +143,9 @@ def netbench_body(spec: Any, out: Path, rank: int) -> dict[str, Any]:
     started_at, t0 = utc_now(), time.perf_counter()
     device = init_distributed()
     params = dict(spec.netbench)
-    result = measure([int(s) for s in params["sizes_bytes"]], int(params["iters"]), int(params["warmup"]), device)
+    hosts_per_domain = spec.cluster.fast_domain // spec.cluster.gpus_per_node  # NVLink domain in whole nodes
+    sizes = [int(s) for s in params["sizes_bytes"]]
+    result = measure(sizes, int(params["iters"]), int(params["warmup"]), device, hosts_per_domain)
     if rank != 0:
         return {}
     write_json_atomic(out.with_name(out.name + SIDECAR_SUFFIX), result)

@@ -78,3 +78,7 @@ def test_link_groups_follow_the_hosts():
     # 3 hosts with interleaved ranks (Ray may place bundles so): membership, not rank order, decides
     hosts = ["a", "b", "c", "a", "b", "c"]
     assert link_groups(hosts) == [("intra", (0, 3)), ("inter", (0, 1)), ("inter", (0, 1, 2))]
+    # an NVLink domain of two hosts (as GB200 NVL72 trays; 2 ranks per host for brevity): a and b are intra, c is the
+    # next domain, reached over the inter-node fabric
+    two = ["a", "a", "b", "b", "c", "c"]
+    assert link_groups(two, hosts_per_domain=2) == [("intra", (0, 1)), ("intra", (0, 1, 2, 3)), ("inter", (0, 4))]
