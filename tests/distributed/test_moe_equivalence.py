@@ -19,18 +19,12 @@ import uuid
 
 import pytest
 from conftest import POOL, STEPS, max_rel_diff, run_in_process
+from moe_shapes import TINY_MLA
 
 FP32_TOL = 1e-4
 pytestmark = pytest.mark.timeout(1200)
 BASE = ("model=tiny-moe", "train.global_batch_size=4", "train.precision=fp32")
-MLA = (
-    "model.attention=mla",
-    "model.q_lora_rank=32",
-    "model.kv_lora_rank=32",
-    "model.qk_nope_head_dim=16",
-    "model.qk_rope_head_dim=8",
-    "model.v_head_dim=16",
-)
+MLA = TINY_MLA
 BALANCED = ("train.moe_routing=balanced",)
 
 

@@ -27,6 +27,7 @@ import sys
 
 import pytest
 import yaml
+from moe_shapes import TINY_MLA
 
 from autotune.core.types import ParallelPlan
 from autotune.interop import render
@@ -252,14 +253,7 @@ def test_torchtitan_job_config_accepts_every_exported_file(job, tmp_path):
 
 # ---------------------------------------------------------------- MoE / MLA exports
 
-MLA_TINY = [  # tiny-moe's MLA variant (search_spaces/model/tiny-moe.yaml header)
-    "model.attention=mla",
-    "model.q_lora_rank=32",
-    "model.kv_lora_rank=32",
-    "model.qk_nope_head_dim=16",
-    "model.qk_rope_head_dim=8",
-    "model.v_head_dim=16",
-]
+MLA_TINY = TINY_MLA
 # name -> (config overrides, plan fields); grad_accum_steps = the preset's global batch / (dp * micro_batch_size)
 MOE_JOBS = {
     "tiny_ep2_z3": (["model=tiny-moe"], dict(dp=4, ep=2, zero_stage=3)),

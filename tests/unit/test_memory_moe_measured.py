@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from moe_shapes import TINY_MLA
 
 from autotune.core.plan_arrays import RECOMPUTE_CODE, arrays_from_plans
 from autotune.core.types import DTYPE_BYTES
@@ -26,14 +27,7 @@ W = 4
 DENSE = [f"model.{f}=0" for f in ("num_experts", "moe_router_topk", "moe_ffn_hidden_size")] + [
     f"model.{f}=0" for f in ("moe_shared_expert_ffn_hidden_size", "moe_first_k_dense", "moe_aux_loss_coeff")
 ]
-MLA = [  # tiny-moe's MLA variant (search_spaces/model/tiny-moe.yaml)
-    "model.attention=mla",
-    "model.q_lora_rank=32",
-    "model.kv_lora_rank=32",
-    "model.qk_nope_head_dim=16",
-    "model.qk_rope_head_dim=8",
-    "model.v_head_dim=16",
-]
+MLA = TINY_MLA
 LAYOUTS = {
     "ep1": ["train.precision=fp32", "plan.dp=4"],
     "ep2": ["train.precision=fp32", "plan.dp=4", "plan.ep=2"],

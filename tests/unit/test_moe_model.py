@@ -7,19 +7,13 @@ import dataclasses
 
 import pytest
 import torch
+from moe_shapes import TINY_MLA
 
 from autotune.spec.config import load_config
 from bench_model.model import Llama
 from bench_model.moe import MoE, balanced_topk, expert_counts, grouped_mm_supported
 
-MLA = (
-    "model.attention=mla",
-    "model.q_lora_rank=32",
-    "model.kv_lora_rank=32",
-    "model.qk_nope_head_dim=16",
-    "model.qk_rope_head_dim=8",
-    "model.v_head_dim=16",
-)
+MLA = TINY_MLA
 
 
 def _spec(*overrides):
