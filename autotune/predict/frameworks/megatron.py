@@ -19,8 +19,12 @@ all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT
 Llama-specific generalisation of [TMU]'s per-layer term, per token in units of h (2-byte activations): layer norms 4,
 QKV input 2, Q 2, K and V 2k/h each (GQA: [TMU] counts 4 + 2 for Q/K and V at full width), projection input 2, MLP
 input 2, fc1 output (gate and up) 4f/h and fc2 input 2f/h for SwiGLU (GELU: 2f/h + 2f/h), two dropout masks 1 each
-(counted as [TMU] does). With k = h and GELU this is exactly [TMU]'s 18 + 4f/h. Flash attention keeps no s^2
-scores, so recompute=none saves what selective does (selective recomputes core attention only).
+(counted as [TMU] does). With k = h and GELU this is exactly [TMU]'s 18 + 4f/h. Beyond [TMU]: Megatron-Core splits
+the fused QKV projection output into q, k, v views (transformer/attention.py get_query_key_value_tensors); q and k are
+rotated into new tensors but v stays a view, so the saved v keeps the whole projection output alive: its Q and K parts,
+2(q_dim + kv_dim)/h more units per layer (measured byte for byte on Megatron-Core's own model:
+tests/unit/test_frameworks_megatron_probe.py). Flash attention keeps no s^2 scores, so recompute=none saves what
+selective does (selective recomputes core attention only; its checkpoint keeps q, k, v, so the view stays too).
 """
 
 from __future__ import annotations
@@ -38,12 +42,14 @@ from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
 
-def megatron_layer_units(model: ModelSpec, dropout: float = 2.0) -> tuple[float, float]:
+def megatron_layer_units(model: ModelSpec, dropout: float = 2.0, qkv_view: bool = True) -> tuple[float, float]:
     """(not TP-sharded, TP-sharded) per-layer activation bytes per token / h at 2-byte activations, as [TMU] splits
-    Korthikanti's Table 2: without SP, norms (4), QKV and MLP inputs (2 + 2) and `dropout` masks (2) are replicated."""
+    Korthikanti's Table 2: without SP, norms (4), QKV and MLP inputs (2 + 2) and `dropout` masks (2) are replicated;
+    plus the fused QKV output kept by v's view (module docstring), TP-sharded."""
     h, f, k = model.hidden_size, model.ffn_hidden_size, model.kv_dim
     mlp = 6.0 * f / h if model.block != "gpt" else 4.0 * f / h  # SwiGLU: fc1 out 2f + fc2 in f; GELU: f + f
-    return 8.0 + dropout, 2.0 + 4.0 * k / h + 2.0 + mlp
+    view = 2.0 * (model.q_dim + k) / h if qkv_view else 0.0  # the fused QKV output's Q and K parts v's view keeps
+    return 8.0 + dropout, 2.0 + 4.0 * k / h + 2.0 + mlp + view
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ class MegatronProfile(FrameworkProfile):
     # Transformer Engine's userbuffers, no torch.compile involved
     replaces_rules: frozenset[str] = frozenset({"pp_microbatches", "tp_overlap_needs_compile"})
     dropout_units: float = 2.0  # [TMU] counts the attention and MLP dropout masks (1 byte per element each)
+    qkv_view: bool = True  # count the fused QKV output v's view keeps (module docstring); False = [TMU] literally
 
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
@@ -125,7 +132,7 @@ class MegatronProfile(FrameworkProfile):
         s, b, t = (np.asarray(x, dtype=np.float64) for x in (seq, mbs, tp))
         sp, r = np.asarray(sp, dtype=bool), np.asarray(recompute)
         sbh = s * b * model.hidden_size * act_bytes / 2.0
-        repl, shard = megatron_layer_units(model, self.dropout_units)
+        repl, shard = megatron_layer_units(model, self.dropout_units, self.qkv_view)
         layer = sbh * (repl / np.where(sp, t, 1.0) + shard / t)
         full = sbh * 2.0 / np.where(sp, t, 1.0)  # full recompute keeps the layer input (sequence-sharded with SP)
         is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
