@@ -67,8 +67,13 @@ def check_fp8_ratio(out: dict) -> None:
     assert [(r["model"], r["seq_len"]) for r in llama] == [
         (m, s) for m in ("llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b") for s in (4096, 8192)
     ]
-    # FP8 doubles only the linears' peak (H100 SXM datasheet: 1979 vs 989 dense TFLOP/s): 1 < speedup < 2
-    assert all(1.0 < r["speedup"] < 2.0 and r["fp8_tok_s_gpu"] > r["bf16_tok_s_gpu"] > 0 for r in llama)
+    # FP8 doubles only the linears' peak (H100 SXM datasheet: 1979 vs 989 dense TFLOP/s), so speedup < 2; its casts
+    # cost memory traffic, so a small model may gain nothing (llm-foundry measured MPT-3b FP8/BF16 = 0.997, the
+    # `pairs` above): > 0.9, and the gain grows with the model at each sequence length (larger GEMMs per cast byte)
+    assert all(0.9 < r["speedup"] < 2.0 and r["fp8_tok_s_gpu"] > 0 and r["bf16_tok_s_gpu"] > 0 for r in llama)
+    for seq in (4096, 8192):
+        gains = [r["speedup"] for r in llama if r["seq_len"] == seq]  # 1B, 3B, 8B
+        assert gains == sorted(gains) and gains[-1] > 1.0, (seq, gains)
 
 
 def check_memory_vs_torchtitan(out: dict) -> None:
