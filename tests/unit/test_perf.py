@@ -49,10 +49,11 @@ def eff(m, n):
 
 def layer_s(tokens, passes=3, ew_passes=3):
     """One layer, one rank, tp=1, by hand: GEMMs of 2h^2 + 2hk + 3hf = 15,204,352 weights, causal attention
-    2*s*h FLOPs per token forward (PaLM App. B, halved for the mask), 54,272 elementwise bytes per token forward."""
+    2*s*h FLOPs per token forward (PaLM App. B, halved for the mask), 54,272 elementwise bytes per token forward,
+    which eager (uncompiled) Llama blocks move EAGER_LLAMA_BYTES_FACTOR = 2.8 times (perf_terms: unfused kernels)."""
     gemm = tokens * 2 * 15_204_352 * passes / (1e15 * eff(tokens, 1024))
     attn = tokens * 2 * 2048 * 1024 * passes / (1e15 * 0.25)
-    mem = tokens * 54_272 * ew_passes / HBM
+    mem = tokens * 54_272 * 2.8 * ew_passes / HBM
     return gemm + attn + mem
 
 
