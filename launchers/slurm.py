@@ -199,12 +199,10 @@ class SlurmTrialHandle(ThreadedTrialHandle):
     def _finish(self, state: str, now: float) -> None:
         has_files = has_result_files(self.trial_dir)
         ours = self._timed_out or self._cancel_requested
-        if (
-            not has_files
-            and not ours
-            and state in REQUEUE_STATES
-            and self.requeues < self._launcher.options.max_requeues
-        ):
+        # a lost node (NODE_FAIL, ...) is the cause even when a surviving rank wrote an error first (its peer's
+        # connection closed): only a finished RESULT.json outranks it
+        node_lost = state in REQUEUE_STATES and not ours and not (self.trial_dir / RESULT_FILE).exists()
+        if node_lost and self.requeues < self._launcher.options.max_requeues:
             self.requeues += 1
             self._t_run = None
             self._launcher._resubmit(self)
@@ -222,13 +220,16 @@ class SlurmTrialHandle(ThreadedTrialHandle):
             log_path=self.log_path,
             backend="slurm",
         )
-        if not has_files and not ours:
+        if (not has_files or node_lost) and not ours:
             status, error_type = slurm_status(state)
+            ranks = f"; a surviving rank then wrote: {row.get('error_message') or ''}"[:300] if has_files else ""
             row.update(
                 status=status,
                 error_type=error_type,
-                error_message=f"SLURM job {self.job.job_id} ended {state} and no rank wrote a result"
-                + (f" (after {self.requeues} requeue(s))" if self.requeues else ""),
+                error_message=f"SLURM job {self.job.job_id} ended {state}"
+                + ("" if has_files else " and no rank wrote a result")
+                + (f" (after {self.requeues} requeue(s))" if self.requeues else "")
+                + ranks,
             )
         self._row = row
         self._done.set()
