@@ -273,7 +273,6 @@ def probe_megatron(
 def _probe(model, plan, seq_len, precision, ep, etp, activations) -> dict[str, Any]:
     from megatron.core import parallel_state as ps
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
-    from megatron.core.models.gpt import GPTModel
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -292,17 +291,7 @@ def _probe(model, plan, seq_len, precision, ep, etp, activations) -> dict[str, A
     bf16 = precision == "bf16"
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     with fake:
-        net = GPTModel(
-            config,
-            _layer_spec(model),
-            vocab_size=model.vocab_size,
-            max_sequence_length=seq_len,
-            pre_process=ps.is_pipeline_first_stage(),
-            post_process=ps.is_pipeline_last_stage(),
-            share_embeddings_and_output_weights=model.tie_embeddings,
-            position_embedding_type="rope",
-            rotary_base=int(model.rope_theta),
-        )
+        net = _gpt_model(config, model, seq_len)
         ddp_config = DistributedDataParallelConfig(
             grad_reduce_in_fp32=True, use_distributed_optimizer=plan.zero_stage >= 1
         )
@@ -327,26 +316,31 @@ def _probe(model, plan, seq_len, precision, ep, etp, activations) -> dict[str, A
     return out
 
 
+def _gpt_model(config, model: ModelSpec, seq_len: int):
+    """Megatron-Core's GPTModel for this pipeline stage (local layer spec, RoPE, tied embeddings as the model says)."""
+    from megatron.core import parallel_state as ps
+    from megatron.core.models.gpt import GPTModel
+
+    return GPTModel(
+        config,
+        _layer_spec(model),
+        vocab_size=model.vocab_size,
+        max_sequence_length=seq_len,
+        pre_process=ps.is_pipeline_first_stage(),
+        post_process=ps.is_pipeline_last_stage(),
+        share_embeddings_and_output_weights=model.tie_embeddings,
+        position_embedding_type="rope",
+        rotary_base=int(model.rope_theta),
+    )
+
+
 def _moe_activation_bytes(config, model: ModelSpec, plan: ParallelPlan, seq_len: int) -> dict[str, float]:
     """The stage's forward on real tensors (module docstring): force-balanced routing, all-gather dispatcher."""
     from dataclasses import replace
 
-    from megatron.core import parallel_state as ps
-    from megatron.core.models.gpt import GPTModel
-
     config = replace(config, moe_router_force_load_balancing=True)
     with balanced_moe(model.moe_router_topk):
-        net = GPTModel(
-            config,
-            _layer_spec(model),
-            vocab_size=model.vocab_size,
-            max_sequence_length=seq_len,
-            pre_process=ps.is_pipeline_first_stage(),
-            post_process=ps.is_pipeline_last_stage(),
-            share_embeddings_and_output_weights=model.tie_embeddings,
-            position_embedding_type="rope",
-            rotary_base=int(model.rope_theta),
-        ).to(config.params_dtype)
+        net = _gpt_model(config, model, seq_len).to(config.params_dtype)
         return _activation_bytes(net, model, plan, seq_len)
 
 
