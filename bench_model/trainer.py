@@ -101,6 +101,9 @@ class Trainer:
     is_last: bool
     positions: torch.Tensor | None
     step_times_s: list[float] = field(default_factory=list)
+    # this rank's CPU seconds per timed step (time.process_time: every thread of the process, gloo's included): what a
+    # rank costs independent of how many other processes share the cores (docs/scale_down.md "Fair on a shared CPU")
+    step_cpu_s: list[float] = field(default_factory=list)
     tied_group: dist.ProcessGroup | None = None  # first + last pipeline rank: the two copies of a tied embedding
 
     def loss_context(self):
@@ -269,9 +272,10 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
         if timed and step == warmup:
             fault_hook()
         synchronize(trainer.device)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         losses.append(trainer.step(step))
         synchronize(trainer.device)
         if timed:
             trainer.step_times_s.append(time.perf_counter() - t0)
+            trainer.step_cpu_s.append(time.process_time() - c0)
     return losses

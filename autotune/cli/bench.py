@@ -31,6 +31,13 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
         metavar="FILE",
         help="a trial file written by `autotune export` (then overrides are not allowed)",
     )
+    p.add_argument(
+        "--scale-down",
+        action="store_true",
+        help="run the --nproc layout as a scale-down trial on --available-gpus ranks and print its composed "
+        "full-size row (docs/scale_down.md)",
+    )
+    p.add_argument("--available-gpus", type=positive_int("--available-gpus"), default=None, help="with --scale-down")
     p.add_argument("--json", action="store_true", help="print the result row as JSON")
     p.add_argument("--workdir", default=None, help="where trial files and logs go (default: results/_local_trials)")
     add_overrides(p)
@@ -92,13 +99,30 @@ def run_local(spec, workdir: str | None) -> dict:
 
 
 def run(args) -> int:
+    from autotune.core.errors import UsageError
+
     spec = build_spec(args)
-    row = run_local(spec, args.workdir)
+    if args.scale_down != (args.available_gpus is not None):
+        raise UsageError("--scale-down and --available-gpus=N go together (N: the ranks the replica runs on)")
+    if args.scale_down:
+        row = run_scaled(spec, args.available_gpus, args.workdir)
+    else:
+        row = run_local(spec, args.workdir)
     if args.json:
         print_json(row)
     else:
         _print(row)
     return 0 if row.get("status") == "ok" else 1
+
+
+def run_scaled(spec, available_gpus: int, workdir: str | None) -> dict:
+    """The scale-down trial of `spec` on `available_gpus` local ranks and its composed full-size row."""
+    from autotune.run.scaledown import compose_row, replica_spec
+
+    sd = replica_spec(spec, available_gpus)
+    r = sd.replica
+    _refuse_invalid(r.plan, r.model, r.train, r.cluster, None)
+    return compose_row(sd, run_local(r, workdir))
 
 
 def _fmt(x, spec: str = ".4g") -> str:
@@ -136,8 +160,25 @@ def _print(row: dict) -> None:
         ),
         ("losses", " ".join(f"{x:.4f}" for x in losses)),
         ("wall", f"{_fmt(row.get('wall_s'), '.1f')} s"),
+        *_scale_down_items(row),
         ("log", str(row.get("log_path"))),
     ]
     for k, v in items:
         table.add_row(k, v)
     Console().print(table)
+
+
+def _scale_down_items(row: dict) -> list[tuple[str, str]]:
+    if not row.get("scaled_from"):
+        return []
+    replica = " ".join(f"{a}={row.get('replica_' + a)}" for a in ("dp", "tp", "pp", "cp", "ep", "etp"))
+    return [
+        (
+            "scale-down replica",
+            f"{row.get('replica_num_gpus')} ranks: {replica}, {row.get('replica_num_layers')} layers",
+        ),
+        ("replica step (measured)", f"{_fmt(row.get('replica_step_time_s'), '.4f')} s"),
+        ("measured parts", str(row.get("measured_parts"))),
+        ("modelled parts", str(row.get("modelled_parts"))),
+        ("full-size trial would cost", f"{_fmt(row.get('full_size_gpu_seconds'), '.1f')} GPU-s"),
+    ]

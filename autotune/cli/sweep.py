@@ -1,5 +1,5 @@
 """`autotune sweep --gpus N [--backend ...] [--strategy ...] [--max-trials K] [--steps S] [--parallel P]
-[--sweep-id NAME] [--resume DIR] [--resume-if-exists] [overrides]`"""
+[--available-gpus A] [--sweep-id NAME] [--resume DIR] [--resume-if-exists] [overrides]`"""
 
 from __future__ import annotations
 
@@ -52,6 +52,12 @@ def add_parser(sub, name: str) -> None:
         type=positive_float("--budget-gpu-hours"),
         help="start no trial once this many GPU-hours are spent",
     )
+    p.add_argument(
+        "--available-gpus",
+        type=positive_int("--available-gpus"),
+        help="run each layout of --gpus as a scale-down trial on this many GPUs and compose its full-size row "
+        "(docs/scale_down.md); read back on --resume",
+    )
     p.add_argument("--max-trials", type=positive_int("--max-trials"), help="trials to run (default sweep.max_trials)")
     p.add_argument("--steps", type=positive_int("--steps"), help="timed steps per trial (default sweep.timed_steps)")
     p.add_argument("--parallel", type=positive_int("--parallel"), help="trials in flight at once (default 1)")
@@ -93,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         inject_faults=tuple(args.inject_fault),
         argv=tuple(sys.argv[1:]),
         memory_limit_bytes=args.memory_limit_bytes,
+        available_gpus=args.available_gpus,
     )
     console = make_console()
     print_summary(run_sweep(req, console), console, top=10)  # the ranked table of every row, this run's and earlier

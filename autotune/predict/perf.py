@@ -77,6 +77,7 @@ from autotune.predict.perf_terms import (
     require_perf_fields,
     tp_overlap_layer_s,
 )
+from autotune.predict.schedule import bubble_microbatches
 
 GEMM_M0 = 256.0  # tokens per GEMM at which efficiency is halved by this term
 GEMM_N0 = 128.0  # GEMM width (h/tp) at which efficiency is halved by this term
@@ -339,9 +340,9 @@ def perf_arrays(
     stage["bwd_layer"] = lt["compute"] - stage["fwd_layer"]
     compute, tp_s, cp_s = m * stage["compute"], m * stage["tp"], m * stage["cp"]
     # Narayanan et al. 2021 Eq. 1 / Sec 2.2.2: (p-1)/(m v) of m stage times
-    bubble = (pp - 1) / vpp * (stage["compute"] + stage["tp"] + stage["cp"])
+    bubble = bubble_microbatches(pp, vpp) * (stage["compute"] + stage["tp"] + stage["cp"])
     if model.is_moe:  # expert-parallel all-to-alls on the critical path, like TP's collectives
-        bubble = bubble + (pp - 1) / vpp * stage["ep"]
+        bubble = bubble + bubble_microbatches(pp, vpp) * stage["ep"]
     pp_s = _pp_comm_s(arr, model, train, cluster, lt["tokens"])
     psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])  # parameters of the largest stage
     fsdp, replicate = _fsdp_s(arr, train, cluster, ranks, stage)

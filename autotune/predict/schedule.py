@@ -33,6 +33,12 @@ def layers_on_rank(num_layers: int, pp: Any, vpp: Any) -> np.ndarray:
     )
 
 
+def bubble_microbatches(pp: Any, vpp: Any) -> np.ndarray:
+    """Pipeline bubble of a (interleaved) 1F1B step in units of one micro-batch's stage time: (pp - 1)/vpp
+    (Narayanan et al. 2021 Eq. 1 and Sec 2.2.2: bubble fraction (p-1)/(m v) of the m stage times)."""
+    return (np.asarray(pp, dtype=np.float64) - 1.0) / np.asarray(vpp, dtype=np.float64)
+
+
 def inflight_microbatches(pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any = 0) -> np.ndarray:
     """Micro-batches whose activations pipeline rank `rank` holds at its peak, in units of all its layers.
     1F1B (PipeDream-Flush): pp - rank warm-up forwards. Interleaved 1F1B (Megatron-LM's schedule, which torch's

@@ -11,6 +11,24 @@ import pyarrow as pa
 from autotune.core.types import LATER_FIELDS, PLAN_FIELDS, PLAN_KINDS
 
 SCHEMA_VERSION = 1
+# A composed row keeps the target layout in the plan columns and its measured-and-composed step in the speed columns;
+# these say what ran instead (the replica) and which parts of the step were measured vs modelled.
+SCALE_DOWN_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("scaled_from", pa.string()),  # the target candidate id this row was composed for
+    ("replica_num_gpus", pa.int64()),
+    ("replica_dp", pa.int64()),
+    ("replica_tp", pa.int64()),
+    ("replica_pp", pa.int64()),
+    ("replica_cp", pa.int64()),
+    ("replica_ep", pa.int64()),
+    ("replica_etp", pa.int64()),
+    ("replica_num_layers", pa.int64()),
+    ("replica_grad_accum_steps", pa.int64()),
+    ("replica_step_time_s", pa.float64()),  # the replica's measured per-rank step (CPU seconds on CPU ranks)
+    ("measured_parts", pa.string()),  # comma-separated step parts measured on the replica
+    ("modelled_parts", pa.string()),  # comma-separated step parts priced by autotune/predict (alpha-beta, schedule)
+    ("full_size_gpu_seconds", pa.float64()),  # what running this layout at full size would have cost (estimate)
+]
 STATUSES: tuple[str, ...] = ("ok", "oom", "crash", "timeout", "pruned", "simulated", "invalid")
 
 _S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
@@ -51,6 +69,7 @@ RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("tflops_per_gpu", _F),
     ("step_time_mean_s", _F),
     ("step_time_std_s", _F),
+    ("step_cpu_time_mean_s", _F),  # the busiest rank's CPU seconds per step (process_time), mean over timed steps
     ("timed_steps", _I),
     ("peak_mem_allocated_bytes", _I),
     ("peak_mem_reserved_bytes", _I),
@@ -69,11 +88,15 @@ RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("torch_version", _S),
     ("hostname", _S),
     ("log_path", _S),
+    # scale-down trials (autotune/run/scaledown.py, docs/scale_down.md): null on a row measured at full size
+    *SCALE_DOWN_FIELDS,
 ]
 RESULT_COLUMNS: list[str] = [name for name, _ in RESULT_FIELDS]
 # Columns added after files of this schema version were first written: a file without them is still whole (it was
 # written before them) and reads as null there, so earlier sweeps resume instead of re-running every trial.
-LATER_COLUMNS: frozenset[str] = frozenset({"reject_rule", *LATER_FIELDS})
+LATER_COLUMNS: frozenset[str] = frozenset(
+    {"reject_rule", "step_cpu_time_mean_s", *LATER_FIELDS, *(n for n, _ in SCALE_DOWN_FIELDS)}
+)
 RESULT_SCHEMA = pa.schema(RESULT_FIELDS)
 
 

@@ -39,6 +39,8 @@ class SweepRequest:
     # Tests and the reliability benchmark only: (i-th trial of this run, fault, timeout_s or None) -> TrialSpec.inject_fault
     inject_faults: tuple[tuple[int, str, float | None], ...] = ()
     memory_limit_bytes: int | None = None  # tests only: TrialSpec.memory_limit_bytes of every trial (a real CPU OOM)
+    # scale-down trials (autotune/run/scaledown.py): run each layout of num_gpus as a replica on this many GPUs
+    available_gpus: int | None = None
     argv: tuple[str, ...] = field(default=())
 
 
@@ -63,6 +65,16 @@ def flag_overrides(
 def _default_sweep_id(cfg: Config, num_gpus: int) -> str:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{cfg.model.name}-{num_gpus}g"
+
+
+def _available_gpus(req: SweepRequest, store: SweepStore, num_gpus: int, resuming: bool) -> int | None:
+    """--available-gpus, or the resumed sweep's; None (full-size trials) when it is absent or not below --gpus."""
+    avail = req.available_gpus
+    if avail is None and resuming:
+        avail = store.read_meta()["args"].get("available_gpus")
+    if avail is None or int(avail) >= num_gpus:
+        return None
+    return int(avail)
 
 
 def _open_store(req: SweepRequest) -> tuple[SweepStore, int, Config, bool]:
@@ -102,13 +114,17 @@ def _open_store(req: SweepRequest) -> tuple[SweepStore, int, Config, bool]:
     return store, req.num_gpus, cfg, False
 
 
-def _make_launcher(cfg: Config, store: SweepStore, num_gpus: int) -> Launcher:
+def _make_launcher(cfg: Config, store: SweepStore, num_gpus: int, available: int | None = None) -> Launcher:
     from launchers.base import launcher_from_config, launcher_names
 
     backend = cfg.sweep.backend
     launcher = launcher_from_config(cfg.sweep, backend, workdir=store.work_dir, log_dir=store.logs_dir)
     limit = launcher.max_world_size()
-    if limit is not None and num_gpus > limit:
+    if available is not None and limit is not None and available > limit:
+        raise UsageError(
+            f"--available-gpus={available} exceeds what --backend={backend} provides here ({launcher.describe_limit()})"
+        )
+    if available is None and limit is not None and num_gpus > limit:
         raise UsageError(
             f"--gpus={num_gpus} exceeds what --backend={backend} provides here "
             f"({launcher.describe_limit()}); use --backend {'|'.join(launcher_names(besides=backend))}"
@@ -173,7 +189,8 @@ def run_sweep(req: SweepRequest, console: Console | None = None) -> Path:
     )
     created = not resuming and not store.root.exists()
     try:
-        launcher = _make_launcher(cfg, store, num_gpus)
+        available = _available_gpus(req, store, num_gpus, resuming)
+        launcher = _make_launcher(cfg, store, num_gpus, available)
     except ValueError:
         if created:  # the launcher made its scratch folders: leave no half-made sweep folder behind
             import shutil
@@ -181,10 +198,12 @@ def run_sweep(req: SweepRequest, console: Console | None = None) -> Path:
             shutil.rmtree(store.root, ignore_errors=True)
         raise
     if not resuming:
-        store.create(cfg.resolved_yaml, {"gpus": num_gpus, "overrides": list(req.overrides), "argv": list(req.argv)})
+        meta = {"gpus": num_gpus, "overrides": list(req.overrides), "argv": list(req.argv)}
+        store.create(cfg.resolved_yaml, {**meta, **({"available_gpus": available} if available else {})})
     console.print(
         f"sweep {store.root}  ({'resuming, ' if resuming else ''}{num_gpus} GPUs, model {cfg.model.name}, "
-        f"backend {cfg.sweep.backend}, strategy {cfg.sweep.strategy})",
+        f"backend {cfg.sweep.backend}, strategy {cfg.sweep.strategy})"
+        + (f"; scale-down trials on {available} GPUs" if available else ""),
         highlight=False,
         soft_wrap=True,
     )
@@ -199,7 +218,7 @@ def run_sweep(req: SweepRequest, console: Console | None = None) -> Path:
         highlight=False,
     )
     try:
-        _loop(cfg, store, launcher, strategy, req, console)
+        _loop(cfg, store, launcher, strategy, req, console, available)
     finally:
         launcher.close()
     return store.root
@@ -222,10 +241,17 @@ def _isna(v: Any) -> bool:
 
 
 def _loop(
-    cfg: Config, store: SweepStore, launcher: Launcher, strategy: Strategy, req: SweepRequest, console: Console
+    cfg: Config,
+    store: SweepStore,
+    launcher: Launcher,
+    strategy: Strategy,
+    req: SweepRequest,
+    console: Console,
+    available: int | None = None,
 ) -> None:
     from autotune.run.progress import SweepProgress, layout_text
     from autotune.run.rows import candidate_spec, pruned_row
+    from autotune.run.scaledown import ScaleDown, compose_row, replica_spec
     from autotune.search.oom_pruning import OOM_RULE
 
     parallel = max(1, int(cfg.sweep.parallel))
@@ -233,6 +259,7 @@ def _loop(
     progress = SweepProgress(console, strategy.planned_total(), parallel, done_before=len(strategy.results))
     progress.seed(strategy.results.values())
     in_flight: dict[str, tuple[Ask, TrialHandle]] = {}  # trial_id -> (ask, handle)
+    scaled: dict[str, ScaleDown] = {}  # trial_id -> its scale-down (replica) when the sweep runs them
     started = 0
     from autotune.search.budget import GpuBudget
     from autotune.search.calibrate import OnlineCalibrator
@@ -260,6 +287,9 @@ def _loop(
                 spec = candidate_spec(
                     cfg, ask.candidate, sweep_id=store.sweep_id, backend=cfg.sweep.backend, rung=ask.rung, **extra
                 )
+                if available is not None:  # the launcher runs the replica; the row is composed when it ends
+                    scaled[spec.trial_id] = replica_spec(spec, available)
+                    spec = scaled[spec.trial_id].replica
                 in_flight[spec.trial_id] = (ask, launcher.submit(spec))
             if not in_flight:
                 return
@@ -271,6 +301,8 @@ def _loop(
             for trial_id in finished:
                 ask, handle = in_flight.pop(trial_id)
                 row = handle.result()
+                if trial_id in scaled:
+                    row = compose_row(scaled.pop(trial_id), row)
                 store.write_row(row)
                 progress.finished(row)
                 budget.add(row)

@@ -1,0 +1,97 @@
+"""Composing a full-size step from a scale-down trial (docs/scale_down.md).
+
+A replica runs the target layout's per-rank shapes on fewer ranks: one pipeline stage (the busiest stage's layer
+count, pp = vpp = 1), the smallest data-parallel group, and the tp / cp / ep groups whole when they fit. Its measured
+step T_r is mapped onto the target with the step-time model's own terms (autotune/predict/perf.py `perf_arrays`, no
+second derivation):
+
+    k        = T_r / R.step                 measured / modelled on the replica (R = perf_arrays of the replica)
+    stage_mb = k * (F.compute + [F.tp] + [F.cp] + [F.ep]) / m    [axis] measured when its group ran whole
+               + (F.tp + ...) / m for each axis whose group was shrunk (priced by alpha-beta, not measured)
+    step     = (m + bubble_microbatches(pp, vpp)) * stage_mb     (schedule.py: Narayanan et al. 2021 Eq. 1)
+               + k * F.optimizer + F.dp_comm + F.pp_comm         (ZeRO/FSDP and p2p priced at full scale)
+
+F = perf_arrays of the target. k carries what the model gets wrong about this hardware and these shapes (the
+measurement); F / R carries only what differs between the replica and the target's busiest stage (the embedding on
+the first stage or the head on the last one, a shrunk group's per-rank share). When the replica IS the target
+(pp = dp = 1, nothing shrunk) the composed step equals the measured one exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.core.model import ModelSpec
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
+from autotune.predict.perf import perf_arrays
+from autotune.predict.schedule import bubble_microbatches
+
+# the collective terms of one micro-batch's stage time, by the plan axis whose group carries them
+AXIS_TERMS = {"tp": "tp_comm_s", "cp": "cp_comm_s", "ep": "ep_comm_s"}
+
+
+@dataclass(frozen=True)
+class Composed:
+    """A composed full-size step: seconds per step and its parts, and which parts were measured vs modelled."""
+
+    step_s: float
+    stage_microbatch_s: float  # the busiest stage's time per micro-batch (measured part scaled + priced part)
+    bubble_s: float
+    dp_comm_s: float
+    pp_comm_s: float
+    optimizer_s: float
+    measured_scale: float  # k = measured / modelled step of the replica
+    measured_parts: tuple[str, ...]
+    modelled_parts: tuple[str, ...]
+
+
+def _terms(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> dict[str, float]:
+    return {k: float(v[0]) for k, v in perf_arrays(arrays_from_plans([plan]), model, train, cluster).items()}
+
+
+def compose_step(
+    measured_step_s: float,
+    target: tuple[ParallelPlan, ModelSpec, TrainSpec],
+    replica: tuple[ParallelPlan, ModelSpec, TrainSpec],
+    cluster: ClusterSpec,
+) -> Composed:
+    """The target's step time composed from the replica's measured step (module docstring)."""
+    tplan, tmodel, ttrain = target
+    rplan, rmodel, rtrain = replica
+    full = _terms(tplan, tmodel, ttrain, cluster)
+    rep = _terms(rplan, rmodel, rtrain, cluster)
+    k = measured_step_s / rep["step_s"]
+    m = tplan.grad_accum_steps
+    measured_parts, modelled_parts = ["compute", "optimizer"], ["bubble"]
+    measured_mb, priced_mb = full["compute_s"] / m, 0.0
+    for axis, term in AXIS_TERMS.items():
+        if getattr(tplan, axis) == 1 or full[term] == 0.0:
+            continue
+        if getattr(rplan, axis) == getattr(tplan, axis):
+            measured_mb += full[term] / m
+            measured_parts.append(axis)
+        else:
+            priced_mb += full[term] / m
+            modelled_parts.append(axis)
+    stage_mb = k * measured_mb + priced_mb
+    bubble = float(bubble_microbatches(tplan.pp, tplan.vpp)) * stage_mb
+    if tplan.dp * tplan.cp > 1 and full["dp_comm_s"] > 0:
+        modelled_parts.append("dp")
+    if tplan.pp > 1:
+        modelled_parts.append("pp")
+    opt = k * full["optimizer_s"]
+    step = m * stage_mb + bubble + opt + full["dp_comm_s"] + full["pp_comm_s"]
+    if tplan.pp == 1:
+        modelled_parts.remove("bubble")
+    return Composed(
+        step_s=step,
+        stage_microbatch_s=stage_mb,
+        bubble_s=bubble,
+        dp_comm_s=full["dp_comm_s"],
+        pp_comm_s=full["pp_comm_s"],
+        optimizer_s=opt,
+        measured_scale=k,
+        measured_parts=tuple(measured_parts),
+        modelled_parts=tuple(modelled_parts),
+    )

@@ -1,0 +1,162 @@
+"""Scale-down trials (docs/scale_down.md): run a layout of N GPUs as a replica on the A < N GPUs available and compose
+its full-size row.
+
+What a rank does per micro-batch depends on tp, cp, ep, etp, the micro-batch, the sequence, recompute, fp8, compile and
+the layers its pipeline stage holds, not on dp, and on pp only through those layers and the schedule. The replica
+keeps those per-rank shapes and shrinks what only replicates:
+- pp -> 1 stage holding the busiest pipeline rank's layer count (autotune/predict/schedule.py `layers_on_rank`); the
+  schedule (bubble, vpp, micro-batches) and the p2p transfers are composed analytically (autotune/predict/compose.py);
+- dp -> 1, ZeRO stage 0 (or the fewest ranks an expert-parallel group needs); ZeRO/FSDP traffic is priced at full scale (alpha-beta);
+- tp, cp, ep, etp kept whole when they fit in A (their communication is then measured); a tp or ep group larger than
+  A keeps its largest power-of-two part that fits, and the missing peers' collectives are priced;
+- micro-batches -> min(m, MAX_REPLICA_MICROBATCHES): enough to amortise the optimizer step, the model apportions it.
+The launcher sees an ordinary (smaller) TrialSpec, so every backend runs a replica like any trial.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.core.errors import SpecError
+from autotune.core.trial import TrialSpec
+from autotune.predict.schedule import layers_on_rank
+from autotune.results.schema import normalize_row, row_from_spec
+
+MAX_REPLICA_MICROBATCHES = 4
+# the measured columns a composed row takes from the replica unchanged (per-rank facts, or the trial's own cost)
+_FROM_REPLICA = ("losses", "final_loss", "started_at", "ended_at", "wall_s", "gpu_seconds", "code_version")
+_FROM_REPLICA += ("torch_version", "hostname", "log_path", "timed_steps", "error_type", "error_message", "status")
+
+
+@dataclass(frozen=True)
+class ScaleDown:
+    """The target trial and the replica that stands in for it."""
+
+    target: TrialSpec
+    replica: TrialSpec
+    available_gpus: int
+
+
+def _fit(degree: int, room: int) -> int:
+    """The largest power-of-two divisor of `degree` that is <= room (degree itself when it fits)."""
+    d = degree
+    while d > 1 and (d > room or degree % d):
+        d //= 2
+    return max(d, 1)
+
+
+def replica_spec(target: TrialSpec, available_gpus: int, max_microbatches: int = MAX_REPLICA_MICROBATCHES) -> ScaleDown:
+    """The replica TrialSpec of `target` on `available_gpus` ranks (module docstring); same trial id and sweep."""
+    p, model = target.plan, target.model
+    if p.cp > available_gpus:
+        raise SpecError(
+            f"plan.cp={p.cp} exceeds --available-gpus={available_gpus}: a context-parallel group sets each rank's "
+            "sequence shard and must run whole"
+        )
+    tp = _fit(p.tp, available_gpus // p.cp)
+    inner = tp * p.cp  # ranks of one (tp, cp) group
+    ep, etp = 1, 1
+    if model.is_moe:
+        etp = _fit(p.etp, available_gpus)
+        ep = _fit(p.ep, available_gpus // etp)
+        while ep > 1 and math.lcm(inner, ep * etp) > available_gpus:
+            ep //= 2
+    # dp: one, unless the expert group folded over (dp, cp, tp) needs more ranks than tp*cp (Megatron-Core folding:
+    # ep*etp divides the stage's dp*cp*tp ranks)
+    dp = math.lcm(inner, ep * etp) // inner
+    m = min(p.grad_accum_steps, max_microbatches)
+    layers = int(layers_on_rank(model.num_layers, p.pp, p.vpp))
+    rmodel = dataclasses.replace(
+        model, num_layers=layers, moe_first_k_dense=min(getattr(model, "moe_first_k_dense", 0), max(layers - 1, 0))
+    )
+    plan = dataclasses.replace(
+        p,
+        dp=dp,
+        tp=tp,
+        pp=1,
+        vpp=1,
+        grad_accum_steps=m,
+        pp_schedule="1f1b",
+        dp_shard=0,
+        ep=ep,
+        etp=etp,
+        tp_overlap=p.tp_overlap and tp > 1,
+        sequence_parallel=p.sequence_parallel and tp > 1,
+        # one rank per (tp, cp) group shards nothing: run it unsharded, the target's ZeRO traffic and optimizer shard
+        # are priced at full scale (compose.py)
+        zero_stage=p.zero_stage if dp * p.cp > 1 else 0,
+        offload=p.offload if dp * p.cp > 1 else "none",
+    )
+    train = dataclasses.replace(target.train, global_batch_size=dp * p.micro_batch_size * m)
+    replica = dataclasses.replace(target, model=rmodel, train=train, plan=plan)
+    return ScaleDown(target=target, replica=replica, available_gpus=available_gpus)
+
+
+def measured_step_s(replica_row: dict[str, Any], device_type: str) -> float | None:
+    """The replica's per-rank step: wall seconds on GPUs; on CPU ranks the busiest rank's CPU seconds (process_time),
+    which do not grow when other processes share the cores (docs/scale_down.md "Fair on a shared CPU")."""
+    if device_type == "cpu" and replica_row.get("step_cpu_time_mean_s"):
+        return float(replica_row["step_cpu_time_mean_s"])
+    t = replica_row.get("step_time_mean_s")
+    return None if t is None else float(t)
+
+
+def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
+    """The target's row from its replica's: the target's identity and layout, the composed speed (when the replica
+    ran), the replica's cost and outcome, and the scale-down columns (autotune/results/schema.py SCALE_DOWN_FIELDS)."""
+    from autotune.predict.compose import compose_step
+
+    t, r = sd.target, sd.replica
+    row = row_from_spec(t)
+    row.update({k: replica_row.get(k) for k in _FROM_REPLICA})
+    rp = r.plan
+    steps = t.warmup_steps + (replica_row.get("timed_steps") or t.timed_steps)
+    row.update(
+        scaled_from=t.candidate_id,
+        replica_num_gpus=rp.world_size,
+        replica_dp=rp.dp,
+        replica_tp=rp.tp,
+        replica_pp=rp.pp,
+        replica_cp=rp.cp,
+        replica_ep=rp.ep,
+        replica_etp=rp.etp,
+        replica_num_layers=r.model.num_layers,
+        replica_grad_accum_steps=rp.grad_accum_steps,
+        peak_mem_allocated_bytes=None,  # the replica's memory is not the target's: probe-memory gives that
+        peak_mem_reserved_bytes=None,
+    )
+    if replica_row.get("status") == "oom":  # the replica holds the target's per-rank shapes, or fewer of them
+        row["status"] = "oom"
+    measured = measured_step_s(replica_row, t.cluster.device_type)
+    if replica_row.get("status") != "ok" or measured is None:
+        return normalize_row(row)
+    c = compose_step(measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster)
+    tokens_per_s = t.train.global_batch_tokens / c.step_s
+    world = t.plan.world_size
+    peak = _peak_flops(replica_row, t)
+    flops = t.model.flops_per_token(t.train.seq_len) * tokens_per_s / world
+    row.update(
+        replica_step_time_s=measured,
+        step_time_mean_s=c.step_s,
+        step_cpu_time_mean_s=replica_row.get("step_cpu_time_mean_s"),
+        step_time_std_s=None,
+        tokens_per_s=tokens_per_s,
+        tokens_per_s_per_gpu=tokens_per_s / world,
+        tflops_per_gpu=flops / 1e12,
+        mfu=flops / peak,
+        measured_parts=",".join(c.measured_parts),
+        modelled_parts=",".join(c.modelled_parts),
+        full_size_gpu_seconds=world * (float(replica_row.get("wall_s") or 0.0) + steps * max(c.step_s - measured, 0.0)),
+    )
+    return normalize_row(row)
+
+
+def _peak_flops(replica_row: dict[str, Any], target: TrialSpec) -> float:
+    """The per-rank peak the replica's MFU used (CPU ranks measure theirs: bench_model/metrics.py), else the preset's."""
+    tf, mfu = replica_row.get("tflops_per_gpu"), replica_row.get("mfu")
+    if tf and mfu:
+        return float(tf) * 1e12 / float(mfu)
+    return target.cluster.peak_flops(target.train.compute_dtype)
