@@ -126,7 +126,7 @@ def ranked_table(df: pd.DataFrame, top: int = 10) -> Any:
             "-" if missing else str(int(rank)),
             str(row["trial_id"]),
             layout_text(row),
-            str(row["status"]),
+            str(row["status"]) + (" (composed)" if _composed(row) else ""),
             _num(row["tokens_per_s_per_gpu"], ",.1f"),
             _num(row["pred_tokens_per_s_per_gpu"], ",.1f"),
             _num(row["mfu"], ".3f"),
@@ -137,6 +137,12 @@ def ranked_table(df: pd.DataFrame, top: int = 10) -> Any:
             err,
         )
     return table
+
+
+def _composed(row: Any) -> bool:
+    """A row composed from a scale-down trial (docs/scale_down.md) rather than measured at full size."""
+    v = row.get("scaled_from")
+    return isinstance(v, str) and v != ""
 
 
 def pareto_table(df: pd.DataFrame) -> Any:
@@ -155,7 +161,7 @@ def pareto_table(df: pd.DataFrame) -> Any:
             layout_text(row),
             _num(row["throughput"], ",.1f"),
             _gib(row["memory_bytes"]),
-            "predicted" if row["status"] == "simulated" else "measured",
+            "predicted" if row["status"] == "simulated" else "composed" if _composed(row) else "measured",
         )
     return table
 

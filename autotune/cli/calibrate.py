@@ -44,9 +44,13 @@ def run(args: argparse.Namespace) -> int:
             f"SWEEP_DIR={str(sweep_dir)!r} has {cal.num_rows} measured rows (status ok) for model "
             f"{model.name!r}; calibration needs >= 3"
         )
+    # composed rows (scale-down trials, docs/scale_down.md) are fitted like measured ones and counted apart: their
+    # dp / pp / bubble parts are the model's own terms, so they constrain the compute coefficients only
+    composed = int(rows.loc[rows["status"] == "ok", "scaled_from"].notna().sum())
+    kind = f" ({composed} composed from scale-down trials)" if composed else ""
     header = (
         f"Calibrated by `autotune calibrate {sweep_dir}` on {datetime.now(timezone.utc).isoformat(timespec='seconds')}\n"
-        f"from preset {cluster.name!r} and {cal.num_rows} measured rows of model {model.name!r}:\n"
+        f"from preset {cluster.name!r} and {cal.num_rows} measured rows{kind} of model {model.name!r}:\n"
         + "\n".join(cal.describe())
         + f"\nRMS log error of predicted tokens/s/GPU: {cal.perf_rms_log_error_before:.3f} -> "
         f"{cal.perf_rms_log_error_after:.3f}"
@@ -57,12 +61,15 @@ def run(args: argparse.Namespace) -> int:
             {
                 "preset": str(path),
                 "num_rows": cal.num_rows,
+                "num_composed_rows": composed,
                 "changes": [{"name": n, "before": a, "after": b} for n, a, b in cal.changes],
                 "perf_rms_log_error": [cal.perf_rms_log_error_before, cal.perf_rms_log_error_after],
                 "spearman": [cal.spearman_before, cal.spearman_after],
             }
         )
     else:
+        if composed:
+            print(f"{composed} of the {cal.num_rows} rows are composed from scale-down trials")
         for line in cal.describe():
             print(line)
         print(f"wrote {path} ({preset_usage(path)})")

@@ -159,4 +159,24 @@ def sweep_cost_lines(sweep_dir: Any, rows: Any = None) -> list[str]:
         return cost_summary(rows.iloc[0:0], rows, 0, 0).lines()
     frame = enumerate_candidates(cfg, int(store.read_meta()["args"]["gpus"]))
     runnable = frame[frame["rank"].notna()]
-    return cost_summary(runnable, rows, cfg.sweep.warmup_steps, cfg.sweep.timed_steps, cfg.cluster).lines()
+    lines = cost_summary(runnable, rows, cfg.sweep.warmup_steps, cfg.sweep.timed_steps, cfg.cluster).lines()
+    return lines + scale_down_cost_lines(rows)
+
+
+def scale_down_cost_lines(rows: Any) -> list[str]:
+    """Scale-down trials (docs/scale_down.md): what their replicas were charged next to what running the same layouts
+    at full size would have cost (each row's `full_size_gpu_seconds`)."""
+    if "scaled_from" not in rows:
+        return []
+    scaled = rows[rows["scaled_from"].notna() & rows["status"].isin(SPENDING)]
+    if scaled.empty:
+        return []
+    spent = spent_gpu_seconds(scaled) / 3600.0
+    full = float(scaled["full_size_gpu_seconds"].fillna(0.0).sum()) / 3600.0
+    gpus = sorted({int(x) for x in scaled["replica_num_gpus"].dropna()})
+    line = f"scale-down: {len(scaled)} trials on {'/'.join(map(str, gpus))} GPU(s) charged {spent:.3g} GPU-hours"
+    if full > 0:
+        line += (
+            f"; the same layouts at full size would have cost ~{full:.3g} GPU-hours ({full / max(spent, 1e-12):.1f}x)"
+        )
+    return [line]

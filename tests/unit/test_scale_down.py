@@ -1,0 +1,132 @@
+"""Scale-down trials (autotune/run/scaledown.py, autotune/predict/compose.py): the replica a layout runs as, and the
+composed step with hand-computed schedule numbers. The real sweep is tests/sweeps/test_sweep_scale_down.py."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autotune.layouts.rules import check_plan
+from autotune.predict.compose import compose_step
+from autotune.predict.schedule import bubble_microbatches
+from autotune.results.trialfile import make_spec
+from autotune.run.scaledown import compose_row, replica_spec
+from autotune.spec.config import load_config
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_config(["experiment=demo"])  # tiny: 8 layers, global batch 16 x 128 tokens, cluster cpu
+
+
+def _spec(cfg, world, **plan):
+    return make_spec(cfg, dataclasses.replace(cfg.plan(world), **plan), trial_id="t1")
+
+
+def test_bubble_microbatches_is_narayanan_eq1():
+    # Narayanan et al. 2021 Eq. 1: bubble = (p-1)/m of the ideal m stage times; Sec 2.2.2: interleaving with v chunks
+    # divides it by v. In units of one micro-batch's stage time: p=4 -> 3, p=4 v=2 -> 1.5, p=1 -> 0.
+    assert bubble_microbatches(4, 1) == 3.0 and bubble_microbatches(4, 2) == 1.5 and bubble_microbatches(1, 1) == 0.0
+
+
+def test_replica_keeps_per_rank_shapes_and_shrinks_replication(tiny):
+    # dp2 tp2 pp2 (8 ranks), m = 16 / (2*1) = 8: one stage of 8/2 = 4 layers, tp kept whole (2 <= 2 GPUs), dp -> 1
+    # (ZeRO then shards nothing: stage 0), micro-batches capped at 4, global batch 1*1*4 sequences
+    sd = replica_spec(_spec(tiny, 8, dp=2, tp=2, pp=2, zero_stage=3, grad_accum_steps=8, sequence_parallel=True), 2)
+    r = sd.replica
+    assert (r.plan.dp, r.plan.tp, r.plan.pp, r.plan.zero_stage, r.plan.grad_accum_steps) == (1, 2, 1, 0, 4)
+    assert (r.model.num_layers, r.train.global_batch_size, r.plan.sequence_parallel) == (4, 4, True)
+    assert r.trial_id == sd.target.trial_id and check_plan(r.plan, r.model, r.train, r.cluster, None) is None
+    # tp=4 does not fit 2 GPUs: its largest power-of-two part that does (2), and no sequence parallelism at tp 1
+    assert replica_spec(_spec(tiny, 8, dp=2, tp=4, grad_accum_steps=8), 2).replica.plan.tp == 2
+    assert replica_spec(_spec(tiny, 8, dp=8, tp=1, grad_accum_steps=2), 2).replica.plan.world_size == 1
+    # pp=4 vpp=2 over 8 layers: 8 stages of 1 layer, a rank holds 2 of them
+    assert replica_spec(_spec(tiny, 8, dp=2, pp=4, vpp=2, grad_accum_steps=8), 2).replica.model.num_layers == 2
+
+
+def test_replica_of_moe_ep4_on_one_gpu_prices_the_all_to_all():
+    cfg = load_config(["model=tiny-moe"])  # 8 experts, global batch 8 sequences
+    target = _spec(cfg, 4, dp=4, ep=4, grad_accum_steps=2)
+    sd = replica_spec(target, 1)
+    assert (sd.replica.plan.world_size, sd.replica.plan.ep, sd.replica.model.num_experts) == (1, 1, 8)
+    r = sd.replica
+    c = compose_step(1.0, (target.plan, target.model, target.train), (r.plan, r.model, r.train), target.cluster)
+    assert "ep" in c.modelled_parts and "ep" not in c.measured_parts  # the missing peers' all-to-all is priced
+
+
+def test_identity_replica_composes_the_measured_step(tiny):
+    # a target that is its own replica (dp = pp = 1, tp fits, m <= 4): the composition must return the measurement
+    t = _spec(tiny, 2, dp=1, tp=2, micro_batch_size=4, grad_accum_steps=4)
+    r = replica_spec(t, 2).replica
+    assert r.plan == t.plan and r.model == t.model
+    c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster)
+    assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == ()
+    assert set(c.measured_parts) == {"compute", "optimizer", "tp"}
+
+
+def test_pipeline_composition_counts_m_plus_p_minus_1_slots(tiny):
+    # Free links (no latency, unbounded bandwidth, no per-micro-batch overhead) leave compute, bubble and optimizer:
+    # a 1F1B step of p = 4 stages and m = 16 micro-batches takes m + p - 1 = 19 stage slots (Narayanan et al. 2021
+    # Sec 2.2.1), interleaved with v = 2: m + (p-1)/v = 17.5 slots (Sec 2.2.2).
+    free = dict(intra_node_latency_s=0.0, inter_node_latency_s=0.0, pp_microbatch_overhead_s=0.0)
+    free.update(intra_node_bw_bytes_per_s=1e30, inter_node_bw_bytes_per_s=1e30)
+    cfg = dataclasses.replace(tiny, cluster=dataclasses.replace(tiny.cluster, **free))
+    for vpp, slots in ((1, 19.0), (2, 17.5)):
+        t = _spec(cfg, 4, dp=1, pp=4, vpp=vpp, grad_accum_steps=16)
+        r = replica_spec(t, 2).replica
+        c = compose_step(2.0, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster)
+        assert c.dp_comm_s == 0.0 and c.pp_comm_s == pytest.approx(0.0, abs=1e-20)
+        assert (c.step_s - c.optimizer_s) / c.stage_microbatch_s == pytest.approx(slots, rel=1e-12)
+        assert (
+            c.modelled_parts == ("bubble", "pp")
+            and c.measured_parts == ("compute", "optimizer")
+            and c.bubble_s == pytest.approx(3 / vpp * c.stage_microbatch_s)
+        )
+
+
+def test_composed_row_charges_the_replica_and_marks_what_was_measured(tiny):
+    t = _spec(tiny, 8, dp=2, tp=2, pp=2, grad_accum_steps=8)
+    sd = replica_spec(t, 2)
+    replica_row = dict(
+        status="ok", step_time_mean_s=0.9, step_cpu_time_mean_s=0.5, timed_steps=3, wall_s=20.0, gpu_seconds=40.0
+    )
+    row = compose_row(sd, replica_row)
+    c = compose_step(0.5, (t.plan, t.model, t.train), (sd.replica.plan, sd.replica.model, sd.replica.train), t.cluster)
+    # on CPU ranks the replica's step is its busiest rank's CPU seconds (0.5), not its wall seconds (0.9)
+    assert row["replica_step_time_s"] == 0.5 and row["step_time_mean_s"] == pytest.approx(c.step_s)
+    assert row["tokens_per_s_per_gpu"] == pytest.approx(16 * 128 / c.step_s / 8)
+    assert (row["num_gpus"], row["dp"], row["pp"], row["replica_num_gpus"], row["replica_num_layers"]) == (
+        8,
+        2,
+        2,
+        2,
+        4,
+    )
+    assert row["scaled_from"] == t.candidate_id == row["candidate_id"]
+    assert row["gpu_seconds"] == 40.0  # the budget charges what ran
+    # a full-size trial: 8 GPUs x (the replica's wall + (1 warm-up (experiment=demo) + 3 timed) steps x the extra
+    # seconds of the composed step over the replica's)
+    assert t.warmup_steps == 1 and row["full_size_gpu_seconds"] == pytest.approx(8 * (20.0 + 4 * (c.step_s - 0.5)))
+    assert row["measured_parts"] == "compute,optimizer,tp" and row["modelled_parts"] == "bubble,dp,pp"
+    assert row["peak_mem_reserved_bytes"] is None  # the replica's memory is not the target's
+    oom = compose_row(sd, dict(status="oom", error_type="OutOfMemoryError", wall_s=5.0, gpu_seconds=10.0))
+    assert oom["status"] == "oom" and oom["tokens_per_s_per_gpu"] is None and oom["gpu_seconds"] == 10.0
+
+
+def test_result_files_without_scale_down_columns_still_load(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from autotune.results.schema import RESULT_SCHEMA, SCALE_DOWN_FIELDS, empty_row
+    from autotune.results.store import read_results
+
+    old = [n for n in RESULT_SCHEMA.names if n not in {f for f, _ in SCALE_DOWN_FIELDS} | {"step_cpu_time_mean_s"}]
+    row = {**empty_row(), "trial_id": "t0", "candidate_id": "c0", "status": "ok", "tokens_per_s_per_gpu": 1.5}
+    (tmp_path / "trials").mkdir()
+    pq.write_table(
+        pa.Table.from_pylist([{k: row[k] for k in old}], schema=pa.schema([RESULT_SCHEMA.field(n) for n in old])),
+        tmp_path / "trials" / "t0.parquet",
+    )
+    df = read_results(tmp_path)
+    assert len(df) == 1 and df.loc[0, "tokens_per_s_per_gpu"] == 1.5 and df["scaled_from"].isna().all()
