@@ -143,6 +143,10 @@ def compile_times(cases: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "--scale-down" in (sys.argv[1:] if argv is None else argv):  # docs/scale_down.md: a mode of its own file
+        from benchmarks.gpu_validation_scale_down import main as scale_down
+
+        return scale_down(argv)
     args = parse_args(argv)
     if args.device == "cpu":
         if args.model != "tiny":

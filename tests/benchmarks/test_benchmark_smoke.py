@@ -24,7 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 SCRIPTS = sorted(p.name for p in BENCH.glob("*.py"))
 # scripts whose smoke test is a file of its own (it checks more than the JSON shape)
-OWN_TEST = {"gpu_validation.py": "tests/benchmarks/test_gpu_validation.py"}
+OWN_TEST = {
+    "gpu_validation.py": "tests/benchmarks/test_gpu_validation.py",
+    "gpu_validation_scale_down.py": "tests/benchmarks/test_gpu_validation.py",
+}
 
 
 def run_script(name: str, *args: str, cwd: Path) -> Any:
@@ -121,6 +124,18 @@ def check_reserved_accuracy(out: dict) -> None:
     assert all(positive(r["measured_reserved_gib"], r["pred_reserved_gib"]) for r in out["rows"])
 
 
+def check_scale_down_accuracy(out: dict) -> None:
+    # three dp8 mbs1 layouts (ZeRO 0/2/3) of the landscape composed from ONE 1-rank replica (same per-rank shapes)
+    assert (out["n_layouts"], out["n_composed"], out["n_replicas_run"], out["available_gpus"]) == (3, 3, 1, 2)
+    assert fraction(out["best_ratio"]) and -1.0 <= out["spearman"] <= 1.0 and positive(out["median_abs_err"])
+    assert out["median_abs_err"] == pytest.approx(sorted(abs(x["rel_err"]) for x in out["layouts"])[1])
+    for x in out["layouts"]:
+        assert x["replica"] == {"num_gpus": 1, "tp": 1, "num_layers": 8, "grad_accum_steps": 2}
+        assert x["rel_err"] == pytest.approx(x["composed_host_tok_s_gpu"] / x["measured_tok_s_gpu"] - 1.0)
+        assert x["composed_host_tok_s_gpu"] <= x["composed_dedicated_tok_s_gpu"]  # 8 ranks on 2 cores are slower
+    assert positive(out["replica_gpu_seconds"]) and out["moe_ep_check"] is None
+
+
 def check_search_efficiency(out: list) -> None:
     assert [s["strategy"] for s in out] == ["grid", "random", "topk", "optuna", "halving", "topk_uncalibrated"]
     for s in out:
@@ -148,6 +163,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "recompute_cost.py": ([*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1"], check_recompute_cost),
     "reliability.py": (["--scenarios", "torn_files"], check_reliability),
     "reserved_accuracy.py": ([], check_reserved_accuracy),
+    "scale_down_accuracy.py": (["--smoke", "--workdir", "sd"], check_scale_down_accuracy),
     "search_efficiency.py": (["--seeds", "1"], check_search_efficiency),
     "trainer_overhead.py": (["--steps", "1", "--batch", "2", "--micro-batch", "1"], check_trainer_overhead),
 }

@@ -56,3 +56,15 @@ def test_cpu_path_prints_measured_next_to_predicted(tmp_path):
     assert r == pytest.approx(
         case["measured"]["tokens_per_s_per_gpu"] / case["predicted"]["tokens_per_s_per_gpu"], rel=1e-3
     )
+
+
+def test_scale_down_mode_composes_8_ranks_from_1(tmp_path):
+    # benchmarks/gpu_validation_scale_down.py through gpu_validation.py --scale-down, on one CPU rank (tiny model)
+    p = _run("--scale-down", "--device", "cpu", "--warmup-steps", "1", "--steps", "1", tmp_path=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["status"] == "ok" and out["target"]["num_gpus"] == 8 and out["target"]["dp"] == 8
+    assert out["replica"] == {"num_gpus": 1, "dp": 1, "num_layers": 8, "grad_accum_steps": 2}
+    assert out["modelled_parts"] == "dp" and out["measured_parts"] == "compute,optimizer"
+    assert out["step_time_mean_s"] > out["replica_step_time_s"] > 0 and 0 < out["mfu"] < 1
+    assert "published_tok_s_gpu" not in out  # compared with the published row only on CUDA
