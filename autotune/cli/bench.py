@@ -122,7 +122,19 @@ def run_scaled(spec, available_gpus: int, workdir: str | None) -> dict:
     sd = replica_spec(spec, available_gpus)
     r = sd.replica
     _refuse_invalid(r.plan, r.model, r.train, r.cluster, None)
-    return compose_row(sd, run_local(r, workdir))
+    row = compose_row(sd, run_local(r, workdir))
+    if row["status"] == "ok" and spec.plan.pp == 1 and spec.plan.offload == "none":
+        # the full-size layout's per-rank peak, measured on one device under a fake process group (probe-memory; it
+        # supports pp = 1 only): the replica's own memory is not the target's
+        from bench_model.memory_probe import probe_memory
+
+        mem = probe_memory(spec)
+        row.update(
+            peak_mem_allocated_bytes=int(mem["mem_allocated_bytes"]),
+            peak_mem_reserved_bytes=int(mem["mem_reserved_bytes"]),
+            measured_parts=row["measured_parts"] + ",memory",
+        )
+    return row
 
 
 def _fmt(x, spec: str = ".4g") -> str:

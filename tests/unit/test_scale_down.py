@@ -130,3 +130,14 @@ def test_result_files_without_scale_down_columns_still_load(tmp_path):
     )
     df = read_results(tmp_path)
     assert len(df) == 1 and df.loc[0, "tokens_per_s_per_gpu"] == 1.5 and df["scaled_from"].isna().all()
+
+
+def test_bad_scale_down_input_is_one_line(tiny, capsys):
+    from autotune.cli.main import main
+    from autotune.core.errors import SpecError
+
+    assert main(["bench", "--nproc", "8", "--scale-down", "experiment=demo", "plan.dp=8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--scale-down and --available-gpus=N go together" in err
+    with pytest.raises(SpecError, match=r"plan.cp=4 exceeds --available-gpus=2"):
+        replica_spec(_spec(tiny, 8, dp=2, cp=4, grad_accum_steps=8), 2)
