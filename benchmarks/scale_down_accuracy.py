@@ -4,6 +4,8 @@ trials on --available-gpus ranks (autotune/run/scaledown.py), compared with its 
 
     PYTHONPATH=. .venv/bin/python benchmarks/scale_down_accuracy.py                 # all 40, replicas on 2 ranks
     PYTHONPATH=. .venv/bin/python benchmarks/scale_down_accuracy.py --smoke         # 3 layouts, 1 replica (CI)
+    PYTHONPATH=. .venv/bin/python benchmarks/scale_down_accuracy.py --reuse --remeasure 6   # + 6 layouts re-run at
+                                                                                    # world 8, CPU seconds compared
 
 Fair by construction (docs/scale_down.md "Fair on a shared CPU"): every rank runs one intra-op thread
 (OMP_NUM_THREADS=1, the local launcher), a replica's step is its busiest rank's CPU seconds (process_time), so the
@@ -13,12 +15,14 @@ takes on dedicated devices) is mapped onto the landscape's host, where W = 8 ran
 (a rank waiting in the pipeline bubble leaves its core to the others; every other part of the step is CPU work).
 Replicas that are the same trial (same per-rank shapes) are run once. Last line: ONE JSON object with median_abs_err
 (of tok/s/GPU), spearman (composed vs measured ranking), best_ratio (measured tok/s of the composed best / measured
-best), the per-layout table and what the scale-down cost against the landscape's own GPU-seconds.
+best), the per-layout table, what the scale-down cost against the landscape's own GPU-seconds, and the tiny-moe
+dp4 ep4 world-4-from-world-1 check (`moe_ep_check`). Results and their reading: docs/scale_down.md "Accuracy".
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -59,6 +63,45 @@ def spearman(a: list[float], b: list[float]) -> float:
     ma, mb = statistics.fmean(ra), statistics.fmean(rb)
     cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
     return cov / math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
+
+
+def cpu_time_check(targets: list, replica_rows: dict, workdir: str, steps: int) -> dict:
+    """Re-measure a few target layouts at full size (8 ranks) now, with the busiest rank's CPU seconds per step, and
+    compare with the composed step less its bubble (a rank waiting in the bubble, or blocked in a gloo receive, uses
+    no CPU): CPU seconds against CPU seconds, independent of how many processes share the cores."""
+    from autotune.predict.compose import compose_step
+    from autotune.run.scaledown import measured_step_s
+    from launchers.local import LocalLauncher
+
+    launcher = LocalLauncher(workdir=workdir)
+    out = []
+    try:
+        for sd in targets:
+            t, r = sd.target, sd.replica
+            full = launcher.submit(dataclasses.replace(t, timed_steps=steps)).result()
+            rep = replica_rows[_replica_key(r)]
+            if full["status"] != "ok" or rep["status"] != "ok":
+                out.append({"candidate_id": t.candidate_id, "status": full["status"]})
+                continue
+            c = compose_step(
+                measured_step_s(rep, "cpu"), (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster
+            )
+            busy, cpu = c.step_s - c.bubble_s, float(full["step_cpu_time_mean_s"])
+            out.append(
+                {
+                    "candidate_id": t.candidate_id,
+                    "layout": {k: getattr(t.plan, k) for k in ("dp", "tp", "pp", "zero_stage", "micro_batch_size")},
+                    "status": "ok",
+                    "measured_cpu_step_s": cpu,
+                    "measured_wall_step_s": full["step_time_mean_s"],
+                    "composed_busy_s": busy,
+                    "rel_err": busy / cpu - 1.0,
+                }
+            )
+    finally:
+        launcher.close()
+    ok = [x["rel_err"] for x in out if x["status"] == "ok"]
+    return {"n": len(ok), "median_abs_err": statistics.median(abs(e) for e in ok) if ok else None, "layouts": out}
 
 
 def moe_ep_check(workdir: str, steps: int) -> dict:
@@ -108,6 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="3 layouts from 1 replica, 1 timed step, no MoE check (CI)")
     ap.add_argument("--workdir", default=str(ROOT / "results" / "_scale_down_accuracy"))
     ap.add_argument(
+        "--remeasure",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also re-run K landscape layouts at full size now and compare CPU seconds (cpu_time_check)",
+    )
+    ap.add_argument(
         "--reuse", action="store_true", help="reuse the replica rows cached in WORKDIR/replicas.json (recompose only)"
     )
     args = ap.parse_args(argv)
@@ -129,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     launcher = LocalLauncher(workdir=args.workdir)
     cache = Path(args.workdir) / "replicas.json"
     replica_rows: dict[str, dict] = json.loads(cache.read_text()) if args.reuse and cache.exists() else {}
-    layouts, spent = [], 0.0
+    layouts, spent, targets = [], 0.0, []
     try:
         for rec in land.to_dict("records"):
             sd = replica_spec(_target_spec(cfg, rec, steps), args.available_gpus)
@@ -141,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 cache.write_text(json.dumps(replica_rows))
             rrow = replica_rows[key]
+            targets.append(sd)
             row = compose_row(sd, rrow)
             if row["status"] != "ok":
                 layouts.append({"candidate_id": rec["candidate_id"], "status": row["status"]})
@@ -194,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         "best_ratio": out["best_ratio"] is not None and out["best_ratio"] >= TARGETS["best_ratio"],
     }
     out["moe_ep_check"] = None if args.smoke else moe_ep_check(args.workdir, steps)
+    if args.remeasure:  # a spread of the landscape: every len/K-th layout in candidate-id order
+        pick = targets[:: max(1, len(targets) // args.remeasure)][: args.remeasure]
+        out["cpu_time_check"] = cpu_time_check(pick, replica_rows, args.workdir, steps)
     print(json.dumps(out))
     return 0
 
