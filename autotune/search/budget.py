@@ -32,6 +32,12 @@ def trial_gpu_seconds(row: Any) -> float:
     return float(wall) * float(n) if wall is not None and wall == wall and n is not None else 0.0
 
 
+def _full_size_gpu_seconds(row: Any) -> float:
+    """What the trial cost, or for a composed row (docs/scale_down.md) what its full-size trial would have cost."""
+    full = row.get("full_size_gpu_seconds")
+    return float(full) if row.get("scaled_from") and full is not None and full == full else trial_gpu_seconds(row)
+
+
 def spent_gpu_seconds(rows: Any) -> float:
     """Sum over the rows (a DataFrame) that ran."""
     if rows is None or len(rows) == 0:
@@ -112,7 +118,7 @@ def exhaustive_gpu_seconds(
             [
                 max(
                     0.0,
-                    trial_gpu_seconds(r)
+                    _full_size_gpu_seconds(r)
                     - float(r["num_gpus"]) * n * float(r["step_time_mean_s"])
                     - _compile_gpu_s(r, cluster),
                 )

@@ -141,3 +141,26 @@ def test_bad_scale_down_input_is_one_line(tiny, capsys):
     assert err.count("\n") == 0 and "--scale-down and --available-gpus=N go together" in err
     with pytest.raises(SpecError, match=r"plan.cp=4 exceeds --available-gpus=2"):
         replica_spec(_spec(tiny, 8, dp=2, cp=4, grad_accum_steps=8), 2)
+
+
+def test_report_cost_line_charges_replicas_and_states_the_full_size_cost():
+    import pandas as pd
+
+    from autotune.search.budget import scale_down_cost_lines
+
+    rows = pd.DataFrame(
+        {
+            "status": ["ok", "oom", "pruned", "ok"],
+            "scaled_from": ["a", "b", None, None],
+            "replica_num_gpus": [2, 1, None, None],
+            "gpu_seconds": [40.0, 60.0, 0.0, 999.0],
+            "full_size_gpu_seconds": [3600.0, 7200.0, None, None],
+        }
+    )
+    # charged: (40 + 60) s = 0.0278 GPU-h; full size: (3600 + 7200) s = 3 GPU-h, 108x; the full-size row is not counted
+    (line,) = scale_down_cost_lines(rows)
+    assert line == (
+        "scale-down: 2 trials on 1/2 GPU(s) charged 0.0278 GPU-hours; "
+        "the same layouts at full size would have cost ~3 GPU-hours (108.0x)"
+    )
+    assert scale_down_cost_lines(rows.drop(columns="scaled_from")) == []
