@@ -128,8 +128,16 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
         peak_mem_allocated_bytes=None,  # the replica's memory is not the target's: probe-memory gives that
         peak_mem_reserved_bytes=None,
     )
-    if replica_row.get("status") == "oom":  # the replica holds the target's per-rank shapes, or fewer of them
-        row["status"] = "oom"
+    if replica_row.get("status") == "oom" and _replica_holds_more(t, r):
+        # the replica kept states the target shards over dp (ZeRO / offload): its OOM says nothing of the target's
+        # memory, so it must not feed OOM dominance (autotune/search/oom_pruning.py) as the target's
+        row.update(
+            status="crash",
+            error_type="ReplicaOutOfMemory",
+            error_message=f"the unsharded replica (zero_stage={r.plan.zero_stage}, offload={r.plan.offload}) ran out "
+            f"of memory; the target (zero_stage={t.plan.zero_stage}, offload={t.plan.offload}) may fit: check it "
+            "with `autotune probe-memory` (docs/scale_down.md)",
+        )
     measured = measured_step_s(replica_row, t.cluster.device_type)
     if replica_row.get("status") != "ok" or measured is None:
         return normalize_row(row)
@@ -152,6 +160,16 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
         full_size_gpu_seconds=world * (float(replica_row.get("wall_s") or 0.0) + steps * max(c.step_s - measured, 0.0)),
     )
     return normalize_row(row)
+
+
+def _replica_holds_more(target: TrialSpec, replica: TrialSpec) -> bool:
+    """Whether the replica keeps per-rank state the target shards or offloads (ZeRO >= 1 or offload dropped because the
+    replica's dp group is one rank). Otherwise it holds the target's per-rank shapes or fewer layers of them, so its
+    OOM is the target's."""
+    p, rp = target.plan, replica.plan
+    return (p.zero_stage, p.offload) != (rp.zero_stage, rp.offload) or (
+        rp.dp * rp.cp < p.dp * p.cp and p.zero_stage > 0
+    )
 
 
 def _peak_flops(replica_row: dict[str, Any], target: TrialSpec) -> float:

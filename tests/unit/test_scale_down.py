@@ -110,8 +110,14 @@ def test_composed_row_charges_the_replica_and_marks_what_was_measured(tiny):
     assert t.warmup_steps == 1 and row["full_size_gpu_seconds"] == pytest.approx(8 * (20.0 + 4 * (c.step_s - 0.5)))
     assert row["measured_parts"] == "compute,optimizer,tp" and row["modelled_parts"] == "bubble,dp,pp"
     assert row["peak_mem_reserved_bytes"] is None  # the replica's memory is not the target's
-    oom = compose_row(sd, dict(status="oom", error_type="OutOfMemoryError", wall_s=5.0, gpu_seconds=10.0))
-    assert oom["status"] == "oom" and oom["tokens_per_s_per_gpu"] is None and oom["gpu_seconds"] == 10.0
+    oom = dict(status="oom", error_type="OutOfMemoryError", wall_s=5.0, gpu_seconds=10.0)
+    row = compose_row(sd, oom)  # zero 0 target: the replica holds its per-rank shapes, fewer layers: the target's OOM
+    assert row["status"] == "oom" and row["tokens_per_s_per_gpu"] is None and row["gpu_seconds"] == 10.0
+    # a ZeRO-3 target's replica (one dp rank, unsharded) holds 8x its states: its OOM is not the target's
+    z3 = compose_row(replica_spec(_spec(tiny, 8, dp=8, zero_stage=3, grad_accum_steps=2), 2), oom)
+    assert (
+        z3["status"] == "crash" and z3["error_type"] == "ReplicaOutOfMemory" and "zero_stage=3" in z3["error_message"]
+    )
 
 
 def test_result_files_without_scale_down_columns_still_load(tmp_path):
