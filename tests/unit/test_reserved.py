@@ -83,3 +83,42 @@ def test_every_measured_h200_row_within_8_percent():
     assert out["after_err_rms"] <= reserved.RESERVED_SIGMA_REL
     for r in bench.expandable(rows):  # expandable_segments:True runs of the measured README
         assert abs(r["err"]) <= 0.08
+
+
+def test_two_peaks_kept_apart_and_fits_uses_the_device_total():
+    """The allocator-visible peak (what torch.cuda.max_memory_reserved and the frameworks print) and the device total
+    that decides `fits` (plus CUDA context, NCCL, cuBLAS: cluster.runtime_overhead_bytes) are separate keys and
+    columns; a layout whose allocator peak fits but whose device total does not is rejected."""
+    from autotune.layouts.planner import score_arrays
+    from autotune.spec.config import load_config
+
+    cfg = load_config(["model=llama-3.2-1b", "cluster=h200-141gb", "train.seq_len=4096", "plan.micro_batch_size=4"])
+    arr = arrays_from_plans([cfg.plan(1)])
+    m = memory_arrays(arr, cfg.model, cfg.train, cfg.cluster)
+    assert m["allocator_peak"][0] == m["allocator_reserved"][0]
+    assert m["device_total"][0] == m["allocator_peak"][0] + cfg.cluster.runtime_overhead_bytes == m["reserved"][0]
+    usable = cfg.cluster.device_memory_bytes * (1 - cfg.space.memory_headroom)
+    # a preset whose usable memory lies between the two peaks
+    device = (m["allocator_peak"][0] + m["device_total"][0]) / 2 / (1 - cfg.space.memory_headroom)
+    tight = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, device_memory_bytes=int(device)))
+    row = score_arrays(arr, tight, 1).iloc[0]
+    assert row.mem_allocator_peak_bytes < device * (1 - cfg.space.memory_headroom) < row.mem_device_total_bytes
+    assert not row.fits and row.reject_rule == "memory"
+    assert score_arrays(arr, cfg, 1).iloc[0].fits and m["device_total"][0] < usable
+
+
+@pytest.mark.parametrize("framework", ["nanotron", "torchtitan"])
+def test_fused_adamw_frameworks_have_no_step_temporaries(framework):
+    """bench_model's step allocates foreach AdamW's fp32 sqrt temporary (and ZeRO1AdamW's gather buffers); nanotron
+    (bench_cluster: torch_adam_is_fused true, ZeRO-1 all-gathers into the params) and torchtitan (optimizer
+    implementation "fused", FSDP2) allocate no large transient block, so their reserved peak carries no such excess."""
+    from autotune.predict.frameworks import get_profile
+
+    plan = ParallelPlan(dp=2, tp=2, zero_stage=0, micro_batch_size=1, grad_accum_steps=2, sequence_parallel=True)
+    arr = arrays_from_plans([plan])
+    bench = memory_arrays(arr, SMALL, BF16, CLUSTER, get_profile("bench_model"))
+    other = memory_arrays(arr, SMALL, BF16, CLUSTER, get_profile(framework))
+    assert bench["step_temporaries"][0] > 0 and other["step_temporaries"][0] == 0
+    logits_fp32 = other["logits"][0] * 4.0 / 10.0  # bf16: the 4/(8+c) share
+    want = other["allocated"][0] + reserved.LOGITS_CACHED * reserved.round_large(logits_fp32)
+    assert other["allocator_reserved"][0] == pytest.approx(want * (1 + CLUSTER.allocator_fragmentation))

@@ -36,7 +36,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE
 from autotune.core.types import TrainSpec
 from autotune.predict import moe
-from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
+from autotune.predict.frameworks.base import FrameworkProfile, fused_adamw_step_temporaries, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
 _AFAB = SCHEDULE_CODE["gpipe"]  # nanotron's all-forward-all-backward engine (the exporter writes pp_engine: afab)
@@ -85,6 +85,16 @@ class NanotronProfile(FrameworkProfile):
             "optimizer": optimizer,
             "host": np.zeros_like(psi * z * np.asarray(offload)),  # no CPU offload (rule below)
         }
+
+    def step_temporaries(
+        self, local_params: Any, zero_stage: Any, shard: Any, arr: dict[str, np.ndarray], optimizer_states: Any
+    ) -> np.ndarray:
+        """nanotron's AdamW is the fused kernel (bench_cluster template/base_config.py @ 8dd6e520 sets
+        optimizer_factory.torch_adam_is_fused: true, which nanotron's optimizer builder passes as fused=): no
+        per-parameter temporaries. Its ZeRO-1 (optim/zero.py ZeroDistributedOptimizer._all_gather_params) all-gathers
+        the updated slices with all_gather_coalesced straight into views of the parameters themselves: no flat
+        send/receive buffer like bench_model's ZeRO1AdamW. The step adds no large transient block."""
+        return fused_adamw_step_temporaries(local_params, zero_stage, shard)
 
     def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
         return np.zeros(np.shape(np.asarray(zero_stage)))  # params are the working weights, never gathered
