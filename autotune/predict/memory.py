@@ -130,6 +130,19 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     }
 
 
+def largest_local_param(model: ModelSpec, tp: Any, ep: Any, etp: Any) -> np.ndarray:
+    """Elements of the largest parameter tensor a rank holds (an upper bound over pipeline ranks): the vocab-parallel
+    embedding or head (V h / t), a block matrix (max(f, q, k) h / t), or an MoE layer's grouped expert weight
+    (E/ep experts x F/etp x h)."""
+    t = np.asarray(tp, dtype=np.float64)
+    h = model.hidden_size
+    out = max(model.vocab_size, model.ffn_hidden_size, model.q_dim, model.kv_dim) * h / t
+    if model.is_moe:
+        experts = model.num_experts / np.asarray(ep, dtype=np.float64)
+        out = np.maximum(out, experts * model.moe_ffn_hidden_size * h / np.asarray(etp, dtype=np.float64))
+    return out
+
+
 def fp8_layer_activations(prof, layer_act: dict, arr: dict, model: ModelSpec, seq: Any, c: int) -> dict:
     """`layer_act` less what the profile's FP8 recipe does not save (`FrameworkProfile.fp8_layer_saving`; bench_model:
     torchao float8 under torch.compile, docs/memory_model.md "FP8 linears")."""
@@ -185,7 +198,8 @@ def memory_arrays(
     shard = shard_group(arr)
     # with the optimizer on the host, AdamW's temporaries are host memory (the ZeRO-1 gather stays on the device)
     states = np.where(arr["offload"] == OFFLOAD_CODE["none"], train.optimizer_states, 0)
-    res["step_temporaries"] = prof.step_temporaries(local, z, shard, arr, states)  # the framework's step pattern
+    largest = largest_local_param(model, tp, arr["ep"], arr["etp"])
+    res["step_temporaries"] = prof.step_temporaries(local, z, shard, arr, states, largest)  # the framework's step
     res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster)  # autotune/predict/reserved.py
     return _peaks(res, psi, worst)
 

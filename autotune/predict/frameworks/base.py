@@ -144,14 +144,20 @@ class FrameworkProfile(ABC):
 
     # ---- the optimizer step's transient blocks (the reserved peak: autotune/predict/reserved.py) ------------------
     def step_temporaries(
-        self, local_params: Any, zero_stage: Any, shard: Any, arr: dict[str, np.ndarray], optimizer_states: Any
+        self,
+        local_params: Any,
+        zero_stage: Any,
+        shard: Any,
+        arr: dict[str, np.ndarray],
+        optimizer_states: Any,
+        largest_param: Any = None,
     ) -> np.ndarray:
         """Bytes of the large blocks the optimizer step allocates and frees after backward; the caching allocator keeps
         their segments reserved (autotune/predict/reserved.py). Default: bench_model's pattern (foreach AdamW's fp32
-        sqrt temporary over the updated parameters, ZeRO1AdamW's flat gather buffers at ZeRO-1); a framework whose
-        step allocates otherwise overrides it."""
+        sqrt temporary over the updated parameters, ZeRO1AdamW's bucketed gather buffers at ZeRO-1; `largest_param`
+        the largest local parameter, elements); a framework whose step allocates otherwise overrides it."""
         zero1 = reserved.zero1_gather(arr)
-        return reserved.step_temporaries(local_params, zero_stage, shard, zero1, optimizer_states)
+        return reserved.step_temporaries(local_params, zero_stage, shard, zero1, optimizer_states, largest_param)
 
     # ---- the peak ---------------------------------------------------------------------------------------------
     @abstractmethod

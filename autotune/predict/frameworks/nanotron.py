@@ -87,7 +87,13 @@ class NanotronProfile(FrameworkProfile):
         }
 
     def step_temporaries(
-        self, local_params: Any, zero_stage: Any, shard: Any, arr: dict[str, np.ndarray], optimizer_states: Any
+        self,
+        local_params: Any,
+        zero_stage: Any,
+        shard: Any,
+        arr: dict[str, np.ndarray],
+        optimizer_states: Any,
+        largest_param: Any = None,
     ) -> np.ndarray:
         """nanotron's AdamW is the fused kernel (bench_cluster template/base_config.py @ 8dd6e520 sets
         optimizer_factory.torch_adam_is_fused: true, which nanotron's optimizer builder passes as fused=): no

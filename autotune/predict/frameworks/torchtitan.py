@@ -101,7 +101,13 @@ class TorchtitanProfile(FrameworkProfile):
         return per * tokens * model.vocab_size / t
 
     def step_temporaries(
-        self, local_params: Any, zero_stage: Any, shard: Any, arr: dict[str, np.ndarray], optimizer_states: Any
+        self,
+        local_params: Any,
+        zero_stage: Any,
+        shard: Any,
+        arr: dict[str, np.ndarray],
+        optimizer_states: Any,
+        largest_param: Any = None,
     ) -> np.ndarray:
         """torchtitan's AdamW is the fused kernel (torchtitan/config/job_config.py `Optimizer.implementation`
         defaults to "fused"): no per-parameter temporaries; FSDP2 has no ZeRO-1 gather buffers either. The step adds
