@@ -64,7 +64,8 @@ CPU offload (plan.offload; `model_state_arrays`' `host`, the `mem_host_bytes` co
     4*largest layer. Host temporaries of the CPU step and the fp32 shard copied to the device before each block's
     all-gather (p*Psi_layer/D) are not modelled; DeepSpeed's estimator also counts a full fp32 model per process at
     load time (max(4*gpus_per_node, 16|18)*Psi), which is a start-up peak, not the training step's.
-Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer, optimizer-step temporaries.
+Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer. Optimizer-step temporaries are not in
+the allocated peak; they set the reserved one (FrameworkProfile.step_temporaries, autotune/predict/reserved.py).
 """
 
 from __future__ import annotations
