@@ -73,7 +73,7 @@ class FlatGatherTrainer(BenchModelProfile):
     """bench_model as the 2026-11-23 rows ran it: ZeRO1AdamW all-gathered into ONE flat receive buffer of the whole
     local model (4 Psi bytes) instead of <= 256 MiB buckets (bench_model/parallel/data_parallel.py since 2026-11-25)."""
 
-    def step_temporaries(self, local_params, zero_stage, shard, arr, optimizer_states, largest_param=None):
+    def step_temporaries(self, local_params, zero_stage, shard, arr, optimizer_states, largest_param=None, train=None):
         return super().step_temporaries(local_params, zero_stage, shard, arr, optimizer_states, None)
 
 

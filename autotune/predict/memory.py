@@ -199,7 +199,9 @@ def memory_arrays(
     # with the optimizer on the host, AdamW's temporaries are host memory (the ZeRO-1 gather stays on the device)
     states = np.where(arr["offload"] == OFFLOAD_CODE["none"], train.optimizer_states, 0)
     largest = largest_local_param(model, tp, arr["ep"], arr["etp"])
-    res["step_temporaries"] = prof.step_temporaries(local, z, shard, arr, states, largest)  # the framework's step
+    res["step_temporaries"] = prof.step_temporaries(
+        local, z, shard, arr, states, largest, train
+    )  # the framework's step
     res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster)  # autotune/predict/reserved.py
     return _peaks(res, psi, worst)
 

@@ -108,10 +108,10 @@ def test_two_peaks_kept_apart_and_fits_uses_the_device_total():
 
 
 @pytest.mark.parametrize("framework", ["nanotron", "torchtitan"])
-def test_fused_adamw_frameworks_have_no_step_temporaries(framework):
-    """bench_model's step allocates foreach AdamW's fp32 sqrt temporary (and ZeRO1AdamW's gather buffers); nanotron
-    (bench_cluster: torch_adam_is_fused true, ZeRO-1 all-gathers into the params) and torchtitan (optimizer
-    implementation "fused", FSDP2) allocate no large transient block, so their reserved peak carries no such excess."""
+def test_fused_adamw_frameworks_have_no_adamw_temporary(framework):
+    """bench_model's step allocates foreach AdamW's fp32 sqrt temporary; nanotron (bench_cluster: torch_adam_is_fused
+    true) and torchtitan (optimizer implementation "fused") do not, so at ZeRO-0 their reserved peak carries no
+    step excess, only the loss's fp32 logits share."""
     from autotune.predict.frameworks import get_profile
 
     plan = ParallelPlan(dp=2, tp=2, zero_stage=0, micro_batch_size=1, grad_accum_steps=2, sequence_parallel=True)
@@ -122,6 +122,21 @@ def test_fused_adamw_frameworks_have_no_step_temporaries(framework):
     logits_fp32 = other["logits"][0] * 4.0 / 10.0  # bf16: the 4/(8+c) share
     want = other["allocated"][0] + reserved.LOGITS_CACHED * reserved.round_large(logits_fp32)
     assert other["allocator_reserved"][0] == pytest.approx(want * (1 + CLUSTER.allocator_fragmentation))
+
+
+def test_nanotron_zero1_flattens_its_gather():
+    """nanotron's all_gather_coalesced (distributed.py:157-215, branch bench_cluster @ a27e8fe8) flattens the rank's
+    updated bf16 slices into one buffer and the outputs into one buffer per rank: 2 (Psi/D + D x Psi/D) bytes."""
+    from autotune.predict.frameworks import get_profile
+
+    prof = get_profile("nanotron")
+    train = dataclasses.replace(BF16, framework="nanotron")
+    psi, d = 3.0e9, 4
+    arr = {"zero_stage": np.array([1]), "dp": np.array([4]), "cp": np.array([1])}
+    per_rank = np.ceil(2 * psi / d / (2 * MiB)) * 2 * MiB  # 1.5e9 bytes rounded to 2 MiB
+    got = prof.step_temporaries(psi, 1, d, arr, 2, None, train)
+    assert float(got) == pytest.approx(per_rank * (1 + d))
+    assert float(prof.step_temporaries(psi, 0, d, arr, 2, None, train)) == 0  # ZeRO-0: DDP, fused AdamW, nothing
 
 
 def test_zero1_gather_buckets_hand_computed_and_agree_with_the_trainer():

@@ -151,6 +151,7 @@ class FrameworkProfile(ABC):
         arr: dict[str, np.ndarray],
         optimizer_states: Any,
         largest_param: Any = None,
+        train: TrainSpec | None = None,
     ) -> np.ndarray:
         """Bytes of the large blocks the optimizer step allocates and frees after backward; the caching allocator keeps
         their segments reserved (autotune/predict/reserved.py). Default: bench_model's pattern (foreach AdamW's fp32

@@ -34,9 +34,9 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE
-from autotune.core.types import TrainSpec
-from autotune.predict import moe
-from autotune.predict.frameworks.base import FrameworkProfile, fused_adamw_step_temporaries, state_inputs
+from autotune.core.types import DTYPE_BYTES, TrainSpec
+from autotune.predict import moe, reserved
+from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
 _AFAB = SCHEDULE_CODE["gpipe"]  # nanotron's all-forward-all-backward engine (the exporter writes pp_engine: afab)
@@ -94,13 +94,19 @@ class NanotronProfile(FrameworkProfile):
         arr: dict[str, np.ndarray],
         optimizer_states: Any,
         largest_param: Any = None,
+        train: TrainSpec | None = None,
     ) -> np.ndarray:
         """nanotron's AdamW is the fused kernel (bench_cluster template/base_config.py @ 8dd6e520 sets
-        optimizer_factory.torch_adam_is_fused: true, which nanotron's optimizer builder passes as fused=): no
-        per-parameter temporaries. Its ZeRO-1 (optim/zero.py ZeroDistributedOptimizer._all_gather_params) all-gathers
-        the updated slices with all_gather_coalesced straight into views of the parameters themselves: no flat
-        send/receive buffer like bench_model's ZeRO1AdamW. The step adds no large transient block."""
-        return fused_adamw_step_temporaries(local_params, zero_stage, shard)
+        optimizer_factory.torch_adam_is_fused: true, which helpers.py:340 passes as fused=): no per-parameter
+        temporaries. Its ZeRO-1 (optim/zero.py:217-247 ZeroDistributedOptimizer._all_gather_params) gathers the updated
+        bf16 slices with nanotron's distributed.all_gather_coalesced (distributed.py:157-215), which flattens the
+        inputs into one buffer (Psi/D) and the outputs into one buffer per rank (D x Psi/D) before copying back: c
+        Psi (1 + 1/D) bytes of the parameters' dtype, at ZeRO-1 with dp > 1 (huggingface/nanotron branch
+        bench_cluster @ a27e8fe8, the one bench_cluster checks out)."""
+        psi, z, d = (np.asarray(x, dtype=np.float64) for x in (local_params, zero_stage, shard))
+        c = DTYPE_BYTES[train.compute_dtype] if train is not None else 2
+        out = np.where((z == 1) & (d > 1), reserved.round_large(c * psi / d), 0.0)  # the flat input buffer
+        return out + np.where((z == 1) & (d > 1), d * reserved.round_large(c * psi / d), 0.0)  # D output buffers
 
     def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
         return np.zeros(np.shape(np.asarray(zero_stage)))  # params are the working weights, never gathered

@@ -35,7 +35,7 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import RECOMPUTE_CODE
-from autotune.core.types import DTYPE_BYTES
+from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict.frameworks.base import FrameworkProfile, fused_adamw_step_temporaries
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
@@ -108,6 +108,7 @@ class TorchtitanProfile(FrameworkProfile):
         arr: dict[str, np.ndarray],
         optimizer_states: Any,
         largest_param: Any = None,
+        train: TrainSpec | None = None,
     ) -> np.ndarray:
         """torchtitan's AdamW is the fused kernel (torchtitan/config/job_config.py `Optimizer.implementation`
         defaults to "fused"): no per-parameter temporaries; FSDP2 has no ZeRO-1 gather buffers either. The step adds
