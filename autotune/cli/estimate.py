@@ -43,7 +43,7 @@ _TERMS = [
     ("comm buffers", "mem_buffers_bytes"),
     ("allocated peak", "mem_allocated_bytes"),
     ("allocator peak (max_memory_reserved: what frameworks print)", "mem_allocator_peak_bytes"),
-    ("runtime overhead (CUDA context, NCCL, cuBLAS)", "mem_overhead_bytes"),
+    ("runtime overhead (CUDA context, NCCL)", "mem_overhead_bytes"),
     ("device total (decides fits)", "mem_device_total_bytes"),
     ("host memory (offloaded states, per GPU)", "mem_host_bytes"),
 ]

@@ -151,7 +151,7 @@ def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
     rules, reasons = rejections(arr, model, train, cluster, space)
     mem = memory_arrays(arr, model, train, cluster)
     perf = perf_arrays(arr, model, train, cluster)
-    # the device total (allocator peak + CUDA context, NCCL, cuBLAS: autotune/predict/memory.py `_peaks`) decides
+    # the device total (allocator peak + CUDA context and NCCL buffers: autotune/predict/memory.py `_peaks`) decides
     fits = mem["device_total"] <= cluster.device_memory_bytes * (1 - space.memory_headroom)
     over = np.equal(reasons, None) & ~fits
     if over.any():

@@ -210,7 +210,8 @@ def _peaks(res: dict[str, np.ndarray], psi: dict[str, Any], worst: np.ndarray) -
     """The two numbers kept apart (docs/memory_model.md "Two peaks"): `allocator_peak`, what the framework prints and
     publishes (torch.cuda.max_memory_reserved, Megatron's memory report: the caching allocator's segments only), and
     `device_total`, what decides an OOM and `fits`: that peak plus the memory outside the allocator (`overhead`:
-    CUDA context, NCCL communicators, cuBLAS workspaces; cluster.runtime_overhead_bytes). `reserved` is kept as the
+    CUDA context, NCCL communicators' buffers; cluster.runtime_overhead_bytes; PyTorch's cuBLAS workspaces come from the
+    caching allocator, ATen/cuda/CublasHandlePool.cpp, so they are inside the peak). `reserved` is kept as the
     device total (the name the planner's ranking, P(fits) and the trial rows have always used)."""
     res["allocator_peak"] = res["allocator_reserved"]
     res["device_total"] = res["allocator_reserved"] + res["overhead"]

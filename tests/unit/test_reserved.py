@@ -87,7 +87,7 @@ def test_every_measured_h200_row_within_8_percent():
 
 def test_two_peaks_kept_apart_and_fits_uses_the_device_total():
     """The allocator-visible peak (what torch.cuda.max_memory_reserved and the frameworks print) and the device total
-    that decides `fits` (plus CUDA context, NCCL, cuBLAS: cluster.runtime_overhead_bytes) are separate keys and
+    that decides `fits` (plus CUDA context and NCCL buffers: cluster.runtime_overhead_bytes) are separate keys and
     columns; a layout whose allocator peak fits but whose device total does not is rejected."""
     from autotune.layouts.planner import score_arrays
     from autotune.spec.config import load_config

@@ -47,7 +47,7 @@ Logits: bench_model computes the loss on logits.float(): the fp32 log-softmax ke
   runs head + loss under checkpoint, so only one chunk's logits exist, in its backward: n = min(b*s, 1024). The
   pipeline's loss_fn sees the whole micro-batch's logits: n = b*s.
 Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute dtype plus its fp32 reduce buffer;
-  stage 3 adds two gathered blocks in compute dtype. Runtime overhead (CUDA context, NCCL, cuBLAS workspace) is
+  stage 3 adds two gathered blocks in compute dtype. Runtime overhead (CUDA context, NCCL buffers) is
   cluster.runtime_overhead_bytes; reserved = the caching allocator's reserved peak (autotune/predict/reserved.py: allocated plus
   the cached segments of large transient blocks, times 1 + cluster.allocator_fragmentation) + overhead.
 CPU offload (plan.offload; `model_state_arrays`' `host`, the `mem_host_bytes` column): host bytes per GPU next to the
