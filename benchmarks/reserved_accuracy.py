@@ -15,7 +15,8 @@ least-squares coefficients (reserved.fit_coefficients) to store in autotune/pred
 2026-11-23 trainer, whose ZeRO-1 gathered into one flat buffer: they are predicted as that trainer (`FlatGatherTrainer`).
 `held_out`: the 2026-11-25 lease (h200_bench_model_2026-11-25.csv, today's trainer, not used in the fit: dense 1B/3B,
 FP8, truncated MoE): the allocator-visible peak `allocator_peak` (no runtime overhead) against the measured
-max_memory_reserved, and the allocated estimate against max_memory_allocated.
+max_memory_reserved, and the allocated estimate against max_memory_allocated. `torchtitan_published`: the torchtitan
+profile against torchtitan's own published max reserved memory (Llama 3.1 8B FSDP 8 and 128, no compile, no Float8).
 Run: PYTHONPATH=. python benchmarks/reserved_accuracy.py [--fit]
 """
 
@@ -206,6 +207,35 @@ def evaluate_held_out(rows: list[dict]) -> dict:
     }
 
 
+# pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12; H100
+# 96 GB; memory = the max reserved GiB torchtitan logs, max over ranks; its launcher sets expandable_segments): the
+# rows without torch.compile and Float8 (the torchtitan profile models neither), Llama 3.1 8B, seq 8192, local batch
+# 2, selective (op) AC: Table 1 FSDP 8 and Table 3 FSDP 128
+TORCHTITAN_PUBLISHED = [("table1_fsdp8", 8, 82.4), ("table3_fsdp128", 128, 67.0)]
+
+
+def evaluate_torchtitan_published() -> dict:
+    """The torchtitan profile's allocator-visible peak against torchtitan's published max reserved memory."""
+    per = []
+    for case, gpus, gib in TORCHTITAN_PUBLISHED:
+        over = ["model=llama-3.1-8b", "cluster=h100-sxm-80gb", "cluster.expandable_segments=true",
+                "train.framework=torchtitan", "train.seq_len=8192", f"train.global_batch_size={2 * gpus}",
+                f"plan.dp={gpus}", "plan.zero_stage=3", "plan.micro_batch_size=2", "plan.recompute=selective"]  # fmt: skip
+        cfg = load_config(over)
+        m = memory_arrays(arrays_from_plans([cfg.plan(gpus)]), cfg.model, cfg.train, cfg.cluster)
+        peak = float(m["allocator_peak"][0])
+        per.append(
+            {
+                "case": case,
+                "measured_reserved_gib": gib,
+                "pred_allocated_gib": round(float(m["allocated"][0]) / GIB, 2),
+                "pred_allocator_peak_gib": round(peak / GIB, 2),
+                "reserved_err": round(peak / GIB / gib - 1, 4),
+            }
+        )
+    return {"source": "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md", "rows": per}
+
+
 def main() -> None:
     rows = measured_rows()
     out = {
@@ -220,6 +250,7 @@ def main() -> None:
         **evaluate(rows),
         "expandable_segments": expandable(rows),
         "held_out": evaluate_held_out(held_out_rows()),
+        "torchtitan_published": evaluate_torchtitan_published(),
     }
     if "--fit" in sys.argv:
         out["fitted"] = fit(rows)

@@ -132,6 +132,11 @@ def check_reserved_accuracy(out: dict) -> None:
         held["reserved_err_median_abs"], held["alloc_err_max_abs"]
     )
     assert held["reserved_err_median_abs"] <= held["reserved_err_max_abs"]
+    tt = out["torchtitan_published"]["rows"]  # torchtitan's own published max reserved (8B FSDP 8 / 128)
+    assert [r["measured_reserved_gib"] for r in tt] == [82.4, 67.0]
+    assert all(
+        positive(r["pred_allocated_gib"]) and r["pred_allocator_peak_gib"] >= r["pred_allocated_gib"] for r in tt
+    )
 
 
 def check_search_efficiency(out: list) -> None:
