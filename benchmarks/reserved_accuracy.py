@@ -11,7 +11,12 @@ Prints ONE JSON object: per-row measured / predicted GiB and relative errors
   after_err: autotune/predict/reserved.py with the coefficients stored there,
   after_estimated_alloc_err: the same with autotune's own allocated estimate (end-to-end, today's trainer terms),
 and max / rms of each, the three expandable_segments runs of benchmarks/data/measured/README.md, and with --fit the
-least-squares coefficients (reserved.fit_coefficients) to store in autotune/predict/reserved.py.
+least-squares coefficients (reserved.fit_coefficients) to store in autotune/predict/reserved.py. These rows ran the
+2026-11-23 trainer, whose ZeRO-1 gathered into one flat buffer: they are predicted as that trainer (`FlatGatherTrainer`).
+`held_out`: the 2026-11-25 lease (h200_bench_model_2026-11-25.csv, today's trainer, not used in the fit: dense 1B/3B,
+FP8, truncated MoE): the allocator-visible peak `allocator_peak` (no runtime overhead) against the measured
+max_memory_reserved, and the allocated estimate against max_memory_allocated. `torchtitan_published`: the torchtitan
+profile against torchtitan's own published max reserved memory (Llama 3.1 8B FSDP 8 and 128, no compile, no Float8).
 Run: PYTHONPATH=. python benchmarks/reserved_accuracy.py [--fit]
 """
 
@@ -30,10 +35,12 @@ sys.path.insert(0, str(ROOT))
 
 from autotune.core.plan_arrays import arrays_from_plans
 from autotune.predict import reserved
+from autotune.predict.frameworks.bench_model import BenchModelProfile
 from autotune.predict.memory import memory_arrays
 from autotune.spec.config import load_config
 
 CSV = ROOT / "benchmarks" / "data" / "measured" / "h200_bench_model_2026-11.csv"
+HELD_OUT_CSV = ROOT / "benchmarks" / "data" / "measured" / "h200_bench_model_2026-11-25.csv"
 GIB = 2**30
 # benchmarks/data/measured/README.md, "With PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True": reserved GiB with the
 # setting on, allocated unchanged (the case's row in the CSV gives allocated)
@@ -62,12 +69,23 @@ def measured_rows(path: Path = CSV) -> list[dict]:
     return out
 
 
-def transients(row: dict, expandable: bool = False) -> dict:
-    """memory_arrays' result for the row's layout (its logits and step_temporaries feed the allocator model)."""
+@dataclasses.dataclass(frozen=True)
+class FlatGatherTrainer(BenchModelProfile):
+    """bench_model as the 2026-11-23 rows ran it: ZeRO1AdamW all-gathered into ONE flat receive buffer of the whole
+    local model (4 Psi bytes) instead of <= 256 MiB buckets (bench_model/parallel/data_parallel.py since 2026-11-25)."""
+
+    def step_temporaries(self, local_params, zero_stage, shard, arr, optimizer_states, largest_param=None, train=None):
+        return super().step_temporaries(local_params, zero_stage, shard, arr, optimizer_states, None)
+
+
+def transients(row: dict, expandable: bool = False, profile=None) -> dict:
+    """memory_arrays' result for the row's layout (its logits and step_temporaries feed the allocator model), under the
+    trainer that produced the row (default: the 2026-11-23 one, `FlatGatherTrainer`)."""
     cfg = row["cfg"]
     cluster = dataclasses.replace(cfg.cluster, expandable_segments=expandable)
     arr = arrays_from_plans([cfg.plan(row["gpus"])])
-    return {"res": memory_arrays(arr, cfg.model, cfg.train, cluster), "arr": arr, "cluster": cluster}
+    prof = FlatGatherTrainer() if profile is None else profile
+    return {"res": memory_arrays(arr, cfg.model, cfg.train, cluster, prof), "arr": arr, "cluster": cluster}
 
 
 def old_trainer_logits_fp32(row: dict) -> float:
@@ -145,6 +163,79 @@ def fit(rows: list[dict]) -> dict:
     return {"LOGITS_CACHED": round(k[0], 3), "STEP_CACHED": round(k[1], 3)}
 
 
+def held_out_rows(path: Path = HELD_OUT_CSV) -> list[dict]:
+    """Today's trainer's rows of the 2026-11-25 lease with both peaks (not the 46ae7e1 trainer's, not HF's)."""
+    out = []
+    with open(path) as fh:
+        for r in csv.DictReader(fh):
+            if r["status"] != "ok" or not r["peak_reserved_gib"] or not r["kind"].startswith("bench_model trainer"):
+                continue
+            cfg = load_config(r["layout"].split() + ["cluster=h200-141gb"])
+            alloc, res = float(r["peak_alloc_gib"]) * GIB, float(r["peak_reserved_gib"]) * GIB
+            out.append({"case": r["case"], "cfg": cfg, "gpus": 1, "alloc": alloc, "reserved": res})
+    return out
+
+
+def evaluate_held_out(rows: list[dict]) -> dict:
+    """Allocated and allocator-visible reserved peaks, end to end (autotune's own allocated estimate), per row."""
+    per, e_alloc, e_res = [], [], []
+    for r in rows:
+        m = transients(r, profile=BenchModelProfile())["res"]
+        a, p = float(m["allocated"][0]), float(m["allocator_peak"][0])
+        e_alloc.append(a / r["alloc"] - 1)
+        e_res.append(p / r["reserved"] - 1)
+        per.append(
+            {
+                "case": r["case"],
+                "measured_alloc_gib": round(r["alloc"] / GIB, 2),
+                "pred_alloc_gib": round(a / GIB, 2),
+                "measured_reserved_gib": round(r["reserved"] / GIB, 2),
+                "pred_allocator_peak_gib": round(p / GIB, 2),
+                "alloc_err": round(e_alloc[-1], 4),
+                "reserved_err": round(e_res[-1], 4),
+            }
+        )
+    return {
+        "source": str(HELD_OUT_CSV.relative_to(ROOT)),
+        "n_rows": len(rows),
+        "rows": per,
+        "alloc_err_median_abs": round(float(np.median(np.abs(e_alloc))), 4),
+        "alloc_err_max_abs": round(float(np.max(np.abs(e_alloc))), 4),
+        "reserved_err_median_abs": round(float(np.median(np.abs(e_res))), 4),
+        "reserved_err_max_abs": round(float(np.max(np.abs(e_res))), 4),
+        "reserved_err_rms": round(float(np.sqrt(np.mean(np.square(e_res)))), 4),
+    }
+
+
+# pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370, torch 1963fc8, 2024-12; H100
+# 96 GB; memory = the max reserved GiB torchtitan logs, max over ranks; its launcher sets expandable_segments): the
+# rows without torch.compile and Float8 (the torchtitan profile models neither), Llama 3.1 8B, seq 8192, local batch
+# 2, selective (op) AC: Table 1 FSDP 8 and Table 3 FSDP 128
+TORCHTITAN_PUBLISHED = [("table1_fsdp8", 8, 82.4), ("table3_fsdp128", 128, 67.0)]
+
+
+def evaluate_torchtitan_published() -> dict:
+    """The torchtitan profile's allocator-visible peak against torchtitan's published max reserved memory."""
+    per = []
+    for case, gpus, gib in TORCHTITAN_PUBLISHED:
+        over = ["model=llama-3.1-8b", "cluster=h100-sxm-80gb", "cluster.expandable_segments=true",
+                "train.framework=torchtitan", "train.seq_len=8192", f"train.global_batch_size={2 * gpus}",
+                f"plan.dp={gpus}", "plan.zero_stage=3", "plan.micro_batch_size=2", "plan.recompute=selective"]  # fmt: skip
+        cfg = load_config(over)
+        m = memory_arrays(arrays_from_plans([cfg.plan(gpus)]), cfg.model, cfg.train, cfg.cluster)
+        peak = float(m["allocator_peak"][0])
+        per.append(
+            {
+                "case": case,
+                "measured_reserved_gib": gib,
+                "pred_allocated_gib": round(float(m["allocated"][0]) / GIB, 2),
+                "pred_allocator_peak_gib": round(peak / GIB, 2),
+                "reserved_err": round(peak / GIB / gib - 1, 4),
+            }
+        )
+    return {"source": "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md", "rows": per}
+
+
 def main() -> None:
     rows = measured_rows()
     out = {
@@ -158,6 +249,8 @@ def main() -> None:
         },
         **evaluate(rows),
         "expandable_segments": expandable(rows),
+        "held_out": evaluate_held_out(held_out_rows()),
+        "torchtitan_published": evaluate_torchtitan_published(),
     }
     if "--fit" in sys.argv:
         out["fitted"] = fit(rows)

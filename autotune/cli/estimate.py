@@ -42,8 +42,9 @@ _TERMS = [
     ("logits + grad (fp32)", "mem_logits_bytes"),
     ("comm buffers", "mem_buffers_bytes"),
     ("allocated peak", "mem_allocated_bytes"),
-    ("runtime overhead", "mem_overhead_bytes"),
-    ("reserved peak", "mem_reserved_bytes"),
+    ("allocator peak (max_memory_reserved: what frameworks print)", "mem_allocator_peak_bytes"),
+    ("runtime overhead (CUDA context, NCCL)", "mem_overhead_bytes"),
+    ("device total (decides fits)", "mem_device_total_bytes"),
     ("host memory (offloaded states, per GPU)", "mem_host_bytes"),
 ]
 
@@ -71,7 +72,7 @@ def _print(row: dict, cfg) -> None:
     console.print(table)
     usable = cfg.cluster.device_memory_bytes * (1 - cfg.space.memory_headroom)
     console.print(
-        f"fits: {'yes' if row['fits'] else 'no'} ({row['mem_reserved_bytes'] / 2**30:.1f} GiB of "
+        f"fits: {'yes' if row['fits'] else 'no'} ({row['mem_device_total_bytes'] / 2**30:.1f} GiB of "
         f"{usable / 2**30:.1f} GiB usable, margin {row['mem_margin_bytes'] / 2**30:.1f} GiB = "
         f"{row['mem_margin_sigma']:.1f} sigma of the reserved model's error)"
         + ("" if row["fits"] else f" · {row['reject_reason']}")

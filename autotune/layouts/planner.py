@@ -31,6 +31,8 @@ _MEM_KEYS = (
     "overhead",
     "allocated",
     "reserved",
+    "allocator_peak",
+    "device_total",
     "host",
 )
 _PERF_KEYS = ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
@@ -149,10 +151,11 @@ def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
     rules, reasons = rejections(arr, model, train, cluster, space)
     mem = memory_arrays(arr, model, train, cluster)
     perf = perf_arrays(arr, model, train, cluster)
-    fits = mem["reserved"] <= cluster.device_memory_bytes * (1 - space.memory_headroom)
+    # the device total (allocator peak + CUDA context and NCCL buffers: autotune/predict/memory.py `_peaks`) decides
+    fits = mem["device_total"] <= cluster.device_memory_bytes * (1 - space.memory_headroom)
     over = np.equal(reasons, None) & ~fits
     if over.any():
-        reasons[over] = _memory_reason(mem["reserved"][over], cluster.device_memory_bytes, space.memory_headroom)
+        reasons[over] = _memory_reason(mem["device_total"][over], cluster.device_memory_bytes, space.memory_headroom)
         if train.framework != "bench_model":  # the profile's accounting decided it (autotune/predict/frameworks/)
             reasons[over] = np.array([f"{train.framework}: {r}" for r in reasons[over]], dtype=object)
         rules[over] = MEMORY_RULE
@@ -169,7 +172,7 @@ def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
     cols["reject_reason"] = reasons
     cols["fits"] = fits
     cols.update({f"mem_{k}_bytes": mem[k] for k in _MEM_KEYS})
-    margin, sigma = memory_margin(mem["reserved"], cluster.device_memory_bytes, space.memory_headroom)
+    margin, sigma = memory_margin(mem["device_total"], cluster.device_memory_bytes, space.memory_headroom)
     cols["mem_margin_bytes"], cols["mem_margin_sigma"] = margin, sigma
     cols.update({f"pred_{k}": perf[k] for k in _PERF_KEYS})
     df = pd.DataFrame(cols)

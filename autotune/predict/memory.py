@@ -29,7 +29,7 @@ from autotune.core.trial import MemoryEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
 from autotune.predict.frameworks import get_profile
-from autotune.predict.reserved import allocator_reserved, step_temporaries, zero1_gather
+from autotune.predict.reserved import allocator_reserved
 from autotune.predict.schedule import layers_of_rank
 
 POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
@@ -130,12 +130,38 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     }
 
 
+def largest_local_param(model: ModelSpec, tp: Any, ep: Any, etp: Any) -> np.ndarray:
+    """Elements of the largest parameter tensor a rank holds (an upper bound over pipeline ranks): the vocab-parallel
+    embedding or head (V h / t), a block matrix (max(f, q, k) h / t), or an MoE layer's grouped expert weight
+    (E/ep experts x F/etp x h)."""
+    t = np.asarray(tp, dtype=np.float64)
+    h = model.hidden_size
+    out = max(model.vocab_size, model.ffn_hidden_size, model.q_dim, model.kv_dim) * h / t
+    if model.is_moe:
+        experts = model.num_experts / np.asarray(ep, dtype=np.float64)
+        out = np.maximum(out, experts * model.moe_ffn_hidden_size * h / np.asarray(etp, dtype=np.float64))
+    return out
+
+
+def fp8_layer_activations(prof, layer_act: dict, arr: dict, model: ModelSpec, seq: Any, c: int) -> dict:
+    """`layer_act` less what the profile's FP8 recipe does not save (`FrameworkProfile.fp8_layer_saving`; bench_model:
+    torchao float8 under torch.compile, docs/memory_model.md "FP8 linears")."""
+    if not np.any(np.asarray(arr["fp8"]) != 0):
+        return layer_act
+    tok = seq * np.asarray(arr["micro_batch_size"], dtype=np.float64)
+    cut = prof.fp8_layer_saving(model, tok, arr["tp"], arr["sequence_parallel"], arr["recompute"], arr["compile"],
+                                arr["fp8"], c)  # fmt: skip
+    return {**layer_act, "saved": layer_act["saved"] - cut}
+
+
 def memory_arrays(
     arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, profile=None
 ) -> dict[str, np.ndarray]:
     """Vectorised worst-rank memory for plan arrays (see `autotune.core.plan_arrays`). Keys: params (incl. compute_copy),
     compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, step_temporaries (optimizer-step
-    transients), allocator_reserved (the caching allocator's reserved peak), reserved (plus overhead; bytes) and
+    transients), allocator_reserved = allocator_peak (the caching allocator's reserved peak, what
+    torch.cuda.max_memory_reserved reports), device_total = reserved (plus the overhead outside the allocator: what
+    `fits` compares with the device; bytes) and
     worst_pp_rank (the pipeline rank these numbers describe). `profile` (default: train.framework's) is the
     framework whose accounting applies (autotune/predict/frameworks/)."""
     prof = get_profile(train.framework) if profile is None else profile
@@ -147,6 +173,7 @@ def memory_arrays(
     if np.any(arr["compile"]):  # what torch.compile recomputes instead of saving (the profile's own account)
         comp = prof.compiled_layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
         layer_act = {k: np.where(arr["compile"], comp[k], v) for k, v in layer_act.items()}
+    layer_act = fp8_layer_activations(prof, layer_act, arr, model, seq, c)
     tok = seq * arr["micro_batch_size"]
     # bench_model (FrameworkProfile's defaults): head_act = the final RMSNorm's tensors ((4 + c)h, /t with SP) and
     # the head's gathered input (ch); logits = (8 + c) bytes per fp32 logit, chunked at pp=1; buffers = FSDP2's one
@@ -171,9 +198,24 @@ def memory_arrays(
     shard = shard_group(arr)
     # with the optimizer on the host, AdamW's temporaries are host memory (the ZeRO-1 gather stays on the device)
     states = np.where(arr["offload"] == OFFLOAD_CODE["none"], train.optimizer_states, 0)
-    res["step_temporaries"] = step_temporaries(local, z, shard, zero1_gather(arr), states)
+    largest = largest_local_param(model, tp, arr["ep"], arr["etp"])
+    res["step_temporaries"] = prof.step_temporaries(
+        local, z, shard, arr, states, largest, train
+    )  # the framework's step
     res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster)  # autotune/predict/reserved.py
-    res["reserved"] = res["allocator_reserved"] + res["overhead"]
+    return _peaks(res, psi, worst)
+
+
+def _peaks(res: dict[str, np.ndarray], psi: dict[str, Any], worst: np.ndarray) -> dict[str, np.ndarray]:
+    """The two numbers kept apart (docs/memory_model.md "Two peaks"): `allocator_peak`, what the framework prints and
+    publishes (torch.cuda.max_memory_reserved, Megatron's memory report: the caching allocator's segments only), and
+    `device_total`, what decides an OOM and `fits`: that peak plus the memory outside the allocator (`overhead`:
+    CUDA context, NCCL communicators' buffers; cluster.runtime_overhead_bytes; PyTorch's cuBLAS workspaces come from the
+    caching allocator, ATen/cuda/CublasHandlePool.cpp, so they are inside the peak). `reserved` is kept as the
+    device total (the name the planner's ranking, P(fits) and the trial rows have always used)."""
+    res["allocator_peak"] = res["allocator_reserved"]
+    res["device_total"] = res["allocator_reserved"] + res["overhead"]
+    res["reserved"] = res["device_total"]
     res["worst_pp_rank"] = np.choose(worst, [np.broadcast_to(psi[f"rank_{pos}"], worst.shape) for pos in POSITIONS])
     return res
 

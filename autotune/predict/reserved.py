@@ -16,8 +16,9 @@ blocks that are freed before or after the peak. Two classes dominate on the meas
     next to the bf16 ones; part of that segment is not reusable by the activations live at the peak;
   - the optimizer step, after backward: foreach AdamW (torch.optim.adamw._multi_tensor_adamw) allocates one fp32
     temporary per updated parameter (exp_avg_sq.sqrt()), 4 bytes x the parameters the rank updates; bench_model's
-    ZeRO-1 (bench_model/parallel/data_parallel.py ZeRO1AdamW) adds its flat fp32 send buffer (Psi/D) and receive
-    buffer (Psi, the whole local model) for the all-gather of the updated slices.
+    ZeRO-1 (bench_model/parallel/data_parallel.py ZeRO1AdamW) adds the fp32 send and receive buffers of its all-gather
+    of the updated slices, one bucket at a time (<= 256 MiB or the largest parameter; until 2026-11-25 one flat buffer
+    of the whole local model, 4 Psi bytes, which put ZeRO-1's reserved peak above ZeRO-0's at dp*cp = 2).
 excess = LOGITS_CACHED * fp32 logits + STEP_CACHED * step temporaries (each block rounded to the allocator's 2 MiB),
 scaled by EXPANDABLE_SCALE with expandable segments. The coefficients are the fraction of each transient class that
 stays reserved but unused at the allocated peak, fitted by `fit_coefficients` (benchmarks/reserved_accuracy.py) on the
@@ -46,6 +47,9 @@ EXPANDABLE_SCALE = 0.85
 # with autotune's own allocated estimate as input (benchmarks/reserved_accuracy.py after_estimated_alloc_err_rms;
 # max 6.7%; 2.7% rms with the measured allocated). The planner expresses its memory margin in units of this.
 RESERVED_SIGMA_REL = 0.038
+# bench_model/parallel/data_parallel.py GATHER_BUCKET_BYTES (tests/unit/test_reserved.py checks they agree): the most a
+# ZeRO1AdamW all-gather bucket receives at once, unless one parameter is larger
+ZERO1_GATHER_BUCKET_BYTES = 256 * MiB
 
 
 def round_large(nbytes: Any) -> np.ndarray:
@@ -56,15 +60,28 @@ def round_large(nbytes: Any) -> np.ndarray:
 
 
 def step_temporaries(
-    local_params: Any, zero_stage: Any, shard: Any, zero1_gather: Any, optimizer_states: int
+    local_params: Any,
+    zero_stage: Any,
+    shard: Any,
+    zero1_gather: Any,
+    optimizer_states: int,
+    largest_param: Any = None,
 ) -> np.ndarray:
     """fp32 bytes the optimizer step allocates and frees: AdamW's foreach sqrt temporary over the parameters this rank
     updates (all local ones in stage 0, a 1/D slice from stage 1) and, when bench_model's ZeRO1AdamW runs
-    (`zero1_gather`), its flat send (Psi/D) and receive (Psi) buffers. SGD (no states) allocates none."""
+    (`zero1_gather`), its send (1/D) and receive buffers of one gather bucket: at most ZERO1_GATHER_BUCKET_BYTES or
+    the largest local parameter (`largest_param`, elements) when that is larger, never more than the local model
+    (bench_model/parallel/data_parallel.py `gather_buckets`). `largest_param=None` is the trainer before the buckets
+    (one flat receive buffer of all Psi local parameters), which the measured 2026-11-23 H200 rows ran. SGD (no
+    states) allocates no AdamW temporary."""
     psi, z, d = (np.asarray(x, dtype=np.float64) for x in (local_params, zero_stage, shard))
     updated = psi / np.where(z >= 1, d, 1.0)
     adam = np.where(optimizer_states > 0, 4.0 * updated, 0.0)
-    gather = np.where(np.asarray(zero1_gather, dtype=bool), 4.0 * (psi + psi / d), 0.0)
+    recv = 4.0 * psi
+    if largest_param is not None:
+        bucket = np.maximum(ZERO1_GATHER_BUCKET_BYTES, 4.0 * np.asarray(largest_param, dtype=np.float64))
+        recv = np.minimum(recv, bucket)
+    gather = np.where(np.asarray(zero1_gather, dtype=bool), recv + recv / d, 0.0)
     return round_large(adam) + round_large(gather)
 
 

@@ -47,6 +47,30 @@ from bench_model.parallel.expert_parallel import moe_modules
 from bench_model.parallel.mesh import Meshes
 from bench_model.parallel.offload import HOST, cpu_offload_policy
 
+# ZeRO1AdamW all-gathers the updated slices bucket by bucket, each bucket's receive buffer at most this many bytes
+# (or one parameter's, when a parameter is larger). One flat receive buffer of the whole local model (4 Psi bytes in
+# fp32) made the step's transient block larger than foreach AdamW's own at dp*cp = 2, so ZeRO-1's reserved peak came
+# out above ZeRO-0's (autotune/predict/reserved.py `step_temporaries`). 256 MiB: the order of Megatron-Core's buckets,
+# whose distributed optimizer also gathers per bucket (megatron/core/distributed/distributed_data_parallel.py:
+# bucket_size defaults to max(40M, 1M x dp) parameters, 160 MB of fp32 at dp <= 40).
+GATHER_BUCKET_BYTES = 256 * 2**20
+
+
+def gather_buckets(chunks: list[int], n: int, itemsize: int, cap: int | None = None) -> list[tuple[int, int]]:
+    """[start, end) index ranges of consecutive parameters whose all-gather receive buffer (n x their chunks x
+    itemsize bytes) stays within `cap` (default GATHER_BUCKET_BYTES); a parameter larger than the cap is a bucket
+    of its own."""
+    cap = GATHER_BUCKET_BYTES if cap is None else cap
+    out, start, size = [], 0, 0
+    for i, c in enumerate(chunks):
+        if i > start and size + n * c * itemsize > cap:
+            out.append((start, i))
+            start, size = i, 0
+        size += n * c * itemsize
+    if chunks:
+        out.append((start, len(chunks)))
+    return out
+
 
 def needs_fsdp(num_dp_ranks: int, precision: str) -> bool:
     return num_dp_ranks > 1 or precision == "bf16"
@@ -146,16 +170,22 @@ class ZeRO1AdamW:
     @torch.no_grad()
     def _all_gather(self) -> None:
         chunks = [c for _, _, c in self.slices]
-        send = torch.zeros(sum(chunks), dtype=self.shards[0].dtype, device=self.device)  # H2D when offloaded
+        if not chunks:
+            return
+        for lo, hi in gather_buckets(chunks, self.n, self.shards[0].element_size()):
+            self._all_gather_bucket(self.params[lo:hi], self.shards[lo:hi], chunks[lo:hi])
+
+    def _all_gather_bucket(self, params: list, shards: list, chunks: list[int]) -> None:
+        send = torch.zeros(sum(chunks), dtype=shards[0].dtype, device=self.device)  # H2D when offloaded
         offset = 0
-        for shard, c in zip(self.shards, chunks):
+        for shard, c in zip(shards, chunks):
             send[offset : offset + shard.numel()] = shard
             offset += c
         recv = torch.empty(self.n * send.numel(), dtype=send.dtype, device=send.device)
         _all_gather_flat(recv, send, group=self.group)  # rank-major; gloo wants a flat output
         recv = recv.view(self.n, send.numel())
         offset = 0
-        for p, c in zip(self.params, chunks):
+        for p, c in zip(params, chunks):
             local = _local(p)
             local.view(-1).copy_(recv[:, offset : offset + c].reshape(-1)[: local.numel()])
             offset += c

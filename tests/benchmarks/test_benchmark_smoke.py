@@ -64,6 +64,14 @@ def check_engine_overhead(out: dict) -> None:
     assert not any(k.startswith(("slurm", "ray")) for k in out)  # --backends '': local alone, nothing to compare
 
 
+def check_fp8_memory(out: dict) -> None:
+    # eager only: torchao's Float8Linear keeps the bf16 input, so every recipe saves exactly what bf16 saves
+    v = out["variants"]
+    assert [(x["recipe"], x["compiled"]) for x in v] == [("none", False), ("tensorwise", False), ("rowwise", False)]
+    assert positive(*(x["saved_bytes"] for x in v)) and len({x["saved_bytes"] for x in v}) == 1
+    assert all(x["saving_bytes_per_token"] == 0 == x["predicted_saving_bytes_per_token"] for x in v)
+
+
 def check_fp8_ratio(out: dict) -> None:
     pairs, llama = out["llmfoundry_h100_fp8_vs_bf16"], out["llama_h100_prediction"]
     assert pairs and all(positive(p["measured_ratio"], p["predicted_ratio"]) for p in pairs)
@@ -122,6 +130,16 @@ def check_reserved_accuracy(out: dict) -> None:
     assert fraction(out["after_err_rms"], out["after_err_max_abs"], out["before_err_rms"])
     assert out["after_err_rms"] <= out["after_err_max_abs"]
     assert all(positive(r["measured_reserved_gib"], r["pred_reserved_gib"]) for r in out["rows"])
+    held = out["held_out"]  # the 2026-11-25 lease: allocator-visible peak vs max_memory_reserved, end to end
+    assert held["n_rows"] == len(held["rows"]) > 0 and fraction(
+        held["reserved_err_median_abs"], held["alloc_err_max_abs"]
+    )
+    assert held["reserved_err_median_abs"] <= held["reserved_err_max_abs"]
+    tt = out["torchtitan_published"]["rows"]  # torchtitan's own published max reserved (8B FSDP 8 / 128)
+    assert [r["measured_reserved_gib"] for r in tt] == [82.4, 67.0]
+    assert all(
+        positive(r["pred_allocated_gib"]) and r["pred_allocator_peak_gib"] >= r["pred_allocated_gib"] for r in tt
+    )
 
 
 def check_scale_down_accuracy(out: dict) -> None:
@@ -156,6 +174,7 @@ TINY_LLAMA = ["--hidden", "64", "--ffn", "160", "--heads", "4", "--kv-heads", "2
 SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "cpu_adam.py": (["--params", "200000", "--chunks", "4", "--rounds", "1"], check_cpu_adam),
     "engine_overhead.py": (["--backends", "", "--repeats", "1", "--world-size", "1"], check_engine_overhead),
+    "fp8_memory.py": (["--no-compile", "--hidden", "64", "--ffn", "256", "--seq", "32"], check_fp8_memory),
     "fp8_ratio.py": ([], check_fp8_ratio),
     "memory_vs_torchtitan.py": (["--layouts", "fsdp8_none", "--small"], check_memory_vs_torchtitan),
     "model_accuracy.py": (["--quick"], check_model_accuracy),

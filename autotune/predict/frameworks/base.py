@@ -21,6 +21,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.rules import Rule
 from autotune.core.types import DTYPE_BYTES, TrainSpec
+from autotune.predict import reserved
 
 
 def state_inputs(num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> tuple:
@@ -35,6 +36,13 @@ def state_inputs(num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec)
         4.0 if c != 4 else 0.0,
         DTYPE_BYTES[train.optimizer_dtype] * train.optimizer_states,
     )
+
+
+def fused_adamw_step_temporaries(local_params: Any, zero_stage: Any, shard: Any) -> np.ndarray:
+    """Step temporaries of a framework whose AdamW is the fused kernel and whose ZeRO gathers in place: none.
+    torch._fused_adamw_ updates params and states in place (torch/optim/adamw.py `_fused_adamw`), where foreach AdamW
+    allocates an fp32 sqrt temporary per parameter (`_multi_tensor_adamw`: exp_avg_sq_sqrt = torch._foreach_sqrt)."""
+    return np.zeros(np.broadcast(np.asarray(local_params), np.asarray(zero_stage), np.asarray(shard)).shape)
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,14 @@ class FrameworkProfile(ABC):
         """`layer_activations` of a layer under plan.compile. Default: unchanged (a framework that does not compile
         per block, or whose compiled saving is unmeasured); bench_model overrides it."""
         return self.layer_activations(model, seq, mbs, tp, sp, recompute, act_bytes)
+
+    def fp8_layer_saving(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, compiled: Any, fp8: Any, act_bytes: int
+    ) -> Any:
+        """Bytes one layer saves LESS per micro-batch when its linears run in FP8 (`fp8` the plan.fp8 code,
+        `tokens` = seq/cp x mbs). Default: nothing (a framework whose FP8 recipe keeps the high-precision inputs, or
+        whose FP8 memory is modelled in its activation terms, e.g. Megatron's Transformer Engine)."""
+        return 0.0
 
     @abstractmethod
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
@@ -125,6 +141,24 @@ class FrameworkProfile(ABC):
     @abstractmethod
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
         """Communication and gathered-parameter buffers of the data-parallel wrapper."""
+
+    # ---- the optimizer step's transient blocks (the reserved peak: autotune/predict/reserved.py) ------------------
+    def step_temporaries(
+        self,
+        local_params: Any,
+        zero_stage: Any,
+        shard: Any,
+        arr: dict[str, np.ndarray],
+        optimizer_states: Any,
+        largest_param: Any = None,
+        train: TrainSpec | None = None,
+    ) -> np.ndarray:
+        """Bytes of the large blocks the optimizer step allocates and frees after backward; the caching allocator keeps
+        their segments reserved (autotune/predict/reserved.py). Default: bench_model's pattern (foreach AdamW's fp32
+        sqrt temporary over the updated parameters, ZeRO1AdamW's bucketed gather buffers at ZeRO-1; `largest_param`
+        the largest local parameter, elements); a framework whose step allocates otherwise overrides it."""
+        zero1 = reserved.zero1_gather(arr)
+        return reserved.step_temporaries(local_params, zero_stage, shard, zero1, optimizer_states, largest_param)
 
     # ---- the peak ---------------------------------------------------------------------------------------------
     @abstractmethod

@@ -47,7 +47,7 @@ Logits: bench_model computes the loss on logits.float(): the fp32 log-softmax ke
   runs head + loss under checkpoint, so only one chunk's logits exist, in its backward: n = min(b*s, 1024). The
   pipeline's loss_fn sees the whole micro-batch's logits: n = b*s.
 Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute dtype plus its fp32 reduce buffer;
-  stage 3 adds two gathered blocks in compute dtype. Runtime overhead (CUDA context, NCCL, cuBLAS workspace) is
+  stage 3 adds two gathered blocks in compute dtype. Runtime overhead (CUDA context, NCCL buffers) is
   cluster.runtime_overhead_bytes; reserved = the caching allocator's reserved peak (autotune/predict/reserved.py: allocated plus
   the cached segments of large transient blocks, times 1 + cluster.allocator_fragmentation) + overhead.
 CPU offload (plan.offload; `model_state_arrays`' `host`, the `mem_host_bytes` column): host bytes per GPU next to the
@@ -64,7 +64,8 @@ CPU offload (plan.offload; `model_state_arrays`' `host`, the `mem_host_bytes` co
     4*largest layer. Host temporaries of the CPU step and the fp32 shard copied to the device before each block's
     all-gather (p*Psi_layer/D) are not modelled; DeepSpeed's estimator also counts a full fp32 model per process at
     load time (max(4*gpus_per_node, 16|18)*Psi), which is a start-up peak, not the training step's.
-Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer, optimizer-step temporaries.
+Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer. Optimizer-step temporaries are not in
+the allocated peak; they set the reserved one (FrameworkProfile.step_temporaries, autotune/predict/reserved.py).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE
+from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import moe
 from autotune.predict.frameworks.base import FrameworkProfile
@@ -167,6 +168,28 @@ def compiled_savings_per_token(model: ModelSpec, tp: Any, sp: Any, act_bytes: in
     if model.block != "llama":
         return np.zeros(np.shape(t))  # Korthikanti's GPT block: not measured under compile
     return 2 * 4.0 * model.hidden_size / np.where(sp, t, 1.0) + act_bytes * model.ffn_hidden_size / t
+
+
+def fp8_compiled_saving_per_token(model: ModelSpec, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
+    """Bytes per token one Llama layer (no recompute, plan.compile) does NOT keep when its linears are torchao float8
+    (tensorwise or rowwise; bench_model/parallel/float8.py). torchao 0.18's Float8Linear saves its high-precision input
+    and uses it in backward only through its fp8 cast (torchao/float8/float8_linear.py
+    `matmul_with_hp_or_float8_args`); under torch.compile AOTAutograd's min-cut partitioner then rebuilds, in the
+    backward, the inputs a cheap op makes from tensors it keeps anyway, cast included, instead of saving them: the two
+    RMSNorm outputs (wq/wk/wv's and w1/w3's input, from the norm input and rsqrt: 2ch) and SwiGLU's product (w2's
+    input, from the w1 and w3 outputs: cf/t). Eager keeps all of them (saved bytes equal bf16's). Measured with
+    saved_tensors_hooks on one bench_model block, bf16, CPU Inductor, torch 2.13, torchao 0.18 (h 256, f 4h, 4
+    heads, 2 KV heads, seq 128, mbs 2): compiled bf16 38.59h, compiled tensorwise 26.59h bytes per token, difference
+    12.0h = 4h + 2f; the scales it keeps are 14 scalars. The H200 rows (h200_bench_model_2026-11-25.csv, compiled,
+    recompute none) agree: Llama-3.2-1B mbs 4 41.6 -> 35.6 GiB (4h + 2f over 16 layers x 16,384 tokens = 6.0 GiB),
+    3B mbs 2 75.69 -> 69.57 GiB (6.125 GiB predicted). With sequence parallelism the norm outputs are the all-gathered
+    inputs, which a collective produces and the partitioner does not recompute: only w2's input goes. Not measured at
+    tp > 1 nor with selective recompute (its regions already drop what they can): no saving assumed there."""
+    t = np.asarray(tp, dtype=np.float64)
+    if model.block != "llama":
+        return np.zeros(np.shape(t))
+    norms = np.where(np.asarray(sp, dtype=bool), 0.0, 2.0 * act_bytes * model.hidden_size)
+    return norms + act_bytes * model.ffn_hidden_size / t
 
 
 def layer_activation_bytes(
@@ -267,6 +290,16 @@ class BenchModelProfile(FrameworkProfile):
         self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
     ) -> dict[str, np.ndarray]:
         return layer_activation_bytes(model, seq, mbs, tp, sp, recompute, act_bytes, compiled=True)
+
+    def fp8_layer_saving(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, compiled: Any, fp8: Any, act_bytes: int
+    ) -> Any:
+        """torchao float8 under torch.compile with no recompute (`fp8_compiled_saving_per_token`); eager, selective
+        and full recompute keep what bf16 keeps. mxfp8 / nvfp4: not measured, no saving assumed."""
+        on = (np.asarray(fp8) == FP8_CODE["tensorwise"]) | (np.asarray(fp8) == FP8_CODE["rowwise"])
+        on = on & np.asarray(compiled, dtype=bool) & (np.asarray(recompute) == _NONE)
+        per_token = fp8_compiled_saving_per_token(model, tp, sp, act_bytes)
+        return np.where(on, np.asarray(tokens, dtype=np.float64) * per_token, 0.0)
 
     def moe_layer_activations(
         self,

@@ -34,8 +34,8 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE
-from autotune.core.types import TrainSpec
-from autotune.predict import moe
+from autotune.core.types import DTYPE_BYTES, TrainSpec
+from autotune.predict import moe, reserved
 from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
@@ -85,6 +85,28 @@ class NanotronProfile(FrameworkProfile):
             "optimizer": optimizer,
             "host": np.zeros_like(psi * z * np.asarray(offload)),  # no CPU offload (rule below)
         }
+
+    def step_temporaries(
+        self,
+        local_params: Any,
+        zero_stage: Any,
+        shard: Any,
+        arr: dict[str, np.ndarray],
+        optimizer_states: Any,
+        largest_param: Any = None,
+        train: TrainSpec | None = None,
+    ) -> np.ndarray:
+        """nanotron's AdamW is the fused kernel (bench_cluster template/base_config.py @ 8dd6e520 sets
+        optimizer_factory.torch_adam_is_fused: true, which helpers.py:340 passes as fused=): no per-parameter
+        temporaries. Its ZeRO-1 (optim/zero.py:217-247 ZeroDistributedOptimizer._all_gather_params) gathers the updated
+        bf16 slices with nanotron's distributed.all_gather_coalesced (distributed.py:157-215), which flattens the
+        inputs into one buffer (Psi/D) and the outputs into one buffer per rank (D x Psi/D) before copying back: c
+        Psi (1 + 1/D) bytes of the parameters' dtype, at ZeRO-1 with dp > 1 (huggingface/nanotron branch
+        bench_cluster @ a27e8fe8, the one bench_cluster checks out)."""
+        psi, z, d = (np.asarray(x, dtype=np.float64) for x in (local_params, zero_stage, shard))
+        c = DTYPE_BYTES[train.compute_dtype] if train is not None else 2
+        out = np.where((z == 1) & (d > 1), reserved.round_large(c * psi / d), 0.0)  # the flat input buffer
+        return out + np.where((z == 1) & (d > 1), d * reserved.round_large(c * psi / d), 0.0)  # D output buffers
 
     def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
         return np.zeros(np.shape(np.asarray(zero_stage)))  # params are the working weights, never gathered

@@ -35,8 +35,8 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import RECOMPUTE_CODE
-from autotune.core.types import DTYPE_BYTES
-from autotune.predict.frameworks.base import FrameworkProfile
+from autotune.core.types import DTYPE_BYTES, TrainSpec
+from autotune.predict.frameworks.base import FrameworkProfile, fused_adamw_step_temporaries
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]
@@ -99,6 +99,21 @@ class TorchtitanProfile(FrameworkProfile):
         t = np.asarray(tp, dtype=np.float64)
         per = np.where(t > 1, LOGIT_BYTES_PARALLEL, LOGIT_BYTES_PLAIN)
         return per * tokens * model.vocab_size / t
+
+    def step_temporaries(
+        self,
+        local_params: Any,
+        zero_stage: Any,
+        shard: Any,
+        arr: dict[str, np.ndarray],
+        optimizer_states: Any,
+        largest_param: Any = None,
+        train: TrainSpec | None = None,
+    ) -> np.ndarray:
+        """torchtitan's AdamW is the fused kernel (torchtitan/config/job_config.py `Optimizer.implementation`
+        defaults to "fused"): no per-parameter temporaries; FSDP2 has no ZeRO-1 gather buffers either. The step adds
+        no large transient block (bench_model's foreach AdamW allocates an fp32 sqrt temporary)."""
+        return fused_adamw_step_temporaries(local_params, zero_stage, shard)
 
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train) -> np.ndarray:
         # [PAR] FSDP2 at a block's post-backward: bench_model's buffers (the block's gathered compute-dtype gradient
