@@ -34,7 +34,8 @@ def _module(fmt: str):
 
 
 def render(fmt: str, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan) -> str:
-    """The target's config file text for this layout; raises ValueError on an unknown format or inconsistent inputs."""
+    """The target's config file text for this layout; raises UsageError when the target cannot run the layout at all
+    (DeepSpeed with tp > 1), ValueError on an unknown format or inconsistent inputs."""
     return _module(fmt).render(model, train, cluster, plan)
 
 
