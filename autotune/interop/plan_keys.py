@@ -106,7 +106,7 @@ _DEEPSPEED: dict[str, str] = {
     "grad_accum_steps": "gradient_accumulation_steps",
     "recompute": "NOT MAPPED: DeepSpeed's activation_checkpointing section only configures "
     "deepspeed.checkpointing.checkpoint(), which the model code must call per layer",
-    "sequence_parallel": "NOT MAPPED: DeepSpeed has no Megatron-style sequence parallelism (and no TP: see tp)",
+    "sequence_parallel": "refused with tp (it needs tp > 1): DeepSpeed has no Megatron-style sequence parallelism",
     "pp_schedule": "NOT MAPPED: no pipeline key (see pp)",
     "compile": "NOT MAPPED: the DeepSpeed config has no torch.compile switch: call engine.compile() in the training "
     "script",
@@ -117,8 +117,7 @@ _DEEPSPEED: dict[str, str] = {
     "script (torchao convert_to_float8_training with this recipe, or Transformer Engine) before deepspeed.initialize",
     "ep": "NOT MAPPED: DeepSpeed-MoE sets ep_size on each deepspeed.moe.layer.MoE in the model code, not in the config",
     "etp": "NOT MAPPED: DeepSpeed-MoE has no expert tensor parallelism",
-    "tp_overlap": "NOT MAPPED: DeepSpeed AutoTP all-reduces each row-parallel output and has no sequence parallelism, "
-    "so there is no all-gather / reduce-scatter to overlap with its GEMMs (and no config key for it)",
+    "tp_overlap": "refused with tp (it needs tp > 1): no TP communication to overlap",
 }
 
 # accelerate

@@ -364,3 +364,42 @@ def test_hsdp_exports(llama8b):
     assert any("plan.dp_shard=8" in u for u in unmapped("nanotron", *llama8b, node))
     for fmt in ("torchtitan", "megatron", "deepspeed", "accelerate", "nanotron"):
         assert not any("dp_shard" in u for u in unmapped(fmt, *llama8b, plan(dp=16, zero_stage=3)))
+
+
+# ---------------------------------------------------------------- Megatron: head_dim, qk-norm, uneven pipeline splits
+
+
+def _qwen3_235b(**kw):
+    cfg = load_config(["model=qwen3-235b-a22b", "cluster=h100-sxm-80gb"])  # global batch 8192
+    kw = {"micro_batch_size": 1, **kw}
+    kw["grad_accum_steps"] = 8192 // (kw["dp"] * kw["micro_batch_size"])
+    return cfg.model, cfg.train, cfg.cluster, ParallelPlan(**kw)
+
+
+def test_megatron_qwen3_235b_pp16_head_dim_and_qk_norm():
+    """issue 28: Qwen3-235B at pp16 lacked the uneven split flags (94 layers: megatron-core asserts num_layers % pp),
+    --kv-channels 128 (Megatron would build head_dim 4096/64 = 64) and --qk-layernorm. bench_model's split of 94 over
+    16 stages: 5, then 14 stages of 6, then 5 (autotune/predict/schedule.py layers_of_rank)."""
+    job = _qwen3_235b(dp=16, pp=16, ep=16, zero_stage=1)
+    argv = shlex.split(render("megatron", *job), comments=True)
+    flag = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--") and not argv[i + 1].startswith("--")}
+    assert (flag["--decoder-first-pipeline-num-layers"], flag["--decoder-last-pipeline-num-layers"]) == ("5", "5")
+    assert flag["--kv-channels"] == "128" and "--qk-layernorm" in argv
+    assert 5 + 14 * 6 + 5 == 94
+
+
+def test_megatron_uneven_interleaved_split_is_a_layout_megatron_core_parses():
+    from autotune.interop._common import ExportContext
+    from autotune.predict.schedule import layers_of_rank
+
+    job = _qwen3_235b(dp=8, pp=4, vpp=3, ep=8, zero_stage=1, pp_schedule="interleaved_1f1b")
+    stages = ExportContext(*job).stage_layers  # 94 over 12 stages: 7 + 10 x 8 + 7
+    assert stages == (7,) + (8,) * 10 + (7,)
+    for r in range(4):  # rank r holds stages r, r+4, r+8: the same totals the memory model uses
+        assert sum(stages[r::4]) == int(layers_of_rank(94, 4, 3, r))
+    argv = shlex.split(render("megatron", *job), comments=True)
+    layout = argv[argv.index("--pipeline-model-parallel-layout") + 1]
+    core = pytest.importorskip("megatron.core.transformer.pipeline_parallel_layer_layout")
+    parsed = core.PipelineParallelLayerLayout.parse_str_to_list(layout)
+    assert [sum(1 for t in s if str(t).endswith("decoder")) for s in parsed] == list(stages)
+    assert "--num-layers-per-virtual-pipeline-stage" not in argv
