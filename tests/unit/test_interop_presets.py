@@ -31,7 +31,7 @@ DATA = json.loads((Path(__file__).parent / "data" / "export_best_layouts.json").
 VENDOR = Path(__file__).resolve().parents[1] / "vendor" / "megatron_lm"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _config(overrides: tuple[str, ...]):
     return load_config(list(overrides))  # Hydra composes in ~0.3 s: once per (model, cluster, profile)
 
