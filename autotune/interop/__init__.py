@@ -1,4 +1,4 @@
-"""Export one layout to the config another trainer reads (`autotune export --format ...`).
+"""Stage 7, interoperation: export one layout to the config another trainer reads (`autotune export --format ...`).
 
     render(fmt, model, train, cluster, plan) -> str     # pure: no I/O, no sweep needed
     FORMATS   = ("torchtitan", "megatron", "nanotron", "deepspeed", "accelerate")
