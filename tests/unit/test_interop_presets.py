@@ -156,7 +156,8 @@ for name, (path, world) in json.loads(sys.argv[1]).items():
     flavors = getattr(importlib.import_module(f"torchtitan.models.{cfg.model.name}"), ARGS[cfg.model.name])
     a = flavors.get(cfg.model.flavor)
     dims_of = None if a is None else dict(dim=a.dim, n_layers=a.n_layers, n_heads=a.n_heads,
-                                          qk_norm=getattr(a, "qk_norm", False), head_dim=getattr(a, "head_dim", None))
+                                          qk_norm=getattr(a, "qk_norm", False), head_dim=getattr(a, "head_dim", None),
+                                          rope_theta=float(a.rope_theta))
     out[name] = dict(model=[cfg.model.name, cfg.model.flavor], args=dims_of, dp=dims.dp_replicate * dims.dp_shard)
 print(json.dumps(out))
 """
@@ -179,6 +180,9 @@ def test_torchtitan_accepts_every_preset_best_layout(tmp_path):
             m.num_layers,
             m.num_heads,
         ), name
+        # a flavor's other RoPE base (torchtitan's Qwen3-235B: 5e6, HF config 1e6) is listed as not mapped
+        listed = f"model.rope_theta={m.rope_theta:g}: torchtitan 0.2.2's registered" in Path(files[name][0]).read_text()
+        assert (r["args"]["rope_theta"] != m.rope_theta) == listed, name
         if m.attention == "gqa" and r["args"]["head_dim"] is not None:
             assert (r["args"]["head_dim"], r["args"]["qk_norm"]) == (m.head_dim, m.qk_norm), name
     assert registered >= 9  # Llama-3.1 8B/70B/405B, Qwen3 30B/235B, DeepSeek-V3 at the sizes they fit
