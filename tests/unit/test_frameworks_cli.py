@@ -114,3 +114,27 @@ def test_export_says_when_the_target_profile_rejects_the_layout(tmp_path, capsys
     out2 = tmp_path / "tt.toml"
     assert main(["export", str(tmp_path / "z3"), "--best", "--format", "torchtitan", "-o", str(out2)]) == 0
     assert "GiB of" in capsys.readouterr().err  # torchtitan runs FSDP: a figure, no rejection
+
+
+def test_best_for_format_skips_the_layouts_the_target_profile_rejects(megatron_sweep):
+    """issue 28: `export --best --format deepspeed` takes the best row the deepspeed profile accepts, not the sweep's
+    best (tp=2, which the DeepSpeed engine cannot run), and names both. One tp=1 row is added to the sweep's rows,
+    ranked last by throughput."""
+    import pandas as pd
+
+    from autotune.cli.export import best_for_format
+
+    df = read_results(megatron_sweep)
+    base = df[df["status"] == "simulated"].iloc[0].to_dict()
+    extra = dict(base, trial_id="tp1row", candidate_id="tp1row", tp=1, pp=1, cp=1, vpp=1, dp=8, micro_batch_size=1)
+    extra.update(
+        grad_accum_steps=8, sequence_parallel=False, zero_stage=3, recompute="full", ep=1, etp=1, tp_overlap=False
+    )
+    extra.update(tokens_per_s_per_gpu=1.0, pred_tokens_per_s_per_gpu=1.0, pp_schedule="1f1b", dp_shard=0)
+    rows = pd.concat([df, pd.DataFrame([extra])], ignore_index=True)
+    overall = best_row(rows)
+    assert overall["tp"] > 1 and overall["trial_id"] != "tp1row"
+    row, note = best_for_format(rows, megatron_sweep, "deepspeed")
+    assert row["trial_id"] == "tp1row"
+    assert f"the sweep's best, trial {overall['trial_id']}" in note
+    assert "is rejected: deepspeed: tp=2: the DeepSpeed engine has no tensor parallelism" in note
