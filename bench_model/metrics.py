@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-import os
 import resource
-import subprocess
 import time
-from pathlib import Path
 
 import torch
+
+# the rows' provenance stamps (utc_now, code_version, hostname) are the trial protocol's: launchers/protocol.py, one
+# format for the rows the trainer writes and the rows a launcher builds
+from launchers.protocol import code_version, hostname, utc_now  # noqa: F401
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -51,32 +51,3 @@ def limit_address_space(extra_bytes: int) -> None:
     """RLIMIT_AS = current size + extra: allocations beyond it fail with ENOMEM (trial protocol memory_limit_bytes)."""
     limit = address_space_bytes() + int(extra_bytes)
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def code_version() -> str:
-    repo = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(repo), "describe", "--always", "--dirty", "--tags"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    try:
-        from importlib.metadata import version
-
-        return version("autotune")
-    except Exception:  # noqa: BLE001 - provenance is best effort
-        return "unknown"
-
-
-def hostname() -> str:
-    return os.uname().nodename

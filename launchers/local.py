@@ -239,7 +239,7 @@ class LocalLauncher(Launcher):
                 "the local launcher runs one trial on one host"
             )
         # setpriv --pdeathsig: torchrun dies with the controller (a SIGKILLed controller must not leave a trial running;
-        # the ranks follow torchrun, see bench_model.run.die_with_parent).
+        # the ranks follow torchrun, see launchers.protocol.die_with_parent).
         prefix = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
         return prefix + [
             self.python,

@@ -1,5 +1,8 @@
-"""The trial protocol's launcher side (docs/trial_protocol.md), shared by every launcher: file names, the per-trial
-folder, the rank command, timestamps, free ports and the one function that turns a trial's files into its row.
+"""The trial protocol (docs/trial_protocol.md), both halves in one module. Rank side (imported by bench_model/run.py
+and autotune/fitting/netbench_rank.py): `run_protocol` around a trial body, the atomic RESULT.json / err-file writes,
+exit codes and OOM / lost-peer classification. Launcher side, shared by every launcher: file names, the per-trial
+folder, the rank command, free ports and the one function that turns a trial's files into its row. Both sides stamp
+rows with the same `utc_now` and `code_version`.
 
 Like submitit's `core`, every backend imports this module and none imports another backend. It stays light (standard
 library only at import time): SLURM tasks and Ray rank actors import it on every rank, so autotune.results.schema (pyarrow)
@@ -8,11 +11,16 @@ is imported inside `assemble_row`, where only the controller calls it.
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
+import os
 import signal
 import socket
 import subprocess
+import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,23 +76,180 @@ def rank_comm_env(environ: dict[str, str], master_addr: str, tp: int, num_hosts:
 _CODE_VERSION: str | None = None
 
 
+def _git(*args: str) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def code_version() -> str:
-    """`<package version>+g<git short hash>` of the repo the launcher runs from (just the version outside git)."""
+    """The one `code_version` of every row (ok rows from the trainer, rows the launcher builds): a PEP 440 version
+    `<package version>+g<git short hash>[.dirty]` of the repo this code runs from (".dirty": uncommitted changes to
+    tracked files), just the package version outside git."""
     global _CODE_VERSION
     if _CODE_VERSION is None:
         from autotune import __version__
 
-        try:
-            sha = subprocess.run(
-                ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            sha = ""
-        _CODE_VERSION = f"{__version__}+g{sha}" if sha else __version__
+        head = _git("rev-parse", "--short", "HEAD")
+        sha = head.stdout.strip() if head is not None and head.returncode == 0 else ""
+        if not sha:
+            _CODE_VERSION = __version__
+        else:
+            diff = _git("diff", "--quiet", "HEAD", "--")
+            _CODE_VERSION = f"{__version__}+g{sha}" + (".dirty" if diff is not None and diff.returncode == 1 else "")
     return _CODE_VERSION
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+# ---------------------------------------------------------------- rank side
+
+EXIT_OK, EXIT_CRASH, EXIT_OOM = 0, 1, 3
+
+
+def _parse(argv: list[str] | None, prog: str = "bench_model.run") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description="a trial under the trial protocol (docs/trial_protocol.md)")
+    parser.add_argument("--spec", required=True, help="TrialSpec JSON file")
+    parser.add_argument("--out", required=True, help="result JSON path (rank 0 writes it)")
+    return parser.parse_args(argv)
+
+
+def write_json_atomic(path: Path, obj: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def as_memory_error(exc: BaseException) -> BaseException:
+    """torch's CPU allocator reports ENOMEM as a plain c10::Error (RuntimeError "DefaultCPUAllocator: can't allocate
+    memory", verified on torch 2.13), not as an exception type. This is the single place that maps it to MemoryError,
+    so everything downstream classifies by type. Walks the __cause__/__context__ chain (pipelining re-raises)."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, (MemoryError,)) or type(seen).__name__ == "OutOfMemoryError":
+            return seen
+        if isinstance(seen, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(seen):
+            return MemoryError(str(seen).strip().splitlines()[-1])
+        seen = seen.__cause__ or seen.__context__
+    return exc
+
+
+# What a surviving rank's collective raises when a peer process vanished (gloo on CPU; NCCL on GPUs). Such an error
+# is a consequence, not the cause: the launcher looks for the rank that failed first, or died without a word.
+PEER_LOST_MARKERS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "remote process exited",
+    "ncclRemoteError",
+    "NCCL communicator was aborted",
+)
+
+
+def is_peer_lost(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if any(marker in str(seen) for marker in PEER_LOST_MARKERS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def is_oom(exc: BaseException) -> bool:
+    import torch
+
+    exc = as_memory_error(exc)
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError))
+
+
+def die_with_parent() -> None:
+    """Linux: SIGKILL this rank when its parent (torchrun, srun's step, a Ray actor) dies, so a killed launcher never
+    leaves ranks running. A no-op where prctl is unavailable."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _ensure_env() -> None:
+    """A bare process (no torchrun) is a world of 1 on loopback."""
+    if "RANK" in os.environ:
+        return
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(
+        RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+
+
+def run_protocol(
+    argv: list[str] | None, body: Callable[[Any, Path, int], dict[str, Any]], prog: str = "bench_model.run"
+) -> int:
+    """The trial protocol around `body(spec, out, rank) -> row` (this trainer, or `autotune.fitting.netbench_rank`): rank 0
+    writes the row it returns; any exception on any rank becomes that rank's err file and exit code."""
+    args = _parse(argv, prog)
+    out = Path(args.out)
+    die_with_parent()
+    _ensure_env()
+    rank = int(os.environ["RANK"])
+    try:
+        from autotune.core.trial import TrialSpec
+
+        spec = TrialSpec.from_json(Path(args.spec).read_text())
+        row = body(spec, out, rank)
+        if rank == 0:
+            write_json_atomic(out, row)
+    except BaseException as e:  # noqa: BLE001 - every failure becomes an err file and an exit code
+        exc = as_memory_error(e)
+        status = "oom" if is_oom(e) else "crash"
+        traceback.print_exc()
+        err = {
+            "rank": rank,
+            "status": status,
+            "error_type": type(exc).__name__,
+            "error_message": (str(exc).strip().splitlines() or [""])[-1][:500],
+            "peer_lost": status == "crash" and is_peer_lost(e),
+        }
+        try:
+            write_json_atomic(out.with_name(f"{out.name}.rank{rank}.err.json"), err)
+            print(f"[rank {rank}] {status}: {err['error_type']}: {err['error_message']}", file=sys.stderr, flush=True)
+        except BaseException:  # noqa: BLE001 - a failed error report must not change the exit code that classifies it
+            pass
+        return EXIT_OOM if status == "oom" else EXIT_CRASH
+    _teardown()
+    return EXIT_OK
+
+
+def exit_with(code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code != EXIT_OK:
+        os._exit(code)  # no teardown: peers may be blocked in a collective; torchrun reaps them
+    sys.exit(code)
+
+
+def _teardown() -> None:
+    import torch.distributed as dist
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------- launcher side
 
 
 def clear_results(trial_dir: Path) -> None:

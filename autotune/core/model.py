@@ -70,6 +70,10 @@ class ModelSpec:
     # per-head dimension of q/k/v (GQA); null = hidden_size / num_heads. Qwen3 decouples it: 32 heads x 128 on a
     # hidden size of 2048 (Qwen/Qwen3-30B-A3B config.json `head_dim`)
     head_dim: int | None = None
+    # RMSNorm on each head's query and key before RoPE (Qwen3: transformers Qwen3Attention q_norm/k_norm; Megatron-LM
+    # --qk-layernorm). Exporters write it; the memory and speed models do not count its 2*head_dim weights per layer
+    # and elementwise work, so it is not part of a candidate id (identity() below)
+    qk_norm: bool = False
 
     def __post_init__(self) -> None:
         for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads", "vocab_size"):
@@ -150,6 +154,8 @@ class ModelSpec:
             v = getattr(self, f.name)
             if f.name == "head_dim" and v == self.hidden_size // self.num_heads:
                 continue  # the derived value: what every model had before the field existed
+            if f.name == "qk_norm":
+                continue  # export-only: no prediction depends on it
             if f.name in _ID_FIELDS_ALWAYS or v != f.default:
                 out[f.name] = v
         return out

@@ -1,4 +1,4 @@
-"""Export one layout to the config another trainer reads (`autotune export --format ...`).
+"""Stage 7, interoperation: export one layout to the config another trainer reads (`autotune export --format ...`).
 
     render(fmt, model, train, cluster, plan) -> str     # pure: no I/O, no sweep needed
     FORMATS   = ("torchtitan", "megatron", "nanotron", "deepspeed", "accelerate")
@@ -34,7 +34,8 @@ def _module(fmt: str):
 
 
 def render(fmt: str, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan) -> str:
-    """The target's config file text for this layout; raises ValueError on an unknown format or inconsistent inputs."""
+    """The target's config file text for this layout; raises UsageError when the target cannot run the layout at all
+    (DeepSpeed with tp > 1), ValueError on an unknown format or inconsistent inputs."""
     return _module(fmt).render(model, train, cluster, plan)
 
 

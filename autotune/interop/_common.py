@@ -51,6 +51,17 @@ class ExportContext:
         return self.model.num_layers // chunks if self.model.num_layers % chunks == 0 else None
 
     @property
+    def stage_layers(self) -> tuple[int, ...]:
+        """Layers of each of the pp*vpp pipeline stages, in stage order, under bench_model's split (the split
+        autotune's memory and speed models assume: autotune/predict/schedule.py layers_of_rank): floor(L/S) each, the
+        L mod S extra layers to stages 1..S-2 first, then stage 0."""
+        s, n = self.plan.pp * self.plan.vpp, self.model.num_layers
+        base, extra = divmod(n, s)
+        return tuple(
+            base + int((1 <= j <= s - 2 and j <= extra) or (j == 0 and s > 1 and extra >= s - 1)) for j in range(s)
+        )
+
+    @property
     def bf16(self) -> bool:
         return self.train.precision == "bf16"
 

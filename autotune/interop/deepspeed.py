@@ -1,10 +1,10 @@
 """DeepSpeed config (JSON), key names of DeepSpeed 0.19.8 (`deepspeed/runtime/config.py`, `runtime/constants.py`,
-`runtime/zero/config.py`, `runtime/tensor_parallel/config.py`): train_batch_size, train_micro_batch_size_per_gpu,
-gradient_accumulation_steps, zero_optimization.stage, bf16.enabled, tensor_parallel.autotp_size.
+`runtime/zero/config.py`): train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps,
+zero_optimization.stage, bf16.enabled. A layout with tp > 1 is refused (UsageError): the deepspeed profile models the
+plain engine, which has no tensor parallelism (AutoTP's tensor_parallel.autotp_size is not modelled).
 
-DeepSpeed checks train_batch_size == micro_batch * gradient_accumulation_steps * data-parallel world size, where
-the data-parallel world is world_size / autotp_size (or what a Megatron-style mpu reports), so the file is valid for
-exactly dp = plan.dp data-parallel ranks.
+DeepSpeed checks train_batch_size == micro_batch * gradient_accumulation_steps * data-parallel world size, so the
+file is valid for exactly dp = plan.dp data-parallel ranks.
 
 JSON has no comments: what did not map is the list under the top-level key "_autotune_unmapped", and the layout
 under "_autotune"; DeepSpeed reads only the keys it knows and ignores these two.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 from autotune.analyse.target import expected_memory
+from autotune.core.errors import UsageError
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import Export, ExportContext, apply_set_keys, header_lines, skip_not_mapped
@@ -26,6 +27,14 @@ PLAN_KEYS = TABLES["deepspeed"]  # autotune/interop/plan_keys.py
 
 def translate(ctx: ExportContext) -> Export:
     p = ctx.plan
+    if p.tp > 1:
+        # The deepspeed profile (autotune/predict/frameworks/deepspeed.py, rule no_tp) models the plain engine, which has
+        # no tensor parallelism; DeepSpeed's AutoTP training (tensor_parallel.autotp_size) is not modelled, so a file
+        # asking for it would run a layout nobody predicted. Refused rather than written with a warning.
+        raise UsageError(
+            f"--format=deepspeed: plan.tp={p.tp}: the DeepSpeed engine has no tensor parallelism (tp must be 1); "
+            "`autotune export --best --format deepspeed` picks the best layout the deepspeed profile accepts"
+        )
     ex = Export(
         target=TARGET,
         body={},
@@ -47,9 +56,6 @@ def translate(ctx: ExportContext) -> Export:
         body["zero_optimization"]["offload_param"] = {"device": "cpu", "pin_memory": True}
     if p.dp_shard:
         _hpz(p, body, ex)
-    if p.tp > 1:
-        # AutoTP training (shards nn.Linear of HF-style models over tp ranks); dp world = world_size / autotp_size
-        body["tensor_parallel"] = {"autotp_size": p.tp}
     if p.pp > 1:
         ex.skip(
             f"plan.pp={p.pp} vpp={p.vpp} pp_schedule={p.pp_schedule}",

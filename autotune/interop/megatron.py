@@ -1,9 +1,10 @@
 """Megatron-LM command-line arguments, flag names of Megatron-LM core_r0.12.0 (`megatron/training/arguments.py`):
 parallelism (--tensor-model-parallel-size, --pipeline-model-parallel-size, --context-parallel-size,
---num-layers-per-virtual-pipeline-stage, --sequence-parallel, --use-distributed-optimizer, --use-torch-fsdp2),
+--num-layers-per-virtual-pipeline-stage or, for an uneven split, --decoder-first/last-pipeline-num-layers or
+--pipeline-model-parallel-layout, --sequence-parallel, --use-distributed-optimizer, --use-torch-fsdp2),
 batch (--micro-batch-size, --global-batch-size), recompute (--recompute-granularity full|selective,
 --recompute-method, --recompute-num-layers) and the Llama model dims (--num-layers, --hidden-size, --ffn-hidden-size,
---num-attention-heads, --group-query-attention/--num-query-groups, --swiglu, --normalization RMSNorm,
+--num-attention-heads, --group-query-attention/--num-query-groups, --kv-channels, --qk-layernorm, --swiglu, --normalization RMSNorm,
 --position-embedding-type rope, --rotary-base, --disable-bias-linear, --untie-embeddings-and-output-weights).
 
 The file holds one `--flag [value]` per line and `#` comments: `shlex.split(text, comments=True)` gives the argv,
@@ -29,6 +30,8 @@ def translate(ctx: ExportContext) -> Export:
         notes=[
             f"Launch with {ctx.world_size} ranks ({ctx.num_nodes} x {ctx.gpus_per_node}): Megatron derives "
             f"data-parallel size = world_size / (tp*pp*cp) = {ctx.plan.dp}.",
+            "Megatron-LM's validate_args requires CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 or cp > 1 before "
+            "Blackwell (set it in the launch environment).",
             "Add your data and tokenizer arguments; --vocab-size applies to the NullTokenizer (a real tokenizer "
             "sets the vocabulary, padded by --make-vocab-size-divisible-by).",
         ],
@@ -58,6 +61,12 @@ def _model_args(ctx: ExportContext) -> list[list[str]]:
     ]
     if m.num_kv_heads != m.num_heads and m.attention == "gqa":
         args += [["--group-query-attention"], ["--num-query-groups", str(m.num_kv_heads)]]
+    if m.attention == "gqa":
+        # arguments.py: --kv-channels defaults to hidden_size // num_attention_heads; Qwen3 decouples head_dim
+        # (Qwen3-235B: 64 heads x 128 on hidden 4096), so it is always written
+        args.append(["--kv-channels", str(m.head_dim)])
+    if m.qk_norm:  # arguments.py --qk-layernorm: RMSNorm on each head's query and key (Qwen3 config.json q_norm/k_norm)
+        args.append(["--qk-layernorm"])
     args += _moe_args(ctx) + _mla_args(ctx)
     args += [
         ["--seq-length", str(seq)],
@@ -88,16 +97,7 @@ def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
         ["--pipeline-model-parallel-size", str(p.pp)],
         ["--context-parallel-size", str(p.cp)],
     ]
-    if p.vpp > 1:
-        per_stage = ctx.layers_per_virtual_stage
-        if per_stage is None:
-            ex.skip(
-                f"plan.vpp={p.vpp}",
-                f"num_layers={ctx.model.num_layers} is not divisible by pp*vpp="
-                f"{p.pp * p.vpp}; Megatron's --num-layers-per-virtual-pipeline-stage needs an even split",
-            )
-        else:
-            args.append(["--num-layers-per-virtual-pipeline-stage", str(per_stage)])
+    args += _pipeline_split_args(ctx)
     if p.pp > 1 and p.pp_schedule == "gpipe":
         ex.skip("plan.pp_schedule=gpipe", "Megatron runs 1F1B (interleaved with virtual stages); no GPipe option")
     if p.sequence_parallel:
@@ -146,6 +146,25 @@ def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
             "parameter offload and no optimizer offload under --use-torch-fsdp2",
         )
     return args
+
+
+def _pipeline_split_args(ctx: ExportContext) -> list[list[str]]:
+    """bench_model's split of num_layers over pp*vpp stages (ctx.stage_layers) in Megatron's terms. Megatron-LM
+    arguments.py validate_args asserts num_layers % pp == 0 unless the split is given: an even split is
+    --num-layers-per-virtual-pipeline-stage (vpp > 1) or nothing; an uneven one with vpp = 1 and equal middle stages is
+    --decoder-first/last-pipeline-num-layers (TransformerConfig num_layers_in_first/last_pipeline_stage); any other is
+    --pipeline-model-parallel-layout, stages in order separated by "|", "E" the embedding, "t" a transformer layer,
+    "L" the loss (megatron/core/transformer/pipeline_parallel_layer_layout.py parse_str_to_list)."""
+    p, stages = ctx.plan, ctx.stage_layers
+    if len(set(stages)) == 1:
+        return [["--num-layers-per-virtual-pipeline-stage", str(stages[0])]] if p.vpp > 1 else []
+    if p.vpp == 1 and len(set(stages[1:-1])) <= 1:
+        return [
+            ["--decoder-first-pipeline-num-layers", str(stages[0])],
+            ["--decoder-last-pipeline-num-layers", str(stages[-1])],
+        ]
+    layout = "|".join(f"t*{n}" for n in stages)
+    return [["--pipeline-model-parallel-layout", f"E{layout}L"]]
 
 
 def _recompute_args(ctx: ExportContext) -> list[list[str]]:

@@ -95,7 +95,8 @@ _NANOTRON: dict[str, str] = {
 # deepspeed
 _DEEPSPEED: dict[str, str] = {
     "dp": "train_batch_size (DeepSpeed checks it = micro * accumulation * dp)",
-    "tp": "tensor_parallel.autotp_size",
+    "tp": "refused when > 1 (UsageError): the deepspeed profile models the plain engine, which has no tensor "
+    "parallelism; AutoTP (tensor_parallel.autotp_size) is not modelled",
     "pp": "NOT MAPPED: pipeline parallelism is a deepspeed.pipe.PipelineModule in the model code, not a key",
     "cp": "NOT MAPPED: DeepSpeed has no ring context parallelism (DeepSpeed-Ulysses is a different algorithm: "
     "all-to-all over attention heads, set up in the training script)",
@@ -105,8 +106,7 @@ _DEEPSPEED: dict[str, str] = {
     "grad_accum_steps": "gradient_accumulation_steps",
     "recompute": "NOT MAPPED: DeepSpeed's activation_checkpointing section only configures "
     "deepspeed.checkpointing.checkpoint(), which the model code must call per layer",
-    "sequence_parallel": "NOT MAPPED: DeepSpeed AutoTP has no Megatron-style sequence parallelism (norms and dropout "
-    "run on the full sequence on every TP rank)",
+    "sequence_parallel": "refused with tp (it needs tp > 1): DeepSpeed has no Megatron-style sequence parallelism",
     "pp_schedule": "NOT MAPPED: no pipeline key (see pp)",
     "compile": "NOT MAPPED: the DeepSpeed config has no torch.compile switch: call engine.compile() in the training "
     "script",
@@ -117,8 +117,7 @@ _DEEPSPEED: dict[str, str] = {
     "script (torchao convert_to_float8_training with this recipe, or Transformer Engine) before deepspeed.initialize",
     "ep": "NOT MAPPED: DeepSpeed-MoE sets ep_size on each deepspeed.moe.layer.MoE in the model code, not in the config",
     "etp": "NOT MAPPED: DeepSpeed-MoE has no expert tensor parallelism",
-    "tp_overlap": "NOT MAPPED: DeepSpeed AutoTP all-reduces each row-parallel output and has no sequence parallelism, "
-    "so there is no all-gather / reduce-scatter to overlap with its GEMMs (and no config key for it)",
+    "tp_overlap": "refused with tp (it needs tp > 1): no TP communication to overlap",
 }
 
 # accelerate

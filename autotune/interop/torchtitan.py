@@ -47,6 +47,19 @@ MOE_FLAVORS = {
 }
 
 
+# RoPE base of each registered flavor (torchtitan 0.2.2 models/llama3/__init__.py: 500000 for 8B/70B/405B;
+# models/qwen3/__init__.py: 1000000 for 30B-A3B, 5000000 for 235B-A22B although Qwen/Qwen3-235B-A22B config.json says
+# 1000000; models/deepseek_v3/model/args.py default 10000.0). A flavor whose base differs from the model's is listed.
+FLAVOR_ROPE_THETA = {
+    ("llama3", "8B"): 500000.0,
+    ("llama3", "70B"): 500000.0,
+    ("llama3", "405B"): 500000.0,
+    ("qwen3", "30B-A3B"): 1000000.0,
+    ("qwen3", "235B-A22B"): 5000000.0,
+    ("deepseek_v3", "671B"): 10000.0,
+}
+
+
 def translate(ctx: ExportContext) -> Export:
     m, p, t = ctx.model, ctx.plan, ctx.train
     ex = Export(target=TARGET, body={})
@@ -107,6 +120,13 @@ def _model_section(m: ModelSpec, ex: Export) -> dict:
             + f"tie_embeddings={str(m.tie_embeddings).lower()})",
             "torchtitan model dims come from a registered flavor, not the TOML; register flavor "
             f'"{m.name}" with these dims in {where} (0.2.2 has no weight tying)',
+        )
+    theta = FLAVOR_ROPE_THETA.get((name, flavor))
+    if theta is not None and theta != m.rope_theta:
+        ex.skip(
+            f"model.rope_theta={m.rope_theta:g}",
+            f"torchtitan 0.2.2's registered {name} flavor {flavor} uses rope_theta={theta:g}; set it in {where} "
+            "to train this model",
         )
     return {"name": name, "flavor": flavor}
 

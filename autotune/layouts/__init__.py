@@ -1,1 +1,1 @@
-"""Stage 2, enumeration: every layout of N GPUs, the validity rules with ids, scoring and ranking with the predict stage's models."""
+"""Stage 3, enumeration and ranking: every layout of N GPUs, the validity rules with ids, scoring and ranking with the predict stage's models."""

@@ -12,7 +12,7 @@ What a ModelSpec cannot hold, and how it is handled:
   `HFModelConfig.bias_params()` returns that number; Llama-style `attention_bias`/`mlp_bias` are counted the same way.
 - Mistral's sliding-window attention (4096 for 7B-v0.1) is not modelled: attention FLOPs are counted as full causal,
   which over-counts only for seq_len > sliding_window.
-- An explicit `head_dim` (Qwen3) becomes ModelSpec.head_dim.
+- An explicit `head_dim` (Qwen3) becomes ModelSpec.head_dim; Qwen3's per-head q/k RMSNorm sets ModelSpec.qk_norm.
 Mixture-of-experts and MLA configs (mixtral, qwen2_moe, qwen3_moe, deepseek_v3): autotune/spec/hf_moe.py.
 """
 
@@ -200,6 +200,7 @@ def model_from_hf_config(path: str | Path, name: str | None = None) -> ModelSpec
             rope_theta=hf.rope_theta,
             norm_eps=hf.rms_norm_eps,
             head_dim=hf.head_dim,
+            qk_norm=hf.model_type in ("qwen3", "qwen3_moe"),  # transformers Qwen3(Moe)Attention: q_norm, k_norm always
             **dict(hf.moe),
         )
     except ValueError as e:  # e.g. heads not dividing hidden: ModelSpec names the field and the rule

@@ -15,8 +15,8 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     from autotune.core.trial import TrialSpec
-    from bench_model.run import as_memory_error, write_json_atomic
     from bench_model.trial import run_trial
+    from launchers.protocol import as_memory_error, write_json_atomic
 
     outdir, specs = Path(argv[0]), [Path(a) for a in argv[1:]]
     _measure_peak_flops_once_per_dtype()

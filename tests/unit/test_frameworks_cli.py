@@ -4,8 +4,6 @@ format's trainer is not the sweep's framework and writes the target's expected m
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from rich.console import Console
 
@@ -52,17 +50,17 @@ def test_report_shows_target_next_to_bench_model(megatron_sweep):
 
 
 def test_export_warns_and_writes_expected_memory(megatron_sweep, tmp_path, capsys):
-    out = tmp_path / "ds.json"
-    assert main(["export", str(megatron_sweep), "--best", "--format", "deepspeed", "-o", str(out)]) == 0
-    err = capsys.readouterr().err
-    warn = [x for x in err.splitlines() if "warning" in x]
-    assert len(warn) == 1 and "train.framework=megatron, not deepspeed" in warn[0]
-    doc = json.loads(out.read_text())
-    assert doc["_autotune"]["expected_memory"]["framework"] == "deepspeed"
-    assert doc["_autotune"]["expected_memory"]["reserved_bytes"] > 0
+    # the 3 megatron-planned layouts all use tp > 1: the deepspeed profile accepts none (issue 28: refuse, not a
+    # file DeepSpeed cannot run), in one line naming the rule
+    assert main(["export", str(megatron_sweep), "--best", "--format", "deepspeed"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "the deepspeed profile accepts none of the sweep's 3" in err
+    assert "the DeepSpeed engine has no tensor parallelism (tp must be 1)" in err
     out2 = tmp_path / "meg.args"
     assert main(["export", str(megatron_sweep), "--best", "--format", "megatron", "-o", str(out2)]) == 0
-    assert "warning" not in capsys.readouterr().err  # the sweep's own framework: no warning
+    err = capsys.readouterr().err
+    assert "warning" not in err  # the sweep's own framework: no warning
+    assert "is the best of the 3 of 3 layouts the megatron profile accepts (re-ranked under it)" in err
     assert "# Expected memory under the megatron profile" in out2.read_text()
 
 
@@ -98,16 +96,45 @@ def test_real_backends_plan_trials_with_bench_model():
 
 def test_export_says_when_the_target_profile_rejects_the_layout(tmp_path, capsys):
     """A bench_model sweep's FSDP (ZeRO-3) winner exported to Megatron: the megatron profile models zero_stage <= 1
-    only (rule megatron_zero_stage), so the file and the warning name that rule instead of a GiB figure."""
+    only (rule megatron_zero_stage): `--best` finds no layout that profile accepts and says so in one line (issue
+    28); `--trial` exports the chosen one anyway, and the file and the warning name that rule instead of a GiB figure."""
     argv = ["sweep", "--gpus", "8", "--backend", "simulate", "--max-trials", "2", "--sweep-id", "z3"]
     space = ["space.zero_stage=[3]", "space.tp=[1]", "space.pp=[1]", "space.cp=[1]"]
     assert main([*argv, *LLAMA, *space, f"sweep.results_dir={tmp_path}"]) == 0
     out = tmp_path / "meg.args"
     capsys.readouterr()
-    assert main(["export", str(tmp_path / "z3"), "--best", "--format", "megatron", "-o", str(out)]) == 0
+    assert main(["export", str(tmp_path / "z3"), "--best", "--format", "megatron", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "the megatron profile accepts none of the sweep's 2" in err and not out.exists()
+    trial = best_row(read_results(tmp_path / "z3"))["trial_id"]
+    assert main(["export", str(tmp_path / "z3"), "--trial", trial, "--format", "megatron", "-o", str(out)]) == 0
     warn = [x for x in capsys.readouterr().err.splitlines() if "warning" in x]
     assert len(warn) == 1 and "the megatron profile rejects this layout (megatron: zero_stage=3" in warn[0]
     assert "not modelled, the profile rejects this layout (megatron: zero_stage=3" in out.read_text()
     out2 = tmp_path / "tt.toml"
     assert main(["export", str(tmp_path / "z3"), "--best", "--format", "torchtitan", "-o", str(out2)]) == 0
     assert "GiB of" in capsys.readouterr().err  # torchtitan runs FSDP: a figure, no rejection
+
+
+def test_best_for_format_skips_the_layouts_the_target_profile_rejects(megatron_sweep):
+    """issue 28: `export --best --format deepspeed` takes the best row the deepspeed profile accepts, not the sweep's
+    best (tp=2, which the DeepSpeed engine cannot run), and names both. One tp=1 row is added to the sweep's rows,
+    ranked last by throughput."""
+    import pandas as pd
+
+    from autotune.cli.export import best_for_format
+
+    df = read_results(megatron_sweep)
+    base = df[df["status"] == "simulated"].iloc[0].to_dict()
+    extra = dict(base, trial_id="tp1row", candidate_id="tp1row", tp=1, pp=1, cp=1, vpp=1, dp=8, micro_batch_size=1)
+    extra.update(
+        grad_accum_steps=8, sequence_parallel=False, zero_stage=3, recompute="full", ep=1, etp=1, tp_overlap=False
+    )
+    extra.update(tokens_per_s_per_gpu=1.0, pred_tokens_per_s_per_gpu=1.0, pp_schedule="1f1b", dp_shard=0)
+    rows = pd.concat([df, pd.DataFrame([extra])], ignore_index=True)
+    overall = best_row(rows)
+    assert overall["tp"] > 1 and overall["trial_id"] != "tp1row"
+    row, note = best_for_format(rows, megatron_sweep, "deepspeed")
+    assert row["trial_id"] == "tp1row"
+    assert f"the sweep's best, trial {overall['trial_id']}" in note
+    assert "is rejected: deepspeed: tp=2: the DeepSpeed engine has no tensor parallelism" in note

@@ -67,6 +67,15 @@ def test_qwen2_biases_are_counted_apart():
     assert read_hf_config(EXAMPLES / "mistral-7b-v0.1.json").bias_params() == 0
 
 
+def test_qwen3_sets_qk_norm_like_the_preset():
+    """transformers Qwen3Attention / Qwen3MoeAttention always apply q_norm and k_norm (no config key): the import and
+    the search_spaces preset both say so, and Megatron exports get --qk-layernorm (issue 28); Llama has none."""
+    imported = model_from_hf_config(EXAMPLES / "qwen3-235b-a22b.json")
+    assert imported.qk_norm and load_config(["model=qwen3-235b-a22b"]).model.qk_norm
+    assert imported.identity() == load_config(["model=qwen3-235b-a22b"]).model.identity() | {"name": imported.name}
+    assert not model_from_hf_config(EXAMPLES / "llama-3.2-1b.json").qk_norm
+
+
 def test_transformers_defaults_apply(tmp_path):
     doc = {k: v for k, v in TINY.items() if k != "num_key_value_heads"}
     hf = read_hf_config(write(tmp_path, doc))

@@ -13,6 +13,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from autotune.core.errors import UsageError
 from autotune.core.types import ParallelPlan
 from autotune.interop import FORMATS, SUFFIXES, render, unmapped
 from autotune.spec.config import load_config
@@ -35,6 +36,9 @@ def plan(**kw) -> ParallelPlan:
 FOUR_D = dict(
     dp=4, tp=4, pp=2, cp=2, vpp=2, zero_stage=1, micro_batch_size=2, recompute="selective", sequence_parallel=True
 )  # 64 GPUs, 8 nodes of 8
+
+
+FOUR_D_NO_TP = {**FOUR_D, "tp": 1, "dp": 16, "sequence_parallel": False}  # DeepSpeed refuses tp > 1
 
 
 def out(fmt, job, p):
@@ -62,7 +66,7 @@ def test_batch_that_does_not_add_up_is_refused(llama8b):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_unmapped_setting_is_written_into_the_file(fmt, llama8b):
-    p = plan(**FOUR_D)
+    p = plan(**(FOUR_D if fmt != "deepspeed" else FOUR_D_NO_TP))
     text = out(fmt, llama8b, p)
     missing = unmapped(fmt, *llama8b, p)
     if fmt == "megatron":
@@ -244,8 +248,8 @@ def test_nanotron_zero3_becomes_zero1_and_says_so(llama8b):
 # ---------------------------------------------------------------- DeepSpeed (JSON)
 
 
-def test_deepspeed_batch_zero_and_autotp(llama8b):
-    p = plan(dp=16, tp=4, zero_stage=2, micro_batch_size=4)
+def test_deepspeed_batch_and_zero(llama8b):
+    p = plan(dp=16, zero_stage=2, micro_batch_size=4)
     doc = json.loads(out("deepspeed", llama8b, p))
     # DeepSpeed's rule: train_batch_size = micro * gradient_accumulation_steps * data-parallel world
     assert doc["train_batch_size"] == doc["train_micro_batch_size_per_gpu"] * doc["gradient_accumulation_steps"] * 16
@@ -255,18 +259,23 @@ def test_deepspeed_batch_zero_and_autotp(llama8b):
         8,
     )
     assert doc["zero_optimization"] == {"stage": 2} and doc["bf16"] == {"enabled": True}
-    assert doc["tensor_parallel"] == {"autotp_size": 4}
-    assert doc["_autotune"]["plan"]["tp"] == 4 and doc["_autotune_unmapped"] == []
+    assert "tensor_parallel" not in doc and doc["_autotune_unmapped"] == []
+
+
+def test_deepspeed_refuses_tensor_parallel_layouts(llama8b):
+    """issue 28: the export warned "the DeepSpeed engine has no tensor parallelism (tp must be 1)" and still wrote
+    "autotp_size": 4. The deepspeed profile's no_tp rule and the exporter now agree: one-line refusal."""
+    with pytest.raises(UsageError, match=r"--format=deepspeed: plan.tp=4: the DeepSpeed engine has no tensor paral"):
+        out("deepspeed", llama8b, plan(dp=16, tp=4, zero_stage=2, micro_batch_size=4))
 
 
 def test_deepspeed_lists_cp_pp_and_recompute(llama8b):
-    doc = json.loads(out("deepspeed", llama8b, plan(**FOUR_D)))
+    doc = json.loads(out("deepspeed", llama8b, plan(**FOUR_D_NO_TP)))
     keys = [u.split(":")[0] for u in doc["_autotune_unmapped"]]
     # the table-driven skips in field order (interop/_common.skip_not_mapped), then the pipeline's one line
     assert keys == [
         "plan.cp=2",
         "plan.recompute=selective",
-        "plan.sequence_parallel=true",
         "plan.pp=2 vpp=2 pp_schedule=interleaved_1f1b",
     ]
 
@@ -355,3 +364,42 @@ def test_hsdp_exports(llama8b):
     assert any("plan.dp_shard=8" in u for u in unmapped("nanotron", *llama8b, node))
     for fmt in ("torchtitan", "megatron", "deepspeed", "accelerate", "nanotron"):
         assert not any("dp_shard" in u for u in unmapped(fmt, *llama8b, plan(dp=16, zero_stage=3)))
+
+
+# ---------------------------------------------------------------- Megatron: head_dim, qk-norm, uneven pipeline splits
+
+
+def _qwen3_235b(**kw):
+    cfg = load_config(["model=qwen3-235b-a22b", "cluster=h100-sxm-80gb"])  # global batch 8192
+    kw = {"micro_batch_size": 1, **kw}
+    kw["grad_accum_steps"] = 8192 // (kw["dp"] * kw["micro_batch_size"])
+    return cfg.model, cfg.train, cfg.cluster, ParallelPlan(**kw)
+
+
+def test_megatron_qwen3_235b_pp16_head_dim_and_qk_norm():
+    """issue 28: Qwen3-235B at pp16 lacked the uneven split flags (94 layers: megatron-core asserts num_layers % pp),
+    --kv-channels 128 (Megatron would build head_dim 4096/64 = 64) and --qk-layernorm. bench_model's split of 94 over
+    16 stages: 5, then 14 stages of 6, then 5 (autotune/predict/schedule.py layers_of_rank)."""
+    job = _qwen3_235b(dp=16, pp=16, ep=16, zero_stage=1)
+    argv = shlex.split(render("megatron", *job), comments=True)
+    flag = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--") and not argv[i + 1].startswith("--")}
+    assert (flag["--decoder-first-pipeline-num-layers"], flag["--decoder-last-pipeline-num-layers"]) == ("5", "5")
+    assert flag["--kv-channels"] == "128" and "--qk-layernorm" in argv
+    assert 5 + 14 * 6 + 5 == 94
+
+
+def test_megatron_uneven_interleaved_split_is_a_layout_megatron_core_parses():
+    from autotune.interop._common import ExportContext
+    from autotune.predict.schedule import layers_of_rank
+
+    job = _qwen3_235b(dp=8, pp=4, vpp=3, ep=8, zero_stage=1, pp_schedule="interleaved_1f1b")
+    stages = ExportContext(*job).stage_layers  # 94 over 12 stages: 7 + 10 x 8 + 7
+    assert stages == (7,) + (8,) * 10 + (7,)
+    for r in range(4):  # rank r holds stages r, r+4, r+8: the same totals the memory model uses
+        assert sum(stages[r::4]) == int(layers_of_rank(94, 4, 3, r))
+    argv = shlex.split(render("megatron", *job), comments=True)
+    layout = argv[argv.index("--pipeline-model-parallel-layout") + 1]
+    core = pytest.importorskip("megatron.core.transformer.pipeline_parallel_layer_layout")
+    parsed = core.PipelineParallelLayerLayout.parse_str_to_list(layout)
+    assert [sum(1 for t in s if str(t).endswith("decoder")) for s in parsed] == list(stages)
+    assert "--num-layers-per-virtual-pipeline-stage" not in argv

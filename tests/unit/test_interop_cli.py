@@ -90,6 +90,14 @@ def test_every_format_exports_the_measured_winner(real_sweep, tmp_path, capsys):
     assert docs["accelerate"]["num_processes"] == dp * int(row["tp"]) * int(row["cp"])
 
 
+def test_ok_rows_and_launcher_rows_share_one_code_version(real_sweep):
+    """issue 28 item 9: the trainer wrote `git describe` ("bde0b7b") into ok rows, the launcher "0.1.0+gbde0b7b"."""
+    from launchers.protocol import code_version
+
+    _, row = real_sweep
+    assert row["status"] == "ok" and row["code_version"] == code_version()
+
+
 def test_export_rejects_an_unknown_format(real_sweep, capsys):
     sweep_dir, _ = real_sweep
     assert main(["export", str(sweep_dir), "--best", "--format", "titan"]) == 2

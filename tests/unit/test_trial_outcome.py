@@ -8,8 +8,7 @@ import json
 from autotune.core.types import ParallelPlan
 from autotune.results.trialfile import make_spec
 from autotune.spec.config import load_config
-from bench_model.run import is_peer_lost
-from launchers.protocol import assemble_row
+from launchers.protocol import assemble_row, is_peer_lost
 
 GLOO_PEER_GONE = "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:41234"
 
