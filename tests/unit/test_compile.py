@@ -132,10 +132,11 @@ def test_compiled_trial_timeout_and_slurm_limit_include_compile_time():
 
 
 class _FakeTrainer:
-    """Counts steps; run_steps needs only spec, device, step() and step_times_s."""
+    """Counts steps; run_steps needs only spec, device, step(), step_times_s and step_cpu_s."""
 
     def __init__(self, spec):
-        self.spec, self.device, self.step_times_s, self.steps = spec, types.SimpleNamespace(type="cpu"), [], []
+        self.spec, self.device, self.steps = spec, types.SimpleNamespace(type="cpu"), []
+        self.step_times_s, self.step_cpu_s = [], []
 
     def step(self, i):
         self.steps.append(i)
@@ -154,7 +155,7 @@ def test_compile_falls_in_untimed_warmup(monkeypatch, compile, warmup, untimed):
     t = _FakeTrainer(spec)
     tr.run_steps(t, lambda: None)
     assert tr.untimed_steps(spec) == untimed
-    assert len(t.steps) == untimed + 3 and len(t.step_times_s) == 3  # the first (compiling) step is never timed
+    assert len(t.steps) == untimed + 3 and len(t.step_times_s) == len(t.step_cpu_s) == 3  # the first (compiling) step is never timed
 
 
 @pytest.mark.parametrize("old_key", [True, False])
