@@ -263,6 +263,9 @@ def _flag_cases() -> list[BadInput]:
         c("netbench-iters-zero", ("netbench", "--gpus", "2", "--iters", "0"), ("--iters", "0")),
         c("netbench-cluster-unknown", ("netbench", "--gpus", "2", "cluster=nope"), ("cluster", "nope", "not a preset")),
         c("netbench-output-not-yaml", ("netbench", "--gpus", "2", "-o", "net.txt"), ("-o", "net.txt", ".yaml")),
+        c("devbench-output-not-yaml", ("devbench", "-o", "dev.txt"), ("-o", "dev.txt", ".yaml")),
+        c("devbench-cap-zero", ("devbench", "--cap", "0"), ("--cap", "0")),
+        c("devbench-cluster-unknown", ("devbench", "cluster=nope"), ("cluster", "nope", "not a preset")),
     ]
 
 
