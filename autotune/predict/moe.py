@@ -111,15 +111,6 @@ def a2a_s(copies: Any, hidden: int, act_bytes: int, ep: Any, etp: Any, cluster: 
     return np.where(ep > 1, t + (ep - 1) * lat, 0.0)
 
 
-def router_bytes_per_token(model: ModelSpec, act_bytes: int) -> float:
-    """HBM bytes per token of one MoE layer's memory-bound routing work, one pass: the router's fp32 scores (write E,
-    read E for softmax/sigmoid, write E probabilities, read them for top-k: 4E fp32 values), the permutation of the
-    token into k copies and back (read h, write kh; read kh, write h in the compute dtype), the weighted sum of the k
-    outputs (read kh, write h)."""
-    h, k, e = model.hidden_size, model.moe_router_topk, model.num_experts
-    return 4.0 * 4 * e + act_bytes * (h + k * h + k * h + h + k * h + h)
-
-
 def expert_gemm_m(copies: Any, ep: Any, etp: Any, model: ModelSpec) -> np.ndarray:
     """Rows of each local expert's grouped GEMM: the rank's EP group's copies land on its E/ep experts, gathered over
     etp: copies * ep * etp / E per expert (even routing)."""
@@ -199,3 +190,61 @@ def bench_model_moe_layer_bytes(
     shared = n * swiglu * c * model.moe_shared_expert_ffn_hidden_size
     dense = t * swiglu * c * model.ffn_hidden_size / tp + c * h * (t - n)
     return np.where(r >= 2, 0.0, routed + shared - dense)
+
+
+# ---- speed-model terms of the MoE block beyond its GEMMs (docs/perf_model_moe.md) -----------------------------------
+
+
+def moe_block_bytes_per_token(model: ModelSpec, act_bytes: int) -> float:
+    """HBM bytes per routed token of one MoE layer's memory-bound work in one forward pass, kernel by kernel as
+    bench_model's MoE block runs them eager (bench_model/moe.py; one read per input, one write per output, the count
+    `elementwise_bytes_per_token` makes for the dense block). c = compute dtype bytes, E experts, k top-k, h hidden:
+      router    logits (GEMM output, c E) cast to fp32 (read c E, write 4E); softmax or sigmoid (read 4E, write 4E);
+                top-k (read 4E, write int64 + fp32 per slot: 12k); the gather of the k weights and their
+                re-normalisation (read 4E + 3 x 4k, write 3 x 4k: gather, sum, divide)
+      sort      argsort of the token's k int64 expert ids: an LSD radix sort of 64-bit keys with int64 values makes
+                8 passes of 8-bit digits, each reading and writing key and value (8 x 32 bytes per slot: CUB
+                DeviceRadixSort, Merrill & Garland 2016 "Single-pass Parallel Prefix Scan with Decoupled Look-back"
+                onesweep: one pass per digit), the index arithmetic order // k (read 8, write 8 per slot)
+      permute   x[order // k]: read and write k copies of h (2 c k h), index read (8k)
+      unpermute index_copy_ of the k expert outputs into slot order: read and write c k h, index read (8k)
+      combine   ys * weights: read c k h + weights, write c k h; sum over the k slots: read c k h, write c h
+      aux loss  (moe_aux_loss_coeff > 0) the scores over their row sums: read 4E twice, write 4E; the counts'
+                scatter_add: read 8k, write 4k
+    The experts' SwiGLU is the dense term's (elementwise_bytes_per_token counts one of width ffn_hidden_size, which
+    Qwen3-style configs set to k x moe_ffn_hidden_size). The backward pass moves about twice these bytes (each op's
+    gradient reads the incoming gradient and its saved input, writes one gradient: the dense count's convention)."""
+    c, e, k, h = float(act_bytes), model.num_experts, model.moe_router_topk, model.hidden_size
+    router = (c * e + 4 * e) + (4 * e + 4 * e) + (4 * e + 12 * k) + (4 * e + 12 * k + 12 * k)
+    sort = 8 * 32 * k + 16 * k
+    permute = 2 * c * k * h + 8 * k
+    unpermute = 2 * c * k * h + 8 * k
+    combine = (2 * c * k * h + 4 * k) + (c * k * h + c * h)
+    aux = (12 * e + 12 * k) if model.moe_aux_loss_coeff > 0 else 0.0
+    return router + sort + permute + unpermute + combine + aux
+
+
+def expert_cast_bytes(
+    layer_params: Any, zero_stage: Any, edp: Any, grad_accum: Any, act_bytes: int, param_bytes: int
+) -> np.ndarray:
+    """HBM bytes per micro-batch of one MoE layer's expert-weight casts in bench_model, `layer_params` the layer's
+    routed-expert parameters on the rank (E/ep experts x 3hF/etp), held in fp32 (param_bytes p = 4), computed in
+    c = act_bytes (bf16: 2). Nothing when c == p.
+      ZeRO 0/1: the experts stay outside FSDP (bench_model/parallel/data_parallel.py `ignored_params`) and
+        GroupedExperts.forward casts them, `w.to(x.dtype)`, every forward: read p, write c per parameter; autograd's
+        backward of the cast turns the c-byte weight gradient into p bytes (read c, write p); AccumulateGrad adds it
+        into .grad on every micro-batch but the first of the step (zero_grad(set_to_none=True): the first one is
+        kept as is): read 2p, write p, on (m-1)/m of the micro-batches on average.
+      ZeRO 2/3: FSDP2 (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)) casts the rank's 1/edp shard in
+        the all-gather copy-in (read p, write c per shard element; again in backward at ZeRO 3, which re-gathers),
+        casts the full c-byte gradient to fp32 before the reduce-scatter (read c, write p) and accumulates the
+        sharded fp32 gradient (read 2p, write p per shard element, (m-1)/m of the micro-batches)."""
+    p, c = float(param_bytes), float(act_bytes)
+    n = np.asarray(layer_params, dtype=np.float64)
+    z, edp = np.asarray(zero_stage), np.maximum(np.asarray(edp, dtype=np.float64), 1.0)
+    m = np.maximum(np.asarray(grad_accum, dtype=np.float64), 1.0)
+    accumulate = 3.0 * p * (m - 1.0) / m
+    low = n * ((p + c) + (c + p) + accumulate)
+    gathers = np.where(z >= 3, 2.0, 1.0)
+    sharded = n * ((p + c) * gathers / edp + (c + p) + accumulate / edp)
+    return np.where(c >= p, 0.0, np.where(z >= 2, sharded, low))

@@ -58,8 +58,9 @@ from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, ar
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
-from autotune.predict.memory import rank_params, shard_group
+from autotune.predict.memory import POSITIONS, rank_params, shard_group
 from autotune.predict.perf_terms import (
+    adam_tensors_per_param,
     attention_s,
     compiled_elementwise_factor,
     elementwise_bytes_per_token,
@@ -180,7 +181,7 @@ def _moe_terms(
     rows = moe.expert_gemm_m(copies, ep, etp, model)
     gemm = copies * etp * 2.0 * 3 * h * f / etp * passes * imbalance
     gemm = gemm / (linear_peak * gemm_efficiency(linear_eff, rows, f / etp))
-    router = memory_bound_s(moe.moe_tokens(tokens, tp, sp) * moe.router_bytes_per_token(model, c) * 3.0, cluster)
+    router = _moe_memory_bound_s(arr, model, train, cluster, tokens, c)
     n_a2a = moe.A2A_PER_LAYER + np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 2, 0)
     a2a = n_a2a * moe.a2a_s(copies * imbalance, h, c, ep, etp, cluster)
     e_bw, e_lat = _link(cluster, etp)
@@ -189,6 +190,27 @@ def _moe_terms(
         + ring_s("reduce_scatter", etp, copies * h * c, e_bw, e_lat)
     )
     return {"moe_compute": gemm + router, "ep": a2a + etp_s}
+
+
+def _moe_memory_bound_s(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, tokens: Any, c: int
+) -> np.ndarray:
+    """One MoE layer's memory-bound seconds per micro-batch: routing, sort, permute, unpermute, combine and aux loss
+    (moe.moe_block_bytes_per_token: forward, x3 with its backward; under plan.compile the fused share of the eager
+    traffic, compile_memory_traffic_factor) and, in bench_model, the experts' weight casts (moe.expert_cast_bytes)."""
+    n = moe.moe_tokens(tokens, arr["tp"], arr["sequence_parallel"])
+    fused = compiled_elementwise_factor(arr["compile"], cluster, "gpt")  # eager: the count is per kernel already
+    t = memory_bound_s(n * moe.moe_block_bytes_per_token(model, c) * 3.0 * fused, cluster)
+    if train.framework != "bench_model":  # Megatron keeps bf16 weights and accumulates wgrad in fp32 main_grad
+        return t
+    ep, etp = arr["ep"], arr["etp"]
+    world = arr["dp"] * arr["tp"] * arr["pp"] * arr["cp"]
+    local = moe.expert_layer_params(model) / (ep * etp)
+    edp = moe.expert_shard_group(world, arr["pp"], ep, etp)
+    casts = moe.expert_cast_bytes(
+        local, arr["zero_stage"], edp, arr["grad_accum_steps"], c, DTYPE_BYTES[train.param_dtype]
+    )
+    return t + memory_bound_s(casts, cluster)
 
 
 def _busiest_stage(
@@ -309,15 +331,22 @@ def _ddp_s(
     ) + np.where(arr["zero_stage"] == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
 
 
-def _optimizer_s(arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray) -> np.ndarray:
-    """AdamW update of the rank's parameter slice at HBM bandwidth (perf_terms.optimizer_step_s); with CPU offload it
-    runs on the host instead, with its copies for offload=optimizer (perf_terms.offload_step_s)."""
+def _optimizer_s(
+    arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray, psi_experts: Any = 0.0
+) -> np.ndarray:
+    """AdamW update of the rank's parameter slice at HBM bandwidth (perf_terms.optimizer_step_s, the framework's
+    tensor accesses per parameter); with CPU offload it runs on the host instead, with its copies for
+    offload=optimizer (perf_terms.offload_step_s). `psi_experts`: the rank's routed-expert parameters, whose states
+    ZeRO shards over the expert-data-parallel group edp (autotune/predict/moe.py) instead of dp*cp."""
     z, off, shard = arr["zero_stage"], arr["offload"], shard_group(arr)
+    edp = moe.expert_shard_group(arr["dp"] * arr["tp"] * arr["pp"] * arr["cp"], arr["pp"], arr["ep"], arr["etp"])
     g, p = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.param_dtype]
-    opt = optimizer_step_s(
-        psi, shard, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster
-    )
-    host_opt = offload_step_s(psi / np.where(z >= 1, shard, 1), off, p, g, cluster)
+    opt_b = DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0
+    accesses = adam_tensors_per_param(train.framework)
+    opt = optimizer_step_s(psi, shard, z, opt_b, cluster, accesses)
+    opt = opt + optimizer_step_s(psi_experts, edp, z, opt_b, cluster, accesses)
+    updated = psi / np.where(z >= 1, shard, 1) + np.asarray(psi_experts) / np.where(z >= 1, edp, 1)
+    host_opt = offload_step_s(updated, off, p, g, cluster)
     return np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
 
 
@@ -346,7 +375,8 @@ def perf_arrays(
     psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])  # parameters of the largest stage
     fsdp, replicate = _fsdp_s(arr, train, cluster, ranks, stage)
     dp_exposed = np.where(z >= 2, fsdp, _ddp_s(arr, train, cluster, psi, stage))
-    opt = _optimizer_s(arr, train, cluster, psi)
+    psi_experts = np.maximum.reduce([np.asarray(ranks[f"expert_{p}"], dtype=np.float64) for p in POSITIONS])
+    opt = _optimizer_s(arr, train, cluster, psi, psi_experts)
     ep_s = m * stage["ep"]
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
     if model.is_moe:
