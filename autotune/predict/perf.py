@@ -183,13 +183,27 @@ def _moe_terms(
     gemm = gemm / (linear_peak * gemm_efficiency(linear_eff, rows, f / etp))
     router = _moe_memory_bound_s(arr, model, train, cluster, tokens, c)
     n_a2a = moe.A2A_PER_LAYER + np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 2, 0)
-    a2a = n_a2a * moe.a2a_s(copies * imbalance, h, c, ep, etp, cluster)
+    a2a = n_a2a * _dispatch_s(arr, model, cluster, copies / k * imbalance, c)
     e_bw, e_lat = _link(cluster, etp)
     etp_s = 2 * (
         ring_s("all_gather", etp, copies * h * c, e_bw, e_lat)
         + ring_s("reduce_scatter", etp, copies * h * c, e_bw, e_lat)
     )
     return {"moe_compute": gemm + router, "ep": a2a + etp_s}
+
+
+def _dispatch_s(arr: dict[str, np.ndarray], model: ModelSpec, cluster: ClusterSpec, routed: Any, c: int) -> np.ndarray:
+    """One dispatch or combine of `routed` tokens per rank under plan.moe_dispatcher (autotune/predict/moe.py):
+    alltoall moves k copies per token (moe.a2a_s), deepep one per destination rank (moe.distinct_ranks_per_token)
+    over the same links; allgather is half of an all-gather + reduce-scatter pair over the EP group of ep x routed
+    tokens (ranks etp apart: _link), so that forward + backward (4 dispatches) make the dispatcher's 2 + 2."""
+    ep, etp, d = arr["ep"], arr["etp"], arr["moe_dispatcher"]
+    h = model.hidden_size
+    a2a = moe.a2a_s(moe.dispatch_copies(model, d, routed, ep), h, c, ep, etp, cluster)
+    bw, lat = _link(cluster, ep * etp, etp)
+    nbytes = moe.allgather_bytes(routed, h, c, ep)
+    pair = ring_s("all_gather", ep, nbytes, bw, lat) + ring_s("reduce_scatter", ep, nbytes, bw, lat)
+    return np.where(d == 1, pair / 2.0, a2a)
 
 
 def _moe_memory_bound_s(

@@ -172,8 +172,10 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
     # the expert-parallel degrees on an MoE model (128 experts of width 768: ep 8 and etp 2 divide them)
     moe = load_config(["model=qwen3-30b-a3b", "cluster=h100-sxm-80gb"])
     ep_plan = ParallelPlan(dp=8, tp=2, ep=8, etp=2, sequence_parallel=True, micro_batch_size=2, grad_accum_steps=32)
+    deepep = dataclasses.replace(ep_plan, moe_dispatcher="deepep")
     for fmt in FORMATS:
-        texts[fmt] += " | " + " | ".join(unmapped(fmt, moe.model, moe.train, moe.cluster, ep_plan))
+        for plan in (ep_plan, deepep):
+            texts[fmt] += " | " + " | ".join(unmapped(fmt, moe.model, moe.train, moe.cluster, plan))
     for fmt in FORMATS:
         for field, target in _module(fmt).PLAN_KEYS.items():
             if target.startswith("NOT MAPPED"):
