@@ -72,15 +72,15 @@ def _grouped_sample(torch, device, dtype, shapes, iters: int) -> dict[str, Any]:
 
     e, r, k, n = shapes.expert_groups, shapes.expert_rows, shapes.expert_k, shapes.expert_n
     x = torch.randn(e * r, k, device=device, dtype=dtype)
-    w = torch.randn(e, k, n, device=device, dtype=dtype)
+    w = torch.randn(e, n, k, device=device, dtype=dtype)  # stacked like nn.Linear weights (bench_model: w1 (E, F, H))
     dy = torch.randn(e * r, n, device=device, dtype=dtype)
     offs = torch.arange(r, e * r + 1, r, device=device, dtype=torch.int32)
     if grouped_mm_supported(x, k, n):
-        wt = w.transpose(-2, -1).contiguous()
+        wt = torch.randn(e, k, n, device=device, dtype=dtype)  # the (E, H, F) weight of dgrad's product, same layout
 
-        def run():
-            torch._grouped_mm(x, w, offs=offs)
-            torch._grouped_mm(dy, wt, offs=offs)
+        def run():  # operands as bench_model passes them: the stacked weights transposed (column-major views)
+            torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+            torch._grouped_mm(dy, wt.transpose(-2, -1), offs=offs)
             for i in range(e):  # wgrad per expert: torch._grouped_mm's K-grouped form is not on every build
                 x[i * r : (i + 1) * r].t() @ dy[i * r : (i + 1) * r]
 
@@ -90,7 +90,7 @@ def _grouped_sample(torch, device, dtype, shapes, iters: int) -> dict[str, Any]:
         def run():
             for i in range(e):
                 xs, ds = x[i * r : (i + 1) * r], dy[i * r : (i + 1) * r]
-                (xs @ w[i], ds @ w[i].t(), xs.t() @ ds)
+                (xs @ w[i].t(), ds @ w[i], xs.t() @ ds)
 
         path = "loop"
     t = _timed(torch, device, run, iters)
