@@ -253,6 +253,19 @@ def expert_cast_bytes(
 # ---- token dispatchers (plan.moe_dispatcher; MOE_DISPATCHERS order: alltoall 0, allgather 1, deepep 2) --------------
 
 
+# Frameworks whose token dispatch blocks the compute stream: bench_model calls dist.all_to_all_single synchronously
+# on the compute stream before and after the experts (bench_model/parallel/expert_parallel.py) and runs one
+# micro-batch at a time, so nothing runs beside it.
+SYNCHRONOUS_DISPATCH = frozenset({"bench_model"})
+
+
+def ep_overlap(framework: str, overlap: float) -> float:
+    """Fraction of the EP all-to-all time that overlaps compute and is hidden (perf_terms.prefetch_exposed_s): 0 for a
+    synchronous dispatcher (SYNCHRONOUS_DISPATCH), else `overlap` (the cluster's dp_overlap: Megatron-Core overlaps
+    the EP all-to-all of one micro-batch with another's compute, --overlap-moe-expert-parallel-comm, MCore v0.14)."""
+    return 0.0 if framework in SYNCHRONOUS_DISPATCH else float(overlap)
+
+
 def distinct_ranks_per_token(model: ModelSpec, ep: Any) -> np.ndarray:
     """Expected EP ranks a token's k experts live on (E experts, E/ep per rank, k distinct experts drawn uniformly):
     ep * (1 - P(none of the k on a given rank)), P = prod_{i<k} (E - E/ep - i) / (E - i) (hypergeometric). DeepEP

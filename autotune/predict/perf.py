@@ -148,9 +148,11 @@ def _layer_terms(
     cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
     out = {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
     out.update(_moe_terms(arr, model, train, cluster, tokens, passes, linear_peak, linear_eff))
-    # the all-to-alls run while other micro-batches compute (Megatron-Core's 1F1B all-to-all overlap): hidden like
-    # DP traffic, with the same fraction of the overlapped part really hidden (cluster.dp_overlap; no EP-specific fit)
-    out["ep"] = prefetch_exposed_s(out["ep"], gemm + attn + mem + out["moe_compute"], cluster.dp_overlap)
+    # the all-to-alls run while other micro-batches compute (Megatron-Core's batch-level EP overlap): hidden like
+    # DP traffic, with the same fraction of the overlapped part really hidden (cluster.dp_overlap; no EP-specific fit);
+    # a framework whose dispatch blocks its own compute hides nothing (moe.ep_overlap)
+    overlap = moe.ep_overlap(train.framework, cluster.dp_overlap)
+    out["ep"] = prefetch_exposed_s(out["ep"], gemm + attn + mem + out["moe_compute"], overlap)
     return out
 
 

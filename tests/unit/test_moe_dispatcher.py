@@ -86,3 +86,16 @@ def test_trainer_refuses_other_dispatchers_in_one_line():
     spec = SimpleNamespace(model=model, plan=ParallelPlan(dp=2, ep=2, moe_dispatcher="deepep"))
     with pytest.raises(SpecError, match="moe_dispatcher=deepep: bench_model dispatches with all-to-all only"):
         check_moe_trial(spec)
+
+
+def test_synchronous_dispatch_hides_nothing():
+    """bench_model's all_to_all_single blocks its compute stream: the EP time is all exposed; Megatron overlaps it
+    with another micro-batch's compute (the part behind compute hidden at dp_overlap)."""
+    q = load_config(["model=qwen3-30b-a3b", "cluster=h100-sxm-80gb"])
+    plan = ParallelPlan(dp=16, ep=16, zero_stage=1, micro_batch_size=1, grad_accum_steps=32)
+    ep = {
+        f: perf_arrays(arrays_from_plans([plan]), q.model, dataclasses.replace(q.train, framework=f), q.cluster)
+        for f in ("bench_model", "megatron")
+    }
+    assert moe.ep_overlap("bench_model", 0.5) == 0.0 and moe.ep_overlap("megatron", 0.5) == 0.5
+    assert float(ep["bench_model"]["ep_comm_s"][0]) > float(ep["megatron"]["ep_comm_s"][0]) > 0
