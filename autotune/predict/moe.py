@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.types import ClusterSpec
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
+from autotune.predict.perf_terms import compiled_elementwise_factor, memory_bound_s
 
 A2A_PER_LAYER = 4  # dispatch + combine, forward and backward (Megatron MoEAlltoAllTokenDispatcher)
 
@@ -248,6 +249,25 @@ def expert_cast_bytes(
     gathers = np.where(z >= 3, 2.0, 1.0)
     sharded = n * ((p + c) * gathers / edp + (c + p) + accumulate / edp)
     return np.where(c >= p, 0.0, np.where(z >= 2, sharded, low))
+
+
+def moe_memory_bound_s(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, tokens: Any, c: int
+) -> np.ndarray:
+    """One MoE layer's memory-bound seconds per micro-batch: routing, sort, permute, unpermute, combine and aux loss
+    (moe_block_bytes_per_token: forward, x3 with its backward; under plan.compile the fused share of the eager
+    traffic, compile_memory_traffic_factor) and, in bench_model, the experts' weight casts (expert_cast_bytes)."""
+    n = moe_tokens(tokens, arr["tp"], arr["sequence_parallel"])
+    fused = compiled_elementwise_factor(arr["compile"], cluster, "gpt")  # eager: the count is per kernel already
+    t = memory_bound_s(n * moe_block_bytes_per_token(model, c) * 3.0 * fused, cluster)
+    if train.framework != "bench_model":  # Megatron keeps bf16 weights and accumulates wgrad in fp32 main_grad
+        return t
+    ep, etp = arr["ep"], arr["etp"]
+    world = arr["dp"] * arr["tp"] * arr["pp"] * arr["cp"]
+    local = expert_layer_params(model) / (ep * etp)
+    edp = expert_shard_group(world, arr["pp"], ep, etp)
+    casts = expert_cast_bytes(local, arr["zero_stage"], edp, arr["grad_accum_steps"], c, DTYPE_BYTES[train.param_dtype])
+    return t + memory_bound_s(casts, cluster)
 
 
 # ---- token dispatchers (plan.moe_dispatcher; MOE_DISPATCHERS order: alltoall 0, allgather 1, deepep 2) --------------

@@ -183,7 +183,7 @@ def _moe_terms(
     rows = moe.expert_gemm_m(copies, ep, etp, model)
     gemm = copies * etp * 2.0 * 3 * h * f / etp * passes * imbalance
     gemm = gemm / (linear_peak * gemm_efficiency(linear_eff, rows, f / etp))
-    router = _moe_memory_bound_s(arr, model, train, cluster, tokens, c)
+    router = moe.moe_memory_bound_s(arr, model, train, cluster, tokens, c)
     n_a2a = moe.A2A_PER_LAYER + np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 2, 0)
     a2a = n_a2a * _dispatch_s(arr, model, cluster, copies / k * imbalance, c)
     e_bw, e_lat = _link(cluster, etp)
@@ -206,27 +206,6 @@ def _dispatch_s(arr: dict[str, np.ndarray], model: ModelSpec, cluster: ClusterSp
     nbytes = moe.allgather_bytes(routed, h, c, ep)
     pair = ring_s("all_gather", ep, nbytes, bw, lat) + ring_s("reduce_scatter", ep, nbytes, bw, lat)
     return np.where(d == 1, pair / 2.0, a2a)
-
-
-def _moe_memory_bound_s(
-    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, tokens: Any, c: int
-) -> np.ndarray:
-    """One MoE layer's memory-bound seconds per micro-batch: routing, sort, permute, unpermute, combine and aux loss
-    (moe.moe_block_bytes_per_token: forward, x3 with its backward; under plan.compile the fused share of the eager
-    traffic, compile_memory_traffic_factor) and, in bench_model, the experts' weight casts (moe.expert_cast_bytes)."""
-    n = moe.moe_tokens(tokens, arr["tp"], arr["sequence_parallel"])
-    fused = compiled_elementwise_factor(arr["compile"], cluster, "gpt")  # eager: the count is per kernel already
-    t = memory_bound_s(n * moe.moe_block_bytes_per_token(model, c) * 3.0 * fused, cluster)
-    if train.framework != "bench_model":  # Megatron keeps bf16 weights and accumulates wgrad in fp32 main_grad
-        return t
-    ep, etp = arr["ep"], arr["etp"]
-    world = arr["dp"] * arr["tp"] * arr["pp"] * arr["cp"]
-    local = moe.expert_layer_params(model) / (ep * etp)
-    edp = moe.expert_shard_group(world, arr["pp"], ep, etp)
-    casts = moe.expert_cast_bytes(
-        local, arr["zero_stage"], edp, arr["grad_accum_steps"], c, DTYPE_BYTES[train.param_dtype]
-    )
-    return t + memory_bound_s(casts, cluster)
 
 
 def _busiest_stage(
