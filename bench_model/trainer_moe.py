@@ -20,6 +20,10 @@ def check_moe_trial(spec: TrialSpec) -> None:
     the trainer's own limits)."""
     m, p = spec.model, spec.plan
     check_moe_plan(p, m)
+    if p.moe_dispatcher != "alltoall":  # the planner's rule bench_model_moe_dispatcher, for a hand-made spec
+        raise SpecError(
+            f"plan.moe_dispatcher={p.moe_dispatcher}: bench_model dispatches with all-to-all only (use alltoall)"
+        )
     if m.is_moe and m.moe_capacity_factor is not None:
         raise SpecError(
             f"model.moe_capacity_factor={m.moe_capacity_factor}: bench_model runs dropless MoE only (null); "

@@ -174,6 +174,10 @@ sys.modules["autotune.core.types"] = sys.modules["autotune.core.model"] = old_ty
 _known = {f.name for f in dataclasses.fields(old_types.ParallelPlan)}
 _OldPlan = old_types.ParallelPlan
 old_types.ParallelPlan = lambda **kw: _OldPlan(**{k: v for k, v in kw.items() if k in _known})
+# likewise train fields added later (framework: which trainer's speed terms apply)
+_known_train = {f.name for f in dataclasses.fields(old_types.TrainSpec)}
+_OldTrain = old_types.TrainSpec
+old_types.TrainSpec = lambda **kw: _OldTrain(**{k: v for k, v in kw.items() if k in _known_train})
 spec = importlib.util.spec_from_file_location("rr", sys.argv[2]); rr = importlib.util.module_from_spec(spec)
 sys.modules["rr"] = rr
 spec.loader.exec_module(rr)

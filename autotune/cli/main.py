@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "submit": "submit",
     "calibrate": "calibrate",
     "netbench": "netbench",
+    "devbench": "devbench",
 }
 
 

@@ -110,6 +110,8 @@ class TrialSpec:
     resources: dict[str, Any] = field(default_factory=dict)
     # `autotune netbench` only (entry autotune.fitting.netbench_rank): sizes_bytes, iters, warmup
     netbench: dict[str, Any] = field(default_factory=dict)
+    # `autotune devbench` only (entry autotune.fitting.devbench_rank): iters, cap (largest dimension timed; CPU)
+    devbench: dict[str, Any] = field(default_factory=dict)
 
     @property
     def candidate_id(self) -> str:

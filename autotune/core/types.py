@@ -29,6 +29,11 @@ OFFLOAD_MODES: tuple[str, ...] = ("none", "optimizer", "params")
 # FP8 (OCP MX: 32-element blocks, E8M0 scales), Blackwell tensor cores. nvfp4: FP4 E2M1 with 16-element E4M3 block
 # scales and a per-tensor fp32 scale, Blackwell tensor cores (docs/memory_model.md "FP8 linears")
 FP8_RECIPES: tuple[str, ...] = ("none", "tensorwise", "rowwise", "mxfp8", "nvfp4")
+# MoE token dispatchers (plan.moe_dispatcher): all-to-all of the routed copies (Megatron MoEAlltoAllTokenDispatcher,
+# torchtitan "standard"), all-gather of the EP group's tokens + reduce-scatter of the outputs (Megatron
+# MoEAllGatherTokenDispatcher), DeepEP's fused dispatch/combine kernels (Megatron --moe-token-dispatcher-type flex with
+# DeepEP, torchtitan parallelism.expert_parallel_comm_backend=deepep; Zhao et al. 2025, deepseek-ai/DeepEP)
+MOE_DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep")
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # train.framework: the trainers whose memory accounting and limits autotune models, one profile each
 # (autotune/predict/frameworks/, which checks that its PROFILES are exactly these names)
@@ -267,6 +272,17 @@ class ParallelPlan:
     # "Overlap Communication with Dependent Computation via Decomposition"; autotune/predict/perf_terms.py
     # tp_overlap_exposed_s). It changes the job (symmetric-memory / userbuffer kernels), so searched only when asked.
     tp_overlap: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" tp-overlap")
+    # How an MoE layer moves its tokens between the EP ranks (MOE_DISPATCHERS; autotune/predict/moe.py dispatch terms):
+    # a framework choice with its own communication and buffers, so searched only when asked.
+    moe_dispatcher: str = dim_field(
+        "alltoall",
+        opt_in=True,
+        optuna=True,
+        oom="shape",
+        label="moe_dispatcher",
+        choices=MOE_DISPATCHERS,
+        tag=" disp={}",
+    )
 
     def __post_init__(self) -> None:
         for name in PLAN_FIELDS:  # each field's domain, from its Dim; rules across fields: autotune.layouts.rules

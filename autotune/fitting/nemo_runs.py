@@ -157,6 +157,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         grad_dtype="bf16",
         master_dtype="fp32",
         moe_routing="balanced",
+        framework="megatron",  # NeMo / Megatron-Bridge run Megatron-Core: its fused Adam, bf16 weights, EP overlap
     )
     return model, train, plan
 

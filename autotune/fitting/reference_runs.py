@@ -167,7 +167,14 @@ def megatron_2024_layout(r: Any, tp_overlap: bool = True) -> tuple[ModelSpec, Tr
         sequence_parallel=tp > 1,
         tp_overlap=tp_overlap and tp > 1,
     )
-    train = TrainSpec(seq_len=seq, global_batch_size=gbs, param_dtype="bf16", grad_dtype="fp32", master_dtype="fp32")
+    train = TrainSpec(
+        seq_len=seq,
+        global_batch_size=gbs,
+        param_dtype="bf16",
+        grad_dtype="fp32",
+        master_dtype="fp32",
+        framework="megatron",  # Megatron-LM's own runs: its fused Adam, bf16 weights (the speed terms that differ)
+    )
     return model, train, plan
 
 
@@ -213,7 +220,12 @@ def load_megatron(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipped
         tok = float(r.tflops_per_gpu) * 1e12 / _megatron_flops_per_token(model, seq, rec)
         # Megatron/Narayanan keep bf16 params and grads with an fp32 master copy (Rajbhandari et al. 2020 accounting)
         train = TrainSpec(
-            seq_len=seq, global_batch_size=gbs, param_dtype="bf16", grad_dtype="bf16", master_dtype="fp32"
+            seq_len=seq,
+            global_batch_size=gbs,
+            param_dtype="bf16",
+            grad_dtype="bf16",
+            master_dtype="fp32",
+            framework="megatron",
         )
         runs.append(ReferenceRun("megatron", i, model, train, GPU_PRESET[str(r.gpu_type)], plan, tok))
     return runs, skipped

@@ -32,6 +32,10 @@ _TORCHTITAN: dict[str, str] = {
     "fp8": "model.converters += quantize.linear.float8 (recipe_name, filter_fqns) or quantize.linear.mx (mxfp8)",
     "ep": "SET parallelism.expert_parallel_degree",
     "etp": "SET parallelism.expert_tensor_parallel_degree",
+    # torchtitan config/job_config.py Parallelism.expert_parallel_comm_backend takes "standard" | "deepep" | "hybridep":
+    # the values differ from the plan's, and there is no all-gather dispatcher, so it is set by hand
+    "moe_dispatcher": 'NOT MAPPED: set parallelism.expert_parallel_comm_backend = "deepep" by hand for deepep ("standard" '
+    "is torchtitan's all-to-all); torchtitan has no all-gather token dispatcher",
     # torchtitan 0.2.2 config/job_config.py Parallelism.enable_async_tensor_parallel; maybe_enable_async_tp raises
     # unless compile.enable with "model" in compile.components (rule tp_overlap_needs_compile)
     "tp_overlap": "SET parallelism.enable_async_tensor_parallel",
@@ -59,6 +63,10 @@ _MEGATRON: dict[str, str] = {
     "fp8": "--fp8-format hybrid --fp8-recipe tensorwise | --fp8-recipe mxfp8 | --fp4-recipe nvfp4 (Transformer Engine; no rowwise recipe)",
     "ep": "SET --expert-model-parallel-size",
     "etp": "--expert-tensor-parallel-size, always written for an MoE model (Megatron's default is ETP = TP)",
+    # Megatron-LM arguments.py: --moe-token-dispatcher-type {allgather,alltoall,flex}; DeepEP is the flex dispatcher with
+    # --moe-enable-deepep (newer releases: --moe-flex-dispatcher-backend deepep): one plan value, two flags
+    "moe_dispatcher": "NOT MAPPED: write --moe-token-dispatcher-type alltoall|allgather, or for deepep "
+    "--moe-token-dispatcher-type flex --moe-enable-deepep, by hand",
     # Transformer Engine userbuffers; Megatron-LM validate_args asserts sequence parallelism (rule tp_overlap_needs_sp)
     "tp_overlap": "SET --tp-comm-overlap",
 }
@@ -85,6 +93,7 @@ _NANOTRON: dict[str, str] = {
     "delayed-scaling recipe, not torchao's)",
     "ep": "SET parallelism.expert_parallel_size",
     "etp": "NOT MAPPED: nanotron 0.4 has no expert tensor parallelism (each expert whole on its ep rank)",
+    "moe_dispatcher": "NOT MAPPED: nanotron 0.4's MoE dispatches with its own all-to-all only",
     # ParallelismArgs.tp_linear_async_communication (config/parallelism_config.py @ 6b2ff65): functional.py
     # _ColumnLinearAsyncCommunication, REDUCE_SCATTER mode only: the column linears' all-gather runs behind the local
     # shard's GEMM, their backward reduce-scatter behind the weight-gradient GEMM; the row linears' reduce-scatter
@@ -117,6 +126,7 @@ _DEEPSPEED: dict[str, str] = {
     "script (torchao convert_to_float8_training with this recipe, or Transformer Engine) before deepspeed.initialize",
     "ep": "NOT MAPPED: DeepSpeed-MoE sets ep_size on each deepspeed.moe.layer.MoE in the model code, not in the config",
     "etp": "NOT MAPPED: DeepSpeed-MoE has no expert tensor parallelism",
+    "moe_dispatcher": "NOT MAPPED: DeepSpeed-MoE dispatches with its own all-to-all only (deepspeed.moe.sharded_moe)",
     "tp_overlap": "refused with tp (it needs tp > 1): no TP communication to overlap",
 }
 
@@ -143,6 +153,7 @@ _ACCELERATE: dict[str, str] = {
     "fp8": "mixed_precision: fp8 with fp8_config.backend AO (torchao; tensorwise only)",
     "ep": "NOT MAPPED: accelerate's config has no expert parallelism (FSDP/DeepSpeed plugins only)",
     "etp": "NOT MAPPED: accelerate's config has no expert tensor parallelism",
+    "moe_dispatcher": "NOT MAPPED: accelerate's config has no expert parallelism",
     "tp_overlap": "NOT MAPPED: accelerate's parallelism_config has no async-TP switch; enable torch async TP in the "
     "training script (torch._inductor.config._micro_pipeline_tp under torch.compile)",
 }

@@ -14,7 +14,9 @@ attention's (dp, cp, tp). Hence:
 - moe_fold: ep*etp must divide the ranks of a stage, W/pp = dp*cp*tp (Megatron: world divisible by etp*ep*pp);
 - moe_needs_sp: with tp > 1 and ep*etp > 1 the MoE layer's tokens must differ across the tp ranks, i.e. the residual
   stream is sequence-sharded (Megatron arguments.py: "When using expert parallelism and tensor parallelism, sequence
-  parallelism must be used"); without SP every tp rank would dispatch the same tokens again.
+  parallelism must be used"); without SP every tp rank would dispatch the same tokens again;
+- moe_dispatcher_needs_ep: a dispatcher other than the default alltoall needs ep > 1 (which dispatcher each framework
+  offers is its profile's rule: autotune/predict/frameworks/).
 """
 
 from __future__ import annotations
@@ -58,7 +60,24 @@ MOE_NEEDS_SP = Rule(
         "tokens on every tp rank, as Megatron-LM requires)"
     ),
 )
-MOE_RULES: tuple[Rule, ...] = (EP_DENSE_MODEL, EP_DIVIDES_EXPERTS, ETP_DIVIDES_MOE_FFN, MOE_FOLD, MOE_NEEDS_SP)
+# plan.moe_dispatcher other than alltoall chooses how EP ranks exchange tokens: with ep = 1 there is no exchange
+# (torchtitan parallelize.py: "DeepEP requires expert parallelism (ep_degree > 1)")
+MOE_DISPATCHER_NEEDS_EP = Rule(
+    "moe_dispatcher_needs_ep",
+    lambda moe_dispatcher, ep: (moe_dispatcher != 0) & (ep == 1),
+    lambda moe_dispatcher, ep: (
+        f"moe_dispatcher={moe_dispatcher} requires ep > 1 (ep={ep}): without expert parallelism no tokens are "
+        "dispatched (alltoall is the default)"
+    ),
+)
+MOE_RULES: tuple[Rule, ...] = (
+    EP_DENSE_MODEL,
+    EP_DIVIDES_EXPERTS,
+    ETP_DIVIDES_MOE_FFN,
+    MOE_FOLD,
+    MOE_NEEDS_SP,
+    MOE_DISPATCHER_NEEDS_EP,
+)
 
 
 def moe_rejections(arr: dict[str, np.ndarray], model: ModelSpec) -> list[tuple[str, np.ndarray]]:

@@ -184,7 +184,12 @@ def memory_arrays(
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
     }
-    if model.is_moe:
+    dispatch_transient, dispatch_runtime = 0.0, 0.0
+    if model.is_moe:  # plan.moe_dispatcher: allgather's gathered tokens, DeepEP's buffers (moe.dispatcher_memory_bytes)
+        dispatch_transient, dispatch_runtime = moe.dispatcher_memory_bytes(
+            model, arr["moe_dispatcher"], tok, tp, sp, arr["ep"], arr["etp"], c
+        )
+        extras["buffers"] = extras["buffers"] + dispatch_transient
         extras["moe_act"] = prof.moe_layer_activations(
             model, tok, tp, sp, arr["recompute"], c, arr["fp8"], arr["ep"], arr["etp"], arr["micro_batch_size"]
         )
@@ -193,7 +198,7 @@ def memory_arrays(
     res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}
     res["buffers"] = extras["buffers"] * np.ones_like(res["allocated"])
     res["host"] = np.maximum.reduce([p["host"] for p in per])  # host bytes per GPU of the rank that needs most
-    res["overhead"] = np.full_like(res["allocated"], float(cluster.runtime_overhead_bytes))
+    res["overhead"] = np.full_like(res["allocated"], float(cluster.runtime_overhead_bytes)) + dispatch_runtime
     local = np.choose(worst, [np.broadcast_to(psi[pos], worst.shape) for pos in POSITIONS])
     shard = shard_group(arr)
     # with the optimizer on the host, AdamW's temporaries are host memory (the ZeRO-1 gather stays on the device)

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.types import ClusterSpec
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
+from autotune.predict.perf_terms import compiled_elementwise_factor, memory_bound_s
 
 A2A_PER_LAYER = 4  # dispatch + combine, forward and backward (Megatron MoEAlltoAllTokenDispatcher)
 
@@ -111,15 +112,6 @@ def a2a_s(copies: Any, hidden: int, act_bytes: int, ep: Any, etp: Any, cluster: 
     return np.where(ep > 1, t + (ep - 1) * lat, 0.0)
 
 
-def router_bytes_per_token(model: ModelSpec, act_bytes: int) -> float:
-    """HBM bytes per token of one MoE layer's memory-bound routing work, one pass: the router's fp32 scores (write E,
-    read E for softmax/sigmoid, write E probabilities, read them for top-k: 4E fp32 values), the permutation of the
-    token into k copies and back (read h, write kh; read kh, write h in the compute dtype), the weighted sum of the k
-    outputs (read kh, write h)."""
-    h, k, e = model.hidden_size, model.moe_router_topk, model.num_experts
-    return 4.0 * 4 * e + act_bytes * (h + k * h + k * h + h + k * h + h)
-
-
 def expert_gemm_m(copies: Any, ep: Any, etp: Any, model: ModelSpec) -> np.ndarray:
     """Rows of each local expert's grouped GEMM: the rank's EP group's copies land on its E/ep experts, gathered over
     etp: copies * ep * etp / E per expert (even routing)."""
@@ -199,3 +191,163 @@ def bench_model_moe_layer_bytes(
     shared = n * swiglu * c * model.moe_shared_expert_ffn_hidden_size
     dense = t * swiglu * c * model.ffn_hidden_size / tp + c * h * (t - n)
     return np.where(r >= 2, 0.0, routed + shared - dense)
+
+
+# ---- speed-model terms of the MoE block beyond its GEMMs (docs/perf_model_moe.md) -----------------------------------
+
+
+def moe_block_bytes_per_token(model: ModelSpec, act_bytes: int) -> float:
+    """HBM bytes per routed token of one MoE layer's memory-bound work in one forward pass, kernel by kernel as
+    bench_model's MoE block runs them eager (bench_model/moe.py; one read per input, one write per output, the count
+    `elementwise_bytes_per_token` makes for the dense block). c = compute dtype bytes, E experts, k top-k, h hidden:
+      router    logits (GEMM output, c E) cast to fp32 (read c E, write 4E); softmax or sigmoid (read 4E, write 4E);
+                top-k (read 4E, write int64 + fp32 per slot: 12k); the gather of the k weights and their
+                re-normalisation (read 4E + 3 x 4k, write 3 x 4k: gather, sum, divide)
+      sort      argsort of the token's k int64 expert ids: an LSD radix sort of 64-bit keys with int64 values makes
+                8 passes of 8-bit digits, each reading and writing key and value (8 x 32 bytes per slot: CUB
+                DeviceRadixSort, Merrill & Garland 2016 "Single-pass Parallel Prefix Scan with Decoupled Look-back"
+                onesweep: one pass per digit), the index arithmetic order // k (read 8, write 8 per slot)
+      permute   x[order // k]: read and write k copies of h (2 c k h), index read (8k)
+      unpermute index_copy_ of the k expert outputs into slot order: read and write c k h, index read (8k)
+      combine   ys * weights: read c k h + weights, write c k h; sum over the k slots: read c k h, write c h
+      aux loss  (moe_aux_loss_coeff > 0) the scores over their row sums: read 4E twice, write 4E; the counts'
+                scatter_add: read 8k, write 4k
+    The experts' SwiGLU is the dense term's (elementwise_bytes_per_token counts one of width ffn_hidden_size, which
+    Qwen3-style configs set to k x moe_ffn_hidden_size). The backward pass moves about twice these bytes (each op's
+    gradient reads the incoming gradient and its saved input, writes one gradient: the dense count's convention)."""
+    c, e, k, h = float(act_bytes), model.num_experts, model.moe_router_topk, model.hidden_size
+    router = (c * e + 4 * e) + (4 * e + 4 * e) + (4 * e + 12 * k) + (4 * e + 12 * k + 12 * k)
+    sort = 8 * 32 * k + 16 * k
+    permute = 2 * c * k * h + 8 * k
+    unpermute = 2 * c * k * h + 8 * k
+    combine = (2 * c * k * h + 4 * k) + (c * k * h + c * h)
+    aux = (12 * e + 12 * k) if model.moe_aux_loss_coeff > 0 else 0.0
+    return router + sort + permute + unpermute + combine + aux
+
+
+def expert_cast_bytes(
+    layer_params: Any, zero_stage: Any, edp: Any, grad_accum: Any, act_bytes: int, param_bytes: int
+) -> np.ndarray:
+    """HBM bytes per micro-batch of one MoE layer's expert-weight casts in bench_model, `layer_params` the layer's
+    routed-expert parameters on the rank (E/ep experts x 3hF/etp), held in fp32 (param_bytes p = 4), computed in
+    c = act_bytes (bf16: 2). Nothing when c == p.
+      ZeRO 0/1: the experts stay outside FSDP (bench_model/parallel/data_parallel.py `ignored_params`) and
+        GroupedExperts.forward casts them, `w.to(x.dtype)`, every forward: read p, write c per parameter; autograd's
+        backward of the cast turns the c-byte weight gradient into p bytes (read c, write p); AccumulateGrad adds it
+        into .grad on every micro-batch but the first of the step (zero_grad(set_to_none=True): the first one is
+        kept as is): read 2p, write p, on (m-1)/m of the micro-batches on average.
+      ZeRO 2/3: FSDP2 (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)) casts the rank's 1/edp shard in
+        the all-gather copy-in (read p, write c per shard element; again in backward at ZeRO 3, which re-gathers),
+        casts the full c-byte gradient to fp32 before the reduce-scatter (read c, write p) and accumulates the
+        sharded fp32 gradient (read 2p, write p per shard element, (m-1)/m of the micro-batches)."""
+    p, c = float(param_bytes), float(act_bytes)
+    n = np.asarray(layer_params, dtype=np.float64)
+    z, edp = np.asarray(zero_stage), np.maximum(np.asarray(edp, dtype=np.float64), 1.0)
+    m = np.maximum(np.asarray(grad_accum, dtype=np.float64), 1.0)
+    accumulate = 3.0 * p * (m - 1.0) / m
+    low = n * ((p + c) + (c + p) + accumulate)
+    gathers = np.where(z >= 3, 2.0, 1.0)
+    sharded = n * ((p + c) * gathers / edp + (c + p) + accumulate / edp)
+    return np.where(c >= p, 0.0, np.where(z >= 2, sharded, low))
+
+
+def moe_memory_bound_s(
+    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, tokens: Any, c: int
+) -> np.ndarray:
+    """One MoE layer's memory-bound seconds per micro-batch: routing, sort, permute, unpermute, combine and aux loss
+    (moe_block_bytes_per_token: forward, x3 with its backward; under plan.compile the fused share of the eager
+    traffic, compile_memory_traffic_factor) and, in bench_model, the experts' weight casts (expert_cast_bytes)."""
+    n = moe_tokens(tokens, arr["tp"], arr["sequence_parallel"])
+    fused = compiled_elementwise_factor(arr["compile"], cluster, "gpt")  # eager: the count is per kernel already
+    t = memory_bound_s(n * moe_block_bytes_per_token(model, c) * 3.0 * fused, cluster)
+    if train.framework != "bench_model":  # Megatron keeps bf16 weights and accumulates wgrad in fp32 main_grad
+        return t
+    ep, etp = arr["ep"], arr["etp"]
+    world = arr["dp"] * arr["tp"] * arr["pp"] * arr["cp"]
+    local = expert_layer_params(model) / (ep * etp)
+    edp = expert_shard_group(world, arr["pp"], ep, etp)
+    casts = expert_cast_bytes(local, arr["zero_stage"], edp, arr["grad_accum_steps"], c, DTYPE_BYTES[train.param_dtype])
+    return t + memory_bound_s(casts, cluster)
+
+
+# ---- token dispatchers (plan.moe_dispatcher; MOE_DISPATCHERS order: alltoall 0, allgather 1, deepep 2) --------------
+
+
+# Frameworks whose token dispatch blocks the compute stream: bench_model calls dist.all_to_all_single synchronously
+# on the compute stream before and after the experts (bench_model/parallel/expert_parallel.py) and runs one
+# micro-batch at a time, so nothing runs beside it.
+SYNCHRONOUS_DISPATCH = frozenset({"bench_model"})
+
+
+def ep_overlap(framework: str, overlap: float) -> float:
+    """Fraction of the EP all-to-all time that overlaps compute and is hidden (perf_terms.prefetch_exposed_s): 0 for a
+    synchronous dispatcher (SYNCHRONOUS_DISPATCH), else `overlap` (the cluster's dp_overlap: Megatron-Core overlaps
+    the EP all-to-all of one micro-batch with another's compute, --overlap-moe-expert-parallel-comm, MCore v0.14)."""
+    return 0.0 if framework in SYNCHRONOUS_DISPATCH else float(overlap)
+
+
+def distinct_ranks_per_token(model: ModelSpec, ep: Any) -> np.ndarray:
+    """Expected EP ranks a token's k experts live on (E experts, E/ep per rank, k distinct experts drawn uniformly):
+    ep * (1 - P(none of the k on a given rank)), P = prod_{i<k} (E - E/ep - i) / (E - i) (hypergeometric). DeepEP
+    sends a token once per destination rank (its dispatch layout counts tokens per rank, deep_ep/buffer.py
+    get_dispatch_layout), the all-to-all dispatcher once per chosen expert (k copies)."""
+    ep = np.asarray(ep, dtype=np.float64)
+    e, k = float(model.num_experts), model.moe_router_topk
+    miss = np.ones_like(ep)
+    for i in range(k):
+        miss = miss * np.maximum(e - e / ep - i, 0.0) / (e - i)
+    return ep * (1.0 - miss)
+
+
+def dispatch_copies(model: ModelSpec, dispatcher: Any, routed: Any, ep: Any) -> np.ndarray:
+    """Token copies one rank's all-to-all moves per direction for `routed` tokens: k per token (alltoall), the
+    distinct destination ranks per token (deepep); 0 for allgather (priced as its collectives, allgather_s)."""
+    d = np.asarray(dispatcher)
+    per_token = np.select([d == 0, d == 2], [float(model.moe_router_topk), distinct_ranks_per_token(model, ep)], 0.0)
+    return np.asarray(routed, dtype=np.float64) * per_token
+
+
+def allgather_bytes(routed: Any, hidden: int, act_bytes: int, ep: Any) -> np.ndarray:
+    """Megatron MoEAllGatherTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py): the EP group's hidden
+    states are all-gathered before the local experts pick their tokens and the outputs reduce-scattered after;
+    the buffer of each collective is every rank's tokens, ep x routed x h x c bytes (backward: reduce-scatter then
+    all-gather of the same size)."""
+    return np.asarray(ep, dtype=np.float64) * np.asarray(routed, dtype=np.float64) * hidden * act_bytes
+
+
+# DeepEP normal (high-throughput) kernels' buffers, deep_ep/buffer.py and csrc/config.hpp (deepseek-ai/DeepEP):
+# Buffer.num_sms = 20 SMs -> 10 channels; get_nvl_buffer_size_hint = channels x NVLink ranks (<= 8) x
+# num_max_nvl_chunked_recv_tokens x (hidden bytes + 128 int64 top-k indices + 128 fp32 weights + 128 fp32 scales);
+# get_rdma_buffer_size_hint (ep > 8) = channels x RDMA ranks (ep/8) x num_max_rdma_chunked_recv_tokens (128) x
+# (the same + 16) x 2 (send and receive) + 1 MiB. Receive tokens per channel and rank from get_dispatch_config:
+# 256 up to 8 ranks, 288 up to 64, 560 at 128, 720 beyond. Megatron's fused_a2a.get_buffer sizes them with
+# hidden_bytes = h x max(element size, 2).
+DEEPEP_CHANNELS = 10
+DEEPEP_META_BYTES = 128 * 8 + 128 * 4 + 128 * 4
+DEEPEP_RDMA_RECV_TOKENS = 128
+
+
+def deepep_buffer_bytes(hidden: int, ep: Any) -> np.ndarray:
+    """Device bytes of DeepEP's NVLink + RDMA buffers on one rank (comment above), allocated once per EP group
+    outside PyTorch's caching allocator."""
+    ep = np.asarray(ep, dtype=np.float64)
+    hb = hidden * 2.0 + DEEPEP_META_BYTES
+    recv = np.select([ep <= 8, ep <= 64, ep <= 128], [256.0, 288.0, 560.0], 720.0)
+    nvl = DEEPEP_CHANNELS * np.minimum(ep, 8.0) * recv * hb
+    rdma = DEEPEP_CHANNELS * np.maximum(ep // 8, 1.0) * DEEPEP_RDMA_RECV_TOKENS * (hb + 16.0) * 2.0 + 2.0**20
+    return nvl + np.where(ep > 8, rdma, 0.0)
+
+
+def dispatcher_memory_bytes(
+    model: ModelSpec, dispatcher: Any, tokens: Any, tp: Any, sp: Any, ep: Any, etp: Any, act_bytes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(transient, runtime) bytes of the dispatcher on one rank: allgather's gathered hidden states of the EP x ETP
+    group inside the MoE layer (ep x etp x routed x h x c, allgather_bytes) and DeepEP's buffers (deepep_buffer_bytes,
+    outside the caching allocator, like NCCL's); 0 for alltoall (its buffers are the routed copies, counted with the
+    layer's activations)."""
+    d = np.asarray(dispatcher)
+    routed = moe_tokens(tokens, tp, sp)
+    gathered = allgather_bytes(routed, model.hidden_size, act_bytes, np.asarray(ep) * np.asarray(etp))
+    transient = np.where(d == 1, gathered, 0.0)
+    runtime = np.where(d == 2, deepep_buffer_bytes(model.hidden_size, ep), 0.0)
+    return transient, runtime

@@ -58,8 +58,9 @@ from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, ar
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
-from autotune.predict.memory import rank_params, shard_group
+from autotune.predict.memory import POSITIONS, rank_params, shard_group
 from autotune.predict.perf_terms import (
+    adam_tensors_per_param,
     attention_s,
     compiled_elementwise_factor,
     elementwise_bytes_per_token,
@@ -148,9 +149,11 @@ def _layer_terms(
     cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
     out = {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
     out.update(_moe_terms(arr, model, train, cluster, tokens, passes, linear_peak, linear_eff))
-    # the all-to-alls run while other micro-batches compute (Megatron-Core's 1F1B all-to-all overlap): hidden like
-    # DP traffic, with the same fraction of the overlapped part really hidden (cluster.dp_overlap; no EP-specific fit)
-    out["ep"] = prefetch_exposed_s(out["ep"], gemm + attn + mem + out["moe_compute"], cluster.dp_overlap)
+    # the all-to-alls run while other micro-batches compute (Megatron-Core's batch-level EP overlap): hidden like
+    # DP traffic, with the same fraction of the overlapped part really hidden (cluster.dp_overlap; no EP-specific fit);
+    # a framework whose dispatch blocks its own compute hides nothing (moe.ep_overlap)
+    overlap = moe.ep_overlap(train.framework, cluster.dp_overlap)
+    out["ep"] = prefetch_exposed_s(out["ep"], gemm + attn + mem + out["moe_compute"], overlap)
     return out
 
 
@@ -181,15 +184,29 @@ def _moe_terms(
     rows = moe.expert_gemm_m(copies, ep, etp, model)
     gemm = copies * etp * 2.0 * 3 * h * f / etp * passes * imbalance
     gemm = gemm / (linear_peak * gemm_efficiency(linear_eff, rows, f / etp))
-    router = memory_bound_s(moe.moe_tokens(tokens, tp, sp) * moe.router_bytes_per_token(model, c) * 3.0, cluster)
+    router = moe.moe_memory_bound_s(arr, model, train, cluster, tokens, c)
     n_a2a = moe.A2A_PER_LAYER + np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 2, 0)
-    a2a = n_a2a * moe.a2a_s(copies * imbalance, h, c, ep, etp, cluster)
+    a2a = n_a2a * _dispatch_s(arr, model, cluster, copies / k * imbalance, c)
     e_bw, e_lat = _link(cluster, etp)
     etp_s = 2 * (
         ring_s("all_gather", etp, copies * h * c, e_bw, e_lat)
         + ring_s("reduce_scatter", etp, copies * h * c, e_bw, e_lat)
     )
     return {"moe_compute": gemm + router, "ep": a2a + etp_s}
+
+
+def _dispatch_s(arr: dict[str, np.ndarray], model: ModelSpec, cluster: ClusterSpec, routed: Any, c: int) -> np.ndarray:
+    """One dispatch or combine of `routed` tokens per rank under plan.moe_dispatcher (autotune/predict/moe.py):
+    alltoall moves k copies per token (moe.a2a_s), deepep one per destination rank (moe.distinct_ranks_per_token)
+    over the same links; allgather is half of an all-gather + reduce-scatter pair over the EP group of ep x routed
+    tokens (ranks etp apart: _link), so that forward + backward (4 dispatches) make the dispatcher's 2 + 2."""
+    ep, etp, d = arr["ep"], arr["etp"], arr["moe_dispatcher"]
+    h = model.hidden_size
+    a2a = moe.a2a_s(moe.dispatch_copies(model, d, routed, ep), h, c, ep, etp, cluster)
+    bw, lat = _link(cluster, ep * etp, etp)
+    nbytes = moe.allgather_bytes(routed, h, c, ep)
+    pair = ring_s("all_gather", ep, nbytes, bw, lat) + ring_s("reduce_scatter", ep, nbytes, bw, lat)
+    return np.where(d == 1, pair / 2.0, a2a)
 
 
 def _busiest_stage(
@@ -310,15 +327,22 @@ def _ddp_s(
     ) + np.where(arr["zero_stage"] == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
 
 
-def _optimizer_s(arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray) -> np.ndarray:
-    """AdamW update of the rank's parameter slice at HBM bandwidth (perf_terms.optimizer_step_s); with CPU offload it
-    runs on the host instead, with its copies for offload=optimizer (perf_terms.offload_step_s)."""
+def _optimizer_s(
+    arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray, psi_experts: Any = 0.0
+) -> np.ndarray:
+    """AdamW update of the rank's parameter slice at HBM bandwidth (perf_terms.optimizer_step_s, the framework's
+    tensor accesses per parameter); with CPU offload it runs on the host instead, with its copies for
+    offload=optimizer (perf_terms.offload_step_s). `psi_experts`: the rank's routed-expert parameters, whose states
+    ZeRO shards over the expert-data-parallel group edp (autotune/predict/moe.py) instead of dp*cp."""
     z, off, shard = arr["zero_stage"], arr["offload"], shard_group(arr)
+    edp = moe.expert_shard_group(arr["dp"] * arr["tp"] * arr["pp"] * arr["cp"], arr["pp"], arr["ep"], arr["etp"])
     g, p = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.param_dtype]
-    opt = optimizer_step_s(
-        psi, shard, z, DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0, cluster
-    )
-    host_opt = offload_step_s(psi / np.where(z >= 1, shard, 1), off, p, g, cluster)
+    opt_b = DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0
+    accesses = adam_tensors_per_param(train.framework)
+    opt = optimizer_step_s(psi, shard, z, opt_b, cluster, accesses)
+    opt = opt + optimizer_step_s(psi_experts, edp, z, opt_b, cluster, accesses)
+    updated = psi / np.where(z >= 1, shard, 1) + np.asarray(psi_experts) / np.where(z >= 1, edp, 1)
+    host_opt = offload_step_s(updated, off, p, g, cluster)
     return np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
 
 
@@ -347,7 +371,8 @@ def perf_arrays(
     psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])  # parameters of the largest stage
     fsdp, replicate = _fsdp_s(arr, train, cluster, ranks, stage)
     dp_exposed = np.where(z >= 2, fsdp, _ddp_s(arr, train, cluster, psi, stage))
-    opt = _optimizer_s(arr, train, cluster, psi)
+    psi_experts = np.maximum.reduce([np.asarray(ranks[f"expert_{p}"], dtype=np.float64) for p in POSITIONS])
+    opt = _optimizer_s(arr, train, cluster, psi, psi_experts)
     ep_s = m * stage["ep"]
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
     if model.is_moe:

@@ -49,6 +49,21 @@ from autotune.core.types import FP8_RECIPES, ClusterSpec
 # Adam(W) step (Kingma & Ba 2015, Algorithm 1; torch foreach/fused AdamW): per parameter it reads param, grad,
 # exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq: 7 tensors of the optimizer dtype (fp32: 28 bytes).
 ADAM_TENSORS_PER_PARAM = 7
+# torch.optim.AdamW without fused=True (the foreach and single-tensor paths, torch/optim/adam.py _single_tensor_adam /
+# _multi_tensor_adam, non-capturable): one kernel per line, each reading its inputs and writing its output:
+# param.mul_(1 - lr wd) 2, exp_avg.lerp_(grad) 3, exp_avg_sq.mul_ 2 + .addcmul_(grad, grad) 3, sqrt 2, / bias
+# correction 2, .add_(eps) 2, param.addcdiv_(exp_avg, denom) 4: 20 tensor accesses per parameter (fp32: 80 bytes).
+# bench_model builds torch.optim.AdamW(lr, betas, eps, weight_decay) (bench_model/trainer.py): this path. Megatron
+# (TE / apex FusedAdam), torchtitan (optimizer.implementation="fused") and DeepSpeed (FusedAdam) run one fused kernel.
+ADAM_TENSORS_UNFUSED = 20
+UNFUSED_ADAM_FRAMEWORKS = frozenset({"bench_model"})
+
+
+def adam_tensors_per_param(framework: str) -> int:
+    """Tensor accesses per parameter of the framework's AdamW step (ADAM_TENSORS_UNFUSED / ADAM_TENSORS_PER_PARAM)."""
+    return ADAM_TENSORS_UNFUSED if framework in UNFUSED_ADAM_FRAMEWORKS else ADAM_TENSORS_PER_PARAM
+
+
 # Loss over the vocabulary per logit element (bench_model: loss on logits.float()): write the compute-dtype logits,
 # read them and write the fp32 copy, log-softmax reads fp32 and writes fp32, backward reads the fp32 log-probs and
 # writes the fp32 gradient, the cast back reads fp32 and writes the compute-dtype gradient: 2c + 6*4 bytes.
@@ -100,11 +115,17 @@ def loss_bytes_per_token(model: ModelSpec, c: int, tp: Any) -> np.ndarray:
 
 
 def optimizer_step_s(
-    params_on_rank: Any, shard: Any, zero_stage: Any, opt_bytes: int, cluster: ClusterSpec
+    params_on_rank: Any,
+    shard: Any,
+    zero_stage: Any,
+    opt_bytes: int,
+    cluster: ClusterSpec,
+    tensors: int = ADAM_TENSORS_PER_PARAM,
 ) -> np.ndarray:
-    """Time of the AdamW update: 7 tensor accesses per parameter the rank updates (its 1/shard slice from ZeRO-1 on)."""
+    """Time of the AdamW update: `tensors` accesses per parameter the rank updates (its 1/shard slice from ZeRO-1
+    on): 7 fused, 20 for torch's unfused AdamW (adam_tensors_per_param)."""
     updated = np.asarray(params_on_rank, dtype=np.float64) / np.where(np.asarray(zero_stage) >= 1, shard, 1)
-    return memory_bound_s(updated * ADAM_TENSORS_PER_PARAM * opt_bytes, cluster)
+    return memory_bound_s(updated * tensors * opt_bytes, cluster)
 
 
 OFFLOAD_FIELDS = ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s")

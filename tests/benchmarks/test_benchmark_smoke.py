@@ -72,6 +72,14 @@ def check_fp8_memory(out: dict) -> None:
     assert all(x["saving_bytes_per_token"] == 0 == x["predicted_saving_bytes_per_token"] for x in v)
 
 
+def check_h200_bench_model(out: dict) -> None:
+    # the 5 MoE rows of the 2026-11-25 H200 lease (Qwen3-30B-A3B 4 layers x 4, Mixtral-8x7B 2 layers x 1)
+    rows = out["rows"]
+    assert len(rows) == 5 and all(r["moe"] and positive(r["measured"], r["predicted"]) for r in rows)
+    assert all(r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1) for r in rows)
+    assert fraction(out["moe_median_abs_err"], out["moe_max_abs_err"]) and "dense_median_abs_err" not in out
+
+
 def check_fp8_ratio(out: dict) -> None:
     pairs, llama = out["llmfoundry_h100_fp8_vs_bf16"], out["llama_h100_prediction"]
     assert pairs and all(positive(p["measured_ratio"], p["predicted_ratio"]) for p in pairs)
@@ -176,6 +184,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "engine_overhead.py": (["--backends", "", "--repeats", "1", "--world-size", "1"], check_engine_overhead),
     "fp8_memory.py": (["--no-compile", "--hidden", "64", "--ffn", "256", "--seq", "32"], check_fp8_memory),
     "fp8_ratio.py": ([], check_fp8_ratio),
+    "h200_bench_model.py": (["--moe-only"], check_h200_bench_model),
     "memory_vs_torchtitan.py": (["--layouts", "fsdp8_none", "--small"], check_memory_vs_torchtitan),
     "model_accuracy.py": (["--quick"], check_model_accuracy),
     "planner_speed.py": (["--gpus", "64", "--model", "llama-3.1-8b", "--repeat", "1"], check_planner_speed),

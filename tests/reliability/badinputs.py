@@ -263,6 +263,9 @@ def _flag_cases() -> list[BadInput]:
         c("netbench-iters-zero", ("netbench", "--gpus", "2", "--iters", "0"), ("--iters", "0")),
         c("netbench-cluster-unknown", ("netbench", "--gpus", "2", "cluster=nope"), ("cluster", "nope", "not a preset")),
         c("netbench-output-not-yaml", ("netbench", "--gpus", "2", "-o", "net.txt"), ("-o", "net.txt", ".yaml")),
+        c("devbench-output-not-yaml", ("devbench", "-o", "dev.txt"), ("-o", "dev.txt", ".yaml")),
+        c("devbench-cap-zero", ("devbench", "--cap", "0"), ("--cap", "0")),
+        c("devbench-cluster-unknown", ("devbench", "cluster=nope"), ("cluster", "nope", "not a preset")),
     ]
 
 
@@ -374,6 +377,17 @@ def _override_cases() -> list[BadInput]:
         c("space-dp_shard-negative", (*plan8, "space.dp_shard=[-2]"), ("space.dp_shard", "-2", ">= 0")),
         c("plan-fp8-foo", (*est, "plan.fp8=foo"), ("plan.fp8", "foo", "tensorwise")),
         c("plan-ep-zero", (*est, "plan.ep=0"), ("plan.ep", "0", ">= 1")),
+        c("plan-moe-dispatcher-word", (*est, "plan.moe_dispatcher=foo"), ("plan.moe_dispatcher", "foo", "one of")),
+        c(
+            "plan-moe-dispatcher-bench-model",
+            ("estimate", "--gpus", "2", "model=tiny-moe", "plan.ep=2", "plan.moe_dispatcher=deepep"),
+            ("moe_dispatcher=deepep", "bench_model", "all-to-all only"),
+        ),
+        c(
+            "plan-moe-dispatcher-needs-ep",
+            ("estimate", "--gpus", "2", "model=tiny-moe", "plan.moe_dispatcher=allgather"),
+            ("moe_dispatcher=allgather", "ep > 1", "ep=1"),
+        ),
         c("plan-etp-negative", (*est, "plan.etp=-2"), ("plan.etp", "-2", ">= 1")),
         c("plan-fp8-a100", (*est, "cluster=a100-80gb", "plan.fp8=tensorwise"), ("fp8=tensorwise", "a100-80gb")),
         c(

@@ -176,9 +176,11 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
     # the expert-parallel degrees on an MoE model (128 experts of width 768: ep 8 and etp 2 divide them)
     moe = load_config(["model=qwen3-30b-a3b", "cluster=h100-sxm-80gb"])
     ep_plan = ParallelPlan(dp=8, tp=2, ep=8, etp=2, sequence_parallel=True, micro_batch_size=2, grad_accum_steps=32)
+    deepep = dataclasses.replace(ep_plan, moe_dispatcher="deepep")
     for fmt in FORMATS:
-        p = replace(ep_plan, tp=1, sequence_parallel=False) if fmt == "deepspeed" else ep_plan
-        texts[fmt] += " | " + " | ".join(unmapped(fmt, moe.model, moe.train, moe.cluster, p))
+        for plan in (ep_plan, deepep):
+            p = replace(plan, tp=1, sequence_parallel=False) if fmt == "deepspeed" else plan
+            texts[fmt] += " | " + " | ".join(unmapped(fmt, moe.model, moe.train, moe.cluster, p))
     for fmt in FORMATS:
         for field, target in _module(fmt).PLAN_KEYS.items():
             if target.startswith("NOT MAPPED"):

@@ -60,9 +60,24 @@ def test_routing_imbalance():
     assert 1.0 < got < 1.02 and float(moe.routing_imbalance(False, 100, 1)) == 1.0
 
 
-def test_router_bytes_and_gemm_rows():
-    """Qwen3-30B-A3B (h 2048, E 128, k 8), bf16: 16 x 128 + 2 x (2048 + 3 x 8 x 2048 + 2 x 2048) = 112,640 bytes per
-    token. Rows per expert: 4096 local copies x ep 8 / 128 experts = 256."""
+def test_moe_block_bytes_and_gemm_rows():
+    """Qwen3-30B-A3B (h 2048, E 128, k 8, aux 0.001), bf16, per routed token, forward (moe_block_bytes_per_token):
+    router (2x128 + 4x128) + (4x128 + 4x128) + (4x128 + 12x8) + (4x128 + 12x8 + 12x8) = 3,104; sort 8 passes x 32 B x 8
+    + 16 x 8 = 2,176; permute and unpermute 2 x 2 x 8 x 2048 + 8 x 8 = 65,600 each; combine (2x2x8x2048 + 4x8) +
+    (2x8x2048 + 2x2048) = 102,432; aux 12 x 128 + 12 x 8 = 1,632: 240,544 bytes. Rows per expert: 4096 local copies
+    x ep 8 / 128 experts = 256."""
     q = load_config(["model=qwen3-30b-a3b"]).model
-    assert moe.router_bytes_per_token(q, 2) == 16 * 128 + 2 * (2048 + 3 * 8 * 2048 + 2 * 2048) == 112_640
+    assert moe.moe_block_bytes_per_token(q, 2) == 3104 + 2176 + 2 * 65600 + 102432 + 1632 == 240_544
     assert float(moe.expert_gemm_m(4096, 8, 1, q)) == 256
+
+
+def test_expert_cast_bytes_follow_the_trainer():
+    """bench_model, fp32 experts computed in bf16 (p 4, c 2), 1e9 expert parameters in the layer:
+    ZeRO 0, 2 micro-batches: forward cast 6 + gradient cast 6 + accumulate 12 x 1/2 = 18 bytes per parameter;
+    1 micro-batch: 12 (the first gradient is kept, not added). ZeRO 3 over edp 4, m 2: gathers 2 x 6/4 + gradient
+    cast 6 + accumulate 6/4 = 10.5. fp32 compute: no cast."""
+    assert float(moe.expert_cast_bytes(1e9, 0, 1, 2, 2, 4)) == 18e9
+    assert float(moe.expert_cast_bytes(1e9, 1, 8, 1, 2, 4)) == 12e9
+    assert float(moe.expert_cast_bytes(1e9, 3, 4, 2, 2, 4)) == pytest.approx(10.5e9)
+    assert float(moe.expert_cast_bytes(1e9, 2, 4, 2, 2, 4)) == pytest.approx(9.0e9)  # one gather: 6/4 + 6 + 6/4
+    assert float(moe.expert_cast_bytes(1e9, 0, 1, 2, 4, 4)) == 0.0

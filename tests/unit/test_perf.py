@@ -11,6 +11,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.perf import GEMM_M0, GEMM_N0, _link, estimate_perf, ring_s
 from autotune.predict.perf_terms import (
+    adam_tensors_per_param,
     elementwise_bytes_per_token,
     fsdp_exposed_s,
     loss_bytes_per_token,
@@ -95,6 +96,9 @@ def test_loss_and_optimizer_bytes():
     assert float(loss_bytes_per_token(MODEL, 2, 2)) == 16000 * 28
     assert float(optimizer_step_s(1e9, 8, 0, 4, CLUSTER)) == pytest.approx(1e9 * 28 / HBM)
     assert float(optimizer_step_s(1e9, 8, 1, 4, CLUSTER)) == pytest.approx(1e9 / 8 * 28 / HBM)  # ZeRO-1 shards it
+    # torch/optim/adam.py _single_tensor_adam (non-capturable): mul_ 2 + lerp_ 3 + mul_ 2 + addcmul_ 3 + sqrt 2 + div 2
+    # + add_ 2 + addcdiv_ 4 = 20 accesses: bench_model's AdamW; Megatron / torchtitan / DeepSpeed run a fused kernel (7)
+    assert adam_tensors_per_param("bench_model") == 20 and adam_tensors_per_param("megatron") == 7
 
 
 def test_single_gpu_is_compute_plus_memory_bound():
@@ -104,7 +108,7 @@ def test_single_gpu_is_compute_plus_memory_bound():
     t = 4 * 2048
     per_mb = 8 * layer_s(t) + t * 1024 * 2 * 4 / HBM + head_s(t)
     assert p.compute_s == pytest.approx(16 * per_mb)
-    opt = MODEL.num_params() * 28 / HBM
+    opt = MODEL.num_params() * 80 / HBM  # bench_model: torch's unfused AdamW, 20 fp32 accesses per parameter
     assert p.tp_comm_s == p.cp_comm_s == p.pp_comm_s == p.dp_comm_s == p.bubble_s == 0
     assert p.step_s == pytest.approx(16 * per_mb + opt)
     # MFU stays model FLOPs (6N + causal attention) over peak, whatever the memory-bound time

@@ -268,6 +268,18 @@ class BenchModelProfile(FrameworkProfile):
 
     name: str = "bench_model"
 
+    def rules(self) -> tuple:
+        return (
+            self.rule(
+                "moe_dispatcher",
+                lambda moe_dispatcher: moe_dispatcher != 0,
+                lambda moe_dispatcher: (
+                    f"moe_dispatcher={moe_dispatcher}: bench_model's expert parallelism dispatches with all-to-all only "
+                    "(bench_model/parallel/expert_parallel.py); use alltoall, or another train.framework"
+                ),
+            ),
+        )
+
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
     ) -> dict[str, np.ndarray]:

@@ -82,6 +82,13 @@ class DeepSpeedProfile(FrameworkProfile):
     def rules(self) -> tuple:
         return (
             self.rule(
+                "moe_dispatcher",
+                lambda moe_dispatcher: moe_dispatcher != 0,
+                lambda moe_dispatcher: (
+                    f"moe_dispatcher={moe_dispatcher}: DeepSpeed-MoE dispatches with its own all-to-all only (deepspeed/moe/sharded_moe.py); moe_dispatcher must be alltoall"
+                ),
+            ),
+            self.rule(
                 "no_tp",
                 lambda tp: tp > 1,
                 lambda tp: f"tp={tp}: the DeepSpeed engine has no tensor parallelism (tp must be 1)",

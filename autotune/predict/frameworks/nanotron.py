@@ -162,6 +162,13 @@ class NanotronProfile(FrameworkProfile):
     def rules(self) -> tuple:
         return (
             self.rule(
+                "moe_dispatcher",
+                lambda moe_dispatcher: moe_dispatcher != 0,
+                lambda moe_dispatcher: (
+                    f"moe_dispatcher={moe_dispatcher}: nanotron 0.4's MoE dispatches with its own all-to-all only; moe_dispatcher must be alltoall"
+                ),
+            ),
+            self.rule(
                 "offload",
                 lambda offload: offload >= 1,
                 lambda offload: f"offload={offload}: nanotron has no CPU offload (offload must be none)",

@@ -135,6 +135,13 @@ class TorchtitanProfile(FrameworkProfile):
     def rules(self) -> tuple:
         return (
             self.rule(
+                "moe_dispatcher",
+                lambda moe_dispatcher: moe_dispatcher == 1,
+                lambda moe_dispatcher: (
+                    f"moe_dispatcher={moe_dispatcher}: torchtitan has no all-gather token dispatcher (parallelism.expert_parallel_comm_backend: standard all-to-all, deepep, hybridep)"
+                ),
+            ),
+            self.rule(
                 "sp_always",
                 lambda tp, sequence_parallel: (tp > 1) & ~np.asarray(sequence_parallel, dtype=bool),
                 lambda tp: f"tp={tp} requires sequence_parallel=true: apply_tp always shards the sequence",
