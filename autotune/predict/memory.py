@@ -29,7 +29,7 @@ from autotune.core.trial import MemoryEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
 from autotune.predict.frameworks import get_profile
-from autotune.predict.reserved import allocator_reserved, step_temporaries, zero1_gather
+from autotune.predict.reserved import allocator_reserved
 from autotune.predict.schedule import layers_of_rank
 
 POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
@@ -171,7 +171,9 @@ def memory_arrays(
     shard = shard_group(arr)
     # with the optimizer on the host, AdamW's temporaries are host memory (the ZeRO-1 gather stays on the device)
     states = np.where(arr["offload"] == OFFLOAD_CODE["none"], train.optimizer_states, 0)
-    res["step_temporaries"] = step_temporaries(local, z, shard, zero1_gather(arr), states)
+    res["step_temporaries"] = prof.step_temporaries(
+        local, z, shard, arr, states, train
+    )  # the framework's allocation pattern
     res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster)  # autotune/predict/reserved.py
     res["reserved"] = res["allocator_reserved"] + res["overhead"]
     res["worst_pp_rank"] = np.choose(worst, [np.broadcast_to(psi[f"rank_{pos}"], worst.shape) for pos in POSITIONS])

@@ -126,6 +126,23 @@ class FrameworkProfile(ABC):
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
         """Communication and gathered-parameter buffers of the data-parallel wrapper."""
 
+    # ---- the reserved peak --------------------------------------------------------------------------------------
+    def step_temporaries(
+        self,
+        local_params: Any,
+        zero_stage: Any,
+        shard: Any,
+        arr: dict[str, np.ndarray],
+        optimizer_states: Any,
+        train: TrainSpec,
+    ) -> np.ndarray:
+        """fp32 bytes the optimizer step allocates and frees after backward (they stay cached in the caching
+        allocator: autotune/predict/reserved.py). Default: bench_model's, torch's foreach AdamW temporaries and
+        ZeRO1AdamW's gather buffers (`reserved.step_temporaries`)."""
+        from autotune.predict.reserved import step_temporaries, zero1_gather
+
+        return step_temporaries(local_params, zero_stage, shard, zero1_gather(arr), optimizer_states)
+
     # ---- the peak ---------------------------------------------------------------------------------------------
     @abstractmethod
     def allocated(

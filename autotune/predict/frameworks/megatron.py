@@ -13,6 +13,19 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
   [SCH] megatron/core/pipeline_parallel/schedules.py @ 4dabc62385799f8256fb05ccf3dfd4a7218781bd: 1F1B warm-up
         min(pp - rank - 1, m) (runs m < pp); interleaving requires m % pp == 0 ("number of microbatches is not
         divisible by pipeline-parallel size when using interleaved schedule").
+  [OPT] megatron/core/optimizer/__init__.py @ 0044db1f20bf9311d6cfc77e76fa05163e97ce44: `from
+        transformer_engine.pytorch.optimizers import FusedAdam as Adam` (Apex FusedAdam as fallback).
+  [BUF] megatron/core/distributed/param_and_grad_buffer.py (same commit): _ParamAndGradBuffer allocates one
+        contiguous grad_data (and param_data with the distributed optimizer) per dtype at wrap time; parameters
+        and main_grad are views into them.
+  [DO]  megatron/core/optimizer/distrib_optimizer.py (same commit) `_copy_model_grads_to_main_grads`:
+        `shard_main_param.grad = shard_model_grad.float()` (optimizer.py does the same for all params without the
+        distributed optimizer).
+  [GRAD] main_grad's dtype: fp32 with `--accumulate-allreduce-grads-in-fp32` (Megatron-LM's arguments.py turns it on
+        for --bf16; autotune's default train.grad_dtype fp32), the param dtype with `grad_reduce_in_fp32=False`,
+        which NVIDIA's performance recipes set (Megatron-Bridge scripts/performance/configs/llama/
+        llama3_llm_pretrain.py @ 2a0d46e2 `set_llama3_common_configs`; NeMo scripts/performance `grad_reduce_in_fp32
+        = False`): train.grad_dtype=bf16, as autotune/fitting/nemo_runs.py maps those rows.
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -36,8 +49,8 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
-from autotune.core.types import TrainSpec
-from autotune.predict import moe
+from autotune.core.types import DTYPE_BYTES, TrainSpec
+from autotune.predict import moe, reserved
 from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
@@ -118,7 +131,7 @@ class MegatronProfile(FrameworkProfile):
         return {
             "params": psi * c,
             "compute_copy": np.zeros_like(psi * z),
-            "grads": psi * 4.0,
+            "grads": psi * float(DTYPE_BYTES[train.grad_dtype]),  # main_grad (module doc [GRAD])
             "optimizer": np.where(opt_off, 0.0, optimizer),
             "host": host,
         }
@@ -151,6 +164,29 @@ class MegatronProfile(FrameworkProfile):
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
         # the DDP grad buffer is main_grad (counted in grads); the distributed optimizer gathers into the param buffer
         return np.zeros(np.broadcast(np.asarray(layer_params), np.asarray(zero_stage)).shape)
+
+    def step_temporaries(
+        self,
+        local_params: Any,
+        zero_stage: Any,
+        shard: Any,
+        arr: dict[str, np.ndarray],
+        optimizer_states: Any,
+        train: TrainSpec,
+    ) -> np.ndarray:
+        """Megatron allocates its step's memory once, not per step: [OPT] Transformer Engine's FusedAdam (Apex's as
+        fallback) updates master, moments and params in place with multi_tensor_adam, no per-parameter temporary
+        (torch's foreach AdamW allocates one); [BUF] the DDP grad buffer and, with the distributed optimizer, the
+        param buffer are contiguous buffers allocated at wrap time, and the grad reduce-scatter and updated-param
+        all-gather run in place on them (bench_model's ZeRO1AdamW allocates a flat send and receive buffer every
+        step instead). What the step does allocate: [DO] `shard_main_param.grad = shard_model_grad.float()`, an fp32
+        copy of the gradients this rank updates when main_grad is not fp32 (grad_reduce_in_fp32=False, as NVIDIA's
+        performance recipes run; `.float()` of an fp32 tensor is the tensor itself), Psi/D values with the
+        distributed optimizer, all Psi without."""
+        psi, z, d = (np.asarray(x, dtype=np.float64) for x in (local_params, zero_stage, shard))
+        updated = psi / np.where(z >= 1, d, 1.0)
+        copy = 4.0 * updated if DTYPE_BYTES[train.grad_dtype] != 4 else np.zeros_like(updated)
+        return reserved.round_large(np.where(np.asarray(optimizer_states) > 0, copy, 0.0))
 
     def rules(self) -> tuple:
         # an uneven layer split is Megatron-Core's --decoder-first/last-pipeline-num-layers: no divisibility rule
