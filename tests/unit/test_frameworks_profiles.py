@@ -80,7 +80,6 @@ def _reject(framework, **plan):
 @pytest.mark.parametrize(
     "framework,plan,rule",
     [
-        ("megatron", dict(dp=4, zero_stage=2), "megatron_zero_stage"),
         ("nanotron", dict(dp=4, zero_stage=2), "nanotron_zero_stage"),
         ("nanotron", dict(dp=2, cp=2), "nanotron_no_cp"),
         ("nanotron", dict(pp=2, vpp=2, grad_accum_steps=4, pp_schedule="interleaved_1f1b"), "nanotron_no_interleaved"),

@@ -36,3 +36,19 @@ def test_megatron_main_grad_follows_grad_dtype():
     fp32 = MEG.model_states(PSI, 1, D, TrainSpec(4096, 8))
     bf16 = MEG.model_states(PSI, 1, D, TrainSpec(4096, 8, param_dtype="bf16", grad_dtype="bf16"))
     assert float(fp32["grads"]) == 4 * PSI and float(bf16["grads"]) == 2 * PSI
+
+
+def test_megatron_fsdp_shards_params_and_grads_and_double_buffers_two_units():
+    """Megatron-FSDP (zero_stage 3 = optim_grads_params, 2 = optim_grads) as NVIDIA's recipes run it (bf16
+    main_grad, --fsdp-double-buffer): every state / D, plus one unit's unsharded gradient and two gathered units."""
+    bf16 = TrainSpec(4096, 8, param_dtype="bf16", grad_dtype="bf16", master_dtype="fp32")
+    z3 = MEG.model_states(PSI, 3, D, bf16)
+    assert [float(z3[k]) for k in ("params", "grads", "optimizer")] == pytest.approx(
+        [2 * PSI / D, 2 * PSI / D, 12 * PSI / D]
+    )
+    z2 = MEG.model_states(PSI, 2, D, bf16)
+    assert [float(z2[k]) for k in ("params", "grads")] == pytest.approx([2 * PSI, 2 * PSI / D])
+    layer = 1.0e8
+    assert float(MEG.buffers(layer, 3, D, bf16)) == pytest.approx(2 * layer + 2 * 2 * layer)
+    assert float(MEG.buffers(layer, 2, D, bf16)) == pytest.approx(2 * layer)
+    assert float(MEG.buffers(layer, 1, D, bf16)) == 0  # distributed optimizer: the buffers are the states

@@ -26,6 +26,11 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
         which NVIDIA's performance recipes set (Megatron-Bridge scripts/performance/configs/llama/
         llama3_llm_pretrain.py @ 2a0d46e2 `set_llama3_common_configs`; NeMo scripts/performance `grad_reduce_in_fp32
         = False`): train.grad_dtype=bf16, as autotune/fitting/nemo_runs.py maps those rows.
+  [MFSDP] Megatron-FSDP: docs/discussions/megatron-fsdp-user-guide/megatron-fsdp-user-guide.md (same commit;
+        --use-megatron-fsdp, --data-parallel-sharding-strategy optim_grads_params, --fsdp-double-buffer) and
+        megatron/core/distributed/fsdp/src/README.md (parameters and main_grad in sharded ParamAndGradBuffers,
+        gathered per unit on demand). NVIDIA's recipes run it as `use_megatron_fsdp=True` with
+        `fsdp_double_buffer=True` (Megatron-Bridge scripts/performance/configs/llama/llama3_llm_pretrain.py).
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -119,8 +124,10 @@ class MegatronProfile(FrameworkProfile):
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
     ) -> dict[str, np.ndarray]:
-        # [TMU]: params in the compute dtype, fp32 main_grad, fp32 master (none when training in fp32) + Adam states;
-        # the distributed optimizer (zero_stage=1) shards master + Adam over the data-parallel group
+        # [TMU]: params in the compute dtype, main_grad ([GRAD]), fp32 master (none when training in fp32) + Adam
+        # states; the distributed optimizer (zero_stage=1) shards master + Adam over the data-parallel group;
+        # Megatron-FSDP ([MFSDP] --data-parallel-sharding-strategy optim_grads (2) / optim_grads_params (3))
+        # shards main_grad too, and the bf16 params at stage 3
         psi, z, d, c, master, o = state_inputs(num_params, zero_stage, shard, train)
         optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
         # --optimizer-cpu-offload --optimizer-offload-fraction 1.0 (megatron/core/optimizer/cpu_offloading/README.md):
@@ -129,9 +136,9 @@ class MegatronProfile(FrameworkProfile):
         opt_off = np.asarray(offload) >= 1
         host = np.where(opt_off, optimizer + psi * 4.0 / np.where(z >= 1, d, 1.0), 0.0)
         return {
-            "params": psi * c,
+            "params": psi * c / np.where(z >= 3, d, 1.0),
             "compute_copy": np.zeros_like(psi * z),
-            "grads": psi * float(DTYPE_BYTES[train.grad_dtype]),  # main_grad (module doc [GRAD])
+            "grads": psi * float(DTYPE_BYTES[train.grad_dtype]) / np.where(z >= 2, d, 1.0),  # main_grad ([GRAD])
             "optimizer": np.where(opt_off, 0.0, optimizer),
             "host": host,
         }
@@ -162,8 +169,14 @@ class MegatronProfile(FrameworkProfile):
         return 4.0 * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64)  # [XE] fp32 softmax, 4sbV/t
 
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
-        # the DDP grad buffer is main_grad (counted in grads); the distributed optimizer gathers into the param buffer
-        return np.zeros(np.broadcast(np.asarray(layer_params), np.asarray(zero_stage)).shape)
+        """DDP / distributed optimizer: none beyond the model states (the grad buffer is main_grad, the distributed
+        optimizer gathers into the param buffer). Megatron-FSDP [MFSDP]: per FSDP unit (a transformer layer), the
+        unsharded gradient before its reduce-scatter (main_grad dtype), and at stage 3 the gathered parameters of
+        two units (`--fsdp-double-buffer`, which NVIDIA's recipes set: the current unit and the prefetched one)."""
+        g, c = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.compute_dtype]
+        z = np.asarray(zero_stage)
+        lp = np.asarray(layer_params, dtype=np.float64)
+        return np.where(z >= 2, lp * g, 0.0) + np.where(z >= 3, 2.0 * lp * c, 0.0)
 
     def step_temporaries(
         self,
@@ -206,14 +219,6 @@ class MegatronProfile(FrameworkProfile):
                 lambda fp8: (
                     f"fp8={fp8}: Megatron-LM's --fp8-recipe has no rowwise recipe (delayed, tensorwise, "
                     "mxfp8, blockwise); fp8 must be none or tensorwise"
-                ),
-            ),
-            self.rule(
-                "zero_stage",
-                lambda zero_stage: zero_stage >= 2,
-                lambda zero_stage: (
-                    f"zero_stage={zero_stage}: Megatron-LM shards optimizer state with its distributed optimizer "
-                    "(zero_stage must be <= 1); ZeRO-2/3 grad/param sharding is not part of this profile"
                 ),
             ),
         )
