@@ -267,6 +267,13 @@ class ParallelPlan:
     # "Overlap Communication with Dependent Computation via Decomposition"; autotune/predict/perf_terms.py
     # tp_overlap_exposed_s). It changes the job (symmetric-memory / userbuffer kernels), so searched only when asked.
     tp_overlap: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" tp-overlap")
+    # Megatron-Core's pipeline split counting the embedding (and the loss) as one layer of the first (last) pipeline
+    # stage: `account_for_embedding_in_pipeline_split` / `account_for_loss_in_pipeline_split` (TransformerConfig;
+    # NVIDIA's recipes set both, e.g. Qwen3-235B PP32 x VP3 over 94 + 2 layers). The first (last) virtual stage then
+    # holds one transformer layer less; (L + embed + loss) must divide by pp*vpp. Megatron only (rule
+    # pp_split_needs_megatron): searched only when asked. A stage with fewer layers holds less, so "shape".
+    pp_split_embedding: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" pp-embed")
+    pp_split_loss: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" pp-loss")
 
     def __post_init__(self) -> None:
         for name in PLAN_FIELDS:  # each field's domain, from its Dim; rules across fields: autotune.layouts.rules

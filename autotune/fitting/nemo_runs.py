@@ -29,7 +29,17 @@ assumption is named):
   Engine's fused RMSNorm+cast LayerNormLinear, `apply_rope_fusion`, `bias_swiglu_fusion`, fused cast-transpose for
   FP8; Megatron-Core TransformerConfig), the memory traffic torch.compile's Inductor fusion reaches in bench_model:
   the same term (perf_terms.compiled_elementwise_factor, fused casts) prices both.
-- numerics: bf16 params and grads with an fp32 master copy (Megatron's mixed precision, Rajbhandari et al. 2020).
+- numerics: bf16 params and grads with an fp32 master copy (Megatron's mixed precision, Rajbhandari et al. 2020);
+  the gradient buffer (main_grad) in bf16: the perf recipes set `grad_reduce_in_fp32 = False` (Megatron-Bridge
+  scripts/performance/configs/llama/llama3_llm_pretrain.py @ 2a0d46e2 `set_llama3_common_configs`, the same line in
+  the Qwen3 / DeepSeek / GPT-OSS perf configs and in NeMo's scripts/performance/llm recipes).
+- pipeline split: Llama 3.1 405B and Qwen3-235B run with `account_for_embedding_in_pipeline_split` and
+  `account_for_loss_in_pipeline_split` (Megatron-Bridge src/megatron/bridge/recipes/llama/llama3.py 405B configs
+  "Large model specific pipeline split configurations", recipes/qwen/qwen3_moe.py qwen3_235b_a22b_pretrain_config
+  "Uses account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split"): plan.pp_split_embedding
+  and pp_split_loss whenever pp > 1 (126 + 2 and 94 + 2 layers: PP16 x VP8 and PP32 x VP3 split evenly).
+- Megatron-FSDP rows (fsdp > 0): zero_stage 3 under the megatron profile (`use_megatron_fsdp=True` with
+  `fsdp_double_buffer=True` in the perf configs).
 """
 
 from __future__ import annotations
@@ -75,6 +85,8 @@ DENSE_SHAPES = {
     "LLAMA2-13B": (40, 5120, 13824, 40, 40, 32000, "llama", False),
     "LLAMA2-70B": (80, 8192, 28672, 64, 8, 32000, "llama", False),
 }
+# models whose recipes account the embedding and the loss in the pipeline split (module doc)
+PP_SPLIT_ACCOUNTED = ("LLAMA3.1_405B", "Qwen3_235B_a22B")
 RECIPE = {
     "BF16": "none",
     "FP8": "tensorwise",
@@ -149,6 +161,8 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         fp8=RECIPE[str(r.precision)],
         ep=ep,
         compile=True,  # fused elementwise kernels and casts (module doc)
+        pp_split_embedding=pp > 1 and str(r.model) in PP_SPLIT_ACCOUNTED,
+        pp_split_loss=pp > 1 and str(r.model) in PP_SPLIT_ACCOUNTED,
     )
     train = TrainSpec(
         seq_len=int(r.seq_len),

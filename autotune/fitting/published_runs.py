@@ -99,12 +99,18 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
     zero = 3 if "zero3" in str(r.zero_fsdp) else 1
     megatron = r.framework == "megatron"
     recompute = str(r.recompute) if str(r.recompute) in ("selective", "full") else "none"
+    # Qwen3-235B: the embedding and the loss counted in the pipeline split, as Megatron-Bridge's recipe does
+    # (autotune/fitting/nemo_runs.py); every ModelZoo layout of it splits 94 + 2 layers evenly (PP8 x VP4,
+    # PP4 x VP6 / 12, PP32 x VP3), none 94
+    accounted = megatron and pp > 1 and name == "qwen3-235b-a22b"
     plan = ParallelPlan(
         dp=dp,
         tp=tp,
         pp=pp,
         cp=cp,
         vpp=vpp,
+        pp_split_embedding=accounted,
+        pp_split_loss=accounted,
         ep=ep,
         etp=etp,
         zero_stage=zero,

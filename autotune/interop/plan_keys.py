@@ -35,6 +35,8 @@ _TORCHTITAN: dict[str, str] = {
     # torchtitan 0.2.2 config/job_config.py Parallelism.enable_async_tensor_parallel; maybe_enable_async_tp raises
     # unless compile.enable with "model" in compile.components (rule tp_overlap_needs_compile)
     "tp_overlap": "SET parallelism.enable_async_tensor_parallel",
+    "pp_split_embedding": "NOT MAPPED: torchtitan 0.2.2 splits layers by parallelism.pipeline_parallel_layers_per_stage with no embedding / loss slot (rule pp_split_needs_megatron)",
+    "pp_split_loss": "NOT MAPPED: torchtitan 0.2.2 splits layers by parallelism.pipeline_parallel_layers_per_stage with no embedding / loss slot (rule pp_split_needs_megatron)",
 }
 
 # megatron
@@ -61,6 +63,10 @@ _MEGATRON: dict[str, str] = {
     "etp": "--expert-tensor-parallel-size, always written for an MoE model (Megatron's default is ETP = TP)",
     # Transformer Engine userbuffers; Megatron-LM validate_args asserts sequence parallelism (rule tp_overlap_needs_sp)
     "tp_overlap": "SET --tp-comm-overlap",
+    # Megatron-Core TransformerConfig account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split
+    # (megatron/training/arguments.py: the flags of the same names), boolean switches written bare
+    "pp_split_embedding": "SET --account-for-embedding-in-pipeline-split",
+    "pp_split_loss": "SET --account-for-loss-in-pipeline-split",
 }
 
 # nanotron
@@ -90,6 +96,8 @@ _NANOTRON: dict[str, str] = {
     # shard's GEMM, their backward reduce-scatter behind the weight-gradient GEMM; the row linears' reduce-scatter
     # stays exposed, so nanotron hides less than the cost term assumes (it relies on CUDA_DEVICE_MAX_CONNECTIONS=1)
     "tp_overlap": "SET parallelism.tp_linear_async_communication",
+    "pp_split_embedding": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
+    "pp_split_loss": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
 }
 
 # deepspeed
@@ -119,6 +127,8 @@ _DEEPSPEED: dict[str, str] = {
     "etp": "NOT MAPPED: DeepSpeed-MoE has no expert tensor parallelism",
     "tp_overlap": "NOT MAPPED: DeepSpeed AutoTP all-reduces each row-parallel output and has no sequence parallelism, "
     "so there is no all-gather / reduce-scatter to overlap with its GEMMs (and no config key for it)",
+    "pp_split_embedding": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
+    "pp_split_loss": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
 }
 
 # accelerate
@@ -146,6 +156,8 @@ _ACCELERATE: dict[str, str] = {
     "etp": "NOT MAPPED: accelerate's config has no expert tensor parallelism",
     "tp_overlap": "NOT MAPPED: accelerate's parallelism_config has no async-TP switch; enable torch async TP in the "
     "training script (torch._inductor.config._micro_pipeline_tp under torch.compile)",
+    "pp_split_embedding": "NOT MAPPED: accelerate has no pipeline-parallel config",
+    "pp_split_loss": "NOT MAPPED: accelerate has no pipeline-parallel config",
 }
 
 TABLES: dict[str, dict[str, str]] = {

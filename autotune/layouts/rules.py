@@ -138,12 +138,16 @@ TP_WITHIN_NODE = Rule(
 )
 PP_WITHIN_LAYERS = Rule(
     "pp_within_layers",
-    lambda pp, model: pp > model.num_layers,
+    lambda pp, pp_split_embedding, pp_split_loss, model: pp > model.num_layers + pp_split_embedding + pp_split_loss,
     lambda pp, model: f"pp={pp} exceeds num_layers={model.num_layers}",
 )
+# with Megatron's embedding / loss pipeline-split accounting the embedding and the loss each fill one layer's slot
+# (megatron/core/transformer/transformer_config.py: num_layers += 1 for each), so pp*vpp may reach L + 2
 VPP_WITHIN_LAYERS = Rule(
     "vpp_within_layers",
-    lambda pp, vpp, model: pp * vpp > model.num_layers,
+    lambda pp, vpp, pp_split_embedding, pp_split_loss, model: (
+        pp * vpp > model.num_layers + pp_split_embedding + pp_split_loss
+    ),
     lambda pp, vpp, model: f"pp*vpp={pp}*{vpp}={pp * vpp} exceeds num_layers={model.num_layers}",
 )
 PP_DIVIDES_LAYERS = Rule(
@@ -151,6 +155,38 @@ PP_DIVIDES_LAYERS = Rule(
     lambda pp, vpp, model, space: (model.num_layers % (pp * vpp) != 0) & (not space.allow_uneven_pp),
     lambda pp, vpp, model: (
         f"pp*vpp={pp * vpp} does not divide num_layers={model.num_layers} (space.allow_uneven_pp=false)"
+    ),
+)
+# Megatron-Core TransformerConfig.__post_init__ (megatron/core/transformer/transformer_config.py @ 0044db1f):
+# with account_for_embedding/loss_in_pipeline_split, num_layers (+1 for each) must divide by the pipeline size;
+# get_num_layers_to_build then gives every virtual stage (L + e + l)/(pp*vpp) slots
+PP_SPLIT_NEEDS_PP = Rule(
+    "pp_split_needs_pp",
+    lambda pp_split_embedding, pp_split_loss, pp: (pp_split_embedding | pp_split_loss) & (pp == 1),
+    lambda pp_split_embedding, pp_split_loss: (
+        f"plan.pp_split_embedding={str(bool(pp_split_embedding)).lower()} pp_split_loss="
+        f"{str(bool(pp_split_loss)).lower()} requires plan.pp > 1: no pipeline split to account in"
+    ),
+)
+PP_SPLIT_DIVIDES = Rule(
+    "pp_split_divides",
+    lambda pp_split_embedding, pp_split_loss, pp, vpp, model: (
+        (pp_split_embedding | pp_split_loss)
+        & ((model.num_layers + pp_split_embedding + pp_split_loss) % (pp * vpp) != 0)
+    ),
+    lambda pp_split_embedding, pp_split_loss, pp, vpp, model: (
+        f"num_layers={model.num_layers} + {int(pp_split_embedding) + int(pp_split_loss)} (embedding / loss slots) "
+        f"is not divisible by pp*vpp={pp * vpp}: Megatron's pipeline-split accounting needs an even split"
+    ),
+)
+# only Megatron-Core has the accounting: the megatron profile replaces this rule (bench_model's pipeline split,
+# torchtitan's, nanotron's and DeepSpeed's have no such option)
+PP_SPLIT_NEEDS_MEGATRON = Rule(
+    "pp_split_needs_megatron",
+    lambda pp_split_embedding, pp_split_loss: pp_split_embedding | pp_split_loss,
+    lambda pp_split_embedding, pp_split_loss, train: (
+        f"plan.pp_split_embedding / pp_split_loss=true requires train.framework=megatron "
+        f"(framework={train.framework}): Megatron-Core's account_for_embedding/loss_in_pipeline_split"
     ),
 )
 CP_DIVIDES_SEQ = Rule(
@@ -244,6 +280,7 @@ WELL_FORMED: tuple[Rule, ...] = (
     TP_OVERLAP_NEEDS_TP,
     TP_OVERLAP_NEEDS_SP,
     VPP_NEEDS_PP,
+    PP_SPLIT_NEEDS_PP,
     SCHEDULE_MATCHES_VPP,
     BATCH_DIVISIBLE,
     BATCH_PRODUCT,
@@ -258,6 +295,8 @@ RULES: tuple[Rule, ...] = (
     PP_WITHIN_LAYERS,
     VPP_WITHIN_LAYERS,
     PP_DIVIDES_LAYERS,
+    PP_SPLIT_DIVIDES,
+    PP_SPLIT_NEEDS_MEGATRON,
     CP_DIVIDES_SEQ,
     PP_MICROBATCHES,
     INTERLEAVED_MICROBATCHES,

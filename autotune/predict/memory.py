@@ -36,7 +36,14 @@ POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the can
 
 
 def rank_params(
-    model: ModelSpec, tp: Any, pp: Any, vpp: Any, ep: Any = 1, etp: Any = 1, moe_tp_replicated: float = 0.0
+    model: ModelSpec,
+    tp: Any,
+    pp: Any,
+    vpp: Any,
+    ep: Any = 1,
+    etp: Any = 1,
+    moe_tp_replicated: float = 0.0,
+    pp_split: tuple[Any, Any] = (False, False),
 ) -> dict[str, Any]:
     """Parameters of pipeline ranks 0, 1 and pp-1 (`first`, `second`, `last`), the part of each that is FSDP's root
     unit (embedding, final norm, head: `root_<pos>`), their layer counts (`layers_<pos>`) and one layer's local size.
@@ -44,7 +51,8 @@ def rank_params(
     shared expert averaged into its dense part) and `expert_<pos>` the routed experts, split by ep*etp
     (autotune/predict/moe.py); `layer` is the largest local layer, dense part plus one MoE layer's expert share.
     `moe_tp_replicated`: parameters of each MoE layer that the framework keeps whole on every tp rank (bench_model:
-    router and shared expert, Replicate DTensors) instead of splitting them by tp."""
+    router and shared expert, Replicate DTensors) instead of splitting them by tp. `pp_split`: plan.pp_split_embedding
+    and pp_split_loss (Megatron's embedding / loss pipeline-split accounting, `schedule.layers_of_rank`)."""
     tp, pp, vpp = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp))
     experts = model.num_moe_layers * moe.expert_layer_params(model) if model.is_moe else 0
     matmul = model.matmul_params() - model.vocab_size * model.hidden_size - experts  # all blocks' dense matrices
@@ -76,10 +84,10 @@ def rank_params(
         "layer": layer_local + (moe.expert_layer_params(model) / split + replicated if model.is_moe else 0.0)
     }
     for pos in POSITIONS:
-        layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos])
+        layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos], *pp_split)
         out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + roots[pos], roots[pos], layers
         out[f"rank_{pos}"] = ranks[pos]
-        out[f"moe_layers_{pos}"] = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos]) if model.is_moe else 0
+        out[f"moe_layers_{pos}"] = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos], *pp_split) if model.is_moe else 0
         out[pos] = out[pos] + out[f"moe_layers_{pos}"] * replicated
         out[f"expert_{pos}"] = out[f"moe_layers_{pos}"] * (
             moe.expert_layer_params(model) / split if model.is_moe else 0
@@ -141,7 +149,10 @@ def memory_arrays(
     prof = get_profile(train.framework) if profile is None else profile
     tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
     c = DTYPE_BYTES[train.compute_dtype]
-    psi = rank_params(model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"], prof.moe_tp_replicated_params(model))
+    pp_split = (arr["pp_split_embedding"], arr["pp_split_loss"])  # Megatron's pipeline-split accounting
+    psi = rank_params(
+        model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"], prof.moe_tp_replicated_params(model), pp_split
+    )
     seq = train.seq_len / cp
     layer_act = prof.layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
     if np.any(arr["compile"]):  # what torch.compile recomputes instead of saving (the profile's own account)

@@ -333,7 +333,10 @@ def perf_arrays(
     num_gpus = arr["dp"] * arr["tp"] * pp * arr["cp"]
     lt = _layer_terms(arr, model, train, cluster)
     lt["compute"] = lt["gemm"] + lt["attn"] + lt["mem"]
-    ranks = rank_params(model, arr["tp"], pp, vpp, arr["ep"], arr["etp"])
+    # the busiest stage under the layout's split (Megatron's embedding / loss accounting moves a layer off the end stages)
+    ranks = rank_params(
+        model, arr["tp"], pp, vpp, arr["ep"], arr["etp"], pp_split=(arr["pp_split_embedding"], arr["pp_split_loss"])
+    )
     stage = _busiest_stage(arr, model, train, cluster, lt, ranks)
     stage["fwd_layer"] = lt["compute"] / lt["passes"]
     stage["bwd_layer"] = lt["compute"] - stage["fwd_layer"]

@@ -400,6 +400,16 @@ def _override_cases() -> list[BadInput]:
         ),
         c("plan-tp_overlap-not-bool", (*est, "plan.tp_overlap=maybe"), ("plan.tp_overlap", "maybe", "true or false")),
         c("plan-pp-exceeds-layers", (*est, "plan.pp=16"), ("pp=16", "8")),
+        c(
+            "plan-pp_split-without-pp",
+            (*est, "plan.pp_split_embedding=true"),
+            ("plan.pp_split_embedding=true", "plan.pp > 1"),
+        ),
+        c(
+            "plan-pp_split-not-megatron",
+            (*est, "--gpus", "2", "plan.pp=2", "plan.pp_split_embedding=true", "plan.pp_split_loss=true"),
+            ("pp_split_loss=true", "train.framework=megatron", "framework=bench_model"),
+        ),
         c("plan-vpp-without-pp", (*est, "plan.vpp=2"), ("vpp", "2")),
         c("plan-mbs-exceeds-batch", (*est, "plan.micro_batch_size=32"), ("micro_batch_size", "32")),
         c("plan-dp-batch-indivisible", (*est, "plan.dp=3"), ("global_batch_size", "3")),

@@ -52,3 +52,55 @@ def test_megatron_fsdp_shards_params_and_grads_and_double_buffers_two_units():
     assert float(MEG.buffers(layer, 3, D, bf16)) == pytest.approx(2 * layer + 2 * 2 * layer)
     assert float(MEG.buffers(layer, 2, D, bf16)) == pytest.approx(2 * layer)
     assert float(MEG.buffers(layer, 1, D, bf16)) == 0  # distributed optimizer: the buffers are the states
+
+
+def test_embedding_and_loss_take_a_layer_slot_of_the_end_stages():
+    """Megatron's account_for_embedding/loss_in_pipeline_split (transformer_block.py get_num_layers_to_build): Llama
+    3.1 405B's 126 layers + 2 over PP16 x VP8 = 128 slots, one per virtual stage; stage 0's slot is the embedding,
+    stage 127's the loss. Rank 0 holds stages 0, 16, ..., 112: 7 layers; rank 1 eight; rank 15 (stage 127) seven."""
+    from autotune.predict.moe import moe_layers_of_rank
+    from autotune.predict.schedule import layers_of_rank
+    from autotune.spec.config import load_config
+
+    got = [int(layers_of_rank(126, 16, 8, r, True, True)) for r in (0, 1, 15)]
+    assert got == [7, 8, 7]
+    # one slot only: 125 layers + the embedding = 2 x 63 slots (rank 0: 62 layers); + the loss instead: mirrored
+    assert [int(layers_of_rank(125, 2, 1, r, True, False)) for r in (0, 1)] == [62, 63]
+    assert [int(layers_of_rank(125, 2, 1, r, False, True)) for r in (0, 1)] == [63, 62]
+    # Qwen3-235B: 94 layers (all MoE) + 2 over PP32 x VP3 = 96 slots: rank 0 holds stages 0, 32, 64 -> 2 layers
+    qwen = load_config(["model=qwen3-235b-a22b"]).model
+    assert int(moe_layers_of_rank(qwen, 32, 3, 0, True, True)) == 2
+    assert int(moe_layers_of_rank(qwen, 32, 3, 5, True, True)) == 3
+
+
+def test_qwen3_235b_pp32_vp3_is_a_megatron_layout():
+    """The published PP32 x VP3 layout of 94-layer Qwen3-235B (Megatron-MoE-ModelZoo, 256 H100) is accepted under
+    the megatron profile with the accounting on, refused without it and under bench_model (no such split there)."""
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.core.types import ParallelPlan
+    from autotune.layouts.rules import rejections
+    from autotune.spec.config import load_config
+
+    over = [
+        "model=qwen3-235b-a22b",
+        "cluster=h100-sxm-80gb",
+        "train.framework=megatron",
+        "train.global_batch_size=2048",
+    ]
+    cfg = load_config(over)
+    kw = dict(
+        dp=4, tp=2, pp=32, vpp=3, ep=8, sequence_parallel=True, grad_accum_steps=512, pp_schedule="interleaved_1f1b"
+    )
+
+    def rule(train, **extra):
+        arr = arrays_from_plans([ParallelPlan(**kw, **extra)])
+        return rejections(arr, cfg.model, train, cfg.cluster, cfg.space)[0][0]
+
+    both = dict(pp_split_embedding=True, pp_split_loss=True)
+    assert rule(cfg.train, **both) is None
+    assert rule(cfg.train) == "vpp_within_layers"
+    assert rule(cfg.train, pp_split_loss=True) == "vpp_within_layers"  # 95 slots for 96 stages
+    kw.update(dp=8, pp=16, grad_accum_steps=256)  # 48 stages: 96 slots split evenly, 95 do not
+    assert rule(cfg.train, **both) is None and rule(cfg.train, pp_split_loss=True) == "pp_split_divides"
+    bench = TrainSpec(cfg.train.seq_len, cfg.train.global_batch_size)
+    assert rule(bench, **both) == "pp_split_needs_megatron"

@@ -117,7 +117,10 @@ class MegatronProfile(FrameworkProfile):
     # Megatron's 1F1B runs fewer micro-batches than stages ([SCH] warm-up min(pp - rank - 1, m))
     # pp_microbatches: Megatron runs fewer micro-batches than stages; tp_overlap_needs_compile: --tp-comm-overlap is
     # Transformer Engine's userbuffers, no torch.compile involved
-    replaces_rules: frozenset[str] = frozenset({"pp_microbatches", "tp_overlap_needs_compile"})
+    # pp_split_needs_megatron: Megatron-Core's own embedding / loss pipeline-split accounting
+    replaces_rules: frozenset[str] = frozenset(
+        {"pp_microbatches", "tp_overlap_needs_compile", "pp_split_needs_megatron"}
+    )
     dropout_units: float = 2.0  # [TMU] counts the attention and MLP dropout masks (1 byte per element each)
     qkv_view: bool = True  # count the fused QKV output v's view keeps (module docstring); False = [TMU] literally
 
