@@ -63,6 +63,7 @@ def score(lay) -> dict:
         "allocator_reserved_gib": round(float(mem["allocator_reserved"][0]) / GIB, 2),
         "usable_gib": round(usable / GIB, 2),
         "measured_gib": lay.measured_gib,
+        "recipe_not_modelled": lay.recipe or None,
     }
     if lay.measured_gib:
         out["mem_err"] = round(out["allocator_reserved_gib"] / lay.measured_gib - 1.0, 4)
@@ -100,9 +101,11 @@ def main() -> None:
     for s, v in per_source.items():
         print(f"{s}: {json.dumps(v)}", file=sys.stderr)
     keys = ("source", "row", "framework", "model", "cluster", "layout", "reason", "reserved_gib", "usable_gib")
+    keys += ("recipe_not_modelled",)
     misses = [{k: r[k] for k in keys} for r in rows if r["fits"] != r["ran"]]
     for m in misses:
-        print(f"miss {m['source']} {m['row']} {m['model']} {m['layout']}: {m['reason']}", file=sys.stderr)
+        why = f" [recipe also ran: {m['recipe_not_modelled']}]" if m["recipe_not_modelled"] else ""
+        print(f"miss {m['source']} {m['row']} {m['model']} {m['layout']}: {m['reason']}{why}", file=sys.stderr)
     mem = [
         {k: r[k] for k in ("source", "row", "model", "layout", "measured_gib", "allocator_reserved_gib", "mem_err")}
         for r in rows

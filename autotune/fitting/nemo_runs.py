@@ -8,7 +8,7 @@ assumption is named):
   has no ETP column: Megatron-Bridge's MoE recipes set expert_tensor_parallel_size=1), dp = n_gpus/(tp*pp*cp).
 - ZeRO: fsdp > 0 -> Megatron FSDP (zero_stage 3); else the distributed optimizer (ZeRO-1, the perf recipes' default).
 - micro-batch mbs, global batch gbs, grad accumulation gbs/(dp*mbs); sequence parallelism on whenever tp > 1 (the
-  recipes set sequence_parallel with TP; Megatron requires it for MoE with TP); no activation recompute (not stated).
+  recipes set sequence_parallel with TP; Megatron requires it for MoE with TP); recompute: below.
 - precision: BF16 -> bf16 linears; FP8 and FP8-CS (Megatron's FP8 current scaling, a per-tensor scale computed from
   the tensor itself) -> plan.fp8=tensorwise, which is the same recipe (torchao's tensorwise = dynamic per-tensor
   scaling); MXFP8 / FP8-MX -> mxfp8; NVFP4 -> nvfp4. Megatron's delayed-scaling FP8 (the older "FP8" rows on H100)
@@ -40,6 +40,9 @@ assumption is named):
   and pp_split_loss whenever pp > 1 (126 + 2 and 94 + 2 layers: PP16 x VP8 and PP32 x VP3 split evenly).
 - Megatron-FSDP rows (fsdp > 0): zero_stage 3 under the megatron profile (`use_megatron_fsdp=True` with
   `fsdp_double_buffer=True` in the perf configs).
+- recompute: none, as the perf recipes run Llama 3 (Megatron-Bridge src/megatron/bridge/recipes/llama/llama3.py:
+  `recompute_granularity = None`, `fine_grained_activation_offloading = False`); what a preset adds on top that
+  autotune cannot express (activation CPU offloading of N layers) is named per row by `recipe_knobs`.
 """
 
 from __future__ import annotations
@@ -85,6 +88,43 @@ DENSE_SHAPES = {
     "LLAMA2-13B": (40, 5120, 13824, 40, 40, 32000, "llama", False),
     "LLAMA2-70B": (80, 8192, 28672, 64, 8, 32000, "llama", False),
 }
+# What the perf recipes ran beyond the summary's columns that autotune's plan cannot express yet (activation
+# CPU offloading of N layers, full recompute of N layers), keyed by (model, gpu, plan.fp8, zero_stage, tp): read from
+# Megatron-Bridge scripts/performance/configs/llama/llama3_workload_base_configs.py @ 00919dcf (Llama 3 70B: the
+# Megatron-FSDP presets LLAMA3_70B_PRETRAIN_CONFIG_{GB300,GB200}_FP8_CS_V1/V2, mbs 2) and
+# llama31_workload_base_configs.py @ 0013c9a8 (LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V1: 128 GPUs, TP 2, GBS 64,
+# Megatron-FSDP). The rows keep the layout they ran; `recipe_knobs` names what is missing from it, so a miss of
+# benchmarks/published_fit.py says why. Mapped only where the preset matches the row's GPU count, batch and layout.
+NOT_MODELLED = {
+    (
+        "LLAMA3_70B",
+        "GB300",
+        "tensorwise",
+        3,
+        1,
+    ): "cpu_offloading_num_layers=20 (activations of 20 of 80 layers on the host)",
+    (
+        "LLAMA3_70B",
+        "GB200",
+        "tensorwise",
+        3,
+        1,
+    ): "cpu_offloading_num_layers=40 (activations of 40 of 80 layers on the host)",
+    (
+        "LLAMA3.1_405B",
+        "GB200",
+        "tensorwise",
+        3,
+        2,
+    ): "cpu_offloading_num_layers=92 (activations of 92 of 126 layers on the host)",
+}
+
+
+def recipe_knobs(r: Any, plan: ParallelPlan) -> str:
+    """The row's recipe settings autotune does not model (NOT_MODELLED), or ""."""
+    return NOT_MODELLED.get((str(r.model), str(r.gpu_type), plan.fp8, plan.zero_stage, plan.tp), "")
+
+
 # models whose recipes account the embedding and the loss in the pipeline split (module doc)
 PP_SPLIT_ACCOUNTED = ("LLAMA3.1_405B", "Qwen3_235B_a22B")
 RECIPE = {

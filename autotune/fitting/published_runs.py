@@ -26,7 +26,7 @@ import pandas as pd
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
-from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows
+from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows, recipe_knobs
 from autotune.fitting.run_types import DATA, preset_model
 
 
@@ -41,6 +41,7 @@ class PublishedLayout:
     plan: ParallelPlan
     ran: bool  # False: the source reports an out-of-memory
     measured_gib: float | None  # allocator-visible peak (max_memory_reserved) the source printed, GiB
+    recipe: str = ""  # what the recipe ran that the plan cannot express yet (named with a miss)
 
 
 # Models of moe_blackwell_public_2026-11.csv without a preset, from the row's model_shape column.
@@ -66,6 +67,15 @@ EXTRA_MODELS = {
     ),
 }
 MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
+# Recipe settings of moe_blackwell rows that the plan cannot express yet, from each row's notes / recompute column
+# (Megatron-MoE-ModelZoo best_practice/qwen3 readme and run scripts, cited in the CSV's source column): Megatron's
+# selective recompute modules beyond core attention and its fine-grained activation offloading.
+_LONG_CONTEXT = "recompute_modules layernorm + moe (the whole MoE layer recomputed; selective here = core attention)"
+MB_NOT_MODELLED = {
+    **{f"r0{i}": _LONG_CONTEXT for i in range(35, 43)},
+    "r044": "recompute_modules moe_act + layernorm; fine-grained activation offloading of expert_fc1 and moe_act",
+    "r045": "recompute_modules moe_act + layernorm",
+}
 # precision column -> plan.fp8. Megatron's blockwise FP8 (DeepSeek-style 128x128 scales) keeps the same FP8 operand
 # bytes as tensorwise; torchao's "mxfp8 (dense linears only / grouped GEMMs only)" are partial MXFP8 recipes priced
 # as mxfp8 (the closest recipe autotune has).
@@ -130,8 +140,10 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
         framework=str(r.framework),
         **({"param_dtype": "bf16", "grad_dtype": "bf16", "master_dtype": "fp32"} if megatron else {}),
     )
+    rid = str(r.row_id)
+    gpu = MB_GPU[str(r.gpu_type)]
     return PublishedLayout(
-        "moe_blackwell", str(r.row_id), str(r.framework), model, train, MB_GPU[str(r.gpu_type)], plan, True, mem
+        "moe_blackwell", rid, str(r.framework), model, train, gpu, plan, True, mem, MB_NOT_MODELLED.get(rid, "")
     )
 
 
@@ -194,6 +206,7 @@ def load_h200(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
 
 def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[str, str]]]:
     runs, skipped = load_nemo_rows(folder)
+    df = pd.read_csv(folder / "nemo_megatron_bridge_performance_summary.csv")
     out = [
         PublishedLayout(
             "nemo",
@@ -205,6 +218,7 @@ def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
             r.plan,
             True,
             None,
+            recipe_knobs(df.loc[r.row], r.plan),
         )  # fmt: skip
         for r in runs
     ]
