@@ -29,6 +29,10 @@ OFFLOAD_MODES: tuple[str, ...] = ("none", "optimizer", "params")
 # FP8 (OCP MX: 32-element blocks, E8M0 scales), Blackwell tensor cores. nvfp4: FP4 E2M1 with 16-element E4M3 block
 # scales and a per-tensor fp32 scale, Blackwell tensor cores (docs/memory_model.md "FP8 linears")
 FP8_RECIPES: tuple[str, ...] = ("none", "tensorwise", "rowwise", "mxfp8", "nvfp4")
+# Megatron-Core's MoE recompute modules (TransformerConfig.recompute_modules with recompute_granularity="selective"):
+# "moe_act" (the experts' activation function re-run in backward), "moe" (the whole MoE layer: router, dispatch,
+# experts, combine re-run from its input); the names are Megatron's
+MOE_RECOMPUTE_MODES: tuple[str, ...] = ("none", "moe_act", "moe")
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # train.framework: the trainers whose memory accounting and limits autotune models, one profile each
 # (autotune/predict/frameworks/, which checks that its PROFILES are exactly these names)
@@ -274,6 +278,19 @@ class ParallelPlan:
     # pp_split_needs_megatron): searched only when asked. A stage with fewer layers holds less, so "shape".
     pp_split_embedding: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" pp-embed")
     pp_split_loss: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" pp-loss")
+    # Megatron's selective recompute of the MoE layer (MOE_RECOMPUTE_MODES; `--recompute-granularity selective
+    # --recompute-modules moe_act | moe`), as NVIDIA's long-context Qwen3-235B recipes run it. MoE models,
+    # plan.recompute=selective, train.framework=megatron (rules moe_recompute_needs_moe / _needs_selective /
+    # _needs_megatron); a later mode keeps less, so "lower" needs at least the memory.
+    moe_recompute: str = dim_field(
+        "none",
+        opt_in=True,
+        optuna=True,
+        oom="lower",
+        label="moe_recompute",
+        choices=MOE_RECOMPUTE_MODES,
+        codes=("", " rc-moe_act", " rc-moe"),
+    )
 
     def __post_init__(self) -> None:
         for name in PLAN_FIELDS:  # each field's domain, from its Dim; rules across fields: autotune.layouts.rules

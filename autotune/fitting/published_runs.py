@@ -67,14 +67,15 @@ EXTRA_MODELS = {
     ),
 }
 MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
-# Recipe settings of moe_blackwell rows that the plan cannot express yet, from each row's notes / recompute column
-# (Megatron-MoE-ModelZoo best_practice/qwen3 readme and run scripts, cited in the CSV's source column): Megatron's
-# selective recompute modules beyond core attention and its fine-grained activation offloading.
-_LONG_CONTEXT = "recompute_modules layernorm + moe (the whole MoE layer recomputed; selective here = core attention)"
+# Megatron recompute modules of moe_blackwell rows, from each row's notes / recompute column (Megatron-MoE-ModelZoo
+# best_practice/qwen3 readme and run scripts, cited in the CSV's source column): the long-context H100 table runs
+# "recompute layernorm+moe", the GB200 rows "moe_act+layernorm" -> plan.moe_recompute; what the plan cannot express
+# yet (the layernorm module, fine-grained activation offloading) is named with the row (MB_NOT_MODELLED).
+MB_MOE_RECOMPUTE = {**{f"r0{i}": "moe" for i in range(35, 43)}, "r044": "moe_act", "r045": "moe_act"}
 MB_NOT_MODELLED = {
-    **{f"r0{i}": _LONG_CONTEXT for i in range(35, 43)},
-    "r044": "recompute_modules moe_act + layernorm; fine-grained activation offloading of expert_fc1 and moe_act",
-    "r045": "recompute_modules moe_act + layernorm",
+    **{f"r0{i}": "recompute_modules layernorm (the norms' outputs)" for i in range(35, 43)},
+    "r044": "recompute_modules layernorm; fine-grained activation offloading of expert_fc1 and moe_act",
+    "r045": "recompute_modules layernorm",
 }
 # precision column -> plan.fp8. Megatron's blockwise FP8 (DeepSeek-style 128x128 scales) keeps the same FP8 operand
 # bytes as tensorwise; torchao's "mxfp8 (dense linears only / grouped GEMMs only)" are partial MXFP8 recipes priced
@@ -128,6 +129,7 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
         grad_accum_steps=gbs // (dp * mbs),
         sequence_parallel=tp > 1,
         recompute=recompute,
+        moe_recompute=MB_MOE_RECOMPUTE.get(str(r.row_id), "none"),
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=MB_FP8[str(r.precision)],
         compile=True,  # Megatron: fused kernels (nemo_runs module doc); torchtitan rows: torch.compile (row notes)

@@ -37,6 +37,7 @@ _TORCHTITAN: dict[str, str] = {
     "tp_overlap": "SET parallelism.enable_async_tensor_parallel",
     "pp_split_embedding": "NOT MAPPED: torchtitan 0.2.2 splits layers by parallelism.pipeline_parallel_layers_per_stage with no embedding / loss slot (rule pp_split_needs_megatron)",
     "pp_split_loss": "NOT MAPPED: torchtitan 0.2.2 splits layers by parallelism.pipeline_parallel_layers_per_stage with no embedding / loss slot (rule pp_split_needs_megatron)",
+    "moe_recompute": "NOT MAPPED: torchtitan's activation_checkpoint has no MoE-module granularity (rule moe_recompute_needs_megatron)",
 }
 
 # megatron
@@ -67,6 +68,9 @@ _MEGATRON: dict[str, str] = {
     # (megatron/training/arguments.py: the flags of the same names), boolean switches written bare
     "pp_split_embedding": "SET --account-for-embedding-in-pipeline-split",
     "pp_split_loss": "SET --account-for-loss-in-pipeline-split",
+    # megatron/training/arguments.py --recompute-modules (with --recompute-granularity selective, which plan.recompute
+    # = selective writes; rule moe_recompute_needs_selective); the plan's values are Megatron's module names
+    "moe_recompute": "SET --recompute-modules",
 }
 
 # nanotron
@@ -98,6 +102,7 @@ _NANOTRON: dict[str, str] = {
     "tp_overlap": "SET parallelism.tp_linear_async_communication",
     "pp_split_embedding": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
     "pp_split_loss": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
+    "moe_recompute": "NOT MAPPED: nanotron 0.4 has no activation-recompute option",
 }
 
 # deepspeed
@@ -129,6 +134,7 @@ _DEEPSPEED: dict[str, str] = {
     "so there is no all-gather / reduce-scatter to overlap with its GEMMs (and no config key for it)",
     "pp_split_embedding": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
     "pp_split_loss": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
+    "moe_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",
 }
 
 # accelerate
@@ -158,6 +164,7 @@ _ACCELERATE: dict[str, str] = {
     "training script (torch._inductor.config._micro_pipeline_tp under torch.compile)",
     "pp_split_embedding": "NOT MAPPED: accelerate has no pipeline-parallel config",
     "pp_split_loss": "NOT MAPPED: accelerate has no pipeline-parallel config",
+    "moe_recompute": "NOT MAPPED: accelerate's activation checkpointing is whole-layer (full) only",
 }
 
 TABLES: dict[str, dict[str, str]] = {

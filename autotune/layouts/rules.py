@@ -19,7 +19,14 @@ import numpy as np
 
 from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, SCHEDULE_CODE, arrays_from_plans, plan_cells
+from autotune.core.plan_arrays import (
+    FP8_CODE,
+    OFFLOAD_CODE,
+    RECOMPUTE_CODE,
+    SCHEDULE_CODE,
+    arrays_from_plans,
+    plan_cells,
+)
 from autotune.core.rules import Rule
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.layouts.moe_rules import MOE_RULES
@@ -189,6 +196,29 @@ PP_SPLIT_NEEDS_MEGATRON = Rule(
         f"(framework={train.framework}): Megatron-Core's account_for_embedding/loss_in_pipeline_split"
     ),
 )
+# Megatron-Core's recompute_modules "moe_act" / "moe" (transformer_config.py) act on MoE layers; bench_model,
+# torchtitan, nanotron and DeepSpeed have no such module granularity (the megatron profile replaces the second rule)
+MOE_RECOMPUTE_NEEDS_MOE = Rule(
+    "moe_recompute_needs_moe",
+    lambda moe_recompute, model: (moe_recompute != 0) & (not model.is_moe),
+    lambda moe_recompute, model: f"plan.moe_recompute={moe_recompute} requires an MoE model ({model.name} is dense)",
+)
+MOE_RECOMPUTE_NEEDS_SELECTIVE = Rule(  # recompute_modules apply under recompute_granularity="selective" only
+    "moe_recompute_needs_selective",
+    lambda moe_recompute, recompute: (moe_recompute != 0) & (recompute != RECOMPUTE_CODE["selective"]),
+    lambda moe_recompute, recompute: (
+        f"plan.moe_recompute={moe_recompute} requires plan.recompute=selective (recompute={recompute}): Megatron's "
+        "--recompute-modules apply to selective recompute"
+    ),
+)
+MOE_RECOMPUTE_NEEDS_MEGATRON = Rule(
+    "moe_recompute_needs_megatron",
+    lambda moe_recompute: moe_recompute != 0,
+    lambda moe_recompute, train: (
+        f"plan.moe_recompute={moe_recompute} requires train.framework=megatron (framework={train.framework}): "
+        "Megatron-Core's --recompute-modules moe_act / moe"
+    ),
+)
 CP_DIVIDES_SEQ = Rule(
     "cp_divides_seq",
     lambda cp, train: (cp > 1) & (train.seq_len % (2 * cp) != 0),
@@ -297,6 +327,9 @@ RULES: tuple[Rule, ...] = (
     PP_DIVIDES_LAYERS,
     PP_SPLIT_DIVIDES,
     PP_SPLIT_NEEDS_MEGATRON,
+    MOE_RECOMPUTE_NEEDS_MOE,
+    MOE_RECOMPUTE_NEEDS_SELECTIVE,
+    MOE_RECOMPUTE_NEEDS_MEGATRON,
     CP_DIVIDES_SEQ,
     PP_MICROBATCHES,
     INTERLEAVED_MICROBATCHES,

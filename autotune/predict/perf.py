@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
+from autotune.core.plan_arrays import CODES, FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
@@ -178,10 +178,19 @@ def _moe_terms(
     if model.moe_capacity_factor is not None:  # token dropping: no expert takes more than capacity x its even share
         imbalance = np.minimum(imbalance, model.moe_capacity_factor)  # (GShard, Lepikhin et al. 2021 Sec 2.2)
     rows = moe.expert_gemm_m(copies, ep, etp, model)
+    # plan.moe_recompute (Megatron recompute_modules): "moe" re-runs the layer's forward (expert GEMMs, router and a
+    # dispatch + combine pair) in backward; "moe_act" re-runs the SwiGLU, memory-bound (read fc1's 2F, write F)
+    full = arr["recompute"] == RECOMPUTE_CODE["full"]
+    layer_rc = (arr["moe_recompute"] == CODES["moe_recompute"]["moe"]) & ~full
+    act_rc = arr["moe_recompute"] == CODES["moe_recompute"]["moe_act"]
+    passes = passes + layer_rc
     gemm = copies * etp * 2.0 * 3 * h * f / etp * passes * imbalance
     gemm = gemm / (linear_peak * gemm_efficiency(linear_eff, rows, f / etp))
-    router = memory_bound_s(moe.moe_tokens(tokens, tp, sp) * moe.router_bytes_per_token(model, c) * 3.0, cluster)
-    n_a2a = moe.A2A_PER_LAYER + np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 2, 0)
+    router = memory_bound_s(
+        moe.moe_tokens(tokens, tp, sp) * moe.router_bytes_per_token(model, c) * (3.0 + layer_rc), cluster
+    )
+    n_a2a = moe.A2A_PER_LAYER + np.where(full | layer_rc, 2, 0)
+    router = router + np.where(act_rc, memory_bound_s(copies * imbalance * 3 * f / etp * c, cluster), 0.0)
     a2a = n_a2a * moe.a2a_s(copies * imbalance, h, c, ep, etp, cluster)
     e_bw, e_lat = _link(cluster, etp)
     etp_s = 2 * (

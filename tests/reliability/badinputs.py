@@ -411,6 +411,22 @@ def _override_cases() -> list[BadInput]:
             ("pp_split_loss=true", "train.framework=megatron", "framework=bench_model"),
         ),
         c("plan-vpp-without-pp", (*est, "plan.vpp=2"), ("vpp", "2")),
+        c(
+            "plan-moe_recompute-dense",
+            (*est, "plan.recompute=selective", "plan.moe_recompute=moe"),
+            ("plan.moe_recompute=moe", "MoE model", "dense"),
+        ),
+        c(
+            "plan-moe_recompute-not-selective",
+            (*est, "model=tiny-moe", "plan.moe_recompute=moe_act"),
+            ("plan.moe_recompute=moe_act", "plan.recompute=selective"),
+        ),
+        c(
+            "plan-moe_recompute-not-megatron",
+            (*est, "model=tiny-moe", "plan.recompute=selective", "plan.moe_recompute=moe"),
+            ("plan.moe_recompute=moe", "train.framework=megatron", "framework=bench_model"),
+        ),
+        c("plan-moe_recompute-unknown", (*est, "plan.moe_recompute=all"), ("plan.moe_recompute", "all", "moe_act")),
         c("plan-mbs-exceeds-batch", (*est, "plan.micro_batch_size=32"), ("micro_batch_size", "32")),
         c("plan-dp-batch-indivisible", (*est, "plan.dp=3"), ("global_batch_size", "3")),
         c("bench-tp3-heads", ("bench", "--nproc", "3", "plan.tp=3"), ("tp=3", "num_heads=8")),

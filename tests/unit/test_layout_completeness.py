@@ -175,6 +175,8 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
     ep_plan = ParallelPlan(dp=8, tp=2, ep=8, etp=2, sequence_parallel=True, micro_batch_size=2, grad_accum_steps=32)
     for fmt in FORMATS:
         texts[fmt] += " | " + " | ".join(unmapped(fmt, moe.model, moe.train, moe.cluster, ep_plan))
+        rc_plan = dataclasses.replace(ep_plan, recompute="selective", moe_recompute="moe")
+        texts[fmt] += " | " + " | ".join(unmapped(fmt, moe.model, moe.train, moe.cluster, rc_plan))
     for fmt in FORMATS:
         for field, target in _module(fmt).PLAN_KEYS.items():
             if target.startswith("NOT MAPPED"):

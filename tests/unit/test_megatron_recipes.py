@@ -104,3 +104,35 @@ def test_qwen3_235b_pp32_vp3_is_a_megatron_layout():
     assert rule(cfg.train, **both) is None and rule(cfg.train, pp_split_loss=True) == "pp_split_divides"
     bench = TrainSpec(cfg.train.seq_len, cfg.train.global_batch_size)
     assert rule(bench, **both) == "pp_split_needs_megatron"
+
+
+def test_moe_recompute_modules_drop_what_megatron_recomputes():
+    """Megatron recompute_modules on Qwen3-30B-A3B's MoE layers (k=8 of 128 experts of width 768), tp 1, ep 8,
+    4096 tokens, bf16: "moe_act" drops fc2's input (the SwiGLU output, 2 bytes x F per routed copy); "moe" the whole
+    routed + shared term of `moe_layer_activations` (per copy: int64 index 8, the permuted token 2h, fc1's 2 x 2F, the
+    probability 2, fc2's input 2F; router fp32 probabilities 4E per token). Only megatron runs it, under selective."""
+    from autotune.core.plan_arrays import CODES, arrays_from_plans
+    from autotune.core.types import ParallelPlan
+    from autotune.layouts.rules import rejections
+    from autotune.predict.perf import perf_arrays
+    from autotune.spec.config import load_config
+
+    cfg = load_config(["model=qwen3-30b-a3b", "cluster=h100-sxm-80gb", "train.framework=megatron"])
+    m, T, k, F, h, E = cfg.model, 4096.0, 8, 768, 2048, 128
+    codes = CODES["moe_recompute"]
+    act = float(MEG.moe_recompute_saving(m, T, 1, False, 2, 0, 1, codes["moe_act"]))
+    assert act == pytest.approx(T * k * 2 * F)
+    layer = float(MEG.moe_recompute_saving(m, T, 1, False, 2, 0, 1, codes["moe"]))
+    assert layer == pytest.approx(T * k * (8 + 2 * h + 6 * F + 2) + T * 4 * E)
+    assert float(MEG.moe_recompute_saving(m, T, 1, False, 2, 0, 1, codes["none"])) == 0
+    gbs = cfg.train.global_batch_size
+    kw = dict(dp=8, ep=8, micro_batch_size=1, grad_accum_steps=gbs // 8, recompute="selective")
+    arr = arrays_from_plans([ParallelPlan(**kw), ParallelPlan(**kw, moe_recompute="moe")])
+    ids = rejections(arr, m, cfg.train, cfg.cluster, cfg.space)[0]
+    assert list(ids) == [None, None]
+    slower = perf_arrays(arr, m, cfg.train, cfg.cluster)["step_s"]
+    assert slower[1] > slower[0]  # the MoE layer's forward (GEMMs, router, a dispatch + combine) runs again
+    bench = TrainSpec(cfg.train.seq_len, gbs)
+    assert rejections(arr, m, bench, cfg.cluster, cfg.space)[0][1] == "moe_recompute_needs_megatron"
+    none_rc = arrays_from_plans([ParallelPlan(**{**kw, "recompute": "none"}, moe_recompute="moe")])
+    assert rejections(none_rc, m, cfg.train, cfg.cluster, cfg.space)[0][0] == "moe_recompute_needs_selective"

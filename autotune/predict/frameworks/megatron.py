@@ -31,6 +31,9 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
         megatron/core/distributed/fsdp/src/README.md (parameters and main_grad in sharded ParamAndGradBuffers,
         gathered per unit on demand). NVIDIA's recipes run it as `use_megatron_fsdp=True` with
         `fsdp_double_buffer=True` (Megatron-Bridge scripts/performance/configs/llama/llama3_llm_pretrain.py).
+  [RCM] megatron/core/transformer/transformer_config.py (same commit) `recompute_modules` ("moe_act", "moe",
+        "layernorm", "core_attn", ...) with recompute_granularity="selective"; moe/experts.py checkpoints the
+        activation function (CheckpointWithoutOutput), moe/moe_layer.py the whole layer for "moe".
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -53,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
+from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import moe, reserved
 from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
@@ -114,12 +117,34 @@ class MegatronProfile(FrameworkProfile):
         is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
         return np.where(is_full, 0.0, routed + shared - dense)
 
+    def moe_recompute_saving(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
+    ) -> np.ndarray:
+        """[RCM] recompute_modules "moe_act": the routed experts' weighted SwiGLU output, fc2's input (g F/etp
+        per token copy, `moe_layer_activations`), is dropped after fc2's forward and recomputed from fc1's output in
+        backward. "moe": the whole MoE layer is checkpointed from its input (kept as the layer's MLP input),
+        so neither the routed copies nor the shared expert keep anything: the full routed + shared term. Full
+        recompute already keeps the layer input only (`moe_layer_activations` returns 0 there)."""
+        g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
+        c, h, k, f = float(act_bytes), model.hidden_size, model.moe_router_topk, model.moe_ffn_hidden_size
+        t, etp = np.asarray(tp, dtype=np.float64), np.asarray(etp, dtype=np.float64)
+        tok = np.asarray(tokens, dtype=np.float64)
+        copies = moe.moe_tokens(tok, t, sp) * etp * k
+        act = copies * g * f / etp
+        routed = (
+            copies * (8.0 + g * h + (2 * c + g) * f / etp + c) + moe.moe_tokens(tok, t, sp) * 4.0 * model.num_experts
+        )
+        shared = tok * (2 * c + g) * model.moe_shared_expert_ffn_hidden_size / t
+        m = np.asarray(mode)
+        codes = CODES["moe_recompute"]
+        return np.where(m == codes["moe_act"], act, np.where(m == codes["moe"], routed + shared, 0.0))
+
     # Megatron's 1F1B runs fewer micro-batches than stages ([SCH] warm-up min(pp - rank - 1, m))
     # pp_microbatches: Megatron runs fewer micro-batches than stages; tp_overlap_needs_compile: --tp-comm-overlap is
     # Transformer Engine's userbuffers, no torch.compile involved
     # pp_split_needs_megatron: Megatron-Core's own embedding / loss pipeline-split accounting
     replaces_rules: frozenset[str] = frozenset(
-        {"pp_microbatches", "tp_overlap_needs_compile", "pp_split_needs_megatron"}
+        {"pp_microbatches", "tp_overlap_needs_compile", "pp_split_needs_megatron", "moe_recompute_needs_megatron"}
     )
     dropout_units: float = 2.0  # [TMU] counts the attention and MLP dropout masks (1 byte per element each)
     qkv_view: bool = True  # count the fused QKV output v's view keeps (module docstring); False = [TMU] literally
