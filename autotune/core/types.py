@@ -278,6 +278,14 @@ class ParallelPlan:
     # pp_split_needs_megatron): searched only when asked. A stage with fewer layers holds less, so "shape".
     pp_split_embedding: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" pp-embed")
     pp_split_loss: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" pp-loss")
+    # Megatron-Core's activation CPU offloading (`--cpu-offloading --cpu-offloading-num-layers N`, Transformer Engine's
+    # CPU offload context): the saved activations of N of the L layers go to host memory after their forward and come
+    # back before their backward. Megatron allows it with pp = 1, no recompute, N < L (TransformerConfig.__post_init__);
+    # NVIDIA's Megatron-FSDP recipes set it (cpu_offloading_num_layers 5-92). More layers keep less on the device:
+    # "lower" needs at least the memory. train.framework=megatron only (rule act_offload_needs_megatron).
+    act_offload_layers: int = dim_field(
+        0, opt_in=True, optuna=True, oom="lower", label="act_offload_layers", count=False, tag=" act-off{}"
+    )
     # Megatron's selective recompute of the MoE layer (MOE_RECOMPUTE_MODES; `--recompute-granularity selective
     # --recompute-modules moe_act | moe`), as NVIDIA's long-context Qwen3-235B recipes run it. MoE models,
     # plan.recompute=selective, train.framework=megatron (rules moe_recompute_needs_moe / _needs_selective /

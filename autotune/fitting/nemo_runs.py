@@ -42,7 +42,7 @@ assumption is named):
   `fsdp_double_buffer=True` in the perf configs).
 - recompute: none, as the perf recipes run Llama 3 (Megatron-Bridge src/megatron/bridge/recipes/llama/llama3.py:
   `recompute_granularity = None`, `fine_grained_activation_offloading = False`); what a preset adds on top that
-  autotune cannot express (activation CPU offloading of N layers) is named per row by `recipe_knobs`.
+  the Megatron-FSDP presets add (activation CPU offloading of N layers) is plan.act_offload_layers (ACT_OFFLOAD_LAYERS).
 """
 
 from __future__ import annotations
@@ -88,41 +88,16 @@ DENSE_SHAPES = {
     "LLAMA2-13B": (40, 5120, 13824, 40, 40, 32000, "llama", False),
     "LLAMA2-70B": (80, 8192, 28672, 64, 8, 32000, "llama", False),
 }
-# What the perf recipes ran beyond the summary's columns that autotune's plan cannot express yet (activation
-# CPU offloading of N layers, full recompute of N layers), keyed by (model, gpu, plan.fp8, zero_stage, tp): read from
-# Megatron-Bridge scripts/performance/configs/llama/llama3_workload_base_configs.py @ 00919dcf (Llama 3 70B: the
-# Megatron-FSDP presets LLAMA3_70B_PRETRAIN_CONFIG_{GB300,GB200}_FP8_CS_V1/V2, mbs 2) and
-# llama31_workload_base_configs.py @ 0013c9a8 (LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V1: 128 GPUs, TP 2, GBS 64,
-# Megatron-FSDP). The rows keep the layout they ran; `recipe_knobs` names what is missing from it, so a miss of
-# benchmarks/published_fit.py says why. Mapped only where the preset matches the row's GPU count, batch and layout.
-NOT_MODELLED = {
-    (
-        "LLAMA3_70B",
-        "GB300",
-        "tensorwise",
-        3,
-        1,
-    ): "cpu_offloading_num_layers=20 (activations of 20 of 80 layers on the host)",
-    (
-        "LLAMA3_70B",
-        "GB200",
-        "tensorwise",
-        3,
-        1,
-    ): "cpu_offloading_num_layers=40 (activations of 40 of 80 layers on the host)",
-    (
-        "LLAMA3.1_405B",
-        "GB200",
-        "tensorwise",
-        3,
-        2,
-    ): "cpu_offloading_num_layers=92 (activations of 92 of 126 layers on the host)",
+# Activation CPU offloading the Megatron-FSDP perf presets run (plan.act_offload_layers = cpu_offloading_num_layers),
+# keyed by (model, gpu, plan.fp8, zero_stage, tp): Megatron-Bridge scripts/performance/configs/llama/
+# llama3_workload_base_configs.py @ 00919dcf (LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_CS_V1/V2: 20, GB200_FP8_CS: 40;
+# mbs 2, use_megatron_fsdp) and llama31_workload_base_configs.py @ 0013c9a8 (LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V1:
+# 128 GPUs, TP 2, GBS 64, Megatron-FSDP, 92). Mapped only where the preset matches the row's GPUs, batch and layout.
+ACT_OFFLOAD_LAYERS = {
+    ("LLAMA3_70B", "GB300", "tensorwise", 3, 1): 20,
+    ("LLAMA3_70B", "GB200", "tensorwise", 3, 1): 40,
+    ("LLAMA3.1_405B", "GB200", "tensorwise", 3, 2): 92,
 }
-
-
-def recipe_knobs(r: Any, plan: ParallelPlan) -> str:
-    """The row's recipe settings autotune does not model (NOT_MODELLED), or ""."""
-    return NOT_MODELLED.get((str(r.model), str(r.gpu_type), plan.fp8, plan.zero_stage, plan.tp), "")
 
 
 # models whose recipes account the embedding and the loss in the pipeline split (module doc)
@@ -180,6 +155,8 @@ def _skip_reason(r: Any) -> str | None:
 
 def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     """One summary row as (model, train, plan); raises ValueError (SpecError) when the numbers do not split."""
+    import dataclasses
+
     model = _model(str(r.model))
     n, tp, pp, cp = int(r.n_gpus), _degree(r.tp), _degree(r.pp), _degree(r.cp)
     vpp, ep, mbs, gbs = _degree(r.vp), _degree(r.ep), int(r.mbs), int(r.gbs)
@@ -204,6 +181,8 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         pp_split_embedding=pp > 1 and str(r.model) in PP_SPLIT_ACCOUNTED,
         pp_split_loss=pp > 1 and str(r.model) in PP_SPLIT_ACCOUNTED,
     )
+    off = ACT_OFFLOAD_LAYERS.get((str(r.model), str(r.gpu_type), plan.fp8, plan.zero_stage, plan.tp), 0)
+    plan = dataclasses.replace(plan, act_offload_layers=off)
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,

@@ -26,7 +26,7 @@ import pandas as pd
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
-from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows, recipe_knobs
+from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows
 from autotune.fitting.run_types import DATA, preset_model
 
 
@@ -208,7 +208,6 @@ def load_h200(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
 
 def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[str, str]]]:
     runs, skipped = load_nemo_rows(folder)
-    df = pd.read_csv(folder / "nemo_megatron_bridge_performance_summary.csv")
     out = [
         PublishedLayout(
             "nemo",
@@ -220,7 +219,6 @@ def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
             r.plan,
             True,
             None,
-            recipe_knobs(df.loc[r.row], r.plan),
         )  # fmt: skip
         for r in runs
     ]

@@ -38,6 +38,7 @@ _TORCHTITAN: dict[str, str] = {
     "pp_split_embedding": "NOT MAPPED: torchtitan 0.2.2 splits layers by parallelism.pipeline_parallel_layers_per_stage with no embedding / loss slot (rule pp_split_needs_megatron)",
     "pp_split_loss": "NOT MAPPED: torchtitan 0.2.2 splits layers by parallelism.pipeline_parallel_layers_per_stage with no embedding / loss slot (rule pp_split_needs_megatron)",
     "moe_recompute": "NOT MAPPED: torchtitan's activation_checkpoint has no MoE-module granularity (rule moe_recompute_needs_megatron)",
+    "act_offload_layers": "NOT MAPPED: torchtitan 0.2.2 has no per-layer activation offload key (rule act_offload_needs_megatron)",
 }
 
 # megatron
@@ -71,6 +72,10 @@ _MEGATRON: dict[str, str] = {
     # megatron/training/arguments.py --recompute-modules (with --recompute-granularity selective, which plan.recompute
     # = selective writes; rule moe_recompute_needs_selective); the plan's values are Megatron's module names
     "moe_recompute": "SET --recompute-modules",
+    # megatron/training/arguments.py: --cpu-offloading switches Transformer Engine's offload context on and
+    # --cpu-offloading-num-layers sets N; both on one line of the args file ("--cpu-offloading
+    # --cpu-offloading-num-layers N"), the argv body being whitespace-split like any Megatron args file
+    "act_offload_layers": "SET --cpu-offloading --cpu-offloading-num-layers",
 }
 
 # nanotron
@@ -103,6 +108,7 @@ _NANOTRON: dict[str, str] = {
     "pp_split_embedding": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
     "pp_split_loss": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
     "moe_recompute": "NOT MAPPED: nanotron 0.4 has no activation-recompute option",
+    "act_offload_layers": "NOT MAPPED: nanotron 0.4 has no activation offload",
 }
 
 # deepspeed
@@ -135,6 +141,7 @@ _DEEPSPEED: dict[str, str] = {
     "pp_split_embedding": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
     "pp_split_loss": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
     "moe_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",
+    "act_offload_layers": "NOT MAPPED: DeepSpeed's activation_checkpointing.cpu_checkpointing offloads checkpoints of full recompute, another mechanism",
 }
 
 # accelerate
@@ -165,6 +172,7 @@ _ACCELERATE: dict[str, str] = {
     "pp_split_embedding": "NOT MAPPED: accelerate has no pipeline-parallel config",
     "pp_split_loss": "NOT MAPPED: accelerate has no pipeline-parallel config",
     "moe_recompute": "NOT MAPPED: accelerate's activation checkpointing is whole-layer (full) only",
+    "act_offload_layers": "NOT MAPPED: accelerate has no activation offload key",
 }
 
 TABLES: dict[str, dict[str, str]] = {

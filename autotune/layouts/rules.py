@@ -198,6 +198,40 @@ PP_SPLIT_NEEDS_MEGATRON = Rule(
 )
 # Megatron-Core's recompute_modules "moe_act" / "moe" (transformer_config.py) act on MoE layers; bench_model,
 # torchtitan, nanotron and DeepSpeed have no such module granularity (the megatron profile replaces the second rule)
+# Megatron-Core TransformerConfig.__post_init__ (transformer_config.py @ 0044db1f): "CPU offloading can be done only
+# for layers less than num_layers", "Currently there is no support for Pipeline parallelism with CPU offloading",
+# "CPU offloading does not work when activation recomputation is enabled"
+ACT_OFFLOAD_WITHIN_LAYERS = Rule(
+    "act_offload_within_layers",
+    lambda act_offload_layers, model: act_offload_layers >= model.num_layers,
+    lambda act_offload_layers, model: (
+        f"plan.act_offload_layers={act_offload_layers} must be less than num_layers={model.num_layers}"
+    ),
+)
+ACT_OFFLOAD_NO_PP = Rule(
+    "act_offload_no_pp",
+    lambda act_offload_layers, pp: (act_offload_layers > 0) & (pp > 1),
+    lambda act_offload_layers, pp: (
+        f"plan.act_offload_layers={act_offload_layers} requires plan.pp=1 (pp={pp}): Megatron has no pipeline "
+        "parallelism with activation CPU offloading"
+    ),
+)
+ACT_OFFLOAD_NO_RECOMPUTE = Rule(
+    "act_offload_no_recompute",
+    lambda act_offload_layers, recompute: (act_offload_layers > 0) & (recompute != RECOMPUTE_CODE["none"]),
+    lambda act_offload_layers, recompute: (
+        f"plan.act_offload_layers={act_offload_layers} requires plan.recompute=none (recompute={recompute}): "
+        "Megatron's CPU offloading does not work with activation recomputation"
+    ),
+)
+ACT_OFFLOAD_NEEDS_MEGATRON = Rule(
+    "act_offload_needs_megatron",
+    lambda act_offload_layers: act_offload_layers > 0,
+    lambda act_offload_layers, train: (
+        f"plan.act_offload_layers={act_offload_layers} requires train.framework=megatron (framework="
+        f"{train.framework}): Megatron-Core's --cpu-offloading-num-layers (not modelled for the others)"
+    ),
+)
 MOE_RECOMPUTE_NEEDS_MOE = Rule(
     "moe_recompute_needs_moe",
     lambda moe_recompute, model: (moe_recompute != 0) & (not model.is_moe),
@@ -327,6 +361,10 @@ RULES: tuple[Rule, ...] = (
     PP_DIVIDES_LAYERS,
     PP_SPLIT_DIVIDES,
     PP_SPLIT_NEEDS_MEGATRON,
+    ACT_OFFLOAD_WITHIN_LAYERS,
+    ACT_OFFLOAD_NO_PP,
+    ACT_OFFLOAD_NO_RECOMPUTE,
+    ACT_OFFLOAD_NEEDS_MEGATRON,
     MOE_RECOMPUTE_NEEDS_MOE,
     MOE_RECOMPUTE_NEEDS_SELECTIVE,
     MOE_RECOMPUTE_NEEDS_MEGATRON,

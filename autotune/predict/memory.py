@@ -118,6 +118,11 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     if model.is_moe:  # an MoE layer keeps its routed tokens' tensors instead of the dense MLP's (moe.py)
         act = act + psi[f"moe_layers_{pos}"] * extras["moe_act"] * inflight
         act = act + prof.expert_cast_bytes(psi[f"expert_{pos}"], z, train) * inflight
+    # plan.act_offload_layers (Megatron --cpu-offloading-num-layers, pp = 1): the saved tensors of N of the rank's
+    # layers live on the host from their forward to their backward; as a share of the per-layer terms above
+    off = np.minimum(arr["act_offload_layers"], psi[f"layers_{pos}"]) / np.maximum(psi[f"layers_{pos}"], 1)
+    offloaded = off * (act - layer_act["transient"])
+    act = act - offloaded
     act = act + np.where(psi[f"rank_{pos}"] == 0, extras["first_act"] * inflight, 0.0)
     is_last = psi[f"rank_{pos}"] == pp - 1
     head_n = prof.last_stage_inflight(pp, arr["grad_accum_steps"], arr["pp_schedule"])  # 1 but for all-forward engines
@@ -134,7 +139,8 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
         "activations": act,
         "logits": logits,
         "allocated": alloc,
-        "host": ms["host"],
+        "host": ms["host"] + offloaded,
+        "act_offloaded": offloaded,
     }
 
 
@@ -180,6 +186,7 @@ def memory_arrays(
     res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}
     res["buffers"] = extras["buffers"] * np.ones_like(res["allocated"])
     res["host"] = np.maximum.reduce([p["host"] for p in per])  # host bytes per GPU of the rank that needs most
+    res["act_offloaded"] = np.maximum.reduce([p["act_offloaded"] for p in per])  # per step: D2H and back (perf)
     res["overhead"] = np.full_like(res["allocated"], float(cluster.runtime_overhead_bytes))
     local = np.choose(worst, [np.broadcast_to(psi[pos], worst.shape) for pos in POSITIONS])
     shard = shard_group(arr)

@@ -361,6 +361,12 @@ def perf_arrays(
     opt = _optimizer_s(arr, train, cluster, psi)
     ep_s = m * stage["ep"]
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
+    if arr["act_offload_layers"].any():  # activation CPU offload: D2H after each forward, H2D before its backward,
+        # hidden behind the micro-batch's compute (Transformer Engine's offload runs on its own stream); the rest shows
+        from autotune.predict.memory import memory_arrays
+
+        moved = memory_arrays(arr, model, train, cluster)["act_offloaded"]
+        step = step + m * np.maximum(2.0 * host_device_s(moved, cluster) - stage["compute"], 0.0)
     if model.is_moe:
         step = step + ep_s
     tokens_per_s = train.global_batch_tokens / step

@@ -426,6 +426,26 @@ def _override_cases() -> list[BadInput]:
             (*est, "model=tiny-moe", "plan.recompute=selective", "plan.moe_recompute=moe"),
             ("plan.moe_recompute=moe", "train.framework=megatron", "framework=bench_model"),
         ),
+        c(
+            "plan-act_offload-all-layers",
+            (*est, "plan.act_offload_layers=8"),
+            ("plan.act_offload_layers=8", "less than num_layers=8"),
+        ),
+        c(
+            "plan-act_offload-with-pp",
+            (*est, "--gpus", "2", "plan.pp=2", "plan.act_offload_layers=2"),
+            ("plan.act_offload_layers=2", "plan.pp=1"),
+        ),
+        c(
+            "plan-act_offload-with-recompute",
+            (*est, "plan.recompute=full", "plan.act_offload_layers=2"),
+            ("plan.act_offload_layers=2", "plan.recompute=none"),
+        ),
+        c(
+            "plan-act_offload-not-megatron",
+            (*est, "plan.act_offload_layers=2"),
+            ("plan.act_offload_layers=2", "train.framework=megatron", "framework=bench_model"),
+        ),
         c("plan-moe_recompute-unknown", (*est, "plan.moe_recompute=all"), ("plan.moe_recompute", "all", "moe_act")),
         c("plan-mbs-exceeds-batch", (*est, "plan.micro_batch_size=32"), ("micro_batch_size", "32")),
         c("plan-dp-batch-indivisible", (*est, "plan.dp=3"), ("global_batch_size", "3")),

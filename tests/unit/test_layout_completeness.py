@@ -110,6 +110,7 @@ def test_every_plan_field_is_wired_everywhere():
             "model=tiny-moe",
             "space.dp_shard=[0,2]",
             "space.etp=[1,2]",
+            "space.act_offload_layers=[0,2]",
             *(f"space.{f}=[false,true]" for f in flags),
             *every,
         ]
@@ -168,6 +169,7 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
             dp=4, tp=2, zero_stage=3, micro_batch_size=2, grad_accum_steps=64, sequence_parallel=True, tp_overlap=True
         ),
         ParallelPlan(dp=4, pp=2, micro_batch_size=2, grad_accum_steps=64, pp_split_embedding=True, pp_split_loss=True),
+        ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, act_offload_layers=4),
     ]
     texts = {fmt: " | ".join(u for p in layouts for u in unmapped(fmt, *job, p)) for fmt in FORMATS}
     # the expert-parallel degrees on an MoE model (128 experts of width 768: ep 8 and etp 2 divide them)

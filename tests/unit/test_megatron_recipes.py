@@ -136,3 +136,29 @@ def test_moe_recompute_modules_drop_what_megatron_recomputes():
     assert rejections(arr, m, bench, cfg.cluster, cfg.space)[0][1] == "moe_recompute_needs_megatron"
     none_rc = arrays_from_plans([ParallelPlan(**{**kw, "recompute": "none"}, moe_recompute="moe")])
     assert rejections(none_rc, m, cfg.train, cfg.cluster, cfg.space)[0][0] == "moe_recompute_needs_selective"
+
+
+def test_activation_offload_moves_n_of_l_layers_to_the_host():
+    """Megatron --cpu-offloading-num-layers N at pp = 1 (Llama-3.1-70B, 80 layers, Megatron-FSDP as the GB200 preset
+    runs it with N = 40): the per-layer activations drop by N/L, the host column gains exactly what left the device,
+    and the layout is refused at pp > 1, with recompute, or for N >= L (Megatron's TransformerConfig checks)."""
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.core.types import ParallelPlan
+    from autotune.layouts.rules import rejections
+    from autotune.predict.memory import memory_arrays
+    from autotune.spec.config import load_config
+
+    over = ["model=llama-3.1-70b", "cluster=gb200-nvl72", "train.framework=megatron", "train.seq_len=8192"]
+    cfg = load_config([*over, "train.global_batch_size=256"])
+    kw = dict(dp=64, zero_stage=3, micro_batch_size=2, grad_accum_steps=2)
+    plans = [ParallelPlan(**kw), ParallelPlan(**kw, act_offload_layers=40)]
+    mem = memory_arrays(arrays_from_plans(plans), cfg.model, cfg.train, cfg.cluster)
+    # pp = 1: one micro-batch in flight; the embedding's and the head's tensors are not per-layer and stay
+    first = float(cfg.train.seq_len * 2 * (8 + cfg.model.hidden_size))  # [TMU] embedding input + dropout mask, tp 1
+    head = float(get_profile("megatron").head_activations(cfg.model, 8192 * 2, 1, False, 2))
+    per_layer = mem["activations"][0] - first - head
+    assert mem["activations"][1] == pytest.approx(first + head + per_layer * 40 / 80)
+    assert mem["host"][1] - mem["host"][0] == pytest.approx(per_layer / 2)
+    bad = [dict(kw, act_offload_layers=80), dict(kw, recompute="full", act_offload_layers=4)]
+    ids = rejections(arrays_from_plans([ParallelPlan(**b) for b in bad]), cfg.model, cfg.train, cfg.cluster, cfg.space)
+    assert list(ids[0]) == ["act_offload_within_layers", "act_offload_no_recompute"]

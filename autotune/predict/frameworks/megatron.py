@@ -144,7 +144,13 @@ class MegatronProfile(FrameworkProfile):
     # Transformer Engine's userbuffers, no torch.compile involved
     # pp_split_needs_megatron: Megatron-Core's own embedding / loss pipeline-split accounting
     replaces_rules: frozenset[str] = frozenset(
-        {"pp_microbatches", "tp_overlap_needs_compile", "pp_split_needs_megatron", "moe_recompute_needs_megatron"}
+        {
+            "pp_microbatches",
+            "tp_overlap_needs_compile",
+            "pp_split_needs_megatron",
+            "moe_recompute_needs_megatron",
+            "act_offload_needs_megatron",
+        }
     )
     dropout_units: float = 2.0  # [TMU] counts the attention and MLP dropout masks (1 byte per element each)
     qkv_view: bool = True  # count the fused QKV output v's view keeps (module docstring); False = [TMU] literally
