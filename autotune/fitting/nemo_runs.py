@@ -178,8 +178,8 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         fp8=RECIPE[str(r.precision)],
         ep=ep,
         compile=True,  # fused elementwise kernels and casts (module doc)
-        pp_split_embedding=pp > 1 and str(r.model) in PP_SPLIT_ACCOUNTED,
-        pp_split_loss=pp > 1 and str(r.model) in PP_SPLIT_ACCOUNTED,
+        pp_split_embedding=pp > 1 and str(r.model).removesuffix(TOKENDROP) in PP_SPLIT_ACCOUNTED,
+        pp_split_loss=pp > 1 and str(r.model).removesuffix(TOKENDROP) in PP_SPLIT_ACCOUNTED,
     )
     off = ACT_OFFLOAD_LAYERS.get((str(r.model), str(r.gpu_type), plan.fp8, plan.zero_stage, plan.tp), 0)
     plan = dataclasses.replace(plan, act_offload_layers=off)

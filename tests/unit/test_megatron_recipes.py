@@ -162,3 +162,17 @@ def test_activation_offload_moves_n_of_l_layers_to_the_host():
     bad = [dict(kw, act_offload_layers=80), dict(kw, recompute="full", act_offload_layers=4)]
     ids = rejections(arrays_from_plans([ParallelPlan(**b) for b in bad]), cfg.model, cfg.train, cfg.cluster, cfg.space)
     assert list(ids[0]) == ["act_offload_within_layers", "act_offload_no_recompute"]
+
+
+def test_nemo_rows_carry_their_recipes_settings():
+    """autotune/fitting/nemo_runs.py maps each summary row to what its recipe ran: bf16 main_grad
+    (grad_reduce_in_fp32=False), the 405B / Qwen3-235B pipeline-split accounting wherever pp > 1, Megatron-FSDP with
+    the presets' activation offloading (405B GB200, 128 GPUs, TP 2: cpu_offloading_num_layers=92)."""
+    from autotune.fitting.nemo_runs import load_nemo_rows
+
+    runs = {r.row: r for r in load_nemo_rows()[0]}
+    assert all(r.train.grad_dtype == "bf16" for r in runs.values())
+    split = [r for r in runs.values() if r.model.name in ("llama-3.1-405b", "qwen3-235b-a22b") and r.plan.pp > 1]
+    assert split and all(r.plan.pp_split_embedding and r.plan.pp_split_loss for r in split)
+    fsdp405 = runs[297].plan  # NeMo 25.09, GB200, LLAMA3.1_405B, 128 GPUs, GBS 64, FSDP 64, TP 2
+    assert (fsdp405.zero_stage, fsdp405.tp, fsdp405.act_offload_layers) == (3, 2, 92)
