@@ -42,7 +42,8 @@ assumption is named):
   `fsdp_double_buffer=True` in the perf configs).
 - recompute: none, as the perf recipes run Llama 3 (Megatron-Bridge src/megatron/bridge/recipes/llama/llama3.py:
   `recompute_granularity = None`, `fine_grained_activation_offloading = False`); what a preset adds on top that
-  the Megatron-FSDP presets add (activation CPU offloading of N layers) is plan.act_offload_layers (ACT_OFFLOAD_LAYERS).
+  the Megatron-FSDP presets add (activation CPU offloading of N layers) is plan.act_offload_layers (ACT_OFFLOAD_LAYERS);
+  the GPT-OSS presets' MoE recompute modules are plan.moe_recompute (MOE_RECOMPUTE).
 """
 
 from __future__ import annotations
@@ -97,6 +98,17 @@ ACT_OFFLOAD_LAYERS = {
     ("LLAMA3_70B", "GB300", "tensorwise", 3, 1): 20,
     ("LLAMA3_70B", "GB200", "tensorwise", 3, 1): 40,
     ("LLAMA3.1_405B", "GB200", "tensorwise", 3, 2): 92,
+}
+
+
+# Megatron MoE recompute modules of the perf presets (plan.recompute=selective, plan.moe_recompute), keyed by (model,
+# gpu, plan.fp8): Megatron-Bridge scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py @ 07eea52d,
+# GPT_OSS_120B_PRETRAIN_CONFIG_{B200,GB200,H100}_BF16_V1/V2: recompute_modules=["layernorm", "moe_act"] (the
+# layernorm module is not a plan value: its norm outputs stay counted). GB300 / B300 presets recompute nothing.
+MOE_RECOMPUTE = {
+    ("GPT OSS 120B", "B200", "none"): "moe_act",
+    ("GPT OSS 120B", "GB200", "none"): "moe_act",
+    ("GPT OSS 120B", "H100", "none"): "moe_act",
 }
 
 
@@ -183,6 +195,9 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     )
     off = ACT_OFFLOAD_LAYERS.get((str(r.model), str(r.gpu_type), plan.fp8, plan.zero_stage, plan.tp), 0)
     plan = dataclasses.replace(plan, act_offload_layers=off)
+    moe_rc = MOE_RECOMPUTE.get((str(r.model), str(r.gpu_type), plan.fp8), "none")
+    if moe_rc != "none":
+        plan = dataclasses.replace(plan, recompute="selective", moe_recompute=moe_rc)
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,

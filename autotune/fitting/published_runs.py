@@ -219,7 +219,8 @@ def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
             r.plan,
             True,
             None,
-        )  # fmt: skip
+            "recompute_modules layernorm (the norms' outputs)" if r.plan.moe_recompute != "none" else "",
+        )
         for r in runs
     ]
     return out, [(str(s.row), s.reason) for s in skipped]
