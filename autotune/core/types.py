@@ -34,6 +34,11 @@ FP8_RECIPES: tuple[str, ...] = ("none", "tensorwise", "rowwise", "mxfp8", "nvfp4
 # MoEAllGatherTokenDispatcher), DeepEP's fused dispatch/combine kernels (Megatron --moe-token-dispatcher-type flex with
 # DeepEP, torchtitan parallelism.expert_parallel_comm_backend=deepep; Zhao et al. 2025, deepseek-ai/DeepEP)
 MOE_DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep")
+
+# Megatron-Core's MoE recompute modules (TransformerConfig.recompute_modules with recompute_granularity="selective"):
+# "moe_act" (the experts' activation function re-run in backward), "moe" (the whole MoE layer: router, dispatch,
+# experts, combine re-run from its input); the names are Megatron's
+MOE_RECOMPUTE_MODES: tuple[str, ...] = ("none", "moe_act", "moe")
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # train.framework: the trainers whose memory accounting and limits autotune models, one profile each
 # (autotune/predict/frameworks/, which checks that its PROFILES are exactly these names)
@@ -282,6 +287,34 @@ class ParallelPlan:
         label="moe_dispatcher",
         choices=MOE_DISPATCHERS,
         tag=" disp={}",
+    )
+    # Megatron-Core's pipeline split counting the embedding (and the loss) as one layer of the first (last) pipeline
+    # stage: `account_for_embedding_in_pipeline_split` / `account_for_loss_in_pipeline_split` (TransformerConfig;
+    # NVIDIA's recipes set both, e.g. Qwen3-235B PP32 x VP3 over 94 + 2 layers). The first (last) virtual stage then
+    # holds one transformer layer less; (L + embed + loss) must divide by pp*vpp. Megatron only (rule
+    # pp_split_needs_megatron): searched only when asked. A stage with fewer layers holds less, so "shape".
+    pp_split_embedding: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" pp-embed")
+    pp_split_loss: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" pp-loss")
+    # Megatron-Core's activation CPU offloading (`--cpu-offloading --cpu-offloading-num-layers N`, Transformer Engine's
+    # CPU offload context): the saved activations of N of the L layers go to host memory after their forward and come
+    # back before their backward. Megatron allows it with pp = 1, no recompute, N < L (TransformerConfig.__post_init__);
+    # NVIDIA's Megatron-FSDP recipes set it (cpu_offloading_num_layers 5-92). More layers keep less on the device:
+    # "lower" needs at least the memory. train.framework=megatron only (rule act_offload_needs_megatron).
+    act_offload_layers: int = dim_field(
+        0, opt_in=True, optuna=True, oom="lower", label="act_offload_layers", count=False, tag=" act-off{}"
+    )
+    # Megatron's selective recompute of the MoE layer (MOE_RECOMPUTE_MODES; `--recompute-granularity selective
+    # --recompute-modules moe_act | moe`), as NVIDIA's long-context Qwen3-235B recipes run it. MoE models,
+    # plan.recompute=selective, train.framework=megatron (rules moe_recompute_needs_moe / _needs_selective /
+    # _needs_megatron); a later mode keeps less, so "lower" needs at least the memory.
+    moe_recompute: str = dim_field(
+        "none",
+        opt_in=True,
+        optuna=True,
+        oom="lower",
+        label="moe_recompute",
+        choices=MOE_RECOMPUTE_MODES,
+        codes=("", " rc-moe_act", " rc-moe"),
     )
 
     def __post_init__(self) -> None:

@@ -8,7 +8,7 @@ assumption is named):
   has no ETP column: Megatron-Bridge's MoE recipes set expert_tensor_parallel_size=1), dp = n_gpus/(tp*pp*cp).
 - ZeRO: fsdp > 0 -> Megatron FSDP (zero_stage 3); else the distributed optimizer (ZeRO-1, the perf recipes' default).
 - micro-batch mbs, global batch gbs, grad accumulation gbs/(dp*mbs); sequence parallelism on whenever tp > 1 (the
-  recipes set sequence_parallel with TP; Megatron requires it for MoE with TP); no activation recompute (not stated).
+  recipes set sequence_parallel with TP; Megatron requires it for MoE with TP); recompute: below.
 - precision: BF16 -> bf16 linears; FP8 and FP8-CS (Megatron's FP8 current scaling, a per-tensor scale computed from
   the tensor itself) -> plan.fp8=tensorwise, which is the same recipe (torchao's tensorwise = dynamic per-tensor
   scaling); MXFP8 / FP8-MX -> mxfp8; NVFP4 -> nvfp4. Megatron's delayed-scaling FP8 (the older "FP8" rows on H100)
@@ -29,7 +29,21 @@ assumption is named):
   Engine's fused RMSNorm+cast LayerNormLinear, `apply_rope_fusion`, `bias_swiglu_fusion`, fused cast-transpose for
   FP8; Megatron-Core TransformerConfig), the memory traffic torch.compile's Inductor fusion reaches in bench_model:
   the same term (perf_terms.compiled_elementwise_factor, fused casts) prices both.
-- numerics: bf16 params and grads with an fp32 master copy (Megatron's mixed precision, Rajbhandari et al. 2020).
+- numerics: bf16 params and grads with an fp32 master copy (Megatron's mixed precision, Rajbhandari et al. 2020);
+  the gradient buffer (main_grad) in bf16: the perf recipes set `grad_reduce_in_fp32 = False` (Megatron-Bridge
+  scripts/performance/configs/llama/llama3_llm_pretrain.py @ 2a0d46e2 `set_llama3_common_configs`, the same line in
+  the Qwen3 / DeepSeek / GPT-OSS perf configs and in NeMo's scripts/performance/llm recipes).
+- pipeline split: Llama 3.1 405B and Qwen3-235B run with `account_for_embedding_in_pipeline_split` and
+  `account_for_loss_in_pipeline_split` (Megatron-Bridge src/megatron/bridge/recipes/llama/llama3.py 405B configs
+  "Large model specific pipeline split configurations", recipes/qwen/qwen3_moe.py qwen3_235b_a22b_pretrain_config
+  "Uses account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split"): plan.pp_split_embedding
+  and pp_split_loss whenever pp > 1 (126 + 2 and 94 + 2 layers: PP16 x VP8 and PP32 x VP3 split evenly).
+- Megatron-FSDP rows (fsdp > 0): zero_stage 3 under the megatron profile (`use_megatron_fsdp=True` with
+  `fsdp_double_buffer=True` in the perf configs).
+- recompute: none, as the perf recipes run Llama 3 (Megatron-Bridge src/megatron/bridge/recipes/llama/llama3.py:
+  `recompute_granularity = None`, `fine_grained_activation_offloading = False`); what a preset adds on top that
+  the Megatron-FSDP presets add (activation CPU offloading of N layers) is plan.act_offload_layers (ACT_OFFLOAD_LAYERS);
+  the GPT-OSS presets' MoE recompute modules are plan.moe_recompute (MOE_RECOMPUTE).
 """
 
 from __future__ import annotations
@@ -75,6 +89,31 @@ DENSE_SHAPES = {
     "LLAMA2-13B": (40, 5120, 13824, 40, 40, 32000, "llama", False),
     "LLAMA2-70B": (80, 8192, 28672, 64, 8, 32000, "llama", False),
 }
+# Activation CPU offloading the Megatron-FSDP perf presets run (plan.act_offload_layers = cpu_offloading_num_layers),
+# keyed by (model, gpu, plan.fp8, zero_stage, tp): Megatron-Bridge scripts/performance/configs/llama/
+# llama3_workload_base_configs.py @ 00919dcf (LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_CS_V1/V2: 20, GB200_FP8_CS: 40;
+# mbs 2, use_megatron_fsdp) and llama31_workload_base_configs.py @ 0013c9a8 (LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V1:
+# 128 GPUs, TP 2, GBS 64, Megatron-FSDP, 92). Mapped only where the preset matches the row's GPUs, batch and layout.
+ACT_OFFLOAD_LAYERS = {
+    ("LLAMA3_70B", "GB300", "tensorwise", 3, 1): 20,
+    ("LLAMA3_70B", "GB200", "tensorwise", 3, 1): 40,
+    ("LLAMA3.1_405B", "GB200", "tensorwise", 3, 2): 92,
+}
+
+
+# Megatron MoE recompute modules of the perf presets (plan.recompute=selective, plan.moe_recompute), keyed by (model,
+# gpu, plan.fp8): Megatron-Bridge scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py @ 07eea52d,
+# GPT_OSS_120B_PRETRAIN_CONFIG_{B200,GB200,H100}_BF16_V1/V2: recompute_modules=["layernorm", "moe_act"] (the
+# layernorm module is not a plan value: its norm outputs stay counted). GB300 / B300 presets recompute nothing.
+MOE_RECOMPUTE = {
+    ("GPT OSS 120B", "B200", "none"): "moe_act",
+    ("GPT OSS 120B", "GB200", "none"): "moe_act",
+    ("GPT OSS 120B", "H100", "none"): "moe_act",
+}
+
+
+# models whose recipes account the embedding and the loss in the pipeline split (module doc)
+PP_SPLIT_ACCOUNTED = ("LLAMA3.1_405B", "Qwen3_235B_a22B")
 RECIPE = {
     "BF16": "none",
     "FP8": "tensorwise",
@@ -128,6 +167,8 @@ def _skip_reason(r: Any) -> str | None:
 
 def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     """One summary row as (model, train, plan); raises ValueError (SpecError) when the numbers do not split."""
+    import dataclasses
+
     model = _model(str(r.model))
     n, tp, pp, cp = int(r.n_gpus), _degree(r.tp), _degree(r.pp), _degree(r.cp)
     vpp, ep, mbs, gbs = _degree(r.vp), _degree(r.ep), int(r.mbs), int(r.gbs)
@@ -149,7 +190,14 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         fp8=RECIPE[str(r.precision)],
         ep=ep,
         compile=True,  # fused elementwise kernels and casts (module doc)
+        pp_split_embedding=pp > 1 and str(r.model).removesuffix(TOKENDROP) in PP_SPLIT_ACCOUNTED,
+        pp_split_loss=pp > 1 and str(r.model).removesuffix(TOKENDROP) in PP_SPLIT_ACCOUNTED,
     )
+    off = ACT_OFFLOAD_LAYERS.get((str(r.model), str(r.gpu_type), plan.fp8, plan.zero_stage, plan.tp), 0)
+    plan = dataclasses.replace(plan, act_offload_layers=off)
+    moe_rc = MOE_RECOMPUTE.get((str(r.model), str(r.gpu_type), plan.fp8), "none")
+    if moe_rc != "none":
+        plan = dataclasses.replace(plan, recompute="selective", moe_recompute=moe_rc)
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,

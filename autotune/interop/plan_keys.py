@@ -39,6 +39,10 @@ _TORCHTITAN: dict[str, str] = {
     # torchtitan 0.2.2 config/job_config.py Parallelism.enable_async_tensor_parallel; maybe_enable_async_tp raises
     # unless compile.enable with "model" in compile.components (rule tp_overlap_needs_compile)
     "tp_overlap": "SET parallelism.enable_async_tensor_parallel",
+    "pp_split_embedding": "NOT MAPPED: torchtitan 0.2.2 splits layers by parallelism.pipeline_parallel_layers_per_stage with no embedding / loss slot (rule pp_split_needs_megatron)",
+    "pp_split_loss": "NOT MAPPED: torchtitan 0.2.2 splits layers by parallelism.pipeline_parallel_layers_per_stage with no embedding / loss slot (rule pp_split_needs_megatron)",
+    "moe_recompute": "NOT MAPPED: torchtitan's activation_checkpoint has no MoE-module granularity (rule moe_recompute_needs_megatron)",
+    "act_offload_layers": "NOT MAPPED: torchtitan 0.2.2 has no per-layer activation offload key (rule act_offload_needs_megatron)",
 }
 
 # megatron
@@ -69,6 +73,17 @@ _MEGATRON: dict[str, str] = {
     "--moe-token-dispatcher-type flex --moe-enable-deepep, by hand",
     # Transformer Engine userbuffers; Megatron-LM validate_args asserts sequence parallelism (rule tp_overlap_needs_sp)
     "tp_overlap": "SET --tp-comm-overlap",
+    # Megatron-Core TransformerConfig account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split
+    # (megatron/training/arguments.py: the flags of the same names), boolean switches written bare
+    "pp_split_embedding": "SET --account-for-embedding-in-pipeline-split",
+    "pp_split_loss": "SET --account-for-loss-in-pipeline-split",
+    # megatron/training/arguments.py --recompute-modules (with --recompute-granularity selective, which plan.recompute
+    # = selective writes; rule moe_recompute_needs_selective); the plan's values are Megatron's module names
+    "moe_recompute": "SET --recompute-modules",
+    # megatron/training/arguments.py: --cpu-offloading switches Transformer Engine's offload context on and
+    # --cpu-offloading-num-layers sets N; both on one line of the args file ("--cpu-offloading
+    # --cpu-offloading-num-layers N"), the argv body being whitespace-split like any Megatron args file
+    "act_offload_layers": "SET --cpu-offloading --cpu-offloading-num-layers",
 }
 
 # nanotron
@@ -99,6 +114,10 @@ _NANOTRON: dict[str, str] = {
     # shard's GEMM, their backward reduce-scatter behind the weight-gradient GEMM; the row linears' reduce-scatter
     # stays exposed, so nanotron hides less than the cost term assumes (it relies on CUDA_DEVICE_MAX_CONNECTIONS=1)
     "tp_overlap": "SET parallelism.tp_linear_async_communication",
+    "pp_split_embedding": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
+    "pp_split_loss": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
+    "moe_recompute": "NOT MAPPED: nanotron 0.4 has no activation-recompute option",
+    "act_offload_layers": "NOT MAPPED: nanotron 0.4 has no activation offload",
 }
 
 # deepspeed
@@ -127,7 +146,12 @@ _DEEPSPEED: dict[str, str] = {
     "ep": "NOT MAPPED: DeepSpeed-MoE sets ep_size on each deepspeed.moe.layer.MoE in the model code, not in the config",
     "etp": "NOT MAPPED: DeepSpeed-MoE has no expert tensor parallelism",
     "moe_dispatcher": "NOT MAPPED: DeepSpeed-MoE dispatches with its own all-to-all only (deepspeed.moe.sharded_moe)",
-    "tp_overlap": "refused with tp (it needs tp > 1): no TP communication to overlap",
+    "tp_overlap": "NOT MAPPED: DeepSpeed AutoTP all-reduces each row-parallel output and has no sequence parallelism, "
+    "so there is no all-gather / reduce-scatter to overlap with its GEMMs (and no config key for it)",
+    "pp_split_embedding": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
+    "pp_split_loss": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
+    "moe_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",
+    "act_offload_layers": "NOT MAPPED: DeepSpeed's activation_checkpointing.cpu_checkpointing offloads checkpoints of full recompute, another mechanism",
 }
 
 # accelerate
@@ -156,6 +180,10 @@ _ACCELERATE: dict[str, str] = {
     "moe_dispatcher": "NOT MAPPED: accelerate's config has no expert parallelism",
     "tp_overlap": "NOT MAPPED: accelerate's parallelism_config has no async-TP switch; enable torch async TP in the "
     "training script (torch._inductor.config._micro_pipeline_tp under torch.compile)",
+    "pp_split_embedding": "NOT MAPPED: accelerate has no pipeline-parallel config",
+    "pp_split_loss": "NOT MAPPED: accelerate has no pipeline-parallel config",
+    "moe_recompute": "NOT MAPPED: accelerate's activation checkpointing is whole-layer (full) only",
+    "act_offload_layers": "NOT MAPPED: accelerate has no activation offload key",
 }
 
 TABLES: dict[str, dict[str, str]] = {

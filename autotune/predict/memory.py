@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import OFFLOAD_CODE, arrays_from_plans
+from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans
 from autotune.core.trial import MemoryEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
@@ -36,7 +36,14 @@ POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the can
 
 
 def rank_params(
-    model: ModelSpec, tp: Any, pp: Any, vpp: Any, ep: Any = 1, etp: Any = 1, moe_tp_replicated: float = 0.0
+    model: ModelSpec,
+    tp: Any,
+    pp: Any,
+    vpp: Any,
+    ep: Any = 1,
+    etp: Any = 1,
+    moe_tp_replicated: float = 0.0,
+    pp_split: tuple[Any, Any] = (False, False),
 ) -> dict[str, Any]:
     """Parameters of pipeline ranks 0, 1 and pp-1 (`first`, `second`, `last`), the part of each that is FSDP's root
     unit (embedding, final norm, head: `root_<pos>`), their layer counts (`layers_<pos>`) and one layer's local size.
@@ -44,7 +51,8 @@ def rank_params(
     shared expert averaged into its dense part) and `expert_<pos>` the routed experts, split by ep*etp
     (autotune/predict/moe.py); `layer` is the largest local layer, dense part plus one MoE layer's expert share.
     `moe_tp_replicated`: parameters of each MoE layer that the framework keeps whole on every tp rank (bench_model:
-    router and shared expert, Replicate DTensors) instead of splitting them by tp."""
+    router and shared expert, Replicate DTensors) instead of splitting them by tp. `pp_split`: plan.pp_split_embedding
+    and pp_split_loss (Megatron's embedding / loss pipeline-split accounting, `schedule.layers_of_rank`)."""
     tp, pp, vpp = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp))
     experts = model.num_moe_layers * moe.expert_layer_params(model) if model.is_moe else 0
     matmul = model.matmul_params() - model.vocab_size * model.hidden_size - experts  # all blocks' dense matrices
@@ -76,10 +84,10 @@ def rank_params(
         "layer": layer_local + (moe.expert_layer_params(model) / split + replicated if model.is_moe else 0.0)
     }
     for pos in POSITIONS:
-        layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos])
+        layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos], *pp_split)
         out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + roots[pos], roots[pos], layers
         out[f"rank_{pos}"] = ranks[pos]
-        out[f"moe_layers_{pos}"] = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos]) if model.is_moe else 0
+        out[f"moe_layers_{pos}"] = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos], *pp_split) if model.is_moe else 0
         out[pos] = out[pos] + out[f"moe_layers_{pos}"] * replicated
         out[f"expert_{pos}"] = out[f"moe_layers_{pos}"] * (
             moe.expert_layer_params(model) / split if model.is_moe else 0
@@ -110,6 +118,11 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     if model.is_moe:  # an MoE layer keeps its routed tokens' tensors instead of the dense MLP's (moe.py)
         act = act + psi[f"moe_layers_{pos}"] * extras["moe_act"] * inflight
         act = act + prof.expert_cast_bytes(psi[f"expert_{pos}"], z, train) * inflight
+    # plan.act_offload_layers (Megatron --cpu-offloading-num-layers, pp = 1): the saved tensors of N of the rank's
+    # layers live on the host from their forward to their backward; as a share of the per-layer terms above
+    off = np.minimum(arr["act_offload_layers"], psi[f"layers_{pos}"]) / np.maximum(psi[f"layers_{pos}"], 1)
+    offloaded = off * (act - layer_act["transient"])
+    act = act - offloaded
     act = act + np.where(psi[f"rank_{pos}"] == 0, extras["first_act"] * inflight, 0.0)
     is_last = psi[f"rank_{pos}"] == pp - 1
     head_n = prof.last_stage_inflight(pp, arr["grad_accum_steps"], arr["pp_schedule"])  # 1 but for all-forward engines
@@ -126,7 +139,8 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
         "activations": act,
         "logits": logits,
         "allocated": alloc,
-        "host": ms["host"],
+        "host": ms["host"] + offloaded,
+        "act_offloaded": offloaded,
     }
 
 
@@ -167,7 +181,10 @@ def memory_arrays(
     prof = get_profile(train.framework) if profile is None else profile
     tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
     c = DTYPE_BYTES[train.compute_dtype]
-    psi = rank_params(model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"], prof.moe_tp_replicated_params(model))
+    pp_split = (arr["pp_split_embedding"], arr["pp_split_loss"])  # Megatron's pipeline-split accounting
+    psi = rank_params(
+        model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"], prof.moe_tp_replicated_params(model), pp_split
+    )
     seq = train.seq_len / cp
     layer_act = prof.layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
     if np.any(arr["compile"]):  # what torch.compile recomputes instead of saving (the profile's own account)
@@ -193,11 +210,15 @@ def memory_arrays(
         extras["moe_act"] = prof.moe_layer_activations(
             model, tok, tp, sp, arr["recompute"], c, arr["fp8"], arr["ep"], arr["etp"], arr["micro_batch_size"]
         )
+        full = arr["recompute"] == RECOMPUTE_CODE["full"]  # keeps the layer input only already
+        saving = prof.moe_recompute_saving(model, tok, tp, sp, c, arr["fp8"], arr["etp"], arr["moe_recompute"])
+        extras["moe_act"] = extras["moe_act"] - np.where(full, 0.0, saving)  # plan.moe_recompute (Megatron)
     per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras, prof) for pos in POSITIONS]
     worst = np.argmax(np.stack([p["allocated"] for p in per]), axis=0)
     res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}
     res["buffers"] = extras["buffers"] * np.ones_like(res["allocated"])
     res["host"] = np.maximum.reduce([p["host"] for p in per])  # host bytes per GPU of the rank that needs most
+    res["act_offloaded"] = np.maximum.reduce([p["act_offloaded"] for p in per])  # per step: D2H and back (perf)
     res["overhead"] = np.full_like(res["allocated"], float(cluster.runtime_overhead_bytes)) + dispatch_runtime
     local = np.choose(worst, [np.broadcast_to(psi[pos], worst.shape) for pos in POSITIONS])
     shard = shard_group(arr)

@@ -35,24 +35,34 @@ def expert_layer_params(model: ModelSpec) -> int:
     return model.num_experts * 3 * model.hidden_size * model.moe_ffn_hidden_size
 
 
-def moe_layers_of_rank(model: ModelSpec, pp: Any, vpp: Any, rank: Any) -> np.ndarray:
+def moe_layers_of_rank(
+    model: ModelSpec, pp: Any, vpp: Any, rank: Any, embed: Any = False, loss: Any = False
+) -> np.ndarray:
     """MoE layers held by pipeline rank `rank` under bench_model's split (autotune/predict/schedule.py: stage j of
     S = pp*vpp holds a contiguous run of layers, the L mod S extra ones on stages 1..S-2 first, then 0, then S-1;
-    rank r holds stages r, r+pp, ...)."""
-    pp, vpp, rank = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (pp, vpp, rank)))
+    rank r holds stages r, r+pp, ...), or Megatron's with the embedding / loss accounted (`embed`, `loss`)."""
+    arrs = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (pp, vpp, rank, embed, loss)))
+    pp, vpp, rank, embed, loss = arrs
     out = np.zeros(pp.shape, dtype=np.int64)
     moe = np.array([model.is_moe_layer(i) for i in range(model.num_layers)], dtype=np.int64)
-    for key in set(zip(pp.ravel().tolist(), vpp.ravel().tolist(), rank.ravel().tolist())):
-        p, v, r = key
-        sizes = _stage_sizes(model.num_layers, p * v)
+    for key in set(zip(*(a.ravel().tolist() for a in arrs))):
+        p, v, r, e, lo = key
+        sizes = _stage_sizes(model.num_layers, p * v, e, lo)
         starts = np.concatenate([[0], np.cumsum(sizes)])
         count = sum(int(moe[starts[j] : starts[j + 1]].sum()) for j in range(r, p * v, p))
-        out[(pp == p) & (vpp == v) & (rank == r)] = count
+        out[(pp == p) & (vpp == v) & (rank == r) & (embed == e) & (loss == lo)] = count
     return out
 
 
-def _stage_sizes(num_layers: int, stages: int) -> list[int]:
-    """Layers per pipeline stage, bench_model's split (the rule `schedule.layers_of_rank` counts)."""
+def _stage_sizes(num_layers: int, stages: int, embed: int = 0, loss: int = 0) -> list[int]:
+    """Layers per pipeline stage, bench_model's split (the rule `schedule.layers_of_rank` counts), or Megatron's
+    with the embedding / loss taking one slot of the first / last stage."""
+    if embed or loss:
+        slots = (num_layers + embed + loss) // stages
+        sizes = [slots] * stages
+        sizes[0] -= embed
+        sizes[-1] -= loss
+        return sizes
     base, extra = divmod(num_layers, stages)
     sizes = [base] * stages
     order = list(range(1, stages - 1)) + ([0] if stages > 1 else []) + ([stages - 1] if stages > 1 else [0])

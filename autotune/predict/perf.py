@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
+from autotune.core.plan_arrays import CODES, FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
@@ -182,10 +182,18 @@ def _moe_terms(
     if model.moe_capacity_factor is not None:  # token dropping: no expert takes more than capacity x its even share
         imbalance = np.minimum(imbalance, model.moe_capacity_factor)  # (GShard, Lepikhin et al. 2021 Sec 2.2)
     rows = moe.expert_gemm_m(copies, ep, etp, model)
+    # plan.moe_recompute (Megatron recompute_modules): "moe" re-runs the layer's forward (expert GEMMs, router and a
+    # dispatch + combine pair) in backward; "moe_act" re-runs the SwiGLU, memory-bound (read fc1's 2F, write F)
+    full = arr["recompute"] == RECOMPUTE_CODE["full"]
+    layer_rc = (arr["moe_recompute"] == CODES["moe_recompute"]["moe"]) & ~full
+    act_rc = arr["moe_recompute"] == CODES["moe_recompute"]["moe_act"]
+    passes = passes + layer_rc
     gemm = copies * etp * 2.0 * 3 * h * f / etp * passes * imbalance
     gemm = gemm / (linear_peak * gemm_efficiency(linear_eff, rows, f / etp))
-    router = moe.moe_memory_bound_s(arr, model, train, cluster, tokens, c)
-    n_a2a = moe.A2A_PER_LAYER + np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 2, 0)
+    # moe_memory_bound_s is forward + backward (x3 of the forward); "moe" recompute runs one more forward
+    router = moe.moe_memory_bound_s(arr, model, train, cluster, tokens, c) * (3.0 + layer_rc) / 3.0
+    n_a2a = moe.A2A_PER_LAYER + np.where(full | layer_rc, 2, 0)
+    router = router + np.where(act_rc, memory_bound_s(copies * imbalance * 3 * f / etp * c, cluster), 0.0)
     a2a = n_a2a * _dispatch_s(arr, model, cluster, copies / k * imbalance, c)
     e_bw, e_lat = _link(cluster, etp)
     etp_s = 2 * (
@@ -358,7 +366,10 @@ def perf_arrays(
     num_gpus = arr["dp"] * arr["tp"] * pp * arr["cp"]
     lt = _layer_terms(arr, model, train, cluster)
     lt["compute"] = lt["gemm"] + lt["attn"] + lt["mem"]
-    ranks = rank_params(model, arr["tp"], pp, vpp, arr["ep"], arr["etp"])
+    # the busiest stage under the layout's split (Megatron's embedding / loss accounting moves a layer off the end stages)
+    ranks = rank_params(
+        model, arr["tp"], pp, vpp, arr["ep"], arr["etp"], pp_split=(arr["pp_split_embedding"], arr["pp_split_loss"])
+    )
     stage = _busiest_stage(arr, model, train, cluster, lt, ranks)
     stage["fwd_layer"] = lt["compute"] / lt["passes"]
     stage["bwd_layer"] = lt["compute"] - stage["fwd_layer"]
@@ -375,6 +386,12 @@ def perf_arrays(
     opt = _optimizer_s(arr, train, cluster, psi, psi_experts)
     ep_s = m * stage["ep"]
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
+    if arr["act_offload_layers"].any():  # activation CPU offload: D2H after each forward, H2D before its backward,
+        # hidden behind the micro-batch's compute (Transformer Engine's offload runs on its own stream); the rest shows
+        from autotune.predict.memory import memory_arrays
+
+        moved = memory_arrays(arr, model, train, cluster)["act_offloaded"]
+        step = step + m * np.maximum(2.0 * host_device_s(moved, cluster) - stage["compute"], 0.0)
     if model.is_moe:
         step = step + ep_s
     tokens_per_s = train.global_batch_tokens / step

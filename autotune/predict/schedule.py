@@ -10,27 +10,32 @@ import numpy as np
 from autotune.core.plan_arrays import SCHEDULE_CODE
 
 
-def layers_of_rank(num_layers: int, pp: Any, vpp: Any, rank: Any) -> np.ndarray:
+def layers_of_rank(num_layers: int, pp: Any, vpp: Any, rank: Any, embed: Any = False, loss: Any = False) -> np.ndarray:
     """Layers held by pipeline rank `rank` under bench_model's split (bench_model/parallel/pipeline.py): each of the
     S = pp*vpp stages gets floor(L/S); the L mod S extra layers go to stages 1..S-2 first, then stage 0, then S-1.
-    Rank r holds stages r, r+pp, ..., r+(vpp-1)*pp."""
+    Rank r holds stages r, r+pp, ..., r+(vpp-1)*pp. With Megatron's pipeline-split accounting (`embed`: plan.
+    pp_split_embedding, `loss`: pp_split_loss; megatron/core/transformer/transformer_block.py get_num_layers_to_build)
+    every stage gets (L + embed + loss)/S slots, the embedding taking one of stage 0's and the loss one of stage S-1's."""
     pp, vpp, rank = np.asarray(pp), np.asarray(vpp), np.asarray(rank)
+    e, lo = np.asarray(embed, dtype=np.int64), np.asarray(loss, dtype=np.int64)
     stages = pp * vpp
     base, extra = num_layers // stages, num_layers % stages
-    total = np.zeros(np.broadcast(pp, vpp, rank).shape, dtype=np.int64)
+    slots = (num_layers + e + lo) // stages
+    accounted = (e + lo) > 0
+    total = np.zeros(np.broadcast(pp, vpp, rank, e, lo).shape, dtype=np.int64)
     for k in range(int(np.max(vpp, initial=1))):
         j = rank + k * pp
         middle = (j >= 1) & (j <= stages - 2) & (j <= extra)
         first = (j == 0) & (extra >= stages - 1) & (stages > 1)
-        total = total + np.where(k < vpp, base + (middle | first), 0)
+        megatron = np.maximum(slots - e * (j == 0) - lo * (j == stages - 1), 0)  # even split: rule pp_split_divides
+        total = total + np.where(k < vpp, np.where(accounted, megatron, base + (middle | first)), 0)
     return total
 
 
-def layers_on_rank(num_layers: int, pp: Any, vpp: Any) -> np.ndarray:
+def layers_on_rank(num_layers: int, pp: Any, vpp: Any, embed: Any = False, loss: Any = False) -> np.ndarray:
     """The most layers any pipeline rank holds (for compute balance)."""
-    return np.maximum.reduce(
-        [layers_of_rank(num_layers, pp, vpp, r) for r in (0, np.minimum(1, np.asarray(pp) - 1), np.asarray(pp) - 1)]
-    )
+    ranks = (0, np.minimum(1, np.asarray(pp) - 1), np.asarray(pp) - 1)
+    return np.maximum.reduce([layers_of_rank(num_layers, pp, vpp, r, embed, loss) for r in ranks])
 
 
 def bubble_microbatches(pp: Any, vpp: Any) -> np.ndarray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from autotune.core.errors import SpecError
 from autotune.core.types import ParallelPlan
 from bench_model.parallel.context_parallel import apply_context_parallel
 from bench_model.parallel.data_parallel import apply_data_parallel, needs_fsdp
@@ -28,6 +29,17 @@ def parallelize(
     compile: bool = False,
     device_type: str = "cpu",
 ) -> None:
+    if plan.pp_split_embedding or plan.pp_split_loss:  # Megatron-Core's split option; bench_model's has no such slot
+        raise SpecError(
+            f"plan.pp_split_embedding={str(plan.pp_split_embedding).lower()} pp_split_loss="
+            f"{str(plan.pp_split_loss).lower()}: bench_model's pipeline split (bench_model/parallel/pipeline.py) gives "
+            "the embedding and the loss no layer slot; this is Megatron-Core's account_for_*_in_pipeline_split"
+        )
+    if plan.moe_recompute != "none" or plan.act_offload_layers:  # Megatron-only knobs (rules *_needs_megatron)
+        raise SpecError(
+            f"plan.moe_recompute={plan.moe_recompute} act_offload_layers={plan.act_offload_layers}: Megatron-Core's "
+            "--recompute-modules moe_act/moe and --cpu-offloading-num-layers; bench_model runs neither"
+        )
     if plan.fp8 != "none":  # module swap first, as torchtitan's model converters run before parallelize
         apply_float8(model, plan.fp8)
     if plan.tp > 1:

@@ -115,6 +115,17 @@ def check_model_accuracy(out: dict) -> None:
         assert out["before"]["commit"] == "46ae7e1" and fraction(out["before"]["in_sample_median_abs_err"])
 
 
+def check_published_fit(out: dict) -> None:
+    # the H200 source alone: 24 runs of today's trainer and the 2026-11-23 probes, 4 OOM cases (the CSVs' status column)
+    assert (out["layouts"], out["oom_layouts"], out["skipped"]) == (24, 4, {"h200": 16})
+    assert out["fit_rate"] == round(out["predicted_to_fit"] / out["layouts"], 4)
+    assert out["memory_rows"] == len(out["memory"]) > 0 and fraction(out["memory_median_abs_err"])
+    assert (
+        len(out["misses"])
+        == out["layouts"] - out["predicted_to_fit"] + out["oom_layouts"] - out["oom_predicted_not_to_fit"]
+    )
+
+
 def check_planner_speed(out: dict) -> None:
     assert (out["model"], out["num_gpus"]) == ("llama-3.1-8b", 64)
     assert 0 < out["fitting"] <= out["candidates"] and positive(out["seconds"], out["config_load_seconds"])
@@ -185,6 +196,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "fp8_memory.py": (["--no-compile", "--hidden", "64", "--ffn", "256", "--seq", "32"], check_fp8_memory),
     "fp8_ratio.py": ([], check_fp8_ratio),
     "h200_bench_model.py": (["--moe-only"], check_h200_bench_model),
+    "published_fit.py": (["--sources", "h200"], check_published_fit),
     "memory_vs_torchtitan.py": (["--layouts", "fsdp8_none", "--small"], check_memory_vs_torchtitan),
     "model_accuracy.py": (["--quick"], check_model_accuracy),
     "planner_speed.py": (["--gpus", "64", "--model", "llama-3.1-8b", "--repeat", "1"], check_planner_speed),

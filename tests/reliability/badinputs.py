@@ -414,7 +414,53 @@ def _override_cases() -> list[BadInput]:
         ),
         c("plan-tp_overlap-not-bool", (*est, "plan.tp_overlap=maybe"), ("plan.tp_overlap", "maybe", "true or false")),
         c("plan-pp-exceeds-layers", (*est, "plan.pp=16"), ("pp=16", "8")),
+        c(
+            "plan-pp_split-without-pp",
+            (*est, "plan.pp_split_embedding=true"),
+            ("plan.pp_split_embedding=true", "plan.pp > 1"),
+        ),
+        c(
+            "plan-pp_split-not-megatron",
+            (*est, "--gpus", "2", "plan.pp=2", "plan.pp_split_embedding=true", "plan.pp_split_loss=true"),
+            ("pp_split_loss=true", "train.framework=megatron", "framework=bench_model"),
+        ),
         c("plan-vpp-without-pp", (*est, "plan.vpp=2"), ("vpp", "2")),
+        c(
+            "plan-moe_recompute-dense",
+            (*est, "plan.recompute=selective", "plan.moe_recompute=moe"),
+            ("plan.moe_recompute=moe", "MoE model", "dense"),
+        ),
+        c(
+            "plan-moe_recompute-not-selective",
+            (*est, "model=tiny-moe", "plan.moe_recompute=moe_act"),
+            ("plan.moe_recompute=moe_act", "plan.recompute=selective"),
+        ),
+        c(
+            "plan-moe_recompute-not-megatron",
+            (*est, "model=tiny-moe", "plan.recompute=selective", "plan.moe_recompute=moe"),
+            ("plan.moe_recompute=moe", "train.framework=megatron", "framework=bench_model"),
+        ),
+        c(
+            "plan-act_offload-all-layers",
+            (*est, "plan.act_offload_layers=8"),
+            ("plan.act_offload_layers=8", "less than num_layers=8"),
+        ),
+        c(
+            "plan-act_offload-with-pp",
+            (*est, "--gpus", "2", "plan.pp=2", "plan.act_offload_layers=2"),
+            ("plan.act_offload_layers=2", "plan.pp=1"),
+        ),
+        c(
+            "plan-act_offload-with-recompute",
+            (*est, "plan.recompute=full", "plan.act_offload_layers=2"),
+            ("plan.act_offload_layers=2", "plan.recompute=none"),
+        ),
+        c(
+            "plan-act_offload-not-megatron",
+            (*est, "plan.act_offload_layers=2"),
+            ("plan.act_offload_layers=2", "train.framework=megatron", "framework=bench_model"),
+        ),
+        c("plan-moe_recompute-unknown", (*est, "plan.moe_recompute=all"), ("plan.moe_recompute", "all", "moe_act")),
         c("plan-mbs-exceeds-batch", (*est, "plan.micro_batch_size=32"), ("micro_batch_size", "32")),
         c("plan-dp-batch-indivisible", (*est, "plan.dp=3"), ("global_batch_size", "3")),
         c("bench-tp3-heads", ("bench", "--nproc", "3", "plan.tp=3"), ("tp=3", "num_heads=8")),

@@ -95,11 +95,11 @@ def test_real_backends_plan_trials_with_bench_model():
 
 
 def test_export_says_when_the_target_profile_rejects_the_layout(tmp_path, capsys):
-    """A bench_model sweep's FSDP (ZeRO-3) winner exported to Megatron: the megatron profile models zero_stage <= 1
-    only (rule megatron_zero_stage): `--best` finds no layout that profile accepts and says so in one line (issue
-    28); `--trial` exports the chosen one anyway, and the file and the warning name that rule instead of a GiB figure."""
+    """A bench_model sweep's FP8-rowwise winner exported to Megatron: Megatron's --fp8-recipe has no rowwise recipe
+    (rule megatron_fp8_rowwise): `--best` finds no layout that profile accepts and says so in one line (issue 28);
+    `--trial` exports the chosen one anyway, and the file and the warning name that rule instead of a GiB figure."""
     argv = ["sweep", "--gpus", "8", "--backend", "simulate", "--max-trials", "2", "--sweep-id", "z3"]
-    space = ["space.zero_stage=[3]", "space.tp=[1]", "space.pp=[1]", "space.cp=[1]"]
+    space = ["space.zero_stage=[3]", "space.tp=[1]", "space.pp=[1]", "space.cp=[1]", "space.fp8=[rowwise]"]
     assert main([*argv, *LLAMA, *space, f"sweep.results_dir={tmp_path}"]) == 0
     out = tmp_path / "meg.args"
     capsys.readouterr()
@@ -109,8 +109,8 @@ def test_export_says_when_the_target_profile_rejects_the_layout(tmp_path, capsys
     trial = best_row(read_results(tmp_path / "z3"))["trial_id"]
     assert main(["export", str(tmp_path / "z3"), "--trial", trial, "--format", "megatron", "-o", str(out)]) == 0
     warn = [x for x in capsys.readouterr().err.splitlines() if "warning" in x]
-    assert len(warn) == 1 and "the megatron profile rejects this layout (megatron: zero_stage=3" in warn[0]
-    assert "not modelled, the profile rejects this layout (megatron: zero_stage=3" in out.read_text()
+    assert len(warn) == 1 and "the megatron profile rejects this layout (megatron: fp8=rowwise" in warn[0]
+    assert "not modelled, the profile rejects this layout (megatron: fp8=rowwise" in out.read_text()
     out2 = tmp_path / "tt.toml"
     assert main(["export", str(tmp_path / "z3"), "--best", "--format", "torchtitan", "-o", str(out2)]) == 0
     assert "GiB of" in capsys.readouterr().err  # torchtitan runs FSDP: a figure, no rejection

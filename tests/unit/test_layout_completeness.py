@@ -111,6 +111,7 @@ def test_every_plan_field_is_wired_everywhere():
             "model=tiny-moe",
             "space.dp_shard=[0,2]",
             "space.etp=[1,2]",
+            "space.act_offload_layers=[0,2]",
             *(f"space.{f}=[false,true]" for f in flags),
             *every,
         ]
@@ -168,6 +169,8 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
         ParallelPlan(
             dp=4, tp=2, zero_stage=3, micro_batch_size=2, grad_accum_steps=64, sequence_parallel=True, tp_overlap=True
         ),
+        ParallelPlan(dp=4, pp=2, micro_batch_size=2, grad_accum_steps=64, pp_split_embedding=True, pp_split_loss=True),
+        ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, act_offload_layers=4),
     ]
     # DeepSpeed refuses tp > 1 (UsageError): its layouts are the same with tp = 1
     no_tp = [replace(p, tp=1, sequence_parallel=False, tp_overlap=False) for p in layouts]
@@ -181,6 +184,8 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
         for plan in (ep_plan, deepep):
             p = replace(plan, tp=1, sequence_parallel=False) if fmt == "deepspeed" else plan
             texts[fmt] += " | " + " | ".join(unmapped(fmt, moe.model, moe.train, moe.cluster, p))
+        rc_plan = dataclasses.replace(ep_plan, recompute="selective", moe_recompute="moe")
+        texts[fmt] += " | " + " | ".join(unmapped(fmt, moe.model, moe.train, moe.cluster, rc_plan))
     for fmt in FORMATS:
         for field, target in _module(fmt).PLAN_KEYS.items():
             if target.startswith("NOT MAPPED"):

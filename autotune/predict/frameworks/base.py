@@ -120,6 +120,14 @@ class FrameworkProfile(ABC):
         """What one MoE layer saves per micro-batch beyond a dense layer (routed tokens, router, experts' SwiGLU;
         autotune/predict/moe.py); `fp8` the plan.fp8 code, `mbs` the micro-batch size (sequences)."""
 
+    def moe_recompute_saving(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
+    ) -> np.ndarray:
+        """Bytes per MoE layer and micro-batch that plan.moe_recompute (code `mode`: MOE_RECOMPUTE_MODES) does not
+        keep, out of `moe_layer_activations`' term. Default: none (only Megatron has the modules; rule
+        moe_recompute_needs_megatron refuses it elsewhere)."""
+        return np.zeros(np.broadcast(np.asarray(tokens), np.asarray(mode)).shape)
+
     def expert_states(
         self, num_params: Any, zero_stage: Any, edp: Any, dense_shard: Any, train: TrainSpec, offload: Any = 0
     ) -> dict[str, np.ndarray]:

@@ -13,6 +13,27 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
   [SCH] megatron/core/pipeline_parallel/schedules.py @ 4dabc62385799f8256fb05ccf3dfd4a7218781bd: 1F1B warm-up
         min(pp - rank - 1, m) (runs m < pp); interleaving requires m % pp == 0 ("number of microbatches is not
         divisible by pipeline-parallel size when using interleaved schedule").
+  [OPT] megatron/core/optimizer/__init__.py @ 0044db1f20bf9311d6cfc77e76fa05163e97ce44: `from
+        transformer_engine.pytorch.optimizers import FusedAdam as Adam` (Apex FusedAdam as fallback).
+  [BUF] megatron/core/distributed/param_and_grad_buffer.py (same commit): _ParamAndGradBuffer allocates one
+        contiguous grad_data (and param_data with the distributed optimizer) per dtype at wrap time; parameters
+        and main_grad are views into them.
+  [DO]  megatron/core/optimizer/distrib_optimizer.py (same commit) `_copy_model_grads_to_main_grads`:
+        `shard_main_param.grad = shard_model_grad.float()` (optimizer.py does the same for all params without the
+        distributed optimizer).
+  [GRAD] main_grad's dtype: fp32 with `--accumulate-allreduce-grads-in-fp32` (Megatron-LM's arguments.py turns it on
+        for --bf16; autotune's default train.grad_dtype fp32), the param dtype with `grad_reduce_in_fp32=False`,
+        which NVIDIA's performance recipes set (Megatron-Bridge scripts/performance/configs/llama/
+        llama3_llm_pretrain.py @ 2a0d46e2 `set_llama3_common_configs`; NeMo scripts/performance `grad_reduce_in_fp32
+        = False`): train.grad_dtype=bf16, as autotune/fitting/nemo_runs.py maps those rows.
+  [MFSDP] Megatron-FSDP: docs/discussions/megatron-fsdp-user-guide/megatron-fsdp-user-guide.md (same commit;
+        --use-megatron-fsdp, --data-parallel-sharding-strategy optim_grads_params, --fsdp-double-buffer) and
+        megatron/core/distributed/fsdp/src/README.md (parameters and main_grad in sharded ParamAndGradBuffers,
+        gathered per unit on demand). NVIDIA's recipes run it as `use_megatron_fsdp=True` with
+        `fsdp_double_buffer=True` (Megatron-Bridge scripts/performance/configs/llama/llama3_llm_pretrain.py).
+  [RCM] megatron/core/transformer/transformer_config.py (same commit) `recompute_modules` ("moe_act", "moe",
+        "layernorm", "core_attn", ...) with recompute_granularity="selective"; moe/experts.py checkpoints the
+        activation function (CheckpointWithoutOutput), moe/moe_layer.py the whole layer for "moe".
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -35,9 +56,9 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
-from autotune.core.types import TrainSpec
-from autotune.predict import moe
+from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE
+from autotune.core.types import DTYPE_BYTES, TrainSpec
+from autotune.predict import moe, reserved
 from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
@@ -96,18 +117,51 @@ class MegatronProfile(FrameworkProfile):
         is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
         return np.where(is_full, 0.0, routed + shared - dense)
 
+    def moe_recompute_saving(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
+    ) -> np.ndarray:
+        """[RCM] recompute_modules "moe_act": the routed experts' weighted SwiGLU output, fc2's input (g F/etp
+        per token copy, `moe_layer_activations`), is dropped after fc2's forward and recomputed from fc1's output in
+        backward. "moe": the whole MoE layer is checkpointed from its input (kept as the layer's MLP input),
+        so neither the routed copies nor the shared expert keep anything: the full routed + shared term. Full
+        recompute already keeps the layer input only (`moe_layer_activations` returns 0 there)."""
+        g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
+        c, h, k, f = float(act_bytes), model.hidden_size, model.moe_router_topk, model.moe_ffn_hidden_size
+        t, etp = np.asarray(tp, dtype=np.float64), np.asarray(etp, dtype=np.float64)
+        tok = np.asarray(tokens, dtype=np.float64)
+        copies = moe.moe_tokens(tok, t, sp) * etp * k
+        act = copies * g * f / etp
+        routed = (
+            copies * (8.0 + g * h + (2 * c + g) * f / etp + c) + moe.moe_tokens(tok, t, sp) * 4.0 * model.num_experts
+        )
+        shared = tok * (2 * c + g) * model.moe_shared_expert_ffn_hidden_size / t
+        m = np.asarray(mode)
+        codes = CODES["moe_recompute"]
+        return np.where(m == codes["moe_act"], act, np.where(m == codes["moe"], routed + shared, 0.0))
+
     # Megatron's 1F1B runs fewer micro-batches than stages ([SCH] warm-up min(pp - rank - 1, m))
     # pp_microbatches: Megatron runs fewer micro-batches than stages; tp_overlap_needs_compile: --tp-comm-overlap is
     # Transformer Engine's userbuffers, no torch.compile involved
-    replaces_rules: frozenset[str] = frozenset({"pp_microbatches", "tp_overlap_needs_compile"})
+    # pp_split_needs_megatron: Megatron-Core's own embedding / loss pipeline-split accounting
+    replaces_rules: frozenset[str] = frozenset(
+        {
+            "pp_microbatches",
+            "tp_overlap_needs_compile",
+            "pp_split_needs_megatron",
+            "moe_recompute_needs_megatron",
+            "act_offload_needs_megatron",
+        }
+    )
     dropout_units: float = 2.0  # [TMU] counts the attention and MLP dropout masks (1 byte per element each)
     qkv_view: bool = True  # count the fused QKV output v's view keeps (module docstring); False = [TMU] literally
 
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
     ) -> dict[str, np.ndarray]:
-        # [TMU]: params in the compute dtype, fp32 main_grad, fp32 master (none when training in fp32) + Adam states;
-        # the distributed optimizer (zero_stage=1) shards master + Adam over the data-parallel group
+        # [TMU]: params in the compute dtype, main_grad ([GRAD]), fp32 master (none when training in fp32) + Adam
+        # states; the distributed optimizer (zero_stage=1) shards master + Adam over the data-parallel group;
+        # Megatron-FSDP ([MFSDP] --data-parallel-sharding-strategy optim_grads (2) / optim_grads_params (3))
+        # shards main_grad too, and the bf16 params at stage 3
         psi, z, d, c, master, o = state_inputs(num_params, zero_stage, shard, train)
         optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
         # --optimizer-cpu-offload --optimizer-offload-fraction 1.0 (megatron/core/optimizer/cpu_offloading/README.md):
@@ -116,9 +170,9 @@ class MegatronProfile(FrameworkProfile):
         opt_off = np.asarray(offload) >= 1
         host = np.where(opt_off, optimizer + psi * 4.0 / np.where(z >= 1, d, 1.0), 0.0)
         return {
-            "params": psi * c,
+            "params": psi * c / np.where(z >= 3, d, 1.0),
             "compute_copy": np.zeros_like(psi * z),
-            "grads": psi * 4.0,
+            "grads": psi * float(DTYPE_BYTES[train.grad_dtype]) / np.where(z >= 2, d, 1.0),  # main_grad ([GRAD])
             "optimizer": np.where(opt_off, 0.0, optimizer),
             "host": host,
         }
@@ -149,8 +203,38 @@ class MegatronProfile(FrameworkProfile):
         return 4.0 * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64)  # [XE] fp32 softmax, 4sbV/t
 
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
-        # the DDP grad buffer is main_grad (counted in grads); the distributed optimizer gathers into the param buffer
-        return np.zeros(np.broadcast(np.asarray(layer_params), np.asarray(zero_stage)).shape)
+        """DDP / distributed optimizer: none beyond the model states (the grad buffer is main_grad, the distributed
+        optimizer gathers into the param buffer). Megatron-FSDP [MFSDP]: per FSDP unit (a transformer layer), the
+        unsharded gradient before its reduce-scatter (main_grad dtype), and at stage 3 the gathered parameters of
+        two units (`--fsdp-double-buffer`, which NVIDIA's recipes set: the current unit and the prefetched one)."""
+        g, c = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.compute_dtype]
+        z = np.asarray(zero_stage)
+        lp = np.asarray(layer_params, dtype=np.float64)
+        return np.where(z >= 2, lp * g, 0.0) + np.where(z >= 3, 2.0 * lp * c, 0.0)
+
+    def step_temporaries(
+        self,
+        local_params: Any,
+        zero_stage: Any,
+        shard: Any,
+        arr: dict[str, np.ndarray],
+        optimizer_states: Any,
+        largest_param: Any = None,
+        train: TrainSpec | None = None,
+    ) -> np.ndarray:
+        """Megatron allocates its step's memory once, not per step: [OPT] Transformer Engine's FusedAdam (Apex's as
+        fallback) updates master, moments and params in place with multi_tensor_adam, no per-parameter temporary
+        (torch's foreach AdamW allocates one); [BUF] the DDP grad buffer and, with the distributed optimizer, the
+        param buffer are contiguous buffers allocated at wrap time, and the grad reduce-scatter and updated-param
+        all-gather run in place on them (bench_model's ZeRO1AdamW allocates a flat send and receive buffer every
+        step instead). What the step does allocate: [DO] `shard_main_param.grad = shard_model_grad.float()`, an fp32
+        copy of the gradients this rank updates when main_grad is not fp32 (grad_reduce_in_fp32=False, as NVIDIA's
+        performance recipes run; `.float()` of an fp32 tensor is the tensor itself), Psi/D values with the
+        distributed optimizer, all Psi without."""
+        psi, z, d = (np.asarray(x, dtype=np.float64) for x in (local_params, zero_stage, shard))
+        updated = psi / np.where(z >= 1, d, 1.0)
+        copy = 4.0 * updated if DTYPE_BYTES[train.grad_dtype] != 4 else np.zeros_like(updated)
+        return reserved.round_large(np.where(np.asarray(optimizer_states) > 0, copy, 0.0))
 
     def rules(self) -> tuple:
         # an uneven layer split is Megatron-Core's --decoder-first/last-pipeline-num-layers: no divisibility rule
@@ -170,14 +254,6 @@ class MegatronProfile(FrameworkProfile):
                 lambda fp8: (
                     f"fp8={fp8}: Megatron-LM's --fp8-recipe has no rowwise recipe (delayed, tensorwise, "
                     "mxfp8, blockwise); fp8 must be none or tensorwise"
-                ),
-            ),
-            self.rule(
-                "zero_stage",
-                lambda zero_stage: zero_stage >= 2,
-                lambda zero_stage: (
-                    f"zero_stage={zero_stage}: Megatron-LM shards optimizer state with its distributed optimizer "
-                    "(zero_stage must be <= 1); ZeRO-2/3 grad/param sharding is not part of this profile"
                 ),
             ),
         )

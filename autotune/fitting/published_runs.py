@@ -1,0 +1,229 @@
+"""Every shared published layout as what its framework ran, for the feasibility and memory check
+(benchmarks/published_fit.py): one `PublishedLayout` per row, with the framework profile that prices it, whether it
+ran (every published run did; the H200 OOM cases did not) and the allocator-visible peak the source printed (GiB, or
+None where the source gives none).
+
+Sources (copies in benchmarks/data/measured/, each row's `source` / `notes` columns cite where it comes from):
+- `nemo`: NVIDIA NeMo / Megatron-Bridge performance summaries, mapped by autotune/fitting/nemo_runs.py (megatron
+  profile; no memory column);
+- `moe_blackwell`: moe_blackwell_public_2026-11.csv (/work/shared/reference/measured/, copied 2026-11-25):
+  Megatron-MoE-ModelZoo and Megatron-LM MoE README rows (megatron profile, no memory), torchao/torchtitan B200 rows
+  (torchtitan profile; "peak memory (torchtitan max reserved)" = torch.cuda.max_memory_reserved, GiB);
+- `h200`: autotune's own trainer on one H200 (bench_model profile): h200_bench_model_2026-11-25.csv (today's trainer;
+  max_memory_reserved compared) and the OOM / probe rows of h200_bench_model_2026-11.csv (fit only: the 2026-11-23
+  trainer's memory differs from today's by its chunked loss, measured README "What the second H200 lease showed").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from autotune.core.model import ModelSpec
+from autotune.core.types import ParallelPlan, TrainSpec
+from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows
+from autotune.fitting.run_types import DATA, preset_model
+
+
+@dataclass(frozen=True)
+class PublishedLayout:
+    source: str  # nemo | moe_blackwell | h200
+    row: str  # the source's row id (CSV row number or row_id / case)
+    framework: str  # train.framework whose profile prices it
+    model: ModelSpec
+    train: TrainSpec
+    cluster: str  # search_spaces/cluster/<cluster>.yaml
+    plan: ParallelPlan
+    ran: bool  # False: the source reports an out-of-memory
+    measured_gib: float | None  # allocator-visible peak (max_memory_reserved) the source printed, GiB
+    recipe: str = ""  # what the recipe ran that the plan cannot express yet (named with a miss)
+
+
+# Models of moe_blackwell_public_2026-11.csv without a preset, from the row's model_shape column.
+EXTRA_MODELS = {
+    # Megatron-MoE-ModelZoo model_configs/benchmarking/Mixtral-8x22B.yaml (the row's model_shape)
+    "mixtral-8x22b": ModelSpec(
+        "mixtral-8x22b", 56, 6144, 16384, 48, 8, 32768, num_experts=8, moe_router_topk=2, moe_ffn_hidden_size=16384
+    ),
+    # torchtitan llama4 '17bx16e' with 2 layers (the row's model_shape): every layer MoE, 16 experts top-1 of width
+    # 8192 plus one shared expert of width 8192, vocab 202048, untied
+    "llama4-scout-2layer": ModelSpec(
+        "llama4-scout-2layer",
+        2,
+        5120,
+        8192,
+        40,
+        8,
+        202048,
+        num_experts=16,
+        moe_router_topk=1,
+        moe_ffn_hidden_size=8192,
+        moe_shared_expert_ffn_hidden_size=8192,
+    ),
+}
+MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
+# Megatron recompute modules of moe_blackwell rows, from each row's notes / recompute column (Megatron-MoE-ModelZoo
+# best_practice/qwen3 readme and run scripts, cited in the CSV's source column): the long-context H100 table runs
+# "recompute layernorm+moe", the GB200 rows "moe_act+layernorm" -> plan.moe_recompute; what the plan cannot express
+# yet (the layernorm module, fine-grained activation offloading) is named with the row (MB_NOT_MODELLED).
+MB_MOE_RECOMPUTE = {**{f"r0{i}": "moe" for i in range(35, 43)}, "r044": "moe_act", "r045": "moe_act"}
+MB_NOT_MODELLED = {
+    **{f"r0{i}": "recompute_modules layernorm (the norms' outputs)" for i in range(35, 43)},
+    "r044": "recompute_modules layernorm; fine-grained activation offloading of expert_fc1 and moe_act",
+    "r045": "recompute_modules layernorm",
+}
+# precision column -> plan.fp8. Megatron's blockwise FP8 (DeepSeek-style 128x128 scales) keeps the same FP8 operand
+# bytes as tensorwise; torchao's "mxfp8 (dense linears only / grouped GEMMs only)" are partial MXFP8 recipes priced
+# as mxfp8 (the closest recipe autotune has).
+MB_FP8 = {
+    "bf16": "none",
+    "fp8-tensorwise": "tensorwise",
+    "fp8-rowwise": "rowwise",
+    "mxfp8": "mxfp8",
+    "mxfp8 (dense linears only)": "mxfp8",
+    "mxfp8 (routed-expert grouped GEMMs only)": "mxfp8",
+    "fp8-blockwise": "tensorwise",
+}
+
+
+def _int(v: Any, default: int = 1) -> int:
+    return default if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)
+
+
+def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
+    """One moe_blackwell row as a layout, or the reason it cannot be expressed."""
+    name = str(r.model)
+    if name in EXTRA_MODELS:
+        model = EXTRA_MODELS[name]
+    elif (DATA.parents[1].parent / "search_spaces" / "model" / f"{name}.yaml").exists():
+        model = preset_model(name)
+    else:
+        return f"model={name}: no preset or stated shape (hybrid gated-DeltaNet attention is not modelled)"
+    tp, pp, cp, vpp = _int(r.tp), _int(r.pp), _int(r.cp), _int(r.vpp)
+    ep, etp, mbs, gbs, n = _int(r.ep), _int(r.etp), _int(r.micro_batch), _int(r.global_batch), _int(r.num_gpus)
+    dp = n // (tp * pp * cp)
+    zero = 3 if "zero3" in str(r.zero_fsdp) else 1
+    megatron = r.framework == "megatron"
+    recompute = str(r.recompute) if str(r.recompute) in ("selective", "full") else "none"
+    # Qwen3-235B: the embedding and the loss counted in the pipeline split, as Megatron-Bridge's recipe does
+    # (autotune/fitting/nemo_runs.py); every ModelZoo layout of it splits 94 + 2 layers evenly (PP8 x VP4,
+    # PP4 x VP6 / 12, PP32 x VP3), none 94
+    accounted = megatron and pp > 1 and name == "qwen3-235b-a22b"
+    plan = ParallelPlan(
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        vpp=vpp,
+        pp_split_embedding=accounted,
+        pp_split_loss=accounted,
+        ep=ep,
+        etp=etp,
+        zero_stage=zero,
+        micro_batch_size=mbs,
+        grad_accum_steps=gbs // (dp * mbs),
+        sequence_parallel=tp > 1,
+        recompute=recompute,
+        moe_recompute=MB_MOE_RECOMPUTE.get(str(r.row_id), "none"),
+        pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
+        fp8=MB_FP8[str(r.precision)],
+        compile=True,  # Megatron: fused kernels (nemo_runs module doc); torchtitan rows: torch.compile (row notes)
+    )
+    mem = float(r.mem_per_gpu) if not pd.isna(r.mem_per_gpu) and "reserved" in str(r.mem_kind) else None
+    train = TrainSpec(
+        seq_len=int(r.seq_len),
+        global_batch_size=gbs,
+        moe_routing="balanced" if megatron else "learned",
+        framework=str(r.framework),
+        **({"param_dtype": "bf16", "grad_dtype": "bf16", "master_dtype": "fp32"} if megatron else {}),
+    )
+    rid = str(r.row_id)
+    gpu = MB_GPU[str(r.gpu_type)]
+    return PublishedLayout(
+        "moe_blackwell", rid, str(r.framework), model, train, gpu, plan, True, mem, MB_NOT_MODELLED.get(rid, "")
+    )
+
+
+def load_moe_blackwell(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[str, str]]]:
+    df = pd.read_csv(folder / "moe_blackwell_public_2026-11.csv")
+    out, skipped = [], []
+    for r in df.itertuples():
+        got = _moe_blackwell_row(r)
+        (skipped.append((str(r.row_id), got)) if isinstance(got, str) else out.append(got))
+    return out, skipped
+
+
+def _h200_layout(case: str, layout: str, compile_: bool, status: str, reserved: Any) -> PublishedLayout:
+    kv = dict(tok.split("=", 1) for tok in layout.split())
+    model = preset_model(kv.pop("model"))
+    if "model.num_layers" in kv:
+        model = dataclasses.replace(model, num_layers=int(kv.pop("model.num_layers")))
+    seq, gbs = int(kv.pop("train.seq_len")), int(kv.pop("train.global_batch_size"))
+    routing = kv.pop("train.moe_routing", "learned")
+    p = {k.removeprefix("plan."): v for k, v in kv.items()}
+    dp, mbs = int(p.pop("dp", 1)), int(p.pop("micro_batch_size"))
+    plan = ParallelPlan(
+        dp=dp,
+        tp=int(p.pop("tp", 1)),
+        cp=int(p.pop("cp", 1)),
+        zero_stage=int(p.pop("zero_stage", 0)),
+        micro_batch_size=mbs,
+        grad_accum_steps=gbs // (dp * mbs),
+        recompute=p.pop("recompute", "none"),
+        sequence_parallel=p.pop("sequence_parallel", "false") == "true",
+        fp8=p.pop("fp8", "none"),
+        compile=compile_,
+    )
+    p.pop("compile", None)
+    assert not p, f"{case}: layout fields not mapped: {sorted(p)}"
+    mem = None if pd.isna(reserved) else float(reserved)
+    return PublishedLayout(
+        "h200", case, "bench_model", model, TrainSpec(seq, gbs, moe_routing=routing), "h200-141gb", plan,
+        status == "ok", mem,
+    )  # fmt: skip
+
+
+def load_h200(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[str, str]]]:
+    """Today's trainer's rows (memory compared), plus the 2026-11-23 file's OOM and probe rows (fit only)."""
+    out, skipped = [], []
+    new = pd.read_csv(folder / "h200_bench_model_2026-11-25.csv")
+    for r in new.itertuples():
+        if not str(r.kind).startswith("bench_model trainer"):
+            skipped.append((r.case, f"kind={r.kind}: not today's trainer"))
+            continue
+        out.append(_h200_layout(r.case, r.layout, bool(r.compile), r.status, r.peak_reserved_gib))
+    old = pd.read_csv(folder / "h200_bench_model_2026-11.csv")
+    for r in old.itertuples():
+        if str(r.status) == "oom" or str(r.kind).startswith("autotune probe-memory") and r.status == "ok":
+            out.append(dataclasses.replace(_h200_layout(r.case, r.layout, bool(r.compile), r.status, None)))
+        else:
+            skipped.append((r.case, f"status={r.status}: the 2026-11-23 trainer's run (memory since changed)"))
+    return out, skipped
+
+
+def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[str, str]]]:
+    runs, skipped = load_nemo_rows(folder)
+    out = [
+        PublishedLayout(
+            "nemo",
+            str(r.row),
+            "megatron",
+            r.model,
+            dataclasses.replace(r.train, framework="megatron"),
+            r.cluster,
+            r.plan,
+            True,
+            None,
+            "recompute_modules layernorm (the norms' outputs)" if r.plan.moe_recompute != "none" else "",
+        )
+        for r in runs
+    ]
+    return out, [(str(s.row), s.reason) for s in skipped]
+
+
+LOADERS = {"nemo": load_nemo, "moe_blackwell": load_moe_blackwell, "h200": load_h200}

@@ -1,0 +1,178 @@
+"""The megatron profile as NVIDIA's performance recipes run Megatron-Core (autotune/predict/frameworks/megatron.py):
+the allocation pattern behind its reserved peak, the recipes' bf16 main_grad, and the published layouts it must
+accept (benchmarks/published_fit.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotune.core.types import TrainSpec
+from autotune.predict.frameworks import get_profile
+from autotune.predict.reserved import ROUND_LARGE
+
+MEG = get_profile("megatron")
+PSI, D = 1.0e9, 8  # parameters on the rank, data-parallel group
+ARR = {"zero_stage": np.array([1]), "dp": np.array([D]), "cp": np.array([1])}
+
+
+def test_megatron_step_allocates_only_the_fp32_grad_shard_copy():
+    fp32 = TrainSpec(4096, 8)  # --bf16 default: fp32 main_grad, nothing allocated by the step
+    assert MEG.step_temporaries(PSI, 1, D, ARR, 2, fp32) == 0
+    # grad_reduce_in_fp32=False: distrib_optimizer.py `shard_main_param.grad = shard_model_grad.float()`, 4 bytes x
+    # Psi/D, rounded up to the allocator's 2 MiB
+    bf16 = TrainSpec(4096, 8, param_dtype="bf16", grad_dtype="bf16", master_dtype="fp32")
+    want = np.ceil(4 * PSI / D / ROUND_LARGE) * ROUND_LARGE
+    assert float(MEG.step_temporaries(PSI, 1, D, ARR, 2, bf16)) == pytest.approx(want)
+    whole = np.ceil(4 * PSI / ROUND_LARGE) * ROUND_LARGE
+    assert float(MEG.step_temporaries(PSI, 0, D, ARR, 2, bf16)) == pytest.approx(whole)  # all of it without ZeRO
+    # bench_model's ZeRO1AdamW: the foreach AdamW temporary over Psi/D plus the flat send (Psi/D) and receive (Psi)
+    # buffers, 4 bytes each (autotune/predict/reserved.py), 9.5x Megatron's here
+    bench = float(get_profile("bench_model").step_temporaries(PSI, 1, D, ARR, 2, fp32)[0])
+    assert bench == pytest.approx(4 * PSI / D + 4 * (PSI + PSI / D), rel=1e-3)
+
+
+def test_megatron_main_grad_follows_grad_dtype():
+    fp32 = MEG.model_states(PSI, 1, D, TrainSpec(4096, 8))
+    bf16 = MEG.model_states(PSI, 1, D, TrainSpec(4096, 8, param_dtype="bf16", grad_dtype="bf16"))
+    assert float(fp32["grads"]) == 4 * PSI and float(bf16["grads"]) == 2 * PSI
+
+
+def test_megatron_fsdp_shards_params_and_grads_and_double_buffers_two_units():
+    """Megatron-FSDP (zero_stage 3 = optim_grads_params, 2 = optim_grads) as NVIDIA's recipes run it (bf16
+    main_grad, --fsdp-double-buffer): every state / D, plus one unit's unsharded gradient and two gathered units."""
+    bf16 = TrainSpec(4096, 8, param_dtype="bf16", grad_dtype="bf16", master_dtype="fp32")
+    z3 = MEG.model_states(PSI, 3, D, bf16)
+    assert [float(z3[k]) for k in ("params", "grads", "optimizer")] == pytest.approx(
+        [2 * PSI / D, 2 * PSI / D, 12 * PSI / D]
+    )
+    z2 = MEG.model_states(PSI, 2, D, bf16)
+    assert [float(z2[k]) for k in ("params", "grads")] == pytest.approx([2 * PSI, 2 * PSI / D])
+    layer = 1.0e8
+    assert float(MEG.buffers(layer, 3, D, bf16)) == pytest.approx(2 * layer + 2 * 2 * layer)
+    assert float(MEG.buffers(layer, 2, D, bf16)) == pytest.approx(2 * layer)
+    assert float(MEG.buffers(layer, 1, D, bf16)) == 0  # distributed optimizer: the buffers are the states
+
+
+def test_embedding_and_loss_take_a_layer_slot_of_the_end_stages():
+    """Megatron's account_for_embedding/loss_in_pipeline_split (transformer_block.py get_num_layers_to_build): Llama
+    3.1 405B's 126 layers + 2 over PP16 x VP8 = 128 slots, one per virtual stage; stage 0's slot is the embedding,
+    stage 127's the loss. Rank 0 holds stages 0, 16, ..., 112: 7 layers; rank 1 eight; rank 15 (stage 127) seven."""
+    from autotune.predict.moe import moe_layers_of_rank
+    from autotune.predict.schedule import layers_of_rank
+    from autotune.spec.config import load_config
+
+    got = [int(layers_of_rank(126, 16, 8, r, True, True)) for r in (0, 1, 15)]
+    assert got == [7, 8, 7]
+    # one slot only: 125 layers + the embedding = 2 x 63 slots (rank 0: 62 layers); + the loss instead: mirrored
+    assert [int(layers_of_rank(125, 2, 1, r, True, False)) for r in (0, 1)] == [62, 63]
+    assert [int(layers_of_rank(125, 2, 1, r, False, True)) for r in (0, 1)] == [63, 62]
+    # Qwen3-235B: 94 layers (all MoE) + 2 over PP32 x VP3 = 96 slots: rank 0 holds stages 0, 32, 64 -> 2 layers
+    qwen = load_config(["model=qwen3-235b-a22b"]).model
+    assert int(moe_layers_of_rank(qwen, 32, 3, 0, True, True)) == 2
+    assert int(moe_layers_of_rank(qwen, 32, 3, 5, True, True)) == 3
+
+
+def test_qwen3_235b_pp32_vp3_is_a_megatron_layout():
+    """The published PP32 x VP3 layout of 94-layer Qwen3-235B (Megatron-MoE-ModelZoo, 256 H100) is accepted under
+    the megatron profile with the accounting on, refused without it and under bench_model (no such split there)."""
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.core.types import ParallelPlan
+    from autotune.layouts.rules import rejections
+    from autotune.spec.config import load_config
+
+    over = [
+        "model=qwen3-235b-a22b",
+        "cluster=h100-sxm-80gb",
+        "train.framework=megatron",
+        "train.global_batch_size=2048",
+    ]
+    cfg = load_config(over)
+    kw = dict(
+        dp=4, tp=2, pp=32, vpp=3, ep=8, sequence_parallel=True, grad_accum_steps=512, pp_schedule="interleaved_1f1b"
+    )
+
+    def rule(train, **extra):
+        arr = arrays_from_plans([ParallelPlan(**kw, **extra)])
+        return rejections(arr, cfg.model, train, cfg.cluster, cfg.space)[0][0]
+
+    both = dict(pp_split_embedding=True, pp_split_loss=True)
+    assert rule(cfg.train, **both) is None
+    assert rule(cfg.train) == "vpp_within_layers"
+    assert rule(cfg.train, pp_split_loss=True) == "vpp_within_layers"  # 95 slots for 96 stages
+    kw.update(dp=8, pp=16, grad_accum_steps=256)  # 48 stages: 96 slots split evenly, 95 do not
+    assert rule(cfg.train, **both) is None and rule(cfg.train, pp_split_loss=True) == "pp_split_divides"
+    bench = TrainSpec(cfg.train.seq_len, cfg.train.global_batch_size)
+    assert rule(bench, **both) == "pp_split_needs_megatron"
+
+
+def test_moe_recompute_modules_drop_what_megatron_recomputes():
+    """Megatron recompute_modules on Qwen3-30B-A3B's MoE layers (k=8 of 128 experts of width 768), tp 1, ep 8,
+    4096 tokens, bf16: "moe_act" drops fc2's input (the SwiGLU output, 2 bytes x F per routed copy); "moe" the whole
+    routed + shared term of `moe_layer_activations` (per copy: int64 index 8, the permuted token 2h, fc1's 2 x 2F, the
+    probability 2, fc2's input 2F; router fp32 probabilities 4E per token). Only megatron runs it, under selective."""
+    from autotune.core.plan_arrays import CODES, arrays_from_plans
+    from autotune.core.types import ParallelPlan
+    from autotune.layouts.rules import rejections
+    from autotune.predict.perf import perf_arrays
+    from autotune.spec.config import load_config
+
+    cfg = load_config(["model=qwen3-30b-a3b", "cluster=h100-sxm-80gb", "train.framework=megatron"])
+    m, T, k, F, h, E = cfg.model, 4096.0, 8, 768, 2048, 128
+    codes = CODES["moe_recompute"]
+    act = float(MEG.moe_recompute_saving(m, T, 1, False, 2, 0, 1, codes["moe_act"]))
+    assert act == pytest.approx(T * k * 2 * F)
+    layer = float(MEG.moe_recompute_saving(m, T, 1, False, 2, 0, 1, codes["moe"]))
+    assert layer == pytest.approx(T * k * (8 + 2 * h + 6 * F + 2) + T * 4 * E)
+    assert float(MEG.moe_recompute_saving(m, T, 1, False, 2, 0, 1, codes["none"])) == 0
+    gbs = cfg.train.global_batch_size
+    kw = dict(dp=8, ep=8, micro_batch_size=1, grad_accum_steps=gbs // 8, recompute="selective")
+    arr = arrays_from_plans([ParallelPlan(**kw), ParallelPlan(**kw, moe_recompute="moe")])
+    ids = rejections(arr, m, cfg.train, cfg.cluster, cfg.space)[0]
+    assert list(ids) == [None, None]
+    slower = perf_arrays(arr, m, cfg.train, cfg.cluster)["step_s"]
+    assert slower[1] > slower[0]  # the MoE layer's forward (GEMMs, router, a dispatch + combine) runs again
+    bench = TrainSpec(cfg.train.seq_len, gbs)
+    assert rejections(arr, m, bench, cfg.cluster, cfg.space)[0][1] == "moe_recompute_needs_megatron"
+    none_rc = arrays_from_plans([ParallelPlan(**{**kw, "recompute": "none"}, moe_recompute="moe")])
+    assert rejections(none_rc, m, cfg.train, cfg.cluster, cfg.space)[0][0] == "moe_recompute_needs_selective"
+
+
+def test_activation_offload_moves_n_of_l_layers_to_the_host():
+    """Megatron --cpu-offloading-num-layers N at pp = 1 (Llama-3.1-70B, 80 layers, Megatron-FSDP as the GB200 preset
+    runs it with N = 40): the per-layer activations drop by N/L, the host column gains exactly what left the device,
+    and the layout is refused at pp > 1, with recompute, or for N >= L (Megatron's TransformerConfig checks)."""
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.core.types import ParallelPlan
+    from autotune.layouts.rules import rejections
+    from autotune.predict.memory import memory_arrays
+    from autotune.spec.config import load_config
+
+    over = ["model=llama-3.1-70b", "cluster=gb200-nvl72", "train.framework=megatron", "train.seq_len=8192"]
+    cfg = load_config([*over, "train.global_batch_size=256"])
+    kw = dict(dp=64, zero_stage=3, micro_batch_size=2, grad_accum_steps=2)
+    plans = [ParallelPlan(**kw), ParallelPlan(**kw, act_offload_layers=40)]
+    mem = memory_arrays(arrays_from_plans(plans), cfg.model, cfg.train, cfg.cluster)
+    # pp = 1: one micro-batch in flight; the embedding's and the head's tensors are not per-layer and stay
+    first = float(cfg.train.seq_len * 2 * (8 + cfg.model.hidden_size))  # [TMU] embedding input + dropout mask, tp 1
+    head = float(get_profile("megatron").head_activations(cfg.model, 8192 * 2, 1, False, 2))
+    per_layer = mem["activations"][0] - first - head
+    assert mem["activations"][1] == pytest.approx(first + head + per_layer * 40 / 80)
+    assert mem["host"][1] - mem["host"][0] == pytest.approx(per_layer / 2)
+    bad = [dict(kw, act_offload_layers=80), dict(kw, recompute="full", act_offload_layers=4)]
+    ids = rejections(arrays_from_plans([ParallelPlan(**b) for b in bad]), cfg.model, cfg.train, cfg.cluster, cfg.space)
+    assert list(ids[0]) == ["act_offload_within_layers", "act_offload_no_recompute"]
+
+
+def test_nemo_rows_carry_their_recipes_settings():
+    """autotune/fitting/nemo_runs.py maps each summary row to what its recipe ran: bf16 main_grad
+    (grad_reduce_in_fp32=False), the 405B / Qwen3-235B pipeline-split accounting wherever pp > 1, Megatron-FSDP with
+    the presets' activation offloading (405B GB200, 128 GPUs, TP 2: cpu_offloading_num_layers=92)."""
+    from autotune.fitting.nemo_runs import load_nemo_rows
+
+    runs = {r.row: r for r in load_nemo_rows()[0]}
+    assert all(r.train.grad_dtype == "bf16" for r in runs.values())
+    split = [r for r in runs.values() if r.model.name in ("llama-3.1-405b", "qwen3-235b-a22b") and r.plan.pp > 1]
+    assert split and all(r.plan.pp_split_embedding and r.plan.pp_split_loss for r in split)
+    fsdp405 = runs[297].plan  # NeMo 25.09, GB200, LLAMA3.1_405B, 128 GPUs, GBS 64, FSDP 64, TP 2
+    assert (fsdp405.zero_stage, fsdp405.tp, fsdp405.act_offload_layers) == (3, 2, 92)
