@@ -146,8 +146,7 @@ _DEEPSPEED: dict[str, str] = {
     "ep": "NOT MAPPED: DeepSpeed-MoE sets ep_size on each deepspeed.moe.layer.MoE in the model code, not in the config",
     "etp": "NOT MAPPED: DeepSpeed-MoE has no expert tensor parallelism",
     "moe_dispatcher": "NOT MAPPED: DeepSpeed-MoE dispatches with its own all-to-all only (deepspeed.moe.sharded_moe)",
-    "tp_overlap": "NOT MAPPED: DeepSpeed AutoTP all-reduces each row-parallel output and has no sequence parallelism, "
-    "so there is no all-gather / reduce-scatter to overlap with its GEMMs (and no config key for it)",
+    "tp_overlap": "refused with tp (it needs tp > 1): no TP communication to overlap",
     "pp_split_embedding": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
     "pp_split_loss": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
     "moe_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",

@@ -18,17 +18,17 @@ ARR = {"zero_stage": np.array([1]), "dp": np.array([D]), "cp": np.array([1])}
 
 def test_megatron_step_allocates_only_the_fp32_grad_shard_copy():
     fp32 = TrainSpec(4096, 8)  # --bf16 default: fp32 main_grad, nothing allocated by the step
-    assert MEG.step_temporaries(PSI, 1, D, ARR, 2, fp32) == 0
+    assert MEG.step_temporaries(PSI, 1, D, ARR, 2, train=fp32) == 0
     # grad_reduce_in_fp32=False: distrib_optimizer.py `shard_main_param.grad = shard_model_grad.float()`, 4 bytes x
     # Psi/D, rounded up to the allocator's 2 MiB
     bf16 = TrainSpec(4096, 8, param_dtype="bf16", grad_dtype="bf16", master_dtype="fp32")
     want = np.ceil(4 * PSI / D / ROUND_LARGE) * ROUND_LARGE
-    assert float(MEG.step_temporaries(PSI, 1, D, ARR, 2, bf16)) == pytest.approx(want)
+    assert float(MEG.step_temporaries(PSI, 1, D, ARR, 2, train=bf16)) == pytest.approx(want)
     whole = np.ceil(4 * PSI / ROUND_LARGE) * ROUND_LARGE
-    assert float(MEG.step_temporaries(PSI, 0, D, ARR, 2, bf16)) == pytest.approx(whole)  # all of it without ZeRO
+    assert float(MEG.step_temporaries(PSI, 0, D, ARR, 2, train=bf16)) == pytest.approx(whole)  # all of it without ZeRO
     # bench_model's ZeRO1AdamW: the foreach AdamW temporary over Psi/D plus the flat send (Psi/D) and receive (Psi)
     # buffers, 4 bytes each (autotune/predict/reserved.py), 9.5x Megatron's here
-    bench = float(get_profile("bench_model").step_temporaries(PSI, 1, D, ARR, 2, fp32)[0])
+    bench = float(get_profile("bench_model").step_temporaries(PSI, 1, D, ARR, 2, train=fp32)[0])
     assert bench == pytest.approx(4 * PSI / D + 4 * (PSI + PSI / D), rel=1e-3)
 
 
