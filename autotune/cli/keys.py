@@ -1,0 +1,67 @@
+"""Which override key families each command acts on (issue 28 item 3: no silently ignored input).
+
+Every command takes Hydra overrides, but not every command reads every family: `plan` searches a space and has no
+single layout, `estimate` estimates one layout and has no space. A key a command would not read is refused in one line
+(field, value, rule) instead of being dropped; `plan.*` in a command that searches pins that dimension
+(`plan.tp=2` -> `space.tp=[2]`), which is what a user typing it means.
+
+    family          plan  sweep/submit  estimate/probe-memory  bench
+    model.* model=   yes   yes           yes                    yes
+    train.* cluster  yes   yes           yes                    yes
+    space.<dim>      yes   yes           refused (use plan.*)   refused (use plan.*)
+    space.<switch>   yes   yes           yes (the rules, usable memory) yes
+    plan.<dim>       pins  pins          yes                    yes
+    plan.<derived>   refused refused     yes                    yes
+    sweep.*          refused yes         refused                yes (warm-up, timed steps, timeout)
+"""
+
+from __future__ import annotations
+
+from autotune.core.errors import UsageError
+
+SEARCHING = frozenset({"plan", "sweep", "submit"})
+ONE_LAYOUT = frozenset({"estimate", "probe-memory", "bench"})
+READS_SWEEP = frozenset({"sweep", "submit", "bench"})
+
+
+def _split(override: str) -> tuple[str, str]:
+    key, _, value = override.lstrip("+~").partition("=")
+    return key.strip(), value.strip()
+
+
+def check_overrides(command: str, overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """The overrides `command` acts on: unchanged, or with `plan.<dim>=v` rewritten to `space.<dim>=[v]` for the
+    commands that search. Raises UsageError (one line) for a key the command would ignore."""
+    from autotune.spec.config import SPACE_FIELDS
+
+    out = []
+    for ov in overrides:
+        key, value = _split(ov)
+        family, _, field = key.partition(".")
+        if family == "sweep" and field and command not in READS_SWEEP:
+            raise UsageError(
+                f"{key}={value} is a sweep setting, which `autotune {command}` does not read "
+                f"(it is read by sweep, submit and bench)"
+            )
+        if family == "space" and field in SPACE_FIELDS and command in ONE_LAYOUT:
+            raise UsageError(
+                f"{key}={value} lists search-space values, but `autotune {command}` runs one layout: "
+                f"give plan.{field}=<one value> (or use `autotune plan` to search space.{field})"
+            )
+        if family == "plan" and field and command in SEARCHING:
+            if value in ("null", "~", ""):  # the default: derived per layout
+                continue
+            if field not in SPACE_FIELDS:
+                raise UsageError(
+                    f"{key}={value} is derived by `autotune {command}` for each layout (from train.global_batch_size "
+                    "and the degrees); it cannot be pinned"
+                )
+            if value.startswith("["):
+                raise UsageError(
+                    f"{key}={value} must be one value (it pins that dimension); to search several, use "
+                    f"space.{field}={value}"
+                )
+            out.append(f"space.{field}=[{value}]")  # pins the dimension: the space holds that one value
+            continue
+        out.append(ov)
+    return out
