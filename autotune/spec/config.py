@@ -183,7 +183,55 @@ def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | 
     )
 
 
+# `cluster=PATH` / `model=PATH`: a preset YAML outside the tree (e.g. what `autotune calibrate -o` or `netbench -o`
+# wrote). The file is composed as the group's preset of this name in an overlay of the config tree (symlinks to
+# everything else), so Hydra treats it exactly as a preset and `cluster.*` overrides apply on top of it.
+PATH_GROUPS = ("model", "cluster")
+PATH_PRESET = "_from_path"
+
+
+def _path_presets(overrides: list[str]) -> tuple[list[str], dict[str, Path]]:
+    """(overrides with `group=PATH` replaced by `group=_from_path`, group -> the file)."""
+    out, picked = [], {}
+    for ov in overrides:
+        key, sep, value = ov.partition("=")
+        if key in PATH_GROUPS and sep and ("/" in value or value.endswith((".yaml", ".yml", ".json"))):
+            path = Path(value).expanduser()
+            if not path.is_file():
+                raise ConfigError(f"{key}={value!r}: no such file (give a preset name or the path of a YAML file)")
+            if key == "model" and path.suffix == ".json":  # a Hugging Face config.json: the `hf` preset reads it
+                out += ["model=hf", f"model.config_path={path.resolve()}"]
+                continue
+            picked[key] = path.resolve()
+            out.append(f"{key}={PATH_PRESET}")
+        else:
+            out.append(ov)
+    return out, picked
+
+
+def _overlay(config_dir: Path, picked: dict[str, Path], tmp: Path) -> Path:
+    for entry in config_dir.iterdir():
+        if entry.name in picked:
+            (tmp / entry.name).mkdir()
+            for preset in entry.iterdir():
+                (tmp / entry.name / preset.name).symlink_to(preset)
+            (tmp / entry.name / f"{PATH_PRESET}.yaml").write_bytes(picked[entry.name].read_bytes())
+        else:
+            (tmp / entry.name).symlink_to(entry)
+    return tmp
+
+
 def _compose(overrides: list[str], config_dir: Path):
+    overrides, picked = _path_presets(overrides)
+    if not picked:
+        return _compose_in(overrides, config_dir)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="autotune-presets-") as tmp:
+        return _compose_in(overrides, _overlay(config_dir, picked, Path(tmp)))
+
+
+def _compose_in(overrides: list[str], config_dir: Path):
     import yaml
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -210,7 +258,9 @@ def _explain_hydra_error(e: Exception, overrides: list[str], config_dir: Path) -
         key, _, value = ov.lstrip("+~").partition("=")
         if key in GROUPS and f"{key}/{value}" in msg or (key in GROUPS and "Could not find" in msg and value in msg):
             presets = sorted(p.stem for p in (config_dir / key).glob("*.yaml"))
-            return f"{key}={value!r} is not a preset (choose from: {', '.join(presets)})"
+            return (
+                f"{key}={value!r} is not a preset (choose from: {', '.join(presets)}; or give the path of a YAML file)"
+            )
     if "not in struct" in msg or "Could not override" in msg:
         key = msg.split("'")[1] if "'" in msg else msg
         return f"{key}: unknown config key (see `autotune plan --help` and search_spaces/)"
