@@ -51,3 +51,6 @@ lint: venv
 
 test-fast: venv
 	$(BIN)/python -m pytest -x -q tests/unit
+
+clean-demo:  # what `make demo` wrote
+	rm -rf results/demo

@@ -32,6 +32,7 @@ def _split(override: str) -> tuple[str, str]:
 def check_overrides(command: str, overrides: list[str] | tuple[str, ...]) -> list[str]:
     """The overrides `command` acts on: unchanged, or with `plan.<dim>=v` rewritten to `space.<dim>=[v]` for the
     commands that search. Raises UsageError (one line) for a key the command would ignore."""
+    from autotune.core.types import PLAN_FIELDS
     from autotune.spec.config import SPACE_FIELDS
 
     out = []
@@ -50,6 +51,9 @@ def check_overrides(command: str, overrides: list[str] | tuple[str, ...]) -> lis
             )
         if family == "plan" and field and command in SEARCHING:
             if value in ("null", "~", ""):  # the default: derived per layout
+                continue
+            if field not in PLAN_FIELDS:  # not a plan field at all: the config's own "unknown key" error
+                out.append(ov)
                 continue
             if field not in SPACE_FIELDS:
                 raise UsageError(

@@ -7,6 +7,7 @@ mistake becomes a `ConfigError` (a ValueError) whose message names the field, th
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 from dataclasses import dataclass, field
@@ -263,7 +264,9 @@ def _explain_hydra_error(e: Exception, overrides: list[str], config_dir: Path) -
             )
     if "not in struct" in msg or "Could not override" in msg:
         key = msg.split("'")[1] if "'" in msg else msg
-        return f"{key}: unknown config key (see `autotune plan --help` and search_spaces/)"
+        near = difflib.get_close_matches(key, _known_keys(config_dir), n=1, cutoff=0.75)
+        hint = f"did you mean {near[0]}? " if near else ""
+        return f"{key}: unknown config key ({hint}see `autotune plan --help` and search_spaces/)"
     if (
         "mismatched input" in msg
         or "no viable alternative" in msg
@@ -276,6 +279,26 @@ def _explain_hydra_error(e: Exception, overrides: list[str], config_dir: Path) -
             f"{why[0] if why else _first_line(e)}"
         )
     return _first_line(e)
+
+
+def _known_keys(config_dir: Path) -> list[str]:
+    """Every `group.key` of the presets in the tree and the root config's mappings (`plan.*`): the "did you mean"
+    candidates of an unknown key. Only read on that error path."""
+    import yaml
+
+    keys: set[str] = set()
+    files = [(config_dir / "config.yaml", None)]
+    files += [(f, g) for g in GROUPS if g != "experiment" for f in sorted((config_dir / g).glob("*.yaml"))]
+    for path, group in files:
+        try:
+            doc = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        if group is not None:
+            keys.update(f"{group}.{k}" for k in doc if isinstance(k, str))
+        else:
+            keys.update(f"{top}.{k}" for top, sub in doc.items() if isinstance(sub, dict) for k in sub)
+    return sorted(keys)
 
 
 def _first_line(e: Exception) -> str:

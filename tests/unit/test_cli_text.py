@@ -68,3 +68,20 @@ def test_bench_table_shows_ep_and_the_whole_log_path(capsys):
     _print(row)
     out = capsys.readouterr().out
     assert "ep=2 etp=1" in out and log in out.replace("\n", "")
+
+
+def test_small_things(capsys):
+    """Issue 28 item 8: "did you mean" for a misspelt key; the batch sizes that would divide; calibration round-off
+    and an undefined Spearman said in words (were `0 -> 1.812e-13` and a Spearman from too few rows)."""
+    from autotune.search.calibrate import Calibration
+    from autotune.spec.config import load_config
+
+    assert main(["plan", "--gpus", "8", "train.seqlen=4096"]) == 2
+    assert "did you mean train.seq_len?" in capsys.readouterr().err
+    assert main(["plan", "--gpus", "12", "model=llama-3.1-8b", "cluster=h100-sxm-80gb"]) == 2
+    err = capsys.readouterr().err
+    # 12 GPUs: dp*mbs is a multiple of 3 (dp in {3, 6, 12}); 510 = 3*170 and 513 = 3*171 are the nearest to 512
+    assert "train.global_batch_size=510 or 513 would divide" in err
+    cal = Calibration(load_config([]).cluster, (("allocator_fragmentation", 0.0, 1.812e-13),), 3, 0.1, 0.1, None, None)
+    lines = cal.describe()
+    assert lines[0] == "allocator_fragmentation: 0 (unchanged)" and "Spearman: undefined (too few rows: 3" in lines[1]
