@@ -33,8 +33,17 @@ def run(args) -> int:
     if args.json:
         print_json(row)
         return 0
-    print(f"probe-memory ({row['probe_method']}), rank 0 of {row['num_gpus']}:")
+    print(
+        f"probe-memory ({row['probe_method']}), rank 0 of {row['num_gpus']}: what is alive at the moment of the "
+        "allocated peak (a component freed or not yet allocated then reads 0)"
+    )
     for key, value in row.items():
         if key.startswith("mem_"):
             print(f"  {key[4:-6]:<12} {gib(value)}")
+    if not row.get("mem_grads_bytes") and row.get("mem_params_bytes"):
+        # e.g. llama-3.2-1b on 8 ranks, seq 512, ZeRO-2 (FSDP2 keeps the unsharded parameters after the forward)
+        print(
+            "  grads 0: no gradient was alive at the moment of the allocated peak that the tracker reports; the "
+            "step still holds gradients at other moments (`autotune estimate` counts them)"
+        )
     return 0

@@ -85,3 +85,17 @@ def test_small_things(capsys):
     cal = Calibration(load_config([]).cluster, (("allocator_fragmentation", 0.0, 1.812e-13),), 3, 0.1, 0.1, None, None)
     lines = cal.describe()
     assert lines[0] == "allocator_fragmentation: 0 (unchanged)" and "Spearman: undefined (too few rows: 3" in lines[1]
+
+
+def test_probe_memory_text_explains_a_zero_component(capsys, monkeypatch):
+    """Issue 28 item 8: `probe-memory` printed `grads 0.00 GiB` with no word. The probe's row is a stand-in here (named
+    as such: a real tiny ZeRO-2 probe on 2 ranks gives mem_grads_bytes 0 too, but costs ~10 s; the probe itself is
+    tested in test_bench_model_cli.py); what is tested is the text."""
+    import bench_model.memory_probe as probe
+
+    row = {"probe_method": "stand-in", "num_gpus": 2, "mem_params_bytes": 6955520.0, "mem_grads_bytes": 0.0}
+    monkeypatch.setattr(probe, "probe_memory", lambda spec: row)
+    assert main(["probe-memory", "--gpus", "2", "plan.zero_stage=2"]) == 0
+    out = capsys.readouterr().out
+    assert "what is alive at the moment of the allocated peak" in out
+    assert "grads 0: no gradient was alive at the moment of the allocated peak" in out
