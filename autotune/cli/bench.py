@@ -41,7 +41,7 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 def build_spec(args):
     from autotune.core.trial import TrialSpec
     from autotune.results.trialfile import load_trialfile, make_spec
-    from autotune.spec.config import ConfigError, load_config
+    from autotune.spec.config import ConfigError
 
     extra = {} if args.steps is None else {"timed_steps": args.steps}
     if args.config is not None:
@@ -59,9 +59,9 @@ def build_spec(args):
         )
     if args.nproc is None:
         raise ConfigError("--nproc is required unless --config gives the layout (--nproc N must equal dp*tp*pp*cp)")
-    from autotune.cli.keys import check_overrides
+    from autotune.cli.keys import load_config_for
 
-    cfg = load_config(check_overrides("bench", args.overrides))
+    cfg = load_config_for("bench", args.overrides)
     plan = cfg.plan(args.nproc)
     if plan.world_size != args.nproc:
         raise ConfigError(

@@ -23,10 +23,9 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from autotune.cli.keys import check_overrides
-    from autotune.spec.config import load_config
+    from autotune.cli.keys import load_config_for
 
-    cfg = load_config(check_overrides("estimate", args.overrides))
+    cfg = load_config_for("estimate", args.overrides)
     row = estimate(cfg, args.gpus)
     if args.json:
         print_json(row)

@@ -65,7 +65,40 @@ def check_overrides(command: str, overrides: list[str] | tuple[str, ...]) -> lis
                     f"{key}={value} must be one value (it pins that dimension); to search several, use "
                     f"space.{field}={value}"
                 )
+            _check_kind(key, value, field)
             out.append(f"space.{field}=[{value}]")  # pins the dimension: the space holds that one value
             continue
         out.append(ov)
     return out
+
+
+def _check_kind(key: str, value: str, field: str) -> None:
+    """The pinned value's type, named by the key the user typed (the range rules then name space.<field>)."""
+    import yaml
+
+    from autotune.core.types import PLAN_KINDS
+
+    try:
+        v = yaml.safe_load(value)
+    except yaml.YAMLError:
+        v = value
+    kind = PLAN_KINDS[field]
+    ok = {"int": isinstance(v, int) and not isinstance(v, bool), "bool": isinstance(v, bool)}.get(kind, True)
+    if not ok:
+        what = {"int": "an integer", "bool": "true or false"}[kind]
+        raise UsageError(f"{key}={value} must be {what} (it pins space.{field})")
+
+
+def load_config_for(command: str, overrides: list[str] | tuple[str, ...]):
+    """`load_config` of the overrides `command` acts on; an error about a pinned dimension names the plan.* key typed."""
+    from autotune.spec.config import ConfigError, load_config
+
+    try:
+        return load_config(check_overrides(command, overrides))
+    except ConfigError as e:
+        for ov in overrides:
+            key, value = _split(ov)
+            family, _, field = key.partition(".")
+            if command in SEARCHING and family == "plan" and str(e).startswith(f"space.{field}="):
+                raise ConfigError(f"{key}={value} (pins space.{field}): {e}") from None
+        raise

@@ -48,13 +48,12 @@ def _check_output(path: str) -> None:
 def run(args) -> int:
     from autotune.layouts.planner import enumerate_candidates, top_candidates
     from autotune.layouts.variants import best_by_variant
-    from autotune.spec.config import load_config
 
     if args.output:
         _check_output(args.output)
-    from autotune.cli.keys import check_overrides
+    from autotune.cli.keys import load_config_for
 
-    cfg = load_config(check_overrides("plan", args.overrides))
+    cfg = load_config_for("plan", args.overrides)
     df = enumerate_candidates(cfg, args.gpus)
     if args.output:
         _write(df, args.output)

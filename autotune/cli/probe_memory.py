@@ -22,12 +22,11 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from autotune.cli.keys import check_overrides
+    from autotune.cli.keys import load_config_for
     from autotune.results.trialfile import make_spec
-    from autotune.spec.config import load_config
     from bench_model.memory_probe import probe_memory
 
-    cfg = load_config(check_overrides("probe-memory", args.overrides))
+    cfg = load_config_for("probe-memory", args.overrides)
     spec = make_spec(cfg, cfg.plan(args.gpus), sweep_id="probe", trial_id="probe")
     row = probe_memory(spec)
     if args.json:

@@ -47,3 +47,10 @@ def test_plan_pins_plan_keys_and_estimate_refuses_space_lists(capsys):
     assert len(err.splitlines()) == 1 and "space.tp=[2,4]" in err and "plan.tp=" in err
     assert main(["plan", "--gpus", "4", "plan.tp=[1,2]"]) == 2
     assert "space.tp=[1,2]" in capsys.readouterr().err
+
+
+def test_a_bad_pinned_value_names_the_key_typed(capsys):
+    assert main(["plan", "--gpus", "4", "plan.tp=two"]) == 2
+    assert capsys.readouterr().err.strip() == "autotune: error: plan.tp=two must be an integer (it pins space.tp)"
+    assert main(["plan", "--gpus", "4", "plan.tp=0"]) == 2
+    assert capsys.readouterr().err.startswith("autotune: error: plan.tp=0 (pins space.tp): space.tp=[0] must list")
