@@ -13,6 +13,8 @@ single layout, `estimate` estimates one layout and has no space. A key a command
     plan.<dim>       pins  pins          yes                    yes
     plan.<derived>   refused refused     yes                    yes
     sweep.*          refused yes         refused                yes (warm-up, timed steps, timeout)
+
+`calibrate` reads model, train and cluster keys only, `netbench` cluster and sweep keys only (ONLY_READS).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from autotune.core.errors import UsageError
 
 SEARCHING = frozenset({"plan", "sweep", "submit"})
 ONE_LAYOUT = frozenset({"estimate", "probe-memory", "bench"})
-READS_SWEEP = frozenset({"sweep", "submit", "bench"})
+READS_SWEEP = frozenset({"sweep", "submit", "bench", "netbench"})
+# the commands that read only some families: calibrate refits the cluster of a sweep's model and train shape; netbench
+# times collectives on the cluster through the sweep's launcher settings
+ONLY_READS = {"calibrate": ("model", "train", "cluster", "experiment"), "netbench": ("cluster", "sweep", "experiment")}
 
 
 def _split(override: str) -> tuple[str, str]:
@@ -39,10 +44,15 @@ def check_overrides(command: str, overrides: list[str] | tuple[str, ...]) -> lis
     for ov in overrides:
         key, value = _split(ov)
         family, _, field = key.partition(".")
+        if command in ONLY_READS and family not in ONLY_READS[command]:
+            raise UsageError(
+                f"{key}={value}: `autotune {command}` does not read {family}.* "
+                f"(it reads {', '.join(f + '.*' for f in ONLY_READS[command][:-1])} and experiment=)"
+            )
         if family == "sweep" and field and command not in READS_SWEEP:
             raise UsageError(
                 f"{key}={value} is a sweep setting, which `autotune {command}` does not read "
-                f"(it is read by sweep, submit and bench)"
+                f"(it is read by sweep, submit, bench and netbench)"
             )
         if family == "space" and field in SPACE_FIELDS and command in ONE_LAYOUT:
             raise UsageError(

@@ -23,6 +23,11 @@ MATRIX = {
                  "plan.tp=2": "acts", "plan.grad_accum_steps=4": "acts", "sweep.max_trials=3": "refuses"},
     "probe-memory": {"space.tp=[2,4]": "refuses", "plan.tp=2": "acts", "sweep.timeout_s=5": "refuses"},
     "bench": {"space.zero_stage=[1]": "refuses", "plan.tp=2": "acts", "sweep.timed_steps=2": "acts"},
+    "calibrate": {"model=tiny": "acts", "train.seq_len=64": "acts", "cluster.gpus_per_node=4": "acts",
+                  "experiment=demo": "acts", "space.tp=[2]": "refuses", "plan.tp=2": "refuses",
+                  "sweep.parallel=2": "refuses"},
+    "netbench": {"cluster=h100-sxm-80gb": "acts", "sweep.timeout_s=9": "acts", "model=tiny": "refuses",
+                 "plan.tp=2": "refuses", "train.seq_len=64": "refuses"},
 }  # fmt: skip
 
 
