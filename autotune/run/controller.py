@@ -180,7 +180,7 @@ def run_sweep(req: SweepRequest, console: Console | None = None) -> Path:
         store.create(cfg.resolved_yaml, {"gpus": num_gpus, "overrides": list(req.overrides), "argv": list(req.argv)})
     console.print(
         f"sweep {store.root}  ({'resuming, ' if resuming else ''}{num_gpus} GPUs, model {cfg.model.name}, "
-        f"backend {cfg.sweep.backend}, strategy {cfg.sweep.strategy})",
+        f"cluster {cfg.cluster.name}, backend {cfg.sweep.backend}, strategy {cfg.sweep.strategy})",
         highlight=False,
         soft_wrap=True,
     )
