@@ -184,52 +184,16 @@ def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | 
     )
 
 
-# `cluster=PATH` / `model=PATH`: a preset YAML outside the tree (e.g. what `autotune calibrate -o` or `netbench -o`
-# wrote). The file is composed as the group's preset of this name in an overlay of the config tree (symlinks to
-# everything else), so Hydra treats it exactly as a preset and `cluster.*` overrides apply on top of it.
-PATH_GROUPS = ("model", "cluster")
-PATH_PRESET = "_from_path"
-
-
-def _path_presets(overrides: list[str]) -> tuple[list[str], dict[str, Path]]:
-    """(overrides with `group=PATH` replaced by `group=_from_path`, group -> the file)."""
-    out, picked = [], {}
-    for ov in overrides:
-        key, sep, value = ov.partition("=")
-        if key in PATH_GROUPS and sep and ("/" in value or value.endswith((".yaml", ".yml", ".json"))):
-            path = Path(value).expanduser()
-            if not path.is_file():
-                raise ConfigError(f"{key}={value!r}: no such file (give a preset name or the path of a YAML file)")
-            if key == "model" and path.suffix == ".json":  # a Hugging Face config.json: the `hf` preset reads it
-                out += ["model=hf", f"model.config_path={path.resolve()}"]
-                continue
-            picked[key] = path.resolve()
-            out.append(f"{key}={PATH_PRESET}")
-        else:
-            out.append(ov)
-    return out, picked
-
-
-def _overlay(config_dir: Path, picked: dict[str, Path], tmp: Path) -> Path:
-    for entry in config_dir.iterdir():
-        if entry.name in picked:
-            (tmp / entry.name).mkdir()
-            for preset in entry.iterdir():
-                (tmp / entry.name / preset.name).symlink_to(preset)
-            (tmp / entry.name / f"{PATH_PRESET}.yaml").write_bytes(picked[entry.name].read_bytes())
-        else:
-            (tmp / entry.name).symlink_to(entry)
-    return tmp
-
-
 def _compose(overrides: list[str], config_dir: Path):
-    overrides, picked = _path_presets(overrides)
+    from autotune.spec.preset_paths import overlay, path_presets
+
+    overrides, picked = path_presets(overrides)
     if not picked:
         return _compose_in(overrides, config_dir)
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="autotune-presets-") as tmp:
-        return _compose_in(overrides, _overlay(config_dir, picked, Path(tmp)))
+        return _compose_in(overrides, overlay(config_dir, picked, Path(tmp)))
 
 
 def _compose_in(overrides: list[str], config_dir: Path):
@@ -264,7 +228,9 @@ def _explain_hydra_error(e: Exception, overrides: list[str], config_dir: Path) -
             )
     if "not in struct" in msg or "Could not override" in msg:
         key = msg.split("'")[1] if "'" in msg else msg
-        near = difflib.get_close_matches(key, _known_keys(config_dir), n=1, cutoff=0.75)
+        from autotune.spec.preset_paths import known_keys
+
+        near = difflib.get_close_matches(key, known_keys(config_dir, GROUPS), n=1, cutoff=0.75)
         hint = f"did you mean {near[0]}? " if near else ""
         return f"{key}: unknown config key ({hint}see `autotune plan --help` and search_spaces/)"
     if (
@@ -279,26 +245,6 @@ def _explain_hydra_error(e: Exception, overrides: list[str], config_dir: Path) -
             f"{why[0] if why else _first_line(e)}"
         )
     return _first_line(e)
-
-
-def _known_keys(config_dir: Path) -> list[str]:
-    """Every `group.key` of the presets in the tree and the root config's mappings (`plan.*`): the "did you mean"
-    candidates of an unknown key. Only read on that error path."""
-    import yaml
-
-    keys: set[str] = set()
-    files = [(config_dir / "config.yaml", None)]
-    files += [(f, g) for g in GROUPS if g != "experiment" for f in sorted((config_dir / g).glob("*.yaml"))]
-    for path, group in files:
-        try:
-            doc = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError):
-            continue
-        if group is not None:
-            keys.update(f"{group}.{k}" for k in doc if isinstance(k, str))
-        else:
-            keys.update(f"{top}.{k}" for top, sub in doc.items() if isinstance(sub, dict) for k in sub)
-    return sorted(keys)
 
 
 def _first_line(e: Exception) -> str:
