@@ -61,7 +61,9 @@ def test_sweep_rows(local_sweep):
     df = read_results(sweep)
     assert df["candidate_id"].is_unique and df["trial_id"].is_unique
     files = scan_trials(sweep / "trials")
-    assert files.corrupt == () and len(files.good) == len(df)
+    # one file per trial that ran; every pruned row in the sweep's one pruned.parquet (issue 28 item 2)
+    assert files.corrupt == () and len(files.good) == int((df["status"] != "pruned").sum()) == 4
+    assert df.attrs["corrupt_files"] == [] and (sweep / "pruned.parquet").is_file()
     frame = planner_frame(DEMO, 4)
     assert set(df.loc[df["status"] == "pruned", "candidate_id"]) == set(frame.loc[frame["rank"].isna(), "candidate_id"])
     # the order trials ran in, from the progress lines (topk re-ranks as measurements arrive, so only the first
