@@ -205,7 +205,10 @@ def tally(sweep: Path) -> FolderTally:
 
     files = scan_trials(sweep / "trials")
     df = read_results(sweep)
-    return FolderTally(dict(zip(df["candidate_id"], df["status"])), len(df), len(files.good), len(files.corrupt))
+    # corrupt: torn trials/ files and a torn pruned.parquet (read_results lists both)
+    return FolderTally(
+        dict(zip(df["candidate_id"], df["status"])), len(df), len(files.good), len(df.attrs["corrupt_files"])
+    )
 
 
 def ranked_trial_ids(overrides: list[str], num_gpus: int, n: int) -> list[str]:
