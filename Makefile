@@ -36,7 +36,9 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: venv
-	$(BIN)/autotune sweep --gpus 4 experiment=demo --sweep-id demo --resume-if-exists
+	# --strategy random: the demo shows the space (5 of the 4-GPU dp/tp/pp/cp layouts, 4 TP x PP heatmap cells);
+	# topk would run the 8 predicted best, all dp4 or dp2.cp2 on the cpu preset (tests/unit/test_demo_space.py)
+	$(BIN)/autotune sweep --gpus 4 experiment=demo --strategy random --sweep-id demo --resume-if-exists
 	$(BIN)/autotune report results/demo --plots
 	$(BIN)/autotune export results/demo --best -o results/demo/best.yaml
 
@@ -51,3 +53,6 @@ lint: venv
 
 test-fast: venv
 	$(BIN)/python -m pytest -x -q tests/unit
+
+clean-demo:  # what `make demo` wrote
+	rm -rf results/demo

@@ -44,7 +44,7 @@ from harness import (
     TINY,
     available_commands,
     clean_error_problems,
-    count_trial_files,  # noqa: E402
+    count_rows,  # noqa: E402
     kill_when,
     processes_mentioning,
     ranked_trial_ids,
@@ -183,7 +183,7 @@ def controller_kills_simulate(work: Path, seed: int = 20261122) -> Scenario:
     rng = random.Random(seed)
     thresholds = [
         0,
-        rng.randint(1, pruned - 1),
+        pruned,  # the planner's pruned rows land in one write (pruned.parquet), then one file per trial
         rng.randint(pruned + 1, pruned + 10),
         rng.randint(pruned + 11, pruned + 25),
         rng.randint(pruned + 26, len(expected) - 2),
@@ -196,15 +196,11 @@ def controller_kills_simulate(work: Path, seed: int = 20261122) -> Scenario:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        ready = (
-            (lambda: (sweep / "sweep.yaml").exists())
-            if t == 0
-            else (lambda t=t: count_trial_files(sweep / "trials") >= t)
-        )
+        ready = (lambda: (sweep / "sweep.yaml").exists()) if t == 0 else (lambda t=t: count_rows(sweep) >= t)
         s.faults += kill_when(proc, ready)
     done = _sweep(work, "--sweep-id", "killed", "--resume-if-exists", *SIM)
     _compare(s, expected, sweep)
-    s.detail = f"kill thresholds {thresholds} (files written); final resume rc={done.returncode}"
+    s.detail = f"kill thresholds {thresholds} (rows written); final resume rc={done.returncode}"
     return s
 
 

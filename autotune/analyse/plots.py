@@ -4,7 +4,8 @@
                  throughput: they are drawn at their *predicted* throughput with their own marker, so the layouts that
                  did not run stay visible (the Ultra-Scale Playbook's grey OOM points).
 - tp_pp_heatmap.* best measured tok/s/GPU for each (tp, pp); a cell where nothing succeeded names the failure.
-- pred_vs_measured.* predicted vs measured peak memory and tok/s/GPU, with the y = x line.
+- pred_vs_measured.* predicted vs measured peak memory and tok/s/GPU, with the y = x line; not drawn for a sweep with
+                 no measured (ok) trial, e.g. `--backend simulate` (it would be two empty panels).
 - pareto.*       throughput vs peak memory, the Pareto front joined (autotune.analyse.pareto).
 """
 
@@ -119,8 +120,10 @@ def plot_tp_pp_heatmap(df: pd.DataFrame, plots_dir: Path) -> list[Path]:
 
 
 def plot_pred_vs_measured(df: pd.DataFrame, plots_dir: Path) -> list[Path]:
-    plt = _plt()
     ok = df[df["status"] == "ok"]
+    if ok.empty:
+        return []  # nothing measured (a simulate sweep): no empty figure
+    plt = _plt()
     mem = ok["peak_mem_reserved_bytes"].astype(float).fillna(ok["peak_mem_allocated_bytes"].astype(float))
     pairs = [
         ("peak memory (GiB)", ok["pred_mem_bytes"].astype(float) / GIB, mem / GIB),

@@ -48,7 +48,7 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 def build_spec(args):
     from autotune.core.trial import TrialSpec
     from autotune.results.trialfile import load_trialfile, make_spec
-    from autotune.spec.config import ConfigError, load_config
+    from autotune.spec.config import ConfigError
 
     extra = {} if args.steps is None else {"timed_steps": args.steps}
     if args.config is not None:
@@ -66,7 +66,9 @@ def build_spec(args):
         )
     if args.nproc is None:
         raise ConfigError("--nproc is required unless --config gives the layout (--nproc N must equal dp*tp*pp*cp)")
-    cfg = load_config(args.overrides)
+    from autotune.cli.keys import load_config_for
+
+    cfg = load_config_for("bench", args.overrides)
     plan = cfg.plan(args.nproc)
     if plan.world_size != args.nproc:
         raise ConfigError(
@@ -147,7 +149,7 @@ def _print(row: dict) -> None:
 
     table = Table(
         title=f"bench {row['model_name']}: dp={row['dp']} tp={row['tp']} pp={row['pp']} cp={row['cp']} "
-        f"vpp={row['vpp']} zero={row['zero_stage']} mbs={row['micro_batch_size']} "
+        f"vpp={row['vpp']} ep={row.get('ep')} etp={row.get('etp')} zero={row['zero_stage']} mbs={row['micro_batch_size']} "
         f"ga={row['grad_accum_steps']} recompute={row['recompute']} sp={row['sequence_parallel']}",
         show_header=False,
     )
@@ -173,11 +175,12 @@ def _print(row: dict) -> None:
         ("losses", " ".join(f"{x:.4f}" for x in losses)),
         ("wall", f"{_fmt(row.get('wall_s'), '.1f')} s"),
         *_scale_down_items(row),
-        ("log", str(row.get("log_path"))),
     ]
     for k, v in items:
         table.add_row(k, v)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    console.print(f"log: {row.get('log_path')}", highlight=False, soft_wrap=True)  # whole, never cut to the width
 
 
 def _scale_down_items(row: dict) -> list[tuple[str, str]]:

@@ -27,6 +27,7 @@ def add_parser(sub, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from autotune.cli.keys import check_overrides
     from autotune.fitting.netbench import check_preset_path, preset_usage, write_cluster_preset
     from autotune.results.store import read_results
     from autotune.search.calibrate import calibrate, sweep_specs
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     check_preset_path(args.output)
     if not sweep_dir.is_dir():
         raise InputFileError(f"SWEEP_DIR={str(sweep_dir)!r} is not a directory")
-    model, train, cluster = sweep_specs(sweep_dir, args.overrides)
+    model, train, cluster = sweep_specs(sweep_dir, check_overrides("calibrate", args.overrides))
     rows = read_results(sweep_dir)
     rows = rows[(rows["model_name"] == model.name) & (rows["seq_len"] == train.seq_len)]
     cal = calibrate(rows, model, train, cluster)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from autotune.cli.accuracy import accuracy_note
 from autotune.cli.common import add_layout_command, print_json
 from autotune.layouts.estimate import estimate
 
@@ -22,14 +23,14 @@ def add_parser(subparsers, name: str) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from autotune.spec.config import load_config
+    from autotune.cli.keys import load_config_for
 
-    cfg = load_config(args.overrides)
+    cfg = load_config_for("estimate", args.overrides)
     row = estimate(cfg, args.gpus)
     if args.json:
         print_json(row)
         return 0
-    _print(row, cfg)
+    _print(row, cfg, args.overrides)
     return 0
 
 
@@ -49,10 +50,11 @@ _TERMS = [
 ]
 
 
-def _print(row: dict, cfg) -> None:
+def _print(row: dict, cfg, overrides=()) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from autotune.cli.plan import assumed_cluster
     from autotune.core.labels import layout_label
 
     console = Console() if Console().is_terminal else Console(width=120)
@@ -93,12 +95,11 @@ def _print(row: dict, cfg) -> None:
             "per step before overlap (in dp exposed)",
             highlight=False,
         )
+    terms = step_terms(row)
     console.print(
-        f"predicted: step {row['pred_step_s']:.3f} s (compute {row['pred_compute_s']:.3f}, tp "
-        f"{row['pred_tp_comm_s']:.3f}, cp {row['pred_cp_comm_s']:.3f}, pp {row['pred_pp_comm_s']:.3f}, "
-        f"dp exposed {row['pred_dp_comm_s']:.3f}, bubble {row['pred_bubble_s']:.3f}, optimizer "
-        f"{row['pred_optimizer_s']:.3f}) · "
-        f"{row['pred_tokens_per_s']:,.0f} tok/s · {row['pred_tokens_per_s_per_gpu']:,.0f} tok/s/GPU · "
+        f"predicted: step {row['pred_step_s']:.3f} s = "
+        + " + ".join(f"{label} {v:.3f}" for label, v in terms)
+        + f" · {row['pred_tokens_per_s']:,.0f} tok/s · {row['pred_tokens_per_s_per_gpu']:,.0f} tok/s/GPU · "
         f"MFU {100 * row['pred_mfu']:.1f}%"
         + (
             f" · compile: elementwise {row['pred_memory_bound_s']:.3f} s of compute fused, "
@@ -108,3 +109,32 @@ def _print(row: dict, cfg) -> None:
         ),
         highlight=False,
     )
+    console.print(accuracy_note(cfg.cluster.name, cfg.model.is_moe), highlight=False)
+    if assumed_cluster(overrides, cfg):
+        console.print(
+            f"cluster: {cfg.cluster.name} (the default preset, assumed because no cluster= was given)", highlight=False
+        )
+
+
+# The additive terms of the predicted step (autotune/predict/perf.py `perf_arrays`: step = compute + tp + cp + ep + pp
+# + exposed dp + bubble + optimizer), in the order printed. attention_s and memory_bound_s are parts of compute and
+# dp_replicate_comm_s is inside dp exposed: they are not terms of the sum.
+STEP_TERMS = (
+    ("compute", "pred_compute_s"),
+    ("tp", "pred_tp_comm_s"),
+    ("cp", "pred_cp_comm_s"),
+    ("ep", "pred_ep_comm_s"),
+    ("pp", "pred_pp_comm_s"),
+    ("dp exposed", "pred_dp_comm_s"),
+    ("bubble", "pred_bubble_s"),
+    ("optimizer", "pred_optimizer_s"),
+)
+
+
+def step_terms(row: dict) -> list[tuple[str, float]]:
+    """(label, seconds) of every term of the step; a remainder the terms do not explain is shown, never dropped."""
+    terms = [(label, float(row[key] or 0.0)) for label, key in STEP_TERMS]
+    rest = float(row["pred_step_s"]) - sum(v for _, v in terms)
+    if abs(rest) > 1e-6 * max(float(row["pred_step_s"]), 1e-9):
+        terms.append(("unattributed", rest))
+    return terms

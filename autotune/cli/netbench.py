@@ -73,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
     sizes = _sizes(args.sizes)
     if args.output is not None:
         check_preset_path(args.output)
-    cfg = load_config(args.overrides)
+    from autotune.cli.keys import check_overrides
+
+    cfg = load_config(check_overrides("netbench", args.overrides))
     base = cfg.cluster
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     workdir = Path(args.workdir or Path(cfg.sweep.results_dir) / "_netbench" / stamp).resolve()

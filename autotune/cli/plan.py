@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from autotune.cli.accuracy import accuracy_note
 from autotune.cli.common import add_overrides, positive_int, print_json
 from autotune.core.errors import UsageError
 from autotune.core.labels import layout_label
@@ -47,11 +48,12 @@ def _check_output(path: str) -> None:
 def run(args) -> int:
     from autotune.layouts.planner import enumerate_candidates, top_candidates
     from autotune.layouts.variants import best_by_variant
-    from autotune.spec.config import load_config
 
     if args.output:
         _check_output(args.output)
-    cfg = load_config(args.overrides)
+    from autotune.cli.keys import load_config_for
+
+    cfg = load_config_for("plan", args.overrides)
     df = enumerate_candidates(cfg, args.gpus)
     if args.output:
         _write(df, args.output)
@@ -72,6 +74,7 @@ def run(args) -> int:
             }
         )
         return 0
+    args._frame = df
     _print_table(top, cfg, args, counts)
     if variants:
         _print_variants(variants)
@@ -156,3 +159,29 @@ def _print_table(top, cfg, args, counts) -> None:
     if args.output:
         line += f" · all {counts['enumerated']} written to {args.output}"
     console.print(line, highlight=False)
+    for n, rule, example in common_rejections(args._frame):
+        console.print(f"  {n:>6} rejected by {rule}, e.g. {example}", highlight=False, soft_wrap=True)
+    console.print(accuracy_note(cfg.cluster.name, cfg.model.is_moe), highlight=False, soft_wrap=True)
+    if assumed_cluster(args.overrides, cfg):
+        console.print(
+            f"cluster: {cfg.cluster.name} (the default preset, assumed because no cluster= was given; "
+            "pass e.g. cluster=h100-sxm-80gb)",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def common_rejections(df, k: int = 5) -> list[tuple[int, str, str]]:
+    """The `k` most common reject rules: (count, rule id, the reason of the first row it rejected)."""
+    rejected = df[df["reject_rule"].notna()]
+    if rejected.empty:
+        return []
+    counts = rejected["reject_rule"].value_counts()
+    first = rejected.drop_duplicates("reject_rule").set_index("reject_rule")["reject_reason"]
+    return [(int(n), str(rule), str(first[rule])) for rule, n in counts.head(k).items()]
+
+
+def assumed_cluster(overrides, cfg) -> bool:
+    """True when the cluster is the `cpu` default only because the user named none (nor an experiment that does)."""
+    keys = {o.lstrip("+~").partition("=")[0] for o in overrides}
+    return cfg.cluster.name == "cpu" and "cluster" not in keys and "experiment" not in keys

@@ -32,4 +32,6 @@ def run(args: argparse.Namespace) -> int:
 
         files = make_plots(sweep_dir)
         console.print(f"plots: {len(files)} files in {sweep_dir / 'plots'}", highlight=False, soft_wrap=True)
+        if not any(p.stem == "pred_vs_measured" for p in files):
+            console.print("pred_vs_measured: not drawn (no measured trial in this sweep)", highlight=False)
     return 0

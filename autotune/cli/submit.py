@@ -73,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--resume: submit a new sweep, or run `autotune sweep --resume DIR` inside a job yourself")
     if args.gpus is None:
         raise UsageError("--gpus is required")
+    from autotune.cli.keys import check_overrides
+
+    args.overrides = check_overrides("submit", args.overrides)
     cfg = load_config(list(args.overrides))
     opts = SlurmOptions.from_mapping(cfg.sweep.slurm)
     sweep_id = _sweep_id(args, cfg)

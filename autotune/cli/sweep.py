@@ -74,6 +74,7 @@ def add_parser(sub, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autotune.analyse.report import print_summary
+    from autotune.cli.keys import check_overrides
     from autotune.run.controller import SweepRequest, flag_overrides, make_console, run_sweep
 
     if args.resume and args.sweep_id:
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             flags.append(f"sweep.{key}={getattr(args, key)}")
     req = SweepRequest(
         num_gpus=args.gpus,
-        overrides=tuple(list(args.overrides) + flags),
+        overrides=tuple(check_overrides("sweep", args.overrides) + flags),
         sweep_id=args.sweep_id,
         resume=args.resume,
         resume_if_exists=args.resume_if_exists,

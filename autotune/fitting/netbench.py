@@ -226,12 +226,12 @@ def check_preset_path(path: str | Path, flag: str = "-o") -> Path:
 
 
 def preset_usage(path: Path) -> str:
-    """How to use a written preset: `cluster=<stem>` only works from the config tree's cluster/ folder."""
+    """How to use a written preset: `cluster=<stem>` from the config tree's cluster/ folder, `cluster=<path>` anywhere."""
     from autotune.spec.config import SEARCH_SPACES
 
     if path.resolve().parent == (SEARCH_SPACES / "cluster").resolve():
         return f"use: cluster={path.stem}"
-    return f"to use it, copy it to {SEARCH_SPACES / 'cluster'}/ and pass cluster={path.stem}"
+    return f"use: cluster={path}"
 
 
 def write_cluster_preset(cluster: Any, path: str | Path, header: str) -> Path:

@@ -220,9 +220,15 @@ def explain_no_layout(df, cfg, num_gpus: int) -> str:
         return f"no layout of {num_gpus} GPUs fits: smallest {best['reject_reason']}"
     reasons = df["reject_reason"]
     if (df["reject_rule"] == "batch_divisible").all():
+        gbs = cfg.train.global_batch_size
+        steps = sorted({int(d) * int(b) for d, b in zip(df["dp"], df["micro_batch_size"])})
+        lower = next((g for g in range(gbs - 1, 0, -1) if any(g % x == 0 for x in steps)), None)
+        upper = next(g for g in range(gbs + 1, 2 * gbs + steps[0] + 1) if any(g % x == 0 for x in steps))
+        near = " or ".join(str(g) for g in (lower, upper) if g is not None)
         return (
-            f"train.global_batch_size={cfg.train.global_batch_size} is not divisible by dp*micro_batch_size "
-            f"for any layout of {num_gpus} GPUs"
+            f"train.global_batch_size={gbs} is not divisible by dp*micro_batch_size for any layout of {num_gpus} "
+            f"GPUs (dp*micro_batch_size is one of {steps[:8]}{'...' if len(steps) > 8 else ''}): "
+            f"train.global_batch_size={near} would divide"
         )
     top = reasons.value_counts()
     return (

@@ -3,6 +3,9 @@
     results/<sweep_id>/
       sweep.yaml                  resolved config + the CLI arguments that started the sweep (resume reads it back)
       trials/<trial_id>.parquet   one row each, RESULT_SCHEMA, written atomically (temp + fsync + rename)
+      pruned.parquet              every `pruned` row (planner-rejected and strategy-pruned candidates), one row
+                                  each, in ONE columnar file: a 256-GPU MoE sweep rejects ~40k layouts, and a file
+                                  per row made a folder of 40k files / 760 MB that took minutes to read back
       logs/                       one log per trial
       plots/                      `autotune report --plots`
 
@@ -10,7 +13,10 @@ Crash safety: a row is first written to `trials/.<trial_id>.parquet.<pid>.tmp` (
 discovery and duckdb's glob below both skip), fsynced, then `os.replace`d over its final name, and the directory is
 fsynced. A controller SIGKILLed at any instant leaves either the old file, the new file, or a stray temp file — never a
 half-written `*.parquet`. Trial ids derive from candidate ids (`trial_id_for`), so running a candidate again replaces
-its own file: the folder can never hold two rows for one trial.
+its own file: the folder can never hold two rows for one trial. `pruned.parquet` is rewritten whole (old rows + new
+ones, temp + fsync + rename) each time rows are added, so it too is either the old or the new file; a trial id in both
+places (a folder written by an older version, or a pruned candidate later run) reads as its trials/ row. Folders
+written before pruned.parquet existed (every row under trials/) read unchanged.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ if TYPE_CHECKING:  # pandas is heavy: imported where used
 
 log = logging.getLogger(__name__)
 SWEEP_FILE = "sweep.yaml"
+PRUNED_FILE = "pruned.parquet"
 # Statuses that settle a candidate: a resumed sweep never runs these again. (`invalid` too: it is a plan error.)
 FINISHED = frozenset({"ok", "oom", "crash", "timeout", "pruned", "simulated", "invalid"})
 
@@ -73,30 +80,77 @@ def _coerce(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_row(trials_dir: str | Path, row: dict[str, Any], fsync: bool = True) -> Path:
-    """Write one row as `trials_dir/<trial_id>.parquet`, atomically. `fsync=False` only for batches that the caller
-    flushes once at the end (the rename is still atomic; only durability across a power cut is deferred)."""
-    import pyarrow as pa
+def _write_table_atomic(path: Path, table: Any, fsync: bool = True) -> Path:
     import pyarrow.parquet as pq
 
-    row = _coerce(normalize_row(row))
-    row["schema_version"] = SCHEMA_VERSION
-    if not row.get("trial_id"):
-        raise ValueError("result row trial_id is empty: every row needs one to name its file")
-    trials_dir = Path(trials_dir)
-    trials_dir.mkdir(parents=True, exist_ok=True)
-    final = trials_dir / f"{row['trial_id']}.parquet"
-    tmp = trials_dir / f".{final.name}.{os.getpid()}.tmp"
-    table = pa.Table.from_pylist([row], schema=RESULT_SCHEMA)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
     with open(tmp, "wb") as fh:
         pq.write_table(table, fh)
         fh.flush()
         if fsync:
             os.fsync(fh.fileno())
-    os.replace(tmp, final)
+    os.replace(tmp, path)
     if fsync:
-        _fsync_dir(trials_dir)
-    return final
+        _fsync_dir(path.parent)
+    return path
+
+
+def _table(rows: list[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    out = []
+    for row in rows:
+        row = _coerce(normalize_row(row))
+        row["schema_version"] = SCHEMA_VERSION
+        if not row.get("trial_id"):
+            raise ValueError("result row trial_id is empty: every row needs one")
+        out.append(row)
+    return pa.Table.from_pylist(out, schema=RESULT_SCHEMA)
+
+
+def add_pruned_rows(sweep_dir: str | Path, rows: list[dict[str, Any]]) -> Path:
+    """Add `rows` (status `pruned`) to the sweep's one columnar `pruned.parquet`: the old rows whose trial id is not
+    among the new ones, then the new ones, written atomically. An unreadable old file is replaced (its rows are
+    recorded again by the resume that reads the planner's rejects anew)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path = Path(sweep_dir) / PRUNED_FILE
+    table = _table(rows)
+    if path.is_file():
+        try:
+            old = pq.read_table(path, schema=RESULT_SCHEMA)
+        except Exception as e:  # torn footer, not Parquet, other columns
+            log.warning("replacing unreadable %s (%s)", path, type(e).__name__)
+        else:
+            keep = pc.invert(pc.is_in(old["trial_id"], value_set=table["trial_id"]))
+            table = pa.concat_tables([old.filter(keep), table])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _write_table_atomic(path, table)
+
+
+def _read_pruned(path: Path) -> tuple[Any, str | None]:
+    """(the pruned rows as a DataFrame or None, why unreadable or None)."""
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        return None, None
+    try:
+        return pq.read_table(path, schema=RESULT_SCHEMA).to_pandas(), None
+    except Exception as e:
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+def write_row(trials_dir: str | Path, row: dict[str, Any], fsync: bool = True) -> Path:
+    """Write one row as `trials_dir/<trial_id>.parquet`, atomically. `fsync=False` only for batches that the caller
+    flushes once at the end (the rename is still atomic; only durability across a power cut is deferred)."""
+    if not row.get("trial_id"):
+        raise ValueError("result row trial_id is empty: every row needs one to name its file")
+    table = _table([row])
+    trials_dir = Path(trials_dir)
+    trials_dir.mkdir(parents=True, exist_ok=True)
+    return _write_table_atomic(trials_dir / f"{row['trial_id']}.parquet", table, fsync=fsync)
 
 
 @dataclass(frozen=True)
@@ -131,8 +185,8 @@ def scan_trials(trials_dir: str | Path) -> TrialFiles:
 
 
 def read_results(sweep_dir: str | Path) -> pd.DataFrame:
-    """All rows of a sweep as one DataFrame (`pandas.read_parquet` over trials/). Torn or corrupt files are reported
-    (logged, and listed in `df.attrs["corrupt_files"]`) and never read as data."""
+    """All rows of a sweep as one DataFrame (`pandas.read_parquet` over trials/, plus pruned.parquet). Torn or corrupt
+    files are reported (logged, and listed in `df.attrs["corrupt_files"]`) and never read as data."""
     import pandas as pd
 
     sweep_dir = Path(sweep_dir)
@@ -140,7 +194,11 @@ def read_results(sweep_dir: str | Path) -> pd.DataFrame:
     if not trials.is_dir():
         raise FileNotFoundError(2, "no such sweep folder", str(sweep_dir))
     files = scan_trials(trials)
-    for path, why in files.corrupt:
+    root = sweep_dir if trials != sweep_dir else (sweep_dir.parent if sweep_dir.name == "trials" else None)
+    pruned_path = root / PRUNED_FILE if root is not None else sweep_dir / f"({PRUNED_FILE} of no sweep)"
+    pruned, why_pruned = _read_pruned(pruned_path)
+    corrupt = list(files.corrupt) + ([(pruned_path, why_pruned)] if why_pruned else [])
+    for path, why in corrupt:
         log.warning("skipping corrupt result file %s (%s)", path, why)
     if not files.good:
         df = pd.DataFrame({name: pd.Series(dtype=_pandas_dtype(str(t))) for name, t in RESULT_FIELDS})
@@ -148,8 +206,11 @@ def read_results(sweep_dir: str | Path) -> pd.DataFrame:
         df = pd.read_parquet(trials, schema=RESULT_SCHEMA)
     else:
         df = pd.read_parquet([str(p) for p in files.good], schema=RESULT_SCHEMA)
+    if pruned is not None and len(pruned):
+        pruned = pruned[~pruned["trial_id"].isin(df["trial_id"])]  # a trials/ row wins over a pruned one
+        df = pruned if df.empty else pd.concat([df, pruned], ignore_index=True)
     df = df.sort_values("trial_id", kind="stable").reset_index(drop=True)
-    df.attrs["corrupt_files"] = [str(p) for p, _ in files.corrupt]
+    df.attrs["corrupt_files"] = [str(p) for p, _ in corrupt]
     return df
 
 
@@ -221,6 +282,10 @@ class SweepStore:
 
     def write_row(self, row: dict[str, Any]) -> Path:
         return write_row(self.trials_dir, row)
+
+    def add_pruned(self, rows: list[dict[str, Any]]) -> Path | None:
+        """Record `pruned` rows in the sweep's one pruned.parquet (nothing to do for no rows)."""
+        return add_pruned_rows(self.root, rows) if rows else None
 
     def read(self) -> pd.DataFrame:
         return read_results(self.root)

@@ -2,7 +2,8 @@
 launcher -> one row per trial -> live progress -> final ranked table.
 
 Crash safety and resume: every row is written atomically under a trial id derived from its candidate id
-(autotune.results.store.trial_id_for), and only once the trial has ended. A controller killed at any moment therefore loses at
+(autotune.results.store.trial_id_for), and only once the trial has ended (pruned rows: in one pruned.parquet per sweep,
+rewritten atomically per batch). A controller killed at any moment therefore loses at
 most the trials in flight (no row yet) and can never have written two rows for one candidate; `--resume DIR` reads the
 folder back, skips every candidate that has a row, and runs the rest. A re-run of a candidate (only possible for one
 that had no row) replaces its own file.
@@ -133,26 +134,21 @@ def _make_launcher(cfg: Config, store: SweepStore, num_gpus: int, available: int
 
 
 def _record_planner_rejects(cfg: Config, store: SweepStore, frame: Any, done: dict[str, str], backend: str) -> int:
+    """The planner's rejected layouts not yet recorded, as `pruned` rows in the sweep's one pruned.parquet (one
+    atomic write for the batch; autotune/results/store.py)."""
     from autotune.layouts.candidate import Candidate
-    from autotune.results.store import write_row
     from autotune.run.rows import pruned_row
 
     rejected = frame[frame["rank"].isna()]
-    n = 0
+    rows = []
     for _, row in rejected.iterrows():
         if str(row["candidate_id"]) in done:
             continue
         cand = Candidate.from_row(row)
         reason = cand.reject_reason if cand.reject_reason is not None else "predicted not to fit"
-        write_row(
-            store.trials_dir, pruned_row(cfg, cand, reason, sweep_id=store.sweep_id, backend=backend), fsync=False
-        )
-        n += 1
-    if n:
-        import os
-
-        os.sync()  # one flush for the batch instead of one fsync per pruned row
-    return n
+        rows.append(pruned_row(cfg, cand, reason, sweep_id=store.sweep_id, backend=backend))
+    store.add_pruned(rows)
+    return len(rows)
 
 
 def _trial_framework(cfg: Config) -> Config:
@@ -202,7 +198,7 @@ def run_sweep(req: SweepRequest, console: Console | None = None) -> Path:
         store.create(cfg.resolved_yaml, {**meta, **({"available_gpus": available} if available else {})})
     console.print(
         f"sweep {store.root}  ({'resuming, ' if resuming else ''}{num_gpus} GPUs, model {cfg.model.name}, "
-        f"backend {cfg.sweep.backend}, strategy {cfg.sweep.strategy})"
+        f"cluster {cfg.cluster.name}, backend {cfg.sweep.backend}, strategy {cfg.sweep.strategy})"
         + (f"; scale-down trials on {available} GPUs" if available else ""),
         highlight=False,
         soft_wrap=True,
@@ -308,13 +304,18 @@ def _loop(
                 budget.add(row)
                 if calibrator is not None:
                     calibrator.after_row(row, strategy, lambda msg: console.print(f"  {msg}", highlight=False))
-                for p in strategy.tell(ask, row):
+                pruned = [
                     # every strategy prune is OOM dominance today (autotune.search.oom_pruning)
-                    pruned = pruned_row(
+                    pruned_row(
                         cfg, p.candidate, p.reason, sweep_id=store.sweep_id, backend=cfg.sweep.backend, rule=OOM_RULE
                     )
-                    store.write_row(pruned)
-                    console.print(f"  pruned {pruned['trial_id']}: {p.reason}", highlight=False, soft_wrap=True)
+                    for p in strategy.tell(ask, row)
+                ]
+                store.add_pruned(pruned)  # one write per batch into pruned.parquet
+                for prow in pruned:
+                    console.print(
+                        f"  pruned {prow['trial_id']}: {prow['reject_reason']}", highlight=False, soft_wrap=True
+                    )
     except BaseException:
         # Interrupted: stop what runs and write nothing for it, so a resume runs those candidates again.
         for _, handle in in_flight.values():

@@ -133,11 +133,20 @@ class Calibration:
     spearman_after: float | None
 
     def describe(self) -> list[str]:
-        lines = [f"{n}: {a:.4g} -> {b:.4g}" for n, a, b in self.changes]
+        # a fit that lands on its bound comes back as round-off (allocator_fragmentation 0 -> 1.8e-13): say unchanged
+        lines = [
+            f"{n}: {a:.4g} (unchanged)" if abs(b - a) <= 1e-9 * max(1.0, abs(a)) else f"{n}: {a:.4g} -> {b:.4g}"
+            for n, a, b in self.changes
+        ]
         if self.spearman_before is not None and self.spearman_after is not None:
             lines.append(
                 f"predicted-vs-measured Spearman over {self.num_rows} rows: "
                 f"{self.spearman_before:.3f} -> {self.spearman_after:.3f}"
+            )
+        else:
+            lines.append(
+                f"predicted-vs-measured Spearman: undefined (too few rows: {self.num_rows}, or predictions or "
+                "measurements all equal; needs 3 rows that differ)"
             )
         return lines
 

@@ -7,6 +7,7 @@ mistake becomes a `ConfigError` (a ValueError) whose message names the field, th
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 from dataclasses import dataclass, field
@@ -184,6 +185,18 @@ def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | 
 
 
 def _compose(overrides: list[str], config_dir: Path):
+    from autotune.spec.preset_paths import overlay, path_presets
+
+    overrides, picked = path_presets(overrides)
+    if not picked:
+        return _compose_in(overrides, config_dir)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="autotune-presets-") as tmp:
+        return _compose_in(overrides, overlay(config_dir, picked, Path(tmp)))
+
+
+def _compose_in(overrides: list[str], config_dir: Path):
     import yaml
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -210,10 +223,16 @@ def _explain_hydra_error(e: Exception, overrides: list[str], config_dir: Path) -
         key, _, value = ov.lstrip("+~").partition("=")
         if key in GROUPS and f"{key}/{value}" in msg or (key in GROUPS and "Could not find" in msg and value in msg):
             presets = sorted(p.stem for p in (config_dir / key).glob("*.yaml"))
-            return f"{key}={value!r} is not a preset (choose from: {', '.join(presets)})"
+            return (
+                f"{key}={value!r} is not a preset (choose from: {', '.join(presets)}; or give the path of a YAML file)"
+            )
     if "not in struct" in msg or "Could not override" in msg:
         key = msg.split("'")[1] if "'" in msg else msg
-        return f"{key}: unknown config key (see `autotune plan --help` and search_spaces/)"
+        from autotune.spec.preset_paths import known_keys
+
+        near = difflib.get_close_matches(key, known_keys(config_dir, GROUPS), n=1, cutoff=0.75)
+        hint = f"did you mean {near[0]}? " if near else ""
+        return f"{key}: unknown config key ({hint}see `autotune plan --help` and search_spaces/)"
     if (
         "mismatched input" in msg
         or "no viable alternative" in msg

@@ -190,6 +190,15 @@ def check_trainer_overhead(out: dict) -> None:
 
 
 TINY_LLAMA = ["--hidden", "64", "--ffn", "160", "--heads", "4", "--kv-heads", "2", "--layers", "1"]
+
+
+def check_sweep_store(out: dict) -> None:
+    # 2 simulated trials; every other row is a pruned one, and they all live in ONE pruned.parquet (issue 28 item 2)
+    assert out["rows"] == out["pruned_rows"] + 2 and out["pruned_rows"] > 0
+    assert out["files"] == 2 + 2  # sweep.yaml, pruned.parquet and one file per simulated trial
+    assert positive(out["megabytes"], out["sweep_s"], out["report_s"], out["export_s"])
+
+
 SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "cpu_adam.py": (["--params", "200000", "--chunks", "4", "--rounds", "1"], check_cpu_adam),
     "engine_overhead.py": (["--backends", "", "--repeats", "1", "--world-size", "1"], check_engine_overhead),
@@ -197,6 +206,10 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "fp8_ratio.py": ([], check_fp8_ratio),
     "h200_bench_model.py": (["--moe-only"], check_h200_bench_model),
     "published_fit.py": (["--sources", "h200"], check_published_fit),
+    "sweep_store.py": (
+        ["--gpus", "8", "--model", "llama-3.2-1b", "--cluster", "h100-sxm-80gb", "--max-trials", "2"],
+        check_sweep_store,
+    ),
     "memory_vs_torchtitan.py": (["--layouts", "fsdp8_none", "--small"], check_memory_vs_torchtitan),
     "model_accuracy.py": (["--quick"], check_model_accuracy),
     "planner_speed.py": (["--gpus", "64", "--model", "llama-3.1-8b", "--repeat", "1"], check_planner_speed),

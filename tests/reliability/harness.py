@@ -160,6 +160,18 @@ def count_trial_files(trials: Path) -> int:
         return 0
 
 
+def count_rows(sweep: Path) -> int:
+    """Rows a sweep folder holds so far: one file per trial under trials/ plus the rows of its one pruned.parquet."""
+    import pyarrow.parquet as pq
+
+    pruned = sweep / "pruned.parquet"
+    try:
+        n_pruned = pq.ParquetFile(pruned).metadata.num_rows if pruned.is_file() else 0
+    except Exception:  # being replaced right now: count it on the next poll
+        n_pruned = 0
+    return count_trial_files(sweep / "trials") + n_pruned
+
+
 def kill_when(proc: subprocess.Popen, ready, timeout_s: float = 300.0) -> bool:
     """SIGKILL `proc` as soon as `ready()` holds; True when the kill hit a live process (not one that had finished)."""
     import signal
@@ -193,7 +205,10 @@ def tally(sweep: Path) -> FolderTally:
 
     files = scan_trials(sweep / "trials")
     df = read_results(sweep)
-    return FolderTally(dict(zip(df["candidate_id"], df["status"])), len(df), len(files.good), len(files.corrupt))
+    # corrupt: torn trials/ files and a torn pruned.parquet (read_results lists both)
+    return FolderTally(
+        dict(zip(df["candidate_id"], df["status"])), len(df), len(files.good), len(df.attrs["corrupt_files"])
+    )
 
 
 def ranked_trial_ids(overrides: list[str], num_gpus: int, n: int) -> list[str]:
@@ -214,6 +229,9 @@ def final_state(sweep: Path) -> dict[str, str]:
     files = scan_trials(sweep / "trials")
     assert files.corrupt == (), files.corrupt
     df = read_results(sweep)
+    assert df.attrs["corrupt_files"] == [], df.attrs["corrupt_files"]  # pruned.parquet included
     assert df["candidate_id"].is_unique, df["candidate_id"][df["candidate_id"].duplicated()].tolist()
-    assert len(files.good) == len(df)
+    assert len(files.good) == int((df["status"] != "pruned").sum()) + int(
+        sum(1 for p in files.good if p.stem in set(df.loc[df["status"] == "pruned", "trial_id"]))
+    )
     return dict(zip(df["candidate_id"], df["status"]))

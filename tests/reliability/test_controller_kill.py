@@ -1,7 +1,7 @@
 """The sweep controller SIGKILLed at random points and resumed: every candidate ends in the folder exactly once.
 
 The kill points are chosen from the folder's progress (a seeded random number of trial files written, watched every
-few ms), so they land in every phase: right after sweep.yaml, while the planner's pruned rows are written, among the
+few ms), so they land in every phase: right after sweep.yaml, right after the planner's pruned rows (one pruned.parquet), among the
 simulated trials, near the end. Each kill is real (SIGKILL of the `autotune` process, never a clean exit); each resume
 is `autotune sweep --sweep-id ID --resume-if-exists` again. The final folder must equal an uninterrupted reference sweep
 of the same config: the same candidates with the same statuses, one file each, every file readable. One more point
@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import AUTOTUNE, count_trial_files, final_state, kill_when, processes_mentioning
+from harness import AUTOTUNE, count_rows, final_state, kill_when, processes_mentioning
 
 SIM = ["--gpus", "8", "--backend", "simulate", "--max-trials", "40", "experiment=demo"]
 SEED = 20261122
@@ -43,9 +43,10 @@ def test_simulate_controller_killed_at_random_points(tmp_path):
 
     rng = random.Random(SEED)
     # (phase, files-written threshold): one point per phase, each threshold drawn at random within its phase
+    # the planner's pruned rows land in one write (pruned.parquet), then one file per trial
     points = [
         ("after sweep.yaml", None),
-        ("writing pruned rows", rng.randint(1, num_pruned - 1)),
+        ("pruned rows written", num_pruned),
         ("first simulated trials", rng.randint(num_pruned + 1, num_pruned + 10)),
         ("middle", rng.randint(num_pruned + 11, num_pruned + 25)),
         ("near the end", rng.randint(num_pruned + 26, total - 2)),
@@ -57,9 +58,9 @@ def test_simulate_controller_killed_at_random_points(tmp_path):
         if threshold is None:
             ready = lambda: (sweep / "sweep.yaml").exists()  # noqa: E731
         else:
-            ready = lambda t=threshold: count_trial_files(sweep / "trials") >= t  # noqa: E731
+            ready = lambda t=threshold: count_rows(sweep) >= t  # noqa: E731
         hit = kill_when(proc, ready)
-        kills.append((phase, threshold, hit, count_trial_files(sweep / "trials")))
+        kills.append((phase, threshold, hit, count_rows(sweep)))
         assert hit, f"the sweep finished before the kill point {phase} ({threshold} files): {kills}"
     assert [k[3] for k in kills] == sorted(k[3] for k in kills)  # progress is kept across kills, never lost
 

@@ -61,7 +61,8 @@ def test_fault_sweep_final_folder(fault_sweep):
     assert sorted(run.index) == sorted([killed, hung, crashed])  # exactly the three trials, once each
     assert df["trial_id"].is_unique and df["candidate_id"].is_unique
     files = scan_trials(sweep / "trials")
-    assert files.corrupt == () and len(files.good) == len(df)
+    # one file per trial that ran; pruned rows live in the sweep's one pruned.parquet
+    assert files.corrupt == () and len(files.good) == len(run) and df.attrs["corrupt_files"] == []
     assert [p.name for p in (sweep / "trials").iterdir() if p.name.startswith(".")] == []
 
     k = run.loc[killed]  # rank 1 SIGKILLed: nobody wrote a result; torchrun tore rank 0 down

@@ -136,4 +136,7 @@ def test_calibrate_cli_writes_a_loadable_preset(tmp_path, capsys):
     assert (1 - c.dp_overlap) / c.comm_efficiency == pytest.approx(0.9 / 0.5, rel=1e-2)
     assert predict_tokens_per_s_per_gpu(good, CFG.model, CFG.train, c) == pytest.approx(pred, rel=1e-3)
     assert out.read_text().startswith("# Calibrated by `autotune calibrate")
+    # issue 28 item 5: the written file also loads by its path, from the default tree (was "is not a preset")
+    moved = shutil.copy(out, tmp_path / "my-calibrated.yaml")
+    assert load_config([f"cluster={moved}"]).cluster.matmul_efficiency == pytest.approx(c.matmul_efficiency)
     assert main(["calibrate", str(tmp_path / "nope"), "-o", str(out)]) == 2

@@ -94,3 +94,42 @@ def test_sweep_store_meta_and_config_round_trip(tmp_path):
     assert again.sweep.parallel == 2 and cfg.sweep.parallel == 1
     with pytest.raises(ValueError, match="not a sweep folder"):
         SweepStore(tmp_path / "nope").read_meta()
+
+
+def test_pruned_rows_live_in_one_file_read_back_as_rows(tmp_path):
+    """Issue 28 item 2: a sweep's pruned rows are one columnar pruned.parquet (was one file per row), read back as one
+    row each next to the trials/ files; adding rows again replaces a trial id's row, never duplicates it; a trials/ row
+    of the same trial wins; a folder of the older layout (pruned rows under trials/) reads unchanged."""
+    from autotune.results.store import PRUNED_FILE
+
+    store = SweepStore(tmp_path / "sweep").create("model: {}\n", {"gpus": 8})
+    pruned = [_row(dp, status="pruned", reject_reason=f"r{dp}") for dp in (1, 2, 4)]
+    store.add_pruned(pruned[:2])
+    store.add_pruned([{**pruned[1], "reject_reason": "again"}, pruned[2]])  # a resume re-records one, adds one
+    store.write_row(_row(8, tokens_per_s=5.0))
+    assert sorted(p.name for p in store.trials_dir.iterdir()) == [f"{_row(8)['trial_id']}.parquet"]
+    assert pq.ParquetFile(store.root / PRUNED_FILE).metadata.num_rows == 3
+    df = read_results(store.root)
+    assert len(df) == 4 and df["trial_id"].is_unique
+    assert dict(zip(df["dp"], df["status"])) == {1: "pruned", 2: "pruned", 4: "pruned", 8: "ok"}
+    assert dict(zip(df["dp"], df["reject_reason"]))[2] == "again"
+    assert store.finished_candidates() == dict(zip(df["candidate_id"], df["status"]))
+    assert len(read_results(store.trials_dir)) == 4  # a trials/ folder reads its sweep's pruned rows too
+    store.write_row(_row(4, status="ok"))  # a pruned candidate run after all: its trials/ row is the one read
+    assert dict(zip(*[read_results(store.root)[c] for c in ("dp", "status")]))[4] == "ok"
+    old = tmp_path / "old" / "trials"  # the layout before pruned.parquet
+    for row in pruned:
+        write_row(old, row)
+    assert sorted(read_results(old.parent)["status"]) == ["pruned"] * 3
+
+
+def test_torn_pruned_file_is_reported_not_read(tmp_path):
+    from autotune.results.store import PRUNED_FILE
+
+    store = SweepStore(tmp_path / "sweep").create("model: {}\n", {"gpus": 8})
+    store.write_row(_row(8))
+    (store.root / PRUNED_FILE).write_bytes(b"PAR1 torn")
+    df = read_results(store.root)
+    assert df["status"].tolist() == ["ok"] and df.attrs["corrupt_files"] == [str(store.root / PRUNED_FILE)]
+    store.add_pruned([_row(2, status="pruned", reject_reason="r")])  # a resume replaces it whole
+    assert sorted(read_results(store.root)["status"]) == ["ok", "pruned"]
