@@ -30,6 +30,8 @@ assumption is named):
   FP8; Megatron-Core TransformerConfig), the memory traffic torch.compile's Inductor fusion reaches in bench_model:
   the same term (perf_terms.compiled_elementwise_factor, fused casts) prices both.
 - numerics: bf16 params and grads with an fp32 master copy (Megatron's mixed precision, Rajbhandari et al. 2020).
+- framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
+  (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         grad_dtype="bf16",
         master_dtype="fp32",
         moe_routing="balanced",
+        framework="megatron",  # Megatron-Core: its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
     return model, train, plan
 
