@@ -184,10 +184,12 @@ def attention_s(
     """Causal attention score and value matmuls of one layer for `tokens` local tokens: 2 matmuls * 2 FLOPs *
     s * d_attn per token forward, halved for the causal mask (PaLM, Chowdhery et al. 2022 App. B), heads split by TP;
     `passes` forward-equivalents (3 = forward + backward, 4 with full recompute), at attention_efficiency of peak
-    times the kernel's sequence-length factor (attention_shape_factor) at `chunk` keys per kernel call (seq_len;
+    times the CUDA kernel's sequence-length factor (attention_shape_factor) at `chunk` keys per call (seq_len;
     seq_len/cp under ring attention, each step a chunk against a chunk)."""
     flops = np.asarray(tokens, dtype=np.float64) * 2.0 * seq_len * model.num_heads * model.head_dim / tp * passes
-    return flops / (peak * cluster.attention_efficiency * attention_shape_factor(seq_len if chunk is None else chunk))
+    # the sequence curve is the CUDA FlashAttention kernels' (FA2/FA3 figures); a CPU preset keeps its flat fraction
+    shape = attention_shape_factor(seq_len if chunk is None else chunk) if cluster.device_type == "cuda" else 1.0
+    return flops / (peak * cluster.attention_efficiency * shape)
 
 
 def prefetch_exposed_s(comm: Any, compute: Any, overlap: float) -> np.ndarray:
