@@ -3,7 +3,9 @@
 each line keeps its key and gets a comment naming this command, the date and the row count), then regenerate
 benchmarks/data/model_accuracy_result.json with benchmarks/model_accuracy.py on the new presets.
 
-Run: PYTHONPATH=. python benchmarks/refit.py [--no-accuracy]
+Run: PYTHONPATH=. python benchmarks/refit.py [--no-accuracy] [--presets DIR] [--sources a,b]
+(--presets: read and write the presets of DIR instead of search_spaces/cluster; --sources: fit on those sources'
+rows only, e.g. for the smoke test; both imply --no-accuracy, whose result file describes the repository's presets.)
 Prints ONE JSON object (last line): rows, the fitted coefficients per family, the presets written, and the accuracy
 summary (or null with --no-accuracy).
 """
@@ -39,18 +41,26 @@ def write_preset(path: Path, values: dict[str, float], note: str) -> None:
     path.write_text(text)
 
 
+def _arg(name: str) -> str | None:
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
+
+
 def main() -> None:
+    folder = Path(_arg("--presets") or CLUSTERS)
+    sources = _arg("--sources")
     runs, _ = load_reference_runs()
-    clusters = {p: load_preset(p) for presets in FAMILIES.values() for p in presets}
+    if sources:
+        runs = [r for r in runs if r.source in sources.split(",")]
+    clusters = {p: load_preset(p, folder) for presets in FAMILIES.values() for p in presets}
     fit = fit_all(runs, clusters)
     note = f"benchmarks/refit.py, {datetime.date.today().isoformat()}: {len(runs)} public rows"
     written = []
     for fam, presets in FAMILIES.items():
         for name in presets:
-            write_preset(CLUSTERS / f"{name}.yaml", fit[fam], note)
+            write_preset(folder / f"{name}.yaml", fit[fam], note)
             written.append(name)
     accuracy = None
-    if "--no-accuracy" not in sys.argv:
+    if not ({"--no-accuracy", "--presets", "--sources"} & set(sys.argv)):
         out = subprocess.run(
             [sys.executable, str(ROOT / "benchmarks" / "model_accuracy.py")],
             capture_output=True,
