@@ -11,6 +11,8 @@ Prints ONE JSON object:
     preset) group of >= 5 configurations (in-sample coefficients), and the per-group values,
   before: the same figures with the model and presets of BEFORE_COMMIT (git archive of that commit, run in a
     subprocess), per_source: the same per source.
+  coefficients: every free coefficient per GPU family with its prior, range and an at_bound flag
+    (autotune/fitting/coefficients.py), coefficients_at_bound: the ones at an end of their range.
 Run: PYTHONPATH=. python benchmarks/model_accuracy.py [--refit] [--quick]   (--refit prints the fitted coefficients too;
 --quick leaves out the leave-one-source-out figures, for the smoke test)
 """
@@ -29,10 +31,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from autotune.fitting.coefficients import BY_NAME, FREE, at_bound
 from autotune.fitting.fit_reference import (
     FAMILIES,
     FAMILY_OF,
-    FREE,
     apply_fit,
     fit_all,
     load_preset,
@@ -182,7 +184,7 @@ spec = importlib.util.spec_from_file_location("rr", sys.argv[2]); rr = importlib
 sys.modules["rr"] = rr
 spec.loader.exec_module(rr)
 # the old model knows neither the NeMo rows nor FP8 recipes: it replays the rows it could express (BEFORE_ROWS)
-runs = [r for name, load in rr.LOADERS.items() if name != "nemo" for r in load(rr.Path(sys.argv[3]))[0]]
+runs = [r for name, load in rr.LOADERS.items() if name in ("llmfoundry", "megatron", "h200_bench") for r in load(rr.Path(sys.argv[3]))[0]]
 keep = {tuple(k) for k in json.loads(sys.argv[4])}
 runs = [r for r in runs if (r.source, r.row) in keep]
 cl = {}
@@ -228,13 +230,35 @@ def before_predictions(keys: list) -> np.ndarray | None:
 
 
 def before_rows(runs: list) -> list[int]:
-    """Indices of the rows BEFORE_COMMIT's model replays, in loader order: not NeMo, no FP8 recipe, and none of the
+    """Indices of the rows BEFORE_COMMIT's model replays, in loader order: the sources it knew (not NeMo, not the
+    2026-11-25 H200 or the public MoE/Blackwell rows), no FP8 recipe, and none of the
     Megatron-LM README 2024 H100 rows (all skipped then for --tp-comm-overlap, incl. the TP=1 row that runs without)."""
     return [
         i
         for i, r in enumerate(runs)
-        if r.source != "nemo" and r.plan.fp8 == "none" and not (r.source == "megatron" and r.cluster.startswith("h100"))
+        if r.source in ("llmfoundry", "megatron", "h200_bench")
+        and r.plan.fp8 == "none"
+        and not (r.source == "megatron" and r.cluster.startswith("h100"))
     ]
+
+
+def coefficient_report(clusters: dict) -> dict:
+    """Each free coefficient per GPU family as the presets store it, with its prior, physical range and source
+    (autotune/fitting/coefficients.py), and `at_bound` ("low" / "high") when the fit put it at an end of the range."""
+    out: dict = {}
+    for fam, presets in FAMILIES.items():
+        spec = clusters[presets[0]]
+        out[fam] = {
+            k: {
+                "value": getattr(spec, k),
+                "prior": BY_NAME[k].prior,
+                "range": [BY_NAME[k].low, BY_NAME[k].high],
+                "scope": BY_NAME[k].scope,
+                "at_bound": None if getattr(spec, k) is None else at_bound(k, float(getattr(spec, k))),
+            }
+            for k in FREE
+        }
+    return out
 
 
 def main() -> None:
@@ -278,6 +302,13 @@ def main() -> None:
     result["families"] = {p: FAMILY_OF[p] for p in PRESETS}
     result["quick"] = quick
     result["free_coefficients"] = list(FREE)
+    result["coefficients"] = coefficient_report(clusters)
+    result["coefficients_at_bound"] = [
+        f"{fam}/{k}={v['value']} ({v['at_bound']} end of {v['range']})"
+        for fam, cs in result["coefficients"].items()
+        for k, v in cs.items()
+        if v["at_bound"]
+    ]
     print(json.dumps(result, indent=1))
 
 

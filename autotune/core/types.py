@@ -83,6 +83,8 @@ class ClusterSpec:
     # low-precision GEMMs (plan.fp8): fraction of matmul_efficiency the recipe's GEMMs reach of the recipe's own peak
     # (autotune/predict/perf_terms.py linear_efficiency_factor); None = 1 (the same fraction as BF16)
     lowp_gemm_efficiency: float | None = None
+    # rowwise-scaled FP8 GEMMs' fraction of the tensorwise FP8 GEMM rate (perf_terms.linear_efficiency_factor); None = 1
+    rowwise_gemm_efficiency: float | None = None
     # CPU offload (plan.offload): host memory per GPU (bytes), host<->device bandwidth (bytes/s, one direction, per
     # GPU) and the CPU AdamW throughput per GPU's share of host cores (parameters/s; benchmarks/cpu_adam.py)
     host_memory_bytes_per_gpu: int | None = None
@@ -124,6 +126,7 @@ class ClusterSpec:
             "attention_efficiency",
             "compile_memory_traffic_factor",
             "lowp_gemm_efficiency",
+            "rowwise_gemm_efficiency",
         ):
             if getattr(self, f) is not None:
                 v = float(getattr(self, f))

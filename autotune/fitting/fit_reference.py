@@ -1,9 +1,9 @@
 """Fit the step-time model's free coefficients per GPU family on public measured runs (autotune.fitting.reference_runs).
 
-Six free coefficients, all fractions of a datasheet peak bounded to [0.05, 1], fitted jointly on all rows:
-matmul_efficiency per GPU family (Hopper = H100 SXM + H200, Ampere = A100 80GB + 40GB: same SMs and kernels within
-a family, each preset keeps its own peak and bandwidths), and attention_efficiency, memory_efficiency,
-comm_efficiency, dp_overlap shared by all families (few coefficients: the held-out sources are scored with them).
+The free coefficients are the table in autotune/fitting/coefficients.py (each a fraction of a datasheet peak or a
+physical ratio, bounded to its cited range), fitted jointly on all rows: the "family" ones per GPU family (Hopper =
+H100 SXM + H200, Ampere = A100 80GB + 40GB, Blackwell: same SMs and kernels within a family, each preset keeps its own
+peak and bandwidths), the "shared" ones once for all (few coefficients: the held-out sources are scored with them).
 Everything else (peaks, HBM and link bandwidths, latencies, the per-boundary pipeline overhead) is the presets'
 datasheet values. Residual: log(predicted / measured tok/s/GPU) (scipy.optimize.least_squares, soft_l1 loss so a
 few rows from a different software stack cannot drag the rest).
@@ -19,33 +19,13 @@ import numpy as np
 
 from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import ClusterSpec
+from autotune.fitting.coefficients import BY_NAME, PER_FAMILY, PRIORS, SHARED
 from autotune.fitting.reference_runs import ReferenceRun
 from autotune.predict.perf import perf_arrays
 
 CLUSTERS = Path(__file__).resolve().parents[2] / "search_spaces" / "cluster"
-PER_FAMILY = ("matmul_efficiency", "attention_efficiency")
-SHARED = (
-    "memory_efficiency",
-    "comm_efficiency",
-    "dp_overlap",
-    "lowp_gemm_efficiency",
-    "compile_memory_traffic_factor",
-)
-FREE = (*PER_FAMILY, *SHARED)
-# Weak priors (the fit starts here and pays PRIOR_WEIGHT * log(x / prior) per coefficient, one row's worth): they
-# keep a coefficient the remaining rows cannot see (leave-one-source-out) near its physical value.
-PRIORS = {
-    "matmul_efficiency": 0.7,  # cuBLAS bf16 GEMMs of LLM shapes: ~70-80% of dense peak (NVIDIA H100/A100 GEMM tables)
-    "attention_efficiency": 0.4,  # FlashAttention-2: 50-73% fwd / 35-45% fwd+bwd of A100 peak (Dao 2023 Sec 4.1);
-    # ~35% of H100 peak (Shah et al. 2024 "FlashAttention-3", Sec 1)
-    "memory_efficiency": 0.8,  # elementwise kernels on large tensors: ~80-90% of HBM bandwidth (roofline practice)
-    "comm_efficiency": 0.8,  # nccl-tests all_reduce busbw ~360 of 450 GB/s NVLink 4 per direction
-    "dp_overlap": 0.5,  # no information: half of the overlapped traffic hidden
-    "lowp_gemm_efficiency": 0.8,  # FP8 GEMMs ~1.6x BF16 rather than 2x (perf_terms.linear_efficiency_factor)
-    "compile_memory_traffic_factor": 0.36,  # fused/eager bytes of bench_model's block counted per kernel (perf_terms)
-}
+# the coefficient table (names, scopes, priors, physical ranges, sources): autotune/fitting/coefficients.py
 PRIOR_WEIGHT = 1.0
-BOUNDS = (0.05, 1.0)
 FAMILIES = {
     "hopper": ("h100-sxm-80gb", "h200-141gb"),
     "ampere": ("a100-80gb", "a100-40gb"),
@@ -107,7 +87,9 @@ def fit_all(runs: list[ReferenceRun], clusters: dict[str, ClusterSpec]) -> dict[
         [getattr(first[f], k) or PRIORS[k] for f in FAMILIES for k in PER_FAMILY]
         + [getattr(first["hopper"], k) or PRIORS[k] for k in SHARED]
     )
-    prior = np.array([PRIORS[k] for _ in FAMILIES for k in PER_FAMILY] + [PRIORS[k] for k in SHARED])
+    names = [k for _ in FAMILIES for k in PER_FAMILY] + list(SHARED)
+    prior = np.array([PRIORS[k] for k in names])
+    bounds = (np.array([BY_NAME[k].low for k in names]), np.array([BY_NAME[k].high for k in names]))
     measured = np.log([r.measured_tokens_per_s_per_gpu for r in runs])
 
     def residual(x: np.ndarray) -> np.ndarray:
@@ -115,7 +97,14 @@ def fit_all(runs: list[ReferenceRun], clusters: dict[str, ClusterSpec]) -> dict[
         return np.concatenate([rows, PRIOR_WEIGHT * np.log(x / prior)])
 
     res = least_squares(
-        residual, np.clip(x0, *BOUNDS), bounds=BOUNDS, loss="soft_l1", f_scale=0.1, diff_step=1e-3, xtol=1e-3, ftol=1e-3
+        residual,
+        np.clip(x0, bounds[0] + 1e-6, bounds[1] - 1e-6),
+        bounds=bounds,
+        loss="soft_l1",
+        f_scale=0.1,
+        diff_step=1e-3,
+        xtol=1e-3,
+        ftol=1e-3,
     )
     return _unpack(res.x)
 

@@ -44,6 +44,9 @@ assumption is named):
   `recompute_granularity = None`, `fine_grained_activation_offloading = False`); what a preset adds on top that
   the Megatron-FSDP presets add (activation CPU offloading of N layers) is plan.act_offload_layers (ACT_OFFLOAD_LAYERS);
   the GPT-OSS presets' MoE recompute modules are plan.moe_recompute (MOE_RECOMPUTE).
+- TP overlap: Llama 3 70B / 405B rows with TP > 1 run Transformer Engine's userbuffers TP overlap (TP_OVERLAP_MODELS).
+- framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
+  (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
 """
 
 from __future__ import annotations
@@ -75,6 +78,12 @@ NEMO_MODEL = {
     "GPT OSS 120B": "gpt-oss-120b",
     "Kimi_K2": "kimi-k2",
 }
+# TP communication overlap (plan.tp_overlap): Megatron-Bridge's performance configs of Llama 3 70B and 405B import the
+# Transformer Engine userbuffers overlap configs `userbuffers_{bf16,fp8}_{h100,b200}_h8192_tp4/tp2_mbs1_seqlen8192`
+# (70B) and `..._h16384_tp8_cp2_...` / `..._tp4_cp2_...` (405B) (NVIDIA-NeMo/Megatron-Bridge
+# scripts/performance/configs/llama3/; megatron/bridge/training/comm_overlap.py), i.e. tp_comm_overlap on whenever
+# TP > 1; no such config is named for the other models, which keep plain TP.
+TP_OVERLAP_MODELS = {"llama-3.1-70b", "llama-3.1-405b"}
 # token-dropping variants: the dropless preset with a capacity factor (module doc)
 TOKENDROP = " (tokendrop)"
 TOKENDROP_CAPACITY = 1.0
@@ -186,6 +195,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         micro_batch_size=mbs,
         grad_accum_steps=gbs // (dp * mbs),
         sequence_parallel=tp > 1,
+        tp_overlap=tp > 1 and NEMO_MODEL.get(str(r.model)) in TP_OVERLAP_MODELS,
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=RECIPE[str(r.precision)],
         ep=ep,
@@ -205,7 +215,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         grad_dtype="bf16",
         master_dtype="fp32",
         moe_routing="balanced",
-        framework="megatron",  # NeMo / Megatron-Bridge run Megatron-Core: its fused Adam, bf16 weights, EP overlap
+        framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
     return model, train, plan
 

@@ -16,6 +16,7 @@ Model shapes (cited per family; where a source omits a value the assumption is s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ def megatron_2024_layout(r: Any, tp_overlap: bool = True) -> tuple[ModelSpec, Tr
         param_dtype="bf16",
         grad_dtype="fp32",
         master_dtype="fp32",
-        framework="megatron",  # Megatron-LM's own runs: its fused Adam, bf16 weights (the speed terms that differ)
+        framework="megatron",  # Megatron-LM: fused Adam, bf16 weights; --overlap-grad-reduce --overlap-param-gather (the profile's overlaps)
     )
     return model, train, plan
 
@@ -238,49 +239,68 @@ def load_nemo(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]
     return load_nemo_rows(folder)
 
 
-def load_h200_bench(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+def load_h200_bench(
+    folder: Path = DATA, file: str = "h200_bench_model_2026-11.csv", source: str = "h200_bench"
+) -> tuple[list[ReferenceRun], list[SkippedRow]]:
     """autotune's own trainer (bench_model) on one H200: runs with a measured throughput. The `layout` column
-    holds the CLI overrides of the run, the `compile` column plan.compile; HF reference runs, memory probes and OOMs are
-    listed."""
-    df = pd.read_csv(folder / "h200_bench_model_2026-11.csv")
+    holds the CLI overrides of the run (plan.*, train.moe_routing, model.num_layers: a truncated model), the `compile`
+    column plan.compile; HF reference runs, memory probes, OOMs and the older trainer's rows (kind "bench_model at
+    commit ...", kept in the table to show the trainer's regression) are listed."""
+    df = pd.read_csv(folder / file)
     runs, skipped = [], []
     for i, r in df.iterrows():
-        if not str(r.kind).startswith("bench_model"):
-            skipped.append(SkippedRow("h200_bench", i, f"kind={r.kind}: not the bench_model trainer"))
+        if not str(r.kind).startswith("bench_model trainer"):
+            skipped.append(SkippedRow(source, i, f"kind={r.kind}: not the bench_model trainer at this head"))
             continue
         if str(r.status) != "ok" or _missing(r.tokens_per_s_per_gpu):
-            skipped.append(SkippedRow("h200_bench", i, f"status={r.status}: no throughput"))
+            skipped.append(SkippedRow(source, i, f"status={r.status}: no throughput"))
             continue
         kv = dict(tok.split("=", 1) for tok in str(r.layout).split())
         model = _preset_model(kv.pop("model"))
+        if "model.num_layers" in kv:  # the 2026-11-25 MoE rows: the preset cut to its first layers
+            model = dataclasses.replace(model, num_layers=int(kv.pop("model.num_layers")))
         seq, gbs = int(kv.pop("train.seq_len")), int(kv.pop("train.global_batch_size"))
+        train = TrainSpec(seq_len=seq, global_batch_size=gbs, moe_routing=kv.pop("train.moe_routing", "learned"))
         plan_kw: dict[str, Any] = {k.removeprefix("plan."): v for k, v in kv.items()}
         mbs = int(plan_kw.pop("micro_batch_size"))
+        plan_kw.pop("compile", None)  # the csv's compile column says the same
         plan = ParallelPlan(
             micro_batch_size=mbs,
             grad_accum_steps=gbs // mbs,
             recompute=plan_kw.pop("recompute", "none"),
             zero_stage=int(plan_kw.pop("zero_stage", 0)),
+            fp8=plan_kw.pop("fp8", "none"),
             compile=bool(r.compile),  # torch.compile per block (the csv's compile column)
         )
         if plan_kw:
-            skipped.append(SkippedRow("h200_bench", i, f"layout fields not mapped: {sorted(plan_kw)}"))
+            skipped.append(SkippedRow(source, i, f"layout fields not mapped: {sorted(plan_kw)}"))
             continue
-        runs.append(
-            ReferenceRun(
-                "h200_bench",
-                i,
-                model,
-                TrainSpec(seq_len=seq, global_batch_size=gbs),
-                "h200-141gb",
-                plan,
-                float(r.tokens_per_s_per_gpu),
-            )
-        )
+        runs.append(ReferenceRun(source, i, model, train, "h200-141gb", plan, float(r.tokens_per_s_per_gpu)))
     return runs, skipped
 
 
-LOADERS = {"llmfoundry": load_llmfoundry, "nemo": load_nemo, "megatron": load_megatron, "h200_bench": load_h200_bench}
+def load_h200_bench_1125(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    """The second H200 lease (2026-11-25, torch 2.11.0+cu130): dense 1B/3B eager and compiled, FP8 tensorwise and
+    rowwise, and MoE models cut to 2-4 layers (benchmarks/data/measured/README: the shared table's README)."""
+    return load_h200_bench(folder, "h200_bench_model_2026-11-25.csv", "h200_bench_1125")
+
+
+def load_public_moe(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    """Published MoE and Blackwell runs: autotune/fitting/public_moe_runs.py (imported here, not at module level:
+    benchmarks/model_accuracy.py's BEFORE replay loads this file against an older package without that module)."""
+    from autotune.fitting.public_moe_runs import load_public_moe as load
+
+    return load(folder)
+
+
+LOADERS = {
+    "llmfoundry": load_llmfoundry,
+    "nemo": load_nemo,
+    "megatron": load_megatron,
+    "h200_bench": load_h200_bench,
+    "h200_bench_1125": load_h200_bench_1125,
+    "moe_public": load_public_moe,
+}
 
 
 def load_reference_runs(folder: Path | str = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:

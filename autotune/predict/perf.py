@@ -58,6 +58,8 @@ from autotune.core.plan_arrays import CODES, FP8_CODE, OFFLOAD_CODE, RECOMPUTE_C
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
+from autotune.predict.collectives import _link, dp_all_reduce_s, ring_s
+from autotune.predict.frameworks import get_profile
 from autotune.predict.memory import POSITIONS, rank_params, shard_group
 from autotune.predict.perf_terms import (
     adam_tensors_per_param,
@@ -85,27 +87,6 @@ GEMM_N0 = 128.0  # GEMM width (h/tp) at which efficiency is halved by this term
 EMBEDDING_ACCESSES = 4  # gather: read row + write output (forward); backward: read grad + scatter-add into the table
 
 
-def _link(cluster: ClusterSpec, inner_span: np.ndarray, stride: Any = 1) -> tuple[np.ndarray, np.ndarray]:
-    """(bandwidth bytes/s, latency s) of a group whose ranks are `stride` apart and `inner_span` apart-or-less in the
-    mesh order. A group spanning nodes runs NCCL's rings over every NIC its members on one node own: DGX/HGX nodes are
-    rail-optimised (one NIC per GPU; NVIDIA DGX SuperPOD reference architecture), so the bus bandwidth is the NIC
-    bandwidth times the group's ranks per node, at most the NVLink bandwidth (nccl-tests multi-node all_reduce
-    busbw approaches the node's aggregate NIC bandwidth)."""
-    intra = inner_span <= cluster.fast_domain  # NVLink: a node, or the whole NVL72 rack (cluster.nvlink_domain_size)
-    per_node = np.maximum(cluster.gpus_per_node // np.minimum(stride, cluster.gpus_per_node), 1)
-    inter = np.minimum(cluster.inter_node_bw_bytes_per_s * per_node, cluster.intra_node_bw_bytes_per_s)
-    bw = np.where(intra, cluster.intra_node_bw_bytes_per_s, inter) * cluster.comm_efficiency
-    lat = np.where(intra, cluster.intra_node_latency_s, cluster.inter_node_latency_s)
-    return bw, lat
-
-
-def ring_s(kind: str, n: Any, nbytes: Any, bw: Any, lat: Any) -> np.ndarray:
-    """Time of one NCCL ring collective over n ranks (0 when n == 1)."""
-    n = np.asarray(n, dtype=np.float64)
-    steps = 2 * (n - 1) if kind == "all_reduce" else (n - 1)
-    return steps / np.maximum(n, 1) * np.asarray(nbytes) / bw + steps * lat
-
-
 def gemm_efficiency(base: float, m_dim: Any, n_dim: Any) -> np.ndarray:
     return base * m_dim / (m_dim + GEMM_M0) * n_dim / (n_dim + GEMM_N0)
 
@@ -130,7 +111,7 @@ def _layer_terms(
     linear_peak = linear_peak_flops(arr["fp8"], cluster, peak)
     linear_eff = cluster.matmul_efficiency * linear_efficiency_factor(arr["fp8"], cluster)
     gemm = tokens * 2.0 * per_layer_matmul / tp * passes / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
-    attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak)
+    attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak, train.seq_len / cp)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
     # with selective (non-matmul ops) or full recompute
     ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
@@ -290,6 +271,7 @@ def _fsdp_s(
     c, g, p = (DTYPE_BYTES[x] for x in (train.compute_dtype, train.grad_dtype, train.param_dtype))
     shard = shard_group(arr)
     reps = dp * cp // shard
+    ov = get_profile(train.framework).overlaps()
     f_bw, f_lat = _link(cluster, tp * shard, tp * cp)
     r_bw, r_lat = _link(cluster, tp * cp * dp, tp * shard)
     root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
@@ -304,7 +286,7 @@ def _fsdp_s(
             stage["fwd_layer"],
             stage["bwd_layer"],
             arr["zero_stage"],
-            cluster.dp_overlap,
+            cluster.dp_overlap if ov.fsdp_prefetch else 0.0,
         )
         # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters
         # after the last: nothing to hide behind
@@ -315,24 +297,36 @@ def _fsdp_s(
     )
     # each block's gradient shard behind the last micro-batch's backward like DDP's buckets; the root unit's after the
     # last block (exposed)
-    replicate = busy_layers * ring_s("all_reduce", reps, ranks["layer"] * g / shard, r_bw, r_lat)
-    root_ar = ring_s("all_reduce", reps, root * g / shard, r_bw, r_lat)
-    fsdp = fsdp + prefetch_exposed_s(replicate, busy_layers * stage["bwd_layer"], cluster.dp_overlap) + root_ar
+    replicate = busy_layers * dp_all_reduce_s(cluster, reps, ranks["layer"] * g / shard, tp * cp * dp, tp * shard)
+    root_ar = dp_all_reduce_s(cluster, reps, root * g / shard, tp * cp * dp, tp * shard)
+    fsdp = fsdp + _hidden(replicate, busy_layers * stage["bwd_layer"], ov.grad_reduce, cluster) + root_ar
     return fsdp, replicate + root_ar
+
+
+def _hidden(comm: Any, compute: Any, on: bool, cluster: ClusterSpec) -> np.ndarray:
+    """`comm` behind `compute` when the framework overlaps it (perf_terms.prefetch_exposed_s), else fully exposed."""
+    return prefetch_exposed_s(comm, compute, cluster.dp_overlap) if on else np.asarray(comm, dtype=np.float64)
 
 
 def _ddp_s(
     arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray, stage: dict[str, np.ndarray]
 ) -> np.ndarray:
-    """DDP / ZeRO-1 on the group dp*cp (bench_model/parallel/data_parallel.py): gradient buckets all-reduce behind the
-    last micro-batch's backward (partly hidden: dp_overlap); ZeRO-1 then all-gathers the updated params."""
+    """DDP / ZeRO-1 on the group dp*cp, as the framework runs it (FrameworkProfile.overlaps): gradients all-reduced
+    (bench_model, DDP) or reduce-scattered (Megatron's distributed optimizer, DeepSpeed ZeRO-1) in buckets behind the
+    last micro-batch's backward where the framework overlaps them; ZeRO-1 then all-gathers the updated params, behind
+    the next step's first forward under Megatron's --overlap-param-gather, exposed otherwise."""
     dp, tp, cp = arr["dp"], arr["tp"], arr["cp"]
     g, p = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.param_dtype]
-    n = dp * cp
+    ov = get_profile(train.framework).overlaps()
+    n, z1 = dp * cp, arr["zero_stage"] == 1
     bw, lat = _link(cluster, tp * cp * dp, tp * cp)
-    return prefetch_exposed_s(
-        ring_s("all_reduce", n, psi * g, bw, lat), stage["layers"] * stage["bwd_layer"], cluster.dp_overlap
-    ) + np.where(arr["zero_stage"] == 1, ring_s("all_gather", n, psi * p, bw, lat), 0.0)
+    grad = dp_all_reduce_s(cluster, n, psi * g, tp * cp * dp, tp * cp)
+    if ov.zero1_reduce_scatter:
+        grad = np.where(z1, ring_s("reduce_scatter", n, psi * g, bw, lat), grad)
+    gather = _hidden(
+        ring_s("all_gather", n, psi * p, bw, lat), stage["layers"] * stage["fwd_layer"], ov.param_gather, cluster
+    )
+    return _hidden(grad, stage["layers"] * stage["bwd_layer"], ov.grad_reduce, cluster) + np.where(z1, gather, 0.0)
 
 
 def _optimizer_s(

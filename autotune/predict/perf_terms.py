@@ -170,14 +170,47 @@ def offload_step_s(updated: Any, offload_code: Any, param_bytes: int, grad_bytes
     return step + copies
 
 
+# Attention's own roofline (FlashAttention): the fraction of the family's asymptotic attention rate
+# (cluster.attention_efficiency, fitted per GPU family) a causal kernel reaches at sequence length s.
+# - Sequence: per query block the kernel streams the s keys; fixed costs per block (the softmax rescale, the output
+#   write, the launch and the tail wave) weigh more at short s. FlashAttention-3 on H100, head dim 128, BF16 forward
+#   (Shah et al. 2024 Fig. 4, the same figure the FA3 README shows): 467 TFLOP/s at s = 512, 648 at 16k; the saturating
+#   form s/(s + S0) through both points gives S0 = 207 (it then predicts 596 at 2k against the published 625).
+#   FlashAttention-2 on the same GPU (same figure): 309 -> 370, S0 = 105.
+# - Causal mask: the kernel computes the whole diagonal tile of each query block (Dao 2023 "FlashAttention-2"
+#   Sec 3.1.1: blocks above the diagonal are skipped, the diagonal one is computed and masked), so a causal pass does
+#   s/2 + Bc/2 of work per query for s/2 useful: factor s/(s + Bc), Bc = 128 (FA2/FA3 key block for head dim 128).
+# - Head dim: FA3 forward at 16k reaches 648 (d = 128) and 642 (d = 256) TFLOP/s (Shah et al. 2024 Fig. 4): flat
+#   from 128 up, so no head-dim term is applied (d = 64 runs slower; its published figure was not used here).
+ATTN_SEQ_HALF = 207.0
+ATTN_CAUSAL_BLOCK = 128.0
+
+
+def attention_shape_factor(seq_len: Any) -> np.ndarray:
+    """Fraction of the asymptotic attention rate a causal FlashAttention pass reaches at `seq_len` (see above)."""
+    s = np.asarray(seq_len, dtype=np.float64)
+    return s / (s + ATTN_SEQ_HALF) * s / (s + ATTN_CAUSAL_BLOCK)
+
+
 def attention_s(
-    tokens: Any, seq_len: int, model: ModelSpec, tp: Any, passes: Any, cluster: ClusterSpec, peak: float
+    tokens: Any,
+    seq_len: int,
+    model: ModelSpec,
+    tp: Any,
+    passes: Any,
+    cluster: ClusterSpec,
+    peak: float,
+    chunk: Any = None,
 ) -> np.ndarray:
     """Causal attention score and value matmuls of one layer for `tokens` local tokens: 2 matmuls * 2 FLOPs *
     s * d_attn per token forward, halved for the causal mask (PaLM, Chowdhery et al. 2022 App. B), heads split by TP;
-    `passes` forward-equivalents (3 = forward + backward, 4 with full recompute), at attention_efficiency of peak."""
+    `passes` forward-equivalents (3 = forward + backward, 4 with full recompute), at attention_efficiency of peak
+    times the CUDA kernel's sequence-length factor (attention_shape_factor) at `chunk` keys per call (seq_len;
+    seq_len/cp under ring attention, each step a chunk against a chunk)."""
     flops = np.asarray(tokens, dtype=np.float64) * 2.0 * seq_len * model.num_heads * model.head_dim / tp * passes
-    return flops / (peak * cluster.attention_efficiency)
+    # the sequence curve is the CUDA FlashAttention kernels' (FA2/FA3 figures); a CPU preset keeps its flat fraction
+    shape = attention_shape_factor(seq_len if chunk is None else chunk) if cluster.device_type == "cuda" else 1.0
+    return flops / (peak * cluster.attention_efficiency * shape)
 
 
 def prefetch_exposed_s(comm: Any, compute: Any, overlap: float) -> np.ndarray:
@@ -297,10 +330,16 @@ def linear_efficiency_factor(recipe_codes: Any, cluster: ClusterSpec) -> np.ndar
     tile work in fewer cycles, so the fixed costs per tile (the epilogue writing the BF16 output, loading scales,
     the wave-quantisation tail) are a larger share; cuBLAS FP8 GEMMs of LLM shapes on H100 reach ~1.3-1.6x the BF16
     rate rather than the 2x of the peaks (NVIDIA Transformer Engine FP8 primer; Micikevicius et al. 2022 "FP8 Formats
-    for Deep Learning" Sec 5 report 1.3-1.5x end to end). Fitted on the FP8/MXFP8/NVFP4 rows (fit_reference)."""
+    for Deep Learning" Sec 5 report 1.3-1.5x end to end). Fitted on the FP8/MXFP8/NVFP4 rows (fit_reference).
+    Rowwise scaling (torchao's rowwise recipe) also pays cluster.rowwise_gemm_efficiency: its GEMMs scale every
+    output element by a row and a column scale in the epilogue (torch._scaled_mm's rowwise path, a CUTLASS kernel
+    on Hopper rather than cuBLAS's per-tensor one), so they run slower than tensorwise ones: torchtitan's Llama-3-8B
+    on 8 H100 (pytorch/torchtitan commit 7a04053, Jan 2025) ran 5,760 tok/s bf16, 6,424 rowwise, 7,186 tensorwise."""
     codes = np.asarray(recipe_codes)
     f = cluster.lowp_gemm_efficiency
-    return np.where(codes == 0, 1.0, 1.0 if f is None else float(f))
+    row = cluster.rowwise_gemm_efficiency
+    base = np.where(codes == 0, 1.0, 1.0 if f is None else float(f))
+    return base * np.where(codes == FP8_RECIPES.index("rowwise"), 1.0 if row is None else float(row), 1.0)
 
 
 def linear_peak_flops(recipe_codes: Any, cluster: ClusterSpec, peak: float) -> np.ndarray:

@@ -27,6 +27,7 @@ SCRIPTS = sorted(p.name for p in BENCH.glob("*.py"))
 OWN_TEST = {
     "gpu_validation.py": "tests/benchmarks/test_gpu_validation.py",
     "gpu_validation_scale_down.py": "tests/benchmarks/test_gpu_validation.py",
+    "refit.py": "tests/benchmarks/test_benchmark_smoke.py",  # test_refit_smoke: needs a copy of the presets
 }
 
 
@@ -124,6 +125,11 @@ def check_published_fit(out: dict) -> None:
         len(out["misses"])
         == out["layouts"] - out["predicted_to_fit"] + out["oom_layouts"] - out["oom_predicted_not_to_fit"]
     )
+def check_refit(out: dict) -> None:
+    # fitted on the 9 h200_bench rows into a copy of the presets (see SMOKE): every family's coefficients written
+    assert out["rows"] == 9 and out["accuracy"] is None and len(out["presets_written"]) == 8
+    for fam in ("hopper", "ampere", "blackwell"):
+        assert all(0.0 < v <= 1.0 for v in out["fitted"][fam].values())
 
 
 def check_planner_speed(out: dict) -> None:
@@ -243,3 +249,16 @@ def test_search_efficiency_calibration_figures(tmp_path):
     assert all(-1.0 <= r <= 1.0 for r in rhos)
     assert out["rms_log_error_after"] <= out["rms_log_error_before"]  # a least-squares fit never worsens its own fit
     assert fraction(out["fitted"]["matmul_efficiency"], out["fitted"]["comm_efficiency"])
+
+
+def test_refit_smoke(tmp_path):
+    """benchmarks/refit.py on the 9 h200_bench rows, writing into a copy of the presets (the repository's stay put)."""
+    import shutil
+
+    shutil.copytree(ROOT / "search_spaces" / "cluster", tmp_path / "cluster")
+    before = (ROOT / "search_spaces" / "cluster" / "h200-141gb.yaml").read_text()
+    out = run_script("refit.py", "--presets", str(tmp_path / "cluster"), "--sources", "h200_bench", cwd=tmp_path)
+    check_refit(out)
+    written = (tmp_path / "cluster" / "h200-141gb.yaml").read_text()
+    assert "benchmarks/refit.py" in written and "9 public rows" in written and written != before
+    assert (ROOT / "search_spaces" / "cluster" / "h200-141gb.yaml").read_text() == before

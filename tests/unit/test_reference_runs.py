@@ -9,9 +9,11 @@ import pytest
 from autotune.fitting.reference_runs import (
     DATA,
     load_h200_bench,
+    load_h200_bench_1125,
     load_llmfoundry,
     load_megatron,
     load_nemo,
+    load_public_moe,
     load_reference_runs,
 )
 
@@ -97,6 +99,39 @@ def test_h200_bench_model():
     assert not r.plan.compile and any("oom" in s.reason for s in skipped)
 
 
+def test_h200_bench_2026_11_25():
+    runs, skipped = load_h200_bench_1125()
+    # 24 rows: 2 OOM, 2 of the older trainer (commit 46ae7e1), 1 HF transformers reference listed with reasons
+    assert (len(runs), len(skipped)) == (19, 5) and len(runs) + len(skipped) == _rows("h200_bench_model_2026-11-25.csv")
+    q = next(x for x in runs if x.row == 11)  # qwen3moe_4L_mbs2_bal_e: Qwen3-30B-A3B cut to 4 layers, balanced, 52,980
+    assert (q.model.name, q.model.num_layers, q.model.num_experts, q.train.moe_routing) == (
+        "qwen3-30b-a3b",
+        4,
+        128,
+        "balanced",
+    )
+    assert (q.plan.micro_batch_size, q.plan.grad_accum_steps, q.plan.compile) == (2, 2, False)
+    assert q.measured_tokens_per_s_per_gpu == 52980
+    assert next(x for x in runs if x.row == 16).plan.fp8 == "rowwise"  # 3b_mbs2_none_c_fp8rw
+
+
+def test_public_moe_blackwell_rows():
+    runs, skipped = load_public_moe()
+    assert (len(runs), len(skipped)) == (26, 9) and len(runs) + len(skipped) == _rows(
+        "moe_blackwell_public_2026-11.csv"
+    )
+    assert all("no preset" in s.reason for s in skipped)  # Llama-4-Scout 2L, Qwen3-Next, Mixtral-8x22B
+    run = {r.row: r for r in runs}
+    # r043: Qwen3-235B on 256 GB200, TP1 PP8 EP8 DP32, mbs 1, gbs 8192 -> 256 micro-batches, 5,066.4 tok/s/GPU
+    g = run[23]
+    assert (g.cluster, g.plan.dp, g.plan.pp, g.plan.ep, g.plan.grad_accum_steps) == ("gb200-nvl72", 32, 8, 8, 256)
+    assert g.train.framework == "megatron" and g.train.moe_routing == "balanced" and g.plan.zero_stage == 1
+    assert g.measured_tokens_per_s_per_gpu == pytest.approx(5066.4)
+    # r014: torchao's Llama-3-8B rowwise on 8 power-limited B200 (torchtitan FSDP2), 8,640.5 tok/s/GPU
+    r = run[4]
+    assert (r.plan.fp8, r.plan.zero_stage, r.plan.dp, r.train.framework) == ("rowwise", 3, 8, "torchtitan")
+
+
 def test_fitted_presets_reproduce_benchmark_accuracy():
     # benchmarks/model_accuracy.py in-sample figures with the fitted presets (see the presets' comments); a change to
     # the model or presets that loses accuracy fails here
@@ -110,7 +145,9 @@ def test_fitted_presets_reproduce_benchmark_accuracy():
     assert np.percentile(err, 90) <= IN_SAMPLE_P90 + 0.03
 
 
-IN_SAMPLE_MEDIAN, IN_SAMPLE_P90 = 0.0833, 0.3805  # benchmarks/model_accuracy.py, 2026-11-24 (468 rows, NeMo included)
+# benchmarks/model_accuracy.py after `benchmarks/refit.py`, 2026-11-25 (522 rows: + the 2026-11-25 H200 bench and the
+# public MoE/Blackwell rows)
+IN_SAMPLE_MEDIAN, IN_SAMPLE_P90 = 0.0861, 0.4101
 
 
 def test_model_accuracy_before_figures_still_compute():

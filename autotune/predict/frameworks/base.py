@@ -46,6 +46,17 @@ def fused_adamw_step_temporaries(local_params: Any, zero_stage: Any, shard: Any)
 
 
 @dataclass(frozen=True)
+class Overlaps:
+    """Which data-parallel communication a framework hides behind compute (autotune.predict.perf prices the hidden
+    part with cluster.dp_overlap, the exposed part in full)."""
+
+    grad_reduce: bool  # DDP / distributed-optimizer gradient buckets reduced while backward runs
+    param_gather: bool  # ZeRO-1 / distributed-optimizer parameter all-gather behind the next forward, layer by layer
+    fsdp_prefetch: bool  # ZeRO-2/3 (FSDP): next layer's all-gather and this layer's reduce-scatter behind compute
+    zero1_reduce_scatter: bool  # ZeRO-1 reduces gradients with a reduce-scatter (else an all-reduce, then gathers)
+
+
+@dataclass(frozen=True)
 class FrameworkProfile(ABC):
     """The hooks a framework profile implements (all vectorised over candidate arrays)."""
 
@@ -53,6 +64,11 @@ class FrameworkProfile(ABC):
     # generic rules of autotune.layouts.rules that are this framework's limits and that the profile replaces by its
     # own (e.g. torch's 1F1B needs m >= pp; Megatron's runs fewer micro-batches)
     replaces_rules: frozenset[str] = frozenset()
+
+    # ---- communication overlap (autotune.predict.perf) -------------------------------------------------------------
+    @abstractmethod
+    def overlaps(self) -> Overlaps:
+        """The data-parallel overlaps this framework performs, each cited to its source."""
 
     # ---- model states -------------------------------------------------------------------------------------------
     @abstractmethod

@@ -79,7 +79,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import moe
-from autotune.predict.frameworks.base import FrameworkProfile
+from autotune.predict.frameworks.base import FrameworkProfile, Overlaps
 from autotune.predict.schedule import inflight_microbatches
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
@@ -267,6 +267,12 @@ class BenchModelProfile(FrameworkProfile):
     """bench_model's accounting (this module's docstring derives each term)."""
 
     name: str = "bench_model"
+
+    def overlaps(self) -> Overlaps:
+        """bench_model/parallel/data_parallel.py: FSDP2 per block for every stage; stages 0-1 all-reduce each block's
+        gradients during backward (FSDP2 HSDP with shard=1); stage 1 then all-gathers the updated parameters in one
+        flat collective before the next step (not overlapped)."""
+        return Overlaps(grad_reduce=True, param_gather=False, fsdp_prefetch=True, zero1_reduce_scatter=False)
 
     def rules(self) -> tuple:
         return (

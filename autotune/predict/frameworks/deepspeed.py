@@ -29,7 +29,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import SCHEDULE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
-from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
+from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
 
@@ -43,6 +43,13 @@ class DeepSpeedProfile(FrameworkProfile):
     allocated = BenchModelProfile.allocated
     inflight = BenchModelProfile.inflight
     moe_layer_activations = BenchModelProfile.moe_layer_activations
+
+    def overlaps(self) -> Overlaps:
+        """DeepSpeed ZeRO: stage 1/2 reduce gradients in buckets; overlap_comm defaults to false for stages 1-2
+        (deepspeed/runtime/zero/config.py: `overlap_comm` None -> True only for stage 3), so the reduction is exposed;
+        stage 3 prefetches parameters (stage3_prefetch_bucket_size) and overlaps. The updated partitions are
+        all-gathered after the step (not overlapped)."""
+        return Overlaps(grad_reduce=False, param_gather=False, fsdp_prefetch=True, zero1_reduce_scatter=True)
 
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0

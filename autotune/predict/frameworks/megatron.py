@@ -59,7 +59,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import moe, reserved
-from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
+from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
 
@@ -79,6 +79,14 @@ class MegatronProfile(FrameworkProfile):
     # as bench_model (autotune/predict/frameworks/bench_model.py): every term at once; Megatron's 1F1B/interleaved in-flight counts (Korthikanti Eq. 5)
     allocated = BenchModelProfile.allocated
     inflight = BenchModelProfile.inflight
+
+    def overlaps(self) -> Overlaps:
+        """Megatron-Core distributed optimizer with --overlap-grad-reduce (bucketed gradient reduce-scatter during
+        backward) and --overlap-param-gather (each bucket's parameter all-gather behind the next forward)
+        (megatron/core/distributed/distributed_data_parallel.py, param_and_grad_buffer.py); both are on in the
+        Megatron-LM README's 2024 runs and in Megatron-Bridge's performance recipes (comm_overlap config).
+        Megatron-FSDP prefetches like FSDP2."""
+        return Overlaps(grad_reduce=True, param_gather=True, fsdp_prefetch=True, zero1_reduce_scatter=True)
 
     def moe_layer_activations(
         self,

@@ -36,7 +36,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import RECOMPUTE_CODE, SCHEDULE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import moe, reserved
-from autotune.predict.frameworks.base import FrameworkProfile, state_inputs
+from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
 _AFAB = SCHEDULE_CODE["gpipe"]  # nanotron's all-forward-all-backward engine (the exporter writes pp_engine: afab)
@@ -63,6 +63,11 @@ class NanotronProfile(FrameworkProfile):
     # tp_linear_async_communication (plan.tp_overlap) is nanotron's own autograd function: no torch.compile involved
     replaces_rules: frozenset[str] = frozenset({"pp_microbatches", "tp_overlap_needs_compile"})
     allocated = BenchModelProfile.allocated  # every term at once (a conservative sum over the step's phases)
+
+    def overlaps(self) -> Overlaps:
+        """nanotron: torch DDP (bucketed all-reduce hooks during backward); its ZeroDistributedOptimizer all-gathers
+        the updated shards after the step (nanotron/optim/zero.py), not overlapped."""
+        return Overlaps(grad_reduce=True, param_gather=False, fsdp_prefetch=True, zero1_reduce_scatter=False)
 
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0

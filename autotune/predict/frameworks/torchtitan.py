@@ -36,7 +36,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
-from autotune.predict.frameworks.base import FrameworkProfile, fused_adamw_step_temporaries
+from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, fused_adamw_step_temporaries
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]
@@ -56,6 +56,11 @@ class TorchtitanProfile(FrameworkProfile):
     model_states = BenchModelProfile.model_states
     inflight = BenchModelProfile.inflight
     moe_layer_activations = BenchModelProfile.moe_layer_activations
+
+    def overlaps(self) -> Overlaps:
+        """torchtitan: FSDP2 fully_shard per block with implicit prefetch (torchtitan docs/fsdp.md); DDP via
+        torch's bucketed allreduce hooks during backward (replicate); no ZeRO-1 (torchtitan has none)."""
+        return Overlaps(grad_reduce=True, param_gather=False, fsdp_prefetch=True, zero1_reduce_scatter=False)
 
     def root_copy(self, root_params: Any, zero_stage: Any, train) -> np.ndarray:
         # [PAR] ZeRO-3 is written as "always": the embedding and [norm, output] units reshard after forward too, so no

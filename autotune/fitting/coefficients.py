@@ -1,0 +1,121 @@
+"""The step-time model's free coefficients: ONE table (name = the ClusterSpec / preset field the fit writes, scope,
+prior, physical range, source). autotune/fitting/fit_reference.py fits exactly these; benchmarks/refit.py writes them
+into the cluster presets; benchmarks/model_accuracy.py reports each with its range and flags one at a bound.
+
+To add a coefficient (e.g. the MoE block's grouped-GEMM or dispatch terms): add a ClusterSpec field the model reads,
+append a `Coefficient` here with its cited prior and range, and re-run `PYTHONPATH=. python benchmarks/refit.py`.
+Nothing else needs to change.
+
+Bounds are the physical range the source allows, not [0, 1] by default: a fit that lands on one says the rows want
+a value the mechanism cannot have (another mechanism is missing), and model_accuracy.py flags it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Coefficient:
+    name: str  # ClusterSpec field (the preset YAML key) the fit writes
+    scope: str  # "family": one value per GPU family (FAMILIES in fit_reference); "shared": one for all presets
+    prior: float  # where the fit starts, and the weak prior it pays PRIOR_WEIGHT * log(x / prior) to leave
+    low: float  # physical range (bounds of the fit)
+    high: float
+    source: str  # why the prior and the range
+
+
+COEFFICIENTS: tuple[Coefficient, ...] = (
+    Coefficient(
+        "matmul_efficiency",
+        "family",
+        0.7,
+        0.4,
+        0.95,
+        "cuBLAS bf16 GEMMs of LLM shapes reach ~60-80% of dense peak (NVIDIA H100/A100 GEMM performance tables; "
+        "Megatron-LM README 2024: 41-48% MFU end to end); above ~90% no kernel has been published",
+    ),
+    Coefficient(
+        "attention_efficiency",
+        "family",
+        0.5,
+        0.25,
+        0.85,
+        "asymptotic (long-sequence) causal FlashAttention forward+backward fraction of the dense peak: FA2 on A100 "
+        "~189/312 = 0.61 at 16k, head dim 128 (Dao 2023 Fig. 4); FA3 on H100 ~0.5-0.6 fwd+bwd at 16k (Shah et al. "
+        "2024 Fig. 5-6); the sequence and head-dim dependence is perf_terms.attention_shape_factor",
+    ),
+    Coefficient(
+        "memory_efficiency",
+        "shared",
+        0.8,
+        0.3,
+        0.95,
+        "elementwise kernels on large tensors: ~70-90% of HBM bandwidth (STREAM-like copy on H100 ~2.6-3.0 of 3.35 "
+        "TB/s); lower bound: small eager kernels dominated by launch gaps. Shared: per family it fitted better in "
+        "sample (7.4% vs 9.3% median) but worse out of sample (LOSO p90 56.1% vs 53.0%, A100-80GB 15.6% vs 11.3%)",
+    ),
+    Coefficient(
+        "comm_efficiency",
+        "shared",
+        0.8,
+        0.5,
+        1.0,
+        "nccl-tests all_reduce bus bandwidth / link bandwidth: ~360 of 450 GB/s NVLink 4 (0.8), ~0.9-0.95 of NIC "
+        "line rate across nodes (NVIDIA DGX SuperPOD reference architecture)",
+    ),
+    Coefficient(
+        "dp_overlap",
+        "shared",
+        0.8,
+        0.5,
+        1.0,
+        "fraction of a collective that overlaps compute really hidden: 1 - the compute slowdown while NCCL kernels "
+        "share SMs and HBM with it (NCCL uses 8-32 of 132 SMs by default: NCCL_MIN/MAX_NCHANNELS; Rashidi et al. "
+        "2021 and Jangda et al. 2022 measure 10-30% slowdown of overlapped GEMMs): 0.7-0.95",
+    ),
+    Coefficient(
+        "lowp_gemm_efficiency",
+        "shared",
+        0.8,
+        0.5,
+        1.0,
+        "FP8/MXFP8/NVFP4 block GEMMs' fraction of matmul_efficiency: cuBLAS FP8 GEMMs of LLM shapes run ~1.3-1.6x "
+        "the BF16 rate, not the 2x of the peaks (Micikevicius et al. 2022 Sec 5; NVIDIA Transformer Engine docs)",
+    ),
+    Coefficient(
+        "rowwise_gemm_efficiency",
+        "shared",
+        0.78,
+        0.5,
+        1.0,
+        "rowwise-scaled FP8 GEMMs' fraction of the tensorwise FP8 rate: torchtitan Llama-3-8B on 8 H100 (commit "
+        "7a04053) saved 10.3% of the bf16 step with rowwise and 19.8% with tensorwise; at a tensorwise GEMM speed-up "
+        "of 1.6x, rowwise saving about half of it means ~1.24x, i.e. 1.24/1.6 = 0.78 of the tensorwise rate",
+    ),
+    Coefficient(
+        "compile_memory_traffic_factor",
+        "shared",
+        0.36,
+        0.15,
+        0.8,
+        "fused / eager elementwise bytes of bench_model's block counted kernel by kernel (perf_terms module doc)",
+    ),
+)
+
+BY_NAME = {c.name: c for c in COEFFICIENTS}
+PER_FAMILY = tuple(c.name for c in COEFFICIENTS if c.scope == "family")
+SHARED = tuple(c.name for c in COEFFICIENTS if c.scope == "shared")
+FREE = (*PER_FAMILY, *SHARED)
+PRIORS = {c.name: c.prior for c in COEFFICIENTS}
+
+
+def at_bound(name: str, value: float, rel: float = 0.01) -> str | None:
+    """'low' / 'high' when `value` sits within `rel` of the coefficient's range ends, else None."""
+    c = BY_NAME[name]
+    span = c.high - c.low
+    if value <= c.low + rel * span:
+        return "low"
+    if value >= c.high - rel * span:
+        return "high"
+    return None

@@ -1,0 +1,113 @@
+"""Published MoE and Blackwell runs (benchmarks/data/measured/moe_blackwell_public_2026-11.csv, a copy of the shared
+reference table; each row's `source` and `source_place` columns cite the document it comes from) as ReferenceRuns.
+
+Sources in the table: the torchao float8/MXFP8 training docs (torchtitan Llama-3-8B on 8 *power-limited* B200, bf16 /
+tensorwise / rowwise / MXFP8), torchao's MoE training README (Llama-4-Scout cut to 2 layers), Megatron-MoE-ModelZoo
+(Qwen3-235B-A22B on H100 / GB200 / GB300 incl. 16k-128k context, Qwen3-Next, Mixtral-8x22B) and the Megatron-LM MoE
+README (Mixtral-8x7B on 64 H100).
+
+How a row becomes a layout (the columns give the degrees; where the table is silent the assumption is named):
+- degrees tp, pp, vpp, cp, ep (blank = 1), etp = 1 (blank), dp from the table; micro-batch `micro_batch`, gradient
+  accumulation global_batch / (dp * micro_batch).
+- ZeRO: "FSDP (zero3)" / "Megatron-FSDP (zero3)" -> zero_stage 3, "distributed optimizer (zero1)" -> 1.
+- recompute: the table's none / selective / full (blank -> none: the Megatron-LM MoE README states none).
+- Megatron-Core rows: bf16 params and grads with an fp32 master (Megatron mixed precision), sequence parallelism
+  whenever tp > 1 (Megatron requires it for MoE with TP), fused elementwise kernels (plan.compile, as nemo_runs.py
+  argues), interleaved 1F1B when vpp > 1. torchtitan rows: torch.compile (the table's compile column), fp32 sharded
+  params computed in bf16 and gradients reduced in fp32 (torchtitan's defaults mixed_precision_param = bfloat16,
+  mixed_precision_reduce = float32): TrainSpec's defaults (bench_model keeps the same numerics).
+- precision: bf16 -> none; fp8-tensorwise, fp8-rowwise, mxfp8 as named. Skipped: recipes split by layer type (MXFP8 on
+  the dense linears or on the grouped GEMMs only) and fp8-blockwise (no such recipe in the model).
+- routing: the table's moe_routing (blank on a MoE row: learned, the framework default).
+- models without a preset (Llama-4-Scout 2 layers, Qwen3-Next, Mixtral-8x22B) are skipped; the dispatcher column
+  (DeepEP, HybridEP, all-to-all) is not a plan field here (the all-to-all is priced for all of them).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from autotune.core.types import ParallelPlan, TrainSpec
+from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow, preset_model
+
+SOURCE = "moe_public"
+FILE = "moe_blackwell_public_2026-11.csv"
+GPU = {"H100": "h100-sxm-80gb", "B200": "b200", "GB200": "gb200-nvl72", "GB300": "gb300-nvl72"}
+MODELS = {"llama-3.1-8b", "qwen3-235b-a22b", "mixtral-8x7b"}
+RECIPE = {"bf16": "none", "fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise", "mxfp8": "mxfp8"}
+
+
+def _int(v: Any, default: int = 1) -> int:
+    return default if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)
+
+
+def _skip_reason(r: Any) -> str | None:
+    if str(r.model) not in MODELS:
+        return f"model={r.model}: no preset"
+    if str(r.precision) not in RECIPE:
+        return f"precision={r.precision}: not one recipe of the model"
+    if str(r.gpu_type) not in GPU:
+        return f"gpu_type={r.gpu_type}: no cluster preset"
+    return None
+
+
+def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
+    """One table row as (train, plan); raises ValueError (SpecError) when the numbers do not split."""
+    tp, pp, vpp, cp, ep, etp, dp = (_int(getattr(r, k)) for k in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp"))
+    mbs, gbs = _int(r.micro_batch), int(r.global_batch)
+    if dp * tp * pp * cp != int(r.num_gpus) or gbs % (dp * mbs):
+        raise ValueError(f"num_gpus={r.num_gpus} global_batch={gbs} do not split as dp={dp} tp={tp} pp={pp} cp={cp}")
+    megatron = str(r.framework) == "megatron"
+    rec = str(r.recompute) if str(r.recompute) in ("none", "selective", "full") else "none"
+    plan = ParallelPlan(
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        vpp=vpp,
+        ep=ep,
+        etp=etp,
+        zero_stage=3 if "zero3" in str(r.zero_fsdp) else 1,
+        micro_batch_size=mbs,
+        grad_accum_steps=gbs // (dp * mbs),
+        recompute=rec,
+        sequence_parallel=tp > 1,
+        pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
+        fp8=RECIPE[str(r.precision)],
+        compile=True if megatron else bool(r.compile),
+    )
+    routing = str(r.moe_routing) if str(r.moe_routing) in ("learned", "balanced") else "learned"
+    train = TrainSpec(
+        seq_len=int(r.seq_len),
+        global_batch_size=gbs,
+        param_dtype="bf16" if megatron else "fp32",
+        grad_dtype="bf16" if megatron else "fp32",
+        master_dtype="fp32" if megatron else None,
+        moe_routing=routing,
+        framework="megatron" if megatron else "torchtitan",  # whose overlaps price the DP communication
+    )
+    return train, plan
+
+
+def load_public_moe(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    df = pd.read_csv(folder / FILE)
+    runs, skipped = [], []
+    for i, r in df.iterrows():
+        reason = _skip_reason(r)
+        if reason is None:
+            try:
+                train, plan = public_layout(r)
+            except ValueError as e:
+                reason = str(e)
+            else:
+                model = preset_model(str(r.model))
+                runs.append(
+                    ReferenceRun(SOURCE, i, model, train, GPU[str(r.gpu_type)], plan, float(r.tokens_per_s_per_gpu))
+                )
+                continue
+        skipped.append(SkippedRow(SOURCE, i, reason))
+    return runs, skipped

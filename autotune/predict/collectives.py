@@ -1,0 +1,51 @@
+"""Collective communication time (alpha-beta per link class): the link a group runs on (NVLink inside an NVLink domain,
+hierarchical across domains), NCCL ring collectives, and the data-parallel all-reduce with NCCL's ring/tree latency.
+autotune.predict.perf prices every collective through these; `autotune netbench` fits the alpha and beta of each link
+class (intra/inter) with the same ring model (autotune/fitting/netbench.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autotune.core.types import ClusterSpec
+
+
+def _link(cluster: ClusterSpec, inner_span: np.ndarray, stride: Any = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(bus bandwidth bytes/s, latency s) of a group whose ranks are `stride` apart and `inner_span` apart-or-less in
+    the mesh order. Inside one NVLink domain: NVLink. A group spanning domains is hierarchical (NCCL's rings and trees
+    chain the ranks of a domain over NVLink and cross domains over the NICs; Megatron/NeMo's two-level reductions):
+    inside a domain at NVLink rate, across domains each of the g = domain/stride ranks a domain holds moves 1/g of the
+    data over its own NIC (rail-optimised fabrics, one NIC per GPU: NVIDIA DGX SuperPOD reference architectures for
+    H100 and GB200 NVL72). Pipelined, the slower level sets the rate: bus bandwidth min(g * NIC, NVLink). g counts the
+    ranks per NVLink *domain* (72 on NVL72 racks), not per host: a GB200 tray's 4 GPUs share the rack's NVLink
+    switches with the other 68, so a data-parallel reduction across racks sends 1/72 of the data per NIC."""
+    intra = inner_span <= cluster.fast_domain  # NVLink: a node, or the whole NVL72 rack (cluster.nvlink_domain_size)
+    per_domain = np.maximum(cluster.fast_domain // np.minimum(stride, cluster.fast_domain), 1)
+    inter = np.minimum(cluster.inter_node_bw_bytes_per_s * per_domain, cluster.intra_node_bw_bytes_per_s)
+    bw = np.where(intra, cluster.intra_node_bw_bytes_per_s, inter) * cluster.comm_efficiency
+    lat = np.where(intra, cluster.intra_node_latency_s, cluster.inter_node_latency_s)
+    return bw, lat
+
+
+def ring_s(kind: str, n: Any, nbytes: Any, bw: Any, lat: Any) -> np.ndarray:
+    """Time of one NCCL ring collective over n ranks (0 when n == 1)."""
+    n = np.asarray(n, dtype=np.float64)
+    steps = 2 * (n - 1) if kind == "all_reduce" else (n - 1)
+    return steps / np.maximum(n, 1) * np.asarray(nbytes) / bw + steps * lat
+
+
+def dp_all_reduce_s(cluster: ClusterSpec, n: Any, nbytes: Any, span: Any, stride: Any) -> np.ndarray:
+    """A data-parallel all-reduce over n ranks `stride` apart (span = the group's extent in the mesh): the ring's
+    bandwidth term on the hierarchical link (_link), and the latency of the faster of NCCL's two algorithms (NCCL
+    picks per size; NCCL docs "NCCL_ALGO", Sanders et al. 2009 double binary trees): ring 2(n-1) hops, tree a chain
+    of the g ranks inside each domain plus 2 log2(N) hops across the N = n/g domains. At 512+ ranks the ring's
+    latency alone is milliseconds per bucket; the tree's grows with log N."""
+    bw, lat = _link(cluster, span, stride)
+    n = np.asarray(n, dtype=np.float64)
+    g = np.clip(cluster.fast_domain // np.minimum(np.asarray(stride), cluster.fast_domain), 1, n)
+    domains = np.maximum(n / g, 1.0)
+    tree = 2 * (g - 1) * cluster.intra_node_latency_s + 2 * np.log2(domains) * cluster.inter_node_latency_s
+    ring = 2 * (n - 1) * lat
+    return np.where(n > 1, 2 * (n - 1) / np.maximum(n, 1) * np.asarray(nbytes) / bw + np.minimum(ring, tree), 0.0)
