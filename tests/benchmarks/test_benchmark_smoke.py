@@ -125,6 +125,8 @@ def check_published_fit(out: dict) -> None:
         len(out["misses"])
         == out["layouts"] - out["predicted_to_fit"] + out["oom_layouts"] - out["oom_predicted_not_to_fit"]
     )
+
+
 def check_refit(out: dict) -> None:
     # fitted on the 9 h200_bench rows into a copy of the presets (see SMOKE): every family's coefficients written
     assert out["rows"] == 9 and out["accuracy"] is None and len(out["presets_written"]) == 8

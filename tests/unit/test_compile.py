@@ -155,7 +155,9 @@ def test_compile_falls_in_untimed_warmup(monkeypatch, compile, warmup, untimed):
     t = _FakeTrainer(spec)
     tr.run_steps(t, lambda: None)
     assert tr.untimed_steps(spec) == untimed
-    assert len(t.steps) == untimed + 3 and len(t.step_times_s) == len(t.step_cpu_s) == 3  # the first (compiling) step is never timed
+    assert (
+        len(t.steps) == untimed + 3 and len(t.step_times_s) == len(t.step_cpu_s) == 3
+    )  # the first (compiling) step is never timed
 
 
 @pytest.mark.parametrize("old_key", [True, False])
