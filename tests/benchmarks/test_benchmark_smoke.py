@@ -103,9 +103,25 @@ def check_planner_speed(out: dict) -> None:
 
 def check_recompute_cost(out: dict) -> None:
     modes = out["modes"]
-    assert set(modes) == {"none", "selective", "full", "selective_op_sac"} and out["shape"]["layers"] == 1
-    assert all(positive(m["fwd_s"], m["bwd_s"], m["step_s"], m["step_rel"]) for m in modes.values())
-    assert modes["none"]["step_rel"] == 1.0 and isinstance(out["target"]["met"], bool)
+    assert set(modes) == {"none", "selective", "full"} and out["shape"]["layers"] == 1  # --no-compile
+    assert all(positive(m["fwd_s"], m["bwd_s"], m["step_s"], m["step_rel"], m["peak_bytes"]) for m in modes.values())
+    assert modes["none"]["step_rel"] == modes["none"]["peak_rel"] == 1.0
+    for m in modes.values():  # at this size the logits dominate the peak: only the ratios are checked
+        assert m["peak_rel"] == pytest.approx(m["peak_bytes"] / modes["none"]["peak_bytes"])
+    assert set(out["target"]) == {"selective"} and isinstance(out["target"]["selective"]["met"], bool)
+
+
+def check_loss_options(out: dict) -> None:
+    opts = out["options"]
+    assert out["chosen"] == "fused_compiled" and out["shape"]["vocab"] == 512
+    assert {"unchunked_eager", "unchunked_compiled", "chunked_ckpt", "fused", "fused_compiled_c32"} <= set(opts)
+    assert all(positive(o["step_s"], o["peak_bytes"]) for o in opts.values())
+    # every option computes the same loss (the same fp32 logits, summed in another order)
+    assert all(o["loss"] == pytest.approx(opts["unchunked_eager"]["loss"], rel=1e-5) for o in opts.values())
+    # 64 tokens in chunks of 16: the chunked losses never hold the whole (64, 512) fp32 logits' 131,072 bytes x 2
+    assert opts["fused"]["peak_bytes"] < opts["unchunked_eager"]["peak_bytes"]
+    assert opts["unchunked_compiled"]["time_vs_unchunked_compiled"] == 1.0
+    assert isinstance(out["target"]["met"], bool)
 
 
 def check_reliability(out: dict) -> None:
@@ -145,7 +161,27 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "memory_vs_torchtitan.py": (["--layouts", "fsdp8_none", "--small"], check_memory_vs_torchtitan),
     "model_accuracy.py": (["--quick"], check_model_accuracy),
     "planner_speed.py": (["--gpus", "64", "--model", "llama-3.1-8b", "--repeat", "1"], check_planner_speed),
-    "recompute_cost.py": ([*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1"], check_recompute_cost),
+    "recompute_cost.py": (
+        [*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1", "--no-compile"],
+        check_recompute_cost,
+    ),
+    "loss_options.py": (
+        [
+            "--tokens",
+            "64",
+            "--hidden",
+            "16",
+            "--vocab",
+            "512",
+            "--chunk",
+            "16",
+            "--chunk-choices",
+            "32",
+            "--rounds",
+            "1",
+        ],
+        check_loss_options,
+    ),
     "reliability.py": (["--scenarios", "torn_files"], check_reliability),
     "reserved_accuracy.py": ([], check_reserved_accuracy),
     "search_efficiency.py": (["--seeds", "1"], check_search_efficiency),
