@@ -60,9 +60,12 @@ def chunk_loss_and_dlogits(h: torch.Tensor, w: torch.Tensor, labels: torch.Tenso
     d loss_i / d z_i = softmax(z_i) - onehot(y_i) for the fp32 logits z_i (the log-softmax gradient); it is built in
     the fp32 logits' own storage (in place) and cast to the compute dtype for the two GEMMs."""
     z = (h @ w.t()).float()  # (n, V); a no-op cast in fp32
-    lse = torch.logsumexp(z, dim=-1)
-    loss = (lse - z.gather(1, labels[:, None]).squeeze(1)).sum()
-    g = z.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
+    z_label = z.gather(1, labels[:, None]).squeeze(1)
+    zmax = z.amax(dim=-1)
+    e = z.sub_(zmax[:, None]).exp_()  # in place: no second (n, V) fp32 tensor (logsumexp would allocate one)
+    total = e.sum(dim=-1)
+    loss = (zmax + total.log() - z_label).sum()  # log-sum-exp with the max taken out
+    g = e.div_(total[:, None])  # softmax
     g[torch.arange(g.shape[0], device=g.device), labels] -= 1.0
     return loss, g.to(h.dtype)
 

@@ -142,3 +142,34 @@ def test_chunked_loss_keeps_no_logits_for_backward():
     with torch.autograd.graph.saved_tensors_hooks(lambda t: shapes.append(tuple(t.shape)) or t, lambda t: t):
         bm_loss.chunked_cross_entropy(head, h, labels)
     assert shapes and all(4096 not in s for s in shapes), shapes
+
+
+@pytest.mark.parametrize("dtype, per_logit", [(torch.float32, 4), (torch.bfloat16, 6)])
+def test_fused_loss_peak_is_the_memory_models_logits_term(dtype, per_logit):
+    """Measured peak of the fused loss's forward + backward (CPU allocator events, bench_model.metrics.step_peak_bytes)
+    = the memory model's logits term for one 1024-token chunk, (4 + c) bytes per logit (4 in fp32, where the cast is
+    a no-op), plus the head's weight gradient and grad_h, which it fills in forward (V = 4096, n = 2048, h = 16)."""
+    from autotune.core.model import ModelSpec
+    from autotune.predict.frameworks.bench_model import BenchModelProfile
+    from bench_model import loss as bm_loss
+    from bench_model.metrics import step_peak_bytes
+
+    n, hidden, vocab, c = 2048, 16, 4096, per_logit - 4 or 4
+    head = torch.nn.Linear(hidden, vocab, bias=False).to(dtype)
+    h = torch.randn(n, hidden).to(dtype).requires_grad_(True)
+    labels = torch.randint(0, vocab, (n,))
+
+    def step():
+        bm_loss.fused_linear_cross_entropy(head, h, labels).backward()
+        head.weight.grad, h.grad = None, None
+
+    step()
+    spec = ModelSpec(
+        name="t", num_layers=1, hidden_size=hidden, ffn_hidden_size=32, num_heads=1, num_kv_heads=1, vocab_size=vocab
+    )
+    logits = float(BenchModelProfile().logits(spec, n, 1, 1, c))
+    assert logits == per_logit * 1024 * vocab
+    # beyond: per-token vectors of one chunk (row max, sum, the label's logit in fp32, the int64 row index: 20 bytes,
+    # + 4 for the loss terms), at most 32 bytes per token
+    beyond = step_peak_bytes(step) - (logits + (vocab + n) * hidden * c)
+    assert 0 <= beyond <= 32 * 1024
