@@ -111,6 +111,15 @@ def check_recompute_cost(out: dict) -> None:
     assert set(out["target"]) == {"selective"} and isinstance(out["target"]["selective"]["met"], bool)
 
 
+def check_moe_block_profile(out: dict) -> None:
+    ops = out["ops"]
+    assert list(ops) == ["router", "topk", "counts", "permute", "grouped_gemm", "unpermute", "combine", "aux_loss"]
+    assert all(positive(o["fwd_bwd_s"]) for o in ops.values()) and positive(out["block_s"], *out["before"].values())
+    assert sum(o["share"] for o in ops.values()) == pytest.approx(1.0)
+    assert out["stages_sum_s"] == pytest.approx(sum(o["fwd_bwd_s"] for o in ops.values()))
+    assert out["dominant"] in ops and out["shape"]["grouped_gemm_path"] == "grouped_mm"
+
+
 def check_loss_options(out: dict) -> None:
     opts = out["options"]
     assert out["chosen"] == "fused_compiled" and out["shape"]["vocab"] == 512
@@ -164,6 +173,25 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "recompute_cost.py": (
         [*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1", "--no-compile"],
         check_recompute_cost,
+    ),
+    "moe_block_profile.py": (
+        [
+            "--tokens",
+            "64",
+            "--seq",
+            "32",
+            "--hidden",
+            "32",
+            "--ffn",
+            "16",
+            "--experts",
+            "8",
+            "--topk",
+            "2",
+            "--rounds",
+            "1",
+        ],
+        check_moe_block_profile,
     ),
     "loss_options.py": (
         [
