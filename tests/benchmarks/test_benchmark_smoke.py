@@ -120,6 +120,17 @@ def check_moe_block_profile(out: dict) -> None:
     assert out["dominant"] in ops and out["shape"]["grouped_gemm_path"] == "grouped_mm"
 
 
+def check_vs_torchtitan_step(out: dict) -> None:
+    tt, bm = out["torchtitan"], out["bench_model"]
+    for side in (tt, bm):
+        assert positive(side["step_s"], side["tokens_per_s"], side["peak_bytes"], side["first_loss"])
+        assert side["tokens_per_s"] == pytest.approx(2 * 32 / side["step_s"])  # mbs 2 x seq 32
+    assert out["speed_ratio"] == pytest.approx(bm["tokens_per_s"] / tt["tokens_per_s"])
+    assert out["memory_ratio"] == pytest.approx(bm["peak_bytes"] / tt["peak_bytes"])
+    # both start near ln(V) = ln(512) = 6.24 (random init, uniform-ish logits), far from a broken loss
+    assert 5.0 < tt["first_loss"] < 8.0 and 5.0 < bm["first_loss"] < 8.0
+
+
 def check_loss_options(out: dict) -> None:
     opts = out["options"]
     assert out["chosen"] == "fused_compiled" and out["shape"]["vocab"] == 512
@@ -192,6 +203,25 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
             "1",
         ],
         check_moe_block_profile,
+    ),
+    "vs_torchtitan_step.py": (
+        [
+            "--hidden",
+            "32",
+            "--ffn",
+            "64",
+            "--heads",
+            "2",
+            "--kv-heads",
+            "1",
+            "--vocab",
+            "512",
+            "--seq",
+            "32",
+            "--steps",
+            "1",
+        ],
+        check_vs_torchtitan_step,
     ),
     "loss_options.py": (
         [
