@@ -121,14 +121,16 @@ def check_moe_block_profile(out: dict) -> None:
 
 
 def check_vs_torchtitan_step(out: dict) -> None:
-    tt, bm = out["torchtitan"], out["bench_model"]
-    for side in (tt, bm):
-        assert positive(side["step_s"], side["tokens_per_s"], side["peak_bytes"], side["first_loss"])
-        assert side["tokens_per_s"] == pytest.approx(2 * 32 / side["step_s"])  # mbs 2 x seq 32
-    assert out["speed_ratio"] == pytest.approx(bm["tokens_per_s"] / tt["tokens_per_s"])
-    assert out["memory_ratio"] == pytest.approx(bm["peak_bytes"] / tt["peak_bytes"])
-    # both start near ln(V) = ln(512) = 6.24 (random init, uniform-ish logits), far from a broken loss
-    assert 5.0 < tt["first_loss"] < 8.0 and 5.0 < bm["first_loss"] < 8.0
+    assert out["shape"]["experts"] == 4
+    for variant in ("dense", "moe"):  # Llama 3 and Qwen3 MoE
+        tt, bm = out[variant]["torchtitan"], out[variant]["bench_model"]
+        for side in (tt, bm):
+            assert positive(side["step_s"], side["tokens_per_s"], side["peak_bytes"], side["first_loss"])
+            assert side["tokens_per_s"] == pytest.approx(2 * 32 / side["step_s"])  # mbs 2 x seq 32
+            # both start near ln(V) = ln(512) = 6.24 (random init, near-uniform logits), far from a broken loss
+            assert 5.0 < side["first_loss"] < 8.0
+        assert out[variant]["speed_ratio"] == pytest.approx(bm["tokens_per_s"] / tt["tokens_per_s"])
+        assert out[variant]["memory_ratio"] == pytest.approx(bm["peak_bytes"] / tt["peak_bytes"])
 
 
 def check_loss_options(out: dict) -> None:
@@ -220,6 +222,10 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
             "32",
             "--steps",
             "1",
+            "--experts",
+            "4",
+            "--moe-ffn",
+            "16",
         ],
         check_vs_torchtitan_step,
     ),
