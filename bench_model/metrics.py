@@ -51,3 +51,31 @@ def limit_address_space(extra_bytes: int) -> None:
     """RLIMIT_AS = current size + extra: allocations beyond it fail with ENOMEM (trial protocol memory_limit_bytes)."""
     limit = address_space_bytes() + int(extra_bytes)
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+
+def step_peak_bytes(fn) -> int:
+    """Peak bytes allocated while `fn()` runs, above what was live before it. CUDA: the caching allocator's
+    max_memory_allocated. CPU: the running sum of the CPU allocator's alloc/free events recorded by
+    torch.profiler(profile_memory=True), which also sees the buffers of Inductor-generated code (benchmarks only:
+    profiling slows the step; time it separately)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and str(e.device_type()) == "DeviceType.CPU"
+    )
+    live = peak = 0
+    for _, nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+    return peak

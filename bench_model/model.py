@@ -160,7 +160,7 @@ class Llama(nn.Module):
 
     def forward(self, tokens: torch.Tensor, loss_fn: Callable | None = None) -> torch.Tensor:
         """Logits (B, S, V) on the last stage, hidden states elsewhere; with `loss_fn(head, h)` the loss instead, so
-        the loss can apply the head itself chunk by chunk (bench_model.trainer.chunked_cross_entropy)."""
+        the loss can apply the head itself chunk by chunk (bench_model.loss.lm_loss)."""
         h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens  # (B, S) -> (B, S, H)
         for layer in self.layers.values():
             h = layer(h, self.rope)

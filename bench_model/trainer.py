@@ -15,14 +15,13 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from autotune.core.errors import SpecError
 from autotune.core.trial import TrialSpec
 from autotune.layouts.rules import require_well_formed
 from bench_model import data
+from bench_model.loss import cross_entropy, lm_loss
 from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
 from bench_model.parallel.context_parallel import cp_positions
@@ -46,40 +45,8 @@ from bench_model.weights import init_parameters
 ADAMW = dict(betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
 
-# Tokens per chunk of the chunked loss: the fp32 logits of at most this many tokens exist at a time. 1024 keeps the
-# head's GEMM large (m = 1024) while the fp32 logits of Llama 3's 128k vocabulary stay at 0.5 GB per chunk.
-LOSS_CHUNK_TOKENS = 1024
-
-
-def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """logits (B, S, V) [vocab-sharded DTensor under TP], labels (B, S) -> mean over tokens, in fp32."""
-    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
-
-
-def _chunk_loss_sum(head: nn.Module, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(head(h).float(), labels, reduction="sum")
-
-
-def chunked_cross_entropy(head: nn.Module, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of head(h) over all tokens without the logits of the whole micro-batch: the tokens (B*S) are
-    cut into chunks of LOSS_CHUNK_TOKENS, each chunk's head matmul + fp32 loss runs under non-reentrant checkpoint
-    (nothing of it is saved; backward recomputes the chunk's logits), so at most one chunk's logits exist at a time
-    (the chunked/fused loss of Liger-Kernel's FusedLinearCrossEntropy and Wijmans et al. 2024, "Cut Your Losses").
-    Under TP + SP the sequence-sharded hidden states are gathered first (the gather the head does anyway)."""
-    from torch.distributed.tensor import DTensor, Replicate
-
-    if isinstance(h, DTensor):
-        h = h.redistribute(placements=[Replicate()] * h.device_mesh.ndim)
-    h, labels = h.flatten(0, 1), labels.flatten(0, 1)  # (B*S, H), (B*S,)
-    total = sum(
-        checkpoint(_chunk_loss_sum, head, hc, yc, use_reentrant=False)
-        for hc, yc in zip(h.split(LOSS_CHUNK_TOKENS), labels.split(LOSS_CHUNK_TOKENS))
-    )
-    return total / labels.numel()
-
-
-def _labelled_loss(labels: torch.Tensor, head: nn.Module, h: torch.Tensor) -> torch.Tensor:
-    return chunked_cross_entropy(head, h, labels)
+def _labelled_loss(labels: torch.Tensor, compiled: bool, head: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    return lm_loss(head, h, labels, compiled=compiled)
 
 
 def _plain(t: torch.Tensor) -> torch.Tensor:
@@ -150,8 +117,9 @@ class Trainer:
         return total
 
     def microbatch_backward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Forward, chunked loss and backward of one micro-batch (pp=1); returns its loss / grad_accum_steps."""
-        loss_fn = functools.partial(_labelled_loss, labels)
+        """Forward, chunked loss (bench_model.loss.lm_loss) and backward of one micro-batch (pp=1); returns its
+        loss / grad_accum_steps."""
+        loss_fn = functools.partial(_labelled_loss, labels, self.spec.plan.compile)
         with self.loss_context():
             loss = self.parts[0](tokens, loss_fn=loss_fn) / self.spec.plan.grad_accum_steps
             loss.backward()

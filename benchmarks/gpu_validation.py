@@ -9,12 +9,23 @@ path as `autotune bench --nproc 1`) and prints ONE JSON object:
 Run on a CUDA machine (docs/memory_model.md, "Validating on a GPU"):
   PYTHONPATH=. python benchmarks/gpu_validation.py                       # Llama-3.2-1B, seq 4096, 18 layouts
   PYTHONPATH=. python benchmarks/gpu_validation.py --mbs 2 4 --compile true false
+  PYTHONPATH=. python benchmarks/gpu_validation.py --all --csv rows.csv  # one lease: every case that matters
 Without CUDA it exits 2, unless `--device cpu --model tiny`: the same code path on one CPU rank (what the tests run).
+
+`--all` runs ALL_CASES (CPU: CPU_CASES, a tiny dense and a tiny MoE model) in priority order, within one 10-minute
+call on an H200 by intent (not yet timed on one: ~12 trials of 20-45 s, start-up and compile included, on the
+2026-11-25 lease): the regression layout (Llama-3.2-1B, seq 4096, mbs 4, compiled; none and selective), the 3B
+none/selective compiled, the FP8 recipes (tensorwise on 1B and 3B, rowwise on 3B), the MoE presets cut with
+`--layers` (Qwen3-30B-A3B 4 layers at mbs 1/2 eager and mbs 2 compiled, Mixtral-8x7B 2 layers), and eager selective.
+`--csv PATH` writes one row per case in the format of the measured reference CSVs the fit reads
+(h200_bench_model_2026-11-25.csv: case, kind, layout, compile, status, tokens_per_s_per_gpu, mfu, peak_alloc_gib,
+peak_reserved_gib, est_alloc_gib, est_reserved_gib, est_tokens_per_s_per_gpu, est_fits, notes).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import itertools
 import json
 import os
@@ -31,6 +42,34 @@ CUDA_PRESETS = (
     ("A100-SXM4-40GB", "a100-40gb"),
     ("A100", "a100-80gb"),
 )
+
+
+# (case, model, overrides): the 2026-11-25 lease's case names (h200_bench_model_2026-11-25.csv), regression first
+_1B = ("model=llama-3.2-1b", "train.seq_len=4096")
+_3B = ("model=llama-3.2-3b", "train.seq_len=4096")
+_QWEN = ("model=qwen3-30b-a3b", "model.num_layers=4", "train.seq_len=4096")
+ALL_CASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("1b_mbs4_none_c", (*_1B, "plan.micro_batch_size=4", "plan.recompute=none", "plan.compile=true")),
+    ("1b_mbs4_sel_c", (*_1B, "plan.micro_batch_size=4", "plan.recompute=selective", "plan.compile=true")),
+    ("1b_mbs4_fp8tw_c", (*_1B, "plan.micro_batch_size=4", "plan.fp8=tensorwise", "plan.compile=true")),
+    ("qwen3moe_4l_mbs1", (*_QWEN, "plan.micro_batch_size=1", "plan.compile=false")),
+    ("qwen3moe_4l_mbs2", (*_QWEN, "plan.micro_batch_size=2", "plan.compile=false")),
+    ("qwen3moe_4l_mbs2_c", (*_QWEN, "plan.micro_batch_size=2", "plan.compile=true")),
+    ("mixtral_2l_mbs1", ("model=mixtral-8x7b", "model.num_layers=2", "train.seq_len=4096", "plan.micro_batch_size=1")),
+    ("3b_mbs2_none_c", (*_3B, "plan.micro_batch_size=2", "plan.recompute=none", "plan.compile=true")),
+    ("3b_mbs2_sel_c", (*_3B, "plan.micro_batch_size=2", "plan.recompute=selective", "plan.compile=true")),
+    ("3b_mbs2_fp8tw_c", (*_3B, "plan.micro_batch_size=2", "plan.fp8=tensorwise", "plan.compile=true")),
+    ("3b_mbs2_fp8rw_c", (*_3B, "plan.micro_batch_size=2", "plan.fp8=rowwise", "plan.compile=true")),
+    ("1b_mbs2_sel_e", (*_1B, "plan.micro_batch_size=2", "plan.recompute=selective", "plan.compile=false")),
+)
+CPU_CASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tiny_mbs1_none_e", ("model=tiny", "train.seq_len=128", "plan.micro_batch_size=1")),
+    ("tinymoe_2l_mbs1_e", ("model=tiny-moe", "model.num_layers=2", "train.seq_len=128", "plan.micro_batch_size=1")),
+)
+CSV_COLUMNS = (
+    "case", "kind", "layout", "compile", "status", "tokens_per_s_per_gpu", "mfu", "peak_alloc_gib",
+    "peak_reserved_gib", "est_alloc_gib", "est_reserved_gib", "est_tokens_per_s_per_gpu", "est_fits", "notes",
+)  # fmt: skip
 
 
 def _bool(text: str) -> bool:
@@ -51,6 +90,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--compile", type=_bool, nargs="+", default=[False, True])
     p.add_argument("--warmup-steps", type=int, default=2)
     p.add_argument("--steps", type=int, default=5, help="timed steps per trial")
+    p.add_argument("--layers", type=int, default=None, help="cut the model to this many layers (model.num_layers)")
+    p.add_argument("--all", action="store_true", help="run ALL_CASES (CPU: CPU_CASES) instead of the grid")
+    p.add_argument("--csv", default=None, help="also write one row per case in the reference CSV format")
     p.add_argument("--workdir", default=None, help="trial files and logs (default: results/_gpu_validation)")
     return p.parse_args(argv)
 
@@ -74,26 +116,25 @@ def _ratio(a, b) -> float | None:
     return None if a is None or b is None or not b else round(a / b, 4)
 
 
-def run_case(args, cluster: str, seq: int, mbs: int, recompute: str, compile: bool, workdir: str) -> dict:
+def grid_overrides(args, seq: int, mbs: int, recompute: str, compile: bool) -> tuple[str, ...]:
+    layers = (f"model.num_layers={args.layers}",) if args.layers else ()
+    return (
+        f"model={args.model}", *layers, f"train.seq_len={seq}", f"plan.micro_batch_size={mbs}",
+        f"plan.recompute={recompute}", f"plan.compile={str(compile).lower()}",
+    )  # fmt: skip
+
+
+def run_case(args, cluster: str, name: str, overrides: tuple[str, ...], workdir: str) -> dict:
     from autotune.cli.bench import run_local
     from autotune.layouts.estimate import estimate
     from autotune.results.trialfile import make_spec
     from autotune.spec.config import load_config
 
-    cfg = load_config(
-        [
-            f"model={args.model}",
-            f"cluster={cluster}",
-            f"train.seq_len={seq}",
-            f"train.global_batch_size={mbs * args.grad_accum}",
-            f"plan.micro_batch_size={mbs}",
-            f"plan.recompute={recompute}",
-            f"plan.compile={str(compile).lower()}",
-        ]
-    )
+    mbs = next((int(o.split("=")[1]) for o in overrides if o.startswith("plan.micro_batch_size=")), 1)
+    cfg = load_config([f"cluster={cluster}", *overrides, f"train.global_batch_size={mbs * args.grad_accum}"])
     est = estimate(cfg, 1)
     spec = make_spec(
-        cfg, cfg.plan(1), sweep_id="gpu_validation", trial_id=f"mbs{mbs}_{recompute}_{'c' if compile else 'e'}",
+        cfg, cfg.plan(1), sweep_id="gpu_validation", trial_id=name,
         warmup_steps=args.warmup_steps, timed_steps=args.steps,
     )  # fmt: skip
     row = run_local(spec, workdir)
@@ -112,8 +153,16 @@ def run_case(args, cluster: str, seq: int, mbs: int, recompute: str, compile: bo
         "fits": bool(est["fits"]),
         "compile_time_s": est["pred_compile_time_s"],
     }
+    plan = cfg.plan(1)
     return {
-        "layout": {"micro_batch_size": mbs, "recompute": recompute, "compile": compile, "seq_len": seq},
+        "case": name,
+        "overrides": list(overrides),
+        "layout": {
+            "micro_batch_size": mbs,
+            "recompute": plan.recompute,
+            "compile": plan.compile,
+            "seq_len": cfg.train.seq_len,
+        },  # fmt: skip
         "status": row.get("status"),
         "error": row.get("error_type") or None,
         "measured": measured,
@@ -125,21 +174,58 @@ def run_case(args, cluster: str, seq: int, mbs: int, recompute: str, compile: bo
 
 
 def compile_times(cases: list[dict]) -> list[dict]:
-    """wall_s(compile) - wall_s(eager) of the same layout: the trial time compiling costs, warm-up included."""
-    by = {(c["layout"]["micro_batch_size"], c["layout"]["recompute"], c["layout"]["compile"]): c for c in cases}
+    """wall_s(compile) - wall_s(eager) of the same layout (the same overrides but plan.compile): the trial time
+    compiling costs, warm-up included."""
+
+    def key(c: dict) -> tuple:
+        return tuple(o for o in c["overrides"] if not o.startswith("plan.compile=")), c["layout"]["compile"]
+
+    by = {key(c): c for c in cases}
     out = []
-    for (mbs, rc, comp), c in by.items():
-        eager = by.get((mbs, rc, False))
+    for (rest, comp), c in by.items():
+        eager = by.get((rest, False))
         if comp and eager and c["measured"]["wall_s"] is not None and eager["measured"]["wall_s"] is not None:
             out.append(
                 {
-                    "micro_batch_size": mbs,
-                    "recompute": rc,
+                    "case": c["case"],
+                    "micro_batch_size": c["layout"]["micro_batch_size"],
+                    "recompute": c["layout"]["recompute"],
                     "measured_s": round(c["measured"]["wall_s"] - eager["measured"]["wall_s"], 2),
                     "predicted_s": c["predicted"]["compile_time_s"],
                 }
             )
     return out
+
+
+def write_csv(path: str, cases: list[dict], device: str) -> None:
+    """One row per case, the columns of the measured reference CSVs (CSV_COLUMNS); missing values empty."""
+    import torch
+
+    where = torch.cuda.get_device_name(0) if device == "cuda" else "CPU"
+    kind = f"bench_model trainer, 1 {'GPU' if device == 'cuda' else 'CPU rank'}, through the local launcher (autotune bench path)"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        w.writeheader()
+        for c in cases:
+            m, p = c["measured"], c["predicted"]
+            w.writerow(
+                {
+                    "case": c["case"],
+                    "kind": kind,
+                    "layout": " ".join(c["overrides"]),
+                    "compile": c["layout"]["compile"],
+                    "status": c["status"],
+                    "tokens_per_s_per_gpu": m["tokens_per_s_per_gpu"],
+                    "mfu": m["mfu"],
+                    "peak_alloc_gib": m["allocated_gib"],
+                    "peak_reserved_gib": m["reserved_gib"],
+                    "est_alloc_gib": p["allocated_gib"],
+                    "est_reserved_gib": p["reserved_gib"],
+                    "est_tokens_per_s_per_gpu": p["tokens_per_s_per_gpu"],
+                    "est_fits": p["fits"],
+                    "notes": f"{where}, torch {torch.__version__}" + (f", {c['error']}" if c["error"] else ""),
+                }
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,12 +251,18 @@ def main(argv: list[str] | None = None) -> int:
     cluster = _cluster(args)
     seq = args.seq_len or (128 if args.device == "cpu" else 4096)
     workdir = args.workdir or str(ROOT / "results" / "_gpu_validation")
-    cases = [
-        run_case(args, cluster, seq, mbs, rc, comp, workdir)
-        for mbs, rc, comp in itertools.product(args.mbs, args.recompute, args.compile)
-    ]
+    if args.all:
+        todo = list(CPU_CASES if args.device == "cpu" else ALL_CASES)
+    else:
+        todo = [
+            (f"mbs{mbs}_{rc}_{'c' if comp else 'e'}", grid_overrides(args, seq, mbs, rc, comp))
+            for mbs, rc, comp in itertools.product(args.mbs, args.recompute, args.compile)
+        ]
+    cases = [run_case(args, cluster, name, overrides, workdir) for name, overrides in todo]
     out = {"device": args.device, "model": args.model, "cluster": cluster, "seq_len": seq, "cases": cases}
     out["compile_time_s"] = compile_times(cases)
+    if args.csv:
+        write_csv(args.csv, cases, args.device)
     print(json.dumps(out, indent=1))
     return 0
 

@@ -1,20 +1,22 @@
-"""Wall-time cost of bench_model's activation recompute modes on one CPU: forward and backward of a bench_model Llama
-(no data parallelism), per mode, relative to recompute=none; prints JSON. Target: selective <= 1.15x none per step.
+"""Cost and saving of bench_model's activation recompute modes on one device, eager and compiled: forward + backward of
+a bench_model Llama (no data parallelism) per mode; prints JSON (last line).
 
-Modes: none, selective (bench_model.parallel.recompute: region checkpoints around the norms and SwiGLU), full, and
-`selective_op_sac` - the op-level selective checkpoint bench_model used before (a per-aten-op policy saving matmul
-and attention outputs, torch.utils.checkpoint.create_selective_checkpoint_contexts; torchtitan's "op" SAC), kept here
-only as the "before" reference. Modes are interleaved round by round and each keeps its best (minimum) time over the
-rounds, so load from other processes on a shared machine hits every mode alike and is filtered out. By default
-the clock is the process's CPU time (one intra-op thread), which other processes' load does not inflate.
+`modes` keys: none, selective, full (eager) and none+compile, selective+compile, full+compile (each block compiled
+as bench_model.parallel.parallelize does, recompute applied first with apply_recompute(compiled=True)). Each mode
+has step_s (best over the rounds), step_rel (against `none` of the same compile setting) and peak_bytes (bytes
+allocated at the step's peak above the model and its inputs, bench_model.metrics.step_peak_bytes; on CPU from the
+allocator events torch.profiler records, Inductor's buffers included). Targets (issue 29): selective <= 1.05x none
+compiled and <= 1.10x eager, each with peak_bytes below its none. Modes are interleaved round by round and each keeps
+its best (minimum) time, so load from other processes hits every mode alike; the default clock is the process's CPU
+time (one intra-op thread), which other processes' load does not inflate.
 
-    .venv/bin/python benchmarks/recompute_cost.py [--hidden 512] [--seq 512] [--layers 4] [--rounds 9] [--clock cpu|wall]
+    .venv/bin/python benchmarks/recompute_cost.py [--hidden 512] [--seq 512] [--layers 4] [--rounds 5] [--clock cpu|wall]
+        [--no-compile]
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 import time
@@ -23,41 +25,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper  # noqa: E402
-from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts  # noqa: E402
 
-from autotune.core.model import ModelSpec
+from autotune.core.model import ModelSpec  # noqa: E402
+from bench_model.metrics import step_peak_bytes  # noqa: E402
 from bench_model.model import Llama  # noqa: E402
 from bench_model.parallel.recompute import apply_recompute  # noqa: E402
 
-MODES = ("none", "selective", "full", "selective_op_sac")
-
-
-def _op_sac_policy(ctx, op, *args, **kwargs) -> CheckpointPolicy:
-    aten = torch.ops.aten
-    save = {
-        aten.mm.default,
-        aten.bmm.default,
-        aten.addmm.default,
-        aten._scaled_dot_product_flash_attention_for_cpu.default,
-    }
-    return CheckpointPolicy.MUST_SAVE if op in save else CheckpointPolicy.PREFER_RECOMPUTE
-
-
-def apply_op_sac(model: Llama) -> None:
-    """The previous selective mode (op-level SAC per block), for the before/after comparison."""
-    ctx = functools.partial(create_selective_checkpoint_contexts, _op_sac_policy)
-    for key, block in list(model.layers.items()):
-        model.layers[key] = checkpoint_wrapper(block, context_fn=ctx, preserve_rng_state=False)
+EAGER = ("none", "selective", "full")
+TARGETS = {"selective": 1.10, "selective+compile": 1.05}
 
 
 def build(spec: ModelSpec, seq: int, mode: str) -> Llama:
+    recompute, compiled = mode.removesuffix("+compile"), mode.endswith("+compile")
     model = Llama(spec, seq)
     model.init_weights(0)
-    if mode == "selective_op_sac":
-        apply_op_sac(model)
-    else:
-        apply_recompute(model, mode)
+    apply_recompute(model, recompute, compiled=compiled)
+    if compiled:  # per block, as bench_model.parallel.parallelize
+        for block in model.layers.values():
+            block.compile()
     return model
 
 
@@ -82,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--vocab", type=int, default=4096)
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: steadiest on a shared box)")
     ap.add_argument(
         "--clock",
@@ -91,6 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
         help="cpu: this process's CPU time (immune to other processes on a loaded machine; with one "
         "thread it is the step's cost, Python overhead included); wall: perf_counter",
     )
+    ap.add_argument("--no-compile", action="store_true", help="eager modes only")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -104,18 +90,23 @@ def main(argv: list[str] | None = None) -> dict:
         vocab_size=args.vocab,
     )
     tokens = torch.randint(0, args.vocab, (args.batch, args.seq))
-    models = {m: build(spec, args.seq, m) for m in MODES}
-    clocks = {"cpu": time.process_time, "wall": time.perf_counter}
-    clock = clocks[args.clock]
-    for m in MODES:  # warm-up: allocator, kernels, checkpoint machinery
+    modes = EAGER if args.no_compile else (*EAGER, *(f"{m}+compile" for m in EAGER))
+    models = {m: build(spec, args.seq, m) for m in modes}
+    clock = {"cpu": time.process_time, "wall": time.perf_counter}[args.clock]
+    peaks = {}
+    for m in modes:  # warm-up (allocator, kernels, compilation), then the peak of one more step
         time_step(models[m], tokens, clock)
-    best = {m: [float("inf"), float("inf"), float("inf")] for m in MODES}
+        peaks[m] = step_peak_bytes(lambda m=m: time_step(models[m], tokens, clock))
+    best = {m: [float("inf")] * 3 for m in modes}
     for r in range(args.rounds):
-        for m in MODES if r % 2 == 0 else MODES[::-1]:
+        for m in modes if r % 2 == 0 else modes[::-1]:
             fwd, bwd = time_step(models[m], tokens, clock)
             b = best[m]
             b[0], b[1], b[2] = min(b[0], fwd), min(b[1], bwd), min(b[2], fwd + bwd)
-    base = best["none"]
+
+    def base(m: str) -> str:
+        return "none+compile" if m.endswith("+compile") else "none"
+
     out = {
         "shape": {
             "hidden": args.hidden,
@@ -136,15 +127,22 @@ def main(argv: list[str] | None = None) -> dict:
                 "fwd_s": best[m][0],
                 "bwd_s": best[m][1],
                 "step_s": best[m][2],
-                "fwd_rel": best[m][0] / base[0],
-                "bwd_rel": best[m][1] / base[1],
-                "step_rel": best[m][2] / base[2],
+                "step_rel": best[m][2] / best[base(m)][2],
+                "peak_bytes": peaks[m],
+                "peak_rel": peaks[m] / peaks[base(m)],
             }
-            for m in MODES
+            for m in modes
         },
     }
-    out["target"] = {"selective_step_rel_max": 1.15, "met": out["modes"]["selective"]["step_rel"] <= 1.15}
-    print(json.dumps(out, indent=1))
+    out["target"] = {
+        m: {
+            "step_rel_max": lim,
+            "met": out["modes"][m]["step_rel"] <= lim and out["modes"][m]["peak_bytes"] < peaks[base(m)],
+        }
+        for m, lim in TARGETS.items()
+        if m in out["modes"]
+    }
+    print(json.dumps(out))
     return out
 
 

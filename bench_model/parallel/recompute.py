@@ -27,6 +27,7 @@ import functools
 import torch
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.utils.checkpoint import checkpoint
 
 from bench_model.model import rms_norm, swiglu
 
@@ -71,7 +72,27 @@ def apply_selective(block: nn.Module) -> None:
         ffn.experts.act = ffn.act
 
 
-def apply_recompute(model: nn.Module, mode: str) -> None:
+def _checkpointed_swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return checkpoint(swiglu, gate, up, use_reentrant=False)
+
+
+def apply_selective_compiled(block: nn.Module) -> None:
+    """In place, for a block torch.compile will trace: SwiGLU's gating as a torch.utils.checkpoint region, which
+    Dynamo turns into a tagged subgraph (the `tag_activation_checkpoint` higher-order op) and AOTAutograd's partitioner
+    must recompute in backward. It then keeps only the w1 and w3 outputs; without the region it also keeps the
+    product silu(w1 x) * (w3 x), w2's input (measured: benchmarks/recompute_cost.py). The norms are left alone: the
+    partitioner already rebuilds their fp32 copy and output from their input under compile (the compiled activation
+    saving, autotune/predict/frameworks/bench_model.py `compiled_savings_per_token`), so a region there saves nothing.
+    RecomputeInBackward is not used under compile: Dynamo cannot trace its backward (torch.autograd.grad inside),
+    which splits each block's graph at every region and turned selective into pure cost on an H200 (issue 29)."""
+    ffn = block.feed_forward
+    ffn.act = _checkpointed_swiglu
+    if hasattr(ffn, "experts"):
+        ffn.experts.act = ffn.act
+
+
+def apply_recompute(model: nn.Module, mode: str, compiled: bool = False) -> None:
+    """`compiled`: the blocks will be compiled afterwards (plan.compile), which changes how selective is applied."""
     if mode == "none":
         return
     if mode not in ("full", "selective"):
@@ -79,5 +100,7 @@ def apply_recompute(model: nn.Module, mode: str) -> None:
     for key, block in list(model.layers.items()):
         if mode == "full":
             model.layers[key] = checkpoint_wrapper(block, preserve_rng_state=False)
+        elif compiled:
+            apply_selective_compiled(block)
         else:
             apply_selective(block)

@@ -141,9 +141,47 @@ def check_planner_speed(out: dict) -> None:
 
 def check_recompute_cost(out: dict) -> None:
     modes = out["modes"]
-    assert set(modes) == {"none", "selective", "full", "selective_op_sac"} and out["shape"]["layers"] == 1
-    assert all(positive(m["fwd_s"], m["bwd_s"], m["step_s"], m["step_rel"]) for m in modes.values())
-    assert modes["none"]["step_rel"] == 1.0 and isinstance(out["target"]["met"], bool)
+    assert set(modes) == {"none", "selective", "full"} and out["shape"]["layers"] == 1  # --no-compile
+    assert all(positive(m["fwd_s"], m["bwd_s"], m["step_s"], m["step_rel"], m["peak_bytes"]) for m in modes.values())
+    assert modes["none"]["step_rel"] == modes["none"]["peak_rel"] == 1.0
+    for m in modes.values():  # at this size the logits dominate the peak: only the ratios are checked
+        assert m["peak_rel"] == pytest.approx(m["peak_bytes"] / modes["none"]["peak_bytes"])
+    assert set(out["target"]) == {"selective"} and isinstance(out["target"]["selective"]["met"], bool)
+
+
+def check_moe_block_profile(out: dict) -> None:
+    ops = out["ops"]
+    assert list(ops) == ["router", "topk", "counts", "permute", "grouped_gemm", "unpermute", "combine", "aux_loss"]
+    assert all(positive(o["fwd_bwd_s"]) for o in ops.values()) and positive(out["block_s"], *out["before"].values())
+    assert sum(o["share"] for o in ops.values()) == pytest.approx(1.0)
+    assert out["stages_sum_s"] == pytest.approx(sum(o["fwd_bwd_s"] for o in ops.values()))
+    assert out["dominant"] in ops and out["shape"]["grouped_gemm_path"] == "grouped_mm"
+
+
+def check_vs_torchtitan_step(out: dict) -> None:
+    assert out["shape"]["experts"] == 4
+    for variant in ("dense", "moe"):  # Llama 3 and Qwen3 MoE
+        tt, bm = out[variant]["torchtitan"], out[variant]["bench_model"]
+        for side in (tt, bm):
+            assert positive(side["step_s"], side["tokens_per_s"], side["peak_bytes"], side["first_loss"])
+            assert side["tokens_per_s"] == pytest.approx(2 * 32 / side["step_s"])  # mbs 2 x seq 32
+            # both start near ln(V) = ln(512) = 6.24 (random init, near-uniform logits), far from a broken loss
+            assert 5.0 < side["first_loss"] < 8.0
+        assert out[variant]["speed_ratio"] == pytest.approx(bm["tokens_per_s"] / tt["tokens_per_s"])
+        assert out[variant]["memory_ratio"] == pytest.approx(bm["peak_bytes"] / tt["peak_bytes"])
+
+
+def check_loss_options(out: dict) -> None:
+    opts = out["options"]
+    assert out["chosen"] == "fused_compiled" and out["shape"]["vocab"] == 512
+    assert {"unchunked_eager", "unchunked_compiled", "chunked_ckpt", "fused", "fused_compiled_c32"} <= set(opts)
+    assert all(positive(o["step_s"], o["peak_bytes"]) for o in opts.values())
+    # every option computes the same loss (the same fp32 logits, summed in another order)
+    assert all(o["loss"] == pytest.approx(opts["unchunked_eager"]["loss"], rel=1e-5) for o in opts.values())
+    # 64 tokens in chunks of 16: the chunked losses never hold the whole (64, 512) fp32 logits' 131,072 bytes x 2
+    assert opts["fused"]["peak_bytes"] < opts["unchunked_eager"]["peak_bytes"]
+    assert opts["unchunked_compiled"]["time_vs_unchunked_compiled"] == 1.0
+    assert isinstance(out["target"]["met"], bool)
 
 
 def check_reliability(out: dict) -> None:
@@ -221,7 +259,69 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "memory_vs_torchtitan.py": (["--layouts", "fsdp8_none", "--small"], check_memory_vs_torchtitan),
     "model_accuracy.py": (["--quick"], check_model_accuracy),
     "planner_speed.py": (["--gpus", "64", "--model", "llama-3.1-8b", "--repeat", "1"], check_planner_speed),
-    "recompute_cost.py": ([*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1"], check_recompute_cost),
+    "recompute_cost.py": (
+        [*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1", "--no-compile"],
+        check_recompute_cost,
+    ),
+    "moe_block_profile.py": (
+        [
+            "--tokens",
+            "64",
+            "--seq",
+            "32",
+            "--hidden",
+            "32",
+            "--ffn",
+            "16",
+            "--experts",
+            "8",
+            "--topk",
+            "2",
+            "--rounds",
+            "1",
+        ],
+        check_moe_block_profile,
+    ),
+    "vs_torchtitan_step.py": (
+        [
+            "--hidden",
+            "32",
+            "--ffn",
+            "64",
+            "--heads",
+            "2",
+            "--kv-heads",
+            "1",
+            "--vocab",
+            "512",
+            "--seq",
+            "32",
+            "--steps",
+            "1",
+            "--experts",
+            "4",
+            "--moe-ffn",
+            "16",
+        ],
+        check_vs_torchtitan_step,
+    ),
+    "loss_options.py": (
+        [
+            "--tokens",
+            "64",
+            "--hidden",
+            "16",
+            "--vocab",
+            "512",
+            "--chunk",
+            "16",
+            "--chunk-choices",
+            "32",
+            "--rounds",
+            "1",
+        ],
+        check_loss_options,
+    ),
     "reliability.py": (["--scenarios", "torn_files"], check_reliability),
     "reserved_accuracy.py": ([], check_reserved_accuracy),
     "scale_down_accuracy.py": (["--smoke", "--workdir", "sd"], check_scale_down_accuracy),

@@ -35,27 +35,48 @@ def test_refuses_without_cuda_in_one_line(tmp_path):
     assert p.returncode == 2 and "only --model tiny" in p.stderr
 
 
-def test_cpu_path_prints_measured_next_to_predicted(tmp_path):
+# the header of /work/shared/reference/measured/h200_bench_model_2026-11-25.csv (the format the fit reads)
+REFERENCE_HEADER = (
+    "case,kind,layout,compile,status,tokens_per_s_per_gpu,mfu,peak_alloc_gib,peak_reserved_gib,est_alloc_gib,"
+    "est_reserved_gib,est_tokens_per_s_per_gpu,est_fits,notes"
+)
+
+
+def test_cpu_all_prints_measured_next_to_predicted_and_writes_reference_rows(tmp_path):
+    """`--all` on CPU: the tiny dense layout and the tiny MoE model cut to 2 layers (`model.num_layers=2`), each a real
+    trial next to its estimate, and `--csv` rows in the reference CSV format."""
+    rows = tmp_path / "rows.csv"
     p = _run(
-        "--device", "cpu", "--model", "tiny", "--mbs", "1", "--recompute", "none", "--compile", "false",
-        "--warmup-steps", "1", "--steps", "2", tmp_path=tmp_path,
+        "--device", "cpu", "--model", "tiny", "--all", "--csv", str(rows), "--warmup-steps", "1", "--steps", "2",
+        tmp_path=tmp_path,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout)
     assert (out["device"], out["model"], out["cluster"], out["seq_len"]) == ("cpu", "tiny", "cpu", 128)
-    (case,) = out["cases"]
-    assert case["status"] == "ok" and case["layout"] == dict(
-        micro_batch_size=1, recompute="none", compile=False, seq_len=128
-    )
-    for side in ("measured", "predicted"):
-        for key in ("allocated_gib", "reserved_gib", "tokens_per_s_per_gpu", "mfu"):
-            v = case[side][key]
-            assert isinstance(v, (int, float)) and math.isfinite(v) and v > 0, (side, key, v)
-    assert case["predicted"]["compile_time_s"] == 0.0 and out["compile_time_s"] == []
-    r = case["ratio"]["tokens_per_s_per_gpu"]
+    dense, moe = out["cases"]
+    assert [dense["case"], moe["case"]] == ["tiny_mbs1_none_e", "tinymoe_2l_mbs1_e"]
+    assert "model.num_layers=2" in moe["overrides"]
+    assert dense["layout"] == dict(micro_batch_size=1, recompute="none", compile=False, seq_len=128)
+    for case in (dense, moe):
+        assert case["status"] == "ok", case
+        for side in ("measured", "predicted"):
+            for key in ("allocated_gib", "reserved_gib", "tokens_per_s_per_gpu", "mfu"):
+                v = case[side][key]
+                assert isinstance(v, (int, float)) and math.isfinite(v) and v > 0, (side, key, v)
+        assert case["predicted"]["compile_time_s"] == 0.0
+    assert out["compile_time_s"] == []
+    r = dense["ratio"]["tokens_per_s_per_gpu"]
     assert r == pytest.approx(
-        case["measured"]["tokens_per_s_per_gpu"] / case["predicted"]["tokens_per_s_per_gpu"], rel=1e-3
+        dense["measured"]["tokens_per_s_per_gpu"] / dense["predicted"]["tokens_per_s_per_gpu"], rel=1e-3
     )
+    lines = rows.read_text().splitlines()
+    assert lines[0] == REFERENCE_HEADER and len(lines) == 3
+    import csv
+
+    written = list(csv.DictReader(lines))
+    assert [w["case"] for w in written] == ["tiny_mbs1_none_e", "tinymoe_2l_mbs1_e"]
+    assert float(written[0]["tokens_per_s_per_gpu"]) == pytest.approx(dense["measured"]["tokens_per_s_per_gpu"])
+    assert written[1]["layout"] == " ".join(moe["overrides"]) and written[1]["status"] == "ok"
 
 
 def test_scale_down_mode_composes_8_ranks_from_1(tmp_path):

@@ -1,4 +1,4 @@
-"""The chunked loss (bench_model.trainer.chunked_cross_entropy) under tensor + sequence parallelism on 2 real gloo
+"""The chunked loss (bench_model.loss.chunked_cross_entropy) under tensor + sequence parallelism on 2 real gloo
 ranks: sequence-sharded hidden states (Shard(1) DTensor), a column-parallel head with vocab-sharded logits and
 `loss_parallel`, 6 chunks of 3 tokens (the last one short). Loss and head gradient equal F.cross_entropy on the full
 logits of one process (the equivalence suite's micro-batches fit in one chunk, so it does not cover several)."""
@@ -38,11 +38,11 @@ def _rank(rank: int, port: int, out) -> None:
         parallelize_module,
     )
 
-    from bench_model import trainer
+    from bench_model import loss as bm_loss
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
-        trainer.LOSS_CHUNK_TOKENS = 3
+        bm_loss.LOSS_CHUNK_TOKENS = 3
         head, h, labels = _reference()
         mesh = init_device_mesh("cpu", (2,))
         parallelize_module(
@@ -51,7 +51,7 @@ def _rank(rank: int, port: int, out) -> None:
         h_local = h.chunk(2, dim=1)[rank].clone().requires_grad_(True)
         h_dt = DTensor.from_local(h_local, mesh, [Shard(1)], run_check=False)
         with loss_parallel():
-            loss = trainer.chunked_cross_entropy(head, h_dt, labels)
+            loss = bm_loss.chunked_cross_entropy(head, h_dt, labels)
             loss.backward()
         value = loss.to_local() if isinstance(loss, DTensor) else loss
         # plain lists: tensors sent through a queue die with the sending process

@@ -3,6 +3,7 @@ model shapes and parameter count against ModelSpec, CP attention mask = causal m
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from autotune.core.model import ModelSpec
@@ -84,36 +85,91 @@ def test_context_parallel_mask_equals_causal_attention():
         torch.testing.assert_close(out, full[:, :, q_pos])
 
 
-def test_chunked_cross_entropy_equals_full_logits_loss(monkeypatch):
-    """The chunked, checkpointed loss gives the loss and gradients of F.cross_entropy on the full fp32 logits
-    (chunks of 3 tokens over 2 x 5 = 10 tokens: 4 chunks, the last one short)."""
+@pytest.mark.parametrize("fn", ["chunked_cross_entropy", "fused_linear_cross_entropy"])
+def test_chunked_losses_equal_full_logits_loss(monkeypatch, fn):
+    """Both chunked losses (bench_model.loss) give the loss and gradients of F.cross_entropy on the full fp32 logits
+    (chunks of 3 tokens over 2 x 5 = 10 tokens: 4 chunks, the last one short), also scaled by 1/grad_accum (0.5)."""
     import torch.nn.functional as F
 
-    from bench_model import trainer
+    from bench_model import loss as bm_loss
 
-    monkeypatch.setattr(trainer, "LOSS_CHUNK_TOKENS", 3)
+    monkeypatch.setattr(bm_loss, "LOSS_CHUNK_TOKENS", 3)
     torch.manual_seed(0)
     head = torch.nn.Linear(16, 50, bias=False)
     h = torch.randn(2, 5, 16, requires_grad=True)
     labels = torch.randint(0, 50, (2, 5))
-    ref = F.cross_entropy(head(h).flatten(0, 1).float(), labels.flatten(0, 1))
+    ref = F.cross_entropy(head(h).flatten(0, 1).float(), labels.flatten(0, 1)) * 0.5
     ref_grads = torch.autograd.grad(ref, [h, head.weight])
-    loss = trainer.chunked_cross_entropy(head, h, labels)
+    loss = getattr(bm_loss, fn)(head, h, labels) * 0.5
     grads = torch.autograd.grad(loss, [h, head.weight])
     torch.testing.assert_close(loss, ref, rtol=1e-6, atol=0)
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-7)
 
 
+def test_fused_loss_runs_the_head_gemms_once():
+    """The fused loss computes its gradients in forward: the head's three GEMMs (2 n V h FLOPs each, n = 2048 tokens,
+    V = 4096, h = 16: 3 x 268,435,456) all in forward and no FLOP in backward; the checkpointed loss runs four (its
+    backward recomputes the forward GEMM), the unchunked loss three."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from bench_model import loss as bm_loss
+
+    head = torch.nn.Linear(16, 4096, bias=False)
+    h = torch.randn(1, 2048, 16, requires_grad=True)
+    labels = torch.randint(0, 4096, (1, 2048))
+    gemm = 2 * 2048 * 4096 * 16
+    for fn, fwd_gemms, bwd_gemms in (
+        (bm_loss.fused_linear_cross_entropy, 3, 0),
+        (bm_loss.chunked_cross_entropy, 1, 3),
+    ):
+        with FlopCounterMode(display=False) as fwd:
+            loss = fn(head, h, labels)
+        with FlopCounterMode(display=False) as bwd:
+            loss.backward()
+        assert (fwd.get_total_flops(), bwd.get_total_flops()) == (fwd_gemms * gemm, bwd_gemms * gemm), fn
+
+
 def test_chunked_loss_keeps_no_logits_for_backward():
     """Nothing of a chunk's head matmul and fp32 loss is saved: after forward the saved tensors are the head's input
     chunks only, no (tokens, vocab) tensor."""
-    from bench_model import trainer
+    from bench_model import loss as bm_loss
 
     head = torch.nn.Linear(16, 4096, bias=False)
     h = torch.randn(1, 2048, 16, requires_grad=True)
     labels = torch.randint(0, 4096, (1, 2048))
     shapes = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: shapes.append(tuple(t.shape)) or t, lambda t: t):
-        trainer.chunked_cross_entropy(head, h, labels)
+        bm_loss.chunked_cross_entropy(head, h, labels)
     assert shapes and all(4096 not in s for s in shapes), shapes
+
+
+@pytest.mark.parametrize("dtype, per_logit", [(torch.float32, 4), (torch.bfloat16, 6)])
+def test_fused_loss_peak_is_the_memory_models_logits_term(dtype, per_logit):
+    """Measured peak of the fused loss's forward + backward (CPU allocator events, bench_model.metrics.step_peak_bytes)
+    = the memory model's logits term for one 1024-token chunk, (4 + c) bytes per logit (4 in fp32, where the cast is
+    a no-op), plus the head's weight gradient and grad_h, which it fills in forward (V = 4096, n = 2048, h = 16)."""
+    from autotune.core.model import ModelSpec
+    from autotune.predict.frameworks.bench_model import BenchModelProfile
+    from bench_model import loss as bm_loss
+    from bench_model.metrics import step_peak_bytes
+
+    n, hidden, vocab, c = 2048, 16, 4096, per_logit - 4 or 4
+    head = torch.nn.Linear(hidden, vocab, bias=False).to(dtype)
+    h = torch.randn(n, hidden).to(dtype).requires_grad_(True)
+    labels = torch.randint(0, vocab, (n,))
+
+    def step():
+        bm_loss.fused_linear_cross_entropy(head, h, labels).backward()
+        head.weight.grad, h.grad = None, None
+
+    step()
+    spec = ModelSpec(
+        name="t", num_layers=1, hidden_size=hidden, ffn_hidden_size=32, num_heads=1, num_kv_heads=1, vocab_size=vocab
+    )
+    logits = float(BenchModelProfile().logits(spec, n, 1, 1, c))
+    assert logits == per_logit * 1024 * vocab
+    # beyond: per-token vectors of one chunk (row max, sum, the label's logit in fp32, the int64 row index: 20 bytes,
+    # + 4 for the loss terms), at most 32 bytes per token
+    beyond = step_peak_bytes(step) - (logits + (vocab + n) * hidden * c)
+    assert 0 <= beyond <= 32 * 1024

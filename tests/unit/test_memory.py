@@ -120,14 +120,14 @@ def test_inflight_microbatches():
 def test_estimate_memory_totals_hand_computed():
     # dp=2, no TP/PP, ZeRO-0, mbs=1, s=4: params 1352*4 + copy 1352*2 = 8112; grads 5408; Adam 10816;
     # activations 2 layers * 1408 + final norm ((4+2)*8*4 = 192) + head input (2*8*4 = 64) = 3072;
-    # logits (8 + 2) bytes * 4 tokens * 10 vocab = 400; buffers: one block's grad bf16 + fp32 = 592 * 6 = 3552.
+    # logits (fused loss, bench_model/loss.py: 4 + 2) bytes * 4 tokens * 10 vocab = 240; buffers: one block's grad bf16 + fp32 = 592 * 6 = 3552.
     plan = ParallelPlan(dp=2, micro_batch_size=1, grad_accum_steps=4)
     m = estimate_memory(plan, SMALL, BF16, CLUSTER)
     assert (m.params_bytes, m.grads_bytes, m.optimizer_bytes) == (8112, 5408, 10816)
-    assert (m.activations_bytes, m.logits_bytes, m.buffers_bytes) == (3072, 400, 3552)
-    alloc = 8112 + 5408 + 10816 + 3072 + 400 + 3552
+    assert (m.activations_bytes, m.logits_bytes, m.buffers_bytes) == (3072, 240, 3552)
+    alloc = 8112 + 5408 + 10816 + 3072 + 240 + 3552
     assert m.allocated_peak_bytes == alloc
-    # caching allocator (autotune/predict/reserved.py): fp32 logits 400 * 4/10 = 160 and the foreach AdamW temporary
+    # caching allocator (autotune/predict/reserved.py): fp32 logits 240 * 4/6 = 160 and the foreach AdamW temporary
     # 4 * 1352 = 5408 (both < 1 MiB: not rounded) -> excess 0.593 * 160 + 1.10 * 5408; fragmentation 0.5, overhead 1000
     assert m.reserved_peak_bytes == pytest.approx((alloc + 0.593 * 160 + 1.10 * 5408) * 1.5 + 1000)
 
@@ -219,16 +219,20 @@ def test_measured_activations_with_bench_model_recompute(mode, code):
 
 
 def test_logits_term_follows_the_chunked_loss():
-    """pp=1: bench_model.trainer.chunked_cross_entropy holds one chunk's logits (1024 tokens) at a time:
-    seq 4096, mbs 2, tp 2 -> (8 + 2) bytes * 1024 tokens * 10/2 vocab = 51,200 (unchunked: 8192 tokens = 409,600).
-    pp=2 (vocab 100,000): the pipeline's loss sees the whole micro-batch's logits on the last stage, 10 * 8192 * 1e5."""
+    """pp=1: bench_model/loss.py holds one chunk's logits (1024 tokens) at a time: tp 2 (checkpointed chunk under
+    loss_parallel), seq 4096, mbs 2 -> (8 + 2) bytes * 1024 tokens * 10/2 vocab = 51,200 (unchunked: 8192 tokens =
+    409,600); tp 1 (the fused loss: fp32 logits turned into their gradient in place + a bf16 copy) -> (4 + 2) * 1024
+    * 10 = 61,440. pp=2 (vocab 100,000): the pipeline's loss sees the whole micro-batch's logits on the last stage,
+    10 * 8192 * 1e5."""
     from autotune.predict.frameworks import bench_model as profile
-    from bench_model import trainer
+    from bench_model import loss as bm_loss
 
-    assert profile.LOSS_CHUNK_TOKENS == trainer.LOSS_CHUNK_TOKENS == 1024
+    assert profile.LOSS_CHUNK_TOKENS == bm_loss.LOSS_CHUNK_TOKENS == 1024
     long = TrainSpec(seq_len=4096, global_batch_size=8)
     m = estimate_memory(ParallelPlan(tp=2, micro_batch_size=2, grad_accum_steps=4), SMALL, long, CLUSTER)
     assert m.logits_bytes == 10 * 1024 * 10 / 2
+    m1 = estimate_memory(ParallelPlan(micro_batch_size=2, grad_accum_steps=8), SMALL, long, CLUSTER)
+    assert m1.logits_bytes == 6 * 1024 * 10
     big = dataclasses.replace(SMALL, vocab_size=100_000)  # so the last stage is the worst
     arr = memory_arrays(
         arrays_from_plans([ParallelPlan(pp=2, micro_batch_size=2, grad_accum_steps=4)]), big, long, CLUSTER

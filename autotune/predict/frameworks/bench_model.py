@@ -37,15 +37,20 @@ Recomputation", Sec 4.1 / Table 2): count what autograd saves, per token (bytes;
              outputs and drops the silu output (3cf/t instead of 4cf/t); everything else is as for none. Total
              2ch (/t with SP) + 2ch + c(2h + 2k + 3f)/t + 4a per token (+ the RoPE tables). Transient: the larger
              recomputed region of one layer during its backward, a norm's internals (fp32 copy unless c = 4,
-             rsqrt, output) or the silu output (cf/t).
+             rsqrt, output) or the silu output (cf/t). Under torch.compile (apply_selective_compiled) the
+             partitioner already recomputes the norms and the silu output for none (compiled_savings_per_token);
+             selective's checkpoint region around SwiGLU also drops the product silu(w1 x) * w3 x (w2's input):
+             compiled none - cf/t per token (measured: tests/unit/test_recompute.py, bf16, 20,480 bytes on
+             64 tokens at f = 160, Inductor and aot_eager_decomp_partition alike).
   full:      layer input only (ch, /t with SP), plus, once, one whole layer's activations during its recompute.
   CP divides s by cp. GPT blocks use Korthikanti Table 2 literally: sbh(10 + 24/t + 5as/(ht)), SP: sbh(34/t + 5as/(ht)),
   selective drops 5as/(ht), full 2sbh (2sbh/t with SP); these are for 2-byte activations and are scaled by c/2.
-Logits: bench_model computes the loss on logits.float(): the fp32 log-softmax kept for backward, its fp32 gradient and
-  the compute-dtype gradient into the head, (8 + c) bytes per element of n*V/t (vocab-parallel loss), last stage.
-  With pp=1 the loss is chunked (bench_model.trainer.chunked_cross_entropy): each chunk of LOSS_CHUNK_TOKENS tokens
-  runs head + loss under checkpoint, so only one chunk's logits exist, in its backward: n = min(b*s, 1024). The
-  pipeline's loss_fn sees the whole micro-batch's logits: n = b*s.
+Logits: bench_model computes the loss on logits.float(), last stage. With pp=1 the loss is chunked (bench_model/loss.py),
+  so only one chunk's logits exist at a time: n = min(b*s, LOSS_CHUNK_TOKENS = 1024). At tp=1 the fused loss
+  computes each chunk's gradient in forward, in the fp32 logits' storage, plus the compute-dtype copy its GEMMs read:
+  (4 + c) bytes per logit (4 in fp32). At tp>1 the checkpointed chunk under loss_parallel keeps the fp32
+  log-softmax, its fp32 gradient and the compute-dtype gradient into the head in its backward: (8 + c) per element
+  of n*V/t. The pipeline's loss_fn sees the whole micro-batch's logits: n = b*s, (8 + c).
 Buffers (when FSDP2 wraps the model): one block's unsharded gradient in compute dtype plus its fp32 reduce buffer;
   stage 3 adds two gathered blocks in compute dtype. Runtime overhead (CUDA context, NCCL buffers) is
   cluster.runtime_overhead_bytes; reserved = the caching allocator's reserved peak (autotune/predict/reserved.py: allocated plus
@@ -83,7 +88,7 @@ from autotune.predict.frameworks.base import FrameworkProfile, Overlaps
 from autotune.predict.schedule import inflight_microbatches
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
-# bench_model.trainer.LOSS_CHUNK_TOKENS (tests/unit/test_memory.py checks they agree)
+# bench_model.loss.LOSS_CHUNK_TOKENS (tests/unit/test_memory.py checks they agree)
 LOSS_CHUNK_TOKENS = 1024
 _OFF_OPT, _OFF_PAR = OFFLOAD_CODE["optimizer"], OFFLOAD_CODE["params"]
 HOST_MASTER_BYTES = 4  # the host optimizer's fp32 master copy (ZeRO-Offload, Ren et al. 2021 Sec 4.1)
@@ -227,6 +232,8 @@ def layer_activation_bytes(
         sel_transient = tok * np.maximum(norm_internals / sp_div, c * f / t)
         full = tok * c * h / sp_div
     none = none - np.where(compiled, s * b * compiled_savings_per_token(model, t, sp, act_bytes), 0.0)
+    if model.block != "gpt":  # compiled selective: SwiGLU's product also recomputed (cf/t fewer than compiled none)
+        sel = np.where(compiled, none - s * b * act_bytes * f / t, sel)
     saved = np.select([r == _NONE, r == _SEL], [none, sel], full)
     transient = np.select(
         [r == _NONE, r == _SEL],
@@ -374,10 +381,15 @@ class BenchModelProfile(FrameworkProfile):
         return tokens * model.hidden_size * ((4.0 + act_bytes) / np.where(sp, tp, 1) + act_bytes)
 
     def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
-        """(8 + c) bytes per logit of n*V/t; pp=1 chunks the loss (min(tokens, LOSS_CHUNK_TOKENS) at a time), the
-        pipeline's loss_fn sees the whole micro-batch."""
-        n = np.where(np.asarray(pp) == 1, np.minimum(tokens, LOSS_CHUNK_TOKENS), tokens)
-        return (8.0 + act_bytes) * n * model.vocab_size / tp
+        """pp=1, tp=1: bench_model.loss.fused_linear_cross_entropy, one chunk (min(tokens, LOSS_CHUNK_TOKENS)) of fp32
+        logits turned into their gradient in place plus its compute-dtype copy: (4 + c) bytes per logit, 4 in fp32.
+        pp=1, tp>1: the checkpointed chunked loss under loss_parallel, (8 + c) per logit of one chunk's n*V/t.
+        pp>1: the pipeline's loss_fn sees the whole micro-batch's logits, (8 + c) per logit of n*V/t."""
+        pp1, tp = np.asarray(pp) == 1, np.asarray(tp)
+        n = np.where(pp1, np.minimum(tokens, LOSS_CHUNK_TOKENS), tokens)
+        fused = 4.0 + (act_bytes if act_bytes != 4 else 0)
+        per_logit = np.where(pp1 & (tp == 1), fused, 8.0 + act_bytes)
+        return per_logit * n * model.vocab_size / tp
 
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
         """FSDP2 (when it wraps the model): one block's unsharded gradient in compute dtype plus its fp32 reduce
