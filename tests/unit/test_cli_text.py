@@ -62,7 +62,7 @@ def test_plan_text_shows_rejections_and_assumed_cluster(capsys):
 def test_bench_table_shows_ep_and_the_whole_log_path(capsys):
     from autotune.cli.bench import _print
 
-    log = "/very/long/" + "x" * 150 + "/logs/c0123456789ab.log"
+    log = "results/very-long-" + "x" * 150 + "-logs-c0123456789ab.log"
     row = dict(model_name="tiny-moe", dp=2, tp=1, pp=1, cp=1, vpp=1, ep=2, etp=1, zero_stage=0, micro_batch_size=1,
                grad_accum_steps=1, recompute="none", sequence_parallel=False, status="ok", timed_steps=2, log_path=log)  # fmt: skip
     _print(row)

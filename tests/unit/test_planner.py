@@ -117,7 +117,8 @@ def test_no_layout_for_the_batch():
     with pytest.raises(
         NoValidLayoutError,
         match=r"^train.global_batch_size=6 is not divisible by "
-        r"dp\*micro_batch_size for any layout of 64 GPUs$",
+        r"dp\*micro_batch_size for any layout of 64 GPUs \(dp\*micro_batch_size is one of \[8, 16, 32, 64, 128, 256\]\): "
+        r"train.global_batch_size=8 would divide$",
     ):
         best_candidates(cfg, 64)
 

@@ -9,7 +9,7 @@ import pytest
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from autotune.core.errors import SpecError
+from autotune.core.errors import SpecError, UsageError
 from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.interop import render, unmapped
@@ -85,8 +85,10 @@ def test_exports_write_each_targets_switch():
     assert "--tp-comm-overlap" in megatron and "--sequence-parallel" in megatron  # a bare switch, not "... True"
     assert "enable_async_tensor_parallel = true" in render("torchtitan", *job)
     assert "tp_linear_async_communication: true" in render("nanotron", *job)
-    for fmt in ("deepspeed", "accelerate"):  # listed in the file as NOT MAPPED, with the table's why
-        assert any(u.startswith("plan.tp_overlap") for u in unmapped(fmt, *job)), (fmt, unmapped(fmt, *job))
+    # accelerate lists it in the file as NOT MAPPED, with the table's why
+    assert any(u.startswith("plan.tp_overlap") for u in unmapped("accelerate", *job)), unmapped("accelerate", *job)
+    with pytest.raises(UsageError, match=r"^--format=deepspeed: plan.tp=2: the DeepSpeed engine has no tensor parallel"):
+        unmapped("deepspeed", *job)  # the DeepSpeed engine has no TP at all: refused, not written (issue 28)
 
 
 @pytest.fixture
