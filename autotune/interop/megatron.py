@@ -1,7 +1,7 @@
 """Megatron-LM command-line arguments, flag names of Megatron-LM core_r0.12.0 (`megatron/training/arguments.py`):
 parallelism (--tensor-model-parallel-size, --pipeline-model-parallel-size, --context-parallel-size,
 --num-layers-per-virtual-pipeline-stage or, for an uneven split, --decoder-first/last-pipeline-num-layers or
---pipeline-model-parallel-layout, --sequence-parallel, --use-distributed-optimizer, --use-torch-fsdp2),
+--pipeline-model-parallel-layout, --sequence-parallel, --use-distributed-optimizer, --use-megatron-fsdp),
 batch (--micro-batch-size, --global-batch-size), recompute (--recompute-granularity full|selective,
 --recompute-method, --recompute-num-layers) and the Llama model dims (--num-layers, --hidden-size, --ffn-hidden-size,
 --num-attention-heads, --group-query-attention/--num-query-groups, --kv-channels, --qk-layernorm, --swiglu, --normalization RMSNorm,
@@ -31,7 +31,7 @@ def translate(ctx: ExportContext) -> Export:
             f"Launch with {ctx.world_size} ranks ({ctx.num_nodes} x {ctx.gpus_per_node}): Megatron derives "
             f"data-parallel size = world_size / (tp*pp*cp) = {ctx.plan.dp}.",
             "Megatron-LM's validate_args requires CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 or cp > 1 before "
-            "Blackwell (set it in the launch environment).",
+            "Blackwell, except under Megatron-FSDP (set it in the launch environment).",
             "Add your data and tokenizer arguments; --vocab-size applies to the NullTokenizer (a real tokenizer "
             "sets the vocabulary, padded by --make-vocab-size-divisible-by).",
         ],
@@ -102,31 +102,29 @@ def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
         ex.skip("plan.pp_schedule=gpipe", "Megatron runs 1F1B (interleaved with virtual stages); no GPipe option")
     if p.sequence_parallel:
         args.append(["--sequence-parallel"])
-    if p.zero_stage in (1, 2):
+    if p.zero_stage == 1:
         args.append(["--use-distributed-optimizer"])
-        if p.zero_stage == 2:
-            ex.skip(
-                "plan.zero_stage=2",
-                "written as --use-distributed-optimizer: optimizer state sharded and "
-                "gradients reduce-scattered, but Megatron keeps a full-size gradient buffer per rank (ZeRO-1 memory)",
-            )
-    if p.dp_shard and p.zero_stage == 2:
-        # megatron/training/arguments.py: "Number of Distributed Optimizer copies across Data Parallel domain": the
-        # distributed optimizer sharded within dp/instances ranks, replicated across the instances (HSDP for ZeRO-2)
-        args.append(["--num-distributed-optimizer-instances", str(p.dp // p.dp_shard)])
-    elif p.dp_shard:
-        ex.skip(
-            f"plan.dp_shard={p.dp_shard} zero_stage=3",
-            "Megatron's --use-torch-fsdp2 shards over one data-parallel mesh dimension (no replicate dimension); "
-            "written as FSDP over all of dp",
+    if p.zero_stage >= 2:
+        # Megatron-FSDP, as the megatron profile prices ZeRO 2/3 ([MFSDP] in autotune/predict/frameworks/megatron.py):
+        # optim_grads (2) / optim_grads_params (3), double-buffered unit gathers as NVIDIA's recipes run it;
+        # validate_args requires the fsdp_dtensor checkpoint format with it (Megatron-LM core_v0.16.1)
+        strategy = "optim_grads" if p.zero_stage == 2 else "optim_grads_params"
+        args += [
+            ["--use-megatron-fsdp"],
+            ["--data-parallel-sharding-strategy", strategy],
+            ["--fsdp-double-buffer"],
+            ["--ckpt-format", "fsdp_dtensor"],
+        ]
+        ex.notes.append(
+            "Megatron-FSDP (plan.zero_stage>=2): validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS is not 1 "
+            "(leave it unset or > 1; with tp/cp > 1 it then only warns)."
         )
-    if p.zero_stage == 3:
-        args.append(["--use-torch-fsdp2"])
-        if p.pp > 1:
-            ex.skip(
-                "plan.zero_stage=3 with plan.pp>1",
-                'Megatron\'s --use-torch-fsdp2 help: "FSDP2 is not currently working with Pipeline Parallel"',
-            )
+    if p.dp_shard and p.zero_stage >= 2:
+        ex.skip(
+            f"plan.dp_shard={p.dp_shard} zero_stage={p.zero_stage}",
+            "written as Megatron-FSDP over all of dp: its hybrid mode (--num-distributed-optimizer-instances with "
+            "--outer-dp-sharding-strategy) is not modelled by the megatron profile",
+        )
     if p.offload == "optimizer" and p.zero_stage in (1, 2):
         # Megatron-Core HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading/README.md): Adam states and
         # master weights on the CPU, the step there; it wraps the distributed optimizer. Newer than core_r0.12.0.
@@ -143,7 +141,7 @@ def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
         ex.skip(
             f"plan.offload={p.offload} with zero_stage={p.zero_stage}",
             "Megatron-LM offloads only the distributed optimizer's state (--optimizer-cpu-offload); it has no "
-            "parameter offload and no optimizer offload under --use-torch-fsdp2",
+            "parameter offload and no optimizer offload under Megatron-FSDP",
         )
     return args
 

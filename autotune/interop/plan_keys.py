@@ -52,7 +52,7 @@ _MEGATRON: dict[str, str] = {
     "pp": "--pipeline-model-parallel-size",
     "cp": "--context-parallel-size",
     "vpp": "--num-layers-per-virtual-pipeline-stage",
-    "zero_stage": "--use-distributed-optimizer (1, 2), --use-torch-fsdp2 (3)",
+    "zero_stage": "--use-distributed-optimizer (1), --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads (2) / optim_grads_params (3)",
     "micro_batch_size": "--micro-batch-size",
     "grad_accum_steps": "--global-batch-size (Megatron derives the accumulation steps from it)",
     "recompute": "--recompute-granularity, --recompute-method, --recompute-num-layers",
@@ -63,7 +63,7 @@ _MEGATRON: dict[str, str] = {
     "offload": "--optimizer-cpu-offload --optimizer-offload-fraction 1.0 --use-precision-aware-optimizer "
     "(optimizer; Megatron-Core HybridDeviceOptimizer, megatron/core/optimizer/cpu_offloading/README.md); "
     "params: not mapped (no parameter offload flag)",
-    "dp_shard": "--num-distributed-optimizer-instances dp/dp_shard (zero_stage 2: partial distributed optimizer)",
+    "dp_shard": "NOT MAPPED: Megatron-FSDP's hybrid sharding (--outer-dp-sharding-strategy) is not modelled; written as FSDP over all of dp",
     "fp8": "--fp8-format hybrid --fp8-recipe tensorwise | --fp8-recipe mxfp8 | --fp4-recipe nvfp4 (Transformer Engine; no rowwise recipe)",
     "ep": "SET --expert-model-parallel-size",
     "etp": "--expert-tensor-parallel-size, always written for an MoE model (Megatron's default is ETP = TP)",

@@ -94,6 +94,10 @@ for name, (path, world) in json.loads(sys.argv[1]).items():
     os.environ["WORLD_SIZE"] = str(world)
     # --no-rope-fusion: Transformer Engine is not installed here (TransformerConfig refuses rope fusion without it)
     sys.argv = ["pretrain_gpt.py", *shlex.split(open(path).read(), comments=True), "--no-rope-fusion"]
+    if "--use-megatron-fsdp" in sys.argv:  # the file's note: Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS != 1
+        os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+    else:
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     with contextlib.redirect_stdout(io.StringIO()):
         args = parse_args()
         validate_args(args)
