@@ -16,8 +16,8 @@ A validator that is not installed skips its test with the reason, and that skip 
 - megatron-core 0.16.1 (`make` installs it --no-deps), for the MoE/MLA exports: Megatron-LM's argument parser is not
   packaged (megatron-core ships megatron/core only), so each flag becomes the Megatron-Core config field or
   constructor argument megatron/training/arguments.py turns it into, and those objects validate themselves.
-nanotron 0.4 (PyPI) cannot be imported (circular import between nanotron.config and nanotron.logging): no schema
-check for it.
+nanotron 0.4 (PyPI) cannot be imported (circular import between nanotron.config and nanotron.logging): its exports
+are checked by the bench_cluster branch's own config parser, vendored (tests/unit/test_interop_presets.py).
 """
 
 import importlib.util
