@@ -7,7 +7,9 @@ by that framework's own code (no training: parse, validate, construct configs on
 - torchtitan 0.2.2: ConfigManager parses the TOML, ParallelDims checks the degrees against the world size, and the
   registered model flavor's ModelArgs carry the preset's dims (head_dim, qk_norm, experts).
 - deepspeed 0.19.8: DeepSpeedConfig (pydantic sections forbid unknown keys; batch check as test_interop_schemas.py).
-- accelerate 1.15: ClusterConfig.from_yaml_file (refuses unknown keys) and the launcher's own flag names.
+- accelerate 1.15: ClusterConfig.from_yaml_file (refuses unknown keys), the launcher's own flag names, and
+  ParallelismConfig's size rules on every parallelism_config (tp > 1 too: only its transformers version check is
+  bypassed, transformers not being installed; see _accelerate_parallelism_config).
 - nanotron (branch bench_cluster @ a27e8fe8, the one the nanotron profile follows): its own `get_config_from_file`
   (dacite strict=True, so an unknown or misplaced key fails; the dataclasses' __post_init__ checks run) from the
   copy in tests/vendor/nanotron (README there: the config package unchanged, dacite 1.8.1 unchanged, shims for the
@@ -226,12 +228,34 @@ def test_accelerate_accepts_every_preset_best_layout(tmp_path):
     from accelerate.commands.launch import launch_command_parser
 
     flags = {a.dest for a in launch_command_parser()._actions}
+    jobs, tp_checked = _jobs("accelerate"), 0
     for name, (path, _) in _write("accelerate", tmp_path).items():
         cfg = ClusterConfig.from_yaml_file(path)  # ValueError on any key ClusterConfig does not know
         doc = yaml.safe_load(Path(path).read_text())
         for section in ("fsdp_config", "deepspeed_config", "parallelism_config"):
             assert not set(doc.get(section) or {}) - flags, name
         assert cfg.num_processes == doc["num_processes"], name
+        if doc.get("parallelism_config"):
+            pc = _accelerate_parallelism_config(doc["parallelism_config"])
+            assert pc.total_size == doc["num_processes"] and pc.tp_size == jobs[name][1].tp, name
+            tp_checked += pc.tp_size > 1
+    # every tp > 1 layout went through ParallelismConfig (25 of the stored bench_model layouts)
+    assert tp_checked == sum(plan.tp > 1 for _, plan in jobs.values()) >= 20
+
+
+def _accelerate_parallelism_config(section: dict):
+    """accelerate's ParallelismConfig from the file's parallelism_config_* sizes, with its __post_init__ size rules
+    (each size >= 1; no TP/CP with pure replication). With tp_size > 1 it would build TorchTensorParallelConfig(),
+    whose __post_init__ only checks the torch and transformers versions (accelerate/utils/dataclasses.py) and fails
+    here because transformers is not installed: MOCK (that version check only) - the handler is passed in, built
+    without its __post_init__, with accelerate's default enable_async_tp=False."""
+    from accelerate.parallelism_config import ParallelismConfig
+    from accelerate.utils.dataclasses import TorchTensorParallelConfig
+
+    handler = object.__new__(TorchTensorParallelConfig)
+    handler.enable_async_tp = False
+    sizes = {k.removeprefix("parallelism_config_"): v for k, v in section.items()}
+    return ParallelismConfig(**sizes, tp_handler=handler if sizes.get("tp_size", 1) > 1 else None)
 
 
 NANOTRON_SCRIPT = r"""

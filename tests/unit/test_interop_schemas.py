@@ -130,6 +130,7 @@ def test_accelerate_parallelism_config_sizes(job, tmp_path):
 
     # tp_size > 1 makes ParallelismConfig build a transformers TP handler (transformers is not installed here):
     # the CP layout exercises the same size rules (no TP/CP with pure replication; sizes multiply to the world).
+    # tp > 1 files: test_interop_presets.py builds them with that handler passed in (its version check bypassed).
     doc = yaml.safe_load(render("accelerate", *job, layout("dp4_cp2_z2")))
     sizes = {k.removeprefix("parallelism_config_"): v for k, v in doc["parallelism_config"].items()}
     pc = ParallelismConfig(**sizes)
