@@ -1,15 +1,18 @@
-"""nanotron config (YAML), key names of nanotron 0.4 (PyPI; `nanotron/config/config.py`, `parallelism_config.py`,
-`models_config.py`): `parallelism` dp/pp/tp/pp_engine/tp_mode/tp_linear_async_communication, `model.model_config`
+"""nanotron config (YAML) for huggingface/nanotron's `bench_cluster` branch @ a27e8fe8 (the branch HF's bench_cluster
+checks out, which the nanotron profile follows: autotune/predict/frameworks/nanotron.py): `parallelism`
+dp/pp/tp/pp_engine/tp_mode/tp_linear_async_communication/recompute_layer/expert_parallel_size, `model.model_config`
 (LlamaConfig: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, vocab_size,
-tie_word_embeddings, max_position_embeddings, rms_norm_eps), `tokens` sequence_length/micro_batch_size/
-batch_accumulation_per_replica/train_steps, `optimizer` zero_stage and `optimizer.optimizer_factory` (AdamW keys, as
-the bench_cluster-era config nests them: tests/unit/data/nanotron_config_fields.txt). A complete `Config` (every required section), so
-`run_train.py --config-file FILE` reads it; the sections autotune does not tune (optimizer betas, lr schedule,
-checkpoints, train_steps) carry placeholder values (AdamW 0.9/0.95, cosine decay, 1000 steps) and say so.
+tie_word_embeddings, max_position_embeddings, rms_norm_eps, rope_theta), `tokens` sequence_length/micro_batch_size/
+batch_accumulation_per_replica/train_steps, `optimizer` zero_stage and `optimizer.optimizer_factory` (AdamW keys).
+A complete `Config` (every required section), so `run_train.py --config-file FILE` reads it; the sections autotune
+does not tune (optimizer betas, lr schedule, checkpoints, train_steps) carry placeholder values (AdamW 0.9/0.95,
+cosine decay, 1000 steps) and say so. nanotron's own parser (`get_config_from_file`, dacite strict=True, copied in
+tests/vendor/nanotron) reads every preset model's best layout in tests/unit/test_interop_presets.py.
 
-nanotron 0.4 has no context parallelism, no interleaved pipeline, no activation-recompute switch, no rope_theta key,
-and ZeRO stage 0 or 1 only (`helpers.py`: any zero_stage > 0 builds ZeroDistributedOptimizer): those are listed
-as not mapped.
+That nanotron has no context parallelism, no interleaved pipeline, no selective recompute (`recompute_layer` puts the
+whole decoder layer under checkpoint: plan.recompute=full), ZeRO stage 0 or 1 only (`helpers.py`: any
+zero_stage > 0 builds ZeroDistributedOptimizer), and a LlamaConfig without experts, MLA, QK-norm or a free head_dim
+(its attention uses hidden_size / num_attention_heads): those are listed as not mapped.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import Export, ExportContext, apply_set_keys, comment_block, header_lines, skip_not_mapped
 from autotune.interop.plan_keys import TABLES
 
-TARGET = "nanotron 0.4 (nanotron/config/config.py; run: torchrun ... run_train.py --config-file FILE)"
+TARGET = (
+    "nanotron branch bench_cluster @ a27e8fe8 (src/nanotron/config/config.py; run: torchrun ... run_train.py "
+    "--config-file FILE)"
+)
 ENGINES = {"1f1b": "1f1b", "gpipe": "afab"}  # afab = all-forward-all-backward, i.e. GPipe
 PLAN_KEYS = TABLES["nanotron"]  # autotune/interop/plan_keys.py
 
@@ -46,6 +52,9 @@ def translate(ctx: ExportContext) -> Export:
             # REDUCE_SCATTER is nanotron's sequence-parallel TP mode (parallelism_config.py docstring)
             "tp_mode": "REDUCE_SCATTER" if p.sequence_parallel else "ALL_REDUCE",
             "tp_linear_async_communication": False,
+            # ParallelismArgs.recompute_layer (config/parallelism_config.py @ a27e8fe8; models/llama.py:657 runs the
+            # whole decoder layer under checkpoint): plan.recompute=full; selective is refused (rule nanotron_selective)
+            "recompute_layer": p.recompute == "full",
         },
         "model": {
             "ddp_bucket_cap_mb": 25,
@@ -68,6 +77,7 @@ def translate(ctx: ExportContext) -> Export:
                 "pretraining_tp": 1,
                 "rms_norm_eps": float(m.norm_eps),
                 "rope_scaling": None,
+                "rope_theta": float(m.rope_theta),  # LlamaConfig.rope_theta @ a27e8fe8 (models/llama.py:324, :328)
                 "tie_word_embeddings": m.tie_embeddings,
                 "use_cache": True,
                 "vocab_size": m.vocab_size,
@@ -123,13 +133,22 @@ def _unmapped(ctx: ExportContext, ex: Export) -> None:
     m, p = ctx.model, ctx.plan
     if p.zero_stage > 1:
         ex.skip(f"plan.zero_stage={p.zero_stage}", "nanotron 0.4 shards optimizer state only (ZeRO-1); written as 1")
-    if m.rope_theta != 10000.0:
-        ex.skip(
-            f"model.rope_theta={m.rope_theta}",
-            "nanotron 0.4 LlamaConfig has no rope_theta key (its rotary embedding uses 10000)",
-        )
     if m.block != "llama":
-        ex.skip(f"model.block={m.block}", "written as a LlamaConfig; nanotron 0.4 has no GPT-2 block config")
+        ex.skip(f"model.block={m.block}", "written as a LlamaConfig; nanotron has no GPT-2 block config")
+    # nanotron's LlamaConfig (src/nanotron/config/models_config.py @ a27e8fe8) has no expert, MLA, QK-norm or
+    # head_dim field; its MoE is a separate example (examples/moe), not a config run_train.py builds
+    dense = "the file describes a dense Llama of the same hidden size and layers"
+    if m.is_moe:
+        ex.skip(f"model.num_experts={m.num_experts}", f"nanotron's LlamaConfig has no experts; {dense}")
+    if m.attention == "mla":
+        ex.skip("model.attention=mla", "nanotron's LlamaConfig has GQA attention only; written as GQA")
+    if m.qk_norm:
+        ex.skip("model.qk_norm=true", "nanotron's LlamaConfig has no QK-norm")
+    if m.head_dim * m.num_heads != m.hidden_size:
+        ex.skip(
+            f"model.head_dim={m.head_dim}",
+            f"nanotron's Llama attention uses hidden_size/num_attention_heads = {m.hidden_size // m.num_heads}",
+        )
 
 
 def render(model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, plan: ParallelPlan) -> str:

@@ -97,7 +97,7 @@ _NANOTRON: dict[str, str] = {
     "zero_stage": "optimizer.zero_stage (0 or 1)",
     "micro_batch_size": "tokens.micro_batch_size",
     "grad_accum_steps": "tokens.batch_accumulation_per_replica",
-    "recompute": "NOT MAPPED: nanotron 0.4 has no activation-recompute option",
+    "recompute": "parallelism.recompute_layer (full; selective is refused: rule nanotron_selective)",
     "sequence_parallel": "parallelism.tp_mode (REDUCE_SCATTER)",
     "pp_schedule": "parallelism.pp_engine (1f1b, afab)",
     "compile": "NOT MAPPED: nanotron 0.4 has no torch.compile option",
@@ -116,7 +116,7 @@ _NANOTRON: dict[str, str] = {
     "tp_overlap": "SET parallelism.tp_linear_async_communication",
     "pp_split_embedding": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
     "pp_split_loss": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
-    "moe_recompute": "NOT MAPPED: nanotron 0.4 has no activation-recompute option",
+    "moe_recompute": "NOT MAPPED: nanotron has no MoE-only recompute (recompute_layer is the whole layer)",
     "act_offload_layers": "NOT MAPPED: nanotron 0.4 has no activation offload",
 }
 

@@ -201,6 +201,7 @@ def test_nanotron_layout_tokens_and_model(llama8b):
         "pp_engine": "afab",
         "tp_mode": "REDUCE_SCATTER",
         "tp_linear_async_communication": False,
+        "recompute_layer": False,
     }
     assert doc["tokens"]["sequence_length"] == 4096 and doc["tokens"]["micro_batch_size"] == 2
     assert doc["tokens"]["batch_accumulation_per_replica"] == 32  # 512 / (8 * 2)
@@ -243,7 +244,9 @@ def test_nanotron_zero3_becomes_zero1_and_says_so(llama8b):
     assert doc["optimizer"]["zero_stage"] == 1 and doc["parallelism"]["tp_mode"] == "ALL_REDUCE"
     missing = unmapped("nanotron", *llama8b, p)
     assert any(m.startswith("plan.zero_stage=3: nanotron 0.4 shards optimizer state only") for m in missing)
-    assert any(m.startswith("plan.recompute=full:") for m in missing)
+    # whole-layer recompute is nanotron's ParallelismArgs.recompute_layer (bench_cluster branch @ a27e8fe8)
+    assert doc["parallelism"]["recompute_layer"] is True
+    assert not any(m.startswith("plan.recompute=") for m in missing)
 
 
 # ---------------------------------------------------------------- DeepSpeed (JSON)

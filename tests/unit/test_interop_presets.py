@@ -7,8 +7,14 @@ by that framework's own code (no training: parse, validate, construct configs on
 - torchtitan 0.2.2: ConfigManager parses the TOML, ParallelDims checks the degrees against the world size, and the
   registered model flavor's ModelArgs carry the preset's dims (head_dim, qk_norm, experts).
 - deepspeed 0.19.8: DeepSpeedConfig (pydantic sections forbid unknown keys; batch check as test_interop_schemas.py).
-- accelerate 1.15: ClusterConfig.from_yaml_file (refuses unknown keys) and the launcher's own flag names.
-nanotron is not installed (its 0.4 wheel cannot be imported: test_interop_schemas.py), so no nanotron parser runs.
+- accelerate 1.15: ClusterConfig.from_yaml_file (refuses unknown keys), the launcher's own flag names, and
+  ParallelismConfig's size rules on every parallelism_config (tp > 1 too: only its transformers version check is
+  bypassed, transformers not being installed; see _accelerate_parallelism_config).
+- nanotron (branch bench_cluster @ a27e8fe8, the one the nanotron profile follows): its own `get_config_from_file`
+  (dacite strict=True, so an unknown or misplaced key fails; the dataclasses' __post_init__ checks run) from the
+  copy in tests/vendor/nanotron (README there: the config package unchanged, dacite 1.8.1 unchanged, shims for the
+  GPU-side modules it imports); the model config must come back as LlamaConfig, the class nanotron's trainer builds
+  a model from (trainer.py:103 CONFIG_TO_MODEL_CLASS; a dict that LlamaConfig refuses would fall to `Any`).
 
 The layouts come from tests/unit/data/export_best_layouts.json (the planner's rank 1 under each format's profile,
 written by tests/unit/data/make_export_best_layouts.py); one entry is re-planned here to catch a stale file.
@@ -29,6 +35,7 @@ from autotune.spec.config import load_config
 
 DATA = json.loads((Path(__file__).parent / "data" / "export_best_layouts.json").read_text())
 VENDOR = Path(__file__).resolve().parents[1] / "vendor" / "megatron_lm"
+NANOTRON_VENDOR = Path(__file__).resolve().parents[1] / "vendor" / "nanotron"
 
 
 @functools.cache
@@ -225,9 +232,115 @@ def test_accelerate_accepts_every_preset_best_layout(tmp_path):
     from accelerate.commands.launch import launch_command_parser
 
     flags = {a.dest for a in launch_command_parser()._actions}
+    jobs, tp_checked = _jobs("accelerate"), 0
     for name, (path, _) in _write("accelerate", tmp_path).items():
         cfg = ClusterConfig.from_yaml_file(path)  # ValueError on any key ClusterConfig does not know
         doc = yaml.safe_load(Path(path).read_text())
         for section in ("fsdp_config", "deepspeed_config", "parallelism_config"):
             assert not set(doc.get(section) or {}) - flags, name
         assert cfg.num_processes == doc["num_processes"], name
+        if doc.get("parallelism_config"):
+            pc = _accelerate_parallelism_config(doc["parallelism_config"])
+            assert pc.total_size == doc["num_processes"] and pc.tp_size == jobs[name][1].tp, name
+            tp_checked += pc.tp_size > 1
+    # every tp > 1 layout went through ParallelismConfig (25 of the stored bench_model layouts)
+    assert tp_checked == sum(plan.tp > 1 for _, plan in jobs.values()) >= 20
+
+
+def _accelerate_parallelism_config(section: dict):
+    """accelerate's ParallelismConfig from the file's parallelism_config_* sizes, with its __post_init__ size rules
+    (each size >= 1; no TP/CP with pure replication). With tp_size > 1 it would build TorchTensorParallelConfig(),
+    whose __post_init__ only checks the torch and transformers versions (accelerate/utils/dataclasses.py) and fails
+    here because transformers is not installed: MOCK (that version check only) - the handler is passed in, built
+    without its __post_init__, with accelerate's default enable_async_tp=False."""
+    from accelerate.parallelism_config import ParallelismConfig
+    from accelerate.utils.dataclasses import TorchTensorParallelConfig
+
+    handler = object.__new__(TorchTensorParallelConfig)
+    handler.enable_async_tp = False
+    sizes = {k.removeprefix("parallelism_config_"): v for k, v in section.items()}
+    return ParallelismConfig(**sizes, tp_handler=handler if sizes.get("tp_size", 1) > 1 else None)
+
+
+NANOTRON_SCRIPT = r"""
+import json, sys, yaml
+sys.path.insert(0, sys.argv[2])
+from nanotron.config import get_config_from_file
+out = {}
+for name, (path, world) in json.loads(sys.argv[1]).items():
+    try:
+        c = get_config_from_file(path)
+    except Exception as e:  # the negative controls: report what nanotron's parser raised
+        out[name] = dict(error=type(e).__name__)
+        continue
+    par, mc, tok, opt = c.parallelism, c.model.model_config, c.tokens, c.optimizer
+    out[name] = dict(
+        model_config=type(mc).__name__, engine=type(par.pp_engine).__name__, tp_mode=par.tp_mode.name,
+        par=[par.dp, par.tp, par.pp, par.expert_parallel_size, par.recompute_layer, par.tp_linear_async_communication],
+        dims=[mc.hidden_size, mc.intermediate_size, mc.num_hidden_layers, mc.num_attention_heads,
+              mc.num_key_value_heads, mc.vocab_size, mc.tie_word_embeddings, mc.rope_theta],
+        tokens=[tok.sequence_length, tok.micro_batch_size, tok.batch_accumulation_per_replica],
+        global_batch=c.global_batch_size, zero=opt.zero_stage, factory=type(opt.optimizer_factory).__name__,
+        dtype=str(c.model.dtype),
+    )
+print(json.dumps(out))
+"""
+
+
+def test_nanotron_parser_accepts_every_preset_best_layout(tmp_path):
+    jobs, files = _jobs("nanotron"), _write("nanotron", tmp_path)
+    assert len(jobs) == 36  # 42 (model, GPU count) pairs less the six without a layout (stored reasons above)
+    # negative controls, so a parser that accepted anything would fail here: a key ParallelismArgs does not have
+    # (dacite strict=True), a pipeline engine nanotron does not have (its type hook refuses it), and a key LlamaConfig
+    # does not have (the union falls to `Any`, a dict, and ModelArgs.__post_init__ cannot set _is_using_mup on it)
+    base = yaml.safe_load(Path(files["llama-3.1-8b@64/nanotron"][0]).read_text())
+    controls = {
+        "unknown_key": (("parallelism",), "recompute_granularity", "selective"),
+        "bad_engine": (("parallelism",), "pp_engine", "interleaved_1f1b"),
+        "unknown_model_key": (("model", "model_config"), "num_experts", 8),
+    }
+    for bad, (section, key, value) in controls.items():
+        doc = yaml.safe_load(yaml.safe_dump(base))
+        node = doc
+        for part in section:
+            node = node[part]
+        node[key] = value
+        (tmp_path / f"{bad}.yaml").write_text(yaml.safe_dump(doc))
+        files[bad] = (str(tmp_path / f"{bad}.yaml"), 64)
+    got = _run_with(NANOTRON_SCRIPT, files, str(NANOTRON_VENDOR))
+    assert got["unknown_key"] == {"error": "UnexpectedDataError"}  # dacite.exceptions.UnexpectedDataError
+    assert got["bad_engine"] == {"error": "ValueError"}  # utils_config.cast_str_to_pipeline_engine
+    assert got["unknown_model_key"] == {"error": "AttributeError"}
+    for name, (cfg, plan) in jobs.items():
+        m, t, r = cfg.model, cfg.train, got[name]
+        assert r["model_config"] == "LlamaConfig" and r["factory"] == "AdamWOptimizerArgs", name
+        assert r["dtype"] == "torch.bfloat16", name
+        assert (
+            r["engine"]
+            == {"1f1b": "OneForwardOneBackwardPipelineEngine", "gpipe": "AllForwardAllBackwardPipelineEngine"}[
+                plan.pp_schedule
+            ]
+        ), name
+        assert r["tp_mode"] == ("REDUCE_SCATTER" if plan.sequence_parallel else "ALL_REDUCE"), name
+        assert r["par"] == [plan.dp, plan.tp, plan.pp, plan.ep, plan.recompute == "full", plan.tp_overlap], name
+        assert plan.dp * plan.tp * plan.pp == files[name][1], name  # nanotron's world: dp*tp*pp (no cp)
+        assert r["dims"] == [
+            m.hidden_size,
+            m.ffn_hidden_size,
+            m.num_layers,
+            m.num_heads,
+            m.num_kv_heads,
+            m.vocab_size,
+            m.tie_embeddings,
+            m.rope_theta,
+        ], name
+        assert r["tokens"] == [t.seq_len, plan.micro_batch_size, plan.grad_accum_steps], name
+        assert r["global_batch"] == t.global_batch_size, name  # Config.global_batch_size: mbs * accum * dp
+        assert r["zero"] == min(plan.zero_stage, 1), name
+        # what LlamaConfig cannot say is listed in the file's NOT MAPPED block (Qwen3-235B: 128 experts, head_dim 128
+        # where nanotron would use 4096/64 = 64)
+        text = Path(files[name][0]).read_text()
+        assert (f"model.num_experts={m.num_experts}: " in text) == m.is_moe, name
+        assert (f"model.head_dim={m.head_dim}: " in text) == (m.head_dim * m.num_heads != m.hidden_size), name
+    # Llama-3.1-405B at 256 GPUs: the nanotron profile needs whole-layer recompute there; the file now asks for it
+    assert got["llama-3.1-405b@256/nanotron"]["par"][4] is True

@@ -16,8 +16,8 @@ A validator that is not installed skips its test with the reason, and that skip 
 - megatron-core 0.16.1 (`make` installs it --no-deps), for the MoE/MLA exports: Megatron-LM's argument parser is not
   packaged (megatron-core ships megatron/core only), so each flag becomes the Megatron-Core config field or
   constructor argument megatron/training/arguments.py turns it into, and those objects validate themselves.
-nanotron 0.4 (PyPI) cannot be imported (circular import between nanotron.config and nanotron.logging): no schema
-check for it.
+nanotron 0.4 (PyPI) cannot be imported (circular import between nanotron.config and nanotron.logging): its exports
+are checked by the bench_cluster branch's own config parser, vendored (tests/unit/test_interop_presets.py).
 """
 
 import importlib.util
@@ -130,6 +130,7 @@ def test_accelerate_parallelism_config_sizes(job, tmp_path):
 
     # tp_size > 1 makes ParallelismConfig build a transformers TP handler (transformers is not installed here):
     # the CP layout exercises the same size rules (no TP/CP with pure replication; sizes multiply to the world).
+    # tp > 1 files: test_interop_presets.py builds them with that handler passed in (its version check bypassed).
     doc = yaml.safe_load(render("accelerate", *job, layout("dp4_cp2_z2")))
     sizes = {k.removeprefix("parallelism_config_"): v for k, v in doc["parallelism_config"].items()}
     pc = ParallelismConfig(**sizes)

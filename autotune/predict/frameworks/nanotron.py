@@ -127,9 +127,21 @@ class NanotronProfile(FrameworkProfile):
         return {"saved": np.where(is_full, full, layer), "transient": np.where(is_full, layer, 0.0)}
 
     def moe_layer_activations(
-        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any
+        self,
+        model: ModelSpec,
+        tokens: Any,
+        tp: Any,
+        sp: Any,
+        recompute: Any,
+        act_bytes: int,
+        fp8: Any,
+        ep: Any = 1,
+        etp: Any = 1,
+        mbs: Any = 1,
     ) -> np.ndarray:
-        return moe.moe_layer_extra_activation_bytes(model, tokens, tp, sp, recompute, act_bytes)  # as bench_model
+        # the generic MoE-layer estimate (moe.py), without bench_model's ep/etp/mbs refinements: ep, etp and mbs are
+        # accepted for the hook's signature (FrameworkProfile.moe_layer_activations) and not used
+        return moe.moe_layer_extra_activation_bytes(model, tokens, tp, sp, recompute, act_bytes)
 
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         return 0.0  # the embedding output is layer 0's input, saved by its input_layernorm (counted there)

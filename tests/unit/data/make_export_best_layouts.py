@@ -3,7 +3,9 @@
 (tests/unit/test_interop_presets.py). Planning all of them takes minutes, so the test reads this file and re-plans one
 entry to catch a stale file.
 
-    PYTHONPATH=. .venv/bin/python tests/unit/data/make_export_best_layouts.py
+    PYTHONPATH=. .venv/bin/python tests/unit/data/make_export_best_layouts.py [PROFILE ...]
+
+With profile names, only those profiles' entries are re-planned and the other entries are kept from the file.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from autotune.spec.config import load_config  # noqa: E402
 OUT = Path(__file__).with_name("export_best_layouts.json")
 GPUS = (64, 256, 1024)
 # format -> the profile its trainer follows (autotune.analyse.target.profile_for_format; accelerate: train.framework)
-PROFILES = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed", "accelerate": "bench_model"}
+PROFILES = {
+    "megatron": "megatron",
+    "torchtitan": "torchtitan",
+    "deepspeed": "deepspeed",
+    "accelerate": "bench_model",
+    "nanotron": "nanotron",
+}
 # the cluster each preset is planned on: H100 for the models published on it, H200 for the 671B-1T MLA MoEs
 CLUSTER = {"deepseek-v3": "h200-141gb", "kimi-k2": "h200-141gb"}
 
@@ -45,15 +53,17 @@ def entry(model: str, gpus: int, profile: str) -> dict:
     return {"overrides": overrides, "gpus": gpus, "plan": plan, "candidate_id": row["candidate_id"]}
 
 
-def main() -> None:
-    out = {}
+def main(only: list[str]) -> None:
+    out = json.loads(OUT.read_text())["entries"] if only and OUT.exists() else {}
     for model in preset_models():
         for gpus in GPUS:
-            for profile in sorted(set(PROFILES.values())):
+            for profile in sorted(set(PROFILES.values()) & set(only or PROFILES.values())):
                 out[f"{model}@{gpus}/{profile}"] = entry(model, gpus, profile)
                 print(model, gpus, profile, out[f"{model}@{gpus}/{profile}"].get("plan") is not None, flush=True)
-    OUT.write_text(json.dumps({"profiles": PROFILES, "entries": out}, indent=1, sort_keys=True) + "\n")
+    OUT.write_text(
+        json.dumps({"profiles": PROFILES, "entries": dict(sorted(out.items()))}, indent=1, sort_keys=True) + "\n"
+    )
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

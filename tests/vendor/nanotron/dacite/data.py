@@ -1,0 +1,3 @@
+from typing import Mapping, Any
+
+Data = Mapping[str, Any]
