@@ -243,8 +243,9 @@ def test_accelerate_accepts_every_preset_best_layout(tmp_path):
             pc = _accelerate_parallelism_config(doc["parallelism_config"])
             assert pc.total_size == doc["num_processes"] and pc.tp_size == jobs[name][1].tp, name
             tp_checked += pc.tp_size > 1
-    # every tp > 1 layout went through ParallelismConfig (25 of the stored bench_model layouts)
-    assert tp_checked == sum(plan.tp > 1 for _, plan in jobs.values()) >= 20
+    # every tp > 1 layout went through ParallelismConfig (17 of the stored bench_model layouts after the 2026-11-25 refit;
+    # the floor keeps the check from going vacuous when the planner moves)
+    assert tp_checked == sum(plan.tp > 1 for _, plan in jobs.values()) >= 10
 
 
 def _accelerate_parallelism_config(section: dict):
