@@ -87,7 +87,9 @@ def test_exports_write_each_targets_switch():
     assert "tp_linear_async_communication: true" in render("nanotron", *job)
     # accelerate lists it in the file as NOT MAPPED, with the table's why
     assert any(u.startswith("plan.tp_overlap") for u in unmapped("accelerate", *job)), unmapped("accelerate", *job)
-    with pytest.raises(UsageError, match=r"^--format=deepspeed: plan.tp=2: the DeepSpeed engine has no tensor parallel"):
+    with pytest.raises(
+        UsageError, match=r"^--format=deepspeed: plan.tp=2: the DeepSpeed engine has no tensor parallel"
+    ):
         unmapped("deepspeed", *job)  # the DeepSpeed engine has no TP at all: refused, not written (issue 28)
 
 
