@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,43 +197,18 @@ def run_devbench(
     """Start `num_ranks` ranks of `autotune.fitting.devbench_rank` through the sweep's launchers (as netbench does);
     every rank times the shapes on its own device at once (as in training: shared power and host); the samples are
     each shape's median time over the ranks. Returns (samples, device name)."""
-    import json
+    from autotune.fitting.netbench import run_measurement_trial
 
-    from autotune.core.types import ParallelPlan
-    from autotune.results.trialfile import make_spec
-    from launchers.base import SIMULATED, launcher_from_config, launcher_names
-
-    if backend in SIMULATED:
-        raise UsageError(
-            f"--backend={backend}: devbench measures a real device; use {' or '.join(launcher_names(measuring=True))}"
-        )
-    with tempfile.TemporaryDirectory(prefix="devbench-") as tmp:
-        root = Path(workdir) if workdir is not None else Path(tmp)
-        launcher = launcher_from_config(
-            cfg.sweep, backend, workdir=root / "trials", log_dir=root / "logs", module="autotune.fitting.devbench_rank"
-        )
-        try:
-            limit = launcher.max_world_size()
-            if limit is not None and num_ranks > limit:
-                raise UsageError(f"--gpus={num_ranks} exceeds what --backend={backend} provides here ({limit} ranks)")
-            spec = make_spec(
-                cfg,
-                ParallelPlan(dp=num_ranks),
-                sweep_id="devbench",
-                trial_id="devbench",
-                backend=backend,
-                timeout_s=timeout_s,
-                devbench={"iters": iters, "cap": cap},
-            )
-            handle = launcher.submit(spec)
-            row = handle.result(timeout=timeout_s + 600.0)
-            sidecar = Path(str(handle.result_path) + SIDECAR_SUFFIX)
-            if row["status"] != "ok" or not sidecar.exists():
-                raise DevbenchFailed(
-                    f"devbench ranks ended with status={row['status']} "
-                    f"({row['error_type']}: {row['error_message']}); log: {row['log_path']}"
-                )
-            raw = json.loads(sidecar.read_text())
-        finally:
-            launcher.close()
+    raw = run_measurement_trial(
+        cfg,
+        num_ranks,
+        what="devbench",
+        measures="a real device",
+        sidecar_suffix=SIDECAR_SUFFIX,
+        failure=DevbenchFailed,
+        backend=backend,
+        workdir=workdir,
+        timeout_s=timeout_s,
+        devbench={"iters": iters, "cap": cap},
+    )
     return raw["samples"], raw["device"]

@@ -153,8 +153,8 @@ def devbench_body(spec: Any, out: Path, rank: int) -> dict[str, Any]:
 
     from autotune.results.schema import normalize_row, row_from_spec
     from bench_model.metrics import utc_now
-    from bench_model.run import write_json_atomic
     from bench_model.trial import init_distributed
+    from launchers.protocol import write_json_atomic
 
     started_at, t0 = utc_now(), time.perf_counter()
     device = init_distributed()
@@ -181,12 +181,12 @@ def devbench_body(spec: Any, out: Path, rank: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench_model.run import run_protocol
+    from launchers.protocol import run_protocol
 
     return run_protocol(argv, devbench_body, prog="autotune.fitting.devbench_rank")
 
 
 if __name__ == "__main__":
-    from bench_model.run import exit_with
+    from launchers.protocol import exit_with
 
     exit_with(main(sys.argv[1:]))

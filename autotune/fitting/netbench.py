@@ -153,47 +153,73 @@ def run_netbench(
     `workdir` must be on a filesystem every rank sees (the trial protocol's files); default a temporary folder."""
     if num_ranks < 2:
         raise UsageError(f"--gpus={num_ranks} must be >= 2 (a collective needs two ranks)")
-    from autotune.core.types import ParallelPlan
     from autotune.fitting.netbench_rank import SIDECAR_SUFFIX
-    from autotune.results.trialfile import make_spec
     from autotune.spec.config import load_config
+
+    raw = run_measurement_trial(
+        cfg if cfg is not None else load_config([]),
+        num_ranks,
+        what="netbench",
+        measures="real links",
+        sidecar_suffix=SIDECAR_SUFFIX,
+        failure=NetbenchFailed,
+        backend=backend,
+        workdir=workdir,
+        timeout_s=timeout_s,
+        netbench={"sizes_bytes": list(sizes_bytes), "iters": iters, "warmup": warmup},
+    )
+    return fit_result(num_ranks, raw["backend"], raw["samples"], len(raw["hosts"]))
+
+
+def run_measurement_trial(
+    cfg: Any,
+    num_ranks: int,
+    *,
+    what: str,
+    measures: str,
+    sidecar_suffix: str,
+    failure: type[Exception],
+    backend: str,
+    workdir: str | Path | None,
+    timeout_s: float,
+    **spec_fields: Any,
+) -> dict[str, Any]:
+    """One trial of `autotune.fitting.<what>_rank` on `num_ranks` ranks started by the sweep's launchers (netbench,
+    devbench); returns the JSON rank 0 wrote beside the trial's result file (`sidecar_suffix`), or raises `failure`
+    in one line when the ranks did not end ok."""
+    from autotune.core.types import ParallelPlan
+    from autotune.results.trialfile import make_spec
     from launchers.base import SIMULATED, launcher_from_config, launcher_names
 
-    cfg = cfg if cfg is not None else load_config([])
     if backend in SIMULATED:
         raise UsageError(
-            f"--backend={backend}: netbench measures real links; use {' or '.join(launcher_names(measuring=True))}"
+            f"--backend={backend}: {what} measures {measures}; use {' or '.join(launcher_names(measuring=True))}"
         )
-    with tempfile.TemporaryDirectory(prefix="netbench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{what}-") as tmp:
         root = Path(workdir) if workdir is not None else Path(tmp)
+        module = f"autotune.fitting.{what}_rank"
         launcher = launcher_from_config(
-            cfg.sweep, backend, workdir=root / "trials", log_dir=root / "logs", module="autotune.fitting.netbench_rank"
+            cfg.sweep, backend, workdir=root / "trials", log_dir=root / "logs", module=module
         )
         try:
             limit = launcher.max_world_size()
             if limit is not None and num_ranks > limit:
                 raise UsageError(f"--gpus={num_ranks} exceeds what --backend={backend} provides here ({limit} ranks)")
+            plan = ParallelPlan(dp=num_ranks)
             spec = make_spec(
-                cfg,
-                ParallelPlan(dp=num_ranks),
-                sweep_id="netbench",
-                trial_id="netbench",
-                backend=backend,
-                timeout_s=timeout_s,
-                netbench={"sizes_bytes": list(sizes_bytes), "iters": iters, "warmup": warmup},
+                cfg, plan, sweep_id=what, trial_id=what, backend=backend, timeout_s=timeout_s, **spec_fields
             )
             handle = launcher.submit(spec)
             row = handle.result(timeout=timeout_s + 600.0)  # + queueing and start-up
-            sidecar = Path(str(handle.result_path) + SIDECAR_SUFFIX)
+            sidecar = Path(str(handle.result_path) + sidecar_suffix)
             if row["status"] != "ok" or not sidecar.exists():
-                raise NetbenchFailed(
-                    f"netbench ranks ended with status={row['status']} "
+                raise failure(
+                    f"{what} ranks ended with status={row['status']} "
                     f"({row['error_type']}: {row['error_message']}); log: {row['log_path']}"
                 )
-            raw = json.loads(sidecar.read_text())
+            return json.loads(sidecar.read_text())
         finally:
             launcher.close()
-    return fit_result(num_ranks, raw["backend"], raw["samples"], len(raw["hosts"]))
 
 
 class NetbenchFailed(RuntimeError):
