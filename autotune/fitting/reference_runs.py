@@ -111,7 +111,11 @@ def llmfoundry_layout(r: Any, fp8: str = "none") -> tuple[ModelSpec, TrainSpec, 
 def load_llmfoundry(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
     """llm-foundry MPT benchmark tables: Composer FSDP, DP = n_gpus, no TP/PP. FULL_SHARD = ZeRO-3, SHARD_GRAD_OP =
     ZeRO-2; activation checkpointing = full recompute; mp_mode PURE reduces grads in bf16, DEFAULT in fp32; amp_fp8 =
-    FP8 linears (tensorwise)."""
+    FP8 linears (tensorwise). train.framework stays bench_model (FSDP with prefetch, grads reduced behind backward, an
+    unfused AdamW): llm-foundry's pretrain YAMLs (scripts/train/yamls/pretrain/mpt-*.yaml) set `decoupled_adamw`,
+    composer's DecoupledAdamW, a per-tensor loop of mul_, add_, addcmul_, sqrt, div, add_, addcdiv_
+    (mosaicml/composer composer/optim/decoupled_weight_decay.py), unfused like torch.optim.AdamW's foreach path that
+    bench_model prices (perf_terms.ADAM_TENSORS_UNFUSED)."""
     df = pd.read_csv(folder / "llmfoundry_mpt_benchmarks.csv")
     runs, skipped = [], []
     for i, r in df.iterrows():
