@@ -28,7 +28,10 @@ def make_spec(case, trial_id: str, **extra):
     plan = cfg.plan(case.world_size)
     fields = dict(warmup_steps=1, timed_steps=2, timeout_s=300.0)
     fields.update(extra)
-    return _make(cfg, plan, sweep_id="contract", trial_id=trial_id, backend=case.name, **fields)
+    # one trial id per backend: the backends' tests run side by side on two xdist workers, and the leftover-process
+    # checks find a trial's ranks by the id in their command lines
+    tid = f"{trial_id}-{case.name}"
+    return _make(cfg, plan, sweep_id="contract", trial_id=tid, backend=case.name, **fields)
 
 
 def assert_row_shape(row, case, spec) -> None:
