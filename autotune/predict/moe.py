@@ -20,7 +20,7 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
-from autotune.predict.perf_terms import compiled_elementwise_factor, memory_bound_s
+from autotune.predict.perf_terms import memory_bound_s
 
 A2A_PER_LAYER = 4  # dispatch + combine, forward and backward (Megatron MoEAlltoAllTokenDispatcher)
 
@@ -235,6 +235,26 @@ def moe_block_bytes_per_token(model: ModelSpec, act_bytes: int) -> float:
     return router + sort + permute + unpermute + combine + aux
 
 
+def fused_moe_block_bytes_per_token(model: ModelSpec, act_bytes: int) -> float:
+    """moe_block_bytes_per_token when the block's elementwise chains are fused (plan.compile: Inductor; Megatron's
+    fused router / permute kernels), counted kernel by kernel rather than by the dense block's fitted fusion factor:
+    fusion removes the round trips *between* elementwise ops, not the data-dependent gathers and scatters, so
+      router    one kernel from the logits to the k weights: read c E, write the fp32 scores (4E, kept for backward
+                and the aux loss) and the top-k ids + weights (12k)
+      sort      unchanged (a library radix sort, not generated code)
+      permute   unchanged (a gather feeding the grouped GEMM, an extern kernel Inductor cannot fuse into)
+      unpermute unchanged (an index scatter)
+      combine   the weighted sum over the k slots in one kernel: read c k h + weights, write c h
+      aux loss  one reduction over the scores: read 4E, write the counts (4k) and index reads (8k)"""
+    c, e, k, h = float(act_bytes), model.num_experts, model.moe_router_topk, model.hidden_size
+    router = c * e + 4 * e + 12 * k
+    sort = 8 * 32 * k + 16 * k
+    permute = unpermute = 2 * c * k * h + 8 * k
+    combine = c * k * h + 4 * k + c * h
+    aux = (4 * e + 12 * k) if model.moe_aux_loss_coeff > 0 else 0.0
+    return router + sort + permute + unpermute + combine + aux
+
+
 def expert_cast_bytes(
     layer_params: Any, zero_stage: Any, edp: Any, grad_accum: Any, act_bytes: int, param_bytes: int
 ) -> np.ndarray:
@@ -265,11 +285,17 @@ def moe_memory_bound_s(
     arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, tokens: Any, c: int
 ) -> np.ndarray:
     """One MoE layer's memory-bound seconds per micro-batch: routing, sort, permute, unpermute, combine and aux loss
-    (moe_block_bytes_per_token: forward, x3 with its backward; under plan.compile the fused share of the eager
-    traffic, compile_memory_traffic_factor) and, in bench_model, the experts' weight casts (expert_cast_bytes)."""
+    (moe_block_bytes_per_token: forward, x3 with its backward; under plan.compile the fused kernels' own count,
+    fused_moe_block_bytes_per_token — not the dense block's compile_memory_traffic_factor, which is fitted to
+    RMSNorm/SwiGLU chains whose intermediates all vanish, while this block's traffic is mostly gathers and scatters
+    fusion cannot remove) and, in bench_model, the experts' weight casts (expert_cast_bytes)."""
     n = moe_tokens(tokens, arr["tp"], arr["sequence_parallel"])
-    fused = compiled_elementwise_factor(arr["compile"], cluster, "gpt")  # eager: the count is per kernel already
-    t = memory_bound_s(n * moe_block_bytes_per_token(model, c) * 3.0 * fused, cluster)
+    per_token = np.where(
+        np.asarray(arr["compile"], dtype=bool),
+        fused_moe_block_bytes_per_token(model, c),
+        moe_block_bytes_per_token(model, c),
+    )
+    t = memory_bound_s(n * per_token * 3.0, cluster)
     if train.framework != "bench_model":  # Megatron keeps bf16 weights and accumulates wgrad in fp32 main_grad
         return t
     ep, etp = arr["ep"], arr["etp"]
