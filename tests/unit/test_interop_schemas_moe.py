@@ -84,7 +84,9 @@ ELSEWHERE = {"seq_length": "data", "max_position_embeddings": "GPTModel.max_sequ
              "micro_batch_size": "microbatches", "global_batch_size": "microbatches",
              "use_distributed_optimizer": "DistributedDataParallelConfig",
              "use_torch_fsdp2": "megatron.core.distributed.TorchFullyShardedDataParallel (the model wrapper)",
-             "num_layers_per_virtual_pipeline_stage": "virtual_pipeline_model_parallel_size"}
+             "num_layers_per_virtual_pipeline_stage": "virtual_pipeline_model_parallel_size",
+             "ckpt_format": "megatron.training checkpointing (fsdp_dtensor with Megatron-FSDP)"}
+DDP_FIELDS = ("use_distributed_optimizer", "use_megatron_fsdp", "data_parallel_sharding_strategy", "fsdp_double_buffer")
 def value(v):
     if v.startswith("["):
         return eval(v)  # --moe-layer-freq: Megatron's moe_freq_type evaluates the list expression
@@ -109,14 +111,14 @@ for name, (path, world) in json.loads(sys.argv[1]).items():
             kw.update(SWITCHES[k])
         elif RENAMES.get(k, k) in fields:
             kw[RENAMES.get(k, k)] = v
-        elif k not in ELSEWHERE:
+        elif k not in ELSEWHERE and k not in DDP_FIELDS:
             unmapped.append(k)
     if "num_layers_per_virtual_pipeline_stage" in args:
         kw["virtual_pipeline_model_parallel_size"] = args["num_layers"] // (args["pipeline_model_parallel_size"] * args["num_layers_per_virtual_pipeline_stage"])
     import torch
     kw["params_dtype"] = kw["pipeline_dtype"] = torch.bfloat16 if args.get("bf16") else torch.float32
     cfg = cls(**kw)  # TransformerConfig.__post_init__: Megatron-Core's own MoE / MLA / parallelism checks
-    DistributedDataParallelConfig(use_distributed_optimizer=bool(args.get("use_distributed_optimizer")))
+    DistributedDataParallelConfig(**{k: args[k] for k in DDP_FIELDS if k in args})  # Megatron-FSDP's fields too
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
     ps.initialize_model_parallel(cfg.tensor_model_parallel_size, cfg.pipeline_model_parallel_size,
                                  context_parallel_size=cfg.context_parallel_size,
