@@ -49,7 +49,9 @@ def test_real_gloo_netbench_writes_a_loadable_preset(tmp_path, world, capsys):
     tree = tmp_path / "search_spaces"
     shutil.copytree(SEARCH_SPACES, tree)
     out = tree / "cluster" / "cpu-measured.yaml"
-    assert main(["netbench", "--gpus", str(world), "-o", str(out), "--iters", "3", "--json"]) == 0
+    # 7 timed iterations averaged per size: with 3, the other xdist worker's load once left the small-message times noisy enough
+    # that the bounded fit put the latency at 0 (one CI run in five)
+    assert main(["netbench", "--gpus", str(world), "-o", str(out), "--iters", "7", "--json"]) == 0
     printed = capsys.readouterr().out
     assert '"backend": "gloo"' in printed and "only the intra-node link class is measurable" in printed
     cluster = load_config(["cluster=cpu-measured"], config_dir=tree).cluster
