@@ -27,7 +27,7 @@ CLUSTERS = Path(__file__).resolve().parents[2] / "search_spaces" / "cluster"
 # the coefficient table (names, scopes, priors, physical ranges, sources): autotune/fitting/coefficients.py
 PRIOR_WEIGHT = 1.0
 FAMILIES = {
-    "hopper": ("h100-sxm-80gb", "h200-141gb"),
+    "hopper": ("h100-sxm-80gb", "h200-141gb", "h100-hbm2e-96gb"),
     "ampere": ("a100-80gb", "a100-40gb"),
     "blackwell": ("b200", "gb200-nvl72", "b300", "gb300-nvl72"),
 }

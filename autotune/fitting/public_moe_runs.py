@@ -19,25 +19,44 @@ How a row becomes a layout (the columns give the degrees; where the table is sil
 - precision: bf16 -> none; fp8-tensorwise, fp8-rowwise, mxfp8 as named. Skipped: recipes split by layer type (MXFP8 on
   the dense linears or on the grouped GEMMs only) and fp8-blockwise (no such recipe in the model).
 - routing: the table's moe_routing (blank on a MoE row: learned, the framework default).
-- models without a preset (Llama-4-Scout 2 layers, Qwen3-Next, Mixtral-8x22B) are skipped; the dispatcher column
-  (DeepEP, HybridEP, all-to-all) is not a plan field here (the all-to-all is priced for all of them).
+- models: MODELS maps the table's name to a preset and a layer count; "llama4-scout-2layer" is torchao's run of
+  torchtitan's llama4 17bx16e with n_layers 48 -> 2 (the row's model_shape: both layers MoE, as every Scout layer):
+  the llama-4-scout preset with num_layers 2. Qwen3-Next-80B-A3B is skipped: 3 of every 4 layers are Gated DeltaNet
+  (linear attention with a recurrent state), a mixer ModelSpec has no term for.
+- Mixtral-8x22B (ModelZoo model_configs/benchmarking/Mixtral-8x22B.yaml: --tp-comm-overlap true, with sequence
+  parallelism): plan.tp_overlap at TP > 1 (TP_OVERLAP_MODELS).
+- token dropping: a row whose notes quote --moe-expert-capacity-factor F runs the preset with moe_capacity_factor F.
+- a row whose notes say "excluded from scoring" (the transcriber's copy of a layout since removed from its source) is
+  skipped.
+- the dispatcher column (DeepEP, HybridEP, all-to-all) is not a plan field here (the all-to-all is priced for all).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow, preset_model
 
 SOURCE = "moe_public"
 FILE = "moe_blackwell_public_2026-11.csv"
 GPU = {"H100": "h100-sxm-80gb", "B200": "b200", "GB200": "gb200-nvl72", "GB300": "gb300-nvl72"}
-MODELS = {"llama-3.1-8b", "qwen3-235b-a22b", "mixtral-8x7b"}
+# the table's model -> (preset, num_layers override or None)
+MODELS = {
+    "llama-3.1-8b": ("llama-3.1-8b", None),
+    "qwen3-235b-a22b": ("qwen3-235b-a22b", None),
+    "mixtral-8x7b": ("mixtral-8x7b", None),
+    "mixtral-8x22b": ("mixtral-8x22b", None),
+    "llama4-scout-2layer": ("llama-4-scout", 2),
+}
+TP_OVERLAP_MODELS = {"mixtral-8x22b"}
 RECIPE = {"bf16": "none", "fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise", "mxfp8": "mxfp8"}
 
 
@@ -46,7 +65,11 @@ def _int(v: Any, default: int = 1) -> int:
 
 
 def _skip_reason(r: Any) -> str | None:
+    if "excluded from scoring" in str(r.notes):  # the transcriber's duplicate of a row since removed from the source
+        return f"notes={r.notes!r}"
     if str(r.model) not in MODELS:
+        if str(r.model).startswith("qwen3-next"):
+            return f"model={r.model}: hybrid Gated DeltaNet + attention layers (no linear-attention mixer in ModelSpec)"
         return f"model={r.model}: no preset"
     if str(r.precision) not in RECIPE:
         return f"precision={r.precision}: not one recipe of the model"
@@ -76,6 +99,7 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         grad_accum_steps=gbs // (dp * mbs),
         recompute=rec,
         sequence_parallel=tp > 1,
+        tp_overlap=megatron and tp > 1 and str(r.model) in TP_OVERLAP_MODELS,
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=RECIPE[str(r.precision)],
         compile=True if megatron else bool(r.compile),
@@ -93,6 +117,19 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
     return train, plan
 
 
+def row_model(name: str) -> ModelSpec:
+    """The table's model name as a ModelSpec: its preset, cut to the row's layer count where the run was."""
+    preset, layers = MODELS[name]
+    model = preset_model(preset)
+    return model if layers is None else dataclasses.replace(model, num_layers=layers)
+
+
+def _capacity(notes: str) -> float | None:
+    """Token dropping: the capacity factor a row's notes quote (Megatron --moe-expert-capacity-factor), else None."""
+    m = re.search(r"--moe-expert-capacity-factor ([0-9.]+)", notes)
+    return float(m.group(1)) if m else None
+
+
 def load_public_moe(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
     df = pd.read_csv(folder / FILE)
     runs, skipped = [], []
@@ -104,7 +141,9 @@ def load_public_moe(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipp
             except ValueError as e:
                 reason = str(e)
             else:
-                model = preset_model(str(r.model))
+                model = row_model(str(r.model))
+                if (cf := _capacity(str(r.notes))) is not None:
+                    model = dataclasses.replace(model, moe_capacity_factor=cf)
                 runs.append(
                     ReferenceRun(SOURCE, i, model, train, GPU[str(r.gpu_type)], plan, float(r.tokens_per_s_per_gpu))
                 )

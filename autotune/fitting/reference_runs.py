@@ -297,6 +297,14 @@ def load_public_moe(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipp
     return load(folder)
 
 
+def load_torchtitan(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    """torchtitan's published benchmark tables (Llama 3.1 8B-405B on 8-512 H100 96GB, 8B on 32-64 H200):
+    autotune/fitting/torchtitan_runs.py (imported here for the same reason as load_public_moe)."""
+    from autotune.fitting.torchtitan_runs import load_torchtitan as load
+
+    return load(folder)
+
+
 LOADERS = {
     "llmfoundry": load_llmfoundry,
     "nemo": load_nemo,
@@ -304,6 +312,7 @@ LOADERS = {
     "h200_bench": load_h200_bench,
     "h200_bench_1125": load_h200_bench_1125,
     "moe_public": load_public_moe,
+    "torchtitan": load_torchtitan,
 }
 
 
