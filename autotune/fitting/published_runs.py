@@ -9,6 +9,8 @@ Sources (copies in benchmarks/data/measured/, each row's `source` / `notes` colu
 - `moe_blackwell`: moe_blackwell_public_2026-11.csv (/work/shared/reference/measured/, copied 2026-11-25):
   Megatron-MoE-ModelZoo and Megatron-LM MoE README rows (megatron profile, no memory), torchao/torchtitan B200 rows
   (torchtitan profile; "peak memory (torchtitan max reserved)" = torch.cuda.max_memory_reserved, GiB);
+- `torchtitan`: torchtitan's own benchmark pages (torchtitan_benchmarks.csv, autotune/fitting/torchtitan_runs.py;
+  torchtitan profile; "Memory(GiB)" = max_memory_reserved, GiB);
 - `h200`: autotune's own trainer on one H200 (bench_model profile): h200_bench_model_2026-11-25.csv (today's trainer;
   max_memory_reserved compared) and the OOM / probe rows of h200_bench_model_2026-11.csv (fit only: the 2026-11-23
   trainer's memory differs from today's by its chunked loss, measured README "What the second H200 lease showed").
@@ -226,4 +228,30 @@ def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
     return out, [(str(s.row), s.reason) for s in skipped]
 
 
-LOADERS = {"nemo": load_nemo, "moe_blackwell": load_moe_blackwell, "h200": load_h200}
+def load_torchtitan(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[str, str]]]:
+    """torchtitan's benchmark pages (torchtitan_benchmarks.csv, autotune/fitting/torchtitan_runs.py): every layout
+    ran; "Memory(GiB)" is the peak torchtitan logs, max_memory_reserved in GiB (torchtitan/metrics.py @9dec370
+    DeviceMemoryMonitor.get_peak_stats: max_reserved_gib), the maximum over all ranks on the PP pages (footnote 1).
+    The asyncTP page prints none (None)."""
+    from autotune.fitting.torchtitan_runs import load_torchtitan as load
+
+    runs, skipped = load(folder)
+    mem = pd.read_csv(folder / "torchtitan_benchmarks.csv")["memory_gib"]
+    out = [
+        PublishedLayout(
+            "torchtitan", str(r.row), "torchtitan", r.model, r.train, r.cluster, r.plan, True,
+            None if pd.isna(mem[r.row]) else float(mem[r.row]),
+            # the 405B toml and the H200 CLI turn on FSDP's float8 all-gather (not a plan field)
+            "float8 all-gather (FSDP)" if r.plan.fp8 != "none" and (r.model.num_layers == 126 or r.cluster == "h200-141gb") else "",
+        )
+        for r in runs
+    ]  # fmt: skip
+    return out, [(str(s.row), s.reason) for s in skipped]
+
+
+LOADERS = {
+    "nemo": load_nemo,
+    "moe_blackwell": load_moe_blackwell,
+    "h200": load_h200,
+    "torchtitan": load_torchtitan,
+}

@@ -15,6 +15,7 @@ from autotune.fitting.reference_runs import (
     load_nemo,
     load_public_moe,
     load_reference_runs,
+    load_torchtitan,
 )
 
 
@@ -117,11 +118,25 @@ def test_h200_bench_2026_11_25():
 
 def test_public_moe_blackwell_rows():
     runs, skipped = load_public_moe()
-    assert (len(runs), len(skipped)) == (26, 9) and len(runs) + len(skipped) == _rows(
+    assert (len(runs), len(skipped)) == (30, 5) and len(runs) + len(skipped) == _rows(
         "moe_blackwell_public_2026-11.csv"
     )
-    assert all("no preset" in s.reason for s in skipped)  # Llama-4-Scout 2L, Qwen3-Next, Mixtral-8x22B
+    # MXFP8 on a subset of GEMMs (2), fp8-blockwise (1), Qwen3-Next (Gated DeltaNet), the transcriber's duplicate r047
+    reasons = sorted(s.reason.split(":")[0].split("=")[0] for s in skipped)
+    assert reasons == ["model", "notes", "precision", "precision", "precision"]
     run = {r.row: r for r in runs}
+    # r015: torchao's Llama-4-Scout cut to 2 layers on 4 B200, FSDP 4 x EP 4, local batch 8, no AC, 49,381 tok/s/GPU;
+    # HF config.json: every layer MoE, 16 experts of 8192 top-1 + a shared expert of 8192 (search_spaces/model)
+    s = run[5]
+    assert (s.model.num_layers, s.model.num_moe_layers, s.model.num_experts, s.model.moe_router_topk) == (2, 2, 16, 1)
+    assert s.model.moe_shared_expert_ffn_hidden_size == 8192 and s.model.hidden_size == 5120
+    assert (s.plan.dp, s.plan.ep, s.plan.micro_batch_size, s.plan.grad_accum_steps, s.plan.recompute) == (
+        4, 4, 8, 1, "none"
+    )  # fmt: skip
+    # r052: Mixtral-8x22B token drop (capacity 1.0) on 128 H100, TP2 PP8 VPP7 EP8, the yaml's --tp-comm-overlap
+    m = run[32]
+    assert (m.model.num_layers, m.model.moe_capacity_factor, m.plan.vpp, m.plan.tp_overlap) == (56, 1.0, 7, True)
+    assert run[29].model.moe_capacity_factor is None and 140e9 < m.model.num_params() < 141e9  # 141B (model card)
     # r043: Qwen3-235B on 256 GB200, TP1 PP8 EP8 DP32, mbs 1, gbs 8192 -> 256 micro-batches, 5,066.4 tok/s/GPU
     g = run[23]
     assert (g.cluster, g.plan.dp, g.plan.pp, g.plan.ep, g.plan.grad_accum_steps) == ("gb200-nvl72", 32, 8, 8, 256)
@@ -130,6 +145,42 @@ def test_public_moe_blackwell_rows():
     # r014: torchao's Llama-3-8B rowwise on 8 power-limited B200 (torchtitan FSDP2), 8,640.5 tok/s/GPU
     r = run[4]
     assert (r.plan.fp8, r.plan.zero_stage, r.plan.dp, r.train.framework) == ("rowwise", 3, 8, "torchtitan")
+
+
+def test_torchtitan_benchmark_rows():
+    """pytorch/torchtitan benchmarks/*.md: 18 cells of llama3_h100_202412, 12 of asyncTP_llama3_h100_2025-06, 2 of
+    llama3-8b_h200_202506 (benchmarks/data/measured/torchtitan_benchmarks.csv), all mapped."""
+    runs, skipped = load_torchtitan()
+    assert (len(runs), len(skipped)) == (32, 0) == (_rows("torchtitan_benchmarks.csv"), 0)
+    run = {r.row: r for r in runs}
+    # Table 5 'Interleaved 1F1B': 405B on 512 H100, FSDP 8 TP 8 PP 8, local batch 32 (global 256), compile, Float8,
+    # async TP, full AC, 128 tok/s/GPU; micro-batches = the pp degree (8, torchtitan's default) -> 4 sequences each,
+    # 2 stages per rank (generate_split_points' default for a multi-stage schedule)
+    t = run[13]
+    assert (t.plan.dp, t.plan.tp, t.plan.pp, t.plan.vpp, t.plan.cp) == (8, 8, 8, 2, 1)
+    assert (t.plan.micro_batch_size, t.plan.grad_accum_steps, t.train.global_batch_size) == (4, 8, 256)
+    assert (t.plan.pp_schedule, t.plan.fp8, t.plan.tp_overlap, t.plan.recompute, t.plan.zero_stage) == (
+        "interleaved_1f1b", "tensorwise", True, "full", 3
+    )  # fmt: skip
+    assert (t.cluster, t.train.framework, t.measured_tokens_per_s_per_gpu) == ("h100-hbm2e-96gb", "torchtitan", 128.0)
+    # Table 2 'FSDP 1, CP 8': 8B at seq 262144 on 8 GPUs, local batch 1, 548 tok/s/GPU
+    c = run[6]
+    assert (c.plan.dp, c.plan.cp, c.train.seq_len, c.train.global_batch_size, c.plan.compile) == (1, 8, 262144, 1, True)
+    # Table 1 'FSDP': no compile, no Float8, selective (op) AC, local batch 2; the H200 rows on the H200 preset
+    f = run[0]
+    assert (f.plan.compile, f.plan.fp8, f.plan.recompute, f.plan.micro_batch_size) == (False, "none", "selective", 2)
+    assert {r.cluster for r in runs if r.row >= 30} == {"h200-141gb"} and run[31].plan.dp == 64
+
+
+def test_torchtitan_memory_rows_for_published_fit():
+    """The same rows as benchmarks/published_fit.py's `torchtitan` source: memory where the page prints it (Tables 1-6
+    of llama3_h100_202412 and the H200 page, max_memory_reserved GiB; the asyncTP page prints none)."""
+    from autotune.fitting.published_runs import LOADERS
+
+    lays, skipped = LOADERS["torchtitan"]()
+    assert (len(lays), skipped) == (32, []) and sum(x.measured_gib is not None for x in lays) == 20
+    lay = {x.row: x for x in lays}
+    assert (lay["13"].measured_gib, lay["13"].framework, lay["20"].measured_gib) == (72.7, "torchtitan", None)
 
 
 def test_fitted_presets_reproduce_benchmark_accuracy():
