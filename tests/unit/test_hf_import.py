@@ -223,7 +223,7 @@ def test_a_saved_sweep_keeps_the_imported_dims(tmp_path, monkeypatch):
     assert again.train == cfg.train and again.train.seq_len == 1024
 
 
-@pytest.mark.parametrize("name", ["mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"])
+@pytest.mark.parametrize("name", ["mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"])
 def test_moe_presets_equal_their_config_json(name):
     """Each MoE preset (search_spaces/model/<name>.yaml) says what its model card's config.json says
     (examples/hf_configs/<name>.json, keys copied from the Hugging Face model card)."""
