@@ -107,3 +107,14 @@ def test_aux_loss_gradient_is_the_sequence_wise_balance_loss():
     direct = torch.autograd.grad(aux, moe.gate.weight)[0]
     assert direct.abs().max() > 1e-4  # the check below can fail
     torch.testing.assert_close(injected, direct, rtol=1e-5, atol=1e-8)
+
+
+def test_llama_4_scout_preset_counts_by_hand():
+    """search_spaces/model/llama-4-scout.yaml (meta-llama/Llama-4-Scout-17B-16E config.json text_config): per layer
+    GQA attention 2*5120*(5120 + 8*128), 16 routed experts + 1 shared of 3*5120*8192, the router 5120*16 plus its 16
+    selection biases (sigmoid router), two RMSNorms; untied 202048-token embedding and head. Model card: 17B active."""
+    m = load_config(["model=llama-4-scout"]).model
+    layer = 2 * 5120 * (5120 + 1024) + 17 * 3 * 5120 * 8192 + 5120 * 16 + 16 + 2 * 5120
+    assert m.num_params() == 48 * layer + 2 * 202048 * 5120 + 5120 == 107_769_861_888
+    active = m.active_matmul_params() + m.embedding_params()  # top-1 routed + shared expert per token
+    assert round(active / 1e9) == 17 and m.num_moe_layers == 48
