@@ -29,6 +29,8 @@ import pandas as pd
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows
+from autotune.fitting.public_moe_runs import MODELS as MOE_MODELS
+from autotune.fitting.public_moe_runs import row_model
 from autotune.fitting.run_types import DATA, preset_model
 
 
@@ -46,28 +48,6 @@ class PublishedLayout:
     recipe: str = ""  # what the recipe ran that the plan cannot express yet (named with a miss)
 
 
-# Models of moe_blackwell_public_2026-11.csv without a preset, from the row's model_shape column.
-EXTRA_MODELS = {
-    # Megatron-MoE-ModelZoo model_configs/benchmarking/Mixtral-8x22B.yaml (the row's model_shape)
-    "mixtral-8x22b": ModelSpec(
-        "mixtral-8x22b", 56, 6144, 16384, 48, 8, 32768, num_experts=8, moe_router_topk=2, moe_ffn_hidden_size=16384
-    ),
-    # torchtitan llama4 '17bx16e' with 2 layers (the row's model_shape): every layer MoE, 16 experts top-1 of width
-    # 8192 plus one shared expert of width 8192, vocab 202048, untied
-    "llama4-scout-2layer": ModelSpec(
-        "llama4-scout-2layer",
-        2,
-        5120,
-        8192,
-        40,
-        8,
-        202048,
-        num_experts=16,
-        moe_router_topk=1,
-        moe_ffn_hidden_size=8192,
-        moe_shared_expert_ffn_hidden_size=8192,
-    ),
-}
 MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
 # Megatron recompute modules of moe_blackwell rows, from each row's notes / recompute column (Megatron-MoE-ModelZoo
 # best_practice/qwen3 readme and run scripts, cited in the CSV's source column): the long-context H100 table runs
@@ -100,8 +80,8 @@ def _int(v: Any, default: int = 1) -> int:
 def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
     """One moe_blackwell row as a layout, or the reason it cannot be expressed."""
     name = str(r.model)
-    if name in EXTRA_MODELS:
-        model = EXTRA_MODELS[name]
+    if name in MOE_MODELS:  # the presets the speed loader maps (Llama-4-Scout cut to 2 layers, Mixtral-8x22B, ...)
+        model = row_model(name)
     elif (DATA.parents[1].parent / "search_spaces" / "model" / f"{name}.yaml").exists():
         model = preset_model(name)
     else:
