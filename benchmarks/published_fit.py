@@ -1,5 +1,6 @@
 """Does autotune accept the layouts teams actually ran? Every shared published layout (autotune/fitting/published_runs.py:
-NeMo / Megatron-Bridge summaries, moe_blackwell_public_2026-11.csv, the torchao/torchtitan B200 rows, the H200 rows)
+NeMo / Megatron-Bridge summaries, moe_blackwell_public_2026-11.csv, the torchao/torchtitan B200 rows, the H200 rows,
+torchtitan's own benchmark pages: torchtitan_benchmarks.csv)
 under its framework's profile (train.framework) with its recipe's settings, through the planner's own scoring
 (`autotune.layouts.planner.score_arrays`: the rules and memory model `plan` and `estimate` use).
 
@@ -9,7 +10,7 @@ predicted caching-allocator peak without runtime overhead (`mem_allocator_reserv
 include either). Prints per source and in total, last line ONE JSON object with `layouts`, `predicted_to_fit`,
 `fit_rate`, `memory_median_abs_err`, `memory_max_abs_err`, `oom_predicted_not_to_fit`, `misses` (each: source, row,
 framework, layout, reason, predicted reserved and usable GiB).
-Run: PYTHONPATH=. python benchmarks/published_fit.py [--sources nemo,moe_blackwell,h200]
+Run: PYTHONPATH=. python benchmarks/published_fit.py [--sources nemo,moe_blackwell,h200,torchtitan]
 """
 
 from __future__ import annotations
