@@ -19,6 +19,9 @@ How a row becomes a layout (the columns give the degrees; where the table is sil
 - precision: bf16 -> none; fp8-tensorwise, fp8-rowwise, mxfp8 as named. Skipped: recipes split by layer type (MXFP8 on
   the dense linears or on the grouped GEMMs only) and fp8-blockwise (no such recipe in the model).
 - routing: the table's moe_routing (blank on a MoE row: learned, the framework default).
+- hidden dropout (train.hidden_dropout, megatron profile only): 0.0 where the recipe states it: Qwen3-235B-A22B
+  (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml `--hidden-dropout: 0.0`); Megatron-Core's
+  default 0.1 for the others (not stated).
 - models without a preset (Llama-4-Scout 2 layers, Qwen3-Next, Mixtral-8x22B) are skipped; the dispatcher column
   (DeepEP, HybridEP, all-to-all) is not a plan field here (the all-to-all is priced for all of them).
 """
@@ -38,6 +41,7 @@ SOURCE = "moe_public"
 FILE = "moe_blackwell_public_2026-11.csv"
 GPU = {"H100": "h100-sxm-80gb", "B200": "b200", "GB200": "gb200-nvl72", "GB300": "gb300-nvl72"}
 MODELS = {"llama-3.1-8b", "qwen3-235b-a22b", "mixtral-8x7b"}
+NO_DROPOUT = {"qwen3-235b-a22b"}  # recipes that state --hidden-dropout 0.0 (module doc)
 RECIPE = {"bf16": "none", "fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise", "mxfp8": "mxfp8"}
 
 
@@ -88,6 +92,7 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         grad_dtype="bf16" if megatron else "fp32",
         master_dtype="fp32" if megatron else None,
         moe_routing=routing,
+        hidden_dropout=0.0 if str(r.model) in NO_DROPOUT else 0.1,
         framework="megatron" if megatron else "torchtitan",  # whose overlaps price the DP communication
     )
     return train, plan

@@ -178,7 +178,7 @@ def memory_arrays(
     `fits` compares with the device; bytes) and
     worst_pp_rank (the pipeline rank these numbers describe). `profile` (default: train.framework's) is the
     framework whose accounting applies (autotune/predict/frameworks/)."""
-    prof = get_profile(train.framework) if profile is None else profile
+    prof = (get_profile(train.framework) if profile is None else profile).for_train(train)
     tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
     c = DTYPE_BYTES[train.compute_dtype]
     pp_split = (arr["pp_split_embedding"], arr["pp_split_loss"])  # Megatron's pipeline-split accounting

@@ -65,6 +65,11 @@ class FrameworkProfile(ABC):
     # own (e.g. torch's 1F1B needs m >= pp; Megatron's runs fewer micro-batches)
     replaces_rules: frozenset[str] = frozenset()
 
+    def for_train(self, train: TrainSpec) -> FrameworkProfile:
+        """This profile with the settings it reads from `train` (memory_arrays calls it first). Default: itself; the
+        megatron profile reads train.hidden_dropout."""
+        return self
+
     # ---- communication overlap (autotune.predict.perf) -------------------------------------------------------------
     @abstractmethod
     def overlaps(self) -> Overlaps:
