@@ -184,9 +184,18 @@ class TrainSpec:
     # copies regardless of the scores (NVIDIA's published MoE benchmarks: "force-balanced, no token drop"), so a
     # benchmark does not depend on an untrained router
     moe_routing: str = "learned"
+    # Megatron's --hidden-dropout (the embedding's and the two bias-dropout-adds' probability; TransformerConfig default
+    # 0.1, megatron/core/transformer/transformer_config.py): with p > 0 each keeps a 1-byte mask per element, with p = 0
+    # torch's dropout returns its input and keeps none (aten/src/ATen/native/Dropout.cpp `_dropout_impl`). Read by
+    # the megatron profile only (bench_model and the other profiles run no dropout).
+    hidden_dropout: float = 0.1
 
     def __post_init__(self) -> None:
         positive_int("train.seq_len", self.seq_len)
+        require(
+            isinstance(self.hidden_dropout, (int, float)) and 0.0 <= float(self.hidden_dropout) < 1.0,
+            f"train.hidden_dropout={self.hidden_dropout!r} must be a probability in [0, 1)",
+        )
         positive_int("train.global_batch_size", self.global_batch_size)
         require(
             self.precision in ("bf16", "fp32"),

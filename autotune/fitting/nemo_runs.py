@@ -121,6 +121,15 @@ MOE_RECOMPUTE = {
 }
 
 
+# Megatron's hidden_dropout the recipes run (train.hidden_dropout; the megatron profile keeps dropout masks only at
+# p > 0): 0.0 for every model but GPT-3 5B / 20B. Llama 2 / 3 / 3.1: NeMo nemo/collections/llm/gpt/model/llama.py
+# `LlamaConfig` (attention_dropout = hidden_dropout = 0.0) and Megatron-Bridge src/megatron/bridge/models/llama/
+# llama_bridge.py @ 067f987d (hidden_dropout=0.0; attention_dropout from the HF config, 0.0); GPT-3 175B: NeMo
+# gpt/model/base.py `GPTConfig175B` and Megatron-Bridge recipes/gpt/h100/gpt3_175b.py (both 0.0); Qwen3 / Qwen3-MoE,
+# GPT-OSS, DeepSeek-V3, Kimi-K2: their Megatron-Bridge bridges set `provider.hidden_dropout = 0.0`
+# (models/qwen/qwen3_moe_bridge.py, gpt_oss/gpt_oss_bridge.py, deepseek/deepseek_v3_bridge.py, kimi/kimi_bridge.py).
+# GPT-3 5B / 20B (`GPTConfig5B` / `GPTConfig20B`) set none: Megatron-Core's default 0.1.
+HIDDEN_DROPOUT_DEFAULT = {"GPT3-5B", "GPT3-20B"}
 # models whose recipes account the embedding and the loss in the pipeline split (module doc)
 PP_SPLIT_ACCOUNTED = ("LLAMA3.1_405B", "Qwen3_235B_a22B")
 RECIPE = {
@@ -215,6 +224,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         grad_dtype="bf16",
         master_dtype="fp32",
         moe_routing="balanced",
+        hidden_dropout=0.1 if str(r.model) in HIDDEN_DROPOUT_DEFAULT else 0.0,
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
     return model, train, plan

@@ -29,6 +29,10 @@ How a row becomes a layout (the columns give the degrees; where the table is sil
 - a row whose notes say "excluded from scoring" (the transcriber's copy of a layout since removed from its source) is
   skipped.
 - the dispatcher column (DeepEP, HybridEP, all-to-all) is not a plan field here (the all-to-all is priced for all).
+- hidden dropout (train.hidden_dropout, megatron profile only): 0.0 where the recipe states it: Qwen3-235B-A22B
+  (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml `--hidden-dropout: 0.0`) and Mixtral-8x22B
+  (model_configs/benchmarking/Mixtral-8x22B.yaml `--hidden-dropout 0.0`); Megatron-Core's default 0.1 for the others
+  (not stated).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ MODELS = {
     "llama4-scout-2layer": ("llama-4-scout", 2),
 }
 TP_OVERLAP_MODELS = {"mixtral-8x22b"}
+NO_DROPOUT = {"qwen3-235b-a22b", "mixtral-8x22b"}  # recipes that state --hidden-dropout 0.0 (module doc)
 RECIPE = {"bf16": "none", "fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise", "mxfp8": "mxfp8"}
 
 
@@ -112,6 +117,7 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         grad_dtype="bf16" if megatron else "fp32",
         master_dtype="fp32" if megatron else None,
         moe_routing=routing,
+        hidden_dropout=0.0 if str(r.model) in NO_DROPOUT else 0.1,
         framework="megatron" if megatron else "torchtitan",  # whose overlaps price the DP communication
     )
     return train, plan

@@ -178,7 +178,7 @@ def memory_arrays(
     `fits` compares with the device; bytes) and
     worst_pp_rank (the pipeline rank these numbers describe). `profile` (default: train.framework's) is the
     framework whose accounting applies (autotune/predict/frameworks/)."""
-    prof = get_profile(train.framework) if profile is None else profile
+    prof = (get_profile(train.framework) if profile is None else profile).for_train(train)
     tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
     c = DTYPE_BYTES[train.compute_dtype]
     pp_split = (arr["pp_split_embedding"], arr["pp_split_loss"])  # Megatron's pipeline-split accounting
@@ -201,6 +201,9 @@ def memory_arrays(
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
     }
+    if np.any(arr["compile"]):  # a framework that compiles its loss with the model (torchtitan)
+        comp = prof.compiled_logits(model, tok, arr["pp"], tp, c)
+        extras["logits"] = np.where(arr["compile"], comp, extras["logits"])
     dispatch_transient, dispatch_runtime = 0.0, 0.0
     if model.is_moe:  # plan.moe_dispatcher: allgather's gathered tokens, DeepEP's buffers (moe.dispatcher_memory_bytes)
         dispatch_transient, dispatch_runtime = moe.dispatcher_memory_bytes(
@@ -228,7 +231,8 @@ def memory_arrays(
     res["step_temporaries"] = prof.step_temporaries(
         local, z, shard, arr, states, largest, train
     )  # the framework's step
-    res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster)  # autotune/predict/reserved.py
+    no_fp32 = np.asarray(arr["compile"], dtype=bool) & (not prof.compiled_loss_has_fp32_block())
+    res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster, no_fp32_logits=no_fp32)  # reserved.py
     return _peaks(res, psi, worst)
 
 

@@ -86,13 +86,19 @@ def step_temporaries(
 
 
 def allocator_reserved(
-    res: dict[str, np.ndarray], arr: dict[str, np.ndarray], train, cluster, allocated: Any = None
+    res: dict[str, np.ndarray],
+    arr: dict[str, np.ndarray],
+    train,
+    cluster,
+    allocated: Any = None,
+    no_fp32_logits: Any = False,
 ) -> np.ndarray:
     """Reserved peak of the caching allocator (no runtime overhead) for `autotune.predict.memory.memory_arrays`' result `res`
     (its `step_temporaries` key comes from `step_temporaries`); `allocated` replaces res["allocated"] (validation
     against measured peaks). The fp32 logits block is the 4/(8+c) share of the logits term (its fp32 log-softmax
     next to the fp32 gradient and the compute-dtype gradient), 4/(4+c) for bench_model's fused loss at pp=1, tp=1
-    (bench_model/loss.py: the gradient built in the fp32 logits' storage, next to its compute-dtype copy). A CPU preset has no caching allocator: reserved =
+    (bench_model/loss.py: the gradient built in the fp32 logits' storage, next to its compute-dtype copy); none where
+    `no_fp32_logits` (a compiled loss that never materialises fp32 logits: torchtitan's). A CPU preset has no caching allocator: reserved =
     allocated there. cluster.allocator_fragmentation stays as a calibrated residual factor (0 in the GPU presets)."""
     from autotune.core.types import DTYPE_BYTES
 
@@ -102,6 +108,7 @@ def allocator_reserved(
     c = DTYPE_BYTES[train.compute_dtype]
     fused = (train.framework == "bench_model") & (np.asarray(arr["pp"]) == 1) & (np.asarray(arr["tp"]) == 1)
     logits_fp32 = res["logits"] * 4.0 / np.where(fused, 4.0 + (c if c != 4 else 0), 8.0 + c)
+    logits_fp32 = np.where(np.asarray(no_fp32_logits, dtype=bool), 0.0, logits_fp32)
     reserved = reserved_bytes(alloc, logits_fp32, res["step_temporaries"], cluster.expandable_segments)
     return reserved * (1.0 + cluster.allocator_fragmentation)
 

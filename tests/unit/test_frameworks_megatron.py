@@ -18,8 +18,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.plan_arrays import CODES, RECOMPUTE_CODE, arrays_from_plans
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.frameworks import get_profile
 from autotune.predict.frameworks.megatron import MegatronProfile
@@ -139,12 +140,58 @@ def _megatron(model, seq, dp, tp, pp, vpp, m, sp, dist_opt, mbs):
 
 
 def test_the_qkv_view_is_the_only_excess_over_tmu():
-    """The default megatron profile keeps, per layer and token, 2(q_dim + kv_dim)/t bytes more than [TMU] at 2-byte
-    activations: the Q and K parts of the fused QKV output (Llama-3.1-8B: q_dim 4096, kv_dim 1024, tp 4 -> 2560)."""
+    """The local spec (the probe's) keeps, per layer and token, 2(q_dim + kv_dim)/t bytes more than [TMU] at 2-byte
+    activations: the Q and K parts of the fused QKV output v's view keeps (Llama-3.1-8B: q_dim 4096, kv_dim 1024,
+    tp 4 -> 2560). Transformer Engine's spec (the default) copies v (get_qkv_layout "not_supported" -> contiguous):
+    none; with q/k norms TE's RMSNorm saves contiguous copies of its q and k inputs, the same bytes."""
     model = load_config(["model=llama-3.1-8b"]).model
     lit = MegatronProfile(qkv_view=False).layer_activations(model, 4096, 1, 4, True, 1, 2)["saved"]
-    ours = MegatronProfile().layer_activations(model, 4096, 1, 4, True, 1, 2)["saved"]
-    assert float(ours - lit) == pytest.approx(4096 * 2 * (4096 + 1024) / 4)
+    view = 4096 * 2 * (4096 + 1024) / 4
+    local = MegatronProfile(transformer_impl="local").layer_activations(model, 4096, 1, 4, True, 1, 2)["saved"]
+    assert float(local - lit) == pytest.approx(view)
+    assert float(MegatronProfile().layer_activations(model, 4096, 1, 4, True, 1, 2)["saved"] - lit) == 0.0
+    qk = replace(model, qk_norm=True)
+    te_qk = MegatronProfile().layer_activations(qk, 4096, 1, 4, True, 1, 2)["saved"]
+    assert float(te_qk - lit) == pytest.approx(view)
+
+
+def test_te_fp8_linears_save_their_quantized_inputs():
+    """Transformer Engine's FP8 linears save the quantized input ([TE-LIN]: linear.py `saved_inputmat = inputmat` after
+    `input_quantizer(inputmat)`; layernorm_linear.py saves the FP8 ln_out) while its fused attention keeps the bf16
+    output the projection reads ([TE-ATTN]). Llama-3.1-70B (h 8192, f 28672, q_dim 8192), tp 4 with SP, per token
+    and layer, hand: tensorwise (1 byte) (2 - 1)(2 x 8192/4 + 28672/4) - 1 x 8192/4 = 11264 - 2048 = 9216 bytes;
+    MXFP8 (1 + 1/32: an E8M0 scale per 32 values) 0.96875 x 11264 - 1.03125 x 2048 = 10912 - 2112 = 8800; full
+    recompute keeps the layer input only: 0."""
+    model = load_config(["model=llama-3.1-70b"]).model
+    prof = MegatronProfile()
+    codes = CODES["fp8"]
+    for fp8, per_token in (("tensorwise", 9216.0), ("mxfp8", 8800.0), ("none", 0.0)):
+        cut = prof.fp8_layer_saving(model, 8192, 4, True, RECOMPUTE_CODE["none"], True, codes[fp8], 2)
+        assert float(cut) == pytest.approx(8192 * per_token), fp8
+    assert float(prof.fp8_layer_saving(model, 8192, 4, True, RECOMPUTE_CODE["full"], True, codes["mxfp8"], 2)) == 0.0
+    # end to end, pp 1, one micro-batch in flight: the rank's activations drop by num_layers x the per-layer saving
+    plan = ParallelPlan(dp=1, tp=4, sequence_parallel=True, zero_stage=1)
+    train = TrainSpec(seq_len=8192, global_batch_size=1, param_dtype="bf16", framework="megatron")
+    act = {
+        f: float(memory_arrays(arrays_from_plans([replace(plan, fp8=f)]), model, train, CLUSTER)["activations"][0])
+        for f in ("none", "tensorwise")
+    }
+    assert act["none"] - act["tensorwise"] == pytest.approx(model.num_layers * 8192 * 9216.0)
+
+
+def test_hidden_dropout_zero_keeps_no_masks():
+    """train.hidden_dropout = 0 (NVIDIA's recipes): torch's dropout returns its input at p = 0 (ATen Dropout.cpp), so
+    the two per-layer masks (1 byte per element each, sequence-sharded with SP) and the embedding's go. Llama-3.1-8B,
+    seq 4096, tp 4 + SP, pp 1: hand 32 layers x 2 x 4096 x 4096 / 4 + 4096 x 4096 / 4 = 65 x 4 MiB = 260 MiB."""
+    model = load_config(["model=llama-3.1-8b"]).model
+    plan = ParallelPlan(dp=1, tp=4, sequence_parallel=True, zero_stage=1)
+    act = {}
+    for p in (0.1, 0.0):
+        train = TrainSpec(seq_len=4096, global_batch_size=1, param_dtype="bf16", framework="megatron", hidden_dropout=p)
+        act[p] = float(memory_arrays(arrays_from_plans([plan]), model, train, CLUSTER)["activations"][0])
+    assert act[0.1] - act[0.0] == 65 * 4 * 2**20
+    with pytest.raises(SpecError, match=r"train.hidden_dropout=1.5 must be a probability in \[0, 1\)"):
+        TrainSpec(seq_len=8, global_batch_size=1, hidden_dropout=1.5)
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=[f"{c[0].name}-tp{c[3]}pp{c[4]}v{c[5]}sp{int(c[7])}" for c in CONFIGS])

@@ -53,9 +53,13 @@ def _train(plan: ParallelPlan):
     )
 
 
+# the probe builds Megatron-Core's local layer spec (megatron_probe.py): the profile with transformer_impl="local"
+LOCAL = MegatronProfile(transformer_impl="local")
+
+
 def _profile(plan: ParallelPlan) -> dict[str, float]:
     cfg = _train(plan)
-    out = memory_arrays(arrays_from_plans([plan]), MODEL, cfg.train, cfg.cluster)
+    out = memory_arrays(arrays_from_plans([plan]), MODEL, cfg.train, cfg.cluster, LOCAL)
     return {k: float(v[0]) for k, v in out.items()}
 
 
@@ -106,9 +110,7 @@ def test_dense_activations_within_5pct_of_megatron_core(probes):
     for name, plan in DENSE.items():
         act, pred = probes[name]["activations"], _profile(plan)
         layers = [v for k, v in act.items() if k.startswith("layer")]
-        profile_layer = float(
-            MegatronProfile().layer_activations(MODEL, SEQ, 1, plan.tp, plan.sequence_parallel, 0, 2)["saved"]
-        )
+        profile_layer = float(LOCAL.layer_activations(MODEL, SEQ, 1, plan.tp, plan.sequence_parallel, 0, 2)["saved"])
         for i, measured in enumerate(layers):
             assert _close(measured, profile_layer, 0.05), f"{name} layer{i}: {measured:.0f}"
         # embedding + layers + final norm/output layer of one micro-batch (the probed stages hold one in flight)
@@ -124,7 +126,7 @@ def test_qkv_view_keeps_the_whole_projection_output(probes):
     token); the profile now counts the view (megatron_layer_units), the last two it still misses (< 1%)."""
     plan = DENSE["tp2 + sp, dp2"]
     act = probes["tp2 + sp, dp2"]["activations"]
-    profile_layer = float(MegatronProfile().layer_activations(MODEL, SEQ, 1, 2, True, 0, 2)["saved"])
+    profile_layer = float(LOCAL.layer_activations(MODEL, SEQ, 1, 2, True, 0, 2)["saved"])
     lse = SEQ * MODEL.num_heads / 2 * 4.0
     rstd = 2 * SEQ / 2 * 4.0
     assert _qkv_view_bytes(plan) == 49152  # hand: SEQ * mbs * (q_dim + kv_dim) * 2 bytes / tp
@@ -202,7 +204,7 @@ def test_moe_layer_activations_of_megatron_core(probes):
     expert outputs Megatron does not keep) the profile was 12.1% over on all three layouts; now 0.3% under (the
     same three known misses), within the 5% the dense layers are held to. layer0 also holds the stage's rope
     frequencies (patch 8, fp32 s x head_dim), saved once."""
-    prof = MegatronProfile()
+    prof = LOCAL
     for name, (plan, ep, etp) in MOE_LAYOUTS.items():
         act, t, sp = probes[name]["activations"], plan.tp, plan.sequence_parallel
         layer = float(prof.layer_activations(MOE, SEQ, 1, t, sp, 0, 2)["saved"])

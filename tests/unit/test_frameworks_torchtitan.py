@@ -114,3 +114,24 @@ def test_torchtitan_rules_name_the_framework(override, plan, fragment):
     # bench_model runs the same layout (the rule is torchtitan's)
     bm = load_config(base)
     assert not str(rejections(arrays_from_plans([plan]), model, bm.train, bm.cluster)[0][0]).startswith("torchtitan")
+
+
+def test_compiled_loss_keeps_the_compute_dtype_logits_only():
+    """torchtitan compiles its loss with the model (components/loss.py @ 6fc499f6 `torch.compile(loss_fn)` when
+    training.compile): Inductor saves the bf16 logits themselves plus per-token fp32 statistics and writes the bf16
+    gradient, no fp32 logits (measured on CPU with saved_tensors_hooks and the generated code; docs/frameworks.md).
+    The torchao B200 row r010 (Llama-3.1-8B, FSDP 8, seq 8192, local batch 1, compile): hand 8192 x 128256 logits x
+    (2 + 2) bytes = 4,202,692,608 (eager: x 12), and the caching-allocator model adds no fp32 logits block."""
+    base = [
+        "model=llama-3.1-8b", "cluster=b200", "train.framework=torchtitan", "train.seq_len=8192",
+        "train.global_batch_size=8", "plan.dp=8", "plan.zero_stage=3", "plan.micro_batch_size=1",
+    ]  # fmt: skip
+    out = {}
+    for compiled in (False, True):
+        cfg = load_config([*base, f"plan.compile={str(compiled).lower()}"])
+        mem = memory_arrays(arrays_from_plans([cfg.plan(8)]), cfg.model, cfg.train, cfg.cluster)
+        out[compiled] = {k: float(mem[k][0]) for k in ("logits", "allocated", "allocator_reserved")}
+    assert out[True]["logits"] == 8192 * 128256 * 4
+    assert out[False]["logits"] == 8192 * 128256 * 12
+    assert out[True]["allocator_reserved"] == out[True]["allocated"]  # no cached fp32 logits block
+    assert out[False]["allocator_reserved"] > out[False]["allocated"]

@@ -176,3 +176,8 @@ def test_nemo_rows_carry_their_recipes_settings():
     assert split and all(r.plan.pp_split_embedding and r.plan.pp_split_loss for r in split)
     fsdp405 = runs[297].plan  # NeMo 25.09, GB200, LLAMA3.1_405B, 128 GPUs, GBS 64, FSDP 64, TP 2
     assert (fsdp405.zero_stage, fsdp405.tp, fsdp405.act_offload_layers) == (3, 2, 92)
+    # hidden_dropout: 0.0 where the model config / bridge sets it (NeMo LlamaConfig, GPTConfig175B, Megatron-Bridge's
+    # Llama / Qwen3 / GPT-OSS / DeepSeek / Kimi bridges); GPT-3 5B / 20B set none: Megatron-Core's 0.1
+    by_model = {r.model.name: r.train.hidden_dropout for r in runs.values()}
+    assert by_model["llama-3.1-70b"] == by_model["gpt3-175b"] == by_model["gpt-oss-120b"] == 0.0
+    assert by_model["gpt3-5b"] == by_model["gpt3-20b"] == 0.1

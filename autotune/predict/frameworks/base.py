@@ -65,6 +65,11 @@ class FrameworkProfile(ABC):
     # own (e.g. torch's 1F1B needs m >= pp; Megatron's runs fewer micro-batches)
     replaces_rules: frozenset[str] = frozenset()
 
+    def for_train(self, train: TrainSpec) -> FrameworkProfile:
+        """This profile with the settings it reads from `train` (memory_arrays calls it first). Default: itself; the
+        megatron profile reads train.hidden_dropout."""
+        return self
+
     # ---- communication overlap (autotune.predict.perf) -------------------------------------------------------------
     @abstractmethod
     def overlaps(self) -> Overlaps:
@@ -118,6 +123,16 @@ class FrameworkProfile(ABC):
     @abstractmethod
     def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         """Loss memory on the last stage (bytes per logit times the logits alive at the loss's peak)."""
+
+    def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        """`logits` under plan.compile. Default: unchanged (a framework that does not compile its loss, or whose
+        compiled loss is modelled in `logits`); torchtitan overrides it."""
+        return self.logits(model, tokens, pp, tp, act_bytes)
+
+    def compiled_loss_has_fp32_block(self) -> bool:
+        """Whether the loss under plan.compile still allocates the fp32 logits block the caching-allocator model
+        (autotune/predict/reserved.py) leaves cached. Default: yes."""
+        return True
 
     @abstractmethod
     def moe_layer_activations(

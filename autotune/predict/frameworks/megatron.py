@@ -34,6 +34,22 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
   [RCM] megatron/core/transformer/transformer_config.py (same commit) `recompute_modules` ("moe_act", "moe",
         "layernorm", "core_attn", ...) with recompute_granularity="selective"; moe/experts.py checkpoints the
         activation function (CheckpointWithoutOutput), moe/moe_layer.py the whole layer for "moe".
+  [DROP] Megatron-Core's dropouts (embedding, the two bias-dropout-adds) use TransformerConfig.hidden_dropout (default
+        0.1, megatron/core/transformer/transformer_config.py @ d98e8a64); torch's dropout at p = 0 returns its input
+        and keeps no mask (aten/src/ATen/native/Dropout.cpp `_dropout_impl`: `if (p == 0 || !train ...) return
+        input`). The attention dropout runs inside the flash kernel (no mask either way). NVIDIA's recipes run 0.0
+        (autotune/fitting/nemo_runs.py HIDDEN_DROPOUT): train.hidden_dropout.
+  [TE-LIN] NVIDIA/TransformerEngine transformer_engine/pytorch/module/linear.py @ d0067d0d `_Linear` forward: under
+        fp8 the input is quantized (`inputmat = input_quantizer(inputmat)`) and that quantized tensor is what is
+        saved (`saved_inputmat = inputmat`, row-wise data discarded when only the column-wise copy is needed; with
+        SP the local, not the gathered, input); module/layernorm_linear.py (same commit): the norm writes the FP8
+        `ln_out` directly (`with_quantized_norm`) and saves it with the bf16 norm input, mu and rsigma.
+  [TE-ATTN] transformer_engine/pytorch/attention/dot_product_attention/backends.py (same commit) `FusedAttnFunc`:
+        saves q, k, v and the bf16 output `out` (f16_tensors) for its backward.
+  [TE-QKV] transformer_engine/pytorch/attention/dot_product_attention/utils.py (same commit) `get_qkv_layout`: q and
+        k rotated into new tensors and v a view of the fused projection output fit no known layout (k and v on
+        different storages with different strides): "not_supported" -> `q, k, v = [x.contiguous() ...]`, so v is
+        a copy and nothing keeps the projection output; ops/basic/rmsnorm.py saves `input_.contiguous()` (q/k norms).
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -43,14 +59,15 @@ input 2, fc1 output (gate and up) 4f/h and fc2 input 2f/h for SwiGLU (GELU: 2f/h
 (counted as [TMU] does). With k = h and GELU this is exactly [TMU]'s 18 + 4f/h. Beyond [TMU]: Megatron-Core splits
 the fused QKV projection output into q, k, v views (transformer/attention.py get_query_key_value_tensors); q and k are
 rotated into new tensors but v stays a view, so the saved v keeps the whole projection output alive: its Q and K parts,
-2(q_dim + kv_dim)/h more units per layer (measured byte for byte on Megatron-Core's own model:
-tests/unit/test_frameworks_megatron_probe.py). Flash attention keeps no s^2 scores, so recompute=none saves what
+2(q_dim + kv_dim)/h more units per layer (measured byte for byte on Megatron-Core's own model with the local spec:
+tests/unit/test_frameworks_megatron_probe.py). Transformer Engine's spec, NVIDIA's, keeps no view ([TE-QKV]).
+FP8 (plan.fp8, Transformer Engine): `fp8_layer_saving` ([TE-LIN], [TE-ATTN]). Flash attention keeps no s^2 scores, so recompute=none saves what
 selective does (selective recomputes core attention only; its checkpoint keeps q, k, v, so the view stays too).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -71,6 +88,17 @@ def megatron_layer_units(model: ModelSpec, dropout: float = 2.0, qkv_view: bool 
     mlp = 6.0 * f / h if model.block != "gpt" else 4.0 * f / h  # SwiGLU: fc1 out 2f + fc2 in f; GELU: f + f
     view = 2.0 * (model.q_dim + k) / h if qkv_view else 0.0  # the fused QKV output's Q and K parts v's view keeps
     return 8.0 + dropout, 2.0 + 4.0 * k / h + 2.0 + mlp + view
+
+
+def te_fp8_input_bytes(fp8: Any) -> np.ndarray:
+    """Bytes per element of a linear input Transformer Engine saves for backward under an FP8 recipe ([TE-LIN]): the
+    quantized copy, 1 byte (tensorwise / delayed / current scaling; one fp32 scale per tensor), MXFP8 1 + 1/32 (an
+    E8M0 scale per 32 elements, MXFP8_BLOCK_SCALING_SIZE), NVFP4 1/2 + 1/16 (an E4M3 scale per 16 elements,
+    NVFP4_BLOCK_SCALING_SIZE; transformer_engine/pytorch/constants.py); 0 where fp8 is off."""
+    code = np.asarray(fp8)
+    out = np.where(code == FP8_CODE["mxfp8"], 1.0 + 1.0 / 32, 1.0)
+    out = np.where(code == FP8_CODE["nvfp4"], 0.5 + 1.0 / 16, out)
+    return np.where(code == FP8_CODE["none"], 0.0, out)
 
 
 @dataclass(frozen=True)
@@ -160,8 +188,28 @@ class MegatronProfile(FrameworkProfile):
             "act_offload_needs_megatron",
         }
     )
-    dropout_units: float = 2.0  # [TMU] counts the attention and MLP dropout masks (1 byte per element each)
-    qkv_view: bool = True  # count the fused QKV output v's view keeps (module docstring); False = [TMU] literally
+    # train.hidden_dropout (`for_train`): [TMU]'s attention and MLP dropout masks (1 byte per element each) and the
+    # embedding's are kept only when it is > 0 ([DROP])
+    hidden_dropout: float = 0.1
+    # Megatron-Core's layer spec: "transformer_engine" (Megatron-LM's default --transformer-impl, what NVIDIA's recipes
+    # run) or "local" (the probe's: tests/unit/test_frameworks_megatron_probe.py); decides the QKV view ([TE-QKV])
+    transformer_impl: str = "transformer_engine"
+    qkv_view: bool | None = None  # None: as the spec keeps it ([TE-QKV]); True / False forces it (False = [TMU])
+
+    def for_train(self, train: TrainSpec) -> MegatronProfile:
+        return replace(self, hidden_dropout=float(train.hidden_dropout))
+
+    @property
+    def dropout_units(self) -> float:
+        return 2.0 if self.hidden_dropout > 0 else 0.0  # [DROP]: p = 0 keeps no mask
+
+    def keeps_qkv_view(self, model: ModelSpec) -> bool:
+        """[TE-QKV]: the local spec's saved v view keeps the fused QKV output; Transformer Engine's attention copies
+        the views it cannot lay out into contiguous tensors, so nothing keeps it. With q/k norms (model.qk_norm) TE's
+        RMSNorm saves a contiguous copy of its q / k input instead: the same 2(q_dim + kv_dim)/h units."""
+        if self.qkv_view is not None:
+            return self.qkv_view
+        return self.transformer_impl == "local" or model.qk_norm
 
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
@@ -194,15 +242,35 @@ class MegatronProfile(FrameworkProfile):
         s, b, t = (np.asarray(x, dtype=np.float64) for x in (seq, mbs, tp))
         sp, r = np.asarray(sp, dtype=bool), np.asarray(recompute)
         sbh = s * b * model.hidden_size * act_bytes / 2.0
-        repl, shard = megatron_layer_units(model, self.dropout_units, self.qkv_view)
+        repl, shard = megatron_layer_units(model, self.dropout_units, self.keeps_qkv_view(model))
         layer = sbh * (repl / np.where(sp, t, 1.0) + shard / t)
         full = sbh * 2.0 / np.where(sp, t, 1.0)  # full recompute keeps the layer input (sequence-sharded with SP)
         is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
         return {"saved": np.where(is_full, full, layer), "transient": np.where(is_full, layer, 0.0)}
 
+    def fp8_layer_saving(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, compiled: Any, fp8: Any, act_bytes: int
+    ) -> Any:
+        """[TE-LIN] Transformer Engine's FP8 linears save their quantized input (`te_fp8_input_bytes` b per element)
+        instead of the activation-dtype one (c): the QKV and fc1 inputs (LayerNormLinear's normalised output, h each,
+        sequence-sharded with SP, the norm writing FP8 directly) and fc2's input (f, /t; dense MLP only: a MoE
+        layer's experts are `moe_layer_activations`' term) save c - b each. The projection's input is the attention
+        output, which TE's fused attention keeps in bf16 for its own backward ([TE-ATTN]): FP8 adds its quantized
+        copy (b per q_dim / t). Full recompute keeps the layer input only (no saving)."""
+        b = te_fp8_input_bytes(fp8)
+        c, h = float(act_bytes), model.hidden_size
+        t = np.asarray(tp, dtype=np.float64)
+        repl = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+        fc2 = 0.0 if model.is_moe else model.ffn_hidden_size
+        per_token = (c - b) * (2.0 * h / repl + fc2 / t) - b * model.q_dim / t
+        r = np.asarray(recompute)
+        is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
+        return np.where(is_full | (b == 0), 0.0, np.asarray(tokens, dtype=np.float64) * per_token)
+
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
-        # [TMU]: "Input to embedding" 8 bytes per token and the embedding dropout mask sbh, /t
-        return tokens * (8.0 + model.hidden_size) / np.asarray(tp, dtype=np.float64)
+        # [TMU]: "Input to embedding" 8 bytes per token and the embedding dropout mask sbh (none at p = 0, [DROP]), /t
+        mask = model.hidden_size if self.hidden_dropout > 0 else 0.0
+        return tokens * (8.0 + mask) / np.asarray(tp, dtype=np.float64)
 
     def head_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
         return 4.0 * tokens * model.hidden_size / np.asarray(tp, dtype=np.float64)  # [TMU] output-layer input 4sbh/t

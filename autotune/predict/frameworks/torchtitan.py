@@ -18,6 +18,11 @@ Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/)
          tensor and the per-token rstd).
   [LOSS] components/loss.py `cross_entropy_loss`: F.cross_entropy(pred.flatten(0, 1).float(), reduction="sum"),
          unchunked; train.py `forward_backward_step` frees pred before backward.
+  [CLOSS] components/loss.py @ 6fc499f6 `build_cross_entropy_loss`: `loss_fn = torch.compile(loss_fn)` when
+         training.compile (later `compile.components = ["model", "loss"]`, torchtitan #1608). Measured on CPU (torch
+         2.13, saved_tensors_hooks on the compiled F.cross_entropy(pred.float()) of bf16 pred): it saves pred itself
+         and 2 fp32 values per token (eager: two fp32 tensors of the logits' size, 8 bytes per logit); pred's
+         gradient comes back bf16 (docs/frameworks.md "torchtitan").
   [AMP]  distributed/utils.py `maybe_enable_amp`: without FSDP (dp_shard = cp = 1) and with TP or PP, mixed
          precision is disabled: the model trains in fp32.
   [PP]   distributed/pipeline_parallel.py `build_pipeline_schedule` (fewer micro-batches than stages: a warning, it
@@ -104,6 +109,17 @@ class TorchtitanProfile(FrameworkProfile):
         t = np.asarray(tp, dtype=np.float64)
         per = np.where(t > 1, LOGIT_BYTES_PARALLEL, LOGIT_BYTES_PLAIN)
         return per * tokens * model.vocab_size / t
+
+    def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        """[CLOSS] with compile the loss is compiled too: Inductor saves the compute-dtype logits themselves (kept
+        alive: c bytes) and per-token fp32 statistics, and writes the logits' gradient in the compute dtype (c), with
+        no fp32 logits: 2c per logit. Loss parallel (tp > 1): the eager count (not measured compiled)."""
+        t = np.asarray(tp, dtype=np.float64)
+        per = np.where(t > 1, LOGIT_BYTES_PARALLEL, 2.0 * act_bytes)
+        return per * tokens * model.vocab_size / t
+
+    def compiled_loss_has_fp32_block(self) -> bool:
+        return False  # [CLOSS] (tp > 1 keeps the eager count but is not measured either way)
 
     def step_temporaries(
         self,
