@@ -83,7 +83,12 @@ NEMO_MODEL = {
 # (70B) and `..._h16384_tp8_cp2_...` / `..._tp4_cp2_...` (405B) (NVIDIA-NeMo/Megatron-Bridge
 # scripts/performance/configs/llama3/; megatron/bridge/training/comm_overlap.py), i.e. tp_comm_overlap on whenever
 # TP > 1; no such config is named for the other models, which keep plain TP.
-TP_OVERLAP_MODELS = {"llama-3.1-70b", "llama-3.1-405b"}
+TP_OVERLAP_MODELS = {
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "nemotron-8b",
+    "nemotron-22b",
+}  # + Nemotron yamls' ub_tp_comm_overlap
 # token-dropping variants: the dropless preset with a capacity factor (module doc)
 TOKENDROP = " (tokendrop)"
 TOKENDROP_CAPACITY = 1.0
@@ -97,6 +102,15 @@ DENSE_SHAPES = {
     "GPT3-175B": (96, 12288, 49152, 96, 96, 50304, "gpt", True),  # Brown et al. 2020 Table 2.1
     "LLAMA2-13B": (40, 5120, 13824, 40, 40, 32000, "llama", False),
     "LLAMA2-70B": (80, 8192, 28672, 64, 8, 32000, "llama", False),
+    # Nemotron-4 8B / 22B as NeMo-Framework-Launcher launcher_scripts/conf/training/nemotron/nemotron_{8b,22b}.yaml
+    # @ 089b90e6 run them: multi-head attention, squared-ReLU 4h MLP, no biases, untied, dropout 0, sequence parallel,
+    # ub_tp_comm_overlap. Vocab 256,000 (Nemotron-4 340B report, arXiv 2406.11704 Sec 2: the same 256k SentencePiece
+    # tokenizer for the family; the summary's model TFLOP/s (643 at 12,507 tok/s for 8B: 51.4 MFLOP per token, 6N with
+    # N = 8.5 B) confirms the ~2.1 B embedding + output parameters). The "gpt" block stands in: same two MLP GEMMs and
+    # attention; it counts the small bias vectors and prices GELU's elementwise bytes for squared ReLU's.
+    # Nemotron-340B (96 heads, 8 KV groups, squared ReLU) has no block: "gpt" is multi-head only.
+    "Nemotron-8B": (32, 4096, 16384, 32, 32, 256000, "gpt", False),
+    "Nemotron-22B": (40, 6144, 24576, 48, 48, 256000, "gpt", False),
 }
 # Activation CPU offloading the Megatron-FSDP perf presets run (plan.act_offload_layers = cpu_offloading_num_layers),
 # keyed by (model, gpu, plan.fp8, zero_stage, tp): Megatron-Bridge scripts/performance/configs/llama/
@@ -204,7 +218,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         micro_batch_size=mbs,
         grad_accum_steps=gbs // (dp * mbs),
         sequence_parallel=tp > 1,
-        tp_overlap=tp > 1 and NEMO_MODEL.get(str(r.model)) in TP_OVERLAP_MODELS,
+        tp_overlap=tp > 1 and NEMO_MODEL.get(str(r.model), str(r.model).lower()) in TP_OVERLAP_MODELS,
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=RECIPE[str(r.precision)],
         ep=ep,

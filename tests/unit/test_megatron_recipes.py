@@ -181,3 +181,11 @@ def test_nemo_rows_carry_their_recipes_settings():
     by_model = {r.model.name: r.train.hidden_dropout for r in runs.values()}
     assert by_model["llama-3.1-70b"] == by_model["gpt3-175b"] == by_model["gpt-oss-120b"] == 0.0
     assert by_model["gpt3-5b"] == by_model["gpt3-20b"] == 0.1
+    # Nemotron-4 8B / 22B (NeMo-Framework-Launcher conf/training/nemotron/nemotron_{8b,22b}.yaml @ 089b90e6:
+    # hidden_dropout 0.0, ub_tp_comm_overlap true, sequence_parallel true); NeMo 24.07 H100 FP8 rows 7 and 8 (0-based) of the
+    # summary (the 340B row has grouped-query attention the "gpt" block cannot express: skipped)
+    assert by_model["nemotron-8b"] == by_model["nemotron-22b"] == 0.0
+    n8, n22 = runs[7].plan, runs[8].plan
+    assert (n8.dp, n8.tp, n8.pp, n8.micro_batch_size, n8.grad_accum_steps, n8.tp_overlap) == (32, 2, 1, 4, 2, True)
+    assert (n22.dp, n22.tp, n22.pp, n22.vpp, n22.grad_accum_steps, n22.tp_overlap) == (8, 2, 4, 10, 16, True)
+    assert runs[7].model.num_params() == pytest.approx(8.5e9, rel=0.02)  # 643 TFLOP/s / 12,507 tok/s / 6 (summary)

@@ -68,7 +68,7 @@ def test_megatron_narayanan():
 
 def test_nemo_rows_are_all_mapped_or_listed_with_reasons():
     runs, skipped = load_nemo()
-    assert (len(runs), len(skipped)) == (221, 109) and len(runs) + len(skipped) == _rows(
+    assert (len(runs), len(skipped)) == (223, 107) and len(runs) + len(skipped) == _rows(
         "nemo_megatron_bridge_performance_summary.csv"
     )
     by_row = {s.row: s.reason for s in skipped}
