@@ -11,8 +11,9 @@ reduce-scatter and all-to-all (g-1)/g with n the full buffer, send/recv 1); step
 across collectives and group sizes.
 
 CPU seconds: every sample also carries the busiest member's CPU seconds per collective (time.process_time, all
-threads), and `NetbenchResult.cpu_fits` fits the same model to them: what a collective costs a CPU (gloo) rank in
-CPU time, the basis scale-down trials on CPU ranks are composed in (docs/scale_down.md; `cpu_time_cluster`).
+threads), and `NetbenchResult.cpu_fits` fits the same model to them on each link class's widest group (every rank
+busy at once, as in a training step): what a collective costs a CPU (gloo) rank in CPU time, the basis scale-down
+trials on CPU ranks are composed in (docs/scale_down.md; `cpu_time_cluster`).
 
 Link classes: `intra` (ranks on one host / NVLink) and `inter` (across nodes). The ranks run
 `autotune.fitting.netbench_rank` through the sweep's launchers (local, slurm, ray), which picks the groups from the ranks'
@@ -137,12 +138,15 @@ def fit_result(world_size: int, backend: str, raw_samples: list[dict[str, Any]],
         for op in COLLECTIVES
         if any(s.collective == op and s.link_class == "intra" for s in samples)
     }
-    timed = [s for s in samples if s.cpu_time_s is not None and s.cpu_time_s > 0]
-    cpu_fits = {
-        link: fit_alpha_beta([s for s in timed if s.link_class == link], link, basis="cpu_time_s")
-        for link in ("intra", "inter")
-        if len({s.size_bytes for s in timed if s.link_class == link}) >= 2
-    }
+    cpu_fits = {}
+    for link in ("intra", "inter"):
+        # CPU seconds on the class's largest group only: there every rank of the class is busy at once, as in a
+        # training step, whereas a 2-rank group leaves the others idle and its hops cost less CPU (fewer runnable
+        # processes per core to wake and refill caches for: 150-500 us vs 80-400 us per hop, 8 ranks on 2 cores)
+        timed = [s for s in samples if s.link_class == link and s.cpu_time_s is not None and s.cpu_time_s > 0]
+        widest = [s for s in timed if s.group_size == max((t.group_size for t in timed), default=0)]
+        if len({s.size_bytes for s in widest}) >= 2:
+            cpu_fits[link] = fit_alpha_beta(widest, link, basis="cpu_time_s")
     notes = (
         ()
         if "inter" in fits
