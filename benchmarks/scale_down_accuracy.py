@@ -206,8 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     land = land[(land["status"] == "ok") & land["step_cpu_time_mean_s"].notna()]
     land = land.sort_values("candidate_id").reset_index(drop=True)
     if args.smoke:
-        # dp8 z0/z2/z3 mbs1: three layouts that share one 1-rank replica (ZeRO differs only in priced traffic)
-        land = land[(land["tp"] == 1) & (land["pp"] == 1) & (land["micro_batch_size"] == 1)].head(3)
+        # dp4 tp2 z0/z2/z3 mbs1: three layouts that share one 2-rank replica (tp 2 fills it: dp 1, ZeRO differs only
+        # in priced traffic)
+        land = land[(land["tp"] == 2) & (land["pp"] == 1) & (land["dp"] == 4) & (land["micro_batch_size"] == 1)]
+        land = land.head(3)
     cpu_comm, calib = calibrate_cpu_comm(
         cfg.cluster, args.workdir, 2 if args.smoke else NUM_GPUS, args.smoke, args.reuse
     )
