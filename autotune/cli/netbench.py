@@ -103,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
         f"{link} alpha={fit.latency_s:.3g} s beta={fit.bw_bytes_per_s:.3g} B/s (rel. RMS error {fit.rel_rms_error:.2f})"
         for link, fit in result.fits.items()
     )
+    fitted += "".join(
+        f"\n{link} in CPU seconds per rank (not written below; scale-down on CPU ranks): alpha={fit.latency_s:.3g} s "
+        f"beta={fit.bw_bytes_per_s:.3g} B/s (rel. RMS error {fit.rel_rms_error:.2f})"
+        for link, fit in result.cpu_fits.items()
+    )
     header = (
         f"Measured by `autotune netbench --backend {args.backend} --gpus {args.gpus}` on "
         f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} ({result.backend}, {len(result.samples)} "
@@ -120,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"{name:>15}: alpha {fit.latency_s * 1e6:9.1f} us  beta {fit.bw_bytes_per_s / 1e9:8.3f} GB/s  "
                 f"({fit.num_samples} samples, rel. RMS {fit.rel_rms_error:.2f})"
+            )
+        for link, fit in result.cpu_fits.items():
+            print(
+                f"{'cpu ' + link:>15}: alpha {fit.latency_s * 1e6:9.1f} us  beta {fit.bw_bytes_per_s / 1e9:8.3f} GB/s  "
+                f"(CPU seconds per rank, rel. RMS {fit.rel_rms_error:.2f})"
             )
         for note in result.notes:
             print(f"note: {note}")

@@ -4,10 +4,16 @@ cluster preset so the performance model prices communication with the user's rea
 
 Model: t = steps · α + busbw_factor · n / β — the ring model autotune.predict.perf.ring_s prices collectives with, so the
 fitted numbers mean there exactly what they meant here. n is the buffer size in bytes; the bus factor converts the
-algorithm's data volume to what crosses each link (nccl-tests doc/PERFORMANCE.md: all-reduce 2(g-1)/g, all-gather and
-reduce-scatter (g-1)/g with n the full gathered buffer, send/recv 1); steps are the ring's latency-bound hops
-(all-reduce 2(g-1), all-gather and reduce-scatter g-1, send/recv 1). One (α, β) pair then describes a link class
+algorithm's data volume to what crosses each link (nccl-tests doc/PERFORMANCE.md: all-reduce 2(g-1)/g, all-gather,
+reduce-scatter and all-to-all (g-1)/g with n the full buffer, send/recv 1); steps are the ring's latency-bound hops
+(all-reduce 2(g-1), all-gather, reduce-scatter and all-to-all g-1, send/recv 1). The all-to-all's (g-1)/g * n / beta
++ (g-1) alpha is how autotune.predict.moe.a2a_s prices the MoE dispatch. One (α, β) pair then describes a link class
 across collectives and group sizes.
+
+CPU seconds: every sample also carries the busiest member's CPU seconds per collective (time.process_time, all
+threads), and `NetbenchResult.cpu_fits` fits the same model to them on each link class's widest group (every rank
+busy at once, as in a training step): what a collective costs a CPU (gloo) rank in CPU time, the basis scale-down
+trials on CPU ranks are composed in (docs/scale_down.md; `cpu_time_cluster`).
 
 Link classes: `intra` (ranks on one host / NVLink) and `inter` (across nodes). The ranks run
 `autotune.fitting.netbench_rank` through the sweep's launchers (local, slurm, ray), which picks the groups from the ranks'
@@ -43,7 +49,7 @@ def bus_factor(collective: str, group_size: int) -> float:
     g = group_size
     if collective == "all_reduce":
         return 2.0 * (g - 1) / g
-    if collective in ("all_gather", "reduce_scatter"):
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
         return (g - 1) / g
     if collective == "p2p":
         return 1.0
@@ -57,6 +63,9 @@ class Sample:
     group_size: int
     size_bytes: int
     time_s: float
+    cpu_time_s: float | None = (
+        None  # the busiest member's CPU seconds per collective (process_time); None if not recorded
+    )
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,7 @@ class NetbenchResult:
     fits: dict[str, LinkFit]
     per_collective: dict[str, LinkFit] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    cpu_fits: dict[str, LinkFit] = field(default_factory=dict)  # the same fit on CPU seconds per link class
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,18 +94,19 @@ class NetbenchResult:
             "notes": list(self.notes),
             "fits": {k: dataclasses.asdict(v) for k, v in self.fits.items()},
             "per_collective": {k: dataclasses.asdict(v) for k, v in self.per_collective.items()},
+            "cpu_fits": {k: dataclasses.asdict(v) for k, v in self.cpu_fits.items()},
             "samples": [dataclasses.asdict(s) for s in self.samples],
         }
 
 
-def fit_alpha_beta(samples: list[Sample], link_class: str) -> LinkFit:
+def fit_alpha_beta(samples: list[Sample], link_class: str, basis: str = "time_s") -> LinkFit:
     """Bounded least squares for t = k·α + x/β with k = ring steps, x = bus_factor·n, α >= 0, 1/β > 0. Relative
     residuals (each sample divided by its time) so the small-message latency counts as much as the large-message
-    bandwidth."""
+    bandwidth. `basis`: the Sample field fitted, wall `time_s` or `cpu_time_s`."""
     import numpy as np
 
     x = np.array([bus_factor(s.collective, s.group_size) * s.size_bytes for s in samples], dtype=float)
-    t = np.array([s.time_s for s in samples], dtype=float)
+    t = np.array([getattr(s, basis) for s in samples], dtype=float)
     k = np.array([ring_steps(s.collective, s.group_size) for s in samples], dtype=float)
     if len(samples) < 2 or np.ptp(x) == 0:
         raise AutotuneError(
@@ -127,6 +138,15 @@ def fit_result(world_size: int, backend: str, raw_samples: list[dict[str, Any]],
         for op in COLLECTIVES
         if any(s.collective == op and s.link_class == "intra" for s in samples)
     }
+    cpu_fits = {}
+    for link in ("intra", "inter"):
+        # CPU seconds on the class's largest group only: there every rank of the class is busy at once, as in a
+        # training step, whereas a 2-rank group leaves the others idle and its hops cost less CPU (fewer runnable
+        # processes per core to wake and refill caches for: 150-500 us vs 80-400 us per hop, 8 ranks on 2 cores)
+        timed = [s for s in samples if s.link_class == link and s.cpu_time_s is not None and s.cpu_time_s > 0]
+        widest = [s for s in timed if s.group_size == max((t.group_size for t in timed), default=0)]
+        if len({s.size_bytes for s in widest}) >= 2:
+            cpu_fits[link] = fit_alpha_beta(widest, link, basis="cpu_time_s")
     notes = (
         ()
         if "inter" in fits
@@ -134,7 +154,7 @@ def fit_result(world_size: int, backend: str, raw_samples: list[dict[str, Any]],
             f"{hosts} host(s): only the intra-node link class is measurable; inter-node alpha/beta keep the preset's values",
         )
     )
-    return NetbenchResult(world_size, backend, samples, fits, by_op, notes)
+    return NetbenchResult(world_size, backend, samples, fits, by_op, notes, cpu_fits)
 
 
 def run_netbench(
@@ -241,6 +261,25 @@ def apply_to_cluster(cluster: Any, result: NetbenchResult) -> Any:
             inter_node_latency_s=result.fits["inter"].latency_s,
         )
     return dataclasses.replace(cluster, **changes)
+
+
+def cpu_time_cluster(cluster: Any, result: NetbenchResult) -> Any:
+    """The ClusterSpec whose links price a collective in CPU seconds per rank (`result.cpu_fits`): the cost basis of
+    scale-down trials on CPU ranks (autotune/predict/compose.py, docs/scale_down.md). A collective's CPU time is spent
+    whether or not its wait overlaps compute, so nothing is hidden (dp_overlap 0) and comm_efficiency is 1."""
+    if "intra" not in result.cpu_fits:
+        raise AutotuneError("netbench: no CPU-time samples to fit (ranks that predate cpu_time_s)")
+    intra = result.cpu_fits["intra"]
+    inter = result.cpu_fits.get("inter", intra)  # one host: gloo's CPU cost per byte does not depend on the link
+    return dataclasses.replace(
+        cluster,
+        comm_efficiency=1.0,
+        dp_overlap=0.0,
+        intra_node_bw_bytes_per_s=intra.bw_bytes_per_s,
+        intra_node_latency_s=intra.latency_s,
+        inter_node_bw_bytes_per_s=inter.bw_bytes_per_s,
+        inter_node_latency_s=inter.latency_s,
+    )
 
 
 def check_preset_path(path: str | Path, flag: str = "-o") -> Path:

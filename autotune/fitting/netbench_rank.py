@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 GROUP_SIZES = (2, 4, 8, 16)
-COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "p2p")
+COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
 SIDECAR_SUFFIX = ".netbench.json"
 
 
@@ -46,9 +46,12 @@ def link_groups(hosts: list[str], hosts_per_domain: int = 1) -> list[tuple[str, 
     return groups
 
 
-def _time_op(dist, op: str, buf, out, group, members: tuple[int, ...], iters: int) -> float:
+def _time_op(dist, op: str, buf, out, group, members: tuple[int, ...], iters: int) -> tuple[float, float]:
+    """(wall seconds, this rank's CPU seconds) per collective: time.process_time counts every thread of the process
+    (gloo's I/O threads and the kernel's loopback TCP work done in its system calls), what a collective costs a CPU
+    rank on top of its compute whether or not the wait overlaps anything (docs/scale_down.md "Fair on a shared CPU")."""
     rank = dist.get_rank()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(iters):
         if op == "all_reduce":
             dist.all_reduce(buf, group=group)
@@ -56,6 +59,8 @@ def _time_op(dist, op: str, buf, out, group, members: tuple[int, ...], iters: in
             dist.all_gather_into_tensor(out, buf, group=group)
         elif op == "reduce_scatter":
             dist.reduce_scatter_tensor(out, buf, group=group)
+        elif op == "all_to_all":  # the MoE dispatch / combine (bench_model/parallel/expert_parallel.py)
+            dist.all_to_all_single(out, buf, group=group)
         elif rank == members[0]:  # p2p ping-pong between the first two members: half a round trip is one transfer
             dist.send(buf, dst=members[1])
             dist.recv(buf, src=members[1])
@@ -66,15 +71,16 @@ def _time_op(dist, op: str, buf, out, group, members: tuple[int, ...], iters: in
         import torch
 
         torch.cuda.synchronize()
-    dt = (time.perf_counter() - t0) / iters
-    return dt / 2 if op == "p2p" else dt
+    dt, dc = (time.perf_counter() - t0) / iters, (time.process_time() - c0) / iters
+    return (dt / 2, dc / 2) if op == "p2p" else (dt, dc)
 
 
 def _time_group(
     dist, torch, op: str, members: tuple[int, ...], size: int, group, device, iters: int, warmup: int
-) -> float | None:
+) -> tuple[float, float] | None:
     """Time `op` for a buffer of `size` bytes (the full gathered/reduced buffer) on `members`; their first rank
-    returns the slowest member's mean time, every other rank None. Every rank of the world calls it (barrier)."""
+    returns the slowest member's mean wall time and the busiest member's mean CPU time, every other rank None. Every
+    rank of the world calls it (barrier)."""
     rank = dist.get_rank()
     result = None
     if rank in members:
@@ -82,12 +88,17 @@ def _time_group(
         numel = max(g, size // 4 // g * g)  # fp32, divisible by g for the sharded collectives
         full = torch.ones(numel, dtype=torch.float32, device=device)
         shard = torch.empty(numel // g, dtype=torch.float32, device=device)
-        buf, out = {"all_gather": (shard, full), "reduce_scatter": (full, shard)}.get(op, (full, None))
+        pairs = {
+            "all_gather": (shard, full),
+            "reduce_scatter": (full, shard),
+            "all_to_all": (full, torch.empty_like(full)),
+        }
+        buf, out = pairs.get(op, (full, None))
         _time_op(dist, op, buf, out, group, members, warmup)
-        dt = _time_op(dist, op, buf, out, group, members, iters)
-        worst = torch.tensor([dt], dtype=torch.float64, device=device)
+        dt, dc = _time_op(dist, op, buf, out, group, members, iters)
+        worst = torch.tensor([dt, dc], dtype=torch.float64, device=device)
         dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)
-        result = float(worst.item()) if rank == members[0] else None
+        result = (float(worst[0]), float(worst[1])) if rank == members[0] else None
     dist.barrier()
     return result
 
@@ -128,7 +139,8 @@ def measure(sizes: list[int], iters: int, warmup: int, device: Any, hosts_per_do
                                 link_class=link,
                                 group_size=2 if op == "p2p" else len(members),
                                 size_bytes=size,
-                                time_s=t,
+                                time_s=t[0],
+                                cpu_time_s=t[1],
                             )
                         )
     return {"backend": dist.get_backend(), "hosts": sorted(set(hosts)), "samples": samples}

@@ -1,7 +1,8 @@
 """Composing a full-size step from a scale-down trial (docs/scale_down.md).
 
 A replica runs the target layout's per-rank shapes on fewer ranks: one pipeline stage (the busiest stage's layer
-count, pp = vpp = 1), the smallest data-parallel group, and the tp / cp / ep groups whole when they fit. Its measured
+count, pp = vpp = 1), as much of the data-parallel group as the ranks left hold, and the tp / cp / ep groups whole
+when they fit. Its measured
 step T_r is mapped onto the target with the step-time model's own terms (autotune/predict/perf.py `perf_arrays`, no
 second derivation):
 
@@ -9,12 +10,13 @@ second derivation):
     stage_mb = k * (F.compute + [F.tp] + [F.cp] + [F.ep]) / m    [axis] measured when its group ran whole
                + (F.tp + ...) / m for each axis whose group was shrunk (priced by alpha-beta, not measured)
     step     = (m + bubble_microbatches(pp, vpp)) * stage_mb     (schedule.py: Narayanan et al. 2021 Eq. 1)
-               + k * F.optimizer + F.dp_comm + F.pp_comm         (ZeRO/FSDP and p2p priced at full scale)
+               + k * F.optimizer + F.dp_comm + F.pp_comm         (ZeRO/FSDP and p2p priced at full scale;
+                                                                  k * F.dp_comm when the replica ran the whole dp group)
 
 F = perf_arrays of the target. k carries what the model gets wrong about this hardware and these shapes (the
 measurement); F / R carries only what differs between the replica and the target's busiest stage (the embedding on
 the first stage or the head on the last one, a shrunk group's per-rank share). When the replica IS the target
-(pp = dp = 1, nothing shrunk) the composed step equals the measured one exactly.
+(pp = 1, nothing shrunk) the composed step equals the measured one exactly.
 """
 
 from __future__ import annotations
@@ -76,19 +78,23 @@ def compose_step(
             modelled_parts.append(axis)
     stage_mb = k * measured_mb + priced_mb
     bubble = float(bubble_microbatches(tplan.pp, tplan.vpp)) * stage_mb
+    # the data-parallel traffic is measured when the replica ran the target's whole dp group (and ZeRO stage), else
+    # priced at full dp; a partial dp group's measured traffic is inside k (R.step includes its modelled part)
+    dp_whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage)
+    dp_s = k * full["dp_comm_s"] if dp_whole else full["dp_comm_s"]
     if tplan.dp * tplan.cp > 1 and full["dp_comm_s"] > 0:
-        modelled_parts.append("dp")
+        (measured_parts if dp_whole else modelled_parts).append("dp")
     if tplan.pp > 1:
         modelled_parts.append("pp")
     opt = k * full["optimizer_s"]
-    step = m * stage_mb + bubble + opt + full["dp_comm_s"] + full["pp_comm_s"]
+    step = m * stage_mb + bubble + opt + dp_s + full["pp_comm_s"]
     if tplan.pp == 1:
         modelled_parts.remove("bubble")
     return Composed(
         step_s=step,
         stage_microbatch_s=stage_mb,
         bubble_s=bubble,
-        dp_comm_s=full["dp_comm_s"],
+        dp_comm_s=dp_s,
         pp_comm_s=full["pp_comm_s"],
         optimizer_s=opt,
         measured_scale=k,

@@ -6,7 +6,8 @@ the layers its pipeline stage holds, not on dp, and on pp only through those lay
 keeps those per-rank shapes and shrinks what only replicates:
 - pp -> 1 stage holding the busiest pipeline rank's layer count (autotune/predict/schedule.py `layers_on_rank`); the
   schedule (bubble, vpp, micro-batches) and the p2p transfers are composed analytically (autotune/predict/compose.py);
-- dp -> 1, ZeRO stage 0 (or the fewest ranks an expert-parallel group needs); ZeRO/FSDP traffic is priced at full scale (alpha-beta);
+- dp -> the largest power-of-two part of dp that the ranks left by tp*cp hold (at least what an expert-parallel group
+  needs), the ZeRO stage kept when that is > 1 rank (stage 0 on one rank); ZeRO/FSDP traffic is priced at full dp;
 - tp, cp, ep, etp kept whole when they fit in A (their communication is then measured); a tp or ep group larger than
   A keeps its largest power-of-two part that fits, and the missing peers' collectives are priced;
 - micro-batches -> min(m, MAX_REPLICA_MICROBATCHES): enough to amortise the optimizer step, the model apportions it.
@@ -64,9 +65,15 @@ def replica_spec(target: TrialSpec, available_gpus: int, max_microbatches: int =
         ep = _fit(p.ep, available_gpus // etp)
         while ep > 1 and math.lcm(inner, ep * etp) > available_gpus:
             ep //= 2
-    # dp: one, unless the expert group folded over (dp, cp, tp) needs more ranks than tp*cp (Megatron-Core folding:
-    # ep*etp divides the stage's dp*cp*tp ranks)
+    # dp: the fewest ranks the expert group folded over (dp, cp, tp) needs (Megatron-Core folding: ep*etp divides the
+    # stage's dp*cp*tp ranks), raised to the largest power-of-two part of the target's dp that the GPUs left hold: a
+    # replica with dp > 1 runs the trainer's data-parallel wrapper (FSDP2 per block, its hooks and per-block
+    # collectives), which a one-rank replica skips entirely (docs/scale_down.md "Accuracy": measured at dp 2 it
+    # carries most of a dp-8 rank's extra CPU)
     dp = math.lcm(inner, ep * etp) // inner
+    wide = _fit(p.dp, available_gpus // inner)
+    if wide > dp and wide % dp == 0:
+        dp = wide
     m = min(p.grad_accum_steps, max_microbatches)
     layers = int(layers_on_rank(model.num_layers, p.pp, p.vpp))
     rmodel = dataclasses.replace(
@@ -134,8 +141,9 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
         row.update(
             status="crash",
             error_type="ReplicaOutOfMemory",
-            error_message=f"the unsharded replica (zero_stage={r.plan.zero_stage}, offload={r.plan.offload}) ran out "
-            f"of memory; the target (zero_stage={t.plan.zero_stage}, offload={t.plan.offload}) may fit: check it "
+            error_message=f"the replica (dp={r.plan.dp}, zero_stage={r.plan.zero_stage}, offload={r.plan.offload}) ran "
+            f"out of memory; the target (dp={t.plan.dp}, zero_stage={t.plan.zero_stage}, offload={t.plan.offload}) "
+            "may fit: check it "
             "with `autotune probe-memory` (docs/scale_down.md)",
         )
     measured = measured_step_s(replica_row, t.cluster.device_type)

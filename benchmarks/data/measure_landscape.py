@@ -3,6 +3,14 @@ real trainer through the local launcher, one row each, then cached as `landscape
 
     .venv/bin/python benchmarks/data/measure_landscape.py            # resumable: skips layouts that have a row
     .venv/bin/python benchmarks/data/measure_landscape.py --collect  # only (re)write the Parquet fixture
+    nice -n 15 .venv/bin/python benchmarks/data/measure_landscape.py --cpu   # the CPU-seconds landscape (issue 27):
+                                     # results/landscape-tiny-w8-cpu -> landscape_tiny_w8_cpu.parquet; --limit K for a
+                                     # duration estimate on the first K layouts
+
+Every row carries the wall-clock step (`step_time_mean_s`, the slowest rank) and the busiest rank's CPU seconds per
+timed step (`step_cpu_time_mean_s`, time.process_time over every thread of the rank, warm-up excluded;
+bench_model/trainer.py), with one intra-op thread per rank (OMP_NUM_THREADS=1, set by launchers.local). The first
+fixture (`landscape_tiny_w8.parquet`) predates the CPU column: it is wall clock only.
 
 Layouts run in a fixed shuffled order (seed 0; tp = 1 layouts first), so slow drift of the shared machine's load
 does not line up with the predicted ranking. Crashed layouts are retried when the script is run again.
@@ -35,9 +43,11 @@ OVERRIDES = [
 NUM_GPUS = 8
 WORK = ROOT / "results" / "landscape-tiny-w8"
 FIXTURE = Path(__file__).resolve().parent / "landscape_tiny_w8.parquet"
+CPU_WORK = ROOT / "results" / "landscape-tiny-w8-cpu"
+CPU_FIXTURE = Path(__file__).resolve().parent / "landscape_tiny_w8_cpu.parquet"
 
 
-def measure() -> None:
+def measure(work: Path = WORK, limit: int | None = None) -> None:
     from autotune.layouts.candidate import Candidate
     from autotune.layouts.planner import enumerate_candidates
     from autotune.results.store import SweepStore
@@ -49,7 +59,9 @@ def measure() -> None:
     frame = enumerate_candidates(cfg, NUM_GPUS)
     runnable = frame[frame["rank"].notna()].sample(frac=1.0, random_state=0)
     runnable = runnable.sort_values("tp", kind="stable")  # tp = 1 first (the tp > 1 trainer paths were fixed later)
-    store = SweepStore(WORK)
+    if limit is not None:
+        runnable = runnable.head(limit)
+    store = SweepStore(work)
     if not store.exists():
         store.create(cfg.resolved_yaml, {"gpus": NUM_GPUS, "overrides": OVERRIDES, "argv": sys.argv})
     prev = store.read()
@@ -65,22 +77,28 @@ def measure() -> None:
         print(
             f"[{i + 1}/{len(runnable)}] {cand['candidate_id']} dp{cand.dp} tp{cand.tp} pp{cand.pp} cp{cand.cp} "
             f"z{cand.zero_stage} mbs{cand.micro_batch_size}: {row['status']} "
-            f"{row['tokens_per_s_per_gpu']} tok/s/gpu ({time.time() - t0:.0f} s)",
+            f"{row['tokens_per_s_per_gpu']} tok/s/gpu, {row.get('step_cpu_time_mean_s')} cpu-s/step "
+            f"({time.time() - t0:.0f} s)",
             flush=True,
         )
 
 
-def collect() -> None:
+def collect(work: Path = WORK, fixture: Path = FIXTURE) -> None:
     from autotune.results.store import read_results
 
-    df = read_results(WORK)
-    df.to_parquet(FIXTURE, index=False)
-    print(f"wrote {FIXTURE}: {len(df)} rows, {int((df['status'] == 'ok').sum())} ok")
+    df = read_results(work)
+    df.to_parquet(fixture, index=False)
+    print(f"wrote {fixture}: {len(df)} rows, {int((df['status'] == 'ok').sum())} ok")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--collect", action="store_true")
-    if not ap.parse_args().collect:
-        measure()
-    collect()
+    ap.add_argument("--cpu", action="store_true", help="the CPU-seconds landscape (new work dir and fixture)")
+    ap.add_argument("--limit", type=int, default=None, help="only the first K layouts (a duration estimate)")
+    a = ap.parse_args()
+    work, fixture = (CPU_WORK, CPU_FIXTURE) if a.cpu else (WORK, FIXTURE)
+    if not a.collect:
+        measure(work, a.limit)
+    if a.limit is None:
+        collect(work, fixture)

@@ -209,14 +209,19 @@ def check_reserved_accuracy(out: dict) -> None:
 
 
 def check_scale_down_accuracy(out: dict) -> None:
-    # three dp8 mbs1 layouts (ZeRO 0/2/3) of the landscape composed from ONE 1-rank replica (same per-rank shapes)
+    # three dp4 tp2 mbs1 layouts (ZeRO 0/2/3) of the landscape composed from ONE 2-rank tp2 replica (dp 1, ZeRO 0)
     assert (out["n_layouts"], out["n_composed"], out["n_replicas_run"], out["available_gpus"]) == (3, 3, 1, 2)
     assert fraction(out["best_ratio"]) and -1.0 <= out["spearman"] <= 1.0 and positive(out["median_abs_err"])
     assert out["median_abs_err"] == pytest.approx(sorted(abs(x["rel_err"]) for x in out["layouts"])[1])
+    calib = out["cpu_comm_calibration"]  # the CPU-time alpha-beta measured by a 2-rank netbench in smoke mode
+    assert calib["world"] == 2 and calib["alpha_cpu_s"] >= 0.0 and positive(calib["beta_cpu_bytes_per_s"])
     for x in out["layouts"]:
-        assert x["replica"] == {"num_gpus": 1, "tp": 1, "num_layers": 8, "grad_accum_steps": 2}
-        assert x["rel_err"] == pytest.approx(x["composed_host_tok_s_gpu"] / x["measured_tok_s_gpu"] - 1.0)
-        assert x["composed_host_tok_s_gpu"] <= x["composed_dedicated_tok_s_gpu"]  # 8 ranks on 2 cores are slower
+        assert x["replica"] == {"num_gpus": 2, "tp": 2, "num_layers": 8, "grad_accum_steps": 4}
+        assert x["rel_err"] == pytest.approx(x["composed_tok_s_gpu"] / x["measured_tok_s_gpu"] - 1.0)
+        # tok/s/GPU in CPU seconds: 16 sequences x 128 tokens per step over 8 ranks
+        assert x["measured_tok_s_gpu"] == pytest.approx(16 * 128 / x["measured_cpu_step_s"] / 8)
+        assert x["composed_host_tok_s_gpu"] <= x["composed_preset_comm_tok_s_gpu"]  # 8 ranks on 2 cores are slower
+        assert x["composed_priced_comm_s"] > 0.0  # dp4: the data-parallel traffic is priced, never measured
     assert positive(out["replica_gpu_seconds"]) and out["moe_ep_check"] is None
 
 

@@ -1,12 +1,14 @@
 """netbench: the α-β fit recovers known links (hand-checkable), and real gloo runs at world 2 and 4 on 127.0.0.1 write
 a preset the config tree loads."""
 
+import json
 import shutil
 
 import pytest
 
 from autotune.cli.main import main
-from autotune.fitting.netbench import Sample, bus_factor, fit_alpha_beta, ring_steps
+from autotune.core.errors import AutotuneError
+from autotune.fitting.netbench import Sample, bus_factor, cpu_time_cluster, fit_alpha_beta, fit_result, ring_steps
 from autotune.spec.config import SEARCH_SPACES, load_config
 
 
@@ -37,6 +39,38 @@ def test_fit_recovers_known_alpha_beta():
     assert fit.rel_rms_error < 1e-9
 
 
+def test_cpu_time_fit_and_cluster():
+    # the same ring model fitted on each sample's CPU seconds (alpha_cpu = 20 us per hop, beta_cpu = 4 GB/s) while
+    # the wall times follow another link (50 us, 2 GB/s): fit_result keeps both, and cpu_time_cluster prices with the
+    # CPU pair, nothing hidden. A 4-rank all-reduce of 1 MiB: 6 * 20e-6 + 1.5 * 2**20 / 4e9 = 0.5132 ms of CPU.
+    raw = [
+        dict(
+            collective=op,
+            link_class="intra",
+            group_size=g,
+            size_bytes=n,
+            time_s=ring_steps(op, g) * 50e-6 + bus_factor(op, g) * n / 2e9,
+            cpu_time_s=ring_steps(op, g) * 20e-6 + bus_factor(op, g) * n / 4e9,
+        )
+        for op in ("all_reduce", "reduce_scatter", "p2p")
+        for g in (2, 4)
+        for n in (4096, 1 << 20, 1 << 22)
+    ]
+    assert raw[4]["cpu_time_s"] == pytest.approx(0.5132e-3, rel=1e-3)
+    res = fit_result(4, "gloo", raw, hosts=1)
+    assert res.fits["intra"].latency_s == pytest.approx(50e-6, rel=1e-6)
+    cpu = res.cpu_fits["intra"]
+    assert cpu.latency_s == pytest.approx(20e-6, rel=1e-6) and cpu.bw_bytes_per_s == pytest.approx(4e9, rel=1e-6)
+    cl = cpu_time_cluster(load_config(["cluster=cpu"]).cluster, res)
+    assert (cl.intra_node_latency_s, cl.inter_node_bw_bytes_per_s) == pytest.approx((20e-6, 4e9), rel=1e-6)
+    assert (cl.comm_efficiency, cl.dp_overlap) == (1.0, 0.0)
+    # samples without CPU times (older rank files) fit wall time only and refuse a CPU cluster by name
+    old = fit_result(4, "gloo", [{k: v for k, v in r.items() if k != "cpu_time_s"} for r in raw], hosts=1)
+    assert old.cpu_fits == {}
+    with pytest.raises(AutotuneError, match="no CPU-time samples"):
+        cpu_time_cluster(cl, old)
+
+
 def test_fit_keeps_latency_non_negative():
     # pure bandwidth data with a tiny negative bias would give alpha < 0 unbounded; the bound holds it at 0.
     samples = [Sample("p2p", "intra", 2, n, n / 1e9 - 1e-7) for n in (1 << 16, 1 << 20, 1 << 22)]
@@ -54,6 +88,9 @@ def test_real_gloo_netbench_writes_a_loadable_preset(tmp_path, world, capsys):
     assert main(["netbench", "--gpus", str(world), "-o", str(out), "--iters", "7", "--json"]) == 0
     printed = capsys.readouterr().out
     assert '"backend": "gloo"' in printed and "only the intra-node link class is measurable" in printed
+    # every collective's CPU seconds per rank are recorded and fitted too (gloo's threads and loopback syscalls)
+    cpu_fit = json.loads(printed)["cpu_fits"]["intra"]
+    assert cpu_fit["num_samples"] > 0 and 1e6 < cpu_fit["bw_bytes_per_s"] < 1e13
     cluster = load_config(["cluster=cpu-measured"], config_dir=tree).cluster
     base = load_config(["cluster=cpu"]).cluster
     # loopback gloo: latency between 1 us and 100 ms, bandwidth between 10 MB/s and 1 TB/s (orders of magnitude only)

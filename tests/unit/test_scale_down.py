@@ -40,7 +40,9 @@ def test_replica_keeps_per_rank_shapes_and_shrinks_replication(tiny):
     assert r.trial_id == sd.target.trial_id and check_plan(r.plan, r.model, r.train, r.cluster, None) is None
     # tp=4 does not fit 2 GPUs: its largest power-of-two part that does (2), and no sequence parallelism at tp 1
     assert replica_spec(_spec(tiny, 8, dp=2, tp=4, grad_accum_steps=8), 2).replica.plan.tp == 2
-    assert replica_spec(_spec(tiny, 8, dp=8, tp=1, grad_accum_steps=2), 2).replica.plan.world_size == 1
+    # dp8 on 2 GPUs: 2 data-parallel ranks (the trainer's FSDP2 wrapper then runs), ZeRO kept, global batch 2*1*2
+    z3 = replica_spec(_spec(tiny, 8, dp=8, tp=1, zero_stage=3, grad_accum_steps=2), 2).replica
+    assert (z3.plan.dp, z3.plan.zero_stage, z3.train.global_batch_size, z3.plan.world_size) == (2, 3, 4, 2)
     # pp=4 vpp=2 over 8 layers: 8 stages of 1 layer, a rank holds 2 of them
     assert replica_spec(_spec(tiny, 8, dp=2, pp=4, vpp=2, grad_accum_steps=8), 2).replica.model.num_layers == 2
 
@@ -63,6 +65,12 @@ def test_identity_replica_composes_the_measured_step(tiny):
     c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster)
     assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == ()
     assert set(c.measured_parts) == {"compute", "optimizer", "tp"}
+    # dp2 ZeRO-2 on 2 GPUs is its own replica too: its data-parallel traffic is then measured, not priced again
+    t = _spec(tiny, 2, dp=2, zero_stage=2, micro_batch_size=2, grad_accum_steps=4)
+    r = replica_spec(t, 2).replica
+    assert r.plan == t.plan
+    c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster)
+    assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "dp" in c.measured_parts
 
 
 def test_pipeline_composition_counts_m_plus_p_minus_1_slots(tiny):
@@ -113,7 +121,7 @@ def test_composed_row_charges_the_replica_and_marks_what_was_measured(tiny):
     oom = dict(status="oom", error_type="OutOfMemoryError", wall_s=5.0, gpu_seconds=10.0)
     row = compose_row(sd, oom)  # zero 0 target: the replica holds its per-rank shapes, fewer layers: the target's OOM
     assert row["status"] == "oom" and row["tokens_per_s_per_gpu"] is None and row["gpu_seconds"] == 10.0
-    # a ZeRO-3 target's replica (one dp rank, unsharded) holds 8x its states: its OOM is not the target's
+    # a ZeRO-3 dp8 target's replica (2 dp ranks) holds 4x its sharded states: its OOM is not the target's
     z3 = compose_row(replica_spec(_spec(tiny, 8, dp=8, zero_stage=3, grad_accum_steps=2), 2), oom)
     assert (
         z3["status"] == "crash" and z3["error_type"] == "ReplicaOutOfMemory" and "zero_stage=3" in z3["error_message"]
