@@ -85,6 +85,9 @@ class ClusterSpec:
     lowp_gemm_efficiency: float | None = None
     # rowwise-scaled FP8 GEMMs' fraction of the tensorwise FP8 GEMM rate (perf_terms.linear_efficiency_factor); None = 1
     rowwise_gemm_efficiency: float | None = None
+    # FlashAttention-2-class kernels' fraction of the family's best attention rate (attention_efficiency is the FA3 /
+    # cuDNN kernel's) on this GPU (perf_terms.attention_s); None = 1 (FA2 is the best kernel, or no figure published)
+    fa2_attention_ratio: float | None = None
     # CPU offload (plan.offload): host memory per GPU (bytes), host<->device bandwidth (bytes/s, one direction, per
     # GPU) and the CPU AdamW throughput per GPU's share of host cores (parameters/s; benchmarks/cpu_adam.py)
     host_memory_bytes_per_gpu: int | None = None
@@ -127,6 +130,7 @@ class ClusterSpec:
             "compile_memory_traffic_factor",
             "lowp_gemm_efficiency",
             "rowwise_gemm_efficiency",
+            "fa2_attention_ratio",
         ):
             if getattr(self, f) is not None:
                 v = float(getattr(self, f))

@@ -11,7 +11,7 @@ What each fitted number means there (autotune/predict/perf.py, perf_terms.py), a
                         time at the measured shape, and scales it by its own shape term elsewhere.
   lowp_gemm_efficiency  FP8 GEMMs' fraction of their own peak over the BF16 GEMMs' fraction of theirs, same shapes
                         (perf_terms.linear_efficiency_factor). Tensorwise scaling (torch._scaled_mm); CUDA only.
-  attention_efficiency  causal FLOPs of forward + backward, 3 forward-equivalents of 4 s d per token per head halved
+  attention_efficiency  causal FLOPs of forward + backward, 3.5 forward-equivalents of 4 s d per token per head halved
                         by the mask (perf_terms.attention_s), over the time of F.scaled_dot_product_attention forward
                         + backward, over peak.
   memory_efficiency     bytes read + written by a device copy over hbm_bw_bytes_per_s (perf_terms.memory_bound_s).
@@ -148,6 +148,10 @@ def fit_devbench(samples: list[dict[str, Any]], cluster: Any, compute_dtype: str
         )
     attn = _fraction(samples, "attention", peak)
     raw["attention"] = attn if attn is not None else float("nan")
+    if attn is not None and cluster.fa2_attention_ratio:  # torch SDPA's flash backend is FlashAttention-2; the preset's
+        attn = (
+            attn / cluster.fa2_attention_ratio
+        )  # attention_efficiency is the FA3 / cuDNN rate (perf_terms.attention_s)
     hbm = [s for s in samples if s["kind"] == "hbm"]
     mem_bw = sum(s["bytes"] for s in hbm) / sum(s["time_s"] for s in hbm)
     raw["hbm_bytes_per_s"] = mem_bw

@@ -275,6 +275,16 @@ class BenchModelProfile(FrameworkProfile):
 
     name: str = "bench_model"
 
+    def attention_kernel(self) -> str:
+        """bench_model/model.py calls F.scaled_dot_product_attention; torch's CUDA SDPA tries the flash backend
+        first (FlashAttention-2 kernels vendored in aten/src/ATen/native/transformers/cuda/flash_attn), and
+        llm-foundry's MPT rows (priced as this trainer) run the flash-attn 2 package: "fa2"."""
+        return "fa2"
+
+    def fp8_casts(self) -> str:
+        """bench_model converts its linears with torchao's Float8Linear (bench_model/parallel/float8.py): "torchao"."""
+        return "torchao"
+
     def overlaps(self) -> Overlaps:
         """bench_model/parallel/data_parallel.py: FSDP2 per block for every stage; stages 0-1 all-reduce each block's
         gradients during backward (FSDP2 HSDP with shard=1); stage 1 then all-gathers the updated parameters in one
