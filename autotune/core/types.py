@@ -188,9 +188,16 @@ class TrainSpec:
     # copies regardless of the scores (NVIDIA's published MoE benchmarks: "force-balanced, no token drop"), so a
     # benchmark does not depend on an untrained router
     moe_routing: str = "learned"
+    # causal attention kernel the job runs (perf_terms.attention_s): "fa2" (FlashAttention-2 class) or "fa3"
+    # (FlashAttention-3 / cuDNN); None = the framework's (FrameworkProfile.attention_kernel)
+    attention_kernel: str | None = None
 
     def __post_init__(self) -> None:
         positive_int("train.seq_len", self.seq_len)
+        require(
+            self.attention_kernel in (None, "fa2", "fa3"),
+            f"train.attention_kernel={self.attention_kernel!r} must be one of fa2, fa3 (or null: the framework's)",
+        )
         positive_int("train.global_batch_size", self.global_batch_size)
         require(
             self.precision in ("bf16", "fp32"),

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, arrays_from_plans
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
@@ -164,9 +165,13 @@ def test_fa2_runs_at_its_published_fraction_of_fa3_on_hopper():
     assert float(attention_s(8192, 8192, model, 1, 3.0, a100, 312e12, kernel="fa2")) == pytest.approx(
         float(attention_s(8192, 8192, model, 1, 3.0, a100, 312e12, kernel="fa3"))
     )
-    # which kernel each framework runs: TE's cuDNN attention on Hopper (NeMo docs), torch SDPA / flash-attn 2 else
+    # which kernel each framework runs: cuDNN attention under TE (NeMo docs) and today's torch SDPA on sm90
+    # (sdp_utils.cpp check_prefer_cudnn_attention), FlashAttention-2 under torchtitan's published stack, nanotron's
+    # and DeepSpeed's flash-attn 2; train.attention_kernel overrides it (llm-foundry's rows: fa2)
     kernels = {name: p.attention_kernel() for name, p in PROFILES.items()}
-    assert kernels == {n: ("fa3" if n == "megatron" else "fa2") for n in PROFILES}
+    assert kernels == {n: ("fa3" if n in ("megatron", "bench_model") else "fa2") for n in PROFILES}
+    with pytest.raises(SpecError, match=r"train.attention_kernel='fa4' must be one of fa2, fa3"):
+        TrainSpec(seq_len=8, global_batch_size=1, attention_kernel="fa4")
 
 
 def test_transformer_engine_casts_by_hand():
