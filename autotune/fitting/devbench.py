@@ -148,10 +148,6 @@ def fit_devbench(samples: list[dict[str, Any]], cluster: Any, compute_dtype: str
         )
     attn = _fraction(samples, "attention", peak)
     raw["attention"] = attn if attn is not None else float("nan")
-    if attn is not None and cluster.fa2_attention_ratio:  # torch SDPA's flash backend is FlashAttention-2; the preset's
-        attn = (
-            attn / cluster.fa2_attention_ratio
-        )  # attention_efficiency is the FA3 / cuDNN rate (perf_terms.attention_s)
     hbm = [s for s in samples if s["kind"] == "hbm"]
     mem_bw = sum(s["bytes"] for s in hbm) / sum(s["time_s"] for s in hbm)
     raw["hbm_bytes_per_s"] = mem_bw

@@ -31,9 +31,7 @@ def test_fit_divides_by_the_models_shape_factor_and_the_peaks():
     fit = fit_devbench(samples, cluster, "bf16")
     assert fit.matmul_efficiency == pytest.approx(0.6 / factor)
     assert fit.lowp_gemm_efficiency == pytest.approx(0.45 / 0.6)  # fp8's fraction of its peak over bf16's
-    # SDPA ran FlashAttention-2, which the H200 preset prices at fa2_attention_ratio = 0.571 of the FA3 / cuDNN rate
-    # (Shah et al. 2024 Fig. 4: 370 / 648): the written attention_efficiency is the FA3 rate, 0.5 / 0.571
-    assert fit.attention_efficiency == pytest.approx(0.5 / 0.571)
+    assert fit.attention_efficiency == pytest.approx(0.5)
     assert fit.memory_efficiency == pytest.approx(4.0 / 4.8)
     # modelled grouped fraction: matmul_eff * 256/(256+256) * 768/(768+128)
     assert fit.grouped_vs_model == pytest.approx(0.3 / (0.6 / factor * 0.5 * 768 / 896))
