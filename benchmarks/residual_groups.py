@@ -8,7 +8,7 @@ missing or mis-priced: this table says in which rows and which term. Positive = 
 
 Run: PYTHONPATH=. python benchmarks/residual_groups.py [--sources a,b] [--worst N] [--match TEXT]
 (--match keeps the worst rows whose "source cluster model recipe" contains TEXT.)
-Prints the table, then ONE JSON object (last line): rows, the groups {name: {n, median_log_ratio, median_abs_err}}
+Prints the table on stderr and ONE JSON object on stdout: rows, the groups {name: {n, median_log_ratio, median_abs_err}}
 and the worst rows with their term shares.
 """
 
@@ -92,10 +92,11 @@ def main() -> None:
     res = np.array([t[0] for t in terms])
     table = grouped(runs, res)
     for name, groups in table.items():
-        print(f"== {name}")
+        print(f"== {name}", file=sys.stderr)
         for k, g in groups.items():
             print(
-                f"  {k:48s} n={g['n']:3d} log(pred/meas) {g['median_log_ratio']:+.3f} |err| {g['median_abs_err']:.3f}"
+                f"  {k:48s} n={g['n']:3d} log(pred/meas) {g['median_log_ratio']:+.3f} |err| {g['median_abs_err']:.3f}",
+                file=sys.stderr,
             )
     match = _arg("--match", "")
     keep = [i for i, r in enumerate(runs) if match in f"{r.source} {r.cluster} {r.model.name} {r.plan.fp8}"]
@@ -118,7 +119,10 @@ def main() -> None:
             }
         )
         shares = " ".join(f"{t.removesuffix('_s')}={terms[i][1][t]:.2f}" for t in TERMS)
-        print(f"{res[i]:+.2f} {r.source}:{r.row} {r.model.name} {r.cluster} n={p.world_size} {layout} {p.fp8} {shares}")
+        print(
+            f"{res[i]:+.2f} {r.source}:{r.row} {r.model.name} {r.cluster} n={p.world_size} {layout} {p.fp8} {shares}",
+            file=sys.stderr,
+        )
     print(json.dumps({"rows": len(runs), "groups": table, "worst": rows}))
 
 
