@@ -85,6 +85,9 @@ class ClusterSpec:
     lowp_gemm_efficiency: float | None = None
     # rowwise-scaled FP8 GEMMs' fraction of the tensorwise FP8 GEMM rate (perf_terms.linear_efficiency_factor); None = 1
     rowwise_gemm_efficiency: float | None = None
+    # FlashAttention-2-class kernels' fraction of the family's best attention rate (attention_efficiency is the FA3 /
+    # cuDNN kernel's) on this GPU (perf_terms.attention_s); None = 1 (FA2 is the best kernel, or no figure published)
+    fa2_attention_ratio: float | None = None
     # CPU offload (plan.offload): host memory per GPU (bytes), host<->device bandwidth (bytes/s, one direction, per
     # GPU) and the CPU AdamW throughput per GPU's share of host cores (parameters/s; benchmarks/cpu_adam.py)
     host_memory_bytes_per_gpu: int | None = None
@@ -127,6 +130,7 @@ class ClusterSpec:
             "compile_memory_traffic_factor",
             "lowp_gemm_efficiency",
             "rowwise_gemm_efficiency",
+            "fa2_attention_ratio",
         ):
             if getattr(self, f) is not None:
                 v = float(getattr(self, f))
@@ -189,12 +193,17 @@ class TrainSpec:
     # torch's dropout returns its input and keeps none (aten/src/ATen/native/Dropout.cpp `_dropout_impl`). Read by
     # the megatron profile only (bench_model and the other profiles run no dropout).
     hidden_dropout: float = 0.1
+    # causal attention kernel the job runs (perf_terms.attention_s): "fa2" (FlashAttention-2 class) or "fa3"
+    # (FlashAttention-3 / cuDNN); None = the framework's (FrameworkProfile.attention_kernel)
+    attention_kernel: str | None = None
 
     def __post_init__(self) -> None:
         positive_int("train.seq_len", self.seq_len)
         require(
             isinstance(self.hidden_dropout, (int, float)) and 0.0 <= float(self.hidden_dropout) < 1.0,
             f"train.hidden_dropout={self.hidden_dropout!r} must be a probability in [0, 1)",
+            self.attention_kernel in (None, "fa2", "fa3"),
+            f"train.attention_kernel={self.attention_kernel!r} must be one of fa2, fa3 (or null: the framework's)",
         )
         positive_int("train.global_batch_size", self.global_batch_size)
         require(

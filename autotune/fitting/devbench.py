@@ -11,7 +11,7 @@ What each fitted number means there (autotune/predict/perf.py, perf_terms.py), a
                         time at the measured shape, and scales it by its own shape term elsewhere.
   lowp_gemm_efficiency  FP8 GEMMs' fraction of their own peak over the BF16 GEMMs' fraction of theirs, same shapes
                         (perf_terms.linear_efficiency_factor). Tensorwise scaling (torch._scaled_mm); CUDA only.
-  attention_efficiency  causal FLOPs of forward + backward, 3 forward-equivalents of 4 s d per token per head halved
+  attention_efficiency  causal FLOPs of forward + backward, 3.5 forward-equivalents of 4 s d per token per head halved
                         by the mask (perf_terms.attention_s), over the time of F.scaled_dot_product_attention forward
                         + backward, over peak.
   memory_efficiency     bytes read + written by a device copy over hbm_bw_bytes_per_s (perf_terms.memory_bound_s).

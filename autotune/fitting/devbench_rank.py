@@ -99,8 +99,8 @@ def _grouped_sample(torch, device, dtype, shapes, iters: int) -> dict[str, Any]:
 
 def _attention_sample(torch, device, dtype, shapes, iters: int) -> dict[str, Any]:
     """Causal F.scaled_dot_product_attention forward + backward on one sequence (FlashAttention / cuDNN on CUDA, the
-    math or flash CPU kernel on CPU). FLOPs: 3 forward-equivalents of 2 matmuls x 2 s^2 d per head, halved by the
-    causal mask (perf_terms.attention_s)."""
+    math or flash CPU kernel on CPU). FLOPs: 3.5 forward-equivalents (the backward is 2.5 forwards:
+    perf_terms.ATTN_BWD_FWD_RATIO) of 2 matmuls x 2 s^2 d per head, halved by the causal mask (perf_terms.attention_s)."""
     import torch.nn.functional as F
 
     hh, s, d = shapes.attn_heads, shapes.attn_seq, shapes.attn_head_dim
@@ -112,7 +112,7 @@ def _attention_sample(torch, device, dtype, shapes, iters: int) -> dict[str, Any
 
     t = _timed(torch, device, run, iters)
     return dict(
-        kind="attention", name="sdpa_causal", m=s, k=d, n=hh, flops=3 * 2.0 * 2.0 * s * s * d * hh / 2, time_s=t
+        kind="attention", name="sdpa_causal", m=s, k=d, n=hh, flops=3.5 * 2.0 * 2.0 * s * s * d * hh / 2, time_s=t
     )
 
 

@@ -104,6 +104,7 @@ def llmfoundry_layout(r: Any, fp8: str = "none") -> tuple[ModelSpec, TrainSpec, 
         seq_len=int(r.seq_len),
         global_batch_size=n * mbs * gas,
         grad_dtype="bf16" if r.mp_mode == "PURE" else "fp32",
+        attention_kernel="fa2",  # MPT's attn_impl flash / triton: FlashAttention-2 class kernels (perf_terms.attention_s)
     )
     return _gpt(r.model, layers, hidden, heads, MPT_VOCAB), train, plan
 

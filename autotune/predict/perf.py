@@ -40,7 +40,8 @@ HSDP (plan.dp_shard = F/cp < dp): gathers and reduce-scatters run on the shard g
 FP8 / MXFP8 / NVFP4 (plan.fp8 != none; the block linears, attention (SDPA) and the LM head stay in the compute dtype):
   the block GEMMs run at the recipe's peak (peak_flops_fp8 for tensorwise/rowwise, peak_flops_mxfp8, peak_flops_nvfp4)
   at matmul_efficiency * lowp_gemm_efficiency (perf_terms.linear_efficiency_factor), plus the casts
-  (perf_terms.fp8_cast_bytes, bytes per element by recipe; fused into the producing kernels under plan.compile).
+  (perf_terms.fp8_cast_bytes, bytes per element by recipe; fused into the producing kernels under plan.compile; a
+  framework casting through Transformer Engine: perf_terms.te_fp8_cast_bytes, FrameworkProfile.fp8_casts).
   A preset without the recipe's peak is rejected (fp8_needs_peak).
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
@@ -78,6 +79,7 @@ from autotune.predict.perf_terms import (
     prefetch_exposed_s,
     require_offload_fields,
     require_perf_fields,
+    te_fp8_cast_bytes,
     tp_overlap_layer_s,
 )
 from autotune.predict.schedule import bubble_microbatches
@@ -111,13 +113,18 @@ def _layer_terms(
     linear_peak = linear_peak_flops(arr["fp8"], cluster, peak)
     linear_eff = cluster.matmul_efficiency * linear_efficiency_factor(arr["fp8"], cluster)
     gemm = tokens * 2.0 * per_layer_matmul / tp * passes / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
-    attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak, train.seq_len / cp)
+    # FA2 or FA3/cuDNN (perf_terms.attention_s): the job's, else its framework's
+    kernel = train.attention_kernel or get_profile(train.framework).attention_kernel()
+    attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak, train.seq_len / cp, kernel)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
     # with selective (non-matmul ops) or full recompute
     ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
     mem = mem * compiled_elementwise_factor(arr["compile"], cluster, model.block)  # eager kernels / fusion (perf_terms)
-    casts = fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["compile"])  # compiled: fused casts
+    if get_profile(train.framework).fp8_casts() == "te":  # Transformer Engine's fused cast-transposes (perf_terms)
+        casts = te_fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["grad_accum_steps"])
+    else:
+        casts = fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["compile"])  # compiled: fused casts
     mem = mem + np.where(fp8, memory_bound_s(casts, cluster), 0.0)
     act_bytes = tokens * h * c
     bw, lat = _link(cluster, tp)

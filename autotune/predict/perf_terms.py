@@ -184,12 +184,30 @@ def offload_step_s(updated: Any, offload_code: Any, param_bytes: int, grad_bytes
 #   from 128 up, so no head-dim term is applied (d = 64 runs slower; its published figure was not used here).
 ATTN_SEQ_HALF = 207.0
 ATTN_CAUSAL_BLOCK = 128.0
+# FlashAttention-2-class kernels on Hopper (torch SDPA's flash backend, the flash-attn 2 package: Ampere-style mma.sync,
+# no wgmma/TMA): FA2 on H100, head dim 128, BF16 forward reaches 309 TFLOP/s at 512 and 370 at 16k against FA3's 467 and
+# 648 (Shah et al. 2024 Fig. 4): an asymptotic 370/648 = 0.571 of the FA3/cuDNN rate and its own half-point
+# s/(s + 105). cluster.fa2_attention_ratio carries the 0.571 on the Hopper presets; on Ampere FA2 is the best kernel
+# (no ratio) and on Blackwell no FA2-vs-best figure is published here (no ratio: not modelled).
+ATTN_SEQ_HALF_FA2 = 105.0
+# FLOPs of one FlashAttention pass in forward-equivalents: the backward recomputes the scores (QK^T) and runs 4 more
+# matmuls (dV, dP, dQ, dK), 5 against the forward's 2: 2.5x the forward (Dao 2023 "FlashAttention-2" Sec 4.1, the
+# fwd+bwd = 3.5x fwd count of flash-attention's benchmarks/benchmark_flash_attention.py). The published TFLOP/s that
+# bound attention_efficiency count it so; a full-recompute forward adds 1 more.
+ATTN_BWD_FWD_RATIO = 2.5
 
 
-def attention_shape_factor(seq_len: Any) -> np.ndarray:
-    """Fraction of the asymptotic attention rate a causal FlashAttention pass reaches at `seq_len` (see above)."""
+def attention_shape_factor(seq_len: Any, half: float = ATTN_SEQ_HALF) -> np.ndarray:
+    """Fraction of the asymptotic attention rate a causal FlashAttention pass reaches at `seq_len` (see above);
+    `half`: the kernel's sequence half-point (ATTN_SEQ_HALF for FA3 / cuDNN, ATTN_SEQ_HALF_FA2 for FA2)."""
     s = np.asarray(seq_len, dtype=np.float64)
-    return s / (s + ATTN_SEQ_HALF) * s / (s + ATTN_CAUSAL_BLOCK)
+    return s / (s + half) * s / (s + ATTN_CAUSAL_BLOCK)
+
+
+def attention_passes(passes: Any) -> np.ndarray:
+    """Forward-equivalents of attention for a layer run `passes` times (3 = fwd + bwd, 4 with full recompute): the
+    backward is ATTN_BWD_FWD_RATIO forwards, not 2, so 3.5 (4.5)."""
+    return np.asarray(passes, dtype=np.float64) + (ATTN_BWD_FWD_RATIO - 2.0)
 
 
 def attention_s(
@@ -201,16 +219,23 @@ def attention_s(
     cluster: ClusterSpec,
     peak: float,
     chunk: Any = None,
+    kernel: str = "fa3",
 ) -> np.ndarray:
     """Causal attention score and value matmuls of one layer for `tokens` local tokens: 2 matmuls * 2 FLOPs *
     s * d_attn per token forward, halved for the causal mask (PaLM, Chowdhery et al. 2022 App. B), heads split by TP;
-    `passes` forward-equivalents (3 = forward + backward, 4 with full recompute), at attention_efficiency of peak
+    attention_passes(`passes`) forward-equivalents (backward = 2.5 forwards), at attention_efficiency of peak
     times the CUDA kernel's sequence-length factor (attention_shape_factor) at `chunk` keys per call (seq_len;
-    seq_len/cp under ring attention, each step a chunk against a chunk)."""
-    flops = np.asarray(tokens, dtype=np.float64) * 2.0 * seq_len * model.num_heads * model.head_dim / tp * passes
+    seq_len/cp under ring attention, each step a chunk against a chunk). `kernel` (FrameworkProfile.attention_kernel):
+    "fa3" (FlashAttention-3 / cuDNN, the family's best) or "fa2", which runs at cluster.fa2_attention_ratio of it
+    with its own sequence curve where the preset states a ratio (Hopper)."""
+    flops = np.asarray(tokens, dtype=np.float64) * 2.0 * seq_len * model.num_heads * model.head_dim / tp
+    flops = flops * attention_passes(passes)
+    ratio = cluster.fa2_attention_ratio if kernel == "fa2" else None
+    half = ATTN_SEQ_HALF if ratio is None else ATTN_SEQ_HALF_FA2
     # the sequence curve is the CUDA FlashAttention kernels' (FA2/FA3 figures); a CPU preset keeps its flat fraction
-    shape = attention_shape_factor(seq_len if chunk is None else chunk) if cluster.device_type == "cuda" else 1.0
-    return flops / (peak * cluster.attention_efficiency * shape)
+    s = seq_len if chunk is None else chunk
+    shape = attention_shape_factor(s, half) if cluster.device_type == "cuda" else 1.0
+    return flops / (peak * cluster.attention_efficiency * (1.0 if ratio is None else ratio) * shape)
 
 
 def prefetch_exposed_s(comm: Any, compute: Any, overlap: float) -> np.ndarray:
@@ -386,6 +411,32 @@ def fp8_cast_bytes(
         tokens * ((FP8_CASTS_PER_OPERAND + extra) * x + FP8_CASTS_PER_OPERAND * y) + (FP8_CASTS_PER_OPERAND + extra) * w
     )
     return recipe_cast_bytes(recipe, c, casts, fused)
+
+
+# Transformer Engine's casts (Megatron-Core, FrameworkProfile.fp8_casts() == "te"): one kernel writes both operand
+# layouts a tensor's GEMMs need (TE's cast_transpose / quantize with rowwise + columnwise usage: Hopper FP8 GEMMs take
+# TN operands only and MXFP8 scales run along K, so forward and backward need both), so each activation is read once
+# and written twice in low precision, not cast twice as torchao does; the fused QKV (linear_qkv) and fc1 (w1|w3) are
+# LayerNormLinear modules whose norm kernel writes the FP8 output itself (TE docs "LayerNormLinear"; no extra read);
+# weights are cast once per optimizer step and reused by the other micro-batches (Megatron-Core sets TE's
+# is_first_microbatch from the schedule: megatron/core/transformer/module.py / TE Linear.forward docs).
+def te_fp8_cast_bytes(
+    model: ModelSpec, c: int, tp: Any, tokens: Any, full_recompute: Any, recipe: Any, micro_batches: Any
+) -> np.ndarray:
+    """HBM bytes of one block's Transformer Engine casts for one micro-batch (see above): the norm-fused inputs of
+    linear_qkv and linear_fc1 (2h per token) write 2 x the recipe's bytes; the row-parallel inputs ((h + f)/tp) and
+    every grad_output (fp8_linear_elements' output count) read c and write 2 x; the weights 1/micro_batches of that;
+    full recompute casts the inputs once more. Bytes per written element: CAST_FUSED_EXTRA_BYTES (scales included)."""
+    h, f = model.hidden_size, model.ffn_hidden_size
+    _, y, w = fp8_linear_elements(model, tp)
+    codes = np.asarray(recipe)
+    low = np.select([codes == i for i in range(len(FP8_RECIPES))], [CAST_FUSED_EXTRA_BYTES[r] for r in FP8_RECIPES])
+    tp = np.asarray(tp, dtype=np.float64)
+    inputs = (1.0 + np.where(np.asarray(full_recompute, dtype=bool), 1.0, 0.0)) * (
+        2 * h * 2 * low + (h + f) / tp * (c + 2 * low)
+    )
+    per_mb = np.asarray(tokens, dtype=np.float64) * (inputs + y * (c + 2 * low)) + w * (c + 2 * low) / micro_batches
+    return np.where(codes == 0, 0.0, per_mb)
 
 
 # TP communication overlap (plan.tp_overlap: Megatron --tp-comm-overlap, Transformer Engine userbuffers; torch async

@@ -135,6 +135,13 @@ def check_refit(out: dict) -> None:
         assert all(0.0 < v <= 1.0 for v in out["fitted"][fam].values())
 
 
+def check_residual_groups(out: dict) -> None:
+    # the 9 h200_bench rows: every group covers them all, each worst row's term shares are fractions of its step
+    assert out["rows"] == 9 and sum(g["n"] for g in out["groups"]["source"].values()) == 9
+    assert len(out["worst"]) == 3 and all(fraction(w["compute_s"], w["attention_s"]) for w in out["worst"])
+    assert all(w["attention_s"] <= w["compute_s"] for w in out["worst"])
+
+
 def check_planner_speed(out: dict) -> None:
     assert (out["model"], out["num_gpus"]) == ("llama-3.1-8b", 64)
     assert 0 < out["fitting"] <= out["candidates"] and positive(out["seconds"], out["config_load_seconds"])
@@ -264,6 +271,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     ),
     "memory_vs_torchtitan.py": (["--layouts", "fsdp8_none", "--small"], check_memory_vs_torchtitan),
     "model_accuracy.py": (["--quick"], check_model_accuracy),
+    "residual_groups.py": (["--sources", "h200_bench", "--worst", "3"], check_residual_groups),
     "planner_speed.py": (["--gpus", "64", "--model", "llama-3.1-8b", "--repeat", "1"], check_planner_speed),
     "recompute_cost.py": (
         [*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1", "--no-compile"],

@@ -55,7 +55,8 @@ def layer_s(tokens, passes=3, ew_passes=3):
     gemm = tokens * 2 * 15_204_352 * passes / (1e15 * eff(tokens, 1024))
     # at s = 2048 the causal kernel reaches 2048/(2048+207) * 2048/(2048+128) = 0.854780 of its asymptotic rate
     # (perf_terms.attention_shape_factor: FA3 Fig. 4 sequence curve, diagonal 128-key block)
-    attn = tokens * 2 * 2048 * 1024 * passes / (1e15 * 0.25 * 0.854780)
+    # FlashAttention's backward is 2.5 forwards (Dao 2023 Sec 4.1): passes + 0.5 forward-equivalents
+    attn = tokens * 2 * 2048 * 1024 * (passes + 0.5) / (1e15 * 0.25 * 0.854780)
     mem = tokens * 54_272 * 2.8 * ew_passes / HBM
     return gemm + attn + mem
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, arrays_from_plans
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
@@ -20,9 +21,23 @@ from autotune.fitting.fit_reference import load_preset
 from autotune.predict.collectives import _link, dp_all_reduce_s, ring_s
 from autotune.predict.frameworks import PROFILES
 from autotune.predict.perf import perf_arrays
-from autotune.predict.perf_terms import attention_shape_factor, linear_efficiency_factor
+from autotune.predict.perf_terms import (
+    attention_passes,
+    attention_s,
+    attention_shape_factor,
+    fp8_cast_bytes,
+    linear_efficiency_factor,
+    te_fp8_cast_bytes,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def job():
+    from autotune.spec.config import load_config
+
+    cfg = load_config(["model=llama-3.1-8b", "cluster=h100-sxm-80gb"])
+    return cfg.model, cfg.train, cfg.cluster
 
 
 def test_attention_sequence_factor_reproduces_flashattention3_curve():
@@ -124,3 +139,55 @@ def test_refit_writes_preset_lines(tmp_path):
     assert lines[0] == "name: x" and lines[2] == "hbm: 1"
     assert lines[1].startswith("matmul_efficiency: 0.6123 ") and "fitted, family (test)" in lines[1]
     assert lines[3].startswith("dp_overlap: 0.9000 ") and "fitted, shared (test)" in lines[3]
+
+
+def test_attention_backward_counts_two_and_a_half_forwards():
+    # FlashAttention's backward recomputes QK^T and runs dV, dP, dQ, dK: 5 matmuls vs the forward's 2, so fwd + bwd
+    # = 3.5 forwards (Dao 2023 Sec 4.1; flash-attention benchmarks/benchmark_flash_attention.py), 4.5 with a
+    # full-recompute forward
+    assert attention_passes(np.array([3.0, 4.0])) == pytest.approx([3.5, 4.5])
+
+
+def test_fa2_runs_at_its_published_fraction_of_fa3_on_hopper():
+    # llama-3.1-8b (32 heads x 128), 8192 local tokens, seq 8192, tp 1, fwd + bwd (3 -> 3.5 forward-equivalents):
+    # 8192 * 2 * 8192 * 4096 * 3.5 = 1.9241e12 FLOPs. FA3 / cuDNN: peak * attention_efficiency * s/(s+207) s/(s+128);
+    # FA2 on H100: x 370/648 = 0.571 (Shah et al. 2024 Fig. 4) and its own half-point s/(s+105)
+    model = job()[0]
+    h100 = dataclasses.replace(load_preset("h100-sxm-80gb"), attention_efficiency=0.5)
+    flops = 8192 * 2 * 8192 * 4096 * 3.5
+    fa3 = flops / (989.4e12 * 0.5 * 8192 / 8399 * 8192 / 8320)
+    fa2 = flops / (989.4e12 * 0.5 * 0.571 * 8192 / 8297 * 8192 / 8320)
+    assert float(attention_s(8192, 8192, model, 1, 3.0, h100, 989.4e12, kernel="fa3")) == pytest.approx(fa3)
+    assert float(attention_s(8192, 8192, model, 1, 3.0, h100, 989.4e12, kernel="fa2")) == pytest.approx(fa2)
+    # Ampere / Blackwell presets state no ratio: FA2 is priced as the family's kernel
+    a100 = load_preset("a100-80gb")
+    assert a100.fa2_attention_ratio is None
+    assert float(attention_s(8192, 8192, model, 1, 3.0, a100, 312e12, kernel="fa2")) == pytest.approx(
+        float(attention_s(8192, 8192, model, 1, 3.0, a100, 312e12, kernel="fa3"))
+    )
+    # which kernel each framework runs: cuDNN attention under TE (NeMo docs) and today's torch SDPA on sm90
+    # (sdp_utils.cpp check_prefer_cudnn_attention), FlashAttention-2 under torchtitan's published stack, nanotron's
+    # and DeepSpeed's flash-attn 2; train.attention_kernel overrides it (llm-foundry's rows: fa2)
+    kernels = {name: p.attention_kernel() for name, p in PROFILES.items()}
+    assert kernels == {n: ("fa3" if n in ("megatron", "bench_model") else "fa2") for n in PROFILES}
+    with pytest.raises(SpecError, match=r"train.attention_kernel='fa4' must be one of fa2, fa3"):
+        TrainSpec(seq_len=8, global_batch_size=1, attention_kernel="fa4")
+
+
+def test_transformer_engine_casts_by_hand():
+    # llama-3.1-8b, tp 1, bf16 (c = 2), tensorwise (1 byte per FP8 element), 8192 tokens, 1 micro-batch:
+    # norm-fused qkv / fc1 inputs 2h * 2 bytes = 16,384; row inputs (h + f) = 18,432 elements * (2 + 2) = 73,728;
+    # grad_outputs 43,008 * (2 + 2) = 172,032: 262,144 bytes per token; weights 218,103,808 * 4 once per step
+    model = job()[0]
+    per_token, weights = 262_144, 218_103_808 * 4
+    assert float(te_fp8_cast_bytes(model, 2, 1, 8192, False, 1, 1)) == 8192 * per_token + weights
+    # 16 micro-batches share one weight cast (TE is_first_microbatch); full recompute casts the inputs once more
+    assert float(te_fp8_cast_bytes(model, 2, 1, 8192, False, 1, 16)) == 8192 * per_token + weights / 16
+    assert float(te_fp8_cast_bytes(model, 2, 1, 8192, True, 1, 1)) == 8192 * (per_token + 90_112) + weights
+    # against torchao's fused casts (2 casts each of 38,912 inputs, 43,008 grad_outputs and the weights, 3 bytes):
+    torchao = 3 * (2 * 8192 * (38_912 + 43_008) + 2 * 218_103_808)
+    assert float(fp8_cast_bytes(model, 2, 1, 8192, False, 1, True)) == torchao
+    assert float(te_fp8_cast_bytes(model, 2, 1, 8192, False, 0, 1)) == 0.0  # no recipe, no casts
+    assert {n: p.fp8_casts() for n, p in PROFILES.items()} == {
+        n: ("te" if n in ("megatron", "deepspeed") else "torchao") for n in PROFILES
+    }

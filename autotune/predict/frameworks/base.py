@@ -75,6 +75,18 @@ class FrameworkProfile(ABC):
     def overlaps(self) -> Overlaps:
         """The data-parallel overlaps this framework performs, each cited to its source."""
 
+    @abstractmethod
+    def attention_kernel(self) -> str:
+        """The causal attention kernel this framework runs on CUDA: "fa3" (FlashAttention-3 or cuDNN fused
+        attention, the family's best: cluster.attention_efficiency) or "fa2" (FlashAttention-2 class, which Hopper
+        runs at cluster.fa2_attention_ratio of it; perf_terms.attention_s)."""
+
+    @abstractmethod
+    def fp8_casts(self) -> str:
+        """How this framework casts the block linears' operands under plan.fp8: "torchao" (each linear casts its
+        operands itself, twice each: perf_terms.fp8_cast_bytes) or "te" (Transformer Engine's fused
+        cast-transposes, weights cached across micro-batches: perf_terms.te_fp8_cast_bytes)."""
+
     # ---- model states -------------------------------------------------------------------------------------------
     @abstractmethod
     def model_states(

@@ -275,6 +275,18 @@ class BenchModelProfile(FrameworkProfile):
 
     name: str = "bench_model"
 
+    def attention_kernel(self) -> str:
+        """bench_model/model.py calls F.scaled_dot_product_attention. torch's CUDA SDPA puts cuDNN attention first on
+        sm90 / sm100 when the runtime cuDNN is newer than 9.15 (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp
+        `check_prefer_cudnn_attention`; CUDA 13 wheels ship it), FA3-class on Hopper: "fa3". The H200 rows ran torch
+        2.11.0+cu130 (the backend picked was not logged). Older torch put the FlashAttention-2 backend first: a job on
+        one says train.attention_kernel=fa2 (llm-foundry's MPT rows, priced as this trainer, do)."""
+        return "fa3"
+
+    def fp8_casts(self) -> str:
+        """bench_model converts its linears with torchao's Float8Linear (bench_model/parallel/float8.py): "torchao"."""
+        return "torchao"
+
     def overlaps(self) -> Overlaps:
         """bench_model/parallel/data_parallel.py: FSDP2 per block for every stage; stages 0-1 all-reduce each block's
         gradients during backward (FSDP2 HSDP with shard=1); stage 1 then all-gathers the updated parameters in one

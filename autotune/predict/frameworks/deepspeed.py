@@ -44,6 +44,15 @@ class DeepSpeedProfile(FrameworkProfile):
     inflight = BenchModelProfile.inflight
     moe_layer_activations = BenchModelProfile.moe_layer_activations
 
+    def attention_kernel(self) -> str:
+        """DeepSpeed trains the user's model (HF transformers: sdpa or flash_attention_2, both FlashAttention-2
+        kernels on CUDA): "fa2"."""
+        return "fa2"
+
+    def fp8_casts(self) -> str:
+        """DeepSpeed runs FP8 through Transformer Engine's modules (DeepSpeed docs, FP8 with TE): "te"."""
+        return "te"
+
     def overlaps(self) -> Overlaps:
         """DeepSpeed ZeRO: stage 1/2 reduce gradients in buckets; overlap_comm defaults to false for stages 1-2
         (deepspeed/runtime/zero/config.py: `overlap_comm` None -> True only for stage 3), so the reduction is exposed;

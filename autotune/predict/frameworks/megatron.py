@@ -108,6 +108,17 @@ class MegatronProfile(FrameworkProfile):
     allocated = BenchModelProfile.allocated
     inflight = BenchModelProfile.inflight
 
+    def attention_kernel(self) -> str:
+        """Megatron-Core's TEDotProductAttention: Transformer Engine picks cuDNN fused (flash) attention on Hopper and
+        later when both it and flash-attn apply (NeMo docs, memory_optimizations.rst "Flash Attention", NVIDIA/NeMo
+        PR 9188: "Transformer Engine prefers cuDNN flash attention on Hopper+ architectures"): "fa3"."""
+        return "fa3"
+
+    def fp8_casts(self) -> str:
+        """Megatron-Core's linears are Transformer Engine modules (TELayerNormColumnParallelLinear,
+        TERowParallelLinear) under fp8_autocast: "te"."""
+        return "te"
+
     def overlaps(self) -> Overlaps:
         """Megatron-Core distributed optimizer with --overlap-grad-reduce (bucketed gradient reduce-scatter during
         backward) and --overlap-param-gather (each bucket's parameter all-gather behind the next forward)

@@ -64,6 +64,14 @@ class NanotronProfile(FrameworkProfile):
     replaces_rules: frozenset[str] = frozenset({"pp_microbatches", "tp_overlap_needs_compile"})
     allocated = BenchModelProfile.allocated  # every term at once (a conservative sum over the step's phases)
 
+    def attention_kernel(self) -> str:
+        """nanotron's Llama calls the flash-attn 2 package (flash_attn_varlen_func): "fa2"."""
+        return "fa2"
+
+    def fp8_casts(self) -> str:
+        """nanotron's FP8 path is not modelled apart: its per-linear casts are priced as torchao's."""
+        return "torchao"
+
     def overlaps(self) -> Overlaps:
         """nanotron: torch DDP (bucketed all-reduce hooks during backward); its ZeroDistributedOptimizer all-gathers
         the updated shards after the step (nanotron/optim/zero.py), not overlapped."""

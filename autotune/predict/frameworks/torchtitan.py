@@ -62,6 +62,16 @@ class TorchtitanProfile(FrameworkProfile):
     inflight = BenchModelProfile.inflight
     moe_layer_activations = BenchModelProfile.moe_layer_activations
 
+    def attention_kernel(self) -> str:
+        """torchtitan's default attention is F.scaled_dot_product_attention (torchtitan/models/attention.py), whose
+        CUDA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn): "fa2"."""
+        return "fa2"
+
+    def fp8_casts(self) -> str:
+        """torchtitan's Float8 converter swaps in torchao's Float8Linear (torchtitan/components/quantization):
+        "torchao"."""
+        return "torchao"
+
     def overlaps(self) -> Overlaps:
         """torchtitan: FSDP2 fully_shard per block with implicit prefetch (torchtitan docs/fsdp.md); DDP via
         torch's bucketed allreduce hooks during backward (replicate); no ZeRO-1 (torchtitan has none)."""
