@@ -202,6 +202,8 @@ class TrainSpec:
         require(
             isinstance(self.hidden_dropout, (int, float)) and 0.0 <= float(self.hidden_dropout) < 1.0,
             f"train.hidden_dropout={self.hidden_dropout!r} must be a probability in [0, 1)",
+        )
+        require(
             self.attention_kernel in (None, "fa2", "fa3"),
             f"train.attention_kernel={self.attention_kernel!r} must be one of fa2, fa3 (or null: the framework's)",
         )
