@@ -63,7 +63,7 @@ def _write(fmt: str, tmp_path) -> dict:
 
 def test_every_preset_model_has_a_layout_at_256_and_1024_gpus():
     models = {n.split("@")[0] for n in DATA["entries"]}
-    assert len(models) == 14  # search_spaces/model/*.yaml except hf (needs a config.json)
+    assert len(models) == 16  # search_spaces/model/*.yaml except hf (needs a config.json)
     for name, e in DATA["entries"].items():
         # no layout: 64 GPUs too small for DeepSeek-V3 / Kimi-K2 / 405B, or a global batch too small for 1,024
         # data-parallel ranks (the tiny test models, DeepSpeed's dp-only layouts): the planner's one-line reason
@@ -290,7 +290,7 @@ print(json.dumps(out))
 
 def test_nanotron_parser_accepts_every_preset_best_layout(tmp_path):
     jobs, files = _jobs("nanotron"), _write("nanotron", tmp_path)
-    assert len(jobs) == 36  # 42 (model, GPU count) pairs less the six without a layout (stored reasons above)
+    assert len(jobs) == 42  # 48 (model, GPU count) pairs less the six without a layout (stored reasons above)
     # negative controls, so a parser that accepted anything would fail here: a key ParallelismArgs does not have
     # (dacite strict=True), a pipeline engine nanotron does not have (its type hook refuses it), and a key LlamaConfig
     # does not have (the union falls to `Any`, a dict, and ModelArgs.__post_init__ cannot set _is_using_mup on it)
