@@ -119,6 +119,10 @@ class FrameworkProfile(ABC):
     def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         """Loss memory on the last stage (bytes per logit times the logits alive at the loss's peak)."""
 
+    def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        """`logits` under plan.compile. Default: unchanged (a framework that does not compile its loss)."""
+        return self.logits(model, tokens, pp, tp, act_bytes)
+
     @abstractmethod
     def moe_layer_activations(
         self,
@@ -160,6 +164,14 @@ class FrameworkProfile(ABC):
         """Bytes per in-flight micro-batch of the experts' weights cast to the compute dtype and kept for backward
         outside any FSDP wrapper (bench_model at ZeRO 0/1). Default: none."""
         return 0.0
+
+    def pipeline_held(self, stage_params: Any, zero_stage: Any, shard: Any, pp: Any, train: TrainSpec) -> dict:
+        """Bytes a pipeline rank holds beyond `model_states` because its data-parallel wrapper runs once per micro-batch
+        under the pipeline schedule (`stage_params`: the rank's local parameters): `compute_copy`, gathered parameters
+        kept from the first micro-batch's forward to the last one's backward, and `grads`, gradients accumulated
+        unreduced until the last micro-batch's backward (held through every phase of the peak). Default: none."""
+        zero = np.zeros(np.broadcast(np.asarray(stage_params), np.asarray(zero_stage), np.asarray(pp)).shape)
+        return {"compute_copy": zero, "grads": zero}
 
     # ---- communication buffers ----------------------------------------------------------------------------------
     @abstractmethod

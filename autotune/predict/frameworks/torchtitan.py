@@ -18,10 +18,20 @@ Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/)
          tensor and the per-token rstd).
   [LOSS] components/loss.py `cross_entropy_loss`: F.cross_entropy(pred.flatten(0, 1).float(), reduction="sum"),
          unchunked; train.py `forward_backward_step` frees pred before backward.
+  [CLOSS] components/loss.py `build_cross_entropy_loss`: the loss is compiled with the model (0.2.2: compile.enable
+         and "loss" in compile.components, default ["model", "loss"]; e7c0cae / 820504e (June 2025) and 6fc499f6
+         (Aug 2025): training.compile). Not at 9dec370 (Dec 2024): train.py "TODO: compiling loss function causes CUDA
+         errors, turning off for now" (`compiled_loss=False`, the profile of the Dec 2024 benchmark page).
   [AMP]  distributed/utils.py `maybe_enable_amp`: without FSDP (dp_shard = cp = 1) and with TP or PP, mixed
          precision is disabled: the model trains in fp32.
   [PP]   distributed/pipeline_parallel.py `build_pipeline_schedule` (fewer micro-batches than stages: a warning, it
          runs); apply_fsdp's "default" policy does not reshard under PP.
+  [PPF]  FSDP2 inside a pipeline stage: parallelize.py `apply_fsdp` ("default": reshard_after_forward=False for every
+         block and the root when pp is on, "to avoid per-microbatch all-gathers"; the same at 9dec370,
+         parallelisms/parallelize_llama.py); torch/distributed/pipelining/stage.py `backward_maybe_with_nosync`
+         (set_reshard_after_backward(False), set_requires_gradient_sync(False) for every micro-batch, FSDP's
+         post_backward run by hand after the last); torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py
+         `post_backward` (no reduce: `to_accumulated_grad_if_needed`, the unsharded gradient cast to reduce_dtype).
 Validated on rank 0 of a fake process group against torchtitan's own model + parallelize_llama
 (autotune/validation/torchtitan_probe.py; tests/unit/test_frameworks_torchtitan.py): within 5% on 11 layouts.
 """
@@ -46,12 +56,21 @@ _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]
 # `_nll_loss_and_log_softmax_backward`, nll and log_softmax backward fused on the local vocab shard): the saved
 # log-softmax x, grad_input = zeros_like(x), (grad_input + exp(x)) and its product with grad_output: 16.
 LOGIT_BYTES_PLAIN, LOGIT_BYTES_PARALLEL = 12.0, 16.0
+# [CLOSS] the compiled loss (tp=1): Inductor's decomposition of log_softmax and the min-cut partitioner save only the
+# compute-dtype logits (the graph's input) and two fp32 values per token (amax, log-sum-exp); the backward is one
+# reduction and one fused pointwise kernel writing the compute-dtype gradient (the zeros+scatter of nll_loss's backward
+# becomes a pointwise select: torch/_inductor/fx_passes/post_grad.py `scatter_upon_const_tensor`). Peak: the saved
+# logits and their gradient, 2 x act_bytes per logit. Checked on CPU, torch 2.13: aot_module_simplified with
+# select_decomp_table() and min_cut_rematerialization_partition on torchtitan's cross_entropy_loss saves
+# (bf16 pred, int64 labels, fp32 amax (N,1), fp32 log (N,1)) and its backward returns bf16.
+LOGIT_ACT_COPIES_COMPILED = 2.0
 ID_BYTES = 8  # int64 token ids (first stage) and labels (last stage), per token
 
 
 @dataclass(frozen=True)
 class TorchtitanProfile(FrameworkProfile):
     name: str = "torchtitan"
+    compiled_loss: bool = True  # [CLOSS] plan.compile compiles the loss too (torchtitan >= 2025; not at 9dec370)
     # as bench_model (autotune/predict/frameworks/bench_model.py): FSDP2 model states as bench_model/parallel/data_parallel.py applies them; the 1F1B/interleaved schedules of torch.distributed.pipelining
     model_states = BenchModelProfile.model_states
     inflight = BenchModelProfile.inflight
@@ -66,6 +85,17 @@ class TorchtitanProfile(FrameworkProfile):
         # [PAR] ZeRO-3 is written as "always": the embedding and [norm, output] units reshard after forward too, so no
         # gathered copy outlives its unit's forward (ZeRO-2, "never": model_states' compute copy of every unit)
         return np.zeros(np.shape(np.asarray(root_params) * np.asarray(zero_stage)))
+
+    def pipeline_held(self, stage_params: Any, zero_stage: Any, shard: Any, pp: Any, train: TrainSpec) -> dict:
+        """[PPF] FSDP2 under PP: apply_fsdp does not reshard after forward when PP is on, and the pipeline stage runs
+        every micro-batch's backward with reshard_after_backward and gradient sync off, so the stage's parameters
+        stay gathered in the compute dtype (ZeRO-3; ZeRO-2 keeps them already) and its unsharded gradients
+        accumulate in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed) until the last micro-batch.
+        FSDP is applied when the sharding group dp*cp > 1 (torchtitan wraps nothing otherwise)."""
+        psi, z = np.asarray(stage_params, dtype=np.float64), np.asarray(zero_stage)
+        fsdp = (np.asarray(pp) > 1) & (np.asarray(shard) > 1) & (z >= 2)
+        copy = np.where(fsdp & (z >= 3), psi * DTYPE_BYTES[train.compute_dtype], 0.0)
+        return {"compute_copy": copy, "grads": np.where(fsdp, psi * DTYPE_BYTES[train.grad_dtype], 0.0)}
 
     def layer_activations(
         self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
@@ -104,6 +134,14 @@ class TorchtitanProfile(FrameworkProfile):
         t = np.asarray(tp, dtype=np.float64)
         per = np.where(t > 1, LOGIT_BYTES_PARALLEL, LOGIT_BYTES_PLAIN)
         return per * tokens * model.vocab_size / t
+
+    def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        # [CLOSS] compiled plain cross-entropy (tp=1); loss parallel (tp>1) keeps the eager account: its DTensor
+        # log_softmax / nll_loss handlers (torch/distributed/tensor/parallel/loss.py) are not measured under compile
+        t = np.asarray(tp, dtype=np.float64)
+        plain = self.logits(model, tokens, pp, tp, act_bytes)
+        compiled = LOGIT_ACT_COPIES_COMPILED * act_bytes * tokens * model.vocab_size / t
+        return np.where((t == 1) & self.compiled_loss, compiled, plain)
 
     def step_temporaries(
         self,
