@@ -215,21 +215,21 @@ def load_torchtitan(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tu
     DeviceMemoryMonitor.get_peak_stats: max_reserved_gib), the maximum over all ranks on the PP pages (footnote 1).
     The asyncTP page prints none (None)."""
     from autotune.fitting.torchtitan_runs import load_torchtitan as load
-    from autotune.predict.frameworks.torchtitan import TorchtitanProfile
+    from autotune.predict.frameworks.torchtitan import TORCHTITAN_2024_12
 
     runs, skipped = load(folder)
     df = pd.read_csv(folder / "torchtitan_benchmarks.csv")
     mem = df["memory_gib"]
     # torchtitan 9dec370 (the Dec 2024 page) did not compile the loss (train.py: "TODO: compiling loss function
-    # causes CUDA errors, turning off for now"); every later commit here does (components/loss.py)
-    dec2024 = TorchtitanProfile(compiled_loss=False)
+    # causes CUDA errors, turning off for now"; every later commit here does, components/loss.py) and its pipeline
+    # kept the last stage's outputs (autotune/predict/frameworks/torchtitan.py [CLOSS], [PPOUT])
     out = [
         PublishedLayout(
             "torchtitan", str(r.row), "torchtitan", r.model, r.train, r.cluster, r.plan, True,
             None if pd.isna(mem[r.row]) else float(mem[r.row]),
             # the 405B toml and the H200 CLI turn on FSDP's float8 all-gather (not a plan field)
             "float8 all-gather (FSDP)" if r.plan.fp8 != "none" and (r.model.num_layers == 126 or r.cluster == "h200-141gb") else "",
-            dec2024 if str(df["torchtitan_commit"][r.row]) == "9dec370" else None,
+            TORCHTITAN_2024_12 if str(df["torchtitan_commit"][r.row]) == "9dec370" else None,
         )
         for r in runs
     ]  # fmt: skip

@@ -130,6 +130,7 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     is_last = psi[f"rank_{pos}"] == pp - 1
     head_n = prof.last_stage_inflight(pp, arr["grad_accum_steps"], arr["pp_schedule"])  # 1 but for all-forward engines
     act = act + np.where(is_last, extras["head_act"] * head_n, 0.0)
+    act = act + np.where(is_last & (pp > 1), extras["pp_outputs"], 0.0)  # the schedule's kept outputs (torchtitan)
     logits = np.where(is_last, extras["logits"] * head_n, 0.0)
     params = ms["params"] + copy
     # bench_model: the sum of every term; a profile whose peak is one phase or another says so (FrameworkProfile.allocated)
@@ -204,6 +205,7 @@ def memory_arrays(
         "head_act": prof.head_activations(model, tok, tp, sp, c),
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
+        "pp_outputs": prof.pipeline_outputs(model, tok, arr["grad_accum_steps"], tp, c),
     }
     if np.any(arr["compile"]):  # a framework that compiles its loss too (torchtitan's compile.components)
         comp_logits = prof.compiled_logits(model, tok, arr["pp"], tp, c)

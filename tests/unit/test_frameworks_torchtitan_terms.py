@@ -74,3 +74,14 @@ def test_compiled_loss_keeps_two_compute_dtype_copies_of_the_logits():
     arr = arrays_from_plans([plan])
     assert float(memory_arrays(arr, model, train, cluster)["logits"][0]) == 8_405_385_216
     assert float(memory_arrays(arr, model, train, cluster, dec2024)["logits"][0]) == 25_216_155_648
+
+
+def test_dec2024_last_stage_keeps_every_micro_batch_logits():
+    """torch.distributed.pipelining of Dec 2024 (stage.py `output_chunks`) under torchtitan 9dec370: the last stage of
+    the 405B Table 5 layout keeps its 8 micro-batches' local logits, bf16: 8 x (4 x 8192) x 128256 / 8 x 2 =
+    8,405,385,216 bytes; torchtitan 0.2.2 (return_outputs=False) keeps none."""
+    from autotune.predict.frameworks.torchtitan import TORCHTITAN_2024_12
+
+    model = preset_model("llama-3.1-405b")
+    assert float(TORCHTITAN_2024_12.pipeline_outputs(model, 4 * 8192, 8, 8, 2)) == 8_405_385_216
+    assert float(TT.pipeline_outputs(model, 4 * 8192, 8, 8, 2)) == 0.0

@@ -119,6 +119,11 @@ class FrameworkProfile(ABC):
     def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         """Loss memory on the last stage (bytes per logit times the logits alive at the loss's peak)."""
 
+    def pipeline_outputs(self, model: ModelSpec, tokens: Any, m: Any, tp: Any, act_bytes: int) -> Any:
+        """Bytes the last pipeline stage (pp > 1) keeps of its `m` micro-batches' outputs until the step ends
+        (`tokens` per micro-batch). Default: none."""
+        return 0.0
+
     def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         """`logits` under plan.compile. Default: unchanged (a framework that does not compile its loss)."""
         return self.logits(model, tokens, pp, tp, act_bytes)

@@ -22,6 +22,11 @@ Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/)
          and "loss" in compile.components, default ["model", "loss"]; e7c0cae / 820504e (June 2025) and 6fc499f6
          (Aug 2025): training.compile). Not at 9dec370 (Dec 2024): train.py "TODO: compiling loss function causes CUDA
          errors, turning off for now" (`compiled_loss=False`, the profile of the Dec 2024 benchmark page).
+  [PPOUT] torch/distributed/pipelining/stage.py `forward_one_chunk`: "Prepare for final output merge or reduction":
+         the last stage appends each micro-batch's output to `output_chunks`, cleared only when the next step starts
+         (`clear_runtime_states`), so the m logits tensors stay. torchtitan 0.2.2 calls pp_schedule.step(...,
+         return_outputs=False) (train.py), which no longer keeps them; 9dec370 (train.py pp_schedule.step(target=,
+         losses=)) on torch of Dec 2024 did.
   [AMP]  distributed/utils.py `maybe_enable_amp`: without FSDP (dp_shard = cp = 1) and with TP or PP, mixed
          precision is disabled: the model trains in fp32.
   [PP]   distributed/pipeline_parallel.py `build_pipeline_schedule` (fewer micro-batches than stages: a warning, it
@@ -71,6 +76,7 @@ ID_BYTES = 8  # int64 token ids (first stage) and labels (last stage), per token
 class TorchtitanProfile(FrameworkProfile):
     name: str = "torchtitan"
     compiled_loss: bool = True  # [CLOSS] plan.compile compiles the loss too (torchtitan >= 2025; not at 9dec370)
+    pp_output_chunks: bool = False  # [PPOUT] the last stage keeps every micro-batch's logits (9dec370; not 0.2.2)
     # as bench_model (autotune/predict/frameworks/bench_model.py): FSDP2 model states as bench_model/parallel/data_parallel.py applies them; the 1F1B/interleaved schedules of torch.distributed.pipelining
     model_states = BenchModelProfile.model_states
     inflight = BenchModelProfile.inflight
@@ -134,6 +140,14 @@ class TorchtitanProfile(FrameworkProfile):
         t = np.asarray(tp, dtype=np.float64)
         per = np.where(t > 1, LOGIT_BYTES_PARALLEL, LOGIT_BYTES_PLAIN)
         return per * tokens * model.vocab_size / t
+
+    def pipeline_outputs(self, model: ModelSpec, tokens: Any, m: Any, tp: Any, act_bytes: int) -> Any:
+        # [PPOUT] the last stage's outputs are the local (vocab-sharded under TP) logits in the compute dtype
+        if not self.pp_output_chunks:
+            return 0.0
+        return (
+            np.asarray(m, dtype=np.float64) * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64) * act_bytes
+        )
 
     def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         # [CLOSS] compiled plain cross-entropy (tp=1); loss parallel (tp>1) keeps the eager account: its DTensor
@@ -221,3 +235,8 @@ class TorchtitanProfile(FrameworkProfile):
                 ),
             ),
         )
+
+
+# torchtitan at 9dec370 (Dec 2024, its llama3_h100_202412 benchmark page): no compiled loss [CLOSS], the pipeline's last
+# stage keeps its micro-batches' outputs [PPOUT]; autotune/fitting/published_runs.py prices those rows with it
+TORCHTITAN_2024_12 = TorchtitanProfile(compiled_loss=False, pp_output_chunks=True)
