@@ -85,3 +85,19 @@ def test_dec2024_last_stage_keeps_every_micro_batch_logits():
     model = preset_model("llama-3.1-405b")
     assert float(TORCHTITAN_2024_12.pipeline_outputs(model, 4 * 8192, 8, 8, 2)) == 8_405_385_216
     assert float(TT.pipeline_outputs(model, 4 * 8192, 8, 8, 2)) == 0.0
+
+
+def test_default_reshard_policy_keeps_head_or_root_gathered_at_the_loss():
+    """torchtitan's "default" policy (what its published runs used), Llama 3.1 8B, tp 1, bf16, pp 1. Since #1094 the
+    [norm, output] unit stays gathered: (128256 x 4096 + 4096) x 2 = 1,050,681,344 bytes. Before, the root unit
+    (embedding, norm, output) and the last block: + 128256 x 4096 x 2 + 218,112,000 x 2 (one block: attention
+    2 x 4096^2 + 2 x 4096 x 1024, MLP 3 x 4096 x 14336, norms 2 x 4096) = 2,537,578,496. autotune's export ("always")
+    keeps none; under PP the whole stage is held instead (pipeline_held)."""
+    from autotune.predict.frameworks.torchtitan import TORCHTITAN_2024_12, TORCHTITAN_DEFAULT
+
+    model = preset_model("llama-3.1-8b")
+    assert float(TORCHTITAN_DEFAULT.gathered_at_loss(model, 1, 1, 2)) == 1_050_681_344
+    assert float(TORCHTITAN_2024_12.gathered_at_loss(model, 1, 1, 2)) == 2_537_578_496
+    assert (
+        float(TT.gathered_at_loss(model, 1, 1, 2)) == 0.0 == float(TORCHTITAN_DEFAULT.gathered_at_loss(model, 8, 1, 2))
+    )

@@ -18,6 +18,13 @@ Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/)
          tensor and the per-token rstd).
   [LOSS] components/loss.py `cross_entropy_loss`: F.cross_entropy(pred.flatten(0, 1).float(), reduction="sum"),
          unchunked; train.py `forward_backward_step` frees pred before backward.
+  [RAF]  reshard_after_forward under torchtitan's "default" policy (what its published runs used; autotune's export
+         writes "always" for ZeRO-3): 0.2.2 / since #1094 (July 2025, e.g. 6fc499f6) models/llama3/infra/
+         parallelize.py `apply_fsdp`: the [norm, output] unit reshards only under "always"; before (9dec370,
+         820504e, e7c0cae) parallelisms/parallelize_llama.py: every block but the last reshards, the root unit
+         (embedding, norm, output) is fully_shard(model, reshard_after_forward=not pp_enabled), which FSDP2 keeps
+         unsharded after forward as the root (fully_shard docstring: "The root FSDP state has its value specially
+         set to False as a heuristic since its parameters would typically be immediately all-gathered for backward").
   [CLOSS] components/loss.py `build_cross_entropy_loss`: the loss is compiled with the model (0.2.2: compile.enable
          and "loss" in compile.components, default ["model", "loss"]; e7c0cae / 820504e (June 2025) and 6fc499f6
          (Aug 2025): training.compile). Not at 9dec370 (Dec 2024): train.py "TODO: compiling loss function causes CUDA
@@ -77,6 +84,10 @@ class TorchtitanProfile(FrameworkProfile):
     name: str = "torchtitan"
     compiled_loss: bool = True  # [CLOSS] plan.compile compiles the loss too (torchtitan >= 2025; not at 9dec370)
     pp_output_chunks: bool = False  # [PPOUT] the last stage keeps every micro-batch's logits (9dec370; not 0.2.2)
+    # [RAF] what plan.zero_stage=3 runs: "always" (autotune's export), or torchtitan's "default" policy as published
+    # runs used it: "default_units" (since #1094, July 2025: [norm, output] kept gathered from forward to backward),
+    # "default_root" (before: the root unit (embedding, norm, output) and the last block stay gathered)
+    reshard_policy: str = "always"
     # as bench_model (autotune/predict/frameworks/bench_model.py): FSDP2 model states as bench_model/parallel/data_parallel.py applies them; the 1F1B/interleaved schedules of torch.distributed.pipelining
     model_states = BenchModelProfile.model_states
     inflight = BenchModelProfile.inflight
@@ -139,7 +150,20 @@ class TorchtitanProfile(FrameworkProfile):
         # [LOSS] no chunking at any pp: the whole micro-batch's logits, vocab-sharded under TP (loss parallel)
         t = np.asarray(tp, dtype=np.float64)
         per = np.where(t > 1, LOGIT_BYTES_PARALLEL, LOGIT_BYTES_PLAIN)
-        return per * tokens * model.vocab_size / t
+        return per * tokens * model.vocab_size / t + self.gathered_at_loss(model, pp, tp, act_bytes)
+
+    def gathered_at_loss(self, model: ModelSpec, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        """[RAF] Compute-dtype parameters torchtitan's "default" reshard policy keeps gathered while the loss runs
+        (pp = 1; under PP `pipeline_held` has the whole stage): "default_units" the [norm, output] unit (V h/t + h),
+        "default_root" the root unit (embedding, norm, output: 2 V h/t + h untied) and the last block (its matrices /t
+        and two norms). Priced in the loss phase, where the published rows peak: the root unit stays gathered through
+        the blocks' backward too (FSDP2 keeps the root unsharded after forward), which this does not add there."""
+        t, h = np.asarray(tp, dtype=np.float64), model.hidden_size
+        head = model.vocab_size * h / t + h
+        block = (model.layer_params() - 2 * h) / t + 2 * h
+        root = head + (0.0 if model.tie_embeddings else model.vocab_size * h / t) + block
+        held = {"always": 0.0, "default_units": head, "default_root": root}[self.reshard_policy]
+        return np.where(np.asarray(pp) == 1, held * act_bytes, 0.0)
 
     def pipeline_outputs(self, model: ModelSpec, tokens: Any, m: Any, tp: Any, act_bytes: int) -> Any:
         # [PPOUT] the last stage's outputs are the local (vocab-sharded under TP) logits in the compute dtype
@@ -155,6 +179,7 @@ class TorchtitanProfile(FrameworkProfile):
         t = np.asarray(tp, dtype=np.float64)
         plain = self.logits(model, tokens, pp, tp, act_bytes)
         compiled = LOGIT_ACT_COPIES_COMPILED * act_bytes * tokens * model.vocab_size / t
+        compiled = compiled + self.gathered_at_loss(model, pp, tp, act_bytes)
         return np.where((t == 1) & self.compiled_loss, compiled, plain)
 
     def step_temporaries(
@@ -239,4 +264,8 @@ class TorchtitanProfile(FrameworkProfile):
 
 # torchtitan at 9dec370 (Dec 2024, its llama3_h100_202412 benchmark page): no compiled loss [CLOSS], the pipeline's last
 # stage keeps its micro-batches' outputs [PPOUT]; autotune/fitting/published_runs.py prices those rows with it
-TORCHTITAN_2024_12 = TorchtitanProfile(compiled_loss=False, pp_output_chunks=True)
+TORCHTITAN_2024_12 = TorchtitanProfile(compiled_loss=False, pp_output_chunks=True, reshard_policy="default_root")
+# torchtitan between 2025-03 and #1094 (820504e, e7c0cae: its June 2025 pages): compiled loss, the root-unit "default"
+TORCHTITAN_2025_06 = TorchtitanProfile(reshard_policy="default_root")
+# torchtitan's own defaults since #1094 (6fc499f6, 0.2.x) as a published run ran them: "default" reshard policy
+TORCHTITAN_DEFAULT = TorchtitanProfile(reshard_policy="default_units")
