@@ -74,7 +74,9 @@ LOGIT_BYTES_PLAIN, LOGIT_BYTES_PARALLEL = 12.0, 16.0
 # becomes a pointwise select: torch/_inductor/fx_passes/post_grad.py `scatter_upon_const_tensor`). Peak: the saved
 # logits and their gradient, 2 x act_bytes per logit. Checked on CPU, torch 2.13: aot_module_simplified with
 # select_decomp_table() and min_cut_rematerialization_partition on torchtitan's cross_entropy_loss saves
-# (bf16 pred, int64 labels, fp32 amax (N,1), fp32 log (N,1)) and its backward returns bf16.
+# (bf16 pred, int64 labels, fp32 amax (N,1), fp32 log (N,1)) and its backward returns bf16. Measured peak (CPU
+# allocator events, benchmarks/torchtitan_loss_peak.py, 2048 tokens x V 4096, torch 2.13): compiled 4.003 bytes per
+# logit with pred in bf16 (8.003 in fp32), eager 12.000 beyond pred (LOGIT_BYTES_PLAIN).
 LOGIT_ACT_COPIES_COMPILED = 2.0
 ID_BYTES = 8  # int64 token ids (first stage) and labels (last stage), per token
 
