@@ -47,8 +47,8 @@ def score(lay) -> dict:
     base = _config(lay.cluster)
     cfg = dataclasses.replace(base, model=lay.model, train=lay.train)
     arr = arrays_from_plans([lay.plan])
-    row = score_arrays(arr, cfg, lay.plan.world_size).iloc[0]
-    mem = memory_arrays(arr, lay.model, lay.train, cfg.cluster)
+    row = score_arrays(arr, cfg, lay.plan.world_size, lay.profile).iloc[0]
+    mem = memory_arrays(arr, lay.model, lay.train, cfg.cluster, lay.profile)
     usable = cfg.cluster.device_memory_bytes * (1 - cfg.space.memory_headroom)
     out = {
         "source": lay.source,

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from autotune.core.plan_arrays import RECOMPUTE_CODE, arrays_from_plans
 from autotune.predict import reserved
 from autotune.predict.frameworks.bench_model import LOSS_CHUNK_TOKENS, BenchModelProfile
+from autotune.predict.frameworks.torchtitan import TORCHTITAN_2024_12
 from autotune.predict.memory import memory_arrays
 from autotune.spec.config import load_config
 
@@ -241,7 +242,8 @@ def evaluate_torchtitan_published() -> dict:
                 "train.framework=torchtitan", "train.seq_len=8192", f"train.global_batch_size={2 * gpus}",
                 f"plan.dp={gpus}", "plan.zero_stage=3", "plan.micro_batch_size=2", "plan.recompute=selective"]  # fmt: skip
         cfg = load_config(over)
-        m = memory_arrays(arrays_from_plans([cfg.plan(gpus)]), cfg.model, cfg.train, cfg.cluster)
+        # the torchtitan that ran (9dec370: "default" reshard policy with the root unit, eager loss)
+        m = memory_arrays(arrays_from_plans([cfg.plan(gpus)]), cfg.model, cfg.train, cfg.cluster, TORCHTITAN_2024_12)
         peak = float(m["allocator_peak"][0])
         per.append(
             {

@@ -32,6 +32,7 @@ from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows
 from autotune.fitting.public_moe_runs import MODELS as MOE_MODELS
 from autotune.fitting.public_moe_runs import row_model
 from autotune.fitting.run_types import DATA, preset_model
+from autotune.predict.frameworks.torchtitan import TORCHTITAN_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class PublishedLayout:
     ran: bool  # False: the source reports an out-of-memory
     measured_gib: float | None  # allocator-visible peak (max_memory_reserved) the source printed, GiB
     recipe: str = ""  # what the recipe ran that the plan cannot express yet (named with a miss)
+    profile: Any = None  # the framework version's profile where it differs from train.framework's (None: that one)
 
 
 MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
@@ -126,8 +128,20 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
     )
     rid = str(r.row_id)
     gpu = MB_GPU[str(r.gpu_type)]
+    # the torchao/torchtitan B200 rows ran torchtitan after #1094 (6fc499f6, 2026) with its "default" reshard policy
+    profile = None if megatron else TORCHTITAN_DEFAULT
     return PublishedLayout(
-        "moe_blackwell", rid, str(r.framework), model, train, gpu, plan, True, mem, MB_NOT_MODELLED.get(rid, "")
+        "moe_blackwell",
+        rid,
+        str(r.framework),
+        model,
+        train,
+        gpu,
+        plan,
+        True,
+        mem,
+        MB_NOT_MODELLED.get(rid, ""),
+        profile,
     )
 
 
@@ -214,15 +228,23 @@ def load_torchtitan(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tu
     DeviceMemoryMonitor.get_peak_stats: max_reserved_gib), the maximum over all ranks on the PP pages (footnote 1).
     The asyncTP page prints none (None)."""
     from autotune.fitting.torchtitan_runs import load_torchtitan as load
+    from autotune.predict.frameworks.torchtitan import TORCHTITAN_2024_12, TORCHTITAN_2025_06
 
     runs, skipped = load(folder)
-    mem = pd.read_csv(folder / "torchtitan_benchmarks.csv")["memory_gib"]
+    df = pd.read_csv(folder / "torchtitan_benchmarks.csv")
+    mem = df["memory_gib"]
+    # torchtitan 9dec370 (the Dec 2024 page) did not compile the loss (train.py: "TODO: compiling loss function
+    # causes CUDA errors, turning off for now"; every later commit here does, components/loss.py) and its pipeline
+    # kept the last stage's outputs; all these commits predate #1094, so torchtitan's "default" reshard policy kept
+    # the root unit and the last block gathered (autotune/predict/frameworks/torchtitan.py [CLOSS], [PPOUT], [RAF])
+    version = {"9dec370": TORCHTITAN_2024_12, "820504e": TORCHTITAN_2025_06, "e7c0cae": TORCHTITAN_2025_06}
     out = [
         PublishedLayout(
             "torchtitan", str(r.row), "torchtitan", r.model, r.train, r.cluster, r.plan, True,
             None if pd.isna(mem[r.row]) else float(mem[r.row]),
             # the 405B toml and the H200 CLI turn on FSDP's float8 all-gather (not a plan field)
             "float8 all-gather (FSDP)" if r.plan.fp8 != "none" and (r.model.num_layers == 126 or r.cluster == "h200-141gb") else "",
+            version[str(df["torchtitan_commit"][r.row])],
         )
         for r in runs
     ]  # fmt: skip

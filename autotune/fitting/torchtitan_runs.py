@@ -12,7 +12,9 @@ The H100 pages ran on Grand Teton hosts (96GB HBM2e, 2.4 TB/s, 500 W): search_sp
 
 How a row becomes a layout (train.framework=torchtitan; where the page is silent the assumption is named and the
 csv's `notes` column repeats it):
-- FSDP n -> dp n with zero_stage 3 (FSDP2 fully_shard, reshard after forward: torchtitan's default); TP -> tp with
+- FSDP n -> dp n with zero_stage 3 (FSDP2 fully_shard; the blocks reshard after forward under torchtitan's "default"
+  policy except as autotune/fitting/published_runs.py's per-commit profiles say: the root unit and the last block
+  before torchtitan #1094, every block's stage under PP); TP -> tp with
   sequence parallelism (torchtitan's apply_tp shards the norms' sequence: SequenceParallel); async TP -> plan.tp_overlap;
   CP -> cp; PP -> pp with the printed schedule (1F1B, Interleaved1F1B -> interleaved_1f1b at 2 stages per rank, the
   default of torchtitan's generate_split_points at 9dec370 when no split points are given).

@@ -143,13 +143,15 @@ def _host_reason(host: np.ndarray, host_bytes: int | None) -> np.ndarray:
     )
 
 
-def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int):
-    """DataFrame (COLUMNS) for plan arrays: reasons, memory, predictions, fits, rank."""
+def score_arrays(arr: dict[str, np.ndarray], cfg, num_gpus: int, profile=None):
+    """DataFrame (COLUMNS) for plan arrays: reasons, memory, predictions, fits, rank. `profile`: the framework profile
+    whose memory accounting applies (default: cfg.train.framework's; a published run of an older framework version
+    passes its own, autotune/fitting/published_runs.py)."""
     import pandas as pd
 
     model, train, cluster, space = cfg.model, cfg.train, cfg.cluster, cfg.space
     rules, reasons = rejections(arr, model, train, cluster, space)
-    mem = memory_arrays(arr, model, train, cluster)
+    mem = memory_arrays(arr, model, train, cluster, profile)
     perf = perf_arrays(arr, model, train, cluster)
     # the device total (allocator peak + CUDA context and NCCL buffers: autotune/predict/memory.py `_peaks`) decides
     fits = mem["device_total"] <= cluster.device_memory_bytes * (1 - space.memory_headroom)

@@ -113,6 +113,9 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
         ms = {k: ms[k] + ex[k] for k in ms}
     # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
     copy = ms["compute_copy"] + prof.root_copy(psi[f"root_{pos}"], z, train)
+    # what the data-parallel wrapper keeps across the pipeline's micro-batches (torchtitan: FSDP2 under PP)
+    held = prof.pipeline_held(psi[pos] + psi[f"expert_{pos}"], z, shard, pp, train)
+    copy = copy + held["compute_copy"]
     inflight = prof.inflight(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"])
     act = psi[f"layers_{pos}"] * layer_act["saved"] * inflight + layer_act["transient"]
     if model.is_moe:  # an MoE layer keeps its routed tokens' tensors instead of the dense MLP's (moe.py)
@@ -127,14 +130,16 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     is_last = psi[f"rank_{pos}"] == pp - 1
     head_n = prof.last_stage_inflight(pp, arr["grad_accum_steps"], arr["pp_schedule"])  # 1 but for all-forward engines
     act = act + np.where(is_last, extras["head_act"] * head_n, 0.0)
+    act = act + np.where(is_last & (pp > 1), extras["pp_outputs"], 0.0)  # the schedule's kept outputs (torchtitan)
     logits = np.where(is_last, extras["logits"] * head_n, 0.0)
     params = ms["params"] + copy
     # bench_model: the sum of every term; a profile whose peak is one phase or another says so (FrameworkProfile.allocated)
     alloc = prof.allocated(params, ms["grads"], ms["optimizer"], act, logits, extras["buffers"], layer_act["transient"])
+    alloc = alloc + held["grads"]  # held in every phase: outside the profile's choice of peak
     return {
         "params": params,
         "compute_copy": copy,
-        "grads": ms["grads"],
+        "grads": ms["grads"] + held["grads"],
         "optimizer": ms["optimizer"],
         "activations": act,
         "logits": logits,
@@ -200,6 +205,7 @@ def memory_arrays(
         "head_act": prof.head_activations(model, tok, tp, sp, c),
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
+        "pp_outputs": prof.pipeline_outputs(model, tok, arr["grad_accum_steps"], tp, c),
     }
     if np.any(arr["compile"]):  # a framework that compiles its loss with the model (torchtitan)
         comp = prof.compiled_logits(model, tok, arr["pp"], tp, c)

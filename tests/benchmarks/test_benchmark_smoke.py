@@ -81,6 +81,13 @@ def check_h200_bench_model(out: dict) -> None:
     assert fraction(out["moe_median_abs_err"], out["moe_max_abs_err"]) and "dense_median_abs_err" not in out
 
 
+def check_torchtitan_loss_peak(out: dict) -> None:
+    # eager only (--no-compile): torchtitan's loss holds 12 bytes per logit beyond the logits (the profile's term)
+    (row,) = out["rows"]
+    assert (row["mode"], row["tokens"], row["vocab"]) == ("eager", 256, 512) and positive(row["peak_bytes"])
+    assert abs(row["rel_err"]) <= 0.01 and out["max_abs_rel_err"] == abs(row["rel_err"])
+
+
 def check_fp8_ratio(out: dict) -> None:
     pairs, llama = out["llmfoundry_h100_fp8_vs_bf16"], out["llama_h100_prediction"]
     assert pairs and all(positive(p["measured_ratio"], p["predicted_ratio"]) for p in pairs)
@@ -265,6 +272,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "fp8_ratio.py": ([], check_fp8_ratio),
     "h200_bench_model.py": (["--moe-only"], check_h200_bench_model),
     "published_fit.py": (["--sources", "h200"], check_published_fit),
+    "torchtitan_loss_peak.py": (["--no-compile", "--tokens", "256", "--vocab", "512"], check_torchtitan_loss_peak),
     "sweep_store.py": (
         ["--gpus", "8", "--model", "llama-3.2-1b", "--cluster", "h100-sxm-80gb", "--max-trials", "2"],
         check_sweep_store,

@@ -136,6 +136,11 @@ class FrameworkProfile(ABC):
     def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         """Loss memory on the last stage (bytes per logit times the logits alive at the loss's peak)."""
 
+    def pipeline_outputs(self, model: ModelSpec, tokens: Any, m: Any, tp: Any, act_bytes: int) -> Any:
+        """Bytes the last pipeline stage (pp > 1) keeps of its `m` micro-batches' outputs until the step ends
+        (`tokens` per micro-batch). Default: none."""
+        return 0.0
+
     def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         """`logits` under plan.compile. Default: unchanged (a framework that does not compile its loss, or whose
         compiled loss is modelled in `logits`); torchtitan overrides it."""
@@ -143,7 +148,10 @@ class FrameworkProfile(ABC):
 
     def compiled_loss_has_fp32_block(self) -> bool:
         """Whether the loss under plan.compile still allocates the fp32 logits block the caching-allocator model
-        (autotune/predict/reserved.py) leaves cached. Default: yes."""
+        (autotune/predict/reserved.py) leaves cached. Default: yes. torchtitan keeps the default although its compiled
+        loss materialises no fp32 logits (CPU measurement, [CLOSS]): with the block its published compiled runs' peaks
+        (torchtitan pages, torchao B200 rows; benchmarks/published_fit.py) are within 4.4% median, without it 5.2%
+        and the Scout rows 26% low: on CUDA a segment of that size stays reserved for another reason, not identified."""
         return True
 
     @abstractmethod
@@ -187,6 +195,14 @@ class FrameworkProfile(ABC):
         """Bytes per in-flight micro-batch of the experts' weights cast to the compute dtype and kept for backward
         outside any FSDP wrapper (bench_model at ZeRO 0/1). Default: none."""
         return 0.0
+
+    def pipeline_held(self, stage_params: Any, zero_stage: Any, shard: Any, pp: Any, train: TrainSpec) -> dict:
+        """Bytes a pipeline rank holds beyond `model_states` because its data-parallel wrapper runs once per micro-batch
+        under the pipeline schedule (`stage_params`: the rank's local parameters): `compute_copy`, gathered parameters
+        kept from the first micro-batch's forward to the last one's backward, and `grads`, gradients accumulated
+        unreduced until the last micro-batch's backward (held through every phase of the peak). Default: none."""
+        zero = np.zeros(np.broadcast(np.asarray(stage_params), np.asarray(zero_stage), np.asarray(pp)).shape)
+        return {"compute_copy": zero, "grads": zero}
 
     # ---- communication buffers ----------------------------------------------------------------------------------
     @abstractmethod

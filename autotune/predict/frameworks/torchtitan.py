@@ -18,15 +18,32 @@ Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/)
          tensor and the per-token rstd).
   [LOSS] components/loss.py `cross_entropy_loss`: F.cross_entropy(pred.flatten(0, 1).float(), reduction="sum"),
          unchunked; train.py `forward_backward_step` frees pred before backward.
-  [CLOSS] components/loss.py @ 6fc499f6 `build_cross_entropy_loss`: `loss_fn = torch.compile(loss_fn)` when
-         training.compile (later `compile.components = ["model", "loss"]`, torchtitan #1608). Measured on CPU (torch
-         2.13, saved_tensors_hooks on the compiled F.cross_entropy(pred.float()) of bf16 pred): it saves pred itself
-         and 2 fp32 values per token (eager: two fp32 tensors of the logits' size, 8 bytes per logit); pred's
-         gradient comes back bf16 (docs/frameworks.md "torchtitan").
+  [RAF]  reshard_after_forward under torchtitan's "default" policy (what its published runs used; autotune's export
+         writes "always" for ZeRO-3): 0.2.2 / since #1094 (July 2025, e.g. 6fc499f6) models/llama3/infra/
+         parallelize.py `apply_fsdp`: the [norm, output] unit reshards only under "always"; before (9dec370,
+         820504e, e7c0cae) parallelisms/parallelize_llama.py: every block but the last reshards, the root unit
+         (embedding, norm, output) is fully_shard(model, reshard_after_forward=not pp_enabled), which FSDP2 keeps
+         unsharded after forward as the root (fully_shard docstring: "The root FSDP state has its value specially
+         set to False as a heuristic since its parameters would typically be immediately all-gathered for backward").
+  [CLOSS] components/loss.py `build_cross_entropy_loss`: the loss is compiled with the model (0.2.2: compile.enable
+         and "loss" in compile.components, default ["model", "loss"]; e7c0cae / 820504e (June 2025) and 6fc499f6
+         (Aug 2025): training.compile). Not at 9dec370 (Dec 2024): train.py "TODO: compiling loss function causes CUDA
+         errors, turning off for now" (`compiled_loss=False`, the profile of the Dec 2024 benchmark page).
+  [PPOUT] torch/distributed/pipelining/stage.py `forward_one_chunk`: "Prepare for final output merge or reduction":
+         the last stage appends each micro-batch's output to `output_chunks`, cleared only when the next step starts
+         (`clear_runtime_states`), so the m logits tensors stay. torchtitan 0.2.2 calls pp_schedule.step(...,
+         return_outputs=False) (train.py), which no longer keeps them; 9dec370 (train.py pp_schedule.step(target=,
+         losses=)) on torch of Dec 2024 did.
   [AMP]  distributed/utils.py `maybe_enable_amp`: without FSDP (dp_shard = cp = 1) and with TP or PP, mixed
          precision is disabled: the model trains in fp32.
   [PP]   distributed/pipeline_parallel.py `build_pipeline_schedule` (fewer micro-batches than stages: a warning, it
          runs); apply_fsdp's "default" policy does not reshard under PP.
+  [PPF]  FSDP2 inside a pipeline stage: parallelize.py `apply_fsdp` ("default": reshard_after_forward=False for every
+         block and the root when pp is on, "to avoid per-microbatch all-gathers"; the same at 9dec370,
+         parallelisms/parallelize_llama.py); torch/distributed/pipelining/stage.py `backward_maybe_with_nosync`
+         (set_reshard_after_backward(False), set_requires_gradient_sync(False) for every micro-batch, FSDP's
+         post_backward run by hand after the last); torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py
+         `post_backward` (no reduce: `to_accumulated_grad_if_needed`, the unsharded gradient cast to reduce_dtype).
 Validated on rank 0 of a fake process group against torchtitan's own model + parallelize_llama
 (autotune/validation/torchtitan_probe.py; tests/unit/test_frameworks_torchtitan.py): within 5% on 11 layouts.
 """
@@ -51,12 +68,28 @@ _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]
 # `_nll_loss_and_log_softmax_backward`, nll and log_softmax backward fused on the local vocab shard): the saved
 # log-softmax x, grad_input = zeros_like(x), (grad_input + exp(x)) and its product with grad_output: 16.
 LOGIT_BYTES_PLAIN, LOGIT_BYTES_PARALLEL = 12.0, 16.0
+# [CLOSS] the compiled loss (tp=1): Inductor's decomposition of log_softmax and the min-cut partitioner save only the
+# compute-dtype logits (the graph's input) and two fp32 values per token (amax, log-sum-exp); the backward is one
+# reduction and one fused pointwise kernel writing the compute-dtype gradient (the zeros+scatter of nll_loss's backward
+# becomes a pointwise select: torch/_inductor/fx_passes/post_grad.py `scatter_upon_const_tensor`). Peak: the saved
+# logits and their gradient, 2 x act_bytes per logit. Checked on CPU, torch 2.13: aot_module_simplified with
+# select_decomp_table() and min_cut_rematerialization_partition on torchtitan's cross_entropy_loss saves
+# (bf16 pred, int64 labels, fp32 amax (N,1), fp32 log (N,1)) and its backward returns bf16. Measured peak (CPU
+# allocator events, benchmarks/torchtitan_loss_peak.py, 2048 tokens x V 4096, torch 2.13): compiled 4.003 bytes per
+# logit with pred in bf16 (8.003 in fp32), eager 12.000 beyond pred (LOGIT_BYTES_PLAIN).
+LOGIT_ACT_COPIES_COMPILED = 2.0
 ID_BYTES = 8  # int64 token ids (first stage) and labels (last stage), per token
 
 
 @dataclass(frozen=True)
 class TorchtitanProfile(FrameworkProfile):
     name: str = "torchtitan"
+    compiled_loss: bool = True  # [CLOSS] plan.compile compiles the loss too (torchtitan >= 2025; not at 9dec370)
+    pp_output_chunks: bool = False  # [PPOUT] the last stage keeps every micro-batch's logits (9dec370; not 0.2.2)
+    # [RAF] what plan.zero_stage=3 runs: "always" (autotune's export), or torchtitan's "default" policy as published
+    # runs used it: "default_units" (since #1094, July 2025: [norm, output] kept gathered from forward to backward),
+    # "default_root" (before: the root unit (embedding, norm, output) and the last block stay gathered)
+    reshard_policy: str = "always"
     # as bench_model (autotune/predict/frameworks/bench_model.py): FSDP2 model states as bench_model/parallel/data_parallel.py applies them; the 1F1B/interleaved schedules of torch.distributed.pipelining
     model_states = BenchModelProfile.model_states
     inflight = BenchModelProfile.inflight
@@ -81,6 +114,17 @@ class TorchtitanProfile(FrameworkProfile):
         # [PAR] ZeRO-3 is written as "always": the embedding and [norm, output] units reshard after forward too, so no
         # gathered copy outlives its unit's forward (ZeRO-2, "never": model_states' compute copy of every unit)
         return np.zeros(np.shape(np.asarray(root_params) * np.asarray(zero_stage)))
+
+    def pipeline_held(self, stage_params: Any, zero_stage: Any, shard: Any, pp: Any, train: TrainSpec) -> dict:
+        """[PPF] FSDP2 under PP: apply_fsdp does not reshard after forward when PP is on, and the pipeline stage runs
+        every micro-batch's backward with reshard_after_backward and gradient sync off, so the stage's parameters
+        stay gathered in the compute dtype (ZeRO-3; ZeRO-2 keeps them already) and its unsharded gradients
+        accumulate in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed) until the last micro-batch.
+        FSDP is applied when the sharding group dp*cp > 1 (torchtitan wraps nothing otherwise)."""
+        psi, z = np.asarray(stage_params, dtype=np.float64), np.asarray(zero_stage)
+        fsdp = (np.asarray(pp) > 1) & (np.asarray(shard) > 1) & (z >= 2)
+        copy = np.where(fsdp & (z >= 3), psi * DTYPE_BYTES[train.compute_dtype], 0.0)
+        return {"compute_copy": copy, "grads": np.where(fsdp, psi * DTYPE_BYTES[train.grad_dtype], 0.0)}
 
     def layer_activations(
         self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
@@ -118,18 +162,37 @@ class TorchtitanProfile(FrameworkProfile):
         # [LOSS] no chunking at any pp: the whole micro-batch's logits, vocab-sharded under TP (loss parallel)
         t = np.asarray(tp, dtype=np.float64)
         per = np.where(t > 1, LOGIT_BYTES_PARALLEL, LOGIT_BYTES_PLAIN)
-        return per * tokens * model.vocab_size / t
+        return per * tokens * model.vocab_size / t + self.gathered_at_loss(model, pp, tp, act_bytes)
+
+    def gathered_at_loss(self, model: ModelSpec, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
+        """[RAF] Compute-dtype parameters torchtitan's "default" reshard policy keeps gathered while the loss runs
+        (pp = 1; under PP `pipeline_held` has the whole stage): "default_units" the [norm, output] unit (V h/t + h),
+        "default_root" the root unit (embedding, norm, output: 2 V h/t + h untied) and the last block (its matrices /t
+        and two norms). Priced in the loss phase, where the published rows peak: the root unit stays gathered through
+        the blocks' backward too (FSDP2 keeps the root unsharded after forward), which this does not add there."""
+        t, h = np.asarray(tp, dtype=np.float64), model.hidden_size
+        head = model.vocab_size * h / t + h
+        block = (model.layer_params() - 2 * h) / t + 2 * h
+        root = head + (0.0 if model.tie_embeddings else model.vocab_size * h / t) + block
+        held = {"always": 0.0, "default_units": head, "default_root": root}[self.reshard_policy]
+        return np.where(np.asarray(pp) == 1, held * act_bytes, 0.0)
+
+    def pipeline_outputs(self, model: ModelSpec, tokens: Any, m: Any, tp: Any, act_bytes: int) -> Any:
+        # [PPOUT] the last stage's outputs are the local (vocab-sharded under TP) logits in the compute dtype
+        if not self.pp_output_chunks:
+            return 0.0
+        return (
+            np.asarray(m, dtype=np.float64) * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64) * act_bytes
+        )
 
     def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
-        """[CLOSS] with compile the loss is compiled too: Inductor saves the compute-dtype logits themselves (kept
-        alive: c bytes) and per-token fp32 statistics, and writes the logits' gradient in the compute dtype (c), with
-        no fp32 logits: 2c per logit. Loss parallel (tp > 1): the eager count (not measured compiled)."""
+        # [CLOSS] compiled plain cross-entropy (tp=1); loss parallel (tp>1) keeps the eager account: its DTensor
+        # log_softmax / nll_loss handlers (torch/distributed/tensor/parallel/loss.py) are not measured under compile
         t = np.asarray(tp, dtype=np.float64)
-        per = np.where(t > 1, LOGIT_BYTES_PARALLEL, 2.0 * act_bytes)
-        return per * tokens * model.vocab_size / t
-
-    def compiled_loss_has_fp32_block(self) -> bool:
-        return False  # [CLOSS] (tp > 1 keeps the eager count but is not measured either way)
+        plain = self.logits(model, tokens, pp, tp, act_bytes)
+        compiled = LOGIT_ACT_COPIES_COMPILED * act_bytes * tokens * model.vocab_size / t
+        compiled = compiled + self.gathered_at_loss(model, pp, tp, act_bytes)
+        return np.where((t == 1) & self.compiled_loss, compiled, plain)
 
     def step_temporaries(
         self,
@@ -209,3 +272,12 @@ class TorchtitanProfile(FrameworkProfile):
                 ),
             ),
         )
+
+
+# torchtitan at 9dec370 (Dec 2024, its llama3_h100_202412 benchmark page): no compiled loss [CLOSS], the pipeline's last
+# stage keeps its micro-batches' outputs [PPOUT]; autotune/fitting/published_runs.py prices those rows with it
+TORCHTITAN_2024_12 = TorchtitanProfile(compiled_loss=False, pp_output_chunks=True, reshard_policy="default_root")
+# torchtitan between 2025-03 and #1094 (820504e, e7c0cae: its June 2025 pages): compiled loss, the root-unit "default"
+TORCHTITAN_2025_06 = TorchtitanProfile(reshard_policy="default_root")
+# torchtitan's own defaults since #1094 (6fc499f6, 0.2.x) as a published run ran them: "default" reshard policy
+TORCHTITAN_DEFAULT = TorchtitanProfile(reshard_policy="default_units")
