@@ -131,16 +131,8 @@ def _layer_terms(
     else:
         casts = fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["compile"])  # compiled: fused casts
     mem = mem + np.where(fp8, memory_bound_s(casts, cluster), 0.0)
-    act_bytes = tokens * h * c
-    bw, lat = _link(cluster, tp)
-    tp_s = np.where(full, 6, 4) * ring_s("all_reduce", tp, act_bytes, bw, lat)
-    if te and (fp8 & sp).any():  # SP under a TE recipe: each all-gather moves the quantized tensor (te_fp8.py)
-        ag = ring_s("all_gather", tp, tokens * h * te_tp_gather_bytes(arr["fp8"], c, sp), bw, lat)
-        pair = ag + ring_s("reduce_scatter", tp, act_bytes, bw, lat)
-        tp_s = np.where(fp8 & sp, np.where(full, 6, 4) * pair, tp_s)
-    if arr["tp_overlap"].any():  # the SP collectives decomposed behind the linears' GEMMs (perf_terms)
-        attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls
-        tp_s = np.where(arr["tp_overlap"], tp_overlap_layer_s(tp_s, attn_gemm, gemm - attn_gemm, tp), tp_s)
+    attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls
+    tp_s = _tp_layer_s(arr, model, cluster, tokens * h, c, te, attn_gemm, gemm - attn_gemm)
     bw, lat = _link(cluster, tp * cp, tp)
     kv_chunk = 2 * tokens * model.kv_dim / tp * c
     cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
@@ -152,6 +144,32 @@ def _layer_terms(
     overlap = moe.ep_overlap(train.framework, cluster.dp_overlap)
     out["ep"] = prefetch_exposed_s(out["ep"], gemm + attn + mem + out["moe_compute"], overlap)
     return out
+
+
+def _tp_layer_s(
+    arr: dict[str, np.ndarray],
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    elems: np.ndarray,
+    c: int,
+    te: bool,
+    attn_gemm: np.ndarray,
+    mlp_gemm: np.ndarray,
+) -> np.ndarray:
+    """One layer's TP seconds per micro-batch for activations of `elems` elements: 4 all-reduces (6 with full
+    recompute; under SP an all-gather + reduce-scatter each, the same volume); under a TE recipe with SP the all-gathers
+    move the quantized tensor (te_fp8.te_tp_gather_bytes); with plan.tp_overlap decomposed behind the attention and MLP
+    linears' GEMMs (perf_terms.tp_overlap_layer_s)."""
+    tp, sp, fp8 = arr["tp"], arr["sequence_parallel"], arr["fp8"] != FP8_CODE["none"]
+    n = np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 6, 4)
+    bw, lat = _link(cluster, tp)
+    tp_s = n * ring_s("all_reduce", tp, elems * c, bw, lat)
+    if te and (fp8 & sp).any():  # SP under a TE recipe: each all-gather moves the quantized tensor (te_fp8.py)
+        ag = ring_s("all_gather", tp, elems * te_tp_gather_bytes(arr["fp8"], c, sp), bw, lat)
+        tp_s = np.where(fp8 & sp, n * (ag + ring_s("reduce_scatter", tp, elems * c, bw, lat)), tp_s)
+    if arr["tp_overlap"].any():  # the SP collectives decomposed behind the linears' GEMMs (perf_terms)
+        tp_s = np.where(arr["tp_overlap"], tp_overlap_layer_s(tp_s, attn_gemm, mlp_gemm, tp), tp_s)
+    return tp_s
 
 
 def _moe_terms(
