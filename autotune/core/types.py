@@ -99,6 +99,9 @@ class ClusterSpec:
     # only; None = the device cannot run that recipe
     peak_flops_mxfp8: float | None = None
     peak_flops_nvfp4: float | None = None
+    # FP8 GEMMs take any operand layout (compute capability 10.x/11.x/>=13: Blackwell data-centre parts), so Transformer
+    # Engine writes one tensorwise FP8 copy instead of rowwise + transposed (autotune/predict/te_fp8.py te_cast_layouts)
+    fp8_non_tn_gemm: bool = False
     # GPUs that share one NVLink domain (the fast link); None = gpus_per_node. On GB200/GB300 NVL72 a node (compute
     # tray) holds 4 GPUs but 72 share one NVLink switch fabric; it must be a multiple of gpus_per_node
     nvlink_domain_size: int | None = None

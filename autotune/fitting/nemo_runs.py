@@ -82,7 +82,9 @@ NEMO_MODEL = {
 # Transformer Engine userbuffers overlap configs `userbuffers_{bf16,fp8}_{h100,b200}_h8192_tp4/tp2_mbs1_seqlen8192`
 # (70B) and `..._h16384_tp8_cp2_...` / `..._tp4_cp2_...` (405B) (NVIDIA-NeMo/Megatron-Bridge
 # scripts/performance/configs/llama3/; megatron/bridge/training/comm_overlap.py), i.e. tp_comm_overlap on whenever
-# TP > 1; no such config is named for the other models, which keep plain TP.
+# TP > 1; no such config is named for the other models, which keep plain TP. NVFP4 runs switch it off: every Llama 3 /
+# 3.1 perf config sets `tp_comm_overlap = False if precision == "nvfp4"` (scripts/performance/configs/llama/
+# llama3_llm_pretrain.py, llama31_llm_pretrain.py @ 0013c9a8), so those rows run plain (sequence-parallel) TP.
 TP_OVERLAP_MODELS = {
     "llama-3.1-70b",
     "llama-3.1-405b",
@@ -218,7 +220,9 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         micro_batch_size=mbs,
         grad_accum_steps=gbs // (dp * mbs),
         sequence_parallel=tp > 1,
-        tp_overlap=tp > 1 and NEMO_MODEL.get(str(r.model), str(r.model).lower()) in TP_OVERLAP_MODELS,
+        tp_overlap=tp > 1
+        and NEMO_MODEL.get(str(r.model), str(r.model).lower()) in TP_OVERLAP_MODELS
+        and RECIPE[str(r.precision)] != "nvfp4",
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=RECIPE[str(r.precision)],
         ep=ep,

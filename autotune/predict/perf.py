@@ -41,7 +41,9 @@ FP8 / MXFP8 / NVFP4 (plan.fp8 != none; the block linears, attention (SDPA) and t
   the block GEMMs run at the recipe's peak (peak_flops_fp8 for tensorwise/rowwise, peak_flops_mxfp8, peak_flops_nvfp4)
   at matmul_efficiency * lowp_gemm_efficiency (perf_terms.linear_efficiency_factor), plus the casts
   (perf_terms.fp8_cast_bytes, bytes per element by recipe; fused into the producing kernels under plan.compile; a
-  framework casting through Transformer Engine: perf_terms.te_fp8_cast_bytes, FrameworkProfile.fp8_casts).
+  framework casting through Transformer Engine: perf_terms.te_fp8_cast_bytes, FrameworkProfile.fp8_casts; under TE
+  with sequence parallelism the TP all-gathers move the quantized tensor, the reduce-scatters the compute dtype:
+  te_fp8.te_tp_gather_bytes).
   A preset without the recipe's peak is rejected (fp8_needs_peak).
 step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
@@ -83,6 +85,7 @@ from autotune.predict.perf_terms import (
     tp_overlap_layer_s,
 )
 from autotune.predict.schedule import bubble_microbatches
+from autotune.predict.te_fp8 import te_cast_layouts, te_tp_gather_bytes
 
 GEMM_M0 = 256.0  # tokens per GEMM at which efficiency is halved by this term
 GEMM_N0 = 128.0  # GEMM width (h/tp) at which efficiency is halved by this term
@@ -121,17 +124,15 @@ def _layer_terms(
     ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
     mem = mem * compiled_elementwise_factor(arr["compile"], cluster, model.block)  # eager kernels / fusion (perf_terms)
-    if get_profile(train.framework).fp8_casts() == "te":  # Transformer Engine's fused cast-transposes (perf_terms)
-        casts = te_fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["grad_accum_steps"])
+    te = get_profile(train.framework).fp8_casts() == "te"
+    if te:  # Transformer Engine's fused cast-transposes (perf_terms), one FP8 copy where the GPU takes any layout
+        layouts = te_cast_layouts(arr["fp8"], cluster)
+        casts = te_fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["grad_accum_steps"], layouts, sp)
     else:
         casts = fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["compile"])  # compiled: fused casts
     mem = mem + np.where(fp8, memory_bound_s(casts, cluster), 0.0)
-    act_bytes = tokens * h * c
-    bw, lat = _link(cluster, tp)
-    tp_s = np.where(full, 6, 4) * ring_s("all_reduce", tp, act_bytes, bw, lat)
-    if arr["tp_overlap"].any():  # the SP collectives decomposed behind the linears' GEMMs (perf_terms)
-        attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls
-        tp_s = np.where(arr["tp_overlap"], tp_overlap_layer_s(tp_s, attn_gemm, gemm - attn_gemm, tp), tp_s)
+    attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls
+    tp_s = _tp_layer_s(arr, model, cluster, tokens * h, c, te, attn_gemm, gemm - attn_gemm)
     bw, lat = _link(cluster, tp * cp, tp)
     kv_chunk = 2 * tokens * model.kv_dim / tp * c
     cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
@@ -143,6 +144,32 @@ def _layer_terms(
     overlap = moe.ep_overlap(train.framework, cluster.dp_overlap)
     out["ep"] = prefetch_exposed_s(out["ep"], gemm + attn + mem + out["moe_compute"], overlap)
     return out
+
+
+def _tp_layer_s(
+    arr: dict[str, np.ndarray],
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    elems: np.ndarray,
+    c: int,
+    te: bool,
+    attn_gemm: np.ndarray,
+    mlp_gemm: np.ndarray,
+) -> np.ndarray:
+    """One layer's TP seconds per micro-batch for activations of `elems` elements: 4 all-reduces (6 with full
+    recompute; under SP an all-gather + reduce-scatter each, the same volume); under a TE recipe with SP the all-gathers
+    move the quantized tensor (te_fp8.te_tp_gather_bytes); with plan.tp_overlap decomposed behind the attention and MLP
+    linears' GEMMs (perf_terms.tp_overlap_layer_s)."""
+    tp, sp, fp8 = arr["tp"], arr["sequence_parallel"], arr["fp8"] != FP8_CODE["none"]
+    n = np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 6, 4)
+    bw, lat = _link(cluster, tp)
+    tp_s = n * ring_s("all_reduce", tp, elems * c, bw, lat)
+    if te and (fp8 & sp).any():  # SP under a TE recipe: each all-gather moves the quantized tensor (te_fp8.py)
+        ag = ring_s("all_gather", tp, elems * te_tp_gather_bytes(arr["fp8"], c, sp), bw, lat)
+        tp_s = np.where(fp8 & sp, n * (ag + ring_s("reduce_scatter", tp, elems * c, bw, lat)), tp_s)
+    if arr["tp_overlap"].any():  # the SP collectives decomposed behind the linears' GEMMs (perf_terms)
+        tp_s = np.where(arr["tp_overlap"], tp_overlap_layer_s(tp_s, attn_gemm, mlp_gemm, tp), tp_s)
+    return tp_s
 
 
 def _moe_terms(

@@ -413,29 +413,45 @@ def fp8_cast_bytes(
     return recipe_cast_bytes(recipe, c, casts, fused)
 
 
-# Transformer Engine's casts (Megatron-Core, FrameworkProfile.fp8_casts() == "te"): one kernel writes both operand
-# layouts a tensor's GEMMs need (TE's cast_transpose / quantize with rowwise + columnwise usage: Hopper FP8 GEMMs take
-# TN operands only and MXFP8 scales run along K, so forward and backward need both), so each activation is read once
-# and written twice in low precision, not cast twice as torchao does; the fused QKV (linear_qkv) and fc1 (w1|w3) are
-# LayerNormLinear modules whose norm kernel writes the FP8 output itself (TE docs "LayerNormLinear"; no extra read);
-# weights are cast once per optimizer step and reused by the other micro-batches (Megatron-Core sets TE's
-# is_first_microbatch from the schedule: megatron/core/transformer/module.py / TE Linear.forward docs).
+# Transformer Engine's casts (Megatron-Core, FrameworkProfile.fp8_casts() == "te"): one kernel writes every operand
+# layout a tensor's GEMMs need (TE's cast_transpose / quantize with rowwise + columnwise usage), so each activation is
+# read once and written `layouts` times in low precision (autotune/predict/te_fp8.py te_cast_layouts: 2 on Hopper and
+# for block-scaled recipes, 1 for tensorwise FP8 on Blackwell), not cast twice as torchao does. The fused QKV
+# (linear_qkv) and fc1 (w1|w3) are LayerNormLinear modules: under the current-scaling, MXFP8 and NVFP4 quantizers the
+# norm kernel writes its compute-dtype output (and the amax) and a quantize kernel reads it back (TE
+# csrc/extensions/normalization.cpp, Impl::FUSED_NORM_AMAX_FP8 / UNFUSED / FUSED_NORM_AMAX_NVFP4: "compute norm and
+# amax in high precision, then quantize"; only delayed scaling writes FP8 from the norm kernel itself, and
+# Megatron-Bridge's perf recipes run current scaling, scripts/performance/utils/precision.py), so those inputs read c
+# like the others; with sequence parallelism the norm and its quantize run on the local 1/tp of the tokens before the
+# all-gather (TE layernorm_linear.py). Weights are cast once per optimizer step and reused by the other micro-batches
+# (Megatron-Core sets TE's is_first_microbatch from the schedule: megatron/core/transformer/module.py).
+# Not modelled: Hopper's transpose of the gathered FP8 input under sequence parallelism (TE distributed.py
+# _all_gather_fp8 makes the columnwise copy after the gather).
 def te_fp8_cast_bytes(
-    model: ModelSpec, c: int, tp: Any, tokens: Any, full_recompute: Any, recipe: Any, micro_batches: Any
+    model: ModelSpec,
+    c: int,
+    tp: Any,
+    tokens: Any,
+    full_recompute: Any,
+    recipe: Any,
+    micro_batches: Any,
+    layouts: Any = 2.0,
+    sp: Any = False,
 ) -> np.ndarray:
-    """HBM bytes of one block's Transformer Engine casts for one micro-batch (see above): the norm-fused inputs of
-    linear_qkv and linear_fc1 (2h per token) write 2 x the recipe's bytes; the row-parallel inputs ((h + f)/tp) and
-    every grad_output (fp8_linear_elements' output count) read c and write 2 x; the weights 1/micro_batches of that;
-    full recompute casts the inputs once more. Bytes per written element: CAST_FUSED_EXTRA_BYTES (scales included)."""
+    """HBM bytes of one block's Transformer Engine casts for one micro-batch (see above): every operand cast reads c
+    and writes `layouts` x the recipe's bytes: the norm-fused inputs of linear_qkv and linear_fc1 (2h per token, /tp
+    under sequence parallelism `sp`), the row-parallel inputs ((h + f)/tp), every grad_output (fp8_linear_elements'
+    output count), and the weights 1/micro_batches of that; full recompute casts the inputs once more. Bytes per
+    written element: CAST_FUSED_EXTRA_BYTES (scales included)."""
     h, f = model.hidden_size, model.ffn_hidden_size
     _, y, w = fp8_linear_elements(model, tp)
     codes = np.asarray(recipe)
     low = np.select([codes == i for i in range(len(FP8_RECIPES))], [CAST_FUSED_EXTRA_BYTES[r] for r in FP8_RECIPES])
     tp = np.asarray(tp, dtype=np.float64)
-    inputs = (1.0 + np.where(np.asarray(full_recompute, dtype=bool), 1.0, 0.0)) * (
-        2 * h * 2 * low + (h + f) / tp * (c + 2 * low)
-    )
-    per_mb = np.asarray(tokens, dtype=np.float64) * (inputs + y * (c + 2 * low)) + w * (c + 2 * low) / micro_batches
+    cast = c + np.asarray(layouts, dtype=np.float64) * low  # bytes per element cast: read c, write the copies
+    norm_in = 2 * h / np.where(np.asarray(sp, dtype=bool), tp, 1.0)
+    inputs = (1.0 + np.where(np.asarray(full_recompute, dtype=bool), 1.0, 0.0)) * (norm_in + (h + f) / tp) * cast
+    per_mb = np.asarray(tokens, dtype=np.float64) * (inputs + y * cast) + w * cast / micro_batches
     return np.where(codes == 0, 0.0, per_mb)
 
 

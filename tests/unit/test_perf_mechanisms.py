@@ -175,15 +175,24 @@ def test_fa2_runs_at_its_published_fraction_of_fa3_on_hopper():
 
 
 def test_transformer_engine_casts_by_hand():
-    # llama-3.1-8b, tp 1, bf16 (c = 2), tensorwise (1 byte per FP8 element), 8192 tokens, 1 micro-batch:
-    # norm-fused qkv / fc1 inputs 2h * 2 bytes = 16,384; row inputs (h + f) = 18,432 elements * (2 + 2) = 73,728;
-    # grad_outputs 43,008 * (2 + 2) = 172,032: 262,144 bytes per token; weights 218,103,808 * 4 once per step
+    # llama-3.1-8b, tp 1, bf16 (c = 2), tensorwise (1 byte per FP8 element), 8192 tokens, 1 micro-batch, Hopper (2
+    # layouts): every cast reads 2 bytes and writes 2 x 1: norm-fused qkv / fc1 inputs 2h = 8,192 elements (the norm
+    # writes bf16, a quantize reads it: TE normalization.cpp FUSED_NORM_AMAX_FP8) + row inputs (h + f) = 18,432:
+    # 26,624 * 4 = 106,496; grad_outputs 43,008 * 4 = 172,032: 278,528 bytes per token; weights 218,103,808 * 4
     model = job()[0]
-    per_token, weights = 262_144, 218_103_808 * 4
+    per_token, weights = 278_528, 218_103_808 * 4
     assert float(te_fp8_cast_bytes(model, 2, 1, 8192, False, 1, 1)) == 8192 * per_token + weights
     # 16 micro-batches share one weight cast (TE is_first_microbatch); full recompute casts the inputs once more
     assert float(te_fp8_cast_bytes(model, 2, 1, 8192, False, 1, 16)) == 8192 * per_token + weights / 16
-    assert float(te_fp8_cast_bytes(model, 2, 1, 8192, True, 1, 1)) == 8192 * (per_token + 90_112) + weights
+    assert float(te_fp8_cast_bytes(model, 2, 1, 8192, True, 1, 1)) == 8192 * (per_token + 106_496) + weights
+    # Blackwell, tensorwise: one FP8 copy per cast (TE quantizer.cpp, is_non_tn_fp8_gemm_supported): 3 bytes/element
+    assert (
+        float(te_fp8_cast_bytes(model, 2, 1, 8192, False, 1, 1, 1.0)) == 8192 * (26_624 + 43_008) * 3 + 218_103_808 * 3
+    )
+    # tp 2 with sequence parallelism: the norm + quantize run on the local half of the tokens (4,096 elements), row
+    # inputs 9,216; grad_outputs (h + 2k + 2f)/2 + 2h = 17,408 + 8,192 = 25,600; weights / 2
+    sp = 8192 * (4_096 + 9_216 + 25_600) * 4 + 218_103_808 / 2 * 4
+    assert float(te_fp8_cast_bytes(model, 2, 2, 8192, False, 1, 1, 2.0, True)) == sp
     # against torchao's fused casts (2 casts each of 38,912 inputs, 43,008 grad_outputs and the weights, 3 bytes):
     torchao = 3 * (2 * 8192 * (38_912 + 43_008) + 2 * 218_103_808)
     assert float(fp8_cast_bytes(model, 2, 1, 8192, False, 1, True)) == torchao
@@ -191,3 +200,31 @@ def test_transformer_engine_casts_by_hand():
     assert {n: p.fp8_casts() for n, p in PROFILES.items()} == {
         n: ("te" if n in ("megatron", "deepspeed") else "torchao") for n in PROFILES
     }
+
+
+def test_transformer_engine_fp8_layouts_and_sequence_parallel_gathers():
+    from autotune.predict.te_fp8 import te_cast_layouts, te_tp_gather_bytes
+
+    codes = np.array([FP8_CODE[r] for r in ("none", "tensorwise", "mxfp8", "nvfp4")])
+    # Blackwell presets state fp8_non_tn_gemm (TE utils.py is_non_tn_fp8_gemm_supported: sm 10.x); Hopper's do not
+    assert load_preset("gb300-nvl72").fp8_non_tn_gemm and not load_preset("h100-sxm-80gb").fp8_non_tn_gemm
+    assert list(te_cast_layouts(codes, load_preset("b200"))) == [2, 1, 2, 2]  # block scales run along K: 2 copies
+    assert list(te_cast_layouts(codes, load_preset("h100-sxm-80gb"))) == [2, 2, 2, 2]
+    # all-gather bytes per element (TE distributed.py _all_gather_fp8 / _mxfp8 / _nvfp4): 1, 1 + 1/32, 1/2 + 1/16
+    assert list(te_tp_gather_bytes(codes, 2, True)) == [2.0, 1.0, 1.03125, 0.5625]
+    assert list(te_tp_gather_bytes(codes, 2, False)) == [2.0] * 4  # no SP: all-reduce in the compute dtype
+    # Megatron, tp 4 + SP, H100: per layer and micro-batch each all-reduce-equivalent becomes an FP8 all-gather +
+    # a bf16 reduce-scatter of b*s*h: 4 of them, by hand from the ring formulas
+    model, train, h100 = job()
+    train = dataclasses.replace(train, framework="megatron")
+    plan = ParallelPlan(dp=2, tp=4, micro_batch_size=1, grad_accum_steps=1, sequence_parallel=True)
+    none, fp8 = (
+        perf_arrays(arrays_from_plans([dataclasses.replace(plan, fp8=r)]), model, train, h100)["tp_comm_s"][0]
+        for r in ("none", "tensorwise")
+    )
+    bw, lat = _link(h100, np.array(4))
+    act = train.seq_len * model.hidden_size
+    assert none == pytest.approx(model.num_layers * 4 * float(ring_s("all_reduce", 4, act * 2, bw, lat)))
+    pair = float(ring_s("all_gather", 4, act * 1, bw, lat) + ring_s("reduce_scatter", 4, act * 2, bw, lat))
+    assert fp8 == pytest.approx(model.num_layers * 4 * pair)
+    assert 0.75 < fp8 / none < 0.85  # 3 of 4 bytes, the same ring latency

@@ -1,0 +1,60 @@
+"""What Transformer Engine's low-precision recipes change outside the GEMMs (frameworks whose
+`FrameworkProfile.fp8_casts()` is "te": Megatron-Core, DeepSpeed through TE). Pure, vectorised over candidates.
+
+Sources (NVIDIA/TransformerEngine @ d0067d0, Aug 2026):
+- Operand layouts. A Hopper FP8 GEMM takes TN operands only, so each FP8 tensor the forward and the backward both use is
+  written twice, rowwise and transposed. On Blackwell data-centre parts (compute capability 10.x; 11.x and >= 13 too)
+  FP8 GEMMs take any layout: `transformer_engine/pytorch/utils.py is_non_tn_fp8_gemm_supported`, and the tensorwise
+  quantizers then write the rowwise data only (`csrc/quantizer.cpp` Float8Quantizer / Float8CurrentScalingQuantizer
+  `create_tensor`: with_transpose = columnwise_usage && !is_non_tn_fp8_gemm_supported). Block-scaled recipes keep two
+  copies everywhere: MXFP8's 1x32 scales and NVFP4's 1x16 scales run along K, which differs between the forward GEMM
+  and the backward ones (MXFP8Quantizer / NVFP4Quantizer rowwise + columnwise data). The preset says which GPUs:
+  `cluster.fp8_non_tn_gemm`.
+- Sequence-parallel all-gathers. With sequence parallelism TE quantizes before it gathers: the column-parallel linear's
+  input in forward (`module/linear.py` / `layernorm_linear.py`: input_quantizer, then
+  `distributed.gather_along_first_dim(..., quantizer=...)`, NCCL or Userbuffers alike; re-gathered the same way for
+  wgrad) and the row-parallel linear's grad_output in backward (`module/base.py grad_output_preprocess`), each moving
+  the recipe's bytes: `_all_gather_fp8` the 1-byte data only (the scale is shared), `_all_gather_mxfp8` data + E8M0
+  scales, `_all_gather_nvfp4` packed 4-bit data + E4M3 scales. The reduce-scatters (row-parallel output, column-parallel
+  dgrad) stay in the compute dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autotune.core.types import FP8_RECIPES, ClusterSpec
+
+# HBM / wire bytes per element of one low-precision copy, scales included (a 1-byte E8M0 scale per 32 for MXFP8, a
+# 1-byte E4M3 scale per 16 for NVFP4; tensorwise carries one scalar). perf_terms.CAST_FUSED_EXTRA_BYTES has the same.
+LOWP_BYTES: dict[str, float] = {
+    "none": 0.0,
+    "tensorwise": 1.0,
+    "rowwise": 1.0,
+    "mxfp8": 1.0 + 1.0 / 32,
+    "nvfp4": 0.5 + 1.0 / 16,
+}
+
+
+def lowp_bytes(recipe_codes: Any) -> np.ndarray:
+    """Bytes per element of one low-precision copy under each row's recipe (LOWP_BYTES; 0 for none)."""
+    codes = np.asarray(recipe_codes)
+    return np.select([codes == i for i in range(len(FP8_RECIPES))], [LOWP_BYTES[r] for r in FP8_RECIPES], 0.0)
+
+
+def te_cast_layouts(recipe_codes: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Low-precision copies TE writes per cast (module doc): 1 for tensorwise FP8 where the GPU's FP8 GEMMs take any
+    layout (cluster.fp8_non_tn_gemm), else 2 (rowwise + transposed / columnwise)."""
+    codes = np.asarray(recipe_codes)
+    one = bool(getattr(cluster, "fp8_non_tn_gemm", False)) & (codes == FP8_RECIPES.index("tensorwise"))
+    return np.where(one, 1.0, 2.0)
+
+
+def te_tp_gather_bytes(recipe_codes: Any, c: int, sequence_parallel: Any) -> np.ndarray:
+    """Bytes per element of a tensor-parallel all-gather under TE (module doc): the recipe's low-precision bytes where
+    a recipe runs with sequence parallelism, else the compute dtype's `c`."""
+    codes = np.asarray(recipe_codes)
+    quantized = (codes != 0) & np.asarray(sequence_parallel, dtype=bool)
+    return np.where(quantized, lowp_bytes(codes), float(c))
