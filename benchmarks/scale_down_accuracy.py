@@ -4,6 +4,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/scale_down_accuracy.py                 # all 40, replicas on 2 ranks
     PYTHONPATH=. .venv/bin/python benchmarks/scale_down_accuracy.py --smoke         # 3 layouts, 1 replica (CI)
     PYTHONPATH=. .venv/bin/python benchmarks/scale_down_accuracy.py --reuse         # recompose from WORKDIR's cache
+                                                                                  # (replicas, netbench, MoE rows)
 
 The landscape (default benchmarks/data/landscape_tiny_w8_cpu.parquet: 40 layouts of the tiny model on 8 gloo ranks,
 benchmarks/data/README.md) records each layout's busiest rank's CPU seconds per step (time.process_time, one intra-op
@@ -94,7 +95,7 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
     }
 
 
-def moe_ep_check(workdir: str, steps: int, cpu_comm) -> dict:
+def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dict:
     """tiny-moe dp4 ep4 measured on 4 ranks next to its composition from a 1-rank replica (ep 1: the replica's local
     permute and experts are measured, the dispatch/combine all-to-alls to the 3 missing peers and the dp traffic are
     priced with the CPU-time alpha-beta). Compared in the busiest rank's CPU seconds per step on both sides;
@@ -109,12 +110,17 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm) -> dict:
     plan = dataclasses.replace(cfg.plan(4), dp=4, ep=4, grad_accum_steps=2)
     target = make_spec(cfg, plan, sweep_id="scale-down-accuracy", trial_id="moe-ep4-w4", timed_steps=steps)
     sd = replica_spec(target, 1)
-    launcher = LocalLauncher(workdir=workdir)
-    try:
-        full = launcher.submit(target).result()
-        rep = launcher.submit(sd.replica).result()
-    finally:
-        launcher.close()
+    cache = Path(workdir) / "moe_rows.json"
+    if reuse and cache.exists():
+        full, rep = json.loads(cache.read_text())
+    else:
+        launcher = LocalLauncher(workdir=workdir)
+        try:
+            full = launcher.submit(target).result()
+            rep = launcher.submit(sd.replica).result()
+        finally:
+            launcher.close()
+        cache.write_text(json.dumps([full, rep]))
     out = {"target": {"dp": 4, "ep": 4, "world": 4}, "replica": {"world": 1, "ep": sd.replica.plan.ep}}
     out.update(status_full=full["status"], status_replica=rep["status"])
     if full["status"] != "ok" or rep["status"] != "ok":
@@ -258,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         "spearman": out["spearman"] is not None and out["spearman"] >= TARGETS["spearman"],
         "best_ratio": out["best_ratio"] is not None and out["best_ratio"] >= TARGETS["best_ratio"],
     }
-    out["moe_ep_check"] = None if args.smoke else moe_ep_check(args.workdir, steps, cpu_comm)
+    out["moe_ep_check"] = None if args.smoke else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse)
     print(json.dumps(out))
     return 0
 

@@ -75,6 +75,18 @@ class FrameworkProfile(ABC):
     def overlaps(self) -> Overlaps:
         """The data-parallel overlaps this framework performs, each cited to its source."""
 
+    def grad_reduce_collectives(self, layers: Any) -> np.ndarray:
+        """How many gradient all-reduces DDP / ZeRO-1 issues per step on a rank holding `layers` transformer blocks
+        (perf._ddp_s pays the latency term once per collective; the bytes are the same). Default: one bucketed
+        all-reduce of the whole gradient (the accounting of a framework whose buckets are larger than the rank's
+        gradient; not checked against each framework's bucket size)."""
+        return np.ones(np.shape(np.asarray(layers)))
+
+    def pipeline_defers_grad_reduce(self) -> bool:
+        """Whether under pp > 1 the framework's ZeRO-2/3 (FSDP) reduce-scatters each block's gradient once per step,
+        after the last micro-batch's backward, instead of after every micro-batch (perf._fsdp_s). Default: no."""
+        return False
+
     @abstractmethod
     def attention_kernel(self) -> str:
         """The causal attention kernel this framework runs on CUDA: "fa3" (FlashAttention-3 or cuDNN fused
