@@ -104,6 +104,19 @@ def shard_group(arr: dict[str, np.ndarray]) -> np.ndarray:
     return np.where(ds > 0, ds, dp) * np.asarray(arr["cp"])
 
 
+def _deferred_reduce_states(ms: dict, psi: Any, deferred: Any, z: Any, train: TrainSpec) -> dict:
+    """ZeRO-2/3 under pp > 1 where the pipeline defers the gradient reduction to the last micro-batch
+    (FrameworkProfile.pipeline_defers_grad_reduce; torch/distributed/pipelining/stage.py backward_maybe_with_nosync):
+    FSDP2 with set_requires_gradient_sync(False) accumulates every parameter's UNSHARDED gradient, in its reduce dtype
+    (fp32: bench_model's MixedPrecisionPolicy) when that differs from the compute dtype, and with
+    set_reshard_after_backward(False) keeps each block gathered (compute copy) from its backward to the step's end,
+    which stage 3 otherwise frees."""
+    g = max(DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES["fp32"])
+    psi = np.asarray(psi, dtype=np.float64)
+    copy = np.where(deferred & (z >= 3), psi * DTYPE_BYTES[train.compute_dtype], ms["compute_copy"])
+    return {**ms, "grads": np.where(deferred, psi * g, ms["grads"]), "compute_copy": copy}
+
+
 def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> dict[str, np.ndarray]:
     pp, z, shard = arr["pp"], arr["zero_stage"], shard_group(arr)
     ms = prof.model_states(psi[pos], z, shard, train, arr["offload"])  # bench_model: model_state_arrays
@@ -111,8 +124,12 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
         edp = moe.expert_shard_group(arr["dp"] * arr["cp"] * arr["tp"] * pp, pp, arr["ep"], arr["etp"])
         ex = prof.expert_states(psi[f"expert_{pos}"], z, edp, shard, train, arr["offload"])
         ms = {k: ms[k] + ex[k] for k in ms}
-    # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
-    copy = ms["compute_copy"] + prof.root_copy(psi[f"root_{pos}"], z, train)
+    deferred = (pp > 1) & (z >= 2) & prof.pipeline_defers_grad_reduce()
+    if np.any(deferred):
+        ms = _deferred_reduce_states(ms, psi[pos], deferred, z, train)
+    # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3 (inside the
+    # whole stage's gathered copy when the pipeline keeps every unit gathered)
+    copy = ms["compute_copy"] + np.where(deferred & (z >= 3), 0.0, prof.root_copy(psi[f"root_{pos}"], z, train))
     inflight = prof.inflight(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"])
     act = psi[f"layers_{pos}"] * layer_act["saved"] * inflight + layer_act["transient"]
     if model.is_moe:  # an MoE layer keeps its routed tokens' tensors instead of the dense MLP's (moe.py)
