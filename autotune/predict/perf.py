@@ -26,8 +26,10 @@ comm: NCCL ring bus factors (NCCL docs, "Performance: algorithm bandwidth / bus 
   2(n-1)/n * bytes / bw + 2(n-1) alpha; all-gather / reduce-scatter (n-1)/n * bytes / bw + (n-1) alpha; bw = link *
   comm_efficiency, NVLink when the group fits in a node under the mesh order (pp, dp, cp, tp), InfiniBand otherwise.
 DP (group dp*cp; ZeRO stages as bench_model/parallel/data_parallel.py): stages 0-1 all-reduce grads once per step
-  behind the last micro-batch's backward (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
-  (perf_terms.fsdp_exposed_s) every micro-batch, the root unit's gather and reduce-scatter exposed.
+  behind the last micro-batch's backward, in FrameworkProfile.grad_reduce_collectives collectives (bench_model: one
+  per FSDP2 unit; each pays the latency) (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
+  (perf_terms.fsdp_exposed_s) every micro-batch, the root unit's gather and reduce-scatter exposed; under pp > 1 once
+  per step where the pipeline defers the reduction (FrameworkProfile.pipeline_defers_grad_reduce).
 optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s); with CPU offload the update runs on the host at
   cluster.cpu_adam_params_per_s, plus for offload=optimizer the gradient D2H and parameter H2D copies at
   host_device_bw_bytes_per_s (perf_terms.offload_step_s); offload=params copies each block's shard H2D before its
