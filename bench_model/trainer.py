@@ -71,6 +71,10 @@ class Trainer:
     # this rank's CPU seconds per timed step (time.process_time: every thread of the process, gloo's included): what a
     # rank costs independent of how many other processes share the cores (docs/scale_down.md "Fair on a shared CPU")
     step_cpu_s: list[float] = field(default_factory=list)
+    # of which in the optimizer step and zero_grad (CPU seconds, no device sync: a scale-down composition scales it by
+    # the optimizer's own model ratio, not the compute's; docs/scale_down.md)
+    optimizer_cpu_s: list[float] = field(default_factory=list)
+    _last_optimizer_cpu_s: float = 0.0
     tied_group: dist.ProcessGroup | None = None  # first + last pipeline rank: the two copies of a tied embedding
 
     def loss_context(self):
@@ -88,8 +92,10 @@ class Trainer:
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step; returns this rank's mean loss (zero on non-last pipeline stages), not synchronised."""
         loss = self.compute_gradients(step)
+        c0 = time.process_time()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self._last_optimizer_cpu_s = time.process_time() - c0
         return loss
 
     def compute_gradients(self, step: int) -> torch.Tensor:
@@ -246,4 +252,5 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
         if timed:
             trainer.step_times_s.append(time.perf_counter() - t0)
             trainer.step_cpu_s.append(time.process_time() - c0)
+            trainer.optimizer_cpu_s.append(trainer._last_optimizer_cpu_s)
     return losses

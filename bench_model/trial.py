@@ -87,6 +87,8 @@ def _summarise(spec: TrialSpec, trainer, local_losses: list[torch.Tensor], peak_
     step_times = [float(x) for x in times.cpu()]
     cpu = torch.tensor(trainer.step_cpu_s, dtype=torch.float64, device=times.device)
     dist.all_reduce(cpu, op=dist.ReduceOp.MAX)  # the busiest rank's CPU seconds per step
+    opt = torch.tensor(trainer.optimizer_cpu_s, dtype=torch.float64, device=times.device)
+    dist.all_reduce(opt, op=dist.ReduceOp.MAX)  # the same for the optimizer step alone
     row = row_from_spec(spec)
     world = spec.plan.world_size
     row.update(
@@ -108,6 +110,7 @@ def _summarise(spec: TrialSpec, trainer, local_losses: list[torch.Tensor], peak_
             step_time_mean_s=mean_s,
             step_time_std_s=statistics.pstdev(step_times),
             step_cpu_time_mean_s=statistics.fmean(float(x) for x in cpu.cpu()),
+            optimizer_cpu_time_mean_s=statistics.fmean(float(x) for x in opt.cpu()),
             tokens_per_s=tokens_per_s,
             tokens_per_s_per_gpu=tokens_per_s / world,
             tflops_per_gpu=flops_per_gpu / 1e12,

@@ -4,6 +4,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/scale_down_accuracy.py                 # all 40, replicas on 2 ranks
     PYTHONPATH=. .venv/bin/python benchmarks/scale_down_accuracy.py --smoke         # 3 layouts, 1 replica (CI)
     PYTHONPATH=. .venv/bin/python benchmarks/scale_down_accuracy.py --reuse         # recompose from WORKDIR's cache
+                                                                                  # (replicas, netbench, MoE rows)
 
 The landscape (default benchmarks/data/landscape_tiny_w8_cpu.parquet: 40 layouts of the tiny model on 8 gloo ranks,
 benchmarks/data/README.md) records each layout's busiest rank's CPU seconds per step (time.process_time, one intra-op
@@ -94,14 +95,14 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
     }
 
 
-def moe_ep_check(workdir: str, steps: int, cpu_comm) -> dict:
+def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dict:
     """tiny-moe dp4 ep4 measured on 4 ranks next to its composition from a 1-rank replica (ep 1: the replica's local
     permute and experts are measured, the dispatch/combine all-to-alls to the 3 missing peers and the dp traffic are
     priced with the CPU-time alpha-beta). Compared in the busiest rank's CPU seconds per step on both sides;
     `composed_preset_comm_step_s` prices them with the preset's transfer-time alpha-beta (the earlier composition)."""
     from autotune.predict.compose import compose_step
     from autotune.results.trialfile import make_spec
-    from autotune.run.scaledown import measured_step_s, replica_spec
+    from autotune.run.scaledown import measured_optimizer_s, measured_step_s, replica_spec
     from autotune.spec.config import load_config
     from launchers.local import LocalLauncher
 
@@ -109,20 +110,26 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm) -> dict:
     plan = dataclasses.replace(cfg.plan(4), dp=4, ep=4, grad_accum_steps=2)
     target = make_spec(cfg, plan, sweep_id="scale-down-accuracy", trial_id="moe-ep4-w4", timed_steps=steps)
     sd = replica_spec(target, 1)
-    launcher = LocalLauncher(workdir=workdir)
-    try:
-        full = launcher.submit(target).result()
-        rep = launcher.submit(sd.replica).result()
-    finally:
-        launcher.close()
+    cache = Path(workdir) / "moe_rows.json"
+    if reuse and cache.exists():
+        full, rep = json.loads(cache.read_text())
+    else:
+        launcher = LocalLauncher(workdir=workdir)
+        try:
+            full = launcher.submit(target).result()
+            rep = launcher.submit(sd.replica).result()
+        finally:
+            launcher.close()
+        cache.write_text(json.dumps([full, rep]))
     out = {"target": {"dp": 4, "ep": 4, "world": 4}, "replica": {"world": 1, "ep": sd.replica.plan.ep}}
     out.update(status_full=full["status"], status_replica=rep["status"])
     if full["status"] != "ok" or rep["status"] != "ok":
         return out
     r = sd.replica
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
-    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm)
-    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster)
+    t_opt = measured_optimizer_s(rep, "cpu")
+    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, t_opt)
+    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, t_opt)
     measured = measured_step_s(full, "cpu")
     out.update(
         measured_cpu_step_s=measured,
@@ -154,13 +161,14 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     """One layout's row: measured and composed tok/s/GPU in CPU seconds per rank (the benchmark's basis), and the
     old wall-clock comparison (preset alpha-beta, host mapping) for the record."""
     from autotune.predict.compose import compose_step
-    from autotune.run.scaledown import measured_step_s
+    from autotune.run.scaledown import measured_optimizer_s, measured_step_s
 
     t, r = sd.target, sd.replica
     world, tokens = t.plan.world_size, t.train.global_batch_tokens
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
-    cpu = compose_step(step, tgt, rpl, clusters["cpu"])
-    pre = compose_step(step, tgt, rpl, t.cluster)
+    t_opt = measured_optimizer_s(rrow, "cpu")
+    cpu = compose_step(step, tgt, rpl, clusters["cpu"], t_opt)
+    pre = compose_step(step, tgt, rpl, t.cluster, t_opt)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
     busy, measured = cpu.step_s - cpu.bubble_s, float(rec["step_cpu_time_mean_s"])
     return {
@@ -258,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         "spearman": out["spearman"] is not None and out["spearman"] >= TARGETS["spearman"],
         "best_ratio": out["best_ratio"] is not None and out["best_ratio"] >= TARGETS["best_ratio"],
     }
-    out["moe_ep_check"] = None if args.smoke else moe_ep_check(args.workdir, steps, cpu_comm)
+    out["moe_ep_check"] = None if args.smoke else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse)
     print(json.dumps(out))
     return 0
 

@@ -111,11 +111,12 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
         edp = moe.expert_shard_group(arr["dp"] * arr["cp"] * arr["tp"] * pp, pp, arr["ep"], arr["etp"])
         ex = prof.expert_states(psi[f"expert_{pos}"], z, edp, shard, train, arr["offload"])
         ms = {k: ms[k] + ex[k] for k in ms}
-    # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
-    copy = ms["compute_copy"] + prof.root_copy(psi[f"root_{pos}"], z, train)
-    # what the data-parallel wrapper keeps across the pipeline's micro-batches (torchtitan: FSDP2 under PP)
+    # what the data-parallel wrapper keeps across the pipeline's micro-batches (FSDP2 under torch pipelining:
+    # FrameworkProfile.pipeline_held); the held copy is the whole stage's, the FSDP2 root unit included
     held = prof.pipeline_held(psi[pos] + psi[f"expert_{pos}"], z, shard, pp, train)
-    copy = copy + held["compute_copy"]
+    # bench_model: the FSDP2 root unit (embedding, norm, head) stays gathered all step, also in stage 3
+    root = prof.root_copy(psi[f"root_{pos}"], z, train)
+    copy = ms["compute_copy"] + np.where(held["compute_copy"] > 0, 0.0, root) + held["compute_copy"]
     inflight = prof.inflight(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"])
     act = psi[f"layers_{pos}"] * layer_act["saved"] * inflight + layer_act["transient"]
     if model.is_moe:  # an MoE layer keeps its routed tokens' tensors instead of the dense MLP's (moe.py)

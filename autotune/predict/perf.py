@@ -26,8 +26,10 @@ comm: NCCL ring bus factors (NCCL docs, "Performance: algorithm bandwidth / bus 
   2(n-1)/n * bytes / bw + 2(n-1) alpha; all-gather / reduce-scatter (n-1)/n * bytes / bw + (n-1) alpha; bw = link *
   comm_efficiency, NVLink when the group fits in a node under the mesh order (pp, dp, cp, tp), InfiniBand otherwise.
 DP (group dp*cp; ZeRO stages as bench_model/parallel/data_parallel.py): stages 0-1 all-reduce grads once per step
-  behind the last micro-batch's backward (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
-  (perf_terms.fsdp_exposed_s) every micro-batch, the root unit's gather and reduce-scatter exposed.
+  behind the last micro-batch's backward, in FrameworkProfile.grad_reduce_collectives collectives (bench_model: one
+  per FSDP2 unit; each pays the latency) (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
+  (perf_terms.fsdp_exposed_s) every micro-batch, the root unit's gather and reduce-scatter exposed; under pp > 1 once
+  per step where the pipeline defers the reduction (FrameworkProfile.pipeline_defers_grad_reduce).
 optimizer: AdamW update at HBM bandwidth (perf_terms.optimizer_step_s); with CPU offload the update runs on the host at
   cluster.cpu_adam_params_per_s, plus for offload=optimizer the gradient D2H and parameter H2D copies at
   host_device_bw_bytes_per_s (perf_terms.offload_step_s); offload=params copies each block's shard H2D before its
@@ -311,24 +313,23 @@ def _fsdp_s(
     root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
     h2d_layer, d2h_layer = _offload_copies_s(arr, cluster, ranks["layer"], shard, p, g)
     h2d_root, d2h_root = _offload_copies_s(arr, cluster, root, shard, p, g)
-    busy_layers = stage["layers"]
-    fsdp = m * (
-        fsdp_exposed_s(
-            busy_layers,
-            ring_s("all_gather", shard, ranks["layer"] * c, f_bw, f_lat) + h2d_layer,
-            ring_s("reduce_scatter", shard, ranks["layer"] * g, f_bw, f_lat) + d2h_layer,
-            stage["fwd_layer"],
-            stage["bwd_layer"],
-            arr["zero_stage"],
-            cluster.dp_overlap if ov.fsdp_prefetch else 0.0,
-        )
-        # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters
-        # after the last: nothing to hide behind
-        + ring_s("all_gather", shard, root * c, f_bw, f_lat)
-        + ring_s("reduce_scatter", shard, root * g, f_bw, f_lat)
-        + h2d_root
-        + d2h_root
-    )
+    busy_layers, z, overlap = stage["layers"], arr["zero_stage"], cluster.dp_overlap if ov.fsdp_prefetch else 0.0
+    ag = ring_s("all_gather", shard, ranks["layer"] * c, f_bw, f_lat) + h2d_layer
+    rs = ring_s("reduce_scatter", shard, ranks["layer"] * g, f_bw, f_lat) + d2h_layer
+    fwd, bwd = stage["fwd_layer"], stage["bwd_layer"]
+    # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters after the last:
+    # nothing to hide behind
+    root_s = ring_s("all_gather", shard, root * c, f_bw, f_lat) + ring_s("reduce_scatter", shard, root * g, f_bw, f_lat)
+    root_s = root_s + h2d_root + d2h_root
+    fsdp = m * (fsdp_exposed_s(busy_layers, ag, rs, fwd, bwd, z, overlap) + root_s)
+    if get_profile(train.framework).pipeline_defers_grad_reduce():
+        # pp > 1 (FrameworkProfile.pipeline_defers_grad_reduce): blocks stay gathered from one micro-batch's backward
+        # to the end of the step, so the first forward gathers every block, stage 3 gathers again in each backward
+        # (its forward reshards; the 1F1B steady state's forward reuses the previous backward's gather), and every
+        # block reduce-scatters once, after the last backward, with no compute left to hide behind
+        deferred = fsdp_exposed_s(busy_layers, ag, 0.0, fwd, bwd, 2, overlap) + busy_layers * rs + root_s
+        deferred = deferred + np.where(z >= 3, m * busy_layers * prefetch_exposed_s(ag, bwd, overlap), 0.0)
+        fsdp = np.where(arr["pp"] > 1, deferred, fsdp)
     # each block's gradient shard behind the last micro-batch's backward like DDP's buckets; the root unit's after the
     # last block (exposed)
     replicate = busy_layers * dp_all_reduce_s(cluster, reps, ranks["layer"] * g / shard, tp * cp * dp, tp * shard)
@@ -351,12 +352,15 @@ def _ddp_s(
     the next step's first forward under Megatron's --overlap-param-gather, exposed otherwise."""
     dp, tp, cp = arr["dp"], arr["tp"], arr["cp"]
     g, p = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.param_dtype]
-    ov = get_profile(train.framework).overlaps()
+    prof = get_profile(train.framework)
+    ov = prof.overlaps()
     n, z1 = dp * cp, arr["zero_stage"] == 1
     bw, lat = _link(cluster, tp * cp * dp, tp * cp)
-    grad = dp_all_reduce_s(cluster, n, psi * g, tp * cp * dp, tp * cp)
+    # the gradient in `count` collectives (FrameworkProfile.grad_reduce_collectives): same bytes, count x latency
+    count = prof.grad_reduce_collectives(stage["layers"])
+    grad = count * dp_all_reduce_s(cluster, n, psi * g / count, tp * cp * dp, tp * cp)
     if ov.zero1_reduce_scatter:
-        grad = np.where(z1, ring_s("reduce_scatter", n, psi * g, bw, lat), grad)
+        grad = np.where(z1, count * ring_s("reduce_scatter", n, psi * g / count, bw, lat), grad)
     gather = _hidden(
         ring_s("all_gather", n, psi * p, bw, lat), stage["layers"] * stage["fwd_layer"], ov.param_gather, cluster
     )

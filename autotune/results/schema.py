@@ -70,6 +70,7 @@ RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("step_time_mean_s", _F),
     ("step_time_std_s", _F),
     ("step_cpu_time_mean_s", _F),  # the busiest rank's CPU seconds per step (process_time), mean over timed steps
+    ("optimizer_cpu_time_mean_s", _F),  # of which in the optimizer step (the busiest rank's), mean over timed steps
     ("timed_steps", _I),
     ("peak_mem_allocated_bytes", _I),
     ("peak_mem_reserved_bytes", _I),
@@ -95,7 +96,13 @@ RESULT_COLUMNS: list[str] = [name for name, _ in RESULT_FIELDS]
 # Columns added after files of this schema version were first written: a file without them is still whole (it was
 # written before them) and reads as null there, so earlier sweeps resume instead of re-running every trial.
 LATER_COLUMNS: frozenset[str] = frozenset(
-    {"reject_rule", "step_cpu_time_mean_s", *LATER_FIELDS, *(n for n, _ in SCALE_DOWN_FIELDS)}
+    {
+        "reject_rule",
+        "step_cpu_time_mean_s",
+        "optimizer_cpu_time_mean_s",
+        *LATER_FIELDS,
+        *(n for n, _ in SCALE_DOWN_FIELDS),
+    }
 )
 RESULT_SCHEMA = pa.schema(RESULT_FIELDS)
 

@@ -111,6 +111,14 @@ def measured_step_s(replica_row: dict[str, Any], device_type: str) -> float | No
     return None if t is None else float(t)
 
 
+def measured_optimizer_s(replica_row: dict[str, Any], device_type: str) -> float | None:
+    """The replica's optimizer step within `measured_step_s`: on CPU ranks the busiest rank's CPU seconds in it
+    (bench_model/trainer.py); None on GPUs (the trainer times no device-synchronised optimizer step) and on rows
+    written before the column existed."""
+    t = replica_row.get("optimizer_cpu_time_mean_s")
+    return float(t) if device_type == "cpu" and t else None
+
+
 def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     """The target's row from its replica's: the target's identity and layout, the composed speed (when the replica
     ran), the replica's cost and outcome, and the scale-down columns (autotune/results/schema.py SCALE_DOWN_FIELDS)."""
@@ -149,7 +157,8 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     measured = measured_step_s(replica_row, t.cluster.device_type)
     if replica_row.get("status") != "ok" or measured is None:
         return normalize_row(row)
-    c = compose_step(measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster)
+    t_opt = measured_optimizer_s(replica_row, t.cluster.device_type)
+    c = compose_step(measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster, t_opt)
     tokens_per_s = t.train.global_batch_tokens / c.step_s
     world = t.plan.world_size
     peak = _peak_flops(replica_row, t)
@@ -158,6 +167,7 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
         replica_step_time_s=measured,
         step_time_mean_s=c.step_s,
         step_cpu_time_mean_s=replica_row.get("step_cpu_time_mean_s"),
+        optimizer_cpu_time_mean_s=replica_row.get("optimizer_cpu_time_mean_s"),
         step_time_std_s=None,
         tokens_per_s=tokens_per_s,
         tokens_per_s_per_gpu=tokens_per_s / world,

@@ -26,6 +26,10 @@ def test_sweep_8_gpus_on_2(tmp_path):
     assert (ran["replica_pp"] == 1).all() and (ran["replica_tp"] == ran["tp"].clip(upper=2)).all()
     assert (ran["tokens_per_s_per_gpu"] > 0).all() and (ran["mfu"] > 0).all() and (ran["replica_step_time_s"] > 0).all()
     assert ran["measured_parts"].str.contains("compute").all() and ran["modelled_parts"].notna().all()
+    # the trainer times its optimizer step inside the step's CPU seconds (the composition scales it on its own)
+    assert (
+        (ran["optimizer_cpu_time_mean_s"] > 0) & (ran["optimizer_cpu_time_mean_s"] < ran["step_cpu_time_mean_s"])
+    ).all()
     # the budget charged the replica (its ranks x its wall), the report states the full-size cost next to it
     assert (ran["gpu_seconds"] <= ran["replica_num_gpus"] * ran["wall_s"] * 1.5 + 60).all()
     assert (ran["full_size_gpu_seconds"] > ran["gpu_seconds"]).all()

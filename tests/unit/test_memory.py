@@ -261,3 +261,21 @@ def test_tied_embeddings_pipelined_last_stage_holds_a_copy():
         800_600 * 4,
         800_600 * 8,
     )
+
+
+def test_pipelined_fsdp_keeps_unsharded_gradients_until_the_last_microbatch():
+    # pp = 2, dp = 2, rank 0 holds 672 parameters (embedding 80 + one layer 592). torch.distributed.pipelining turns
+    # FSDP2's gradient sync off on every micro-batch and reduce-scatters once after the last
+    # (torch/distributed/pipelining/stage.py backward_maybe_with_nosync): the unsharded fp32 gradient accumulates,
+    # 672 * 4 bytes instead of the shard's 672 * 4 / 2, and with set_reshard_after_backward(False) stage 3 keeps the
+    # bf16 gathered copy (672 * 2) it otherwise frees after each block
+    def states(zero: int, pp: int) -> tuple[float, float]:
+        plan = ParallelPlan(dp=2, pp=pp, zero_stage=zero, micro_batch_size=1, grad_accum_steps=4)
+        m = memory_arrays(arrays_from_plans([plan]), SMALL, BF16, CLUSTER)
+        return float(m["grads"][0]), float(m["compute_copy"][0])
+
+    # the accumulated unsharded gradient is held through every phase (FrameworkProfile.pipeline_held), on top of the
+    # shard the optimizer step sees (672 * 4 / 2) after the one reduce-scatter
+    held = 672 * 4
+    assert states(2, 2)[0] == 672 * 4 / 2 + held and states(3, 2) == (672 * 4 / 2 + held, 672 * 2)
+    assert states(2, 1)[0] == 1352 * 4 / 2  # pp = 1: bench_model's own loop reduce-scatters every micro-batch

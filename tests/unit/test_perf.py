@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from autotune.core.model import ModelSpec
-from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.perf import GEMM_M0, GEMM_N0, _link, estimate_perf, ring_s
 from autotune.predict.perf_terms import (
     adam_tensors_per_param,
@@ -190,9 +190,15 @@ def test_ddp_all_reduce_hides_behind_last_backward():
     plan = ParallelPlan(dp=16, micro_batch_size=1, grad_accum_steps=4)
     exposed = estimate_perf(plan, MODEL, TRAIN, CLUSTER).dp_comm_s
     # the ring's bandwidth term; latency: NCCL's tree beats the ring's 2*15 inter-node hops (6e-4 s): a chain of the
-    # 8 NVLink ranks per node both ways, 2*7*1e-5, + 2*log2(2 nodes)*2e-5 = 1.8e-4 s (collectives.dp_all_reduce_s)
-    full_ar = float(ring_s("all_reduce", 16, MODEL.num_params() * 4, 4e11, 0.0)) + 1.8e-4
+    # 8 NVLink ranks per node both ways, 2*7*1e-5, + 2*log2(2 nodes)*2e-5 = 1.8e-4 s (collectives.dp_all_reduce_s),
+    # paid once per collective: bench_model all-reduces each of the 8 blocks' FSDP2 units and the root unit on its
+    # own (bench_model/parallel/data_parallel.py), 9 all-reduces of the same total bytes; a framework profile without
+    # a count (Megatron's here) prices one bucketed all-reduce
+    bandwidth = float(ring_s("all_reduce", 16, MODEL.num_params() * 4, 4e11, 0.0))
+    full_ar = bandwidth + 9 * 1.8e-4
     assert exposed == pytest.approx(full_ar)
+    megatron = dataclasses.replace(TRAIN, framework="megatron")
+    assert estimate_perf(plan, MODEL, megatron, CLUSTER).dp_comm_s == pytest.approx(bandwidth + 1.8e-4)
     hidden = estimate_perf(plan, MODEL, TRAIN, dataclasses.replace(CLUSTER, dp_overlap=1.0)).dp_comm_s
     assert hidden == pytest.approx(max(full_ar - 8 * layer_s(2048) * 2 / 3, 0.0))
 
@@ -243,3 +249,23 @@ def test_tied_embedding_allreduce_between_first_and_last_stage():
     extra = estimate_perf(z2, tied, TRAIN, CLUSTER).pp_comm_s - estimate_perf(z2, MODEL, TRAIN, CLUSTER).pp_comm_s
     assert extra == pytest.approx(131_072_000 / 4 / 4e11 + 2e-5)
     assert estimate_perf(ParallelPlan(micro_batch_size=1, grad_accum_steps=64), tied, TRAIN, CLUSTER).pp_comm_s == 0
+
+
+def test_pipeline_reduce_scatters_fsdp_gradients_once_per_step():
+    """pp > 1 runs torch.distributed.pipelining, which keeps FSDP2's gradient sync off and the blocks gathered after
+    every micro-batch's backward and reduce-scatters once after the last (torch/distributed/pipelining/stage.py
+    backward_maybe_with_nosync, perform_reduce_grad): ZeRO-2's traffic does not grow with m; ZeRO-3 gathers each block
+    again in every backward. At pp = 1 (bench_model's own loop) both gather and reduce-scatter every micro-batch."""
+
+    def dp_s(zero: int, m: int, pp: int = 2) -> float:
+        plan = ParallelPlan(dp=8, pp=pp, zero_stage=zero, micro_batch_size=1, grad_accum_steps=m)
+        return estimate_perf(plan, MODEL, dataclasses.replace(TRAIN, global_batch_size=8 * m), CLUSTER).dp_comm_s
+
+    # dp 8 inside one node (mesh order pp, dp, cp, tp): 400 GB/s, 1e-5 s; one block: 15,206,400 parameters (its GEMM
+    # weights and 2 norms), gathered in the compute dtype, reduce-scattered in the gradient dtype; dp_overlap = 0
+    ag = float(ring_s("all_gather", 8, 15_206_400 * DTYPE_BYTES[TRAIN.compute_dtype], 4e11, 1e-5))
+    rs = float(ring_s("reduce_scatter", 8, 15_206_400 * DTYPE_BYTES[TRAIN.grad_dtype], 4e11, 1e-5))
+    assert dp_s(2, 8) == pytest.approx(dp_s(2, 4))
+    assert dp_s(3, 8) - dp_s(3, 4) == pytest.approx(4 * 4 * ag)  # 4 more micro-batches x the stage's 4 blocks
+    # pp = 1: every micro-batch gathers and reduce-scatters all 8 blocks (and the root unit)
+    assert dp_s(2, 8, pp=1) - dp_s(2, 4, pp=1) > 4 * 8 * (ag + rs)

@@ -73,6 +73,30 @@ def test_identity_replica_composes_the_measured_step(tiny):
     assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "dp" in c.measured_parts
 
 
+def test_measured_optimizer_step_is_not_scaled_with_the_micro_batches(tiny):
+    # dp1 tp2, m = 8 from a replica of m = 4: 0.8 CPU-s measured, 0.2 of them in the optimizer step. The compute part
+    # (0.6) scales by k = 0.6 / (R.step - R.optimizer) onto the target's terms; the optimizer by the model's own ratio
+    # F.optimizer / R.optimizer (= 1 here: same parameters, nothing sharded), so it is counted once, not doubled with
+    # the micro-batch count as a single k = 0.8 / R.step would do
+    from autotune.predict.compose import _terms
+
+    t = _spec(tiny, 2, dp=1, tp=2, micro_batch_size=1, grad_accum_steps=16)
+    r = replica_spec(t, 2).replica
+    tgt, rpl = (t.plan, t.model, t.train), (r.plan, r.model, r.train)
+    R, F = _terms(*rpl, t.cluster), _terms(*tgt, t.cluster)
+    c = compose_step(0.8, tgt, rpl, t.cluster, 0.2)
+    k = 0.6 / (R["step_s"] - R["optimizer_s"])
+    assert F["optimizer_s"] == pytest.approx(R["optimizer_s"]) and c.optimizer_s == pytest.approx(0.2)
+    assert c.measured_scale == pytest.approx(k)
+    assert c.step_s == pytest.approx(k * (F["step_s"] - F["optimizer_s"]) + 0.2)
+    # its own replica (m = 4): still exactly the measurement
+    t = _spec(tiny, 2, dp=1, tp=2, micro_batch_size=4, grad_accum_steps=4)
+    r = replica_spec(t, 2).replica
+    assert compose_step(0.8, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster, 0.2).step_s == (
+        pytest.approx(0.8, rel=1e-12)
+    )
+
+
 def test_pipeline_composition_counts_m_plus_p_minus_1_slots(tiny):
     # Free links (no latency, unbounded bandwidth, no per-micro-batch overhead) leave compute, bubble and optimizer:
     # a 1F1B step of p = 4 stages and m = 16 micro-batches takes m + p - 1 = 19 stage slots (Narayanan et al. 2021
@@ -99,8 +123,11 @@ def test_composed_row_charges_the_replica_and_marks_what_was_measured(tiny):
     replica_row = dict(
         status="ok", step_time_mean_s=0.9, step_cpu_time_mean_s=0.5, timed_steps=3, wall_s=20.0, gpu_seconds=40.0
     )
+    replica_row["optimizer_cpu_time_mean_s"] = 0.1  # of the 0.5 CPU-s, in the optimizer step
     row = compose_row(sd, replica_row)
-    c = compose_step(0.5, (t.plan, t.model, t.train), (sd.replica.plan, sd.replica.model, sd.replica.train), t.cluster)
+    rpl = (sd.replica.plan, sd.replica.model, sd.replica.train)
+    c = compose_step(0.5, (t.plan, t.model, t.train), rpl, t.cluster, 0.1)
+    assert c.step_s != pytest.approx(compose_step(0.5, (t.plan, t.model, t.train), rpl, t.cluster).step_s)
     # on CPU ranks the replica's step is its busiest rank's CPU seconds (0.5), not its wall seconds (0.9)
     assert row["replica_step_time_s"] == 0.5 and row["step_time_mean_s"] == pytest.approx(c.step_s)
     assert row["tokens_per_s_per_gpu"] == pytest.approx(16 * 128 / c.step_s / 8)

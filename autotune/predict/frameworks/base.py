@@ -75,6 +75,18 @@ class FrameworkProfile(ABC):
     def overlaps(self) -> Overlaps:
         """The data-parallel overlaps this framework performs, each cited to its source."""
 
+    def grad_reduce_collectives(self, layers: Any) -> np.ndarray:
+        """How many gradient all-reduces DDP / ZeRO-1 issues per step on a rank holding `layers` transformer blocks
+        (perf._ddp_s pays the latency term once per collective; the bytes are the same). Default: one bucketed
+        all-reduce of the whole gradient (the accounting of a framework whose buckets are larger than the rank's
+        gradient; not checked against each framework's bucket size)."""
+        return np.ones(np.shape(np.asarray(layers)))
+
+    def pipeline_defers_grad_reduce(self) -> bool:
+        """Whether under pp > 1 the framework's ZeRO-2/3 (FSDP) reduce-scatters each block's gradient once per step,
+        after the last micro-batch's backward, instead of after every micro-batch (perf._fsdp_s). Default: no."""
+        return False
+
     @abstractmethod
     def attention_kernel(self) -> str:
         """The causal attention kernel this framework runs on CUDA: "fa3" (FlashAttention-3 or cuDNN fused
@@ -255,3 +267,20 @@ class FrameworkProfile(ABC):
         """A rule (autotune/core/rules.py) whose stable id is `<name>_<rule_id>` and whose message starts with
         `<name>: `."""
         return Rule(f"{self.name}_{rule_id}", violated, message, prefix=f"{self.name}: ")
+
+
+def fsdp_pipeline_held(
+    stage_params: Any, zero_stage: Any, shard: Any, pp: Any, compute_bytes: float, grad_bytes: float
+) -> dict:
+    """FSDP2 inside a torch.distributed.pipelining stage (pp > 1, ZeRO-2/3 over a sharding group > 1): the stage
+    backward sets set_requires_gradient_sync(False) and set_reshard_after_backward(False) on every micro-batch and
+    reduce-scatters once after the last (torch/distributed/pipelining/stage.py `backward_maybe_with_nosync`,
+    `perform_reduce_grad`), so the stage's parameters stay gathered (`compute_bytes` each; ZeRO-2 keeps them anyway)
+    and its unsharded gradients accumulate in the reduce dtype (`grad_bytes`; FSDPParam.to_accumulated_grad_if_needed)
+    until then. bench_model and torchtitan both run it (FrameworkProfile.pipeline_held)."""
+    psi, z = np.asarray(stage_params, dtype=np.float64), np.asarray(zero_stage)
+    fsdp = (np.asarray(pp) > 1) & (np.asarray(shard) > 1) & (z >= 2)
+    return {
+        "compute_copy": np.where(fsdp & (z >= 3), psi * compute_bytes, 0.0),
+        "grads": np.where(fsdp, psi * grad_bytes, 0.0),
+    }

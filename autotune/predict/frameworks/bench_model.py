@@ -84,7 +84,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import moe
-from autotune.predict.frameworks.base import FrameworkProfile, Overlaps
+from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, fsdp_pipeline_held
 from autotune.predict.schedule import inflight_microbatches
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
@@ -292,6 +292,27 @@ class BenchModelProfile(FrameworkProfile):
         gradients during backward (FSDP2 HSDP with shard=1); stage 1 then all-gathers the updated parameters in one
         flat collective before the next step (not overlapped)."""
         return Overlaps(grad_reduce=True, param_gather=False, fsdp_prefetch=True, zero1_reduce_scatter=False)
+
+    def grad_reduce_collectives(self, layers: Any) -> np.ndarray:
+        """bench_model/parallel/data_parallel.py wraps every transformer block and the root unit (embedding, final
+        norm, head) in its own FSDP2 unit at every ZeRO stage; at stages 0-1 (HSDP, shard 1) each unit all-reduces its
+        gradients on its own after the last micro-batch's backward: layers + 1 all-reduces per step. On 8 gloo ranks
+        each costs ~1.4-5.6 ms of CPU almost regardless of its size (`autotune netbench`, 4 KiB to 4 MiB;
+        docs/scale_down.md), so the count, not the bytes, prices the tiny model's ZeRO-0 step."""
+        return np.asarray(layers, dtype=np.float64) + 1.0
+
+    def pipeline_defers_grad_reduce(self) -> bool:
+        """pp > 1 runs torch.distributed.pipelining (bench_model/parallel/pipeline.py), whose stage backward sets
+        FSDP2's set_requires_gradient_sync(False) and set_reshard_after_backward(False) on every micro-batch and
+        reduce-scatters once in perform_reduce_grad after the last one (torch/distributed/pipelining/stage.py
+        `backward_maybe_with_nosync`, `perform_reduce_grad`; torch 2.13)."""
+        return True
+
+    def pipeline_held(self, stage_params: Any, zero_stage: Any, shard: Any, pp: Any, train: TrainSpec) -> dict:
+        """The same pipelining under FSDP2 (base.fsdp_pipeline_held); the unsharded gradients accumulate in the
+        reduce dtype, fp32 (bench_model/parallel/data_parallel.py MixedPrecisionPolicy reduce_dtype)."""
+        g = max(DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES["fp32"])
+        return fsdp_pipeline_held(stage_params, zero_stage, shard, pp, DTYPE_BYTES[train.compute_dtype], g)
 
     def rules(self) -> tuple:
         return (

@@ -58,7 +58,12 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
-from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, fused_adamw_step_temporaries
+from autotune.predict.frameworks.base import (
+    FrameworkProfile,
+    Overlaps,
+    fsdp_pipeline_held,
+    fused_adamw_step_temporaries,
+)
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]
@@ -121,10 +126,12 @@ class TorchtitanProfile(FrameworkProfile):
         stay gathered in the compute dtype (ZeRO-3; ZeRO-2 keeps them already) and its unsharded gradients
         accumulate in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed) until the last micro-batch.
         FSDP is applied when the sharding group dp*cp > 1 (torchtitan wraps nothing otherwise)."""
-        psi, z = np.asarray(stage_params, dtype=np.float64), np.asarray(zero_stage)
-        fsdp = (np.asarray(pp) > 1) & (np.asarray(shard) > 1) & (z >= 2)
-        copy = np.where(fsdp & (z >= 3), psi * DTYPE_BYTES[train.compute_dtype], 0.0)
-        return {"compute_copy": copy, "grads": np.where(fsdp, psi * DTYPE_BYTES[train.grad_dtype], 0.0)}
+        return fsdp_pipeline_held(
+            stage_params, zero_stage, shard, pp, DTYPE_BYTES[train.compute_dtype], DTYPE_BYTES[train.grad_dtype]
+        )
+
+    def pipeline_defers_grad_reduce(self) -> bool:
+        return True  # [PPF]: one reduce-scatter per step after the last micro-batch (perf._fsdp_s)
 
     def layer_activations(
         self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
