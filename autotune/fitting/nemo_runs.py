@@ -44,6 +44,12 @@ assumption is named):
   `recompute_granularity = None`, `fine_grained_activation_offloading = False`); what a preset adds on top that
   the Megatron-FSDP presets add (activation CPU offloading of N layers) is plan.act_offload_layers (ACT_OFFLOAD_LAYERS);
   the GPT-OSS presets' MoE recompute modules are plan.moe_recompute (MOE_RECOMPUTE).
+- FP8 parameters: the Megatron-Bridge rows (source Megatron-Bridge: containers 25.09 onward) with an FP8 recipe
+  (tensorwise, mxfp8) run train.fp8_param_gather: the perf recipes take `bf16_with_fp8_current_scaling_mixed` /
+  `bf16_with_mxfp8_mixed` (scripts/performance/utils/precision.py; src/megatron/bridge/perf_recipes/_common.py
+  `_perf_precision`), which set `fp8_param_gather = True` (src/megatron/bridge/training/mixed_precision.py; current
+  scaling since 958fb9b7 2025-07-16, MXFP8 since 91d25dcc 2025-08-21 with reuse_grad_buf_for_mxfp8_param_ag);
+  `bf16_with_nvfp4_mixed` sets False. The NeMo 1.0 / 2.0 rows (24.x, 25.04) keep bf16 weights (not read: assumed).
 - TP overlap: Llama 3 70B / 405B rows with TP > 1 run Transformer Engine's userbuffers TP overlap (TP_OVERLAP_MODELS).
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
   (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
@@ -144,6 +150,8 @@ MOE_RECOMPUTE = {
 # (models/qwen/qwen3_moe_bridge.py, gpt_oss/gpt_oss_bridge.py, deepseek/deepseek_v3_bridge.py, kimi/kimi_bridge.py).
 # GPT-3 5B / 20B (`GPTConfig5B` / `GPTConfig20B`) set none: Megatron-Core's default 0.1.
 HIDDEN_DROPOUT_DEFAULT = {"GPT3-5B", "GPT3-20B"}
+# plan.fp8 recipes whose Megatron-Bridge mixed-precision config sets fp8_param_gather (module doc)
+FP8_PARAM_RECIPES = ("tensorwise", "mxfp8")
 # models whose recipes account the embedding and the loss in the pipeline split (module doc)
 PP_SPLIT_ACCOUNTED = ("LLAMA3.1_405B", "Qwen3_235B_a22B")
 RECIPE = {
@@ -239,6 +247,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         master_dtype="fp32",
         moe_routing="balanced",
         hidden_dropout=0.1 if str(r.model) in HIDDEN_DROPOUT_DEFAULT else 0.0,
+        fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
     return model, train, plan

@@ -50,6 +50,19 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
         k rotated into new tensors and v a view of the fused projection output fit no known layout (k and v on
         different storages with different strides): "not_supported" -> `q, k, v = [x.contiguous() ...]`, so v is
         a copy and nothing keeps the projection output; ops/basic/rmsnorm.py saves `input_.contiguous()` (q/k norms).
+  [FP8P] --fp8-param-gather (train.fp8_param_gather; Megatron-Bridge src/megatron/bridge/training/mixed_precision.py
+        @ 067f987d sets it in bf16_with_fp8_delayed_scaling_mixed, bf16_with_fp8_current_scaling_mixed and
+        bf16_with_mxfp8_mixed (with reuse_grad_buf_for_mxfp8_param_ag), not in bf16_with_nvfp4_mixed; the perf
+        recipes take these configs, scripts/performance/utils/precision.py). Megatron-LM megatron/core/distributed/
+        param_and_grad_buffer.py @ d98e8a64: a quantized param's buffer dtype is torch.uint8 (`_param_uses_quantized_
+        storage` -> param_dtype = torch.uint8), the all-gather runs on it; with MXFP8 params the param all-gather
+        instead reuses the (bf16) grad buffer (`shared_buffer`, "For MXFP8 param: Create a shared buffer for param
+        AG and grad RS") and `_post_param_sync` re-quantizes into the params' own storage. TransformerEngine
+        module/base.py @ d0067d0d: the weight quantizer of FP8-initialised params is `set_usage(rowwise=True,
+        columnwise=torch.is_grad_enabled())`, so training keeps both usages: tensor/storage/float8_tensor_storage.py
+        `update_usage` keeps one `_data` where `is_non_tn_fp8_gemm_supported()` (compute capability 10.x-11.x or
+        >= 13: Blackwell) and a `_transpose` copy besides it elsewhere (Hopper); an MXFP8 tensor's row-wise and
+        column-wise data are two quantizations (1 + 1/32 bytes each with their E8M0 scales).
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -101,12 +114,44 @@ def te_fp8_input_bytes(fp8: Any) -> np.ndarray:
     return np.where(code == FP8_CODE["none"], 0.0, out)
 
 
+def non_tn_fp8_gemm(cluster: Any) -> bool:
+    """Whether Transformer Engine runs FP8 GEMMs in non-TN layouts on this GPU ([FP8P] `is_non_tn_fp8_gemm_supported`:
+    Blackwell, compute capability 10.x-11.x), so a per-tensor FP8 weight needs no transposed copy. The cluster presets
+    carry no compute capability: a preset with block-scaled FP8 tensor cores (peak_flops_mxfp8 set: B200, B300,
+    GB200, GB300, all sm_100 / sm_103) is such a GPU; Hopper and Ampere presets have none. (Consumer Blackwell,
+    sm_120, has MXFP8 but TN-only FP8 GEMMs; no preset.)"""
+    return getattr(cluster, "peak_flops_mxfp8", None) is not None
+
+
 @dataclass(frozen=True)
 class MegatronProfile(FrameworkProfile):
     name: str = "megatron"
     # as bench_model (autotune/predict/frameworks/bench_model.py): every term at once; Megatron's 1F1B/interleaved in-flight counts (Korthikanti Eq. 5)
     allocated = BenchModelProfile.allocated
     inflight = BenchModelProfile.inflight
+
+    def stored_weight_bytes(self, fp8: Any, train: TrainSpec, cluster: Any) -> np.ndarray:
+        """[FP8P] Bytes per element of the block linears' weights: bf16 (c) unless train.fp8_param_gather keeps them
+        as Transformer Engine tensors under an FP8 recipe: tensorwise / delayed (Float8Tensor) 1 byte where the GPU
+        runs non-TN FP8 GEMMs (`non_tn_fp8_gemm`), 2 (data + transpose) elsewhere; MXFP8 2(1 + 1/32) (row-wise and
+        column-wise). NVFP4 has its own --fp4-param-gather (not modelled): bf16."""
+        c = float(DTYPE_BYTES[train.compute_dtype])
+        code = np.asarray(fp8)
+        if not train.fp8_param_gather:
+            return np.full(code.shape, c)
+        per_tensor = 1.0 if non_tn_fp8_gemm(cluster) else 2.0
+        out = np.where(code == FP8_CODE["tensorwise"], per_tensor, c)
+        return np.where(code == FP8_CODE["mxfp8"], 2.0 * (1.0 + 1.0 / 32), out)
+
+    def gather_weight_bytes(self, fp8: Any, train: TrainSpec) -> np.ndarray:
+        """[FP8P] The distributed optimizer's param all-gather: 1 byte per weight on the uint8 buffer under
+        train.fp8_param_gather with a tensorwise recipe (the transpose, where kept, is rebuilt locally); MXFP8 params
+        gather bf16 values into the grad buffer (re-quantized after): the param dtype's bytes, as without."""
+        p = float(DTYPE_BYTES[train.param_dtype])
+        code = np.asarray(fp8)
+        if not train.fp8_param_gather:
+            return np.full(code.shape, p)
+        return np.where(code == FP8_CODE["tensorwise"], 1.0, p)
 
     def attention_kernel(self) -> str:
         """Megatron-Core's TEDotProductAttention: Transformer Engine picks cuDNN fused (flash) attention on Hopper and
