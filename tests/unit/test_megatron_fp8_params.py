@@ -53,17 +53,32 @@ def _params(cluster: str, fp8: str, gather: bool) -> float:
     return float(mem["params"][0])
 
 
-def test_fp8_weights_are_one_byte_on_blackwell_two_on_hopper_and_mxfp8_keeps_two_copies():
-    base = _params("gb200-nvl72", "tensorwise", False)
-    assert base - _params("gb200-nvl72", "tensorwise", True) == pytest.approx(RANK1_WEIGHTS * 1.0)  # 2 B -> 1 B
-    # MXFP8: row-wise and column-wise data, 1 + 1/32 B each: 2.0625 - 2 = 1/16 B more per weight (+0.371 GiB)
-    mx = _params("gb200-nvl72", "mxfp8", True) - _params("gb200-nvl72", "mxfp8", False)
-    assert mx == pytest.approx(RANK1_WEIGHTS / 16) and mx / 2**30 == pytest.approx(0.3711, abs=1e-4)
-    # Hopper (TN-only FP8 GEMMs): Float8Tensor keeps its transpose too, 1 + 1 = 2 B: as bf16
-    assert _params("h100-sxm-80gb", "tensorwise", True) == _params("h100-sxm-80gb", "tensorwise", False)
-    # NVFP4 has its own --fp4-param-gather (not modelled) and bf16 layouts have no FP8 weights: no change
-    assert _params("gb200-nvl72", "nvfp4", True) == _params("gb200-nvl72", "nvfp4", False)
-    assert _params("gb200-nvl72", "none", True) == _params("gb200-nvl72", "none", False)
+@pytest.mark.parametrize(
+    ("cluster", "fp8", "without", "with_gather"),
+    [
+        # Blackwell per-tensor FP8: bf16 weight + 1 B cached FP8 copy [TE-WS] -> the 1 B FP8 weight alone [FP8P]
+        ("gb200-nvl72", "tensorwise", 1.0, -1.0),
+        # Hopper (TN-only FP8 GEMMs): the copy is data + transpose, 2 B; FP8 weights keep both: 2 B, as bf16
+        ("h100-sxm-80gb", "tensorwise", 2.0, 0.0),
+        # MXFP8: row- and column-wise quantizations, 2 x (1 + 1/32) = 2.0625 B, cached or as the weight itself
+        ("gb200-nvl72", "mxfp8", 2.0625, 0.0625),
+        # NVFP4 (2 x (1/2 + 1/16) = 1.125 B cached): its --fp4-param-gather is not fp8_param_gather
+        ("gb200-nvl72", "nvfp4", 1.125, 1.125),
+    ],
+)
+def test_te_weight_bytes_per_recipe(cluster, fp8, without, with_gather):
+    """Bytes per rank-1 weight beyond the bf16-only layout (plan.fp8=none): the cache, or the FP8 weights."""
+    bf16 = _params(cluster, "none", False)
+    assert _params(cluster, "none", True) == bf16  # no FP8 recipe: no FP8 weights to gather
+    assert _params(cluster, fp8, False) - bf16 == pytest.approx(RANK1_WEIGHTS * without)
+    assert _params(cluster, fp8, True) - bf16 == pytest.approx(RANK1_WEIGHTS * with_gather)
+
+
+def test_fp8_param_gather_saves_5_94_gib_on_the_405b_gb200_rank():
+    """NeMo 26.02 row: 6,375,342,080 x (3 - 1) B = 11.875 GiB less than bf16 weights with TE's cache; 5.9375 GiB less
+    than bf16 weights alone."""
+    saved = _params("gb200-nvl72", "none", False) - _params("gb200-nvl72", "tensorwise", True)
+    assert saved / 2**30 == pytest.approx(5.9375, abs=1e-4)
 
 
 def test_param_all_gather_bytes():

@@ -63,6 +63,13 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
         `update_usage` keeps one `_data` where `is_non_tn_fp8_gemm_supported()` (compute capability 10.x-11.x or
         >= 13: Blackwell) and a `_transpose` copy besides it elsewhere (Hopper); an MXFP8 tensor's row-wise and
         column-wise data are two quantizations (1 + 1/32 bytes each with their E8M0 scales).
+  [TE-WS] Without FP8 params, Transformer Engine's Linear quantizes its bf16 weight on the first micro-batch and
+        keeps the result for the rest (module/linear.py @ d0067d0d: `quantize_weight(..., update_workspace=
+        is_first_microbatch is None or is_first_microbatch, cache=...)`; module/base.py: the workspace is kept in
+        `self._fp8_workspaces["weight"]` when `is_first_microbatch` is not None), row-wise and column-wise in
+        training (`set_usage(rowwise=True, columnwise=is_grad_enabled ...)`). Megatron-Core's TE wrappers pass
+        is_first_microbatch unless config.disable_parameter_transpose_cache (default False; megatron/core/
+        extensions/transformer_engine.py @ d98e8a64 `_is_first_microbatch`). The cache lives across steps.
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -114,6 +121,16 @@ def te_fp8_input_bytes(fp8: Any) -> np.ndarray:
     return np.where(code == FP8_CODE["none"], 0.0, out)
 
 
+def te_weight_bytes(fp8: Any, non_tn: bool) -> np.ndarray:
+    """Bytes per element of a Transformer Engine quantized weight in training (row-wise and column-wise usage, [FP8P]):
+    per-tensor FP8 1 where the GPU runs non-TN FP8 GEMMs (`non_tn`), 2 (data + transpose) elsewhere; MXFP8 2(1 +
+    1/32) and NVFP4 2(1/2 + 1/16), the row- and column-wise quantizations with their block scales
+    (`te_fp8_input_bytes`); 0 without FP8."""
+    code = np.asarray(fp8)
+    out = np.where(code == FP8_CODE["tensorwise"], 1.0 if non_tn else 2.0, 0.0)
+    return np.where((code == FP8_CODE["mxfp8"]) | (code == FP8_CODE["nvfp4"]), 2.0 * te_fp8_input_bytes(code), out)
+
+
 def non_tn_fp8_gemm(cluster: Any) -> bool:
     """Whether Transformer Engine runs FP8 GEMMs in non-TN layouts on this GPU ([FP8P] `is_non_tn_fp8_gemm_supported`:
     Blackwell, compute capability 10.x-11.x), so a per-tensor FP8 weight needs no transposed copy. The cluster presets
@@ -131,17 +148,15 @@ class MegatronProfile(FrameworkProfile):
     inflight = BenchModelProfile.inflight
 
     def stored_weight_bytes(self, fp8: Any, train: TrainSpec, cluster: Any) -> np.ndarray:
-        """[FP8P] Bytes per element of the block linears' weights: bf16 (c) unless train.fp8_param_gather keeps them
-        as Transformer Engine tensors under an FP8 recipe: tensorwise / delayed (Float8Tensor) 1 byte where the GPU
-        runs non-TN FP8 GEMMs (`non_tn_fp8_gemm`), 2 (data + transpose) elsewhere; MXFP8 2(1 + 1/32) (row-wise and
-        column-wise). NVFP4 has its own --fp4-param-gather (not modelled): bf16."""
+        """Bytes per element the block linears' weights keep on the device under plan.fp8 `fp8`. [FP8P] with
+        train.fp8_param_gather under an FP8 recipe the weights are Transformer Engine tensors, nothing else:
+        `te_weight_bytes`. Otherwise bf16 (c) weights and, under any low-precision recipe, [TE-WS] the quantized
+        copy Transformer Engine caches across micro-batches (`te_weight_bytes` more); c alone without FP8."""
         c = float(DTYPE_BYTES[train.compute_dtype])
         code = np.asarray(fp8)
-        if not train.fp8_param_gather:
-            return np.full(code.shape, c)
-        per_tensor = 1.0 if non_tn_fp8_gemm(cluster) else 2.0
-        out = np.where(code == FP8_CODE["tensorwise"], per_tensor, c)
-        return np.where(code == FP8_CODE["mxfp8"], 2.0 * (1.0 + 1.0 / 32), out)
+        q = te_weight_bytes(code, non_tn_fp8_gemm(cluster))
+        fp8_params = train.fp8_param_gather & ((code == FP8_CODE["tensorwise"]) | (code == FP8_CODE["mxfp8"]))
+        return np.where(fp8_params, q, c + q)
 
     def gather_weight_bytes(self, fp8: Any, train: TrainSpec) -> np.ndarray:
         """[FP8P] The distributed optimizer's param all-gather: 1 byte per weight on the uint8 buffer under
