@@ -107,3 +107,12 @@ def test_nemo_rows_take_fp8_param_gather_from_the_recipe():
     assert not runs[206].train.fp8_param_gather and runs[206].plan.fp8 == "nvfp4"
     nemo1 = [r for r in runs.values() if r.plan.fp8 == "tensorwise" and not r.train.fp8_param_gather]
     assert nemo1 and all(r.cluster == "h100-sxm-80gb" for r in nemo1)
+
+
+def test_gpt_oss_h100_row_takes_its_recipes_micro_batch():
+    """Row 292 (NeMo 25.11, 64 H100, PP4 EP8) says mbs 4, ga 2: 16 x 4 x 2 = 128 sequences, not its gbs 512; the
+    r0.2.0 recipe runs mbs 1 (nemo_runs.RECIPE_MBS): ga 512 / 16 = 32."""
+    from autotune.fitting.nemo_runs import load_nemo_rows
+
+    run = {r.row: r for r in load_nemo_rows()[0]}[292]
+    assert (run.plan.dp, run.plan.micro_batch_size, run.plan.grad_accum_steps) == (16, 1, 32)
