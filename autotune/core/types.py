@@ -199,9 +199,25 @@ class TrainSpec:
     # causal attention kernel the job runs (perf_terms.attention_s): "fa2" (FlashAttention-2 class) or "fa3"
     # (FlashAttention-3 / cuDNN); None = the framework's (FrameworkProfile.attention_kernel)
     attention_kernel: str | None = None
+    # Megatron's --fp8-param-gather (DistributedDataParallelConfig.fp8_param_gather: "keep the compute param in fp8 ...
+    # and perform the param all-gather in fp8"), which NVIDIA's FP8 recipes set (Megatron-Bridge training/
+    # mixed_precision.py: the delayed, current-scaling and MXFP8 recipes; not NVFP4's): the block linears' weights
+    # are stored as Transformer Engine quantized tensors instead of bf16 (FrameworkProfile.stored_weight_bytes) and
+    # gathered as such (gather_weight_bytes), where the layout runs an FP8 recipe (plan.fp8 tensorwise / mxfp8).
+    # Read by the megatron profile only.
+    fp8_param_gather: bool = False
 
     def __post_init__(self) -> None:
         positive_int("train.seq_len", self.seq_len)
+        require(
+            isinstance(self.fp8_param_gather, bool),
+            f"train.fp8_param_gather={self.fp8_param_gather!r} must be true or false",
+        )
+        require(
+            not self.fp8_param_gather or self.framework == "megatron",
+            f"train.fp8_param_gather=True with train.framework={self.framework}: Megatron-Core's --fp8-param-gather "
+            "needs train.framework=megatron",
+        )
         require(
             isinstance(self.hidden_dropout, (int, float)) and 0.0 <= float(self.hidden_dropout) < 1.0,
             f"train.hidden_dropout={self.hidden_dropout!r} must be a probability in [0, 1)",

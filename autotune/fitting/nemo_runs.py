@@ -7,8 +7,9 @@ assumption is named):
 - degrees: tp, pp, cp, vp (blank / n/a = 1), ep (blank / n/a = 1; the dense models have none), etp = 1 (the summary
   has no ETP column: Megatron-Bridge's MoE recipes set expert_tensor_parallel_size=1), dp = n_gpus/(tp*pp*cp).
 - ZeRO: fsdp > 0 -> Megatron FSDP (zero_stage 3); else the distributed optimizer (ZeRO-1, the perf recipes' default).
-- micro-batch mbs, global batch gbs, grad accumulation gbs/(dp*mbs); sequence parallelism on whenever tp > 1 (the
-  recipes set sequence_parallel with TP; Megatron requires it for MoE with TP); recompute: below.
+- micro-batch mbs (RECIPE_MBS where the row contradicts itself and its recipe), global batch gbs, grad accumulation
+  gbs/(dp*mbs); sequence parallelism on whenever tp > 1 (the recipes set sequence_parallel with TP; Megatron requires
+  it for MoE with TP); recompute: below.
 - precision: BF16 -> bf16 linears; FP8 and FP8-CS (Megatron's FP8 current scaling, a per-tensor scale computed from
   the tensor itself) -> plan.fp8=tensorwise, which is the same recipe (torchao's tensorwise = dynamic per-tensor
   scaling); MXFP8 / FP8-MX -> mxfp8; NVFP4 -> nvfp4. Megatron's delayed-scaling FP8 (the older "FP8" rows on H100)
@@ -44,6 +45,12 @@ assumption is named):
   `recompute_granularity = None`, `fine_grained_activation_offloading = False`); what a preset adds on top that
   the Megatron-FSDP presets add (activation CPU offloading of N layers) is plan.act_offload_layers (ACT_OFFLOAD_LAYERS);
   the GPT-OSS presets' MoE recompute modules are plan.moe_recompute (MOE_RECOMPUTE).
+- FP8 parameters: the Megatron-Bridge rows (source Megatron-Bridge: containers 25.09 onward) with an FP8 recipe
+  (tensorwise, mxfp8) run train.fp8_param_gather: the perf recipes take `bf16_with_fp8_current_scaling_mixed` /
+  `bf16_with_mxfp8_mixed` (scripts/performance/utils/precision.py; src/megatron/bridge/perf_recipes/_common.py
+  `_perf_precision`), which set `fp8_param_gather = True` (src/megatron/bridge/training/mixed_precision.py; current
+  scaling since 958fb9b7 2025-07-16, MXFP8 since 91d25dcc 2025-08-21 with reuse_grad_buf_for_mxfp8_param_ag);
+  `bf16_with_nvfp4_mixed` sets False. The NeMo 1.0 / 2.0 rows (24.x, 25.04) keep bf16 weights (not read: assumed).
 - TP overlap: Llama 3 70B / 405B rows with TP > 1 run Transformer Engine's userbuffers TP overlap (TP_OVERLAP_MODELS).
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
   (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
@@ -126,6 +133,14 @@ ACT_OFFLOAD_LAYERS = {
 }
 
 
+# Rows whose micro-batch contradicts both their own columns and the recipe of their release, keyed by (model, gpu,
+# container): the NeMo 25.11 GPT-OSS-120B H100 row says mbs 4 with ga 2 on 16 data-parallel ranks (16 x 4 x 2 = 128,
+# not its gbs 512); Megatron-Bridge r0.2.0 (the 25.11 release branch, 34641780a 2025-11-20) scripts/performance/
+# configs/gpt_oss/workload_base_configs.py GPT_OSS_120B_H100_BF16_BASE_CONFIG runs micro_batch_size=1 (PP4, EP8; mbs 4
+# and ga 2 are its GB200/GB300/B200 presets' at EP64): the recipe's mbs, ga from gbs.
+RECIPE_MBS = {("GPT OSS 120B", "H100", "NeMo 25.11"): 1}
+
+
 # Megatron MoE recompute modules of the perf presets (plan.recompute=selective, plan.moe_recompute), keyed by (model,
 # gpu, plan.fp8): Megatron-Bridge scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py @ 07eea52d,
 # GPT_OSS_120B_PRETRAIN_CONFIG_{B200,GB200,H100}_BF16_V1/V2: recompute_modules=["layernorm", "moe_act"] (the
@@ -146,6 +161,8 @@ MOE_RECOMPUTE = {
 # (models/qwen/qwen3_moe_bridge.py, gpt_oss/gpt_oss_bridge.py, deepseek/deepseek_v3_bridge.py, kimi/kimi_bridge.py).
 # GPT-3 5B / 20B (`GPTConfig5B` / `GPTConfig20B`) set none: Megatron-Core's default 0.1.
 HIDDEN_DROPOUT_DEFAULT = {"GPT3-5B", "GPT3-20B"}
+# plan.fp8 recipes whose Megatron-Bridge mixed-precision config sets fp8_param_gather (module doc)
+FP8_PARAM_RECIPES = ("tensorwise", "mxfp8")
 # models whose recipes account the embedding and the loss in the pipeline split (module doc)
 PP_SPLIT_ACCOUNTED = ("LLAMA3.1_405B", "Qwen3_235B_a22B")
 RECIPE = {
@@ -205,7 +222,8 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
 
     model = _model(str(r.model))
     n, tp, pp, cp = int(r.n_gpus), _degree(r.tp), _degree(r.pp), _degree(r.cp)
-    vpp, ep, mbs, gbs = _degree(r.vp), _degree(r.ep), int(r.mbs), int(r.gbs)
+    vpp, ep, gbs = _degree(r.vp), _degree(r.ep), int(r.gbs)
+    mbs = RECIPE_MBS.get((str(r.model), str(r.gpu_type), str(r.container)), int(r.mbs))
     dp = n // (tp * pp * cp)
     if dp * tp * pp * cp != n or gbs % (dp * mbs):
         raise ValueError(f"n_gpus={n} gbs={gbs} mbs={mbs} do not split as tp={tp} pp={pp} cp={cp}")
@@ -243,6 +261,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         master_dtype="fp32",
         moe_routing="balanced",
         hidden_dropout=0.1 if str(r.model) in HIDDEN_DROPOUT_DEFAULT else 0.0,
+        fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
     return model, train, plan

@@ -29,6 +29,11 @@ How a row becomes a layout (the columns give the degrees; where the table is sil
 - a row whose notes say "excluded from scoring" (the transcriber's copy of a layout since removed from its source) is
   skipped.
 - the dispatcher column (DeepEP, HybridEP, all-to-all) is not a plan field here (the all-to-all is priced for all).
+- MXFP8 on Megatron-MoE-ModelZoo rows: its sbatch_benchmarking.sh (@ 38ce2ed2, `PR == "mxfp8"`) adds
+  --fp8-param-gather --reuse-grad-buf-for-mxfp8-param-ag (unless OPTIMIZER_OFFLOAD=1, which no row sets) and
+  --use-precision-aware-optimizer --main-params-dtype fp32 --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16:
+  train.fp8_param_gather and train.optimizer_dtype=bf16 (fp32 master, bf16 Adam moments) on those rows
+  (MODELZOO_MXFP8).
 - hidden dropout (train.hidden_dropout, megatron profile only): 0.0 where the recipe states it: Qwen3-235B-A22B
   (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml `--hidden-dropout: 0.0`) and Mixtral-8x22B
   (model_configs/benchmarking/Mixtral-8x22B.yaml `--hidden-dropout 0.0`); Megatron-Core's default 0.1 for the others
@@ -62,6 +67,7 @@ MODELS = {
 }
 TP_OVERLAP_MODELS = {"mixtral-8x22b"}
 NO_DROPOUT = {"qwen3-235b-a22b", "mixtral-8x22b"}  # recipes that state --hidden-dropout 0.0 (module doc)
+MODELZOO_MXFP8 = "Megatron-MoE-ModelZoo"  # source whose MXFP8 runs gather FP8 params with bf16 Adam moments (doc)
 RECIPE = {"bf16": "none", "fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise", "mxfp8": "mxfp8"}
 
 
@@ -110,6 +116,7 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         compile=True if megatron else bool(r.compile),
     )
     routing = str(r.moe_routing) if str(r.moe_routing) in ("learned", "balanced") else "learned"
+    zoo_mx = megatron and plan.fp8 == "mxfp8" and MODELZOO_MXFP8 in str(r.source)
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,
@@ -119,6 +126,8 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         moe_routing=routing,
         hidden_dropout=0.0 if str(r.model) in NO_DROPOUT else 0.1,
         framework="megatron" if megatron else "torchtitan",  # whose overlaps price the DP communication
+        fp8_param_gather=zoo_mx,
+        optimizer_dtype="bf16" if zoo_mx else "fp32",
     )
     return train, plan
 

@@ -30,7 +30,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows
 from autotune.fitting.public_moe_runs import MODELS as MOE_MODELS
-from autotune.fitting.public_moe_runs import row_model
+from autotune.fitting.public_moe_runs import MODELZOO_MXFP8, row_model
 from autotune.fitting.run_types import DATA, preset_model
 from autotune.predict.frameworks.torchtitan import TORCHTITAN_DEFAULT
 
@@ -119,12 +119,15 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
         compile=True,  # Megatron: fused kernels (nemo_runs module doc); torchtitan rows: torch.compile (row notes)
     )
     mem = float(r.mem_per_gpu) if not pd.isna(r.mem_per_gpu) and "reserved" in str(r.mem_kind) else None
+    # ModelZoo MXFP8 runs: FP8 params, bf16 Adam moments (autotune/fitting/public_moe_runs.py module doc)
+    zoo_mx = megatron and plan.fp8 == "mxfp8" and MODELZOO_MXFP8 in str(r.source)
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,
         moe_routing="balanced" if megatron else "learned",
         framework=str(r.framework),
         **({"param_dtype": "bf16", "grad_dtype": "bf16", "master_dtype": "fp32"} if megatron else {}),
+        **({"fp8_param_gather": True, "optimizer_dtype": "bf16"} if zoo_mx else {}),
     )
     rid = str(r.row_id)
     gpu = MB_GPU[str(r.gpu_type)]

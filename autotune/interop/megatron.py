@@ -86,7 +86,9 @@ def _model_args(ctx: ExportContext) -> list[list[str]]:
         ]
     if not m.tie_embeddings:
         args.append(["--untie-embeddings-and-output-weights"])
-    args += [["--attention-dropout", "0.0"], ["--hidden-dropout", "0.0"]]
+    # --hidden-dropout: train.hidden_dropout, what the megatron profile prices (its dropout masks); attention dropout
+    # has no train field and the profile counts none (the flash kernel's): 0.0
+    args += [["--attention-dropout", "0.0"], ["--hidden-dropout", repr(float(ctx.train.hidden_dropout))]]
     return args
 
 
@@ -197,8 +199,24 @@ def _fp8_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
     if ctx.plan.fp8 == "nvfp4":  # arguments.py: --fp4-format e2m1, --fp4-recipe nvfp4 (Transformer Engine >= 2.7)
         return [["--fp4-format", "e2m1"], ["--fp4-recipe", "nvfp4"]]
     if ctx.plan.fp8 == "mxfp8":  # block scaling: e4m3 everywhere (TE's MXFP8BlockScaling default format)
-        return [["--fp8-format", "e4m3"], ["--fp8-recipe", "mxfp8"]]
-    return [["--fp8-format", "hybrid"], ["--fp8-recipe", "tensorwise"]]
+        return [["--fp8-format", "e4m3"], ["--fp8-recipe", "mxfp8"]] + _fp8_param_args(ctx, ex)
+    return [["--fp8-format", "hybrid"], ["--fp8-recipe", "tensorwise"]] + _fp8_param_args(ctx, ex)
+
+
+def _fp8_param_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
+    """train.fp8_param_gather: --fp8-param-gather (arguments.py: "only supported with distributed optimizer, torch
+    fsdp2, megatron fsdp"), with MXFP8 also --reuse-grad-buf-for-mxfp8-param-ag (Megatron-Bridge's
+    bf16_with_mxfp8_mixed sets both; Megatron-LM's MXFP8 param all-gather runs in the grad buffer)."""
+    if not ctx.train.fp8_param_gather:
+        return []
+    if ctx.plan.zero_stage == 0:
+        ex.skip(
+            "train.fp8_param_gather=True",
+            "Megatron's --fp8-param-gather needs the distributed optimizer or Megatron-FSDP (plan.zero_stage >= 1)",
+        )
+        return []
+    extra = [["--reuse-grad-buf-for-mxfp8-param-ag"]] if ctx.plan.fp8 == "mxfp8" else []
+    return [["--fp8-param-gather"], *extra]
 
 
 def _moe_args(ctx: ExportContext) -> list[list[str]]:

@@ -81,7 +81,8 @@ def rank_params(
     split = np.asarray(ep, dtype=np.float64) * np.asarray(etp, dtype=np.float64)
     replicated = moe_tp_replicated * (1.0 - 1.0 / tp)  # what a tp rank holds beyond its 1/tp share
     out: dict[str, Any] = {
-        "layer": layer_local + (moe.expert_layer_params(model) / split + replicated if model.is_moe else 0.0)
+        "layer": layer_local + (moe.expert_layer_params(model) / split + replicated if model.is_moe else 0.0),
+        "layer_matmul": per_layer_matmul / tp,  # one layer's local dense linear weights (no norms, no routed experts)
     }
     for pos in POSITIONS:
         layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos], *pp_split)
@@ -104,6 +105,22 @@ def shard_group(arr: dict[str, np.ndarray]) -> np.ndarray:
     return np.where(ds > 0, ds, dp) * np.asarray(arr["cp"])
 
 
+def quantized_weight_delta(arr: dict[str, np.ndarray], psi: dict[str, Any], pos: str, dq: Any) -> np.ndarray:
+    """Bytes the rank's stored block-linear weights (its layers' dense linears and routed experts, not embedding, head or
+    norms) change by when the framework keeps them quantized: `dq` = FrameworkProfile.stored_weight_bytes - c per
+    element (megatron's train.fp8_param_gather; 0 elsewhere), sharded as the params are (dense over dp*cp, experts
+    over the expert-data-parallel group, at ZeRO-3 / Megatron-FSDP optim_grads_params)."""
+    dq = np.asarray(dq, dtype=np.float64)
+    if not np.any(dq != 0):
+        return np.zeros_like(dq)
+    z3 = np.asarray(arr["zero_stage"]) >= 3
+    dense = psi[f"layers_{pos}"] * psi["layer_matmul"] / np.where(z3, shard_group(arr), 1.0)
+    pp = arr["pp"]
+    edp = moe.expert_shard_group(arr["dp"] * arr["cp"] * arr["tp"] * pp, pp, arr["ep"], arr["etp"])
+    experts = np.asarray(psi[f"expert_{pos}"], dtype=np.float64) / np.where(z3, edp, 1.0)
+    return (dense + experts) * dq
+
+
 def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> dict[str, np.ndarray]:
     pp, z, shard = arr["pp"], arr["zero_stage"], shard_group(arr)
     ms = prof.model_states(psi[pos], z, shard, train, arr["offload"])  # bench_model: model_state_arrays
@@ -111,6 +128,7 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
         edp = moe.expert_shard_group(arr["dp"] * arr["cp"] * arr["tp"] * pp, pp, arr["ep"], arr["etp"])
         ex = prof.expert_states(psi[f"expert_{pos}"], z, edp, shard, train, arr["offload"])
         ms = {k: ms[k] + ex[k] for k in ms}
+    ms["params"] = ms["params"] + quantized_weight_delta(arr, psi, pos, extras["weight_dq"])
     # what the data-parallel wrapper keeps across the pipeline's micro-batches (FSDP2 under torch pipelining:
     # FrameworkProfile.pipeline_held); the held copy is the whole stage's, the FSDP2 root unit included
     held = prof.pipeline_held(psi[pos] + psi[f"expert_{pos}"], z, shard, pp, train)
@@ -207,6 +225,8 @@ def memory_arrays(
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
         "pp_outputs": prof.pipeline_outputs(model, tok, arr["grad_accum_steps"], tp, c),
+        # bytes per block-linear weight beyond the compute dtype's (megatron: train.fp8_param_gather; 0 elsewhere)
+        "weight_dq": prof.stored_weight_bytes(arr["fp8"], train, cluster) - c,
     }
     if np.any(arr["compile"]):  # a framework that compiles its loss with the model (torchtitan)
         comp = prof.compiled_logits(model, tok, arr["pp"], tp, c)

@@ -343,15 +343,31 @@ def _hidden(comm: Any, compute: Any, on: bool, cluster: ClusterSpec) -> np.ndarr
     return prefetch_exposed_s(comm, compute, cluster.dp_overlap) if on else np.asarray(comm, dtype=np.float64)
 
 
+def param_gather_bytes(arr: dict[str, np.ndarray], train: TrainSpec, psi: Any, quantized: Any) -> np.ndarray:
+    """Bytes one rank's share of the ZeRO-1 / distributed-optimizer parameter all-gather covers for `psi` parameters,
+    `quantized` of them block-linear weights: those at the framework's FrameworkProfile.gather_weight_bytes (Megatron
+    --fp8-param-gather: 1 byte under a tensorwise FP8 recipe, [FP8P] in autotune/predict/frameworks/megatron.py), the
+    rest (embedding, head, norms) at the param dtype's."""
+    p = float(DTYPE_BYTES[train.param_dtype])
+    per = get_profile(train.framework).gather_weight_bytes(arr["fp8"], train)
+    q = np.minimum(np.asarray(quantized, dtype=np.float64), psi)
+    return (np.asarray(psi, dtype=np.float64) - q) * p + q * per
+
+
 def _ddp_s(
-    arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray, stage: dict[str, np.ndarray]
+    arr: dict[str, np.ndarray],
+    train: TrainSpec,
+    cluster: ClusterSpec,
+    psi: np.ndarray,
+    stage: dict[str, np.ndarray],
+    quantized: Any = 0.0,
 ) -> np.ndarray:
     """DDP / ZeRO-1 on the group dp*cp, as the framework runs it (FrameworkProfile.overlaps): gradients all-reduced
     (bench_model, DDP) or reduce-scattered (Megatron's distributed optimizer, DeepSpeed ZeRO-1) in buckets behind the
     last micro-batch's backward where the framework overlaps them; ZeRO-1 then all-gathers the updated params, behind
     the next step's first forward under Megatron's --overlap-param-gather, exposed otherwise."""
     dp, tp, cp = arr["dp"], arr["tp"], arr["cp"]
-    g, p = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.param_dtype]
+    g = DTYPE_BYTES[train.grad_dtype]
     prof = get_profile(train.framework)
     ov = prof.overlaps()
     n, z1 = dp * cp, arr["zero_stage"] == 1
@@ -362,7 +378,10 @@ def _ddp_s(
     if ov.zero1_reduce_scatter:
         grad = np.where(z1, count * ring_s("reduce_scatter", n, psi * g / count, bw, lat), grad)
     gather = _hidden(
-        ring_s("all_gather", n, psi * p, bw, lat), stage["layers"] * stage["fwd_layer"], ov.param_gather, cluster
+        ring_s("all_gather", n, param_gather_bytes(arr, train, psi, quantized), bw, lat),
+        stage["layers"] * stage["fwd_layer"],
+        ov.param_gather,
+        cluster,
     )
     return _hidden(grad, stage["layers"] * stage["bwd_layer"], ov.grad_reduce, cluster) + np.where(z1, gather, 0.0)
 
@@ -413,7 +432,9 @@ def perf_arrays(
     pp_s = _pp_comm_s(arr, model, train, cluster, lt["tokens"])
     psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])  # parameters of the largest stage
     fsdp, replicate = _fsdp_s(arr, train, cluster, ranks, stage)
-    dp_exposed = np.where(z >= 2, fsdp, _ddp_s(arr, train, cluster, psi, stage))
+    # the largest stage's dense block-linear weights (psi holds no routed experts; --fp8-param-gather gathers them quantized)
+    lin = np.maximum.reduce([ranks[f"layers_{p}"] * ranks["layer_matmul"] for p in POSITIONS])
+    dp_exposed = np.where(z >= 2, fsdp, _ddp_s(arr, train, cluster, psi, stage, lin))
     psi_experts = np.maximum.reduce([np.asarray(ranks[f"expert_{p}"], dtype=np.float64) for p in POSITIONS])
     opt = _optimizer_s(arr, train, cluster, psi, psi_experts)
     ep_s = m * stage["ep"]

@@ -411,3 +411,23 @@ def test_megatron_uneven_interleaved_split_is_a_layout_megatron_core_parses():
     parsed = core.PipelineParallelLayerLayout.parse_str_to_list(layout)
     assert [sum(1 for t in s if str(t).endswith("decoder")) for s in parsed] == list(stages)
     assert "--num-layers-per-virtual-pipeline-stage" not in argv
+
+
+def test_megatron_writes_train_hidden_dropout_and_fp8_param_gather(llama8b):
+    """--hidden-dropout is train.hidden_dropout (it was always 0.0 while the default is 0.1, Megatron-Core's); NVIDIA's
+    FP8 recipes' fp8_param_gather is --fp8-param-gather (+ --reuse-grad-buf-for-mxfp8-param-ag for MXFP8, as
+    Megatron-Bridge's bf16_with_mxfp8_mixed sets), refused with the note at ZeRO-0 (validate_args asserts it)."""
+    import dataclasses
+
+    model, train, cluster = llama8b
+    a = megatron_argv(render("megatron", model, train, cluster, plan(**FOUR_D)))
+    assert (a["--hidden-dropout"], a["--attention-dropout"]) == ("0.1", "0.0") and "--fp8-param-gather" not in a
+    mg = dataclasses.replace(train, framework="megatron", hidden_dropout=0.0, fp8_param_gather=True)
+    a = megatron_argv(render("megatron", model, mg, cluster, plan(**{**FOUR_D, "fp8": "tensorwise"})))
+    assert a["--hidden-dropout"] == "0.0" and a["--fp8-param-gather"] is True
+    assert "--reuse-grad-buf-for-mxfp8-param-ag" not in a
+    a = megatron_argv(render("megatron", model, mg, cluster, plan(**{**FOUR_D, "fp8": "mxfp8"})))
+    assert a["--fp8-param-gather"] is True and a["--reuse-grad-buf-for-mxfp8-param-ag"] is True
+    z0 = plan(dp=8, fp8="tensorwise")
+    assert "--fp8-param-gather" not in megatron_argv(render("megatron", model, mg, cluster, z0))
+    assert any(u.startswith("train.fp8_param_gather=True") for u in unmapped("megatron", model, mg, cluster, z0))

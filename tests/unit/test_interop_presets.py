@@ -120,7 +120,13 @@ print(json.dumps(out))
 def test_megatron_lm_parser_accepts_every_preset_best_layout(tmp_path):
     pytest.importorskip("megatron.core", reason="megatron-core not installed")
     jobs, files = _jobs("megatron"), _write("megatron", tmp_path)
+    files.update(_fp8_param_gather_files(tmp_path))  # in the same interpreter: megatron.core imports once
     got = _run_with(MEGATRON_SCRIPT, files, str(VENDOR))
+    # train.fp8_param_gather's flags pass parse_args / validate_args (the distributed optimizer they need is on)
+    assert {k: (v["layers"], v["pp"], v["dp"]) for k, v in got.items() if k.startswith("fp8pg")} == {
+        "fp8pg/tensorwise": (32, 2, 8),
+        "fp8pg/mxfp8": (32, 2, 8),
+    }
     for name, (cfg, plan) in jobs.items():
         m, r = cfg.model, got[name]
         assert r["cls"] == ("MLATransformerConfig" if m.attention == "mla" else "TransformerConfig"), name
@@ -135,6 +141,27 @@ def test_megatron_lm_parser_accepts_every_preset_best_layout(tmp_path):
     for name in hit:
         r = got[name]
         assert r["first"] is not None and r["last"] is not None, name
+
+
+def _fp8_param_gather_files(tmp_path) -> dict:
+    """Llama-3.1-8B on 64 GB200 (dp8 tp4 pp2, ZeRO-1) with train.fp8_param_gather under both FP8 recipes it covers:
+    --fp8-param-gather (+ --reuse-grad-buf-for-mxfp8-param-ag with MXFP8)."""
+
+    cfg = _config(
+        ("model=llama-3.1-8b", "cluster=gb200-nvl72", "train.framework=megatron", "train.fp8_param_gather=true")
+    )
+    files = {}
+    for fp8 in ("tensorwise", "mxfp8"):
+        plan = ParallelPlan(
+            dp=8, tp=4, pp=2, zero_stage=1, sequence_parallel=True, fp8=fp8, micro_batch_size=1,
+            grad_accum_steps=cfg.train.global_batch_size // 8,
+        )  # fmt: skip
+        text = render("megatron", cfg.model, cfg.train, cfg.cluster, plan)
+        assert "--fp8-param-gather" in text and ("--reuse-grad-buf-for-mxfp8-param-ag" in text) == (fp8 == "mxfp8")
+        path = tmp_path / f"fp8pg_{fp8}.megatron"
+        path.write_text(text)
+        files[f"fp8pg/{fp8}"] = (str(path), plan.world_size)
+    return files
 
 
 def _run_with(script: str, payload: dict, *extra: str) -> dict:

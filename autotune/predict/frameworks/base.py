@@ -109,6 +109,17 @@ class FrameworkProfile(ABC):
         `zero_stage`, sharded over `shard` (= dp*cp) ranks; `offload` is the plan.offload code (0 none, 1 optimizer,
         2 params)."""
 
+    def stored_weight_bytes(self, fp8: Any, train: TrainSpec, cluster: Any) -> np.ndarray:
+        """Bytes per element of the block linears' stored weights (`params` counts them at the compute dtype's c) for
+        plan.fp8 codes `fp8` on `cluster`. Default: c, the weights are not kept quantized (the megatron profile's
+        differ under train.fp8_param_gather)."""
+        return np.full(np.shape(np.asarray(fp8)), float(DTYPE_BYTES[train.compute_dtype]))
+
+    def gather_weight_bytes(self, fp8: Any, train: TrainSpec) -> np.ndarray:
+        """Bytes per block-linear weight the ZeRO-1 / distributed-optimizer parameter all-gather moves
+        (autotune/predict/perf.py `_ddp_s`). Default: the param dtype's."""
+        return np.full(np.shape(np.asarray(fp8)), float(DTYPE_BYTES[train.param_dtype]))
+
     @abstractmethod
     def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
         """Extra bytes of the root unit (embedding, final norm, head) kept gathered all step."""

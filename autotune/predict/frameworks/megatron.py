@@ -50,6 +50,26 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
         k rotated into new tensors and v a view of the fused projection output fit no known layout (k and v on
         different storages with different strides): "not_supported" -> `q, k, v = [x.contiguous() ...]`, so v is
         a copy and nothing keeps the projection output; ops/basic/rmsnorm.py saves `input_.contiguous()` (q/k norms).
+  [FP8P] --fp8-param-gather (train.fp8_param_gather; Megatron-Bridge src/megatron/bridge/training/mixed_precision.py
+        @ 067f987d sets it in bf16_with_fp8_delayed_scaling_mixed, bf16_with_fp8_current_scaling_mixed and
+        bf16_with_mxfp8_mixed (with reuse_grad_buf_for_mxfp8_param_ag), not in bf16_with_nvfp4_mixed; the perf
+        recipes take these configs, scripts/performance/utils/precision.py). Megatron-LM megatron/core/distributed/
+        param_and_grad_buffer.py @ d98e8a64: a quantized param's buffer dtype is torch.uint8 (`_param_uses_quantized_
+        storage` -> param_dtype = torch.uint8), the all-gather runs on it; with MXFP8 params the param all-gather
+        instead reuses the (bf16) grad buffer (`shared_buffer`, "For MXFP8 param: Create a shared buffer for param
+        AG and grad RS") and `_post_param_sync` re-quantizes into the params' own storage. TransformerEngine
+        module/base.py @ d0067d0d: the weight quantizer of FP8-initialised params is `set_usage(rowwise=True,
+        columnwise=torch.is_grad_enabled())`, so training keeps both usages: tensor/storage/float8_tensor_storage.py
+        `update_usage` keeps one `_data` where `is_non_tn_fp8_gemm_supported()` (compute capability 10.x-11.x or
+        >= 13: Blackwell) and a `_transpose` copy besides it elsewhere (Hopper); an MXFP8 tensor's row-wise and
+        column-wise data are two quantizations (1 + 1/32 bytes each with their E8M0 scales).
+  [TE-WS] Without FP8 params, Transformer Engine's Linear quantizes its bf16 weight on the first micro-batch and
+        keeps the result for the rest (module/linear.py @ d0067d0d: `quantize_weight(..., update_workspace=
+        is_first_microbatch is None or is_first_microbatch, cache=...)`; module/base.py: the workspace is kept in
+        `self._fp8_workspaces["weight"]` when `is_first_microbatch` is not None), row-wise and column-wise in
+        training (`set_usage(rowwise=True, columnwise=is_grad_enabled ...)`). Megatron-Core's TE wrappers pass
+        is_first_microbatch unless config.disable_parameter_transpose_cache (default False; megatron/core/
+        extensions/transformer_engine.py @ d98e8a64 `_is_first_microbatch`). The cache lives across steps.
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -101,12 +121,50 @@ def te_fp8_input_bytes(fp8: Any) -> np.ndarray:
     return np.where(code == FP8_CODE["none"], 0.0, out)
 
 
+def te_weight_bytes(fp8: Any, non_tn: bool) -> np.ndarray:
+    """Bytes per element of a Transformer Engine quantized weight in training (row-wise and column-wise usage, [FP8P]):
+    per-tensor FP8 1 where the GPU runs non-TN FP8 GEMMs (`non_tn`), 2 (data + transpose) elsewhere; MXFP8 2(1 +
+    1/32) and NVFP4 2(1/2 + 1/16), the row- and column-wise quantizations with their block scales
+    (`te_fp8_input_bytes`); 0 without FP8."""
+    code = np.asarray(fp8)
+    out = np.where(code == FP8_CODE["tensorwise"], 1.0 if non_tn else 2.0, 0.0)
+    return np.where((code == FP8_CODE["mxfp8"]) | (code == FP8_CODE["nvfp4"]), 2.0 * te_fp8_input_bytes(code), out)
+
+
+def non_tn_fp8_gemm(cluster: Any) -> bool:
+    """Whether Transformer Engine runs FP8 GEMMs in non-TN layouts on this GPU ([FP8P] `is_non_tn_fp8_gemm_supported`:
+    Blackwell, compute capability 10.x-11.x), so a per-tensor FP8 weight needs no transposed copy: the preset's
+    `fp8_non_tn_gemm` (true in the b200, b300, gb200 and gb300 presets; autotune/predict/te_fp8.py)."""
+    return bool(getattr(cluster, "fp8_non_tn_gemm", False))
+
+
 @dataclass(frozen=True)
 class MegatronProfile(FrameworkProfile):
     name: str = "megatron"
     # as bench_model (autotune/predict/frameworks/bench_model.py): every term at once; Megatron's 1F1B/interleaved in-flight counts (Korthikanti Eq. 5)
     allocated = BenchModelProfile.allocated
     inflight = BenchModelProfile.inflight
+
+    def stored_weight_bytes(self, fp8: Any, train: TrainSpec, cluster: Any) -> np.ndarray:
+        """Bytes per element the block linears' weights keep on the device under plan.fp8 `fp8`. [FP8P] with
+        train.fp8_param_gather under an FP8 recipe the weights are Transformer Engine tensors, nothing else:
+        `te_weight_bytes`. Otherwise bf16 (c) weights and, under any low-precision recipe, [TE-WS] the quantized
+        copy Transformer Engine caches across micro-batches (`te_weight_bytes` more); c alone without FP8."""
+        c = float(DTYPE_BYTES[train.compute_dtype])
+        code = np.asarray(fp8)
+        q = te_weight_bytes(code, non_tn_fp8_gemm(cluster))
+        fp8_params = train.fp8_param_gather & ((code == FP8_CODE["tensorwise"]) | (code == FP8_CODE["mxfp8"]))
+        return np.where(fp8_params, q, c + q)
+
+    def gather_weight_bytes(self, fp8: Any, train: TrainSpec) -> np.ndarray:
+        """[FP8P] The distributed optimizer's param all-gather: 1 byte per weight on the uint8 buffer under
+        train.fp8_param_gather with a tensorwise recipe (the transpose, where kept, is rebuilt locally); MXFP8 params
+        gather bf16 values into the grad buffer (re-quantized after): the param dtype's bytes, as without."""
+        p = float(DTYPE_BYTES[train.param_dtype])
+        code = np.asarray(fp8)
+        if not train.fp8_param_gather:
+            return np.full(code.shape, p)
+        return np.where(code == FP8_CODE["tensorwise"], 1.0, p)
 
     def attention_kernel(self) -> str:
         """Megatron-Core's TEDotProductAttention: Transformer Engine picks cuDNN fused (flash) attention on Hopper and
