@@ -275,8 +275,9 @@ def run_netbench_cli(
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert "only the intra-node link class is measurable" in result["notes"][0]
-    # 4 collectives x 2 sizes on the one group of 2 ranks, each a positive time measured by the ranks
-    assert len(result["samples"]) == 8 and all(s["time_s"] > 0 for s in result["samples"]), result["samples"]
+    # 5 collectives (netbench_rank.COLLECTIVES: all_reduce, all_gather, reduce_scatter, all_to_all, p2p) x 2 sizes on the one group
+    # of 2 ranks, each a positive time measured by the ranks
+    assert len(result["samples"]) == 10 and all(s["time_s"] > 0 for s in result["samples"]), result["samples"]
     # the plumbing, not the fit (tests/search/test_netbench.py checks that): 2 small sizes x 2 iterations on a loaded
     # 2-core box fit loosely (latency may sit on its bound 0; bandwidth seen as low as 0.7 MB/s), but they are measured
     preset = yaml.safe_load(out.read_text())

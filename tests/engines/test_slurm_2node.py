@@ -78,8 +78,8 @@ def test_netbench_slurm_measures_the_inter_node_link(slurm_2node, tmp_path):
     links = {s["link_class"] for s in result["samples"]}
     assert links == {"inter"}, links
     inter = [s for s in result["samples"] if s["link_class"] == "inter"]
-    # 4 collectives x 2 sizes on the one inter-node group (ranks 0 and 1), each measured
-    assert len(inter) == 8 and all(s["time_s"] > 0 and s["group_size"] == 2 for s in inter), inter
+    # 5 collectives x 2 sizes on the one inter-node group (ranks 0 and 1), each measured
+    assert len(inter) == 10 and all(s["time_s"] > 0 and s["group_size"] == 2 for s in inter), inter
     from autotune.spec.config import load_config
 
     preset = yaml.safe_load(preset_path.read_text())

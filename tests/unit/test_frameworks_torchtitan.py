@@ -121,7 +121,7 @@ def test_compiled_loss_keeps_the_compute_dtype_logits_only():
     training.compile): Inductor saves the bf16 logits themselves plus per-token fp32 statistics and writes the bf16
     gradient, no fp32 logits (measured on CPU with saved_tensors_hooks and the generated code; docs/frameworks.md).
     The torchao B200 row r010 (Llama-3.1-8B, FSDP 8, seq 8192, local batch 1, compile): hand 8192 x 128256 logits x
-    (2 + 2) bytes = 4,202,692,608 (eager: x 12), and the caching-allocator model adds no fp32 logits block."""
+    (2 + 2) bytes = 4,202,692,608 (eager: x 12)."""
     base = [
         "model=llama-3.1-8b", "cluster=b200", "train.framework=torchtitan", "train.seq_len=8192",
         "train.global_batch_size=8", "plan.dp=8", "plan.zero_stage=3", "plan.micro_batch_size=1",
@@ -133,5 +133,7 @@ def test_compiled_loss_keeps_the_compute_dtype_logits_only():
         out[compiled] = {k: float(mem[k][0]) for k in ("logits", "allocated", "allocator_reserved")}
     assert out[True]["logits"] == 8192 * 128256 * 4
     assert out[False]["logits"] == 8192 * 128256 * 12
-    assert out[True]["allocator_reserved"] == out[True]["allocated"]  # no cached fp32 logits block
+    # the caching-allocator model keeps its fp32 logits block under compile too (FrameworkProfile.
+    # compiled_loss_has_fp32_block: the published compiled runs' reserved peaks side with it; docs/frameworks.md)
+    assert out[True]["allocator_reserved"] > out[True]["allocated"]
     assert out[False]["allocator_reserved"] > out[False]["allocated"]
