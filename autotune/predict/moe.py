@@ -20,7 +20,7 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
-from autotune.predict.perf_terms import memory_bound_s, streaming_s
+from autotune.predict.perf_terms import memory_bound_s, prefetch_exposed_s, streaming_s
 
 A2A_PER_LAYER = 4  # dispatch + combine, forward and backward (Megatron MoEAlltoAllTokenDispatcher)
 
@@ -324,19 +324,21 @@ def ep_overlap_unpaired(pp: Any, vpp: Any, grad_accum: Any) -> np.ndarray:
     return np.minimum(warmup, chunks) / chunks
 
 
-def ep_overlap_exposed_s(comm: Any, compute: Any, on: Any, unpaired: Any) -> np.ndarray:
+def ep_overlap_exposed_s(comm: Any, compute: Any, on: Any, unpaired: Any, overlap: float = 1.0) -> np.ndarray:
     """Exposed seconds of one MoE layer's all-to-alls per micro-batch (`comm`: dispatch + combine, forward and
     backward). Without plan.ep_overlap every framework priced here dispatches on the compute stream (bench_model's
     dist.all_to_all_single, bench_model/parallel/expert_parallel.py; torchtitan's and DeepSpeed-MoE's all-to-all;
     Megatron's dispatcher without --overlap-moe-expert-parallel-comm): all of it. With it (Megatron only), the
     forward of one micro-batch runs with the backward of another (combined 1F1B), each one's all-to-alls on a
     communication stream behind the other's compute of the same layer (`compute`: the layer's forward + backward,
-    which the pair's two halves together match): exposed = what exceeds it, max(C - G, 0), on the paired share of the
-    chunks, and all of C on the `unpaired` share (ep_overlap_unpaired). The SMs the communication kernels take
-    (DeepEP: 20 of 132) are not priced."""
+    which the pair's two halves together match): on the paired share of the chunks what exceeds it plus the
+    contention of the overlapped part, as every hidden collective of this model (perf_terms.prefetch_exposed_s:
+    max(C - G, 0) + (1 - overlap) min(C, G), `overlap` = cluster.dp_overlap: the compute slowdown while the
+    communication kernels share SMs and HBM with it; DeepEP takes 20 of 132 SMs), and all of C on the `unpaired`
+    share (ep_overlap_unpaired)."""
     comm = np.asarray(comm, dtype=np.float64)
     u = np.asarray(unpaired, dtype=np.float64)
-    hidden = u * comm + (1.0 - u) * np.maximum(comm - np.asarray(compute, dtype=np.float64), 0.0)
+    hidden = u * comm + (1.0 - u) * prefetch_exposed_s(comm, compute, overlap)
     return np.where(np.asarray(on, dtype=bool), hidden, comm)
 
 

@@ -138,10 +138,11 @@ def _layer_terms(
     out = {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
     out.update(_moe_terms(arr, model, train, cluster, tokens, passes, linear_peak, linear_eff))
     # plan.ep_overlap (Megatron's combined 1F1B): the all-to-alls behind another micro-batch's compute of the layer,
-    # exposed what exceeds it and the unpaired warm-up / cool-down chunks; without it all exposed (moe.py)
+    # exposed what exceeds it, the contention of the rest (dp_overlap) and the unpaired warm-up / cool-down chunks;
+    # without it all exposed (moe.py)
     unpaired = moe.ep_overlap_unpaired(arr["pp"], arr["vpp"], arr["grad_accum_steps"])
     layer = gemm + attn + mem + out["moe_compute"]
-    out["ep"] = moe.ep_overlap_exposed_s(out["ep"], layer, arr["ep_overlap"], unpaired)
+    out["ep"] = moe.ep_overlap_exposed_s(out["ep"], layer, arr["ep_overlap"], unpaired, cluster.dp_overlap)
     return out
 
 

@@ -61,22 +61,25 @@ def test_unpaired_share_by_hand():
 
 
 def test_exposed_all_to_all_by_hand():
-    """C = 10 s of all-to-all, u = 0.25 unpaired: behind G = 6 s of the other micro-batch's layer 0.25*10 + 0.75*4 =
-    5.5; behind G = 12: 2.5; without the overlap all 10."""
-    got = moe.ep_overlap_exposed_s(np.array([10.0, 10.0, 10.0]), np.array([6.0, 12.0, 6.0]), [1, 1, 0], 0.25)
-    np.testing.assert_allclose(got, [5.5, 2.5, 10.0])
+    """C = 10 s of all-to-all, u = 0.25 unpaired, overlap 0.8 (0.2 of the overlapped part lost to contention):
+    behind G = 6 s of the other micro-batch's layer 0.25*10 + 0.75*(4 + 0.2*6) = 6.4; behind G = 12:
+    2.5 + 0.75*(0 + 0.2*10) = 4.0; without the overlap all 10; with perfect overlap (1.0) and G = 6: 2.5 + 0.75*4 = 5.5."""
+    c, g = np.array([10.0, 10.0, 10.0]), np.array([6.0, 12.0, 6.0])
+    np.testing.assert_allclose(moe.ep_overlap_exposed_s(c, g, [1, 1, 0], 0.25, 0.8), [6.4, 4.0, 10.0])
+    np.testing.assert_allclose(moe.ep_overlap_exposed_s(10.0, 6.0, 1, 0.25, 1.0), 5.5)
 
 
 def test_overlap_hides_all_but_the_unpaired_micro_batch_when_compute_is_longer():
     """Qwen3-30B-A3B, ep 8 inside one H100 node: a layer's all-to-alls (~128 MB over NVLink) are shorter than its
-    compute, so with the overlap only the unpaired first/last micro-batch's remain: exactly 1/m of the exposed time.
-    The rest of the step does not move."""
+    compute, so with the overlap the unpaired first/last micro-batch's remain (1/m) and the contention share
+    (1 - dp_overlap) of the other m - 1. The rest of the step does not move."""
     cfg = _config("megatron")
     off, on = (
         perf_arrays(arrays_from_plans([_plan(ep_overlap=o)]), cfg.model, cfg.train, cfg.cluster) for o in (False, True)
     )
     assert float(off["ep_comm_s"][0]) > 0
-    np.testing.assert_allclose(on["ep_comm_s"], off["ep_comm_s"] / 32, rtol=1e-12)
+    kept = 1 / 32 + (31 / 32) * (1 - cfg.cluster.dp_overlap)
+    np.testing.assert_allclose(on["ep_comm_s"], off["ep_comm_s"] * kept, rtol=1e-12)
     for term in ("compute_s", "dp_comm_s", "optimizer_s"):
         np.testing.assert_allclose(on[term], off[term], rtol=1e-12)
 
