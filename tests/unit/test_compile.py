@@ -98,8 +98,10 @@ def test_fit_compile_factor_lands_in_the_unit_interval():
     f = fit_compile_factor(runs, {"h200-141gb": load_preset("h200-141gb")})
     assert 0.0 <= f <= 1.0
     # the preset's value is fitted jointly on every row (the NeMo rows run fused kernels too: fit_reference.fit_all);
-    # the 2 compiled H200 rows alone land within 0.05 of it
-    assert f == pytest.approx(load_preset("h200-141gb").compile_memory_traffic_factor, abs=0.05)
+    # the 2 compiled H200 rows alone land within 0.07 of it (0.353 vs 0.413 after the plan.ep_overlap refit: the
+    # compiled NeMo MoE rows whose recipes overlap their all-to-alls are predicted too fast on B200 and pull the
+    # shared factor up; it was 0.396 before, within 0.05)
+    assert f == pytest.approx(load_preset("h200-141gb").compile_memory_traffic_factor, abs=0.07)
 
 
 def test_exhaustive_cost_counts_compile_time_by_hand():
