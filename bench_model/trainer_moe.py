@@ -24,6 +24,11 @@ def check_moe_trial(spec: TrialSpec) -> None:
         raise SpecError(
             f"plan.moe_dispatcher={p.moe_dispatcher}: bench_model dispatches with all-to-all only (use alltoall)"
         )
+    if p.ep_overlap:  # the planner's rule ep_overlap_needs_megatron, for a hand-made spec
+        raise SpecError(
+            "plan.ep_overlap=true: bench_model dispatches on the compute stream, one micro-batch at a time "
+            "(Megatron's --overlap-moe-expert-parallel-comm only; use false)"
+        )
     if m.is_moe and m.moe_capacity_factor is not None:
         raise SpecError(
             f"model.moe_capacity_factor={m.moe_capacity_factor}: bench_model runs dropless MoE only (null); "

@@ -76,6 +76,10 @@ class ClusterSpec:
     memory_efficiency: float | None = None
     attention_efficiency: float | None = None
     pp_microbatch_overhead_s: float | None = None
+    # fraction of HBM bandwidth a long streaming kernel over whole parameter-sized tensors reaches: the AdamW step's
+    # (multi-tensor) kernels and bench_model's expert weight casts (perf_terms.streaming_s); None = memory_efficiency
+    # (the fitted fraction of the eager elementwise mix of the blocks)
+    stream_efficiency: float | None = None
     # torch.compile per block (autotune/predict/perf_terms.py compiled_elementwise_factor, compile_time_s): fraction of the
     # eager elementwise time left once Inductor fuses it, and the seconds one distinct block graph takes to compile
     compile_memory_traffic_factor: float | None = None
@@ -129,6 +133,7 @@ class ClusterSpec:
             "comm_efficiency",
             "dp_overlap",
             "memory_efficiency",
+            "stream_efficiency",
             "attention_efficiency",
             "compile_memory_traffic_factor",
             "lowp_gemm_efficiency",
@@ -358,6 +363,14 @@ class ParallelPlan:
         choices=MOE_RECOMPUTE_MODES,
         codes=("", " rc-moe_act", " rc-moe"),
     )
+    # Megatron-Core's EP communication overlap (`--overlap-moe-expert-parallel-comm`, Megatron-Bridge
+    # `comm_overlap.overlap_moe_expert_parallel_comm` / perf-script `moe_a2a_overlap`, MCore >= 0.14): the combined
+    # 1F1B schedule (megatron/core/pipeline_parallel/combined_1f1b.py) runs the forward of one micro-batch with the
+    # backward of another, so each one's dispatch/combine all-to-alls run on a communication stream behind the other's
+    # compute (autotune/predict/moe.py ep_overlap_exposed_s). Megatron only (profile rules); it changes the job (the
+    # schedule, two micro-batches in flight), so searched only when asked. Memory: not modelled (one more micro-batch
+    # of activations in flight), hence "shape".
+    ep_overlap: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" ep-overlap")
 
     def __post_init__(self) -> None:
         for name in PLAN_FIELDS:  # each field's domain, from its Dim; rules across fields: autotune.layouts.rules

@@ -57,6 +57,18 @@ COEFFICIENTS: tuple[Coefficient, ...] = (
         "sample (7.4% vs 9.3% median) but worse out of sample (LOSO p90 56.1% vs 53.0%, A100-80GB 15.6% vs 11.3%)",
     ),
     Coefficient(
+        "stream_efficiency",
+        "shared",
+        0.8,
+        0.5,
+        0.95,
+        "long streaming kernels over whole parameter-sized tensors (AdamW step, weight casts; perf_terms.streaming_s): "
+        "a device-to-device copy reaches ~0.9 of the datasheet HBM bandwidth (H100 ~3.0 of 3.35 TB/s; autotune "
+        "devbench times that copy); torch's multi-tensor AdamW kernels (foreach: 8 kernels over 64k-element chunks, "
+        "torch/optim/adam.py _multi_tensor_adam) less, ~0.6-0.85; below 0.5 the kernels would be launch-bound, which "
+        "tensors of 10^8 elements are not",
+    ),
+    Coefficient(
         "comm_efficiency",
         "shared",
         0.8,

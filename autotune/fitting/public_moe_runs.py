@@ -34,6 +34,8 @@ How a row becomes a layout (the columns give the degrees; where the table is sil
   --use-precision-aware-optimizer --main-params-dtype fp32 --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16:
   train.fp8_param_gather and train.optimizer_dtype=bf16 (fp32 master, bf16 Adam moments) on those rows
   (MODELZOO_MXFP8).
+- EP communication overlap (plan.ep_overlap): on for the rows whose cited command sets A2A_OVERLAP=1
+  (EP_OVERLAP_ROWS), off elsewhere (the torchtitan rows: no such overlap).
 - hidden dropout (train.hidden_dropout, megatron profile only): 0.0 where the recipe states it: Qwen3-235B-A22B
   (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml `--hidden-dropout: 0.0`) and Mixtral-8x22B
   (model_configs/benchmarking/Mixtral-8x22B.yaml `--hidden-dropout 0.0`); Megatron-Core's default 0.1 for the others
@@ -66,6 +68,17 @@ MODELS = {
     "llama4-scout-2layer": ("llama-4-scout", 2),
 }
 TP_OVERLAP_MODELS = {"mixtral-8x22b"}
+# Megatron's EP communication overlap (plan.ep_overlap; module doc), per row, from the command each Megatron-MoE-ModelZoo
+# row cites (yanring/Megatron-MoE-ModelZoo @ e865051; its interactive_benchmarking.sh turns A2A_OVERLAP=1 into
+# --delay-wgrad-compute --overlap-moe-expert-parallel-comm, default 0):
+#   r030 README H100 table "+1f1b overlap" (r029, the same layout without it: off); r048 best_practice/qwen3/
+#   run_h100_235b.sh A2A_OVERLAP=1; r044 run_gb200_235b.sh (PP4 VPP6 EP64 MXFP8) A2A_OVERLAP=1; r046
+#   run_gb300_235b.sh (EP64) A2A_OVERLAP=1.
+# Off: the long-context rows r035-r042 (run_235b.sh SEQ_LEN 16k-128k: A2A_OVERLAP=0), r043 and r045
+# (run_gb200_235b.sh A2A_OVERLAP=0), r031-r033 (README "Intra-node EP": no overlap noted; r031 full recompute,
+# which Megatron refuses with it), Mixtral-8x22B (run_mixtral_8x22B.sh sets no A2A_OVERLAP: 0) and the Megatron-LM
+# MoE README's Mixtral-8x7B (MCore v0.8/v0.9, before the flag, MCore v0.14).
+EP_OVERLAP_ROWS = {"r030", "r044", "r046", "r048"}
 NO_DROPOUT = {"qwen3-235b-a22b", "mixtral-8x22b"}  # recipes that state --hidden-dropout 0.0 (module doc)
 MODELZOO_MXFP8 = "Megatron-MoE-ModelZoo"  # source whose MXFP8 runs gather FP8 params with bf16 Adam moments (doc)
 RECIPE = {"bf16": "none", "fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise", "mxfp8": "mxfp8"}
@@ -114,6 +127,7 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=RECIPE[str(r.precision)],
         compile=True if megatron else bool(r.compile),
+        ep_overlap=megatron and str(r.row_id) in EP_OVERLAP_ROWS,
     )
     routing = str(r.moe_routing) if str(r.moe_routing) in ("learned", "balanced") else "learned"
     zoo_mx = megatron and plan.fp8 == "mxfp8" and MODELZOO_MXFP8 in str(r.source)

@@ -17,6 +17,9 @@ attention's (dp, cp, tp). Hence:
   parallelism must be used"); without SP every tp rank would dispatch the same tokens again;
 - moe_dispatcher_needs_ep: a dispatcher other than the default alltoall needs ep > 1 (which dispatcher each framework
   offers is its profile's rule: autotune/predict/frameworks/).
+- ep_overlap_needs_ep, ep_overlap_dispatcher, ep_overlap_no_layer_recompute, ep_overlap_pp_needs_vpp: Megatron's
+  EP communication overlap (plan.ep_overlap) as Megatron-Core asserts it (comment at the rules); which frameworks
+  offer it at all is `ep_overlap_needs_megatron` (autotune/layouts/rules.py).
 """
 
 from __future__ import annotations
@@ -70,6 +73,40 @@ MOE_DISPATCHER_NEEDS_EP = Rule(
         "dispatched (alltoall is the default)"
     ),
 )
+# plan.ep_overlap (Megatron --overlap-moe-expert-parallel-comm): what Megatron-Core's TransformerConfig.__post_init__
+# asserts (NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py @ d98e8a64): "only supported with expert
+# model parallelism", "supported with alltoall/flex token dispatcher" (flex = DeepEP / HybridEP), "disable full
+# recomputation" and "disable moe in recompute_modules", "virtual_pipeline_model_parallel_size must be specified when
+# pipeline_model_parallel_size > 1" (the combined 1F1B schedule pairs the chunks of the interleaved schedule)
+EP_OVERLAP_NEEDS_EP = Rule(
+    "ep_overlap_needs_ep",
+    lambda ep_overlap, ep: ep_overlap & (ep == 1),
+    lambda ep: f"plan.ep_overlap=true requires plan.ep > 1 (ep={ep}): no expert-parallel all-to-all to overlap",
+)
+EP_OVERLAP_DISPATCHER = Rule(
+    "ep_overlap_dispatcher",
+    lambda ep_overlap, moe_dispatcher: ep_overlap & (moe_dispatcher == 1),
+    lambda moe_dispatcher: (
+        f"plan.ep_overlap=true requires plan.moe_dispatcher alltoall or deepep (moe_dispatcher={moe_dispatcher}): "
+        "Megatron overlaps the alltoall/flex dispatchers only"
+    ),
+)
+EP_OVERLAP_NO_LAYER_RECOMPUTE = Rule(
+    "ep_overlap_no_layer_recompute",
+    lambda ep_overlap, recompute, moe_recompute: ep_overlap & ((recompute == 2) | (moe_recompute == 2)),
+    lambda recompute, moe_recompute: (
+        f"plan.ep_overlap=true requires no full recompute and moe_recompute other than moe (recompute={recompute}, "
+        f"moe_recompute={moe_recompute}): Megatron asserts it"
+    ),
+)
+EP_OVERLAP_PP_NEEDS_VPP = Rule(
+    "ep_overlap_pp_needs_vpp",
+    lambda ep_overlap, pp, vpp: ep_overlap & (pp > 1) & (vpp == 1),
+    lambda pp, vpp: (
+        f"plan.ep_overlap=true with pp={pp} requires plan.vpp > 1 (vpp={vpp}): Megatron's combined 1F1B schedule "
+        "needs the interleaved pipeline"
+    ),
+)
 MOE_RULES: tuple[Rule, ...] = (
     EP_DENSE_MODEL,
     EP_DIVIDES_EXPERTS,
@@ -77,6 +114,10 @@ MOE_RULES: tuple[Rule, ...] = (
     MOE_FOLD,
     MOE_NEEDS_SP,
     MOE_DISPATCHER_NEEDS_EP,
+    EP_OVERLAP_NEEDS_EP,
+    EP_OVERLAP_DISPATCHER,
+    EP_OVERLAP_NO_LAYER_RECOMPUTE,
+    EP_OVERLAP_PP_NEEDS_VPP,
 )
 
 

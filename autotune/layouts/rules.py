@@ -253,6 +253,14 @@ MOE_RECOMPUTE_NEEDS_MEGATRON = Rule(
         "Megatron-Core's --recompute-modules moe_act / moe"
     ),
 )
+EP_OVERLAP_NEEDS_MEGATRON = Rule(
+    "ep_overlap_needs_megatron",
+    lambda ep_overlap: ep_overlap,
+    lambda train: (
+        f"plan.ep_overlap=true requires train.framework=megatron (framework={train.framework}): Megatron-Core's "
+        "--overlap-moe-expert-parallel-comm; the others dispatch on the compute stream"
+    ),
+)
 CP_DIVIDES_SEQ = Rule(
     "cp_divides_seq",
     lambda cp, train: (cp > 1) & (train.seq_len % (2 * cp) != 0),
@@ -368,6 +376,7 @@ RULES: tuple[Rule, ...] = (
     MOE_RECOMPUTE_NEEDS_MOE,
     MOE_RECOMPUTE_NEEDS_SELECTIVE,
     MOE_RECOMPUTE_NEEDS_MEGATRON,
+    EP_OVERLAP_NEEDS_MEGATRON,
     CP_DIVIDES_SEQ,
     PP_MICROBATCHES,
     INTERLEAVED_MICROBATCHES,

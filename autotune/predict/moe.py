@@ -20,7 +20,7 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
-from autotune.predict.perf_terms import memory_bound_s
+from autotune.predict.perf_terms import memory_bound_s, prefetch_exposed_s, streaming_s
 
 A2A_PER_LAYER = 4  # dispatch + combine, forward and backward (Megatron MoEAlltoAllTokenDispatcher)
 
@@ -303,23 +303,43 @@ def moe_memory_bound_s(
     local = expert_layer_params(model) / (ep * etp)
     edp = expert_shard_group(world, arr["pp"], ep, etp)
     casts = expert_cast_bytes(local, arr["zero_stage"], edp, arr["grad_accum_steps"], c, DTYPE_BYTES[train.param_dtype])
-    return t + memory_bound_s(casts, cluster)
+    return t + streaming_s(casts, cluster)  # whole expert weight tensors, streamed (perf_terms.streaming_s)
 
 
 # ---- token dispatchers (plan.moe_dispatcher; MOE_DISPATCHERS order: alltoall 0, allgather 1, deepep 2) --------------
 
 
-# Frameworks whose token dispatch blocks the compute stream: bench_model calls dist.all_to_all_single synchronously
-# on the compute stream before and after the experts (bench_model/parallel/expert_parallel.py) and runs one
-# micro-batch at a time, so nothing runs beside it.
-SYNCHRONOUS_DISPATCH = frozenset({"bench_model"})
+def ep_overlap_unpaired(pp: Any, vpp: Any, grad_accum: Any) -> np.ndarray:
+    """Share of a rank's micro-batch chunks whose all-to-alls have no other micro-batch's compute to hide behind under
+    Megatron's combined 1F1B schedule (plan.ep_overlap). Without pipelining the first micro-batch's forward and the
+    last one's backward run alone (megatron/core/pipeline_parallel/combined_1f1b.py
+    combined_1f1b_schedule_for_no_pipelining: "The forward step for the first microbatch is executed alone, no a2a
+    overlapping", the same for the last backward): 1 of m. With the interleaved pipeline the warm-up forwards (and as
+    many cool-down backwards) run unpaired: on rank 0, (pp - 1) * 2 + (vpp - 1) * pp + 1 of the m * vpp chunks
+    (schedules.py get_pp_rank_microbatches, microbatch_group_size_per_vp_stage = pp, "+ 1" with the overlap); at pp = 1
+    that formula gives the 1 of m above."""
+    pp, vpp = np.asarray(pp, dtype=np.float64), np.asarray(vpp, dtype=np.float64)
+    chunks = np.maximum(np.asarray(grad_accum, dtype=np.float64), 1.0) * vpp
+    warmup = (pp - 1.0) * 2.0 + (vpp - 1.0) * pp + 1.0
+    return np.minimum(warmup, chunks) / chunks
 
 
-def ep_overlap(framework: str, overlap: float) -> float:
-    """Fraction of the EP all-to-all time that overlaps compute and is hidden (perf_terms.prefetch_exposed_s): 0 for a
-    synchronous dispatcher (SYNCHRONOUS_DISPATCH), else `overlap` (the cluster's dp_overlap: Megatron-Core overlaps
-    the EP all-to-all of one micro-batch with another's compute, --overlap-moe-expert-parallel-comm, MCore v0.14)."""
-    return 0.0 if framework in SYNCHRONOUS_DISPATCH else float(overlap)
+def ep_overlap_exposed_s(comm: Any, compute: Any, on: Any, unpaired: Any, overlap: float = 1.0) -> np.ndarray:
+    """Exposed seconds of one MoE layer's all-to-alls per micro-batch (`comm`: dispatch + combine, forward and
+    backward). Without plan.ep_overlap every framework priced here dispatches on the compute stream (bench_model's
+    dist.all_to_all_single, bench_model/parallel/expert_parallel.py; torchtitan's and DeepSpeed-MoE's all-to-all;
+    Megatron's dispatcher without --overlap-moe-expert-parallel-comm): all of it. With it (Megatron only), the
+    forward of one micro-batch runs with the backward of another (combined 1F1B), each one's all-to-alls on a
+    communication stream behind the other's compute of the same layer (`compute`: the layer's forward + backward,
+    which the pair's two halves together match): on the paired share of the chunks what exceeds it plus the
+    contention of the overlapped part, as every hidden collective of this model (perf_terms.prefetch_exposed_s:
+    max(C - G, 0) + (1 - overlap) min(C, G), `overlap` = cluster.dp_overlap: the compute slowdown while the
+    communication kernels share SMs and HBM with it; DeepEP takes 20 of 132 SMs), and all of C on the `unpaired`
+    share (ep_overlap_unpaired)."""
+    comm = np.asarray(comm, dtype=np.float64)
+    u = np.asarray(unpaired, dtype=np.float64)
+    hidden = u * comm + (1.0 - u) * prefetch_exposed_s(comm, compute, overlap)
+    return np.where(np.asarray(on, dtype=bool), hidden, comm)
 
 
 def distinct_ranks_per_token(model: ModelSpec, ep: Any) -> np.ndarray:

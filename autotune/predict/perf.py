@@ -140,11 +140,12 @@ def _layer_terms(
     cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
     out = {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
     out.update(_moe_terms(arr, model, train, cluster, tokens, passes, linear_peak, linear_eff))
-    # the all-to-alls run while other micro-batches compute (Megatron-Core's batch-level EP overlap): hidden like
-    # DP traffic, with the same fraction of the overlapped part really hidden (cluster.dp_overlap; no EP-specific fit);
-    # a framework whose dispatch blocks its own compute hides nothing (moe.ep_overlap)
-    overlap = moe.ep_overlap(train.framework, cluster.dp_overlap)
-    out["ep"] = prefetch_exposed_s(out["ep"], gemm + attn + mem + out["moe_compute"], overlap)
+    # plan.ep_overlap (Megatron's combined 1F1B): the all-to-alls behind another micro-batch's compute of the layer,
+    # exposed what exceeds it, the contention of the rest (dp_overlap) and the unpaired warm-up / cool-down chunks;
+    # without it all exposed (moe.py)
+    unpaired = moe.ep_overlap_unpaired(arr["pp"], arr["vpp"], arr["grad_accum_steps"])
+    layer = gemm + attn + mem + out["moe_compute"]
+    out["ep"] = moe.ep_overlap_exposed_s(out["ep"], layer, arr["ep_overlap"], unpaired, cluster.dp_overlap)
     return out
 
 

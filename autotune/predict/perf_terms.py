@@ -109,6 +109,17 @@ def memory_bound_s(nbytes: Any, cluster: ClusterSpec) -> np.ndarray:
     return np.asarray(nbytes, dtype=np.float64) / (cluster.hbm_bw_bytes_per_s * cluster.memory_efficiency)
 
 
+def streaming_s(nbytes: Any, cluster: ClusterSpec) -> np.ndarray:
+    """Roofline of a long streaming kernel over whole parameter-sized tensors (the AdamW step, weight casts): bytes /
+    (HBM bandwidth * stream_efficiency). Each such kernel reads and writes hundreds of MB contiguously, with none of
+    the launch gaps and short tensors of the blocks' eager elementwise mix that `memory_efficiency` is fitted on; a
+    device-to-device copy reaches ~0.9 of the datasheet bandwidth on H100 (3.0 of 3.35 TB/s), torch's multi-tensor
+    (foreach / fused) AdamW kernels, 64k-element chunks per block, somewhat less (coefficients.py: prior and range).
+    A preset without it keeps memory_efficiency."""
+    eff = cluster.stream_efficiency if cluster.stream_efficiency is not None else cluster.memory_efficiency
+    return np.asarray(nbytes, dtype=np.float64) / (cluster.hbm_bw_bytes_per_s * eff)
+
+
 def loss_bytes_per_token(model: ModelSpec, c: int, tp: Any) -> np.ndarray:
     """HBM bytes per token of the loss over the (vocab-parallel) logits: V/t elements, (2c + 6*4) bytes each."""
     return model.vocab_size / np.asarray(tp, dtype=np.float64) * (2.0 * c + 4.0 * LOSS_FP32_ACCESSES)
@@ -123,9 +134,9 @@ def optimizer_step_s(
     tensors: int = ADAM_TENSORS_PER_PARAM,
 ) -> np.ndarray:
     """Time of the AdamW update: `tensors` accesses per parameter the rank updates (its 1/shard slice from ZeRO-1
-    on): 7 fused, 20 for torch's unfused AdamW (adam_tensors_per_param)."""
+    on): 7 fused, 20 for torch's unfused AdamW (adam_tensors_per_param), streamed (streaming_s)."""
     updated = np.asarray(params_on_rank, dtype=np.float64) / np.where(np.asarray(zero_stage) >= 1, shard, 1)
-    return memory_bound_s(updated * tensors * opt_bytes, cluster)
+    return streaming_s(updated * tensors * opt_bytes, cluster)
 
 
 OFFLOAD_FIELDS = ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s")

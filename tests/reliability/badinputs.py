@@ -388,6 +388,16 @@ def _override_cases() -> list[BadInput]:
             ("estimate", "--gpus", "2", "model=tiny-moe", "plan.moe_dispatcher=allgather"),
             ("moe_dispatcher=allgather", "ep > 1", "ep=1"),
         ),
+        c(
+            "plan-ep_overlap-needs-ep",
+            ("estimate", "--gpus", "2", "model=tiny-moe", "plan.ep_overlap=true"),
+            ("plan.ep_overlap=true", "plan.ep > 1", "ep=1"),
+        ),
+        c(
+            "plan-ep_overlap-bench-model",
+            ("estimate", "--gpus", "2", "model=tiny-moe", "plan.ep=2", "plan.ep_overlap=true"),
+            ("plan.ep_overlap=true", "train.framework=megatron", "bench_model"),
+        ),
         c("plan-etp-negative", (*est, "plan.etp=-2"), ("plan.etp", "-2", ">= 1")),
         c("plan-fp8-a100", (*est, "cluster=a100-80gb", "plan.fp8=tensorwise"), ("fp8=tensorwise", "a100-80gb")),
         c(

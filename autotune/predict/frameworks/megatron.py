@@ -255,6 +255,7 @@ class MegatronProfile(FrameworkProfile):
             "pp_split_needs_megatron",
             "moe_recompute_needs_megatron",
             "act_offload_needs_megatron",
+            "ep_overlap_needs_megatron",  # --overlap-moe-expert-parallel-comm is Megatron-Core's
         }
     )
     # train.hidden_dropout (`for_train`): [TMU]'s attention and MLP dropout masks (1 byte per element each) and the
