@@ -134,11 +134,13 @@ def test_compiled_trial_timeout_and_slurm_limit_include_compile_time():
 
 
 class _FakeTrainer:
-    """Counts steps; run_steps needs only spec, device, step(), step_times_s and step_cpu_s."""
+    """Counts steps; run_steps needs only spec, device, step(), step_times_s, step_cpu_s and the optimizer's CPU
+    seconds (optimizer_cpu_s, _last_optimizer_cpu_s: bench_model.trainer.Trainer)."""
 
     def __init__(self, spec):
         self.spec, self.device, self.steps = spec, types.SimpleNamespace(type="cpu"), []
         self.step_times_s, self.step_cpu_s = [], []
+        self.optimizer_cpu_s, self._last_optimizer_cpu_s = [], 0.0
 
     def step(self, i):
         self.steps.append(i)
@@ -158,7 +160,7 @@ def test_compile_falls_in_untimed_warmup(monkeypatch, compile, warmup, untimed):
     tr.run_steps(t, lambda: None)
     assert tr.untimed_steps(spec) == untimed
     assert (
-        len(t.steps) == untimed + 3 and len(t.step_times_s) == len(t.step_cpu_s) == 3
+        len(t.steps) == untimed + 3 and len(t.step_times_s) == len(t.step_cpu_s) == len(t.optimizer_cpu_s) == 3
     )  # the first (compiling) step is never timed
 
 
