@@ -19,7 +19,20 @@ LLAMA = ["model=llama-3.1-8b", "cluster=h100-sxm-80gb", "train.seq_len=4096", "t
 @pytest.fixture(scope="module")
 def megatron_sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("fw")
-    argv = ["sweep", "--gpus", "8", "--backend", "simulate", "--max-trials", "3", "--sweep-id", "meg"]
+    # tp > 1 by construction: the checks below are about what TP changes between profiles (Megatron's SP activations
+    # and contiguous buffers under bench_model's; the DeepSpeed engine's no-TP refusal), not about which layout wins
+    argv = [
+        "sweep",
+        "--gpus",
+        "8",
+        "--backend",
+        "simulate",
+        "--max-trials",
+        "3",
+        "--sweep-id",
+        "meg",
+        "space.tp=[2,4,8]",
+    ]
     assert main([*argv, *LLAMA, "train.framework=megatron", f"sweep.results_dir={root}"]) == 0
     return root / "meg"
 
