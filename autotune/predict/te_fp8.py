@@ -26,16 +26,11 @@ from typing import Any
 import numpy as np
 
 from autotune.core.types import FP8_RECIPES, ClusterSpec
+from autotune.predict.perf_terms import CAST_FUSED_EXTRA_BYTES
 
 # HBM / wire bytes per element of one low-precision copy, scales included (a 1-byte E8M0 scale per 32 for MXFP8, a
-# 1-byte E4M3 scale per 16 for NVFP4; tensorwise carries one scalar). perf_terms.CAST_FUSED_EXTRA_BYTES has the same.
-LOWP_BYTES: dict[str, float] = {
-    "none": 0.0,
-    "tensorwise": 1.0,
-    "rowwise": 1.0,
-    "mxfp8": 1.0 + 1.0 / 32,
-    "nvfp4": 0.5 + 1.0 / 16,
-}
+# 1-byte E4M3 scale per 16 for NVFP4; tensorwise carries one scalar): the same table as a fused cast's write
+LOWP_BYTES: dict[str, float] = CAST_FUSED_EXTRA_BYTES
 
 
 def lowp_bytes(recipe_codes: Any) -> np.ndarray:
