@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         "matmul_efficiency",
         "lowp_gemm_efficiency",
         "attention_efficiency",
-        "memory_efficiency",
+        "stream_efficiency",
         "grouped_vs_model",
     )
     if args.json:

@@ -14,7 +14,10 @@ What each fitted number means there (autotune/predict/perf.py, perf_terms.py), a
   attention_efficiency  causal FLOPs of forward + backward, 3.5 forward-equivalents of 4 s d per token per head halved
                         by the mask (perf_terms.attention_s), over the time of F.scaled_dot_product_attention forward
                         + backward, over peak.
-  memory_efficiency     bytes read + written by a device copy over hbm_bw_bytes_per_s (perf_terms.memory_bound_s).
+  stream_efficiency     bytes read + written by a device copy of one long tensor over hbm_bw_bytes_per_s: the
+                        streaming fraction long kernels reach (perf_terms.streaming_s: the AdamW step, the experts'
+                        weight casts). Short elementwise kernels' `memory_efficiency` is not measured here (the
+                        preset keeps its fitted value).
 Grouped GEMM (the experts, torch._grouped_mm where the build runs it, else one GEMM per expert) is reported next to the
 shape factor the model applies at its rows per expert and width, `grouped_vs_model`: 1 = the model prices it right.
 
@@ -100,7 +103,7 @@ class DevbenchFit:
 
     matmul_efficiency: float
     attention_efficiency: float
-    memory_efficiency: float
+    stream_efficiency: float
     lowp_gemm_efficiency: float | None
     grouped_vs_model: float | None
     raw: dict[str, float]  # measured fractions of peak before shape factors and clamping
@@ -160,7 +163,7 @@ def fit_devbench(samples: list[dict[str, Any]], cluster: Any, compute_dtype: str
     return DevbenchFit(
         matmul_efficiency=matmul,
         attention_efficiency=_clamp("attention_efficiency", attn or 0.0, notes),
-        memory_efficiency=_clamp("memory_efficiency", mem_bw / cluster.hbm_bw_bytes_per_s, notes),
+        stream_efficiency=_clamp("stream_efficiency", mem_bw / cluster.hbm_bw_bytes_per_s, notes),
         lowp_gemm_efficiency=lowp,
         grouped_vs_model=ratio,
         raw=raw,
@@ -173,7 +176,7 @@ def apply_to_cluster(cluster: Any, fit: DevbenchFit) -> Any:
     changes: dict[str, Any] = {
         "matmul_efficiency": round(fit.matmul_efficiency, 4),
         "attention_efficiency": round(fit.attention_efficiency, 4),
-        "memory_efficiency": round(fit.memory_efficiency, 4),
+        "stream_efficiency": round(fit.stream_efficiency, 4),
     }
     if fit.lowp_gemm_efficiency is not None:
         changes["lowp_gemm_efficiency"] = round(fit.lowp_gemm_efficiency, 4)

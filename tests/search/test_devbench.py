@@ -32,7 +32,7 @@ def test_fit_divides_by_the_models_shape_factor_and_the_peaks():
     assert fit.matmul_efficiency == pytest.approx(0.6 / factor)
     assert fit.lowp_gemm_efficiency == pytest.approx(0.45 / 0.6)  # fp8's fraction of its peak over bf16's
     assert fit.attention_efficiency == pytest.approx(0.5)
-    assert fit.memory_efficiency == pytest.approx(4.0 / 4.8)
+    assert fit.stream_efficiency == pytest.approx(4.0 / 4.8)
     # modelled grouped fraction: matmul_eff * 256/(256+256) * 768/(768+128)
     assert fit.grouped_vs_model == pytest.approx(0.3 / (0.6 / factor * 0.5 * 768 / 896))
     written = apply_to_cluster(cluster, fit)
@@ -71,7 +71,7 @@ def test_devbench_on_cpu_writes_a_preset_plan_uses(tmp_path, capsys, monkeypatch
     assert {"gemm", "grouped_gemm", "attention", "hbm"} <= kinds and "gemm_fp8" not in kinds  # no FP8 on CPU
     assert all(s["time_s"] > 0 for s in printed["samples"])
     cluster = load_config(["cluster=cpu-dev"], config_dir=tree).cluster
-    for f in ("matmul_efficiency", "attention_efficiency", "memory_efficiency"):
+    for f in ("matmul_efficiency", "attention_efficiency", "stream_efficiency"):
         assert 0.0 < getattr(cluster, f) <= 1.0
         assert getattr(cluster, f) == round(printed["fit"][f], 4)
     assert out.read_text().startswith("# Measured by `autotune devbench --backend local --gpus 1`")
