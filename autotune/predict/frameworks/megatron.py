@@ -98,6 +98,7 @@ from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import moe, reserved
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
+from autotune.predict.te_fp8 import lowp_bytes
 
 
 def megatron_layer_units(model: ModelSpec, dropout: float = 2.0, qkv_view: bool = True) -> tuple[float, float]:
@@ -115,10 +116,7 @@ def te_fp8_input_bytes(fp8: Any) -> np.ndarray:
     quantized copy, 1 byte (tensorwise / delayed / current scaling; one fp32 scale per tensor), MXFP8 1 + 1/32 (an
     E8M0 scale per 32 elements, MXFP8_BLOCK_SCALING_SIZE), NVFP4 1/2 + 1/16 (an E4M3 scale per 16 elements,
     NVFP4_BLOCK_SCALING_SIZE; transformer_engine/pytorch/constants.py); 0 where fp8 is off."""
-    code = np.asarray(fp8)
-    out = np.where(code == FP8_CODE["mxfp8"], 1.0 + 1.0 / 32, 1.0)
-    out = np.where(code == FP8_CODE["nvfp4"], 0.5 + 1.0 / 16, out)
-    return np.where(code == FP8_CODE["none"], 0.0, out)
+    return lowp_bytes(fp8)  # the same bytes per element as one low-precision copy (autotune/predict/te_fp8.py)
 
 
 def te_weight_bytes(fp8: Any, non_tn: bool) -> np.ndarray:
