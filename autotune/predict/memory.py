@@ -150,6 +150,10 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     head_n = prof.last_stage_inflight(pp, arr["grad_accum_steps"], arr["pp_schedule"])  # 1 but for all-forward engines
     act = act + np.where(is_last, extras["head_act"] * head_n, 0.0)
     act = act + np.where(is_last & (pp > 1), extras["pp_outputs"], 0.0)  # the schedule's kept outputs (torchtitan)
+    # the pipeline engine's receive buffers and kept stage outputs (FrameworkProfile.pipeline_stage_buffers)
+    act = act + prof.pipeline_stage_buffers(
+        extras["hidden"], arr["grad_accum_steps"], inflight, psi[f"rank_{pos}"], pp, arr["vpp"], arr["recompute"]
+    )
     logits = np.where(is_last, extras["logits"] * head_n, 0.0)
     params = ms["params"] + copy
     # bench_model: the sum of every term; a profile whose peak is one phase or another says so (FrameworkProfile.allocated)
@@ -225,6 +229,8 @@ def memory_arrays(
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
         "pp_outputs": prof.pipeline_outputs(model, tok, arr["grad_accum_steps"], tp, c),
+        # one micro-batch's inter-stage activation: (mbs, s/cp, h), sequence-sharded under SP
+        "hidden": tok * model.hidden_size * c / np.where(sp, tp, 1),
         # bytes per block-linear weight beyond the compute dtype's (megatron: train.fp8_param_gather; 0 elsewhere)
         "weight_dq": prof.stored_weight_bytes(arr["fp8"], train, cluster) - c,
     }

@@ -164,6 +164,13 @@ class FrameworkProfile(ABC):
         (`tokens` per micro-batch). Default: none."""
         return 0.0
 
+    def pipeline_stage_buffers(
+        self, hidden: Any, m: Any, inflight: Any, rank: Any, pp: Any, vpp: Any, recompute: Any
+    ) -> Any:
+        """Bytes the pipeline engine itself keeps on pipeline rank `rank` (pp > 1) beyond the layers' saved tensors,
+        `hidden` bytes being one micro-batch's inter-stage activation. Default: none (see `torch_pipeline_buffers`)."""
+        return 0.0
+
     def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         """`logits` under plan.compile. Default: unchanged (a framework that does not compile its loss, or whose
         compiled loss is modelled in `logits`); torchtitan overrides it."""
@@ -295,3 +302,24 @@ def fsdp_pipeline_held(
         "compute_copy": np.where(fsdp & (z >= 3), psi * compute_bytes, 0.0),
         "grads": np.where(fsdp, psi * grad_bytes, 0.0),
     }
+
+
+def torch_pipeline_buffers(hidden: Any, m: Any, inflight: Any, rank: Any, pp: Any, vpp: Any, shared: Any) -> np.ndarray:
+    """What torch.distributed.pipelining's stages keep besides the layers' saved tensors, in units of `hidden` (one
+    micro-batch's inter-stage activation), on pipeline rank `rank` holding `vpp` stages (stage ids rank + j*pp) of
+    which `inflight * vpp` stage-micro-batches are in flight (FrameworkProfile.inflight). Source:
+    torch/distributed/pipelining/stage.py (torch 2.6 through 2.13):
+      - `_prepare_forward_infra` / `_setup_forward_recv_info`: every non-first stage allocates one receive buffer
+        per micro-batch (`_make_tensor_from_meta`, m of them) once and keeps them for all later steps; the in-flight
+        ones are the stage's input, which full recompute's checkpoint saves anyway (`shared`): the rest are extra;
+      - `_setup_backward_recv_info` / `_create_grad_recv_info`: every non-last stage keeps m gradient receive buffers;
+      - `forward_one_chunk`: `fwd_cache[chunk] = (output_tuple, inputs)` holds each in-flight micro-batch's stage
+        output until its backward (no layer of this stage saves its own last output).
+    Measured on 2 gloo ranks (tests/distributed/test_pipeline_buffers.py). pp = 1: nothing."""
+    pp, vpp, m, r = (np.asarray(x, dtype=np.float64) for x in (pp, vpp, m, rank))
+    chunks = np.asarray(inflight, dtype=np.float64) * vpp  # stage-micro-batches in flight on this rank
+    non_last = vpp - (r == pp - 1)
+    non_first = vpp - (r == 0)
+    fwd_recv = m * non_first - np.where(np.asarray(shared, dtype=bool), chunks * non_first / vpp, 0.0)
+    units = m * non_last + fwd_recv + chunks * non_last / vpp
+    return np.where(pp > 1, units * np.asarray(hidden, dtype=np.float64), 0.0)

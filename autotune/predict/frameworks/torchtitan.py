@@ -44,6 +44,10 @@ Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/)
          (set_reshard_after_backward(False), set_requires_gradient_sync(False) for every micro-batch, FSDP's
          post_backward run by hand after the last); torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py
          `post_backward` (no reduce: `to_accumulated_grad_if_needed`, the unsharded gradient cast to reduce_dtype).
+  [PPBUF] torch/distributed/pipelining/stage.py: m forward receive buffers per non-first stage, m gradient receive
+         buffers per non-last stage (allocated once, kept across steps) and each in-flight micro-batch's stage output
+         (`fwd_cache`); the inter-stage tensor is the sequence-sharded block output (mbs, s/(cp tp), h) [PAR]
+         (9dec370 builds its PipelineStage without input_args: torch infers the shapes at the first step).
 Validated on rank 0 of a fake process group against torchtitan's own model + parallelize_llama
 (autotune/validation/torchtitan_probe.py; tests/unit/test_frameworks_torchtitan.py): within 5% on 11 layouts.
 """
@@ -63,6 +67,7 @@ from autotune.predict.frameworks.base import (
     Overlaps,
     fsdp_pipeline_held,
     fused_adamw_step_temporaries,
+    torch_pipeline_buffers,
 )
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
@@ -191,6 +196,14 @@ class TorchtitanProfile(FrameworkProfile):
         return (
             np.asarray(m, dtype=np.float64) * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64) * act_bytes
         )
+
+    def pipeline_stage_buffers(
+        self, hidden: Any, m: Any, inflight: Any, rank: Any, pp: Any, vpp: Any, recompute: Any
+    ) -> Any:
+        """[PPBUF] torch.distributed.pipelining's receive buffers and kept stage outputs (base.torch_pipeline_buffers);
+        under full AC ([AC] checkpoint_wrapper) the in-flight receive buffers are the first block's saved input."""
+        full = np.asarray(recompute) == RECOMPUTE_CODE["full"]
+        return torch_pipeline_buffers(hidden, m, inflight, rank, pp, vpp, full)
 
     def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         # [CLOSS] compiled plain cross-entropy (tp=1); loss parallel (tp>1) keeps the eager account: its DTensor
