@@ -157,6 +157,9 @@ def load_moe_blackwell(folder: Path = DATA) -> tuple[list[PublishedLayout], list
     return out, skipped
 
 
+OLD_COMPILED_SELECTIVE = "selective recompute of the trainer before 1fb4933 (RecomputeInBackward; priced as none)"
+
+
 def _h200_layout(case: str, layout: str, compile_: bool, status: str, reserved: Any) -> PublishedLayout:
     kv = dict(tok.split("=", 1) for tok in layout.split())
     model = preset_model(kv.pop("model"))
@@ -166,6 +169,14 @@ def _h200_layout(case: str, layout: str, compile_: bool, status: str, reserved: 
     routing = kv.pop("train.moe_routing", "learned")
     p = {k.removeprefix("plan."): v for k, v in kv.items()}
     dp, mbs = int(p.pop("dp", 1)), int(p.pop("micro_batch_size"))
+    # Both H200 leases predate commit 1fb4933 (2026-11-25 18:46): their compiled selective was the eager
+    # RecomputeInBackward regions, which under torch.compile saved nothing (Dynamo graph-breaks on them and the
+    # partitioner already recomputes what they drop; docs/memory_model.md "Under torch.compile (issue 29)": CPU peak
+    # 0.9998 of none's). The files show it: peak_alloc_gib of 1b_mbs4_sel_c / 3b_mbs2_sel_c equals none's (41.6 /
+    # 75.69). Today's compiled selective (one checkpoint around SwiGLU) saves c*f per token: so price what ran, none.
+    old_sel = compile_ and p.get("recompute") == "selective"
+    if old_sel:
+        p["recompute"] = "none"
     plan = ParallelPlan(
         dp=dp,
         tp=int(p.pop("tp", 1)),
@@ -183,7 +194,7 @@ def _h200_layout(case: str, layout: str, compile_: bool, status: str, reserved: 
     mem = None if pd.isna(reserved) else float(reserved)
     return PublishedLayout(
         "h200", case, "bench_model", model, TrainSpec(seq, gbs, moe_routing=routing), "h200-141gb", plan,
-        status == "ok", mem,
+        status == "ok", mem, OLD_COMPILED_SELECTIVE if old_sel else "",
     )  # fmt: skip
 
 

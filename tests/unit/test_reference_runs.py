@@ -183,6 +183,24 @@ def test_torchtitan_memory_rows_for_published_fit():
     assert (lay["13"].measured_gib, lay["13"].framework, lay["20"].measured_gib) == (72.7, "torchtitan", None)
 
 
+def test_h200_compiled_selective_rows_ran_the_old_selective():
+    """Both H200 leases ran the compiled selective of the trainer before 1fb4933 (RecomputeInBackward regions), which
+    saved nothing under compile: in the csv its allocated peak equals compiled none's, so published_fit prices those
+    rows as none and names the difference (autotune/fitting/published_runs.py `_h200_layout`)."""
+    import pandas as pd
+
+    from autotune.fitting.published_runs import LOADERS, OLD_COMPILED_SELECTIVE
+    from autotune.fitting.run_types import DATA
+
+    df = pd.read_csv(DATA / "h200_bench_model_2026-11-25.csv").set_index("case")
+    assert df.peak_alloc_gib["1b_mbs4_sel_c"] == df.peak_alloc_gib["1b_mbs4_none_c"] == 41.6
+    assert df.peak_alloc_gib["3b_mbs2_sel_c"] == df.peak_alloc_gib["3b_mbs2_none_c"] == 75.69
+    lay = {x.row: x for x in LOADERS["h200"]()[0]}
+    sel = lay["1b_mbs4_sel_c"]
+    assert (sel.plan.recompute, sel.plan.compile, sel.recipe) == ("none", True, OLD_COMPILED_SELECTIVE)
+    assert (lay["3b_mbs1_full_e"].plan.recompute, lay["3b_mbs1_full_e"].recipe) == ("full", "")
+
+
 def test_fitted_presets_reproduce_benchmark_accuracy():
     # benchmarks/model_accuracy.py in-sample figures with the fitted presets (see the presets' comments); a change to
     # the model or presets that loses accuracy fails here
