@@ -84,7 +84,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import moe
-from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, fsdp_pipeline_held
+from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, fsdp_pipeline_held, torch_pipeline_buffers
 from autotune.predict.schedule import inflight_microbatches
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
@@ -437,6 +437,14 @@ class BenchModelProfile(FrameworkProfile):
     ) -> np.ndarray:
         """Every term at once (a conservative sum over the step's phases)."""
         return params + grads + optimizer + activations + logits + buffers
+
+    def pipeline_stage_buffers(
+        self, hidden: Any, m: Any, inflight: Any, rank: Any, pp: Any, vpp: Any, recompute: Any
+    ) -> Any:
+        """bench_model/parallel/pipeline.py runs torch's PipelineStage: its receive buffers and kept stage outputs
+        (base.torch_pipeline_buffers); full recompute's checkpoint keeps the block input, the in-flight receive buffer."""
+        full = ~np.isin(np.asarray(recompute), (_NONE, _SEL))
+        return torch_pipeline_buffers(hidden, m, inflight, rank, pp, vpp, full)
 
     def inflight(self, pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any) -> np.ndarray:
         return inflight_microbatches(pp, vpp, m, schedule, rank)

@@ -67,7 +67,6 @@ from autotune.predict.frameworks.base import (
     Overlaps,
     fsdp_pipeline_held,
     fused_adamw_step_temporaries,
-    torch_pipeline_buffers,
 )
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 
@@ -104,6 +103,8 @@ class TorchtitanProfile(FrameworkProfile):
     model_states = BenchModelProfile.model_states
     inflight = BenchModelProfile.inflight
     moe_layer_activations = BenchModelProfile.moe_layer_activations
+    # [PPBUF] the same torch.distributed.pipelining stages (base.torch_pipeline_buffers); full AC keeps the block input
+    pipeline_stage_buffers = BenchModelProfile.pipeline_stage_buffers
 
     def attention_kernel(self) -> str:
         """torchtitan's default attention is F.scaled_dot_product_attention (torchtitan/models/attention.py), whose
@@ -196,14 +197,6 @@ class TorchtitanProfile(FrameworkProfile):
         return (
             np.asarray(m, dtype=np.float64) * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64) * act_bytes
         )
-
-    def pipeline_stage_buffers(
-        self, hidden: Any, m: Any, inflight: Any, rank: Any, pp: Any, vpp: Any, recompute: Any
-    ) -> Any:
-        """[PPBUF] torch.distributed.pipelining's receive buffers and kept stage outputs (base.torch_pipeline_buffers);
-        under full AC ([AC] checkpoint_wrapper) the in-flight receive buffers are the first block's saved input."""
-        full = np.asarray(recompute) == RECOMPUTE_CODE["full"]
-        return torch_pipeline_buffers(hidden, m, inflight, rank, pp, vpp, full)
 
     def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         # [CLOSS] compiled plain cross-entropy (tp=1); loss parallel (tp>1) keeps the eager account: its DTensor
