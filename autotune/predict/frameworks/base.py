@@ -315,7 +315,7 @@ def torch_pipeline_buffers(hidden: Any, m: Any, inflight: Any, rank: Any, pp: An
       - `_setup_backward_recv_info` / `_create_grad_recv_info`: every non-last stage keeps m gradient receive buffers;
       - `forward_one_chunk`: `fwd_cache[chunk] = (output_tuple, inputs)` holds each in-flight micro-batch's stage
         output until its backward (no layer of this stage saves its own last output).
-    Measured on 2 gloo ranks (tests/distributed/test_pipeline_buffers.py). pp = 1: nothing."""
+    Measured with torch's PipelineStage on one gloo rank (tests/unit/test_pipeline_buffers.py). pp = 1: nothing."""
     pp, vpp, m, r = (np.asarray(x, dtype=np.float64) for x in (pp, vpp, m, rank))
     chunks = np.asarray(inflight, dtype=np.float64) * vpp  # stage-micro-batches in flight on this rank
     non_last = vpp - (r == pp - 1)
