@@ -101,3 +101,16 @@ def test_default_reshard_policy_keeps_head_or_root_gathered_at_the_loss():
     assert (
         float(TT.gathered_at_loss(model, 1, 1, 2)) == 0.0 == float(TORCHTITAN_DEFAULT.gathered_at_loss(model, 8, 1, 2))
     )
+
+
+def test_dec2024_optimizer_step_is_foreach_adamw():
+    """torchtitan 9dec370 builds AdamW with foreach=not optimizer.fused (default False): foreach AdamW's fp32 sqrt
+    temporary over the rank's parameter shard. The 405B Table 5 rank 0 (6,240,043,008 local parameters, FSDP over 8):
+    4 x 780,005,376 = 3,120,021,504 bytes, rounded up to the allocator's 2 MiB (3,120,562,176). From 820504e on the
+    step is the fused kernel: nothing."""
+    from autotune.predict.frameworks.torchtitan import TORCHTITAN_2024_12, TORCHTITAN_2025_06
+
+    arr = arrays_from_plans([ParallelPlan(dp=8, tp=8, pp=8, zero_stage=3)])
+    got = TORCHTITAN_2024_12.step_temporaries(6_240_043_008, 3, 8, arr, 2)
+    assert float(got) == 3_120_562_176 == 2**21 * -(-3_120_021_504 // 2**21)
+    assert float(TORCHTITAN_2025_06.step_temporaries(6_240_043_008, 3, 8, arr, 2)) == 0.0

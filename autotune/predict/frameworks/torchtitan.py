@@ -48,6 +48,9 @@ Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/)
          buffers per non-last stage (allocated once, kept across steps) and each in-flight micro-batch's stage output
          (`fwd_cache`); the inter-stage tensor is the sequence-sharded block output (mbs, s/(cp tp), h) [PAR]
          (9dec370 builds its PipelineStage without input_args: torch infers the shapes at the first step).
+  [OPT]  optimizer.py `build_optimizers` @9dec370: {"fused": fused, "foreach": not fused} with config_manager.py
+         `--optimizer.fused` store_true (default False; no toml of that commit sets it): foreach AdamW; from
+         820504e on `Optimizer.implementation` = "fused" (config_manager.py / config/job_config.py).
 Validated on rank 0 of a fake process group against torchtitan's own model + parallelize_llama
 (autotune/validation/torchtitan_probe.py; tests/unit/test_frameworks_torchtitan.py): within 5% on 11 layouts.
 """
@@ -62,6 +65,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
+from autotune.predict import reserved
 from autotune.predict.frameworks.base import (
     FrameworkProfile,
     Overlaps,
@@ -99,6 +103,7 @@ class TorchtitanProfile(FrameworkProfile):
     # runs used it: "default_units" (since #1094, July 2025: [norm, output] kept gathered from forward to backward),
     # "default_root" (before: the root unit (embedding, norm, output) and the last block stay gathered)
     reshard_policy: str = "always"
+    fused_adamw: bool = True  # [OPT] the optimizer step: fused AdamW (2025 on), foreach AdamW at 9dec370
     # as bench_model (autotune/predict/frameworks/bench_model.py): FSDP2 model states as bench_model/parallel/data_parallel.py applies them; the 1F1B/interleaved schedules of torch.distributed.pipelining
     model_states = BenchModelProfile.model_states
     inflight = BenchModelProfile.inflight
@@ -217,10 +222,13 @@ class TorchtitanProfile(FrameworkProfile):
         largest_param: Any = None,
         train: TrainSpec | None = None,
     ) -> np.ndarray:
-        """torchtitan's AdamW is the fused kernel (torchtitan/config/job_config.py `Optimizer.implementation`
+        """[OPT] torchtitan's AdamW is the fused kernel (torchtitan/config/job_config.py `Optimizer.implementation`
         defaults to "fused"): no per-parameter temporaries; FSDP2 has no ZeRO-1 gather buffers either. The step adds
-        no large transient block (bench_model's foreach AdamW allocates an fp32 sqrt temporary)."""
-        return fused_adamw_step_temporaries(local_params, zero_stage, shard)
+        no large transient block. At 9dec370 (`fused_adamw=False`) it is foreach AdamW, whose fp32 sqrt temporary
+        over the rank's parameter shard (1/(dp*cp) at ZeRO 2/3) is bench_model's (autotune/predict/reserved.py)."""
+        if self.fused_adamw:
+            return fused_adamw_step_temporaries(local_params, zero_stage, shard)
+        return reserved.step_temporaries(local_params, zero_stage, shard, False, optimizer_states, largest_param)
 
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train) -> np.ndarray:
         # [PAR] FSDP2 at a block's post-backward: bench_model's buffers (the block's gathered compute-dtype gradient
@@ -289,7 +297,9 @@ class TorchtitanProfile(FrameworkProfile):
 
 # torchtitan at 9dec370 (Dec 2024, its llama3_h100_202412 benchmark page): no compiled loss [CLOSS], the pipeline's last
 # stage keeps its micro-batches' outputs [PPOUT]; autotune/fitting/published_runs.py prices those rows with it
-TORCHTITAN_2024_12 = TorchtitanProfile(compiled_loss=False, pp_output_chunks=True, reshard_policy="default_root")
+TORCHTITAN_2024_12 = TorchtitanProfile(
+    compiled_loss=False, pp_output_chunks=True, reshard_policy="default_root", fused_adamw=False
+)
 # torchtitan between 2025-03 and #1094 (820504e, e7c0cae: its June 2025 pages): compiled loss, the root-unit "default"
 TORCHTITAN_2025_06 = TorchtitanProfile(reshard_policy="default_root")
 # torchtitan's own defaults since #1094 (6fc499f6, 0.2.x) as a published run ran them: "default" reshard policy
