@@ -28,7 +28,7 @@ import pandas as pd
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
-from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows
+from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows, recipe_expandable_segments
 from autotune.fitting.public_moe_runs import MODELS as MOE_MODELS
 from autotune.fitting.public_moe_runs import MODELZOO_MXFP8, row_model
 from autotune.fitting.run_types import DATA, preset_model
@@ -48,6 +48,9 @@ class PublishedLayout:
     measured_gib: float | None  # allocator-visible peak (max_memory_reserved) the source printed, GiB
     recipe: str = ""  # what the recipe ran that the plan cannot express yet (named with a miss)
     profile: Any = None  # the framework version's profile where it differs from train.framework's (None: that one)
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as the recipe's launcher set it (cluster.expandable_segments for
+    # this run; None: the cluster preset's)
+    expandable_segments: bool | None = None
 
 
 MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
@@ -207,6 +210,7 @@ def load_h200(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
 
 def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[str, str]]]:
     runs, skipped = load_nemo_rows(folder)
+    df = pd.read_csv(folder / "nemo_megatron_bridge_performance_summary.csv")
     out = [
         PublishedLayout(
             "nemo",
@@ -219,6 +223,7 @@ def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
             True,
             None,
             "recompute_modules layernorm (the norms' outputs)" if r.plan.moe_recompute != "none" else "",
+            expandable_segments=recipe_expandable_segments(df.loc[r.row], r.plan),
         )
         for r in runs
     ]

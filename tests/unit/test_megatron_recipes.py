@@ -193,3 +193,25 @@ def test_nemo_rows_carry_their_recipes_settings():
     # tp_comm_overlap = False if precision == "nvfp4"): the same 405B layout on GB200 keeps it under FP8-CS / MXFP8
     assert runs[71].plan.fp8 == "nvfp4" and runs[71].plan.tp == 4 and not runs[71].plan.tp_overlap
     assert runs[69].plan.fp8 == "tensorwise" and runs[69].plan.tp_overlap and runs[70].plan.tp_overlap
+
+
+def test_nemo_rows_carry_the_launchers_expandable_segments():
+    """PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as Megatron-Bridge's perf launcher set it
+    (autotune/fitting/nemo_runs.py EXPANDABLE_*): Llama 3.1 405B on GB200 with FP8-CS / MXFP8 from 25.11
+    (setup_experiment.py @ cac49dcd7, perf_plugins.py @ 55f884376), every run from 26.05 (executors.py PERF_ENV_VARS @
+    6f24c71f3) but Llama with Megatron-FSDP (`remove_allocator_env_vars`); NeMo 1.0 launcher rows are not read (None).
+    Rows (0-based, the summary CSV): 277 = 25.11 405B GB200 FP8-CS; 206 = 26.02.01 405B GB200 NVFP4 (NVFP4 joined the
+    405B rule on 2026-05-11); 108 = 26.04.01 70B GB300 MXFP8 (before the global default); 69 = 26.06 405B GB200 FP8;
+    1 = NeMo 24.07 GPT-3 20B."""
+    import dataclasses
+
+    from autotune.core.types import ParallelPlan
+    from autotune.fitting.nemo_runs import recipe_expandable_segments
+    from autotune.fitting.published_runs import load_nemo
+
+    lays = {int(lay.row): lay.expandable_segments for lay in load_nemo()[0]}
+    assert (lays[277], lays[206], lays[108], lays[69], lays[1]) == (True, False, False, True, None)
+    row = {"source": "NVIDIA-NeMo/Megatron-Bridge docs", "container": "NeMo 26.06", "model": "LLAMA3_70B"}
+    row = type("Row", (), {**row, "gpu_type": "GB200"})
+    assert recipe_expandable_segments(row, ParallelPlan(dp=64, zero_stage=1)) is True
+    assert recipe_expandable_segments(row, dataclasses.replace(ParallelPlan(dp=64), zero_stage=3)) is False
