@@ -61,9 +61,16 @@ MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
 MB_MOE_RECOMPUTE = {**{f"r0{i}": "moe" for i in range(35, 43)}, "r044": "moe_act", "r045": "moe_act"}
 MB_NOT_MODELLED = {
     **{f"r0{i}": "recompute_modules layernorm (the norms' outputs)" for i in range(35, 43)},
-    "r044": "recompute_modules layernorm; fine-grained activation offloading of expert_fc1 and moe_act",
+    "r044": "recompute_modules layernorm",
     "r045": "recompute_modules layernorm",
 }
+# Megatron fine-grained activation offloading (plan.moe_offload) and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as
+# the ModelZoo run scripts set them (yanring/Megatron-MoE-ModelZoo @ e8650517 best_practice/qwen3/run_gb200_235b.sh
+# lines 36 (r043: PP8 EP8 MBS 1), 42 (r044: PP4 VP6 EP64 MBS 3: "--fine-grained-activation-offloading --offload-modules
+# expert_fc1 moe_act"), 45 (r045: seq 131072 CP4 TP4 PP4 VP12 EP32); run_gb300_235b.sh line 35 (r046: PP1 EP64)). The
+# H100 script's layout (TP2 PP8 VP4 EP32) is shared by three rows and is not mapped: the preset's setting.
+MB_MOE_OFFLOAD = {"r044": "expert_fc1+moe_act"}
+MB_EXPANDABLE = {"r043", "r044", "r045", "r046"}
 # precision column -> plan.fp8. Megatron's blockwise FP8 (DeepSeek-style 128x128 scales) keeps the same FP8 operand
 # bytes as tensorwise; torchao's "mxfp8 (dense linears only / grouped GEMMs only)" are partial MXFP8 recipes priced
 # as mxfp8 (the closest recipe autotune has).
@@ -117,6 +124,7 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
         sequence_parallel=tp > 1,
         recompute=recompute,
         moe_recompute=MB_MOE_RECOMPUTE.get(str(r.row_id), "none"),
+        moe_offload=MB_MOE_OFFLOAD.get(str(r.row_id), "none"),
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=MB_FP8[str(r.precision)],
         compile=True,  # Megatron: fused kernels (nemo_runs module doc); torchtitan rows: torch.compile (row notes)
@@ -148,6 +156,7 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
         mem,
         MB_NOT_MODELLED.get(rid, ""),
         profile,
+        True if rid in MB_EXPANDABLE else None,
     )
 
 

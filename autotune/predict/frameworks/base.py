@@ -202,6 +202,14 @@ class FrameworkProfile(ABC):
         moe_recompute_needs_megatron refuses it elsewhere)."""
         return np.zeros(np.broadcast(np.asarray(tokens), np.asarray(mode)).shape)
 
+    def moe_offload_bytes(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
+    ) -> np.ndarray:
+        """Bytes per MoE layer and micro-batch that plan.moe_offload (code `mode`: MOE_OFFLOAD_MODES) moves to the host
+        between the layer's forward and its backward, out of `moe_layer_activations`' term. Default: none (only
+        Megatron has fine-grained activation offloading; rule moe_offload_needs_megatron refuses it elsewhere)."""
+        return np.zeros(np.broadcast(np.asarray(tokens), np.asarray(mode)).shape)
+
     def expert_states(
         self, num_params: Any, zero_stage: Any, edp: Any, dense_shard: Any, train: TrainSpec, offload: Any = 0
     ) -> dict[str, np.ndarray]:

@@ -70,6 +70,13 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
         training (`set_usage(rowwise=True, columnwise=is_grad_enabled ...)`). Megatron-Core's TE wrappers pass
         is_first_microbatch unless config.disable_parameter_transpose_cache (default False; megatron/core/
         extensions/transformer_engine.py @ d98e8a64 `_is_first_microbatch`). The cache lives across steps.
+  [FGO] Fine-grained activation offloading: megatron/core/transformer/transformer_config.py @ d98e8a64
+        (fine_grained_activation_offloading, offload_modules "expert_fc1": "offload the input of the expert fc1
+        part", "moe_act": "offload the input of the moe act part"; min_offloaded_tensor_size 1024 * 1024;
+        activation_offload_fraction 1.0) and docs/user-guide/features/fine_grained_activation_offloading.md (same
+        commit: "Each module offloads its input activation to CPU during forward and reloads it before backward").
+        Not modelled: the manager's last-group margin (the last offload groups of a micro-batch stay on the device
+        to avoid a reload stall) and the copies in flight: the device keeps somewhat more than counted.
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -99,6 +106,9 @@ from autotune.predict import moe, reserved
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 from autotune.predict.te_fp8 import lowp_bytes
+
+# [FGO] TransformerConfig.min_offloaded_tensor_size (default 1024 * 1024 elements): smaller saved tensors stay
+MIN_OFFLOADED_TENSOR_ELEMENTS = 1024 * 1024
 
 
 def megatron_layer_units(model: ModelSpec, dropout: float = 2.0, qkv_view: bool = True) -> tuple[float, float]:
@@ -242,6 +252,26 @@ class MegatronProfile(FrameworkProfile):
         codes = CODES["moe_recompute"]
         return np.where(m == codes["moe_act"], act, np.where(m == codes["moe"], routed + shared, 0.0))
 
+    def moe_offload_bytes(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
+    ) -> np.ndarray:
+        """[FGO] Fine-grained activation offloading moves each listed module's saved input to the host after its
+        forward and back before its backward: "expert_fc1" the permuted tokens the experts' fc1 saves (g h per token
+        copy, g as in `moe_layer_activations`: the FP8 copy under FP8), "moe_act" fc1's output the activation function
+        saves (2c F/etp, gate and up; with moe_recompute=moe_act the checkpoint's input, the same tensor). Only
+        tensors of at least MIN_OFFLOADED_TENSOR_ELEMENTS go (`min_offloaded_tensor_size`). Full recompute keeps
+        neither (`moe_layer_activations` is 0 there): nothing to move."""
+        g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
+        c, h, k, f = float(act_bytes), model.hidden_size, model.moe_router_topk, model.moe_ffn_hidden_size
+        t, etp = np.asarray(tp, dtype=np.float64), np.asarray(etp, dtype=np.float64)
+        copies = moe.moe_tokens(np.asarray(tokens, dtype=np.float64), t, sp) * etp * k
+        fc1_in = np.where(copies * h >= MIN_OFFLOADED_TENSOR_ELEMENTS, copies * g * h, 0.0)
+        act_in = np.where(copies * 2 * f / etp >= MIN_OFFLOADED_TENSOR_ELEMENTS, copies * 2 * c * f / etp, 0.0)
+        m, codes = np.asarray(mode), CODES["moe_offload"]
+        fc1 = (m == codes["expert_fc1"]) | (m == codes["expert_fc1+moe_act"])
+        act = (m == codes["moe_act"]) | (m == codes["expert_fc1+moe_act"])
+        return np.where(fc1, fc1_in, 0.0) + np.where(act, act_in, 0.0)
+
     # Megatron's 1F1B runs fewer micro-batches than stages ([SCH] warm-up min(pp - rank - 1, m))
     # pp_microbatches: Megatron runs fewer micro-batches than stages; tp_overlap_needs_compile: --tp-comm-overlap is
     # Transformer Engine's userbuffers, no torch.compile involved
@@ -253,6 +283,7 @@ class MegatronProfile(FrameworkProfile):
             "pp_split_needs_megatron",
             "moe_recompute_needs_megatron",
             "act_offload_needs_megatron",
+            "moe_offload_needs_megatron",  # --fine-grained-activation-offloading --offload-modules
             "ep_overlap_needs_megatron",  # --overlap-moe-expert-parallel-comm is Megatron-Core's
         }
     )
