@@ -267,6 +267,11 @@ def test_moe_offload_moves_the_experts_inputs_to_the_host():
     assert rejections(arrays_from_plans(plans), cfg.model, bench, cfg.cluster, cfg.space)[0][1] == (
         "moe_offload_needs_megatron"
     )
+    from autotune.core.errors import SpecError
+    from bench_model.parallel import parallelize
+
+    with pytest.raises(SpecError, match="moe_offload=expert_fc1\\+moe_act"):  # the trainer refuses before building
+        parallelize(None, None, plans[1], "bf16")
 
 
 def test_moe_offload_is_exported_as_megatron_flags():
