@@ -70,13 +70,6 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
         training (`set_usage(rowwise=True, columnwise=is_grad_enabled ...)`). Megatron-Core's TE wrappers pass
         is_first_microbatch unless config.disable_parameter_transpose_cache (default False; megatron/core/
         extensions/transformer_engine.py @ d98e8a64 `_is_first_microbatch`). The cache lives across steps.
-  [FGO] Fine-grained activation offloading: megatron/core/transformer/transformer_config.py @ d98e8a64
-        (fine_grained_activation_offloading, offload_modules "expert_fc1": "offload the input of the expert fc1
-        part", "moe_act": "offload the input of the moe act part"; min_offloaded_tensor_size 1024 * 1024;
-        activation_offload_fraction 1.0) and docs/user-guide/features/fine_grained_activation_offloading.md (same
-        commit: "Each module offloads its input activation to CPU during forward and reloads it before backward").
-        Not modelled: the manager's last-group margin (the last offload groups of a micro-batch stay on the device
-        to avoid a reload stall) and the copies in flight: the device keeps somewhat more than counted.
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -100,15 +93,13 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE
+from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
-from autotune.predict import moe, reserved
+from autotune.predict import reserved
+from autotune.predict.frameworks import megatron_moe
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 from autotune.predict.te_fp8 import lowp_bytes
-
-# [FGO] TransformerConfig.min_offloaded_tensor_size (default 1024 * 1024 elements): smaller saved tensors stay
-MIN_OFFLOADED_TENSOR_ELEMENTS = 1024 * 1024
 
 
 def megatron_layer_units(model: ModelSpec, dropout: float = 2.0, qkv_view: bool = True) -> tuple[float, float]:
@@ -206,71 +197,20 @@ class MegatronProfile(FrameworkProfile):
         etp: Any = 1,
         mbs: Any = 1,
     ) -> np.ndarray:
-        """Megatron-Core's MoE layer (local spec: all-gather dispatcher, SequentialMLP experts with the weighted
-        SwiGLU; measured with tests/unit/test_frameworks_megatron_probe.py) beyond the dense layer it replaces. The
-        dispatcher gathers its expert tp x ep group's tokens (n each: T/tp with SP) and keeps the R = n*etp*k copies
-        for its local experts (balanced routing): per copy the permutation index (int64, 8), the permuted token (g h;
-        the first expert's fc1 keeps the whole permuted buffer), fc1's output (2c F/etp, gate and up), the routing
-        probability the weighted SwiGLU applies (c) and fc2's input (g F/etp); g = 1 with FP8 on (Transformer
-        Engine's grouped linears keep the FP8-cast inputs, transformer_engine/pytorch/module/grouped_linear.py), else
-        c. Learned routing also keeps the router's fp32 probabilities (4E per token; force-balanced routing, what the
-        probe and NVIDIA's benchmarks run, replaces the logits by constants and keeps none). The shared expert is a
-        TP-split SwiGLU MLP ((2c + g) F_s / t per token). The dense SwiGLU's fc1 output and fc2 input (3cf/t per
-        token, [TMU]'s MLP units) are not there. Full recompute keeps the layer input only (the dense term)."""
-        g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
-        c, h, k, f = float(act_bytes), model.hidden_size, model.moe_router_topk, model.moe_ffn_hidden_size
-        t, etp = np.asarray(tp, dtype=np.float64), np.asarray(etp, dtype=np.float64)
-        tok = np.asarray(tokens, dtype=np.float64)
-        n = moe.moe_tokens(tok, t, sp)
-        copies = n * etp * k
-        routed = copies * (8.0 + g * h + (2 * c + g) * f / etp + c) + n * 4.0 * model.num_experts
-        shared = tok * (2 * c + g) * model.moe_shared_expert_ffn_hidden_size / t
-        dense = tok * 3 * c * model.ffn_hidden_size / t
-        r = np.asarray(recompute)
-        is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
-        return np.where(is_full, 0.0, routed + shared - dense)
+        """Megatron-Core's MoE layer beyond the dense layer it replaces (megatron_moe.layer_activations)."""
+        return megatron_moe.layer_activations(model, tokens, tp, sp, recompute, act_bytes, fp8, etp)
 
     def moe_recompute_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
     ) -> np.ndarray:
-        """[RCM] recompute_modules "moe_act": the routed experts' weighted SwiGLU output, fc2's input (g F/etp
-        per token copy, `moe_layer_activations`), is dropped after fc2's forward and recomputed from fc1's output in
-        backward. "moe": the whole MoE layer is checkpointed from its input (kept as the layer's MLP input),
-        so neither the routed copies nor the shared expert keep anything: the full routed + shared term. Full
-        recompute already keeps the layer input only (`moe_layer_activations` returns 0 there)."""
-        g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
-        c, h, k, f = float(act_bytes), model.hidden_size, model.moe_router_topk, model.moe_ffn_hidden_size
-        t, etp = np.asarray(tp, dtype=np.float64), np.asarray(etp, dtype=np.float64)
-        tok = np.asarray(tokens, dtype=np.float64)
-        copies = moe.moe_tokens(tok, t, sp) * etp * k
-        act = copies * g * f / etp
-        routed = (
-            copies * (8.0 + g * h + (2 * c + g) * f / etp + c) + moe.moe_tokens(tok, t, sp) * 4.0 * model.num_experts
-        )
-        shared = tok * (2 * c + g) * model.moe_shared_expert_ffn_hidden_size / t
-        m = np.asarray(mode)
-        codes = CODES["moe_recompute"]
-        return np.where(m == codes["moe_act"], act, np.where(m == codes["moe"], routed + shared, 0.0))
+        """[RCM] recompute_modules moe_act / moe (megatron_moe.recompute_saving)."""
+        return megatron_moe.recompute_saving(model, tokens, tp, sp, act_bytes, fp8, etp, mode)
 
     def moe_offload_bytes(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
     ) -> np.ndarray:
-        """[FGO] Fine-grained activation offloading moves each listed module's saved input to the host after its
-        forward and back before its backward: "expert_fc1" the permuted tokens the experts' fc1 saves (g h per token
-        copy, g as in `moe_layer_activations`: the FP8 copy under FP8), "moe_act" fc1's output the activation function
-        saves (2c F/etp, gate and up; with moe_recompute=moe_act the checkpoint's input, the same tensor). Only
-        tensors of at least MIN_OFFLOADED_TENSOR_ELEMENTS go (`min_offloaded_tensor_size`). Full recompute keeps
-        neither (`moe_layer_activations` is 0 there): nothing to move."""
-        g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
-        c, h, k, f = float(act_bytes), model.hidden_size, model.moe_router_topk, model.moe_ffn_hidden_size
-        t, etp = np.asarray(tp, dtype=np.float64), np.asarray(etp, dtype=np.float64)
-        copies = moe.moe_tokens(np.asarray(tokens, dtype=np.float64), t, sp) * etp * k
-        fc1_in = np.where(copies * h >= MIN_OFFLOADED_TENSOR_ELEMENTS, copies * g * h, 0.0)
-        act_in = np.where(copies * 2 * f / etp >= MIN_OFFLOADED_TENSOR_ELEMENTS, copies * 2 * c * f / etp, 0.0)
-        m, codes = np.asarray(mode), CODES["moe_offload"]
-        fc1 = (m == codes["expert_fc1"]) | (m == codes["expert_fc1+moe_act"])
-        act = (m == codes["moe_act"]) | (m == codes["expert_fc1+moe_act"])
-        return np.where(fc1, fc1_in, 0.0) + np.where(act, act_in, 0.0)
+        """Fine-grained activation offloading of expert_fc1 / moe_act (megatron_moe.offload_bytes)."""
+        return megatron_moe.offload_bytes(model, tokens, tp, sp, act_bytes, fp8, etp, mode)
 
     # Megatron's 1F1B runs fewer micro-batches than stages ([SCH] warm-up min(pp - rank - 1, m))
     # pp_microbatches: Megatron runs fewer micro-batches than stages; tp_overlap_needs_compile: --tp-comm-overlap is
