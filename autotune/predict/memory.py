@@ -227,7 +227,8 @@ def memory_arrays(
         "first_act": prof.first_stage_activations(model, tok, tp, sp, c),
         "head_act": prof.head_activations(model, tok, tp, sp, c),
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
-        "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
+        "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train)
+        + prof.fsdp_gather_delta(psi["layer_matmul"], z, arr["fp8"], train),  # FP8 gathered units (megatron)
         "pp_outputs": prof.pipeline_outputs(model, tok, arr["grad_accum_steps"], tp, c),
         # bytes per block-linear weight beyond the compute dtype's (megatron: train.fp8_param_gather; 0 elsewhere)
         "weight_dq": prof.stored_weight_bytes(arr["fp8"], train, cluster) - c,

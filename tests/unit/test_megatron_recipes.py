@@ -285,3 +285,29 @@ def test_moe_offload_is_exported_as_megatron_flags():
     lines = render(cfg.model, cfg.train, cfg.cluster, plan).splitlines()
     assert "--fine-grained-activation-offloading" in lines
     assert "--offload-modules expert_fc1 moe_act" in lines
+
+
+def test_megatron_fsdp_gathers_fp8_params_in_uint8_units():
+    """Megatron-FSDP with --fp8-param-gather (megatron_fsdp/param_and_grad_buffer.py @ d98e8a64: FP8 params' weight
+    buffer is uint8; MXFP8 adds the transpose buffer): the two gathered units hold each layer's dense linears at 1 B
+    (tensorwise) or 2 x (1 + 1/32) B (MXFP8) instead of bf16's 2. Llama-3.1-70B, tp 1: one layer's linears are
+    8192 x (8192 + 2 x 1024) + 8192 x 8192 + 3 x 8192 x 28672 = 855,638,016 weights, so the units shrink by
+    2 x 855,638,016 x (2 - 1) = 1,711,276,032 bytes under tensorwise and grow by 2 x 855,638,016 / 16 under MXFP8;
+    nothing changes with the distributed optimizer (stage 1), whose param buffer is the model states'."""
+    import dataclasses
+
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.core.types import ParallelPlan
+    from autotune.predict.memory import memory_arrays
+    from autotune.spec.config import load_config
+
+    cfg = load_config(["model=llama-3.1-70b", "cluster=gb200-nvl72", "train.framework=megatron"])
+    kw = dict(dp=64, micro_batch_size=1, grad_accum_steps=cfg.train.global_batch_size // 64)
+    plans = [ParallelPlan(**kw, zero_stage=z, fp8=f) for z in (3, 1) for f in ("tensorwise", "mxfp8")]
+    arr = arrays_from_plans(plans)
+    on, off = (dataclasses.replace(cfg.train, fp8_param_gather=v) for v in (True, False))
+    delta = (
+        memory_arrays(arr, cfg.model, on, cfg.cluster)["buffers"]
+        - memory_arrays(arr, cfg.model, off, cfg.cluster)["buffers"]
+    )
+    assert list(delta) == [-1_711_276_032, 2 * 855_638_016 / 16, 0.0, 0.0]

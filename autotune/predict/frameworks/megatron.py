@@ -327,6 +327,19 @@ class MegatronProfile(FrameworkProfile):
         lp = np.asarray(layer_params, dtype=np.float64)
         return np.where(z >= 2, lp * g, 0.0) + np.where(z >= 3, 2.0 * lp * c, 0.0)
 
+    def fsdp_gather_delta(self, layer_matmul: Any, zero_stage: Any, fp8: Any, train: TrainSpec) -> np.ndarray:
+        """[MFSDP] with train.fp8_param_gather the model-weight buffer of FP8 params is uint8, so the two gathered
+        units (`buffers`) hold the block linears at 1 B per element under tensorwise, and MXFP8 adds the column-wise
+        copy's buffer, 2(1 + 1/32) (megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py
+        @ d98e8a64: `param_dtype = torch.uint8 if is_dtype_float8`; "Currently, only mxfp8 needs" the transpose
+        buffer); c - those bytes less than `buffers` counts. None without FP8 params or below stage 3."""
+        c = float(DTYPE_BYTES[train.compute_dtype])
+        code = np.asarray(fp8)
+        gathered = np.where(code == FP8_CODE["tensorwise"], 1.0, 2.0 * te_fp8_input_bytes(code))
+        quantized = train.fp8_param_gather & ((code == FP8_CODE["tensorwise"]) | (code == FP8_CODE["mxfp8"]))
+        lm = np.asarray(layer_matmul, dtype=np.float64)
+        return np.where((np.asarray(zero_stage) >= 3) & quantized, 2.0 * lm * (gathered - c), 0.0)
+
     def step_temporaries(
         self,
         local_params: Any,
