@@ -7,7 +7,10 @@ under its framework's profile (train.framework) with its recipe's settings, thro
 A layout that ran must be predicted to fit (no reject rule); an H200 case that OOMed must be predicted not to fit.
 Where the source prints the allocator-visible peak (torch.cuda.max_memory_reserved), it is compared with the
 predicted caching-allocator peak without runtime overhead (`mem_allocator_reserved`, which max_memory_reserved does not
-include either). Prints per source and in total, last line ONE JSON object with `layouts`, `predicted_to_fit`,
+include either). Each verdict is given twice: at the configured space.memory_headroom (the user's safety policy, 5%
+by default: `fits`, `predicted_to_fit`) and at none (`fits_no_headroom`, `predicted_to_fit_no_headroom`: the device
+total against the whole device). A row's recipe environment that changes the allocator (Megatron-Bridge's
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, `PublishedLayout.expandable_segments`) replaces the preset's. Prints per source and in total, last line ONE JSON object with `layouts`, `predicted_to_fit`,
 `fit_rate`, `memory_median_abs_err`, `memory_max_abs_err`, `oom_predicted_not_to_fit`, `misses` (each: source, row,
 framework, layout, reason, predicted reserved and usable GiB).
 Run: PYTHONPATH=. python benchmarks/published_fit.py [--sources nemo,moe_blackwell,h200,torchtitan]
@@ -45,11 +48,18 @@ def _config(cluster: str):
 def score(lay) -> dict:
     """The planner's verdict and memory for one published layout (its model, train and framework)."""
     base = _config(lay.cluster)
-    cfg = dataclasses.replace(base, model=lay.model, train=lay.train)
+    cluster = base.cluster
+    if lay.expandable_segments is not None:  # the recipe's PYTORCH_CUDA_ALLOC_CONF (published_runs.PublishedLayout)
+        cluster = dataclasses.replace(cluster, expandable_segments=lay.expandable_segments)
+    cfg = dataclasses.replace(base, model=lay.model, train=lay.train, cluster=cluster)
     arr = arrays_from_plans([lay.plan])
     row = score_arrays(arr, cfg, lay.plan.world_size, lay.profile).iloc[0]
     mem = memory_arrays(arr, lay.model, lay.train, cfg.cluster, lay.profile)
     usable = cfg.cluster.device_memory_bytes * (1 - cfg.space.memory_headroom)
+    fits0 = row["reject_reason"] is None
+    if not fits0:  # the same verdict without the user's safety margin (space.memory_headroom = 0)
+        cfg0 = dataclasses.replace(cfg, space=dataclasses.replace(cfg.space, memory_headroom=0.0))
+        fits0 = score_arrays(arr, cfg0, lay.plan.world_size, lay.profile).iloc[0]["reject_reason"] is None
     out = {
         "source": lay.source,
         "row": lay.row,
@@ -59,6 +69,8 @@ def score(lay) -> dict:
         "layout": layout_label(lay.plan),
         "ran": lay.ran,
         "fits": row["reject_reason"] is None,
+        "fits_no_headroom": bool(fits0),
+        "device_gib": round(cfg.cluster.device_memory_bytes / GIB, 2),
         "reason": row["reject_reason"],
         "reserved_gib": round(float(mem["reserved"][0]) / GIB, 2),
         "allocator_reserved_gib": round(float(mem["allocator_reserved"][0]) / GIB, 2),
@@ -76,12 +88,17 @@ def summarise(rows: list[dict]) -> dict:
     oom = [r for r in rows if not r["ran"]]
     errs = np.abs([r["mem_err"] for r in rows if "mem_err" in r])
     fit = sum(r["fits"] for r in ran)
+    fit0 = sum(r["fits_no_headroom"] for r in ran)
     return {
         "layouts": len(ran),
         "predicted_to_fit": fit,
         "fit_rate": round(fit / len(ran), 4) if ran else None,
         "oom_layouts": len(oom),
         "oom_predicted_not_to_fit": sum(not r["fits"] for r in oom),
+        # the same verdicts at space.memory_headroom = 0 (the device total against the whole device)
+        "predicted_to_fit_no_headroom": fit0,
+        "fit_rate_no_headroom": round(fit0 / len(ran), 4) if ran else None,
+        "oom_predicted_not_to_fit_no_headroom": sum(not r["fits_no_headroom"] for r in oom),
         "memory_rows": len(errs),
         "memory_median_abs_err": round(float(np.median(errs)), 4) if len(errs) else None,
         "memory_max_abs_err": round(float(errs.max()), 4) if len(errs) else None,
@@ -102,11 +119,12 @@ def main() -> None:
     for s, v in per_source.items():
         print(f"{s}: {json.dumps(v)}", file=sys.stderr)
     keys = ("source", "row", "framework", "model", "cluster", "layout", "reason", "reserved_gib", "usable_gib")
-    keys += ("recipe_not_modelled",)
+    keys += ("ran", "device_gib", "fits_no_headroom", "recipe_not_modelled")
     misses = [{k: r[k] for k in keys} for r in rows if r["fits"] != r["ran"]]
     for m in misses:
         why = f" [recipe also ran: {m['recipe_not_modelled']}]" if m["recipe_not_modelled"] else ""
-        print(f"miss {m['source']} {m['row']} {m['model']} {m['layout']}: {m['reason']}{why}", file=sys.stderr)
+        at0 = " (fits without headroom)" if m["fits_no_headroom"] == m["ran"] else ""
+        print(f"miss {m['source']} {m['row']} {m['model']} {m['layout']}: {m['reason']}{at0}{why}", file=sys.stderr)
     mem = [
         {k: r[k] for k in ("source", "row", "model", "layout", "measured_gib", "allocator_reserved_gib", "mem_err")}
         for r in rows

@@ -40,6 +40,11 @@ MOE_DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep")
 # "moe_act" (the experts' activation function re-run in backward), "moe" (the whole MoE layer: router, dispatch,
 # experts, combine re-run from its input); the names are Megatron's
 MOE_RECOMPUTE_MODES: tuple[str, ...] = ("none", "moe_act", "moe")
+# Megatron-Core's fine-grained activation offloading of the MoE experts (TransformerConfig
+# fine_grained_activation_offloading with offload_modules, megatron/core/transformer/transformer_config.py @ d98e8a64):
+# the input of the experts' fc1 ("expert_fc1": the permuted tokens), of their activation function ("moe_act": fc1's
+# output), or both, copied to the host after the forward and back before the backward; the names are Megatron's
+MOE_OFFLOAD_MODES: tuple[str, ...] = ("none", "expert_fc1", "moe_act", "expert_fc1+moe_act")
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # train.framework: the trainers whose memory accounting and limits autotune models, one profile each
 # (autotune/predict/frameworks/, which checks that its PROFILES are exactly these names)
@@ -236,6 +241,20 @@ class ParallelPlan:
         label="moe_recompute",
         choices=MOE_RECOMPUTE_MODES,
         codes=("", " rc-moe_act", " rc-moe"),
+    )
+    # Megatron's fine-grained activation offloading of the MoE experts' inputs (MOE_OFFLOAD_MODES;
+    # `--fine-grained-activation-offloading --offload-modules expert_fc1 moe_act`), as the Megatron-MoE-ModelZoo
+    # Qwen3-235B GB200 recipe runs it. MoE models, train.framework=megatron, not with moe_recompute=moe nor with
+    # act_offload_layers (TransformerConfig asserts both; rules moe_offload_*). expert_fc1 and moe_act move
+    # different tensors (either can be the larger), so "shape".
+    moe_offload: str = dim_field(
+        "none",
+        opt_in=True,
+        optuna=True,
+        oom="shape",
+        label="moe_offload",
+        choices=MOE_OFFLOAD_MODES,
+        codes=("", " off-fc1", " off-act", " off-fc1-act"),
     )
     # Megatron-Core's EP communication overlap (`--overlap-moe-expert-parallel-comm`, Megatron-Bridge
     # `comm_overlap.overlap_moe_expert_parallel_comm` / perf-script `moe_a2a_overlap`, MCore >= 0.14): the combined

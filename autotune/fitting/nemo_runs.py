@@ -188,6 +188,41 @@ EP_OVERLAP_ON = {
 # (models/qwen/qwen3_moe_bridge.py, gpt_oss/gpt_oss_bridge.py, deepseek/deepseek_v3_bridge.py, kimi/kimi_bridge.py).
 # GPT-3 5B / 20B (`GPTConfig5B` / `GPTConfig20B`) set none: Megatron-Core's default 0.1.
 HIDDEN_DROPOUT_DEFAULT = {"GPT3-5B", "GPT3-20B"}
+# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the job's environment (cluster.expandable_segments: the caching
+# allocator maps pages into one growing segment, autotune/predict/reserved.py EXPANDABLE_SCALE), as Megatron-Bridge's
+# performance launcher sets it (NVIDIA-NeMo/Megatron-Bridge):
+# - scripts/performance/setup_experiment.py @ cac49dcd7 (2025-09-27), then perf_plugins.py @ 55f884376 (2025-11-08):
+#   Llama 3.1 405B on GB200 with fp8_cs / fp8_mx; @ 246134010 (2026-05-11) also NVFP4 and GB300 ("expandable
+#   segments addition due to CUDA OOM issue");
+# - @ 6f24c71f3 (2026-05-12, "move expandable flag") onward: scripts/performance/utils/executors.py PERF_ENV_VARS
+#   sets it for every run, and perf_plugins.py removes it again where the config sets nccl_ub or runs Llama with
+#   Megatron-FSDP (`remove_allocator_env_vars`; the only nccl_ub presets are Llama 3 70B GB300 Megatron-FSDP ones).
+# Containers are dated by their YY.MM name (an assumption: the summary does not say which launcher commit ran a row):
+# 25.11 is the first release after cac49dcd7, 26.05 the first after 6f24c71f3. NeMo 1.0 / 2.0 rows (source
+# NVIDIA/NeMo) are not read: None (the cluster preset's setting).
+EXPANDABLE_405B_FROM = (25, 11)
+EXPANDABLE_ALL_FROM = (26, 5)
+EXPANDABLE_405B = {("GB200", "tensorwise"), ("GB200", "mxfp8")}
+
+
+def _container(v: Any) -> tuple[int, int] | None:
+    """ "NeMo 26.04.01" -> (26, 4); None where the cell names no YY.MM release."""
+    parts = str(v).split()[-1].split(".")
+    return (int(parts[0]), int(parts[1])) if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else None
+
+
+def recipe_expandable_segments(r: Any, plan: ParallelPlan) -> bool | None:
+    """Whether the row's Megatron-Bridge launcher ran with expandable segments (rules above); None for rows of other
+    sources or without a release name."""
+    when = _container(r.container)
+    if "Megatron-Bridge" not in str(r.source) or when is None:
+        return None
+    model = str(r.model).removesuffix(TOKENDROP)
+    if when >= EXPANDABLE_ALL_FROM:
+        return not (plan.zero_stage >= 3 and model.startswith("LLAMA"))  # remove_allocator_env_vars
+    return when >= EXPANDABLE_405B_FROM and model == "LLAMA3.1_405B" and (str(r.gpu_type), plan.fp8) in EXPANDABLE_405B
+
+
 # plan.fp8 recipes whose Megatron-Bridge mixed-precision config sets fp8_param_gather (module doc)
 FP8_PARAM_RECIPES = ("tensorwise", "mxfp8")
 # models whose recipes account the embedding and the loss in the pipeline split (module doc)

@@ -28,7 +28,7 @@ import pandas as pd
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
-from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows
+from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows, recipe_expandable_segments
 from autotune.fitting.public_moe_runs import MODELS as MOE_MODELS
 from autotune.fitting.public_moe_runs import MODELZOO_MXFP8, row_model
 from autotune.fitting.run_types import DATA, preset_model
@@ -48,6 +48,9 @@ class PublishedLayout:
     measured_gib: float | None  # allocator-visible peak (max_memory_reserved) the source printed, GiB
     recipe: str = ""  # what the recipe ran that the plan cannot express yet (named with a miss)
     profile: Any = None  # the framework version's profile where it differs from train.framework's (None: that one)
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as the recipe's launcher set it (cluster.expandable_segments for
+    # this run; None: the cluster preset's)
+    expandable_segments: bool | None = None
 
 
 MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
@@ -58,9 +61,16 @@ MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
 MB_MOE_RECOMPUTE = {**{f"r0{i}": "moe" for i in range(35, 43)}, "r044": "moe_act", "r045": "moe_act"}
 MB_NOT_MODELLED = {
     **{f"r0{i}": "recompute_modules layernorm (the norms' outputs)" for i in range(35, 43)},
-    "r044": "recompute_modules layernorm; fine-grained activation offloading of expert_fc1 and moe_act",
+    "r044": "recompute_modules layernorm",
     "r045": "recompute_modules layernorm",
 }
+# Megatron fine-grained activation offloading (plan.moe_offload) and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as
+# the ModelZoo run scripts set them (yanring/Megatron-MoE-ModelZoo @ e8650517 best_practice/qwen3/run_gb200_235b.sh
+# lines 36 (r043: PP8 EP8 MBS 1), 42 (r044: PP4 VP6 EP64 MBS 3: "--fine-grained-activation-offloading --offload-modules
+# expert_fc1 moe_act"), 45 (r045: seq 131072 CP4 TP4 PP4 VP12 EP32); run_gb300_235b.sh line 35 (r046: PP1 EP64)). The
+# H100 script's layout (TP2 PP8 VP4 EP32) is shared by three rows and is not mapped: the preset's setting.
+MB_MOE_OFFLOAD = {"r044": "expert_fc1+moe_act"}
+MB_EXPANDABLE = {"r043", "r044", "r045", "r046"}
 # precision column -> plan.fp8. Megatron's blockwise FP8 (DeepSeek-style 128x128 scales) keeps the same FP8 operand
 # bytes as tensorwise; torchao's "mxfp8 (dense linears only / grouped GEMMs only)" are partial MXFP8 recipes priced
 # as mxfp8 (the closest recipe autotune has).
@@ -114,6 +124,7 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
         sequence_parallel=tp > 1,
         recompute=recompute,
         moe_recompute=MB_MOE_RECOMPUTE.get(str(r.row_id), "none"),
+        moe_offload=MB_MOE_OFFLOAD.get(str(r.row_id), "none"),
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=MB_FP8[str(r.precision)],
         compile=True,  # Megatron: fused kernels (nemo_runs module doc); torchtitan rows: torch.compile (row notes)
@@ -145,6 +156,7 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
         mem,
         MB_NOT_MODELLED.get(rid, ""),
         profile,
+        True if rid in MB_EXPANDABLE else None,
     )
 
 
@@ -218,6 +230,7 @@ def load_h200(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
 
 def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[str, str]]]:
     runs, skipped = load_nemo_rows(folder)
+    df = pd.read_csv(folder / "nemo_megatron_bridge_performance_summary.csv")
     out = [
         PublishedLayout(
             "nemo",
@@ -230,6 +243,7 @@ def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
             True,
             None,
             "recompute_modules layernorm (the norms' outputs)" if r.plan.moe_recompute != "none" else "",
+            expandable_segments=recipe_expandable_segments(df.loc[r.row], r.plan),
         )
         for r in runs
     ]

@@ -45,6 +45,8 @@ def translate(ctx: ExportContext) -> Export:
         ["--global-batch-size", str(ctx.global_batch_size)],
     ]
     argv += _recompute_args(ctx)
+    if ctx.plan.moe_offload != "none":  # arguments.py --fine-grained-activation-offloading, --offload-modules (nargs +)
+        argv += [["--fine-grained-activation-offloading"], ["--offload-modules", *ctx.plan.moe_offload.split("+")]]
     argv += [["--bf16"]] if ctx.bf16 else []
     argv += _fp8_args(ctx, ex)
     ex.body = argv

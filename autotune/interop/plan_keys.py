@@ -43,6 +43,7 @@ _TORCHTITAN: dict[str, str] = {
     "pp_split_loss": "NOT MAPPED: torchtitan 0.2.2 splits layers by parallelism.pipeline_parallel_layers_per_stage with no embedding / loss slot (rule pp_split_needs_megatron)",
     "moe_recompute": "NOT MAPPED: torchtitan's activation_checkpoint has no MoE-module granularity (rule moe_recompute_needs_megatron)",
     "act_offload_layers": "NOT MAPPED: torchtitan 0.2.2 has no per-layer activation offload key (rule act_offload_needs_megatron)",
+    "moe_offload": "NOT MAPPED: torchtitan 0.2.2 has no module-level activation offload (rule moe_offload_needs_megatron)",
     "ep_overlap": "NOT MAPPED: torchtitan dispatches its all-to-alls on the compute stream; no EP overlap schedule (rule ep_overlap_needs_megatron)",
 }
 
@@ -85,6 +86,9 @@ _MEGATRON: dict[str, str] = {
     # --cpu-offloading-num-layers sets N; both on one line of the args file ("--cpu-offloading
     # --cpu-offloading-num-layers N"), the argv body being whitespace-split like any Megatron args file
     "act_offload_layers": "SET --cpu-offloading --cpu-offloading-num-layers",
+    # megatron/training/arguments.py --fine-grained-activation-offloading and --offload-modules (nargs "+": the plan's
+    # "expert_fc1+moe_act" is written as two module names; Megatron-LM newer than core_r0.12.0)
+    "moe_offload": "--fine-grained-activation-offloading --offload-modules, written by translate",
     # megatron/training/arguments.py --overlap-moe-expert-parallel-comm (MCore >= 0.14, combined 1F1B); NVIDIA's recipes
     # add --delay-wgrad-compute with it (Megatron-Bridge scripts/performance/utils/overrides.py), not written here
     "ep_overlap": "SET --overlap-moe-expert-parallel-comm",
@@ -122,6 +126,7 @@ _NANOTRON: dict[str, str] = {
     "pp_split_loss": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
     "moe_recompute": "NOT MAPPED: nanotron has no MoE-only recompute (recompute_layer is the whole layer)",
     "act_offload_layers": "NOT MAPPED: nanotron 0.4 has no activation offload",
+    "moe_offload": "NOT MAPPED: nanotron 0.4 has no activation offload",
     "ep_overlap": "NOT MAPPED: nanotron 0.4 has no EP communication overlap (rule ep_overlap_needs_megatron)",
 }
 
@@ -156,6 +161,7 @@ _DEEPSPEED: dict[str, str] = {
     "pp_split_loss": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
     "moe_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",
     "act_offload_layers": "NOT MAPPED: DeepSpeed's activation_checkpointing.cpu_checkpointing offloads checkpoints of full recompute, another mechanism",
+    "moe_offload": "NOT MAPPED: DeepSpeed has no module-level activation offload of MoE experts",
     "ep_overlap": "NOT MAPPED: DeepSpeed-MoE has no EP communication overlap schedule (rule ep_overlap_needs_megatron)",
 }
 
@@ -189,6 +195,7 @@ _ACCELERATE: dict[str, str] = {
     "pp_split_loss": "NOT MAPPED: accelerate has no pipeline-parallel config",
     "moe_recompute": "NOT MAPPED: accelerate's activation checkpointing is whole-layer (full) only",
     "act_offload_layers": "NOT MAPPED: accelerate has no activation offload key",
+    "moe_offload": "NOT MAPPED: accelerate has no activation offload key",
     "ep_overlap": "NOT MAPPED: accelerate's config has no expert parallelism",
 }
 

@@ -20,6 +20,9 @@ attention's (dp, cp, tp). Hence:
 - ep_overlap_needs_ep, ep_overlap_dispatcher, ep_overlap_no_layer_recompute, ep_overlap_pp_needs_vpp: Megatron's
   EP communication overlap (plan.ep_overlap) as Megatron-Core asserts it (comment at the rules); which frameworks
   offer it at all is `ep_overlap_needs_megatron` (autotune/layouts/rules.py).
+- moe_offload_needs_moe, moe_offload_not_with_layer_recompute, moe_offload_not_with_cpu_offloading: Megatron's
+  fine-grained activation offloading of the experts' inputs (plan.moe_offload) as TransformerConfig asserts it;
+  `moe_offload_needs_megatron` (autotune/layouts/rules.py) keeps it to the megatron profile.
 """
 
 from __future__ import annotations
@@ -107,6 +110,31 @@ EP_OVERLAP_PP_NEEDS_VPP = Rule(
         "needs the interleaved pipeline"
     ),
 )
+# plan.moe_offload (Megatron fine-grained activation offloading of the experts' inputs): Megatron-LM
+# megatron/core/transformer/transformer_config.py @ d98e8a64 `__post_init__`: "fine_grained_activation_offloading
+# cannot be enabled with cpu_offloading"; "Cannot offload {'moe_act', 'expert_fc1', ...} while recomputing the entire
+# MoE layer"; the expert modules exist on MoE models only. Which frameworks offer it: `moe_offload_needs_megatron`.
+MOE_OFFLOAD_NEEDS_MOE = Rule(
+    "moe_offload_needs_moe",
+    lambda moe_offload, model: (moe_offload != 0) & (not model.is_moe),
+    lambda moe_offload, model: f"plan.moe_offload={moe_offload} requires an MoE model ({model.name} is dense)",
+)
+MOE_OFFLOAD_NOT_WITH_LAYER_RECOMPUTE = Rule(
+    "moe_offload_not_with_layer_recompute",
+    lambda moe_offload, moe_recompute: (moe_offload != 0) & (moe_recompute == 2),
+    lambda moe_offload, moe_recompute: (
+        f"plan.moe_offload={moe_offload} cannot run with moe_recompute={moe_recompute}: Megatron asserts that "
+        "nothing inside a recomputed MoE layer is offloaded"
+    ),
+)
+MOE_OFFLOAD_NOT_WITH_CPU_OFFLOADING = Rule(
+    "moe_offload_not_with_cpu_offloading",
+    lambda moe_offload, act_offload_layers: (moe_offload != 0) & (act_offload_layers > 0),
+    lambda moe_offload, act_offload_layers: (
+        f"plan.moe_offload={moe_offload} cannot run with act_offload_layers={act_offload_layers}: Megatron's "
+        "fine-grained activation offloading cannot be enabled with cpu_offloading"
+    ),
+)
 MOE_RULES: tuple[Rule, ...] = (
     EP_DENSE_MODEL,
     EP_DIVIDES_EXPERTS,
@@ -118,6 +146,9 @@ MOE_RULES: tuple[Rule, ...] = (
     EP_OVERLAP_DISPATCHER,
     EP_OVERLAP_NO_LAYER_RECOMPUTE,
     EP_OVERLAP_PP_NEEDS_VPP,
+    MOE_OFFLOAD_NEEDS_MOE,
+    MOE_OFFLOAD_NOT_WITH_LAYER_RECOMPUTE,
+    MOE_OFFLOAD_NOT_WITH_CPU_OFFLOADING,
 )
 
 

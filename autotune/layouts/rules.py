@@ -253,6 +253,14 @@ MOE_RECOMPUTE_NEEDS_MEGATRON = Rule(
         "Megatron-Core's --recompute-modules moe_act / moe"
     ),
 )
+MOE_OFFLOAD_NEEDS_MEGATRON = Rule(
+    "moe_offload_needs_megatron",
+    lambda moe_offload: moe_offload != 0,
+    lambda moe_offload, train: (
+        f"plan.moe_offload={moe_offload} requires train.framework=megatron (framework={train.framework}): "
+        "Megatron-Core's --fine-grained-activation-offloading --offload-modules"
+    ),
+)
 EP_OVERLAP_NEEDS_MEGATRON = Rule(
     "ep_overlap_needs_megatron",
     lambda ep_overlap: ep_overlap,
@@ -376,6 +384,7 @@ RULES: tuple[Rule, ...] = (
     MOE_RECOMPUTE_NEEDS_MOE,
     MOE_RECOMPUTE_NEEDS_SELECTIVE,
     MOE_RECOMPUTE_NEEDS_MEGATRON,
+    MOE_OFFLOAD_NEEDS_MEGATRON,
     EP_OVERLAP_NEEDS_MEGATRON,
     CP_DIVIDES_SEQ,
     PP_MICROBATCHES,

@@ -144,6 +144,10 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     # layers live on the host from their forward to their backward; as a share of the per-layer terms above
     off = np.minimum(arr["act_offload_layers"], psi[f"layers_{pos}"]) / np.maximum(psi[f"layers_{pos}"], 1)
     offloaded = off * (act - layer_act["transient"])
+    # plan.moe_offload (Megatron fine-grained activation offloading): each in-flight micro-batch's offloaded expert
+    # inputs of the rank's MoE layers; `moved` is one micro-batch's (what perf prices as D2H and back)
+    moved = psi[f"moe_layers_{pos}"] * extras.get("moe_offload", 0.0)
+    offloaded = offloaded + moved * inflight
     act = act - offloaded
     act = act + np.where(psi[f"rank_{pos}"] == 0, extras["first_act"] * inflight, 0.0)
     is_last = psi[f"rank_{pos}"] == pp - 1
@@ -168,7 +172,7 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
         "logits": logits,
         "allocated": alloc,
         "host": ms["host"] + offloaded,
-        "act_offloaded": offloaded,
+        "act_offloaded": offloaded - moved * inflight + moved,  # per micro-batch (act_offload_layers: pp = 1)
     }
 
 
@@ -227,7 +231,8 @@ def memory_arrays(
         "first_act": prof.first_stage_activations(model, tok, tp, sp, c),
         "head_act": prof.head_activations(model, tok, tp, sp, c),
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
-        "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train),
+        "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train)
+        + prof.fsdp_gather_delta(psi["layer_matmul"], z, arr["fp8"], train),  # FP8 gathered units (megatron)
         "pp_outputs": prof.pipeline_outputs(model, tok, arr["grad_accum_steps"], tp, c),
         # one micro-batch's inter-stage activation: (mbs, s/cp, h), sequence-sharded under SP
         "hidden": tok * model.hidden_size * c / np.where(sp, tp, 1),
@@ -249,6 +254,8 @@ def memory_arrays(
         full = arr["recompute"] == RECOMPUTE_CODE["full"]  # keeps the layer input only already
         saving = prof.moe_recompute_saving(model, tok, tp, sp, c, arr["fp8"], arr["etp"], arr["moe_recompute"])
         extras["moe_act"] = extras["moe_act"] - np.where(full, 0.0, saving)  # plan.moe_recompute (Megatron)
+        moved = prof.moe_offload_bytes(model, tok, tp, sp, c, arr["fp8"], arr["etp"], arr["moe_offload"])
+        extras["moe_offload"] = np.where(full, 0.0, moved)  # plan.moe_offload: on the host forward to backward
     per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras, prof) for pos in POSITIONS]
     worst = np.argmax(np.stack([p["allocated"] for p in per]), axis=0)
     res = {k: np.choose(worst, [p[k] for p in per]) for k in per[0]}

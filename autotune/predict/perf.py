@@ -440,7 +440,8 @@ def perf_arrays(
     opt = _optimizer_s(arr, train, cluster, psi, psi_experts)
     ep_s = m * stage["ep"]
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
-    if arr["act_offload_layers"].any():  # activation CPU offload: D2H after each forward, H2D before its backward,
+    if arr["act_offload_layers"].any() or arr["moe_offload"].any():  # activation CPU offload (layers or MoE modules):
+        # D2H after each forward, H2D before its backward,
         # hidden behind the micro-batch's compute (Transformer Engine's offload runs on its own stream); the rest shows
         from autotune.predict.memory import memory_arrays
 

@@ -35,10 +35,11 @@ def parallelize(
             f"{str(plan.pp_split_loss).lower()}: bench_model's pipeline split (bench_model/parallel/pipeline.py) gives "
             "the embedding and the loss no layer slot; this is Megatron-Core's account_for_*_in_pipeline_split"
         )
-    if plan.moe_recompute != "none" or plan.act_offload_layers:  # Megatron-only knobs (rules *_needs_megatron)
+    if plan.moe_recompute != "none" or plan.act_offload_layers or plan.moe_offload != "none":  # *_needs_megatron
         raise SpecError(
-            f"plan.moe_recompute={plan.moe_recompute} act_offload_layers={plan.act_offload_layers}: Megatron-Core's "
-            "--recompute-modules moe_act/moe and --cpu-offloading-num-layers; bench_model runs neither"
+            f"plan.moe_recompute={plan.moe_recompute} act_offload_layers={plan.act_offload_layers} "
+            f"moe_offload={plan.moe_offload}: Megatron-Core's --recompute-modules moe_act/moe, "
+            "--cpu-offloading-num-layers and --fine-grained-activation-offloading; bench_model runs none of them"
         )
     if plan.fp8 != "none":  # module swap first, as torchtitan's model converters run before parallelize
         apply_float8(model, plan.fp8)

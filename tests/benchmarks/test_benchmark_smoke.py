@@ -127,6 +127,9 @@ def check_published_fit(out: dict) -> None:
     # the H200 source alone: 24 runs of today's trainer and the 2026-11-23 probes, 4 OOM cases (the CSVs' status column)
     assert (out["layouts"], out["oom_layouts"], out["skipped"]) == (24, 4, {"h200": 16})
     assert out["fit_rate"] == round(out["predicted_to_fit"] / out["layouts"], 4)
+    # without the 5% headroom at least as many fit; the OOM cases stay refused either way
+    assert out["predicted_to_fit_no_headroom"] >= out["predicted_to_fit"]
+    assert out["oom_predicted_not_to_fit_no_headroom"] == out["oom_predicted_not_to_fit"] == 4
     assert out["memory_rows"] == len(out["memory"]) > 0 and fraction(out["memory_median_abs_err"])
     assert (
         len(out["misses"])

@@ -64,3 +64,11 @@ def test_tp8_is_legal_and_on_nvlink_in_an_nvl72_rack():
     )
     bw4, _ = _link(node_only, arrays_from_plans([plan])["tp"])
     assert float(bw4[0]) < float(bw[0])
+
+
+@pytest.mark.parametrize("name, mib", [("b200", 183359), ("gb200-nvl72", 189471), ("gb300-nvl72", 284208)])
+def test_device_memory_is_the_total_nvidia_smi_reports(name, mib):
+    """device_memory_bytes is what nvidia-smi reports as the GPU's total (as the H100 / H200 / A100 presets do), read
+    from public nvidia-smi transcripts: B200 183359 MiB, GB200 189471 MiB, GB300 284208 MiB. The datasheets' "180 GB" /
+    "186 GB" are these in binary units: taken as 1e9 bytes they under-stated the device by 11.5 / 11.8 GiB."""
+    assert load_config([f"cluster={name}"]).cluster.device_memory_bytes == mib * 2**20

@@ -193,3 +193,121 @@ def test_nemo_rows_carry_their_recipes_settings():
     # tp_comm_overlap = False if precision == "nvfp4"): the same 405B layout on GB200 keeps it under FP8-CS / MXFP8
     assert runs[71].plan.fp8 == "nvfp4" and runs[71].plan.tp == 4 and not runs[71].plan.tp_overlap
     assert runs[69].plan.fp8 == "tensorwise" and runs[69].plan.tp_overlap and runs[70].plan.tp_overlap
+
+
+def test_nemo_rows_carry_the_launchers_expandable_segments():
+    """PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as Megatron-Bridge's perf launcher set it
+    (autotune/fitting/nemo_runs.py EXPANDABLE_*): Llama 3.1 405B on GB200 with FP8-CS / MXFP8 from 25.11
+    (setup_experiment.py @ cac49dcd7, perf_plugins.py @ 55f884376), every run from 26.05 (executors.py PERF_ENV_VARS @
+    6f24c71f3) but Llama with Megatron-FSDP (`remove_allocator_env_vars`); NeMo 1.0 launcher rows are not read (None).
+    Rows (0-based, the summary CSV): 277 = 25.11 405B GB200 FP8-CS; 206 = 26.02.01 405B GB200 NVFP4 (NVFP4 joined the
+    405B rule on 2026-05-11); 108 = 26.04.01 70B GB300 MXFP8 (before the global default); 69 = 26.06 405B GB200 FP8;
+    1 = NeMo 24.07 GPT-3 20B."""
+    import dataclasses
+
+    from autotune.core.types import ParallelPlan
+    from autotune.fitting.nemo_runs import recipe_expandable_segments
+    from autotune.fitting.published_runs import load_nemo
+
+    lays = {int(lay.row): lay.expandable_segments for lay in load_nemo()[0]}
+    assert (lays[277], lays[206], lays[108], lays[69], lays[1]) == (True, False, False, True, None)
+    row = {"source": "NVIDIA-NeMo/Megatron-Bridge docs", "container": "NeMo 26.06", "model": "LLAMA3_70B"}
+    row = type("Row", (), {**row, "gpu_type": "GB200"})
+    assert recipe_expandable_segments(row, ParallelPlan(dp=64, zero_stage=1)) is True
+    assert recipe_expandable_segments(row, dataclasses.replace(ParallelPlan(dp=64), zero_stage=3)) is False
+
+
+def test_moe_offload_moves_the_experts_inputs_to_the_host():
+    """Megatron fine-grained activation offloading (plan.moe_offload; transformer_config.py @ d98e8a64 offload_modules)
+    on Qwen3-235B-A22B's MoE layers (h 4096, k 8, F 1536) as the ModelZoo GB200 recipe runs it (mbs 3 x seq 4096 =
+    12,288 tokens, tp 1, ep 64): per layer and micro-batch 98,304 routed copies; "expert_fc1" moves fc1's saved input,
+    98,304 x 4096 x g bytes (g = 2 in bf16, 1 under MXFP8: the quantized copy), "moe_act" fc1's output, 98,304 x 2 x
+    1536 x 2 bytes, both their sum; a tensor under min_offloaded_tensor_size (2^20 elements) stays. On the device the
+    activations drop by exactly what the host gains (Qwen3-30B-A3B, pp 1: one micro-batch in flight, 48 MoE layers)."""
+    from autotune.core.plan_arrays import CODES, arrays_from_plans
+    from autotune.core.types import ParallelPlan
+    from autotune.layouts.rules import rejections
+    from autotune.predict.memory import memory_arrays
+    from autotune.spec.config import load_config
+
+    q235 = load_config(["model=qwen3-235b-a22b", "cluster=gb200-nvl72", "train.framework=megatron"]).model
+    c = CODES["moe_offload"]
+    off = {mode: float(MEG.moe_offload_bytes(q235, 12288.0, 1, False, 2, 0, 1, c[mode])) for mode in c}
+    assert off == {
+        "none": 0.0,
+        "expert_fc1": 98304 * 4096 * 2,
+        "moe_act": 98304 * 2 * 1536 * 2,
+        "expert_fc1+moe_act": 98304 * 4096 * 2 + 98304 * 2 * 1536 * 2,
+    }
+    mx = float(MEG.moe_offload_bytes(q235, 12288.0, 1, False, 2, 3, 1, c["expert_fc1"]))  # plan.fp8 code 3: mxfp8
+    assert mx == 98304 * 4096 * 1
+    assert float(MEG.moe_offload_bytes(q235, 8.0, 1, False, 2, 0, 1, c["expert_fc1+moe_act"])) == 0.0  # 64 copies
+
+    cfg = load_config(["model=qwen3-30b-a3b", "cluster=gb200-nvl72", "train.framework=megatron"])
+    kw = dict(dp=8, ep=8, micro_batch_size=1, grad_accum_steps=cfg.train.global_batch_size // 8)
+    plans = [ParallelPlan(**kw), ParallelPlan(**kw, moe_offload="expert_fc1+moe_act")]
+    mem = memory_arrays(arrays_from_plans(plans), cfg.model, cfg.train, cfg.cluster)
+    moved = cfg.model.num_moe_layers * float(
+        MEG.moe_offload_bytes(cfg.model, float(cfg.train.seq_len), 1, False, 2, 0, 1, c["expert_fc1+moe_act"])
+    )
+    assert moved > 0 and mem["host"][1] - mem["host"][0] == pytest.approx(moved)
+    assert mem["activations"][0] - mem["activations"][1] == pytest.approx(moved)
+    # Megatron asserts: not inside a recomputed MoE layer, not with --cpu-offloading; MoE models and megatron only
+    bad = [
+        ParallelPlan(**kw, recompute="selective", moe_recompute="moe", moe_offload="moe_act"),
+        ParallelPlan(dp=8, micro_batch_size=1, grad_accum_steps=kw["grad_accum_steps"], moe_offload="moe_act"),
+    ]
+    ids = rejections(arrays_from_plans(bad), cfg.model, cfg.train, cfg.cluster, cfg.space)[0]
+    assert list(ids) == ["moe_offload_not_with_layer_recompute", None]
+    dense = load_config(["model=llama-3.1-8b", "train.framework=megatron"])
+    assert rejections(arrays_from_plans(bad[1:]), dense.model, dense.train, dense.cluster, dense.space)[0][0] == (
+        "moe_offload_needs_moe"
+    )
+    bench = TrainSpec(cfg.train.seq_len, cfg.train.global_batch_size)
+    assert rejections(arrays_from_plans(plans), cfg.model, bench, cfg.cluster, cfg.space)[0][1] == (
+        "moe_offload_needs_megatron"
+    )
+    from autotune.core.errors import SpecError
+    from bench_model.parallel import parallelize
+
+    with pytest.raises(SpecError, match="moe_offload=expert_fc1\\+moe_act"):  # the trainer refuses before building
+        parallelize(None, None, plans[1], "bf16")
+
+
+def test_moe_offload_is_exported_as_megatron_flags():
+    """megatron/training/arguments.py --fine-grained-activation-offloading --offload-modules (nargs "+")."""
+    from autotune.core.types import ParallelPlan
+    from autotune.interop.megatron import render
+    from autotune.spec.config import load_config
+
+    cfg = load_config(["model=qwen3-30b-a3b", "cluster=gb200-nvl72", "train.framework=megatron"])
+    plan = ParallelPlan(dp=8, ep=8, micro_batch_size=1, grad_accum_steps=64, moe_offload="expert_fc1+moe_act")
+    lines = render(cfg.model, cfg.train, cfg.cluster, plan).splitlines()
+    assert "--fine-grained-activation-offloading" in lines
+    assert "--offload-modules expert_fc1 moe_act" in lines
+
+
+def test_megatron_fsdp_gathers_fp8_params_in_uint8_units():
+    """Megatron-FSDP with --fp8-param-gather (megatron_fsdp/param_and_grad_buffer.py @ d98e8a64: FP8 params' weight
+    buffer is uint8; MXFP8 adds the transpose buffer): the two gathered units hold each layer's dense linears at 1 B
+    (tensorwise) or 2 x (1 + 1/32) B (MXFP8) instead of bf16's 2. Llama-3.1-70B, tp 1: one layer's linears are
+    8192 x (8192 + 2 x 1024) + 8192 x 8192 + 3 x 8192 x 28672 = 855,638,016 weights, so the units shrink by
+    2 x 855,638,016 x (2 - 1) = 1,711,276,032 bytes under tensorwise and grow by 2 x 855,638,016 / 16 under MXFP8;
+    nothing changes with the distributed optimizer (stage 1), whose param buffer is the model states'."""
+    import dataclasses
+
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.core.types import ParallelPlan
+    from autotune.predict.memory import memory_arrays
+    from autotune.spec.config import load_config
+
+    cfg = load_config(["model=llama-3.1-70b", "cluster=gb200-nvl72", "train.framework=megatron"])
+    kw = dict(dp=64, micro_batch_size=1, grad_accum_steps=cfg.train.global_batch_size // 64)
+    plans = [ParallelPlan(**kw, zero_stage=z, fp8=f) for z in (3, 1) for f in ("tensorwise", "mxfp8")]
+    arr = arrays_from_plans(plans)
+    on, off = (dataclasses.replace(cfg.train, fp8_param_gather=v) for v in (True, False))
+    delta = (
+        memory_arrays(arr, cfg.model, on, cfg.cluster)["buffers"]
+        - memory_arrays(arr, cfg.model, off, cfg.cluster)["buffers"]
+    )
+    assert list(delta) == [-1_711_276_032, 2 * 855_638_016 / 16, 0.0, 0.0]

@@ -120,6 +120,12 @@ class FrameworkProfile(ABC):
         (autotune/predict/perf.py `_ddp_s`). Default: the param dtype's."""
         return np.full(np.shape(np.asarray(fp8)), float(DTYPE_BYTES[train.param_dtype]))
 
+    def fsdp_gather_delta(self, layer_matmul: Any, zero_stage: Any, fp8: Any, train: TrainSpec) -> np.ndarray:
+        """Bytes the ZeRO-3 / FSDP gathered units (`buffers`, counted at the compute dtype) differ by when the
+        framework gathers the block linears' weights quantized; `layer_matmul` = one layer's local dense linear
+        weights. Default: none (the megatron profile's differ under train.fp8_param_gather with Megatron-FSDP)."""
+        return np.zeros(np.broadcast(np.asarray(layer_matmul), np.asarray(zero_stage), np.asarray(fp8)).shape)
+
     @abstractmethod
     def root_copy(self, root_params: Any, zero_stage: Any, train: TrainSpec) -> np.ndarray:
         """Extra bytes of the root unit (embedding, final norm, head) kept gathered all step."""
@@ -207,6 +213,14 @@ class FrameworkProfile(ABC):
         """Bytes per MoE layer and micro-batch that plan.moe_recompute (code `mode`: MOE_RECOMPUTE_MODES) does not
         keep, out of `moe_layer_activations`' term. Default: none (only Megatron has the modules; rule
         moe_recompute_needs_megatron refuses it elsewhere)."""
+        return np.zeros(np.broadcast(np.asarray(tokens), np.asarray(mode)).shape)
+
+    def moe_offload_bytes(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
+    ) -> np.ndarray:
+        """Bytes per MoE layer and micro-batch that plan.moe_offload (code `mode`: MOE_OFFLOAD_MODES) moves to the host
+        between the layer's forward and its backward, out of `moe_layer_activations`' term. Default: none (only
+        Megatron has fine-grained activation offloading; rule moe_offload_needs_megatron refuses it elsewhere)."""
         return np.zeros(np.broadcast(np.asarray(tokens), np.asarray(mode)).shape)
 
     def expert_states(

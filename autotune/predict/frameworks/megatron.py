@@ -93,9 +93,10 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE
+from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
-from autotune.predict import moe, reserved
+from autotune.predict import reserved
+from autotune.predict.frameworks import megatron_moe
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 from autotune.predict.te_fp8 import lowp_bytes
@@ -196,51 +197,20 @@ class MegatronProfile(FrameworkProfile):
         etp: Any = 1,
         mbs: Any = 1,
     ) -> np.ndarray:
-        """Megatron-Core's MoE layer (local spec: all-gather dispatcher, SequentialMLP experts with the weighted
-        SwiGLU; measured with tests/unit/test_frameworks_megatron_probe.py) beyond the dense layer it replaces. The
-        dispatcher gathers its expert tp x ep group's tokens (n each: T/tp with SP) and keeps the R = n*etp*k copies
-        for its local experts (balanced routing): per copy the permutation index (int64, 8), the permuted token (g h;
-        the first expert's fc1 keeps the whole permuted buffer), fc1's output (2c F/etp, gate and up), the routing
-        probability the weighted SwiGLU applies (c) and fc2's input (g F/etp); g = 1 with FP8 on (Transformer
-        Engine's grouped linears keep the FP8-cast inputs, transformer_engine/pytorch/module/grouped_linear.py), else
-        c. Learned routing also keeps the router's fp32 probabilities (4E per token; force-balanced routing, what the
-        probe and NVIDIA's benchmarks run, replaces the logits by constants and keeps none). The shared expert is a
-        TP-split SwiGLU MLP ((2c + g) F_s / t per token). The dense SwiGLU's fc1 output and fc2 input (3cf/t per
-        token, [TMU]'s MLP units) are not there. Full recompute keeps the layer input only (the dense term)."""
-        g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
-        c, h, k, f = float(act_bytes), model.hidden_size, model.moe_router_topk, model.moe_ffn_hidden_size
-        t, etp = np.asarray(tp, dtype=np.float64), np.asarray(etp, dtype=np.float64)
-        tok = np.asarray(tokens, dtype=np.float64)
-        n = moe.moe_tokens(tok, t, sp)
-        copies = n * etp * k
-        routed = copies * (8.0 + g * h + (2 * c + g) * f / etp + c) + n * 4.0 * model.num_experts
-        shared = tok * (2 * c + g) * model.moe_shared_expert_ffn_hidden_size / t
-        dense = tok * 3 * c * model.ffn_hidden_size / t
-        r = np.asarray(recompute)
-        is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
-        return np.where(is_full, 0.0, routed + shared - dense)
+        """Megatron-Core's MoE layer beyond the dense layer it replaces (megatron_moe.layer_activations)."""
+        return megatron_moe.layer_activations(model, tokens, tp, sp, recompute, act_bytes, fp8, etp)
 
     def moe_recompute_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
     ) -> np.ndarray:
-        """[RCM] recompute_modules "moe_act": the routed experts' weighted SwiGLU output, fc2's input (g F/etp
-        per token copy, `moe_layer_activations`), is dropped after fc2's forward and recomputed from fc1's output in
-        backward. "moe": the whole MoE layer is checkpointed from its input (kept as the layer's MLP input),
-        so neither the routed copies nor the shared expert keep anything: the full routed + shared term. Full
-        recompute already keeps the layer input only (`moe_layer_activations` returns 0 there)."""
-        g = np.where(np.asarray(fp8) != FP8_CODE["none"], 1.0, float(act_bytes))
-        c, h, k, f = float(act_bytes), model.hidden_size, model.moe_router_topk, model.moe_ffn_hidden_size
-        t, etp = np.asarray(tp, dtype=np.float64), np.asarray(etp, dtype=np.float64)
-        tok = np.asarray(tokens, dtype=np.float64)
-        copies = moe.moe_tokens(tok, t, sp) * etp * k
-        act = copies * g * f / etp
-        routed = (
-            copies * (8.0 + g * h + (2 * c + g) * f / etp + c) + moe.moe_tokens(tok, t, sp) * 4.0 * model.num_experts
-        )
-        shared = tok * (2 * c + g) * model.moe_shared_expert_ffn_hidden_size / t
-        m = np.asarray(mode)
-        codes = CODES["moe_recompute"]
-        return np.where(m == codes["moe_act"], act, np.where(m == codes["moe"], routed + shared, 0.0))
+        """[RCM] recompute_modules moe_act / moe (megatron_moe.recompute_saving)."""
+        return megatron_moe.recompute_saving(model, tokens, tp, sp, act_bytes, fp8, etp, mode)
+
+    def moe_offload_bytes(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
+    ) -> np.ndarray:
+        """Fine-grained activation offloading of expert_fc1 / moe_act (megatron_moe.offload_bytes)."""
+        return megatron_moe.offload_bytes(model, tokens, tp, sp, act_bytes, fp8, etp, mode)
 
     # Megatron's 1F1B runs fewer micro-batches than stages ([SCH] warm-up min(pp - rank - 1, m))
     # pp_microbatches: Megatron runs fewer micro-batches than stages; tp_overlap_needs_compile: --tp-comm-overlap is
@@ -253,6 +223,7 @@ class MegatronProfile(FrameworkProfile):
             "pp_split_needs_megatron",
             "moe_recompute_needs_megatron",
             "act_offload_needs_megatron",
+            "moe_offload_needs_megatron",  # --fine-grained-activation-offloading --offload-modules
             "ep_overlap_needs_megatron",  # --overlap-moe-expert-parallel-comm is Megatron-Core's
         }
     )
@@ -355,6 +326,19 @@ class MegatronProfile(FrameworkProfile):
         z = np.asarray(zero_stage)
         lp = np.asarray(layer_params, dtype=np.float64)
         return np.where(z >= 2, lp * g, 0.0) + np.where(z >= 3, 2.0 * lp * c, 0.0)
+
+    def fsdp_gather_delta(self, layer_matmul: Any, zero_stage: Any, fp8: Any, train: TrainSpec) -> np.ndarray:
+        """[MFSDP] with train.fp8_param_gather the model-weight buffer of FP8 params is uint8, so the two gathered
+        units (`buffers`) hold the block linears at 1 B per element under tensorwise, and MXFP8 adds the column-wise
+        copy's buffer, 2(1 + 1/32) (megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py
+        @ d98e8a64: `param_dtype = torch.uint8 if is_dtype_float8`; "Currently, only mxfp8 needs" the transpose
+        buffer); c - those bytes less than `buffers` counts. None without FP8 params or below stage 3."""
+        c = float(DTYPE_BYTES[train.compute_dtype])
+        code = np.asarray(fp8)
+        gathered = np.where(code == FP8_CODE["tensorwise"], 1.0, 2.0 * te_fp8_input_bytes(code))
+        quantized = train.fp8_param_gather & ((code == FP8_CODE["tensorwise"]) | (code == FP8_CODE["mxfp8"]))
+        lm = np.asarray(layer_matmul, dtype=np.float64)
+        return np.where((np.asarray(zero_stage) >= 3) & quantized, 2.0 * lm * (gathered - c), 0.0)
 
     def step_temporaries(
         self,
