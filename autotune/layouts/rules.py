@@ -22,13 +22,26 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import (
     FP8_CODE,
     OFFLOAD_CODE,
-    RECOMPUTE_CODE,
     SCHEDULE_CODE,
     arrays_from_plans,
     plan_cells,
 )
 from autotune.core.rules import Rule
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
+from autotune.layouts.megatron_rules import (
+    ACT_OFFLOAD_NEEDS_MEGATRON,
+    ACT_OFFLOAD_NO_PP,
+    ACT_OFFLOAD_NO_RECOMPUTE,
+    ACT_OFFLOAD_WITHIN_LAYERS,
+    EP_OVERLAP_NEEDS_MEGATRON,
+    MOE_OFFLOAD_NEEDS_MEGATRON,
+    MOE_RECOMPUTE_NEEDS_MEGATRON,
+    MOE_RECOMPUTE_NEEDS_MOE,
+    MOE_RECOMPUTE_NEEDS_SELECTIVE,
+    PP_SPLIT_DIVIDES,
+    PP_SPLIT_NEEDS_MEGATRON,
+    PP_SPLIT_NEEDS_PP,
+)
 from autotune.layouts.moe_rules import MOE_RULES
 from autotune.predict.frameworks import get_profile
 from autotune.predict.perf_terms import RECIPE_PEAK_FIELD
@@ -162,111 +175,6 @@ PP_DIVIDES_LAYERS = Rule(
     lambda pp, vpp, model, space: (model.num_layers % (pp * vpp) != 0) & (not space.allow_uneven_pp),
     lambda pp, vpp, model: (
         f"pp*vpp={pp * vpp} does not divide num_layers={model.num_layers} (space.allow_uneven_pp=false)"
-    ),
-)
-# Megatron-Core TransformerConfig.__post_init__ (megatron/core/transformer/transformer_config.py @ 0044db1f):
-# with account_for_embedding/loss_in_pipeline_split, num_layers (+1 for each) must divide by the pipeline size;
-# get_num_layers_to_build then gives every virtual stage (L + e + l)/(pp*vpp) slots
-PP_SPLIT_NEEDS_PP = Rule(
-    "pp_split_needs_pp",
-    lambda pp_split_embedding, pp_split_loss, pp: (pp_split_embedding | pp_split_loss) & (pp == 1),
-    lambda pp_split_embedding, pp_split_loss: (
-        f"plan.pp_split_embedding={str(bool(pp_split_embedding)).lower()} pp_split_loss="
-        f"{str(bool(pp_split_loss)).lower()} requires plan.pp > 1: no pipeline split to account in"
-    ),
-)
-PP_SPLIT_DIVIDES = Rule(
-    "pp_split_divides",
-    lambda pp_split_embedding, pp_split_loss, pp, vpp, model: (
-        (pp_split_embedding | pp_split_loss)
-        & ((model.num_layers + pp_split_embedding + pp_split_loss) % (pp * vpp) != 0)
-    ),
-    lambda pp_split_embedding, pp_split_loss, pp, vpp, model: (
-        f"num_layers={model.num_layers} + {int(pp_split_embedding) + int(pp_split_loss)} (embedding / loss slots) "
-        f"is not divisible by pp*vpp={pp * vpp}: Megatron's pipeline-split accounting needs an even split"
-    ),
-)
-# only Megatron-Core has the accounting: the megatron profile replaces this rule (bench_model's pipeline split,
-# torchtitan's, nanotron's and DeepSpeed's have no such option)
-PP_SPLIT_NEEDS_MEGATRON = Rule(
-    "pp_split_needs_megatron",
-    lambda pp_split_embedding, pp_split_loss: pp_split_embedding | pp_split_loss,
-    lambda pp_split_embedding, pp_split_loss, train: (
-        f"plan.pp_split_embedding / pp_split_loss=true requires train.framework=megatron "
-        f"(framework={train.framework}): Megatron-Core's account_for_embedding/loss_in_pipeline_split"
-    ),
-)
-# Megatron-Core's recompute_modules "moe_act" / "moe" (transformer_config.py) act on MoE layers; bench_model,
-# torchtitan, nanotron and DeepSpeed have no such module granularity (the megatron profile replaces the second rule)
-# Megatron-Core TransformerConfig.__post_init__ (transformer_config.py @ 0044db1f): "CPU offloading can be done only
-# for layers less than num_layers", "Currently there is no support for Pipeline parallelism with CPU offloading",
-# "CPU offloading does not work when activation recomputation is enabled"
-ACT_OFFLOAD_WITHIN_LAYERS = Rule(
-    "act_offload_within_layers",
-    lambda act_offload_layers, model: act_offload_layers >= model.num_layers,
-    lambda act_offload_layers, model: (
-        f"plan.act_offload_layers={act_offload_layers} must be less than num_layers={model.num_layers}"
-    ),
-)
-ACT_OFFLOAD_NO_PP = Rule(
-    "act_offload_no_pp",
-    lambda act_offload_layers, pp: (act_offload_layers > 0) & (pp > 1),
-    lambda act_offload_layers, pp: (
-        f"plan.act_offload_layers={act_offload_layers} requires plan.pp=1 (pp={pp}): Megatron has no pipeline "
-        "parallelism with activation CPU offloading"
-    ),
-)
-ACT_OFFLOAD_NO_RECOMPUTE = Rule(
-    "act_offload_no_recompute",
-    lambda act_offload_layers, recompute: (act_offload_layers > 0) & (recompute != RECOMPUTE_CODE["none"]),
-    lambda act_offload_layers, recompute: (
-        f"plan.act_offload_layers={act_offload_layers} requires plan.recompute=none (recompute={recompute}): "
-        "Megatron's CPU offloading does not work with activation recomputation"
-    ),
-)
-ACT_OFFLOAD_NEEDS_MEGATRON = Rule(
-    "act_offload_needs_megatron",
-    lambda act_offload_layers: act_offload_layers > 0,
-    lambda act_offload_layers, train: (
-        f"plan.act_offload_layers={act_offload_layers} requires train.framework=megatron (framework="
-        f"{train.framework}): Megatron-Core's --cpu-offloading-num-layers (not modelled for the others)"
-    ),
-)
-MOE_RECOMPUTE_NEEDS_MOE = Rule(
-    "moe_recompute_needs_moe",
-    lambda moe_recompute, model: (moe_recompute != 0) & (not model.is_moe),
-    lambda moe_recompute, model: f"plan.moe_recompute={moe_recompute} requires an MoE model ({model.name} is dense)",
-)
-MOE_RECOMPUTE_NEEDS_SELECTIVE = Rule(  # recompute_modules apply under recompute_granularity="selective" only
-    "moe_recompute_needs_selective",
-    lambda moe_recompute, recompute: (moe_recompute != 0) & (recompute != RECOMPUTE_CODE["selective"]),
-    lambda moe_recompute, recompute: (
-        f"plan.moe_recompute={moe_recompute} requires plan.recompute=selective (recompute={recompute}): Megatron's "
-        "--recompute-modules apply to selective recompute"
-    ),
-)
-MOE_RECOMPUTE_NEEDS_MEGATRON = Rule(
-    "moe_recompute_needs_megatron",
-    lambda moe_recompute: moe_recompute != 0,
-    lambda moe_recompute, train: (
-        f"plan.moe_recompute={moe_recompute} requires train.framework=megatron (framework={train.framework}): "
-        "Megatron-Core's --recompute-modules moe_act / moe"
-    ),
-)
-MOE_OFFLOAD_NEEDS_MEGATRON = Rule(
-    "moe_offload_needs_megatron",
-    lambda moe_offload: moe_offload != 0,
-    lambda moe_offload, train: (
-        f"plan.moe_offload={moe_offload} requires train.framework=megatron (framework={train.framework}): "
-        "Megatron-Core's --fine-grained-activation-offloading --offload-modules"
-    ),
-)
-EP_OVERLAP_NEEDS_MEGATRON = Rule(
-    "ep_overlap_needs_megatron",
-    lambda ep_overlap: ep_overlap,
-    lambda train: (
-        f"plan.ep_overlap=true requires train.framework=megatron (framework={train.framework}): Megatron-Core's "
-        "--overlap-moe-expert-parallel-comm; the others dispatch on the compute stream"
     ),
 )
 CP_DIVIDES_SEQ = Rule(
