@@ -24,6 +24,7 @@ from bench_model import data
 from bench_model.loss import cross_entropy, lm_loss
 from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
+from bench_model.parallel.comm_timing import DpCommClock, install_dp_comm_timers
 from bench_model.parallel.context_parallel import cp_positions
 from bench_model.parallel.data_parallel import ZeRO1AdamW, experts_use_fsdp, needs_fsdp, set_gradient_sync
 from bench_model.parallel.expert_parallel import finalize_expert_grads
@@ -75,6 +76,10 @@ class Trainer:
     # the optimizer's own model ratio, not the compute's; docs/scale_down.md)
     optimizer_cpu_s: list[float] = field(default_factory=list)
     _last_optimizer_cpu_s: float = 0.0
+    # of which in FSDP2's sharded data-parallel collectives (CPU ranks only: bench_model/parallel/comm_timing.py; a
+    # scale-down composition prices the target's at full size instead of scaling the replica's, docs/scale_down.md)
+    dp_comm_cpu_s: list[float] = field(default_factory=list)
+    dp_comm_clock: DpCommClock | None = None
     tied_group: dist.ProcessGroup | None = None  # first + last pipeline rank: the two copies of a tied embedding
 
     def loss_context(self):
@@ -191,6 +196,10 @@ def build_trainer(
             parts, stages, num_stages, meshes, p.pp_schedule, p.grad_accum_steps, cross_entropy, device
         )
     positions = cp_positions(t.seq_len, p.cp, meshes.cp_rank) if p.cp > 1 else None
+    clock = None
+    if device.type == "cpu":  # on GPUs process_time says nothing of NCCL's work, and a forced-sync gather costs overlap
+        clock = DpCommClock()
+        install_dp_comm_timers(parts, clock)
     return Trainer(
         spec=spec,
         device=device,
@@ -202,6 +211,7 @@ def build_trainer(
         is_last=(num_stages - 1) in stages,
         positions=positions,
         tied_group=tied_group,
+        dp_comm_clock=clock,
     )
 
 
@@ -246,6 +256,9 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
         if timed and step == warmup:
             fault_hook()
         synchronize(trainer.device)
+        clock = getattr(trainer, "dp_comm_clock", None)
+        if clock is not None:
+            clock.reset()
         t0, c0 = time.perf_counter(), time.process_time()
         losses.append(trainer.step(step))
         synchronize(trainer.device)
@@ -253,4 +266,6 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
             trainer.step_times_s.append(time.perf_counter() - t0)
             trainer.step_cpu_s.append(time.process_time() - c0)
             trainer.optimizer_cpu_s.append(trainer._last_optimizer_cpu_s)
+            if clock is not None:
+                trainer.dp_comm_cpu_s.append(clock.cpu_s)
     return losses

@@ -89,6 +89,10 @@ def _summarise(spec: TrialSpec, trainer, local_losses: list[torch.Tensor], peak_
     dist.all_reduce(cpu, op=dist.ReduceOp.MAX)  # the busiest rank's CPU seconds per step
     opt = torch.tensor(trainer.optimizer_cpu_s, dtype=torch.float64, device=times.device)
     dist.all_reduce(opt, op=dist.ReduceOp.MAX)  # the same for the optimizer step alone
+    dp_comm = None
+    if trainer.dp_comm_cpu_s:  # CPU ranks: the same for FSDP2's sharded data-parallel collectives (comm_timing.py)
+        dp_comm = torch.tensor(trainer.dp_comm_cpu_s, dtype=torch.float64)
+        dist.all_reduce(dp_comm, op=dist.ReduceOp.MAX)
     row = row_from_spec(spec)
     world = spec.plan.world_size
     row.update(
@@ -111,6 +115,7 @@ def _summarise(spec: TrialSpec, trainer, local_losses: list[torch.Tensor], peak_
             step_time_std_s=statistics.pstdev(step_times),
             step_cpu_time_mean_s=statistics.fmean(float(x) for x in cpu.cpu()),
             optimizer_cpu_time_mean_s=statistics.fmean(float(x) for x in opt.cpu()),
+            dp_comm_cpu_time_mean_s=None if dp_comm is None else statistics.fmean(float(x) for x in dp_comm),
             tokens_per_s=tokens_per_s,
             tokens_per_s_per_gpu=tokens_per_s / world,
             tflops_per_gpu=flops_per_gpu / 1e12,

@@ -102,7 +102,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
     `composed_preset_comm_step_s` prices them with the preset's transfer-time alpha-beta (the earlier composition)."""
     from autotune.predict.compose import compose_step
     from autotune.results.trialfile import make_spec
-    from autotune.run.scaledown import measured_optimizer_s, measured_step_s, replica_spec
+    from autotune.run.scaledown import measured_dp_comm_s, measured_optimizer_s, measured_step_s, replica_spec
     from autotune.spec.config import load_config
     from launchers.local import LocalLauncher
 
@@ -127,9 +127,9 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
         return out
     r = sd.replica
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
-    t_opt = measured_optimizer_s(rep, "cpu")
-    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, t_opt)
-    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, t_opt)
+    t_opt, t_dp = measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu")
+    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, t_opt, t_dp)
+    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, t_opt, t_dp)
     measured = measured_step_s(full, "cpu")
     out.update(
         measured_cpu_step_s=measured,
@@ -161,14 +161,14 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     """One layout's row: measured and composed tok/s/GPU in CPU seconds per rank (the benchmark's basis), and the
     old wall-clock comparison (preset alpha-beta, host mapping) for the record."""
     from autotune.predict.compose import compose_step
-    from autotune.run.scaledown import measured_optimizer_s, measured_step_s
+    from autotune.run.scaledown import measured_dp_comm_s, measured_optimizer_s, measured_step_s
 
     t, r = sd.target, sd.replica
     world, tokens = t.plan.world_size, t.train.global_batch_tokens
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
-    t_opt = measured_optimizer_s(rrow, "cpu")
-    cpu = compose_step(step, tgt, rpl, clusters["cpu"], t_opt)
-    pre = compose_step(step, tgt, rpl, t.cluster, t_opt)
+    t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
+    cpu = compose_step(step, tgt, rpl, clusters["cpu"], t_opt, t_dp)
+    pre = compose_step(step, tgt, rpl, t.cluster, t_opt, t_dp)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
     busy, measured = cpu.step_s - cpu.bubble_s, float(rec["step_cpu_time_mean_s"])
     return {
@@ -185,6 +185,7 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "composed_preset_comm_tok_s_gpu": tokens / (pre.step_s - pre.bubble_s) / world,
         "measured_wall_tok_s_gpu": float(rec["tokens_per_s_per_gpu"]),
         "composed_host_tok_s_gpu": tokens / host_step / world,
+        "replica_dp_comm_cpu_s": t_dp,
         "measured_parts": row["measured_parts"],
         "modelled_parts": row["modelled_parts"],
     }
@@ -200,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--reuse", action="store_true", help="reuse the replica rows and netbench cached in WORKDIR (recompose only)"
     )
+    ap.add_argument(
+        "--query", help="only the landscape rows matching this pandas query (e.g. 'tp == 1'), to iterate on a group"
+    )
+    ap.add_argument("--no-moe", action="store_true", help="skip the tiny-moe world-4-from-world-1 check")
     args = ap.parse_args(argv)
     import pandas as pd
 
@@ -213,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     land = pd.read_parquet(args.landscape)
     land = land[(land["status"] == "ok") & land["step_cpu_time_mean_s"].notna()]
     land = land.sort_values("candidate_id").reset_index(drop=True)
+    if args.query:
+        land = land.query(args.query).reset_index(drop=True)
     if args.smoke:
         # dp4 tp2 z0/z2/z3 mbs1: three layouts that share one 2-rank replica (tp 2 fills it: dp 1, ZeRO differs only
         # in priced traffic)
@@ -266,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         "spearman": out["spearman"] is not None and out["spearman"] >= TARGETS["spearman"],
         "best_ratio": out["best_ratio"] is not None and out["best_ratio"] >= TARGETS["best_ratio"],
     }
-    out["moe_ep_check"] = None if args.smoke else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse)
+    out["moe_ep_check"] = None if args.smoke or args.no_moe else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse)
     print(json.dumps(out))
     return 0
 

@@ -20,6 +20,14 @@ the optimizer is composed from it by the model's optimizer ratio and k from the 
 
 so a per-step cost the model apportions wrongly against the compute (measured: bench_model's AdamW on one-thread CPU
 ranks is 12-25% of the tiny model's step where the model says 1-3%) is not scaled with the micro-batch count.
+When it also reports the seconds T_d of its sharded data-parallel collectives (CPU ranks: `dp_comm_cpu_time_mean_s`,
+FSDP2's all-gathers and reduce-scatters, bench_model/parallel/comm_timing.py), they leave k too and the target's
+data-parallel traffic is priced at full size (F.dp_comm, alpha-beta):
+
+    k   = (T_r - T_o - T_d) / (R.step - R.optimizer - R.dp_comm),   dp = F.dp_comm
+
+so a replica that reduce-scatters every micro-batch (pp = 1) does not carry that into a pipelined target that
+reduce-scatters once per step (perf.py `fsdp_pipeline_held`).
 
 F = perf_arrays of the target. k carries what the model gets wrong about this hardware and these shapes (the
 measurement); F / R carries only what differs between the replica and the target's busiest stage (the embedding on
@@ -66,19 +74,27 @@ def compose_step(
     replica: tuple[ParallelPlan, ModelSpec, TrainSpec],
     cluster: ClusterSpec,
     measured_optimizer_s: float | None = None,
+    measured_dp_comm_s: float | None = None,
 ) -> Composed:
-    """The target's step time composed from the replica's measured step, and of it the optimizer step's seconds when
-    the replica measured them (module docstring)."""
+    """The target's step time composed from the replica's measured step, and of it the optimizer step's and the
+    sharded data-parallel collectives' seconds when the replica measured them apart (module docstring)."""
     tplan, tmodel, ttrain = target
     rplan, rmodel, rtrain = replica
     full = _terms(tplan, tmodel, ttrain, cluster)
     rep = _terms(rplan, rmodel, rtrain, cluster)
-    k = measured_step_s / rep["step_s"]
-    opt = k * full["optimizer_s"]
+    meas, model = measured_step_s, rep["step_s"]  # what k divides: the step less the parts measured apart
+    opt = None
     t_o = measured_optimizer_s
-    if t_o is not None and 0.0 < t_o < measured_step_s and 0.0 < rep["optimizer_s"] < rep["step_s"]:
-        k = (measured_step_s - t_o) / (rep["step_s"] - rep["optimizer_s"])
+    if t_o is not None and 0.0 < t_o < meas and 0.0 < rep["optimizer_s"] < model:
+        meas, model = meas - t_o, model - rep["optimizer_s"]
         opt = t_o * full["optimizer_s"] / rep["optimizer_s"]
+    t_d = measured_dp_comm_s
+    dp_apart = t_d is not None and 0.0 < t_d < meas and 0.0 < rep["dp_comm_s"] < model
+    if dp_apart:
+        meas, model = meas - t_d, model - rep["dp_comm_s"]
+    k = meas / model
+    if opt is None:
+        opt = k * full["optimizer_s"]
     m = tplan.grad_accum_steps
     measured_parts, modelled_parts = ["compute", "optimizer"], ["bubble"]
     measured_mb, priced_mb = full["compute_s"] / m, 0.0
@@ -94,8 +110,10 @@ def compose_step(
     stage_mb = k * measured_mb + priced_mb
     bubble = float(bubble_microbatches(tplan.pp, tplan.vpp)) * stage_mb
     # the data-parallel traffic is measured when the replica ran the target's whole dp group (and ZeRO stage), else
-    # priced at full dp; a partial dp group's measured traffic is inside k (R.step includes its modelled part)
-    dp_whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage)
+    # priced at full dp; a partial dp group's measured traffic is inside k (R.step includes its modelled part). When
+    # the replica timed its data-parallel collectives apart (T_d), they are out of k and the target's are priced at
+    # full size: the replica's per-micro-batch reduce-scatters are not the pipelined target's one per step
+    dp_whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage) and not dp_apart
     dp_s = k * full["dp_comm_s"] if dp_whole else full["dp_comm_s"]
     if tplan.dp * tplan.cp > 1 and full["dp_comm_s"] > 0:
         (measured_parts if dp_whole else modelled_parts).append("dp")

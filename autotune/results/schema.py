@@ -71,6 +71,7 @@ RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("step_time_std_s", _F),
     ("step_cpu_time_mean_s", _F),  # the busiest rank's CPU seconds per step (process_time), mean over timed steps
     ("optimizer_cpu_time_mean_s", _F),  # of which in the optimizer step (the busiest rank's), mean over timed steps
+    ("dp_comm_cpu_time_mean_s", _F),  # of which in FSDP2's all-gathers / reduce-scatters (busiest rank's; CPU ranks)
     ("timed_steps", _I),
     ("peak_mem_allocated_bytes", _I),
     ("peak_mem_reserved_bytes", _I),
@@ -100,6 +101,7 @@ LATER_COLUMNS: frozenset[str] = frozenset(
         "reject_rule",
         "step_cpu_time_mean_s",
         "optimizer_cpu_time_mean_s",
+        "dp_comm_cpu_time_mean_s",
         *LATER_FIELDS,
         *(n for n, _ in SCALE_DOWN_FIELDS),
     }

@@ -205,3 +205,28 @@ def test_report_cost_line_charges_replicas_and_states_the_full_size_cost():
         "the same layouts at full size would have cost ~3 GPU-hours (108.0x)"
     )
     assert scale_down_cost_lines(rows.drop(columns="scaled_from")) == []
+
+
+def test_replica_data_parallel_collectives_timed_apart_are_priced_at_full_size(tiny):
+    # dp2 pp4 ZeRO-3, m = 8: the replica (dp2 pp1, 4 micro-batches) reduce-scatters every micro-batch, the pipelined
+    # target once per step (perf.py fsdp_pipeline_held). With T_d (the replica's FSDP2 collectives, CPU-s) measured
+    # apart, k = (T_r - T_o - T_d) / (R.step - R.optimizer - R.dp_comm) and the target's dp traffic is F.dp_comm.
+    from autotune.predict.compose import _terms
+
+    t = _spec(tiny, 8, dp=2, pp=4, zero_stage=3, grad_accum_steps=8)
+    r = replica_spec(t, 2).replica
+    assert (r.plan.dp, r.plan.zero_stage, r.plan.grad_accum_steps) == (2, 3, 4)
+    tgt, rpl = (t.plan, t.model, t.train), (r.plan, r.model, r.train)
+    full, rep = _terms(*tgt, t.cluster), _terms(*rpl, t.cluster)
+    c = compose_step(0.5, tgt, rpl, t.cluster, 0.05, 0.15)
+    k = (0.5 - 0.05 - 0.15) / (rep["step_s"] - rep["optimizer_s"] - rep["dp_comm_s"])
+    assert c.measured_scale == pytest.approx(k, rel=1e-12) and c.dp_comm_s == pytest.approx(full["dp_comm_s"])
+    assert c.optimizer_s == pytest.approx(0.05 * full["optimizer_s"] / rep["optimizer_s"])
+    assert "dp" in c.modelled_parts and "dp" not in c.measured_parts
+    # without T_d the replica ran the whole dp group: its traffic is inside k and scaled with it (measured)
+    old = compose_step(0.5, tgt, rpl, t.cluster, 0.05)
+    assert old.dp_comm_s == pytest.approx(old.measured_scale * full["dp_comm_s"]) and "dp" in old.measured_parts
+    # the composed row reads the column from the replica's row (CPU ranks) and keeps it
+    rrow = dict(status="ok", step_cpu_time_mean_s=0.5, optimizer_cpu_time_mean_s=0.05, dp_comm_cpu_time_mean_s=0.15)
+    row = compose_row(replica_spec(t, 2), {**rrow, "timed_steps": 3, "wall_s": 10.0, "gpu_seconds": 20.0})
+    assert row["step_time_mean_s"] == pytest.approx(c.step_s) and row["dp_comm_cpu_time_mean_s"] == 0.15
