@@ -21,6 +21,7 @@ from autotune.core.errors import SpecError
 from autotune.core.trial import TrialSpec
 from autotune.layouts.rules import require_well_formed
 from bench_model import data
+from bench_model.host_cost import HostCost, OpCounter, host_cost
 from bench_model.loss import cross_entropy, lm_loss
 from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
@@ -80,6 +81,10 @@ class Trainer:
     # scale-down composition prices the target's at full size instead of scaling the replica's, docs/scale_down.md)
     dp_comm_cpu_s: list[float] = field(default_factory=list)
     dp_comm_clock: DpCommClock | None = None
+    # CPU ranks: operations dispatched in one untimed step's forward+backward x measured seconds per operation
+    # (bench_model/host_cost.py); the host part a scale-down composition does not scale with FLOPs
+    host: HostCost | None = None
+    op_counter: OpCounter | None = None  # set for the one step whose operations are counted
     tied_group: dist.ProcessGroup | None = None  # first + last pipeline rank: the two copies of a tied embedding
 
     def loss_context(self):
@@ -96,7 +101,8 @@ class Trainer:
 
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step; returns this rank's mean loss (zero on non-last pipeline stages), not synchronised."""
-        loss = self.compute_gradients(step)
+        with self.op_counter or contextlib.nullcontext():
+            loss = self.compute_gradients(step)
         c0 = time.process_time()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -251,10 +257,13 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
     losses = []
     warmup = untimed_steps(spec)
     dist.barrier()
+    count = warmup > 0 and trainer.device.type == "cpu" and not spec.plan.compile and hasattr(trainer, "host")
     for step in range(warmup + spec.timed_steps):
         timed = step >= warmup
         if timed and step == warmup:
             fault_hook()
+        if count:
+            trainer.op_counter = OpCounter() if step == 0 else None
         synchronize(trainer.device)
         clock = getattr(trainer, "dp_comm_clock", None)
         if clock is not None:
@@ -268,4 +277,8 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
             trainer.optimizer_cpu_s.append(trainer._last_optimizer_cpu_s)
             if clock is not None:
                 trainer.dp_comm_cpu_s.append(clock.cpu_s)
+        if count and step == 0:
+            trainer.host = host_cost(trainer.op_counter, trainer.meshes.tp, trainer.device)
+    if count:
+        trainer.op_counter = None
     return losses

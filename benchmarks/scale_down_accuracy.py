@@ -102,7 +102,13 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
     `composed_preset_comm_step_s` prices them with the preset's transfer-time alpha-beta (the earlier composition)."""
     from autotune.predict.compose import compose_step
     from autotune.results.trialfile import make_spec
-    from autotune.run.scaledown import measured_dp_comm_s, measured_optimizer_s, measured_step_s, replica_spec
+    from autotune.run.scaledown import (
+        measured_dp_comm_s,
+        measured_host_parts,
+        measured_optimizer_s,
+        measured_step_s,
+        replica_spec,
+    )
     from autotune.spec.config import load_config
     from launchers.local import LocalLauncher
 
@@ -127,9 +133,9 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
         return out
     r = sd.replica
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
-    t_opt, t_dp = measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu")
-    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, t_opt, t_dp)
-    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, t_opt, t_dp)
+    parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), *measured_host_parts(rep, "cpu"))
+    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts)
+    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts)
     measured = measured_step_s(full, "cpu")
     out.update(
         measured_cpu_step_s=measured,
@@ -161,14 +167,15 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     """One layout's row: measured and composed tok/s/GPU in CPU seconds per rank (the benchmark's basis), and the
     old wall-clock comparison (preset alpha-beta, host mapping) for the record."""
     from autotune.predict.compose import compose_step
-    from autotune.run.scaledown import measured_dp_comm_s, measured_optimizer_s, measured_step_s
+    from autotune.run.scaledown import measured_dp_comm_s, measured_host_parts, measured_optimizer_s, measured_step_s
 
     t, r = sd.target, sd.replica
     world, tokens = t.plan.world_size, t.train.global_batch_tokens
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
     t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
-    cpu = compose_step(step, tgt, rpl, clusters["cpu"], t_opt, t_dp)
-    pre = compose_step(step, tgt, rpl, t.cluster, t_opt, t_dp)
+    parts = (t_opt, t_dp, *measured_host_parts(rrow, "cpu"))
+    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts)
+    pre = compose_step(step, tgt, rpl, t.cluster, *parts)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
     busy, measured = cpu.step_s - cpu.bubble_s, float(rec["step_cpu_time_mean_s"])
     return {
@@ -186,6 +193,8 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "measured_wall_tok_s_gpu": float(rec["tokens_per_s_per_gpu"]),
         "composed_host_tok_s_gpu": tokens / host_step / world,
         "replica_dp_comm_cpu_s": t_dp,
+        "replica_host_cpu_s": parts[2],
+        "replica_tp_comm_cpu_s": parts[3],
         "measured_parts": row["measured_parts"],
         "modelled_parts": row["modelled_parts"],
     }

@@ -75,6 +75,8 @@ def compose_step(
     cluster: ClusterSpec,
     measured_optimizer_s: float | None = None,
     measured_dp_comm_s: float | None = None,
+    measured_host_s: float | None = None,
+    measured_tp_comm_s: float | None = None,
 ) -> Composed:
     """The target's step time composed from the replica's measured step, and of it the optimizer step's and the
     sharded data-parallel collectives' seconds when the replica measured them apart (module docstring)."""
@@ -92,29 +94,51 @@ def compose_step(
     dp_apart = t_d is not None and 0.0 < t_d < meas and 0.0 < rep["dp_comm_s"] < model
     if dp_apart:
         meas, model = meas - t_d, model - rep["dp_comm_s"]
+    m, rm = tplan.grad_accum_steps, rplan.grad_accum_steps
+    # host (dispatch) seconds: the same code on the same layer count dispatches the same operations per micro-batch,
+    # whatever tp is; the step model has no term for them, so they leave the measured side only
+    host_mb = 0.0
+    if measured_host_s is not None and 0.0 < measured_host_s < meas:
+        meas, host_mb = meas - measured_host_s, measured_host_s / rm
+    # tensor-parallel collectives' CPU (count x measured seconds per collective): out of k, onto the target by the
+    # model's own tp-comm ratio per micro-batch (ring steps and bytes at the target's tp)
+    t_c = measured_tp_comm_s
+    tp_apart = (
+        t_c is not None and 0.0 < t_c < meas and 0.0 < rep["tp_comm_s"] < model and full["tp_comm_s"] > 0.0
+    ) and (rplan.cp, rplan.ep) == (1, 1)
+    tp_mb = 0.0
+    if tp_apart:
+        meas, model = meas - t_c, model - rep["tp_comm_s"]
+        tp_mb = (t_c / rm) * (full["tp_comm_s"] / m) / (rep["tp_comm_s"] / rm)  # per micro-batch, scaled
     k = meas / model
     if opt is None:
         opt = k * full["optimizer_s"]
-    m = tplan.grad_accum_steps
     measured_parts, modelled_parts = ["compute", "optimizer"], ["bubble"]
-    measured_mb, priced_mb = full["compute_s"] / m, 0.0
+    if host_mb:
+        measured_parts.append("host")
+    measured_mb, priced_mb = full["compute_s"] / m, host_mb + tp_mb
     for axis, term in AXIS_TERMS.items():
         if getattr(tplan, axis) == 1 or full[term] == 0.0:
             continue
-        if getattr(rplan, axis) == getattr(tplan, axis):
+        whole = getattr(rplan, axis) == getattr(tplan, axis)
+        (measured_parts if whole else modelled_parts).append(axis)
+        if axis == "tp" and tp_apart:
+            continue
+        if whole:
             measured_mb += full[term] / m
-            measured_parts.append(axis)
         else:
             priced_mb += full[term] / m
-            modelled_parts.append(axis)
     stage_mb = k * measured_mb + priced_mb
     bubble = float(bubble_microbatches(tplan.pp, tplan.vpp)) * stage_mb
     # the data-parallel traffic is measured when the replica ran the target's whole dp group (and ZeRO stage), else
     # priced at full dp; a partial dp group's measured traffic is inside k (R.step includes its modelled part). When
-    # the replica timed its data-parallel collectives apart (T_d), they are out of k and the target's are priced at
-    # full size: the replica's per-micro-batch reduce-scatters are not the pipelined target's one per step
-    dp_whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage) and not dp_apart
+    # the replica timed its data-parallel collectives apart (T_d), they are out of k: a target that reduces as the
+    # replica did (whole dp group, pp = 1) takes T_d by the model's dp ratio, any other is priced at full size (a
+    # pipelined target reduce-scatters once per step, the pp-1 replica every micro-batch: perf.py fsdp_pipeline_held)
+    dp_whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage) and (not dp_apart or tplan.pp == 1)
     dp_s = k * full["dp_comm_s"] if dp_whole else full["dp_comm_s"]
+    if dp_apart and dp_whole:
+        dp_s = t_d * full["dp_comm_s"] / rep["dp_comm_s"]
     if tplan.dp * tplan.cp > 1 and full["dp_comm_s"] > 0:
         (measured_parts if dp_whole else modelled_parts).append("dp")
     if tplan.pp > 1:

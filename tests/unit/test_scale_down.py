@@ -71,6 +71,13 @@ def test_identity_replica_composes_the_measured_step(tiny):
     assert r.plan == t.plan
     c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster)
     assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "dp" in c.measured_parts
+    # and with every part the replica times apart (optimizer, dp collectives, host dispatch): still the measurement
+    c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster, 0.1, 0.2, 0.05)
+    assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "host" in c.measured_parts
+    t = _spec(tiny, 2, dp=1, tp=2, micro_batch_size=4, grad_accum_steps=4)  # tp 2: its collectives apart too
+    r = replica_spec(t, 2).replica
+    c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster, 0.1, None, 0.05, 0.3)
+    assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "tp" in c.measured_parts
 
 
 def test_measured_optimizer_step_is_not_scaled_with_the_micro_batches(tiny):
@@ -230,3 +237,29 @@ def test_replica_data_parallel_collectives_timed_apart_are_priced_at_full_size(t
     rrow = dict(status="ok", step_cpu_time_mean_s=0.5, optimizer_cpu_time_mean_s=0.05, dp_comm_cpu_time_mean_s=0.15)
     row = compose_row(replica_spec(t, 2), {**rrow, "timed_steps": 3, "wall_s": 10.0, "gpu_seconds": 20.0})
     assert row["step_time_mean_s"] == pytest.approx(c.step_s) and row["dp_comm_cpu_time_mean_s"] == 0.15
+
+
+def test_host_and_tp_collective_parts_do_not_scale_with_flops(tiny):
+    # dp2 tp4 (8 ranks) from a tp-2 replica: the dispatch seconds H per step (same code, same layers: the same per
+    # micro-batch at tp 4) and the tp collectives' CPU C leave k; C reaches the target by the model's tp-comm ratio
+    # per micro-batch (ring steps and bytes at tp 4):
+    #   k = (T_r - T_o - H - C) / (R.step - R.optimizer - R.tp)
+    #   stage_mb = k F.compute/m + H/m_r + (C/m_r) (F.tp/m)/(R.tp/m_r)
+    from autotune.predict.compose import _terms
+
+    t = _spec(tiny, 8, dp=2, tp=4, grad_accum_steps=8, sequence_parallel=True)
+    r = replica_spec(t, 2).replica
+    assert (r.plan.tp, r.plan.dp, r.plan.grad_accum_steps) == (2, 1, 4)
+    tgt, rpl = (t.plan, t.model, t.train), (r.plan, r.model, r.train)
+    full, rep = _terms(*tgt, t.cluster), _terms(*rpl, t.cluster)
+    c = compose_step(1.0, tgt, rpl, t.cluster, 0.1, None, 0.08, 0.4)
+    k = (1.0 - 0.1 - 0.08 - 0.4) / (rep["step_s"] - rep["optimizer_s"] - rep["tp_comm_s"])
+    tp_mb = 0.4 / 4 * (full["tp_comm_s"] / 8) / (rep["tp_comm_s"] / 4)
+    assert c.measured_scale == pytest.approx(k, rel=1e-12)
+    assert c.stage_microbatch_s == pytest.approx(k * full["compute_s"] / 8 + 0.08 / 4 + tp_mb, rel=1e-12)
+    assert "host" in c.measured_parts and "tp" in c.modelled_parts  # tp 4 > 2 GPUs: its ring steps are modelled
+    # the composed row reads both from the replica's row (CPU ranks): count x measured seconds per collective
+    rrow = dict(status="ok", step_cpu_time_mean_s=1.0, optimizer_cpu_time_mean_s=0.1, host_cpu_time_s=0.08)
+    rrow.update(comm_ops_per_step=800, comm_op_cpu_s=0.0005, timed_steps=3, wall_s=10.0, gpu_seconds=20.0)
+    row = compose_row(replica_spec(t, 2), rrow)
+    assert row["step_time_mean_s"] == pytest.approx(c.step_s) and row["comm_ops_per_step"] == 800
