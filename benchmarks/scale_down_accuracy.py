@@ -104,7 +104,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
     from autotune.results.trialfile import make_spec
     from autotune.run.scaledown import (
         measured_dp_comm_s,
-        measured_host_parts,
+        measured_host_s,
         measured_optimizer_s,
         measured_step_s,
         replica_spec,
@@ -133,7 +133,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
         return out
     r = sd.replica
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
-    parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), *measured_host_parts(rep, "cpu"))
+    parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
     c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts)
     old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts)
     measured = measured_step_s(full, "cpu")
@@ -167,13 +167,13 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     """One layout's row: measured and composed tok/s/GPU in CPU seconds per rank (the benchmark's basis), and the
     old wall-clock comparison (preset alpha-beta, host mapping) for the record."""
     from autotune.predict.compose import compose_step
-    from autotune.run.scaledown import measured_dp_comm_s, measured_host_parts, measured_optimizer_s, measured_step_s
+    from autotune.run.scaledown import measured_dp_comm_s, measured_host_s, measured_optimizer_s, measured_step_s
 
     t, r = sd.target, sd.replica
     world, tokens = t.plan.world_size, t.train.global_batch_tokens
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
     t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
-    parts = (t_opt, t_dp, *measured_host_parts(rrow, "cpu"))
+    parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"))
     cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts)
     pre = compose_step(step, tgt, rpl, t.cluster, *parts)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
@@ -194,7 +194,8 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "composed_host_tok_s_gpu": tokens / host_step / world,
         "replica_dp_comm_cpu_s": t_dp,
         "replica_host_cpu_s": parts[2],
-        "replica_tp_comm_cpu_s": parts[3],
+        "replica_tp_comm_ops": rrow.get("comm_ops_per_step"),
+        "replica_tp_comm_op_cpu_s": rrow.get("comm_op_cpu_s"),
         "measured_parts": row["measured_parts"],
         "modelled_parts": row["modelled_parts"],
     }
@@ -241,14 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     launcher = LocalLauncher(workdir=args.workdir)
     cache = Path(args.workdir) / "replicas.json"
     replica_rows: dict[str, dict] = json.loads(cache.read_text()) if args.reuse and cache.exists() else {}
-    layouts, spent = [], 0.0
+    layouts = []
     try:
         for rec in land.to_dict("records"):
             sd = replica_spec(_target_spec(cfg, rec, steps), args.available_gpus)
             key = _replica_key(sd.replica)
             if key not in replica_rows:
                 replica_rows[key] = launcher.submit(sd.replica).result()
-                spent += float(replica_rows[key].get("gpu_seconds") or 0.0)
                 print(f"replica {key}: {replica_rows[key]['status']}", file=sys.stderr, flush=True)
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 cache.write_text(json.dumps(replica_rows))
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         **summary(ok, "measured_tok_s_gpu", "composed_tok_s_gpu"),
         "cpu_basis_preset_comm": summary(ok, "measured_tok_s_gpu", "composed_preset_comm_tok_s_gpu"),
         "wall_basis": summary(ok, "measured_wall_tok_s_gpu", "composed_host_tok_s_gpu"),
-        "replica_gpu_seconds": spent,
+        "replica_gpu_seconds": sum(float(r.get("gpu_seconds") or 0.0) for r in replica_rows.values()),
         "landscape_gpu_seconds": float(land["gpu_seconds"].sum()),
         "targets": TARGETS,
         "layouts": layouts,

@@ -21,13 +21,14 @@ the optimizer is composed from it by the model's optimizer ratio and k from the 
 so a per-step cost the model apportions wrongly against the compute (measured: bench_model's AdamW on one-thread CPU
 ranks is 12-25% of the tiny model's step where the model says 1-3%) is not scaled with the micro-batch count.
 When it also reports the seconds T_d of its sharded data-parallel collectives (CPU ranks: `dp_comm_cpu_time_mean_s`,
-FSDP2's all-gathers and reduce-scatters, bench_model/parallel/comm_timing.py), they leave k too and the target's
-data-parallel traffic is priced at full size (F.dp_comm, alpha-beta):
+FSDP2's all-gathers and reduce-scatters, bench_model/parallel/comm_timing.py) and H of its host dispatch
+(`host_cpu_time_s`, bench_model/host_cost.py), they leave k too:
 
-    k   = (T_r - T_o - T_d) / (R.step - R.optimizer - R.dp_comm),   dp = F.dp_comm
+    k   = (T_r - T_o - T_d - H) / (R.step - R.optimizer - R.dp_comm),   dp = T_d * F.dp_comm / R.dp_comm,
+    stage_mb += H / m_replica     (the same code on the same layers dispatches the same operations at any tp)
 
 so a replica that reduce-scatters every micro-batch (pp = 1) does not carry that into a pipelined target that
-reduce-scatters once per step (perf.py `fsdp_pipeline_held`).
+reduce-scatters once per step (perf.py `fsdp_pipeline_held`), and dispatch does not shrink with the FLOPs.
 
 F = perf_arrays of the target. k carries what the model gets wrong about this hardware and these shapes (the
 measurement); F / R carries only what differs between the replica and the target's busiest stage (the embedding on
@@ -76,7 +77,6 @@ def compose_step(
     measured_optimizer_s: float | None = None,
     measured_dp_comm_s: float | None = None,
     measured_host_s: float | None = None,
-    measured_tp_comm_s: float | None = None,
 ) -> Composed:
     """The target's step time composed from the replica's measured step, and of it the optimizer step's and the
     sharded data-parallel collectives' seconds when the replica measured them apart (module docstring)."""
@@ -100,47 +100,36 @@ def compose_step(
     host_mb = 0.0
     if measured_host_s is not None and 0.0 < measured_host_s < meas:
         meas, host_mb = meas - measured_host_s, measured_host_s / rm
-    # tensor-parallel collectives' CPU (count x measured seconds per collective): out of k, onto the target by the
-    # model's own tp-comm ratio per micro-batch (ring steps and bytes at the target's tp)
-    t_c = measured_tp_comm_s
-    tp_apart = (
-        t_c is not None and 0.0 < t_c < meas and 0.0 < rep["tp_comm_s"] < model and full["tp_comm_s"] > 0.0
-    ) and (rplan.cp, rplan.ep) == (1, 1)
-    tp_mb = 0.0
-    if tp_apart:
-        meas, model = meas - t_c, model - rep["tp_comm_s"]
-        tp_mb = (t_c / rm) * (full["tp_comm_s"] / m) / (rep["tp_comm_s"] / rm)  # per micro-batch, scaled
     k = meas / model
     if opt is None:
         opt = k * full["optimizer_s"]
     measured_parts, modelled_parts = ["compute", "optimizer"], ["bubble"]
     if host_mb:
         measured_parts.append("host")
-    measured_mb, priced_mb = full["compute_s"] / m, host_mb + tp_mb
+    measured_mb, priced_mb = full["compute_s"] / m, host_mb
     for axis, term in AXIS_TERMS.items():
         if getattr(tplan, axis) == 1 or full[term] == 0.0:
             continue
-        whole = getattr(rplan, axis) == getattr(tplan, axis)
-        (measured_parts if whole else modelled_parts).append(axis)
-        if axis == "tp" and tp_apart:
-            continue
-        if whole:
+        if getattr(rplan, axis) == getattr(tplan, axis):
             measured_mb += full[term] / m
+            measured_parts.append(axis)
         else:
             priced_mb += full[term] / m
+            modelled_parts.append(axis)
     stage_mb = k * measured_mb + priced_mb
     bubble = float(bubble_microbatches(tplan.pp, tplan.vpp)) * stage_mb
     # the data-parallel traffic is measured when the replica ran the target's whole dp group (and ZeRO stage), else
     # priced at full dp; a partial dp group's measured traffic is inside k (R.step includes its modelled part). When
-    # the replica timed its data-parallel collectives apart (T_d), they are out of k: a target that reduces as the
-    # replica did (whole dp group, pp = 1) takes T_d by the model's dp ratio, any other is priced at full size (a
-    # pipelined target reduce-scatters once per step, the pp-1 replica every micro-batch: perf.py fsdp_pipeline_held)
-    dp_whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage) and (not dp_apart or tplan.pp == 1)
+    # the replica timed its data-parallel collectives apart (T_d), they are out of k and reach the target by the
+    # model's own dp ratio F.dp_comm / R.dp_comm (collective count, ring steps and bytes at full dp; a pipelined
+    # target reduce-scatters once per step where the pp-1 replica did every micro-batch: perf.py fsdp_pipeline_held),
+    # so the per-collective cost is the replica's measured one, not netbench's alpha-beta (docs/scale_down.md)
+    dp_whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage)
     dp_s = k * full["dp_comm_s"] if dp_whole else full["dp_comm_s"]
-    if dp_apart and dp_whole:
+    if dp_apart:
         dp_s = t_d * full["dp_comm_s"] / rep["dp_comm_s"]
     if tplan.dp * tplan.cp > 1 and full["dp_comm_s"] > 0:
-        (measured_parts if dp_whole else modelled_parts).append("dp")
+        (measured_parts if dp_whole or dp_apart else modelled_parts).append("dp")
     if tplan.pp > 1:
         modelled_parts.append("pp")
     step = m * stage_mb + bubble + opt + dp_s + full["pp_comm_s"]

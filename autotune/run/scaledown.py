@@ -126,15 +126,13 @@ def measured_dp_comm_s(replica_row: dict[str, Any], device_type: str) -> float |
     return float(t) if device_type == "cpu" and t else None
 
 
-def measured_host_parts(replica_row: dict[str, Any], device_type: str) -> tuple[float | None, float | None]:
-    """The replica's host (dispatch) seconds per step and its tensor-parallel collectives' CPU seconds per step
-    (count x measured seconds per collective), both within `measured_step_s` (CPU ranks: bench_model/host_cost.py);
-    None on GPUs and on rows written before the columns."""
-    if device_type != "cpu":
-        return None, None
-    host = replica_row.get("host_cpu_time_s")
-    n, c = replica_row.get("comm_ops_per_step"), replica_row.get("comm_op_cpu_s")
-    return (float(host) if host else None), (float(n) * float(c) if n and c else None)
+def measured_host_s(replica_row: dict[str, Any], device_type: str) -> float | None:
+    """The replica's host (dispatch) seconds per step within `measured_step_s` (CPU ranks: operations counted x
+    measured seconds per operation, bench_model/host_cost.py); None on GPUs and on rows written before the column.
+    The tensor-parallel collectives' count and per-collective CPU (comm_ops_per_step, comm_op_cpu_s) are recorded but
+    not composed (docs/scale_down.md "Accuracy")."""
+    t = replica_row.get("host_cpu_time_s")
+    return float(t) if device_type == "cpu" and t else None
 
 
 def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
@@ -177,10 +175,8 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
         return normalize_row(row)
     t_opt = measured_optimizer_s(replica_row, t.cluster.device_type)
     t_dp = measured_dp_comm_s(replica_row, t.cluster.device_type)
-    host, tp_comm = measured_host_parts(replica_row, t.cluster.device_type)
-    c = compose_step(
-        measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster, t_opt, t_dp, host, tp_comm
-    )
+    host = measured_host_s(replica_row, t.cluster.device_type)
+    c = compose_step(measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster, t_opt, t_dp, host)
     tokens_per_s = t.train.global_batch_tokens / c.step_s
     world = t.plan.world_size
     peak = _peak_flops(replica_row, t)
