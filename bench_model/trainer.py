@@ -80,6 +80,9 @@ class Trainer:
     # of which in FSDP2's sharded data-parallel collectives (CPU ranks only: bench_model/parallel/comm_timing.py; a
     # scale-down composition prices the target's at full size instead of scaling the replica's, docs/scale_down.md)
     dp_comm_cpu_s: list[float] = field(default_factory=list)
+    # of which on threads other than this one (CPU ranks, one intra-op thread: gloo's collective threads, i.e. the
+    # collectives' own CPU, measured in situ: process_time - thread_time; docs/scale_down.md)
+    comm_thread_cpu_s: list[float] = field(default_factory=list)
     dp_comm_clock: DpCommClock | None = None
     # CPU ranks: operations dispatched in one untimed step's forward+backward x measured seconds per operation
     # (bench_model/host_cost.py); the host part a scale-down composition does not scale with FLOPs
@@ -268,7 +271,7 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
         clock = getattr(trainer, "dp_comm_clock", None)
         if clock is not None:
             clock.reset()
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
         losses.append(trainer.step(step))
         synchronize(trainer.device)
         if timed:
@@ -277,6 +280,7 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
             trainer.optimizer_cpu_s.append(trainer._last_optimizer_cpu_s)
             if clock is not None:
                 trainer.dp_comm_cpu_s.append(clock.cpu_s)
+                trainer.comm_thread_cpu_s.append(trainer.step_cpu_s[-1] - (time.thread_time() - h0))
         if count and step == 0:
             trainer.host = host_cost(trainer.op_counter, trainer.meshes.tp, trainer.device)
     if count:

@@ -107,6 +107,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
         measured_host_s,
         measured_optimizer_s,
         measured_step_s,
+        measured_tp_comm_s,
         replica_spec,
     )
     from autotune.spec.config import load_config
@@ -134,6 +135,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
     r = sd.replica
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
     parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
+    parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
     c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts)
     old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts)
     measured = measured_step_s(full, "cpu")
@@ -167,13 +169,19 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     """One layout's row: measured and composed tok/s/GPU in CPU seconds per rank (the benchmark's basis), and the
     old wall-clock comparison (preset alpha-beta, host mapping) for the record."""
     from autotune.predict.compose import compose_step
-    from autotune.run.scaledown import measured_dp_comm_s, measured_host_s, measured_optimizer_s, measured_step_s
+    from autotune.run.scaledown import (
+        measured_dp_comm_s,
+        measured_host_s,
+        measured_optimizer_s,
+        measured_step_s,
+        measured_tp_comm_s,
+    )
 
     t, r = sd.target, sd.replica
     world, tokens = t.plan.world_size, t.train.global_batch_tokens
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
     t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
-    parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"))
+    parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"), measured_tp_comm_s(r, rrow, "cpu"))
     cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts)
     pre = compose_step(step, tgt, rpl, t.cluster, *parts)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
@@ -194,6 +202,7 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "composed_host_tok_s_gpu": tokens / host_step / world,
         "replica_dp_comm_cpu_s": t_dp,
         "replica_host_cpu_s": parts[2],
+        "replica_tp_comm_cpu_s": parts[3],
         "replica_tp_comm_ops": rrow.get("comm_ops_per_step"),
         "replica_tp_comm_op_cpu_s": rrow.get("comm_op_cpu_s"),
         "measured_parts": row["measured_parts"],

@@ -24,8 +24,12 @@ When it also reports the seconds T_d of its sharded data-parallel collectives (C
 FSDP2's all-gathers and reduce-scatters, bench_model/parallel/comm_timing.py) and H of its host dispatch
 (`host_cpu_time_s`, bench_model/host_cost.py), they leave k too:
 
-    k   = (T_r - T_o - T_d - H) / (R.step - R.optimizer - R.dp_comm),   dp = T_d * F.dp_comm / R.dp_comm,
-    stage_mb += H / m_replica     (the same code on the same layers dispatches the same operations at any tp)
+    k   = (T_r - T_o - T_d - H - C) / (R.step - R.optimizer - R.dp_comm - R.tp),   dp = T_d * F.dp_comm / R.dp_comm,
+    stage_mb += H / m_r + (C / m_r) * (F.tp / m) / (R.tp / m_r)
+
+with C the tensor-parallel collectives' CPU measured in situ (the replica's CPU on its collective threads, when it
+runs no other collective: dp = cp = ep = 1), and H / m_r because the same code on the same layers dispatches the same
+operations at any tp.
 
 so a replica that reduce-scatters every micro-batch (pp = 1) does not carry that into a pipelined target that
 reduce-scatters once per step (perf.py `fsdp_pipeline_held`), and dispatch does not shrink with the FLOPs.
@@ -77,6 +81,7 @@ def compose_step(
     measured_optimizer_s: float | None = None,
     measured_dp_comm_s: float | None = None,
     measured_host_s: float | None = None,
+    measured_tp_comm_s: float | None = None,
 ) -> Composed:
     """The target's step time composed from the replica's measured step, and of it the optimizer step's and the
     sharded data-parallel collectives' seconds when the replica measured them apart (module docstring)."""
@@ -100,22 +105,32 @@ def compose_step(
     host_mb = 0.0
     if measured_host_s is not None and 0.0 < measured_host_s < meas:
         meas, host_mb = meas - measured_host_s, measured_host_s / rm
+    # the tensor-parallel collectives' own CPU C (measured in situ on the replica's collective threads): out of k with
+    # R.tp, onto the target by the model's own tp ratio per micro-batch (ring steps and bytes at the target's tp)
+    t_c = measured_tp_comm_s
+    tp_apart = t_c is not None and 0.0 < t_c < meas and 0.0 < rep["tp_comm_s"] < model and full["tp_comm_s"] > 0.0
+    tp_mb = 0.0
+    if tp_apart:
+        meas, model = meas - t_c, model - rep["tp_comm_s"]
+        tp_mb = (t_c / rm) * (full["tp_comm_s"] / m) / (rep["tp_comm_s"] / rm)
     k = meas / model
     if opt is None:
         opt = k * full["optimizer_s"]
     measured_parts, modelled_parts = ["compute", "optimizer"], ["bubble"]
     if host_mb:
         measured_parts.append("host")
-    measured_mb, priced_mb = full["compute_s"] / m, host_mb
+    measured_mb, priced_mb = full["compute_s"] / m, host_mb + tp_mb
     for axis, term in AXIS_TERMS.items():
         if getattr(tplan, axis) == 1 or full[term] == 0.0:
             continue
-        if getattr(rplan, axis) == getattr(tplan, axis):
+        whole = getattr(rplan, axis) == getattr(tplan, axis)
+        (measured_parts if whole else modelled_parts).append(axis)
+        if axis == "tp" and tp_apart:
+            continue
+        if whole:
             measured_mb += full[term] / m
-            measured_parts.append(axis)
         else:
             priced_mb += full[term] / m
-            modelled_parts.append(axis)
     stage_mb = k * measured_mb + priced_mb
     bubble = float(bubble_microbatches(tplan.pp, tplan.vpp)) * stage_mb
     # the data-parallel traffic is measured when the replica ran the target's whole dp group (and ZeRO stage), else

@@ -11,7 +11,7 @@ from autotune.layouts.rules import check_plan
 from autotune.predict.compose import compose_step
 from autotune.predict.schedule import bubble_microbatches
 from autotune.results.trialfile import make_spec
-from autotune.run.scaledown import compose_row, replica_spec
+from autotune.run.scaledown import compose_row, measured_tp_comm_s, replica_spec
 from autotune.spec.config import load_config
 
 
@@ -74,6 +74,10 @@ def test_identity_replica_composes_the_measured_step(tiny):
     # and with every part the replica times apart (optimizer, dp collectives, host dispatch): still the measurement
     c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster, 0.1, 0.2, 0.05)
     assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "host" in c.measured_parts
+    t = _spec(tiny, 2, dp=1, tp=2, micro_batch_size=4, grad_accum_steps=4)  # tp 2: its collectives' CPU apart too
+    r = replica_spec(t, 2).replica
+    c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster, 0.1, None, 0.05, 0.3)
+    assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "tp" in c.measured_parts
 
 
 def test_measured_optimizer_step_is_not_scaled_with_the_micro_batches(tiny):
@@ -238,24 +242,31 @@ def test_replica_data_parallel_collectives_timed_apart_reach_the_target_by_the_m
     assert row["step_time_mean_s"] == pytest.approx(c.step_s) and row["dp_comm_cpu_time_mean_s"] == 0.15
 
 
-def test_host_dispatch_does_not_scale_with_flops(tiny):
+def test_host_dispatch_and_tp_collectives_do_not_scale_with_flops(tiny):
     # dp2 tp4 (8 ranks) from a tp-2 replica: the dispatch seconds H per step (same code, same layers: the same per
-    # micro-batch at tp 4) leave k and are added per micro-batch:
-    #   k = (T_r - T_o - H) / (R.step - R.optimizer),  stage_mb = k (F.compute + ...) / m + H / m_r + priced tp
+    # micro-batch at tp 4) and the tp collectives' CPU C leave k; C reaches the target by the model's tp-comm ratio
+    # per micro-batch (ring steps and bytes at tp 4):
+    #   k = (T_r - T_o - H - C) / (R.step - R.optimizer - R.tp)
+    #   stage_mb = k F.compute/m + H/m_r + (C/m_r) (F.tp/m)/(R.tp/m_r)
     from autotune.predict.compose import _terms
 
     t = _spec(tiny, 8, dp=2, tp=4, grad_accum_steps=8, sequence_parallel=True)
-    r = replica_spec(t, 2).replica
+    sd = replica_spec(t, 2)
+    r = sd.replica
     assert (r.plan.tp, r.plan.dp, r.plan.grad_accum_steps) == (2, 1, 4)
     tgt, rpl = (t.plan, t.model, t.train), (r.plan, r.model, r.train)
     full, rep = _terms(*tgt, t.cluster), _terms(*rpl, t.cluster)
-    c = compose_step(1.0, tgt, rpl, t.cluster, 0.1, None, 0.08)
-    k = (1.0 - 0.1 - 0.08) / (rep["step_s"] - rep["optimizer_s"])
+    c = compose_step(1.0, tgt, rpl, t.cluster, 0.1, None, 0.08, 0.3)
+    k = (1.0 - 0.1 - 0.08 - 0.3) / (rep["step_s"] - rep["optimizer_s"] - rep["tp_comm_s"])
+    tp_mb = 0.3 / 4 * (full["tp_comm_s"] / 8) / (rep["tp_comm_s"] / 4)
     assert c.measured_scale == pytest.approx(k, rel=1e-12)
-    priced = full["tp_comm_s"] / 8  # tp 4 > 2 GPUs: the whole tp group's collectives are priced
-    assert c.stage_microbatch_s == pytest.approx(k * full["compute_s"] / 8 + 0.08 / 4 + priced, rel=1e-12)
-    assert "host" in c.measured_parts and "tp" in c.modelled_parts
+    assert c.stage_microbatch_s == pytest.approx(k * full["compute_s"] / 8 + 0.08 / 4 + tp_mb, rel=1e-12)
+    assert "host" in c.measured_parts and "tp" in c.modelled_parts  # tp 4 > 2 GPUs: its ring steps are modelled
+    # C is the replica's CPU on its collective threads, taken as tp's only when no other collective ran there
     rrow = dict(status="ok", step_cpu_time_mean_s=1.0, optimizer_cpu_time_mean_s=0.1, host_cpu_time_s=0.08)
-    rrow.update(comm_ops_per_step=800, comm_op_cpu_s=0.0005, timed_steps=3, wall_s=10.0, gpu_seconds=20.0)
-    row = compose_row(replica_spec(t, 2), rrow)
-    assert row["step_time_mean_s"] == pytest.approx(c.step_s) and row["comm_ops_per_step"] == 800
+    rrow.update(comm_thread_cpu_time_mean_s=0.3, timed_steps=3, wall_s=10.0, gpu_seconds=20.0)
+    assert measured_tp_comm_s(r, rrow, "cpu") == 0.3 and measured_tp_comm_s(r, rrow, "cuda") is None
+    dp2 = replica_spec(_spec(tiny, 8, dp=8, zero_stage=2, grad_accum_steps=2), 2).replica  # FSDP2's collectives too
+    assert measured_tp_comm_s(dp2, rrow, "cpu") is None
+    row = compose_row(sd, rrow)
+    assert row["step_time_mean_s"] == pytest.approx(c.step_s) and row["comm_thread_cpu_time_mean_s"] == 0.3
