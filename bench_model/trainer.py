@@ -21,9 +21,11 @@ from autotune.core.errors import SpecError
 from autotune.core.trial import TrialSpec
 from autotune.layouts.rules import require_well_formed
 from bench_model import data
+from bench_model.host_cost import HostCost, OpCounter, host_cost
 from bench_model.loss import cross_entropy, lm_loss
 from bench_model.model import build_meta_model
 from bench_model.parallel import Meshes, build_meshes, parallelize
+from bench_model.parallel.comm_timing import DpCommClock, install_dp_comm_timers
 from bench_model.parallel.context_parallel import cp_positions
 from bench_model.parallel.data_parallel import ZeRO1AdamW, experts_use_fsdp, needs_fsdp, set_gradient_sync
 from bench_model.parallel.expert_parallel import finalize_expert_grads
@@ -75,6 +77,17 @@ class Trainer:
     # the optimizer's own model ratio, not the compute's; docs/scale_down.md)
     optimizer_cpu_s: list[float] = field(default_factory=list)
     _last_optimizer_cpu_s: float = 0.0
+    # of which in FSDP2's sharded data-parallel collectives (CPU ranks only: bench_model/parallel/comm_timing.py; a
+    # scale-down composition prices the target's at full size instead of scaling the replica's, docs/scale_down.md)
+    dp_comm_cpu_s: list[float] = field(default_factory=list)
+    # of which on threads other than this one (CPU ranks, one intra-op thread: gloo's collective threads, i.e. the
+    # collectives' own CPU, measured in situ: process_time - thread_time; docs/scale_down.md)
+    comm_thread_cpu_s: list[float] = field(default_factory=list)
+    dp_comm_clock: DpCommClock | None = None
+    # CPU ranks: operations dispatched in one untimed step's forward+backward x measured seconds per operation
+    # (bench_model/host_cost.py); the host part a scale-down composition does not scale with FLOPs
+    host: HostCost | None = None
+    op_counter: OpCounter | None = None  # set for the one step whose operations are counted
     tied_group: dist.ProcessGroup | None = None  # first + last pipeline rank: the two copies of a tied embedding
 
     def loss_context(self):
@@ -91,7 +104,8 @@ class Trainer:
 
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step; returns this rank's mean loss (zero on non-last pipeline stages), not synchronised."""
-        loss = self.compute_gradients(step)
+        with self.op_counter or contextlib.nullcontext():
+            loss = self.compute_gradients(step)
         c0 = time.process_time()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -191,6 +205,10 @@ def build_trainer(
             parts, stages, num_stages, meshes, p.pp_schedule, p.grad_accum_steps, cross_entropy, device
         )
     positions = cp_positions(t.seq_len, p.cp, meshes.cp_rank) if p.cp > 1 else None
+    clock = None
+    if device.type == "cpu":  # on GPUs process_time says nothing of NCCL's work, and a forced-sync gather costs overlap
+        clock = DpCommClock()
+        install_dp_comm_timers(parts, clock)
     return Trainer(
         spec=spec,
         device=device,
@@ -202,6 +220,7 @@ def build_trainer(
         is_last=(num_stages - 1) in stages,
         positions=positions,
         tied_group=tied_group,
+        dp_comm_clock=clock,
     )
 
 
@@ -241,16 +260,29 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
     losses = []
     warmup = untimed_steps(spec)
     dist.barrier()
+    count = warmup > 0 and trainer.device.type == "cpu" and not spec.plan.compile and hasattr(trainer, "host")
     for step in range(warmup + spec.timed_steps):
         timed = step >= warmup
         if timed and step == warmup:
             fault_hook()
+        if count:
+            trainer.op_counter = OpCounter() if step == 0 else None
         synchronize(trainer.device)
-        t0, c0 = time.perf_counter(), time.process_time()
+        clock = getattr(trainer, "dp_comm_clock", None)
+        if clock is not None:
+            clock.reset()
+        t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
         losses.append(trainer.step(step))
         synchronize(trainer.device)
         if timed:
             trainer.step_times_s.append(time.perf_counter() - t0)
             trainer.step_cpu_s.append(time.process_time() - c0)
             trainer.optimizer_cpu_s.append(trainer._last_optimizer_cpu_s)
+            if clock is not None:
+                trainer.dp_comm_cpu_s.append(clock.cpu_s)
+                trainer.comm_thread_cpu_s.append(trainer.step_cpu_s[-1] - (time.thread_time() - h0))
+        if count and step == 0:
+            trainer.host = host_cost(trainer.op_counter, trainer.meshes.tp, trainer.device)
+    if count:
+        trainer.op_counter = None
     return losses

@@ -89,6 +89,18 @@ def _summarise(spec: TrialSpec, trainer, local_losses: list[torch.Tensor], peak_
     dist.all_reduce(cpu, op=dist.ReduceOp.MAX)  # the busiest rank's CPU seconds per step
     opt = torch.tensor(trainer.optimizer_cpu_s, dtype=torch.float64, device=times.device)
     dist.all_reduce(opt, op=dist.ReduceOp.MAX)  # the same for the optimizer step alone
+    dp_comm, threads = None, None
+    if trainer.dp_comm_cpu_s:  # CPU ranks: the same for FSDP2's sharded data-parallel collectives (comm_timing.py)
+        dp_comm = torch.tensor(trainer.dp_comm_cpu_s, dtype=torch.float64)
+        dist.all_reduce(dp_comm, op=dist.ReduceOp.MAX)
+        threads = torch.tensor(trainer.comm_thread_cpu_s, dtype=torch.float64)  # and on the collectives' threads
+        dist.all_reduce(threads, op=dist.ReduceOp.MAX)
+    host = None
+    if trainer.device.type == "cpu":  # every rank decides alike (bench_model/trainer.py run_steps)
+        h = trainer.host
+        vals = [h.cpu_s, float(h.ops), float(h.collectives), h.collective_s] if h is not None else [-1.0] * 4
+        host = torch.tensor(vals, dtype=torch.float64)
+        dist.all_reduce(host, op=dist.ReduceOp.MAX)  # the busiest rank's host seconds and operation count
     row = row_from_spec(spec)
     world = spec.plan.world_size
     row.update(
@@ -111,6 +123,12 @@ def _summarise(spec: TrialSpec, trainer, local_losses: list[torch.Tensor], peak_
             step_time_std_s=statistics.pstdev(step_times),
             step_cpu_time_mean_s=statistics.fmean(float(x) for x in cpu.cpu()),
             optimizer_cpu_time_mean_s=statistics.fmean(float(x) for x in opt.cpu()),
+            dp_comm_cpu_time_mean_s=None if dp_comm is None else statistics.fmean(float(x) for x in dp_comm),
+            comm_thread_cpu_time_mean_s=None if threads is None else statistics.fmean(float(x) for x in threads),
+            host_cpu_time_s=None if host is None or host[0] < 0 else float(host[0]),
+            host_ops_per_step=None if host is None or host[1] < 0 else int(host[1]),
+            comm_ops_per_step=None if host is None or host[2] < 0 else int(host[2]),
+            comm_op_cpu_s=None if host is None or host[3] < 0 else float(host[3]),
             tokens_per_s=tokens_per_s,
             tokens_per_s_per_gpu=tokens_per_s / world,
             tflops_per_gpu=flops_per_gpu / 1e12,

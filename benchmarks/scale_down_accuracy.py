@@ -102,7 +102,14 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
     `composed_preset_comm_step_s` prices them with the preset's transfer-time alpha-beta (the earlier composition)."""
     from autotune.predict.compose import compose_step
     from autotune.results.trialfile import make_spec
-    from autotune.run.scaledown import measured_optimizer_s, measured_step_s, replica_spec
+    from autotune.run.scaledown import (
+        measured_dp_comm_s,
+        measured_host_s,
+        measured_optimizer_s,
+        measured_step_s,
+        measured_tp_comm_s,
+        replica_spec,
+    )
     from autotune.spec.config import load_config
     from launchers.local import LocalLauncher
 
@@ -127,9 +134,10 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
         return out
     r = sd.replica
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
-    t_opt = measured_optimizer_s(rep, "cpu")
-    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, t_opt)
-    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, t_opt)
+    parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
+    parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
+    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts)
+    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts)
     measured = measured_step_s(full, "cpu")
     out.update(
         measured_cpu_step_s=measured,
@@ -161,14 +169,21 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     """One layout's row: measured and composed tok/s/GPU in CPU seconds per rank (the benchmark's basis), and the
     old wall-clock comparison (preset alpha-beta, host mapping) for the record."""
     from autotune.predict.compose import compose_step
-    from autotune.run.scaledown import measured_optimizer_s, measured_step_s
+    from autotune.run.scaledown import (
+        measured_dp_comm_s,
+        measured_host_s,
+        measured_optimizer_s,
+        measured_step_s,
+        measured_tp_comm_s,
+    )
 
     t, r = sd.target, sd.replica
     world, tokens = t.plan.world_size, t.train.global_batch_tokens
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
-    t_opt = measured_optimizer_s(rrow, "cpu")
-    cpu = compose_step(step, tgt, rpl, clusters["cpu"], t_opt)
-    pre = compose_step(step, tgt, rpl, t.cluster, t_opt)
+    t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
+    parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"), measured_tp_comm_s(r, rrow, "cpu"))
+    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts)
+    pre = compose_step(step, tgt, rpl, t.cluster, *parts)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
     busy, measured = cpu.step_s - cpu.bubble_s, float(rec["step_cpu_time_mean_s"])
     return {
@@ -185,6 +200,11 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "composed_preset_comm_tok_s_gpu": tokens / (pre.step_s - pre.bubble_s) / world,
         "measured_wall_tok_s_gpu": float(rec["tokens_per_s_per_gpu"]),
         "composed_host_tok_s_gpu": tokens / host_step / world,
+        "replica_dp_comm_cpu_s": t_dp,
+        "replica_host_cpu_s": parts[2],
+        "replica_tp_comm_cpu_s": parts[3],
+        "replica_tp_comm_ops": rrow.get("comm_ops_per_step"),
+        "replica_tp_comm_op_cpu_s": rrow.get("comm_op_cpu_s"),
         "measured_parts": row["measured_parts"],
         "modelled_parts": row["modelled_parts"],
     }
@@ -200,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--reuse", action="store_true", help="reuse the replica rows and netbench cached in WORKDIR (recompose only)"
     )
+    ap.add_argument(
+        "--query", help="only the landscape rows matching this pandas query (e.g. 'tp == 1'), to iterate on a group"
+    )
+    ap.add_argument("--no-moe", action="store_true", help="skip the tiny-moe world-4-from-world-1 check")
     args = ap.parse_args(argv)
     import pandas as pd
 
@@ -213,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     land = pd.read_parquet(args.landscape)
     land = land[(land["status"] == "ok") & land["step_cpu_time_mean_s"].notna()]
     land = land.sort_values("candidate_id").reset_index(drop=True)
+    if args.query:
+        land = land.query(args.query).reset_index(drop=True)
     if args.smoke:
         # dp4 tp2 z0/z2/z3 mbs1: three layouts that share one 2-rank replica (tp 2 fills it: dp 1, ZeRO differs only
         # in priced traffic)
@@ -225,14 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     launcher = LocalLauncher(workdir=args.workdir)
     cache = Path(args.workdir) / "replicas.json"
     replica_rows: dict[str, dict] = json.loads(cache.read_text()) if args.reuse and cache.exists() else {}
-    layouts, spent = [], 0.0
+    layouts = []
     try:
         for rec in land.to_dict("records"):
             sd = replica_spec(_target_spec(cfg, rec, steps), args.available_gpus)
             key = _replica_key(sd.replica)
             if key not in replica_rows:
                 replica_rows[key] = launcher.submit(sd.replica).result()
-                spent += float(replica_rows[key].get("gpu_seconds") or 0.0)
                 print(f"replica {key}: {replica_rows[key]['status']}", file=sys.stderr, flush=True)
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 cache.write_text(json.dumps(replica_rows))
@@ -256,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         **summary(ok, "measured_tok_s_gpu", "composed_tok_s_gpu"),
         "cpu_basis_preset_comm": summary(ok, "measured_tok_s_gpu", "composed_preset_comm_tok_s_gpu"),
         "wall_basis": summary(ok, "measured_wall_tok_s_gpu", "composed_host_tok_s_gpu"),
-        "replica_gpu_seconds": spent,
+        "replica_gpu_seconds": sum(float(r.get("gpu_seconds") or 0.0) for r in replica_rows.values()),
         "landscape_gpu_seconds": float(land["gpu_seconds"].sum()),
         "targets": TARGETS,
         "layouts": layouts,
@@ -266,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         "spearman": out["spearman"] is not None and out["spearman"] >= TARGETS["spearman"],
         "best_ratio": out["best_ratio"] is not None and out["best_ratio"] >= TARGETS["best_ratio"],
     }
-    out["moe_ep_check"] = None if args.smoke else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse)
+    out["moe_ep_check"] = None if args.smoke or args.no_moe else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse)
     print(json.dumps(out))
     return 0
 

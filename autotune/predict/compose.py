@@ -20,6 +20,19 @@ the optimizer is composed from it by the model's optimizer ratio and k from the 
 
 so a per-step cost the model apportions wrongly against the compute (measured: bench_model's AdamW on one-thread CPU
 ranks is 12-25% of the tiny model's step where the model says 1-3%) is not scaled with the micro-batch count.
+When it also reports the seconds T_d of its sharded data-parallel collectives (CPU ranks: `dp_comm_cpu_time_mean_s`,
+FSDP2's all-gathers and reduce-scatters, bench_model/parallel/comm_timing.py) and H of its host dispatch
+(`host_cpu_time_s`, bench_model/host_cost.py), they leave k too:
+
+    k   = (T_r - T_o - T_d - H - C) / (R.step - R.optimizer - R.dp_comm - R.tp),   dp = T_d * F.dp_comm / R.dp_comm,
+    stage_mb += H / m_r + (C / m_r) * (F.tp / m) / (R.tp / m_r)
+
+with C the tensor-parallel collectives' CPU measured in situ (the replica's CPU on its collective threads, when it
+runs no other collective: dp = cp = ep = 1), and H / m_r because the same code on the same layers dispatches the same
+operations at any tp.
+
+so a replica that reduce-scatters every micro-batch (pp = 1) does not carry that into a pipelined target that
+reduce-scatters once per step (perf.py `fsdp_pipeline_held`), and dispatch does not shrink with the FLOPs.
 
 F = perf_arrays of the target. k carries what the model gets wrong about this hardware and these shapes (the
 measurement); F / R carries only what differs between the replica and the target's busiest stage (the embedding on
@@ -60,45 +73,71 @@ def _terms(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: Clus
     return {k: float(v[0]) for k, v in perf_arrays(arrays_from_plans([plan]), model, train, cluster).items()}
 
 
+# the parts a replica may measure apart (CPU ranks), each with the step-model term it stands for (None: no term)
+APART_TERMS = (("optimizer", "optimizer_s"), ("dp", "dp_comm_s"), ("host", None), ("tp", "tp_comm_s"))
+
+
+def _take_apart(measured_step_s: float, rep: dict, full: dict, parts: dict) -> tuple[float, dict[str, float]]:
+    """k from the replica's step less the parts it measured apart (and their terms from the model's step), and the
+    parts taken; a part that does not fit inside what is left, or whose term the model does not have, stays in k."""
+    meas, model, taken = measured_step_s, rep["step_s"], {}
+    for name, term in APART_TERMS:
+        t = parts.get(name)
+        if t is None or not 0.0 < t < meas:
+            continue
+        if term is not None and not 0.0 < rep[term] < model or (name == "tp" and full["tp_comm_s"] == 0.0):
+            continue
+        meas, model, taken[name] = meas - t, model - (rep[term] if term else 0.0), t
+    return meas / model, taken
+
+
 def compose_step(
     measured_step_s: float,
     target: tuple[ParallelPlan, ModelSpec, TrainSpec],
     replica: tuple[ParallelPlan, ModelSpec, TrainSpec],
     cluster: ClusterSpec,
     measured_optimizer_s: float | None = None,
+    measured_dp_comm_s: float | None = None,
+    measured_host_s: float | None = None,
+    measured_tp_comm_s: float | None = None,
 ) -> Composed:
-    """The target's step time composed from the replica's measured step, and of it the optimizer step's seconds when
-    the replica measured them (module docstring)."""
+    """The target's step time composed from the replica's measured step, and of it the parts the replica measured
+    apart: optimizer step, data-parallel collectives, host dispatch, tp collectives (module docstring)."""
     tplan, tmodel, ttrain = target
     rplan, rmodel, rtrain = replica
     full = _terms(tplan, tmodel, ttrain, cluster)
     rep = _terms(rplan, rmodel, rtrain, cluster)
-    k = measured_step_s / rep["step_s"]
-    opt = k * full["optimizer_s"]
-    t_o = measured_optimizer_s
-    if t_o is not None and 0.0 < t_o < measured_step_s and 0.0 < rep["optimizer_s"] < rep["step_s"]:
-        k = (measured_step_s - t_o) / (rep["step_s"] - rep["optimizer_s"])
-        opt = t_o * full["optimizer_s"] / rep["optimizer_s"]
-    m = tplan.grad_accum_steps
-    measured_parts, modelled_parts = ["compute", "optimizer"], ["bubble"]
-    measured_mb, priced_mb = full["compute_s"] / m, 0.0
+    parts = dict(optimizer=measured_optimizer_s, dp=measured_dp_comm_s, host=measured_host_s, tp=measured_tp_comm_s)
+    k, taken = _take_apart(measured_step_s, rep, full, parts)
+    m, rm = tplan.grad_accum_steps, rplan.grad_accum_steps
+    opt = (
+        taken["optimizer"] * full["optimizer_s"] / rep["optimizer_s"]
+        if "optimizer" in taken
+        else k * full["optimizer_s"]
+    )
+    # host dispatch: the same code on the same layer count dispatches the same operations per micro-batch whatever tp
+    # is; tp collectives' CPU: onto the target by the model's own tp ratio per micro-batch (ring steps, bytes)
+    priced_mb = taken.get("host", 0.0) / rm
+    if "tp" in taken:
+        priced_mb += (taken["tp"] / rm) * (full["tp_comm_s"] / m) / (rep["tp_comm_s"] / rm)
+    measured_parts, modelled_parts = ["compute", "optimizer", *(["host"] if "host" in taken else [])], ["bubble"]
+    measured_mb = full["compute_s"] / m
     for axis, term in AXIS_TERMS.items():
         if getattr(tplan, axis) == 1 or full[term] == 0.0:
             continue
-        if getattr(rplan, axis) == getattr(tplan, axis):
+        whole = getattr(rplan, axis) == getattr(tplan, axis)
+        (measured_parts if whole else modelled_parts).append(axis)
+        if axis == "tp" and "tp" in taken:
+            continue
+        if whole:
             measured_mb += full[term] / m
-            measured_parts.append(axis)
         else:
             priced_mb += full[term] / m
-            modelled_parts.append(axis)
     stage_mb = k * measured_mb + priced_mb
     bubble = float(bubble_microbatches(tplan.pp, tplan.vpp)) * stage_mb
-    # the data-parallel traffic is measured when the replica ran the target's whole dp group (and ZeRO stage), else
-    # priced at full dp; a partial dp group's measured traffic is inside k (R.step includes its modelled part)
-    dp_whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage)
-    dp_s = k * full["dp_comm_s"] if dp_whole else full["dp_comm_s"]
+    dp_s, dp_measured = _dp_seconds(k, taken.get("dp"), rplan, tplan, rep, full)
     if tplan.dp * tplan.cp > 1 and full["dp_comm_s"] > 0:
-        (measured_parts if dp_whole else modelled_parts).append("dp")
+        (measured_parts if dp_measured else modelled_parts).append("dp")
     if tplan.pp > 1:
         modelled_parts.append("pp")
     step = m * stage_mb + bubble + opt + dp_s + full["pp_comm_s"]
@@ -115,3 +154,18 @@ def compose_step(
         measured_parts=tuple(measured_parts),
         modelled_parts=tuple(modelled_parts),
     )
+
+
+def _dp_seconds(
+    k: float, t_d: float | None, rplan: ParallelPlan, tplan: ParallelPlan, rep: dict, full: dict
+) -> tuple[float, bool]:
+    """The target's data-parallel seconds and whether they are measured. Measured when the replica ran the target's
+    whole dp group (and ZeRO stage), else priced at full dp; a partial dp group's measured traffic is inside k
+    (R.step includes its modelled part). When the replica timed its data-parallel collectives apart (T_d), they
+    reach the target by the model's own dp ratio F.dp_comm / R.dp_comm (collective count, ring steps and bytes at
+    full dp; a pipelined target reduce-scatters once per step where the pp-1 replica did every micro-batch: perf.py
+    fsdp_pipeline_held), so the per-collective cost is the replica's measured one, not netbench's alpha-beta."""
+    if t_d is not None:
+        return t_d * full["dp_comm_s"] / rep["dp_comm_s"], True
+    whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage)
+    return (k * full["dp_comm_s"] if whole else full["dp_comm_s"]), whole

@@ -71,6 +71,12 @@ RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("step_time_std_s", _F),
     ("step_cpu_time_mean_s", _F),  # the busiest rank's CPU seconds per step (process_time), mean over timed steps
     ("optimizer_cpu_time_mean_s", _F),  # of which in the optimizer step (the busiest rank's), mean over timed steps
+    ("dp_comm_cpu_time_mean_s", _F),  # of which in FSDP2's all-gathers / reduce-scatters (busiest rank's; CPU ranks)
+    ("comm_thread_cpu_time_mean_s", _F),  # of which on the collectives' threads (process - main thread; CPU ranks)
+    ("host_ops_per_step", _I),  # operations dispatched in one step's forward+backward (busiest rank's; CPU ranks)
+    ("host_cpu_time_s", _F),  # of the step's CPU seconds, their host cost: ops x measured seconds per op (CPU ranks)
+    ("comm_ops_per_step", _I),  # functional (tensor-parallel) collectives in one step's forward+backward (CPU ranks)
+    ("comm_op_cpu_s", _F),  # CPU seconds per tiny functional collective on the tp group, measured (CPU ranks)
     ("timed_steps", _I),
     ("peak_mem_allocated_bytes", _I),
     ("peak_mem_reserved_bytes", _I),
@@ -100,6 +106,12 @@ LATER_COLUMNS: frozenset[str] = frozenset(
         "reject_rule",
         "step_cpu_time_mean_s",
         "optimizer_cpu_time_mean_s",
+        "dp_comm_cpu_time_mean_s",
+        "comm_thread_cpu_time_mean_s",
+        "host_ops_per_step",
+        "host_cpu_time_s",
+        "comm_ops_per_step",
+        "comm_op_cpu_s",
         *LATER_FIELDS,
         *(n for n, _ in SCALE_DOWN_FIELDS),
     }

@@ -119,6 +119,32 @@ def measured_optimizer_s(replica_row: dict[str, Any], device_type: str) -> float
     return float(t) if device_type == "cpu" and t else None
 
 
+def measured_dp_comm_s(replica_row: dict[str, Any], device_type: str) -> float | None:
+    """The replica's sharded data-parallel collectives within `measured_step_s` (CPU ranks: FSDP2's all-gathers and
+    reduce-scatters, bench_model/parallel/comm_timing.py); None on GPUs and on rows written before the column."""
+    t = replica_row.get("dp_comm_cpu_time_mean_s")
+    return float(t) if device_type == "cpu" and t else None
+
+
+def measured_host_s(replica_row: dict[str, Any], device_type: str) -> float | None:
+    """The replica's host (dispatch) seconds per step within `measured_step_s` (CPU ranks: operations counted x
+    measured seconds per operation, bench_model/host_cost.py); None on GPUs and on rows written before the column.
+    The tensor-parallel collectives' count and tight-loop cost (comm_ops_per_step, comm_op_cpu_s) are recorded but
+    not composed (docs/scale_down.md "The composition")."""
+    t = replica_row.get("host_cpu_time_s")
+    return float(t) if device_type == "cpu" and t else None
+
+
+def measured_tp_comm_s(replica: TrialSpec, replica_row: dict[str, Any], device_type: str) -> float | None:
+    """The replica's tensor-parallel collectives' CPU seconds per step: its CPU on threads other than the training
+    thread (`comm_thread_cpu_time_mean_s`: gloo's collective threads, one intra-op thread per rank), taken as tp's
+    only when the replica runs no other collective (tp > 1, dp = cp = ep = 1); None otherwise and on GPUs."""
+    p, t = replica.plan, replica_row.get("comm_thread_cpu_time_mean_s")
+    if device_type != "cpu" or not t or p.tp == 1 or (p.dp, p.cp, p.ep) != (1, 1, 1):
+        return None
+    return float(t)
+
+
 def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     """The target's row from its replica's: the target's identity and layout, the composed speed (when the replica
     ran), the replica's cost and outcome, and the scale-down columns (autotune/results/schema.py SCALE_DOWN_FIELDS)."""
@@ -158,7 +184,12 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     if replica_row.get("status") != "ok" or measured is None:
         return normalize_row(row)
     t_opt = measured_optimizer_s(replica_row, t.cluster.device_type)
-    c = compose_step(measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster, t_opt)
+    t_dp = measured_dp_comm_s(replica_row, t.cluster.device_type)
+    host = measured_host_s(replica_row, t.cluster.device_type)
+    tp_comm = measured_tp_comm_s(r, replica_row, t.cluster.device_type)
+    c = compose_step(
+        measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster, t_opt, t_dp, host, tp_comm
+    )
     tokens_per_s = t.train.global_batch_tokens / c.step_s
     world = t.plan.world_size
     peak = _peak_flops(replica_row, t)
@@ -168,6 +199,12 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
         step_time_mean_s=c.step_s,
         step_cpu_time_mean_s=replica_row.get("step_cpu_time_mean_s"),
         optimizer_cpu_time_mean_s=replica_row.get("optimizer_cpu_time_mean_s"),
+        dp_comm_cpu_time_mean_s=replica_row.get("dp_comm_cpu_time_mean_s"),
+        comm_thread_cpu_time_mean_s=replica_row.get("comm_thread_cpu_time_mean_s"),
+        host_ops_per_step=replica_row.get("host_ops_per_step"),
+        host_cpu_time_s=replica_row.get("host_cpu_time_s"),
+        comm_ops_per_step=replica_row.get("comm_ops_per_step"),
+        comm_op_cpu_s=replica_row.get("comm_op_cpu_s"),
         step_time_std_s=None,
         tokens_per_s=tokens_per_s,
         tokens_per_s_per_gpu=tokens_per_s / world,

@@ -239,6 +239,10 @@ def check_scale_down_accuracy(out: dict) -> None:
         assert x["measured_tok_s_gpu"] == pytest.approx(16 * 128 / x["measured_cpu_step_s"] / 8)
         assert x["composed_host_tok_s_gpu"] <= x["composed_preset_comm_tok_s_gpu"]  # 8 ranks on 2 cores are slower
         assert x["composed_priced_comm_s"] > 0.0  # dp4: the data-parallel traffic is priced, never measured
+        # the tp-2 replica counted its warm-up step's operations: its host dispatch is measured, its tp collectives
+        # counted (bench_model/host_cost.py); dp 1 runs no FSDP2 collective to time
+        assert 0 < x["replica_host_cpu_s"] < x["measured_cpu_step_s"] and x["replica_tp_comm_ops"] > 0
+        assert "host" in x["measured_parts"] and x["replica_dp_comm_cpu_s"] is None
     assert positive(out["replica_gpu_seconds"]) and out["moe_ep_check"] is None
 
 

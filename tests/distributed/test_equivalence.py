@@ -169,3 +169,15 @@ def test_rows_carry_metrics(world2):
     assert row["mfu"] > 0 and row["tflops_per_gpu"] > 0
     assert row["peak_mem_allocated_bytes"] > 50 * 2**20  # peak RSS of a torch process on CPU
     assert row["started_at"].endswith("+00:00") and row["wall_s"] > 0 and row["torch_version"]
+    # CPU ranks time FSDP2's all-gathers and reduce-scatters apart (bench_model/parallel/comm_timing.py): a ZeRO-2 dp-2
+    # rank spends some of its step in them; ZeRO-0 all-reduces (not hookable in FSDP2) are not counted
+    z2 = world2["dp2_zero2"]
+    assert 0 < z2["dp_comm_cpu_time_mean_s"] < z2["step_cpu_time_mean_s"] and not row["dp_comm_cpu_time_mean_s"]
+    # and count the operations their warm-up step dispatched (bench_model/host_cost.py): a tp-2 rank's DTensor ops and
+    # tensor-parallel collectives, none of the latter at tp 1; the host seconds are a part of the step's CPU seconds
+    tp = world2["tp2_sp"]
+    assert tp["comm_ops_per_step"] > 0 and 0 < tp["comm_op_cpu_s"] < tp["step_cpu_time_mean_s"]
+    assert row["comm_ops_per_step"] == 0 and row["host_ops_per_step"] > 0
+    assert 0 < tp["host_cpu_time_s"] < tp["step_cpu_time_mean_s"] and tp["host_ops_per_step"] > row["host_ops_per_step"]
+    # gloo runs the collectives on its own threads: the CPU spent there is a part of the step's
+    assert 0 < tp["comm_thread_cpu_time_mean_s"] < tp["step_cpu_time_mean_s"]

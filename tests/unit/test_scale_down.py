@@ -11,7 +11,7 @@ from autotune.layouts.rules import check_plan
 from autotune.predict.compose import compose_step
 from autotune.predict.schedule import bubble_microbatches
 from autotune.results.trialfile import make_spec
-from autotune.run.scaledown import compose_row, replica_spec
+from autotune.run.scaledown import compose_row, measured_tp_comm_s, replica_spec
 from autotune.spec.config import load_config
 
 
@@ -71,6 +71,13 @@ def test_identity_replica_composes_the_measured_step(tiny):
     assert r.plan == t.plan
     c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster)
     assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "dp" in c.measured_parts
+    # and with every part the replica times apart (optimizer, dp collectives, host dispatch): still the measurement
+    c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster, 0.1, 0.2, 0.05)
+    assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "host" in c.measured_parts
+    t = _spec(tiny, 2, dp=1, tp=2, micro_batch_size=4, grad_accum_steps=4)  # tp 2: its collectives' CPU apart too
+    r = replica_spec(t, 2).replica
+    c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster, 0.1, None, 0.05, 0.3)
+    assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "tp" in c.measured_parts
 
 
 def test_measured_optimizer_step_is_not_scaled_with_the_micro_batches(tiny):
@@ -205,3 +212,61 @@ def test_report_cost_line_charges_replicas_and_states_the_full_size_cost():
         "the same layouts at full size would have cost ~3 GPU-hours (108.0x)"
     )
     assert scale_down_cost_lines(rows.drop(columns="scaled_from")) == []
+
+
+def test_replica_data_parallel_collectives_timed_apart_reach_the_target_by_the_model_ratio(tiny):
+    # dp2 pp4 ZeRO-3, m = 8: the replica (dp2 pp1, 4 micro-batches) reduce-scatters every micro-batch, the pipelined
+    # target once per step (perf.py fsdp_pipeline_held). With T_d (the replica's FSDP2 collectives, CPU-s) measured
+    # apart, k = (T_r - T_o - T_d) / (R.step - R.optimizer - R.dp_comm) and the target's dp traffic is
+    # T_d * F.dp_comm / R.dp_comm: the measured per-collective cost, the model's count, ring steps and bytes.
+    from autotune.predict.compose import _terms
+
+    t = _spec(tiny, 8, dp=2, pp=4, zero_stage=3, grad_accum_steps=8)
+    r = replica_spec(t, 2).replica
+    assert (r.plan.dp, r.plan.zero_stage, r.plan.grad_accum_steps) == (2, 3, 4)
+    tgt, rpl = (t.plan, t.model, t.train), (r.plan, r.model, r.train)
+    full, rep = _terms(*tgt, t.cluster), _terms(*rpl, t.cluster)
+    assert full["dp_comm_s"] < rep["dp_comm_s"]  # once per step against once per micro-batch
+    c = compose_step(0.5, tgt, rpl, t.cluster, 0.05, 0.15)
+    k = (0.5 - 0.05 - 0.15) / (rep["step_s"] - rep["optimizer_s"] - rep["dp_comm_s"])
+    assert c.measured_scale == pytest.approx(k, rel=1e-12)
+    assert c.dp_comm_s == pytest.approx(0.15 * full["dp_comm_s"] / rep["dp_comm_s"], rel=1e-12)
+    assert c.optimizer_s == pytest.approx(0.05 * full["optimizer_s"] / rep["optimizer_s"])
+    assert "dp" in c.measured_parts
+    # without T_d the replica's dp work is inside k and scaled with it
+    old = compose_step(0.5, tgt, rpl, t.cluster, 0.05)
+    assert old.dp_comm_s == pytest.approx(old.measured_scale * full["dp_comm_s"]) and old.step_s > c.step_s
+    # the composed row reads the column from the replica's row (CPU ranks) and keeps it
+    rrow = dict(status="ok", step_cpu_time_mean_s=0.5, optimizer_cpu_time_mean_s=0.05, dp_comm_cpu_time_mean_s=0.15)
+    row = compose_row(replica_spec(t, 2), {**rrow, "timed_steps": 3, "wall_s": 10.0, "gpu_seconds": 20.0})
+    assert row["step_time_mean_s"] == pytest.approx(c.step_s) and row["dp_comm_cpu_time_mean_s"] == 0.15
+
+
+def test_host_dispatch_and_tp_collectives_do_not_scale_with_flops(tiny):
+    # dp2 tp4 (8 ranks) from a tp-2 replica: the dispatch seconds H per step (same code, same layers: the same per
+    # micro-batch at tp 4) and the tp collectives' CPU C leave k; C reaches the target by the model's tp-comm ratio
+    # per micro-batch (ring steps and bytes at tp 4):
+    #   k = (T_r - T_o - H - C) / (R.step - R.optimizer - R.tp)
+    #   stage_mb = k F.compute/m + H/m_r + (C/m_r) (F.tp/m)/(R.tp/m_r)
+    from autotune.predict.compose import _terms
+
+    t = _spec(tiny, 8, dp=2, tp=4, grad_accum_steps=8, sequence_parallel=True)
+    sd = replica_spec(t, 2)
+    r = sd.replica
+    assert (r.plan.tp, r.plan.dp, r.plan.grad_accum_steps) == (2, 1, 4)
+    tgt, rpl = (t.plan, t.model, t.train), (r.plan, r.model, r.train)
+    full, rep = _terms(*tgt, t.cluster), _terms(*rpl, t.cluster)
+    c = compose_step(1.0, tgt, rpl, t.cluster, 0.1, None, 0.08, 0.3)
+    k = (1.0 - 0.1 - 0.08 - 0.3) / (rep["step_s"] - rep["optimizer_s"] - rep["tp_comm_s"])
+    tp_mb = 0.3 / 4 * (full["tp_comm_s"] / 8) / (rep["tp_comm_s"] / 4)
+    assert c.measured_scale == pytest.approx(k, rel=1e-12)
+    assert c.stage_microbatch_s == pytest.approx(k * full["compute_s"] / 8 + 0.08 / 4 + tp_mb, rel=1e-12)
+    assert "host" in c.measured_parts and "tp" in c.modelled_parts  # tp 4 > 2 GPUs: its ring steps are modelled
+    # C is the replica's CPU on its collective threads, taken as tp's only when no other collective ran there
+    rrow = dict(status="ok", step_cpu_time_mean_s=1.0, optimizer_cpu_time_mean_s=0.1, host_cpu_time_s=0.08)
+    rrow.update(comm_thread_cpu_time_mean_s=0.3, timed_steps=3, wall_s=10.0, gpu_seconds=20.0)
+    assert measured_tp_comm_s(r, rrow, "cpu") == 0.3 and measured_tp_comm_s(r, rrow, "cuda") is None
+    dp2 = replica_spec(_spec(tiny, 8, dp=8, zero_stage=2, grad_accum_steps=2), 2).replica  # FSDP2's collectives too
+    assert measured_tp_comm_s(dp2, rrow, "cpu") is None
+    row = compose_row(sd, rrow)
+    assert row["step_time_mean_s"] == pytest.approx(c.step_s) and row["comm_thread_cpu_time_mean_s"] == 0.3
