@@ -24,7 +24,10 @@ Stage time per micro-batch = its layers * layer time, + embedding on rank 0, + L
   cluster.pp_microbatch_overhead_s each.
 comm: NCCL ring bus factors (NCCL docs, "Performance: algorithm bandwidth / bus bandwidth"): all-reduce
   2(n-1)/n * bytes / bw + 2(n-1) alpha; all-gather / reduce-scatter (n-1)/n * bytes / bw + (n-1) alpha; bw = link *
-  comm_efficiency, NVLink when the group fits in a node under the mesh order (pp, dp, cp, tp), InfiniBand otherwise.
+  comm_efficiency, NVLink when the group fits in a node under the mesh order (pp, dp, cp, tp), InfiniBand otherwise;
+  data-parallel collectives pay NCCL's ring latency with only the hops between domains at the NIC's alpha
+  (collectives.ring_latency_s), once per collective the framework issues (FrameworkProfile.grad_reduce_collectives,
+  fsdp_collectives_per_block: FSDP2 one per block, DeepSpeed ZeRO-3 one per fetched submodule / bucket).
 DP (group dp*cp; ZeRO stages as bench_model/parallel/data_parallel.py): stages 0-1 all-reduce grads once per step
   behind the last micro-batch's backward, in FrameworkProfile.grad_reduce_collectives collectives (bench_model: one
   per FSDP2 unit; each pays the latency) (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
