@@ -316,14 +316,15 @@ def _fsdp_s(
     c, g, p = (DTYPE_BYTES[x] for x in (train.compute_dtype, train.grad_dtype, train.param_dtype))
     shard = shard_group(arr)
     reps = dp * cp // shard
-    ov = get_profile(train.framework).overlaps()
+    prof = get_profile(train.framework)
+    ov = prof.overlaps()
     root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
     h2d_layer, d2h_layer = _offload_copies_s(arr, cluster, ranks["layer"], shard, p, g)
     h2d_root, d2h_root = _offload_copies_s(arr, cluster, root, shard, p, g)
     busy_layers, z, overlap = stage["layers"], arr["zero_stage"], cluster.dp_overlap if ov.fsdp_prefetch else 0.0
     # each block in the framework's number of collectives (FrameworkProfile.fsdp_collectives_per_block), each paying
     # NCCL's ring latency (collectives.ring_latency_s: all-gather / reduce-scatter have no tree)
-    n_ag, n_rs = get_profile(train.framework).fsdp_collectives_per_block(model, ranks["layer"])
+    n_ag, n_rs = prof.fsdp_collectives_per_block(model, ranks["layer"])
     span, stride = tp * shard, tp * cp
     ag = dp_ring_s(cluster, "all_gather", shard, ranks["layer"] * c, span, stride, n_ag) + h2d_layer
     rs = dp_ring_s(cluster, "reduce_scatter", shard, ranks["layer"] * g, span, stride, n_rs) + d2h_layer
@@ -333,8 +334,10 @@ def _fsdp_s(
     root_s = dp_ring_s(cluster, "all_gather", shard, root * c, span, stride)
     root_s = root_s + dp_ring_s(cluster, "reduce_scatter", shard, root * g, span, stride)
     root_s = root_s + h2d_root + d2h_root
-    fsdp = m * (fsdp_exposed_s(busy_layers, ag, rs, fwd, bwd, z, overlap) + root_s)
-    if get_profile(train.framework).pipeline_defers_grad_reduce():
+    # DeepSpeed ZeRO-3 under full recompute gathers each block twice in backward (recompute, then backward)
+    bwd_gathers = np.where(prof.recompute_regathers() & (arr["recompute"] == RECOMPUTE_CODE["full"]), 2.0, 1.0)
+    fsdp = m * (fsdp_exposed_s(busy_layers, ag, rs, fwd, bwd, z, overlap, bwd_gathers) + root_s)
+    if prof.pipeline_defers_grad_reduce():
         # pp > 1 (FrameworkProfile.pipeline_defers_grad_reduce): blocks stay gathered from one micro-batch's backward
         # to the end of the step, so the first forward gathers every block, stage 3 gathers again in each backward
         # (its forward reshards; the 1F1B steady state's forward reuses the previous backward's gather), and every

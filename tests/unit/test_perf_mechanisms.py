@@ -26,6 +26,7 @@ from autotune.predict.perf_terms import (
     attention_s,
     attention_shape_factor,
     fp8_cast_bytes,
+    fsdp_exposed_s,
     linear_efficiency_factor,
     te_fp8_cast_bytes,
 )
@@ -104,6 +105,13 @@ def test_zero3_collective_counts_per_framework():
     # FSDP2 (torchtitan, bench_model): one unit per block, one all-gather and one reduce-scatter
     for name in ("torchtitan", "bench_model"):
         assert tuple(map(float, PROFILES[name].fsdp_collectives_per_block(gpt, layer))) == (1.0, 1.0)
+        assert not PROFILES[name].recompute_regathers()
+    # DeepSpeed ZeRO-3 under full recompute: the recomputed forward gathers and releases, the backward gathers again.
+    # 4 blocks, gather 1 s, reduce-scatter 2 s, forward 3 s, backward 2 s per block, nothing hidden (overlap 0):
+    # forward 1 + 3 * 1 = 4 s; backward 4 * (2 * 1 + 2) = 16 s (one gather per backward: 4 * 3 = 12 s)
+    assert PROFILES["deepspeed"].recompute_regathers()
+    assert float(fsdp_exposed_s(4, 1.0, 2.0, 3.0, 2.0, 3, 0.0, 2.0)) == 20.0
+    assert float(fsdp_exposed_s(4, 1.0, 2.0, 3.0, 2.0, 3, 0.0)) == 16.0
 
 
 MODEL = ModelSpec("m", 8, 1024, 4096, 16, 4, 32000)

@@ -90,6 +90,12 @@ class FrameworkProfile(ABC):
         reduce-scatter (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
         return 1.0, 1.0
 
+    def recompute_regathers(self) -> bool:
+        """Whether under full recompute ZeRO-3 gathers each block a second time in backward (the recomputed forward
+        gathers and releases it, then the backward gathers it again; perf._fsdp_s). Default: no (FSDP2: the
+        pre-backward hook gathers the block and its recomputed forward runs on the gathered parameters)."""
+        return False
+
     def pipeline_defers_grad_reduce(self) -> bool:
         """Whether under pp > 1 the framework's ZeRO-2/3 (FSDP) reduce-scatters each block's gradient once per step,
         after the last micro-batch's backward, instead of after every micro-batch (perf._fsdp_s). Default: no."""

@@ -82,6 +82,13 @@ class DeepSpeedProfile(FrameworkProfile):
         gathers = np.minimum(float(linears), np.maximum(np.ceil(layer / Z3_PREFETCH_BUCKET), 1.0))
         return gathers, layer / Z3_REDUCE_BUCKET
 
+    def recompute_regathers(self) -> bool:
+        """[Z3C] under activation checkpointing the recomputed forward fires ZeRO-3's forward pre-hook (gather) and
+        post-hook (release: partition_parameters.py re-partitions `param.data` after the submodule's forward), and the
+        backward's pre-hook gathers again: three gathers per block per micro-batch (traced in huggingface/transformers
+        issue 47254 against DeepSpeed v0.19.2; DeepSpeed issue 4784: the recompute runs the forward hooks)."""
+        return True
+
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
     ) -> dict[str, np.ndarray]:
