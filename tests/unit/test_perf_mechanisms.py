@@ -17,7 +17,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, arrays_from_plans
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.fitting.coefficients import COEFFICIENTS, at_bound
-from autotune.fitting.fit_reference import load_preset
+from autotune.fitting.fit_reference import FAMILIES, load_preset
 from autotune.predict.collectives import _link, dp_all_reduce_s, dp_ring_s, ring_latency_s, ring_s
 from autotune.predict.frameworks import PROFILES
 from autotune.predict.perf import perf_arrays
@@ -200,6 +200,10 @@ def test_fa2_runs_at_its_published_fraction_of_fa3_on_hopper():
     fa2 = flops / (989.4e12 * 0.5 * 0.571 * 8192 / 8297 * 8192 / 8320)
     assert float(attention_s(8192, 8192, model, 1, 3.0, h100, 989.4e12, kernel="fa3")) == pytest.approx(fa3)
     assert float(attention_s(8192, 8192, model, 1, 3.0, h100, 989.4e12, kernel="fa2")) == pytest.approx(fa2)
+    # every Hopper preset (same sm90 SMs) carries the ratio: torchtitan's H100 96 GB pages run FA2 too
+    assert {p: load_preset(p).fa2_attention_ratio for p in FAMILIES["hopper"]} == dict.fromkeys(
+        FAMILIES["hopper"], 0.571
+    )
     # Ampere / Blackwell presets state no ratio: FA2 is priced as the family's kernel
     a100 = load_preset("a100-80gb")
     assert a100.fa2_attention_ratio is None
