@@ -224,14 +224,17 @@ def load_megatron(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipped
             sequence_parallel=False,
         )
         tok = float(r.tflops_per_gpu) * 1e12 / _megatron_flops_per_token(model, seq, rec)
-        # Megatron/Narayanan keep bf16 params and grads with an fp32 master copy (Rajbhandari et al. 2020 accounting)
+        # Megatron/Narayanan keep bf16 params and grads with an fp32 master copy (Rajbhandari et al. 2020 accounting).
+        # Table 2's ZeRO-3 rows ran DeepSpeed's ZeRO-3 inside Megatron's codebase (Narayanan et al. 2021 Sec 5.2:
+        # "We integrated ZeRO into our codebase using the DeepSpeed Python library"): the deepspeed profile prices
+        # their parameter gathers and gradient reduce-scatters (autotune/predict/frameworks/deepspeed.py [Z3C])
         train = TrainSpec(
             seq_len=seq,
             global_batch_size=gbs,
             param_dtype="bf16",
             grad_dtype="bf16",
             master_dtype="fp32",
-            framework="megatron",
+            framework="deepspeed" if zero == 3 else "megatron",
         )
         runs.append(ReferenceRun("megatron", i, model, train, GPU_PRESET[str(r.gpu_type)], plan, tok))
     return runs, skipped

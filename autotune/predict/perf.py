@@ -24,7 +24,10 @@ Stage time per micro-batch = its layers * layer time, + embedding on rank 0, + L
   cluster.pp_microbatch_overhead_s each.
 comm: NCCL ring bus factors (NCCL docs, "Performance: algorithm bandwidth / bus bandwidth"): all-reduce
   2(n-1)/n * bytes / bw + 2(n-1) alpha; all-gather / reduce-scatter (n-1)/n * bytes / bw + (n-1) alpha; bw = link *
-  comm_efficiency, NVLink when the group fits in a node under the mesh order (pp, dp, cp, tp), InfiniBand otherwise.
+  comm_efficiency, NVLink when the group fits in a node under the mesh order (pp, dp, cp, tp), InfiniBand otherwise;
+  data-parallel collectives pay NCCL's ring latency with only the hops between domains at the NIC's alpha
+  (collectives.ring_latency_s), once per collective the framework issues (FrameworkProfile.grad_reduce_collectives,
+  fsdp_collectives_per_block: FSDP2 one per block, DeepSpeed ZeRO-3 one per fetched submodule / bucket).
 DP (group dp*cp; ZeRO stages as bench_model/parallel/data_parallel.py): stages 0-1 all-reduce grads once per step
   behind the last micro-batch's backward, in FrameworkProfile.grad_reduce_collectives collectives (bench_model: one
   per FSDP2 unit; each pays the latency) (stage 1 then all-gathers params); stages 2-3 FSDP2 per block with prefetch
@@ -63,7 +66,7 @@ from autotune.core.plan_arrays import CODES, FP8_CODE, OFFLOAD_CODE, RECOMPUTE_C
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe
-from autotune.predict.collectives import _link, dp_all_reduce_s, ring_s
+from autotune.predict.collectives import _link, dp_all_reduce_s, dp_ring_s, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.memory import POSITIONS, rank_params, shard_group
 from autotune.predict.perf_terms import (
@@ -298,7 +301,12 @@ def _offload_copies_s(
 
 
 def _fsdp_s(
-    arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, ranks: dict, stage: dict[str, np.ndarray]
+    arr: dict[str, np.ndarray],
+    model: ModelSpec,
+    train: TrainSpec,
+    cluster: ClusterSpec,
+    ranks: dict,
+    stage: dict[str, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray]:
     """ZeRO 2/3 (FSDP2 per block with prefetch, every micro-batch; perf_terms.fsdp_exposed_s) on the shard group of
     F = dp_shard*cp ranks, and HSDP's all-reduce of each 1/F gradient shard across the R replicas once per step behind
@@ -308,22 +316,28 @@ def _fsdp_s(
     c, g, p = (DTYPE_BYTES[x] for x in (train.compute_dtype, train.grad_dtype, train.param_dtype))
     shard = shard_group(arr)
     reps = dp * cp // shard
-    ov = get_profile(train.framework).overlaps()
-    f_bw, f_lat = _link(cluster, tp * shard, tp * cp)
-    r_bw, r_lat = _link(cluster, tp * cp * dp, tp * shard)
+    prof = get_profile(train.framework)
+    ov = prof.overlaps()
     root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
     h2d_layer, d2h_layer = _offload_copies_s(arr, cluster, ranks["layer"], shard, p, g)
     h2d_root, d2h_root = _offload_copies_s(arr, cluster, root, shard, p, g)
     busy_layers, z, overlap = stage["layers"], arr["zero_stage"], cluster.dp_overlap if ov.fsdp_prefetch else 0.0
-    ag = ring_s("all_gather", shard, ranks["layer"] * c, f_bw, f_lat) + h2d_layer
-    rs = ring_s("reduce_scatter", shard, ranks["layer"] * g, f_bw, f_lat) + d2h_layer
+    # each block in the framework's number of collectives (FrameworkProfile.fsdp_collectives_per_block), each paying
+    # NCCL's ring latency (collectives.ring_latency_s: all-gather / reduce-scatter have no tree)
+    n_ag, n_rs = prof.fsdp_collectives_per_block(model, ranks["layer"])
+    span, stride = tp * shard, tp * cp
+    ag = dp_ring_s(cluster, "all_gather", shard, ranks["layer"] * c, span, stride, n_ag) + h2d_layer
+    rs = dp_ring_s(cluster, "reduce_scatter", shard, ranks["layer"] * g, span, stride, n_rs) + d2h_layer
     fwd, bwd = stage["fwd_layer"], stage["bwd_layer"]
     # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters after the last:
     # nothing to hide behind
-    root_s = ring_s("all_gather", shard, root * c, f_bw, f_lat) + ring_s("reduce_scatter", shard, root * g, f_bw, f_lat)
+    root_s = dp_ring_s(cluster, "all_gather", shard, root * c, span, stride)
+    root_s = root_s + dp_ring_s(cluster, "reduce_scatter", shard, root * g, span, stride)
     root_s = root_s + h2d_root + d2h_root
-    fsdp = m * (fsdp_exposed_s(busy_layers, ag, rs, fwd, bwd, z, overlap) + root_s)
-    if get_profile(train.framework).pipeline_defers_grad_reduce():
+    # DeepSpeed ZeRO-3 under full recompute gathers each block twice in backward (recompute, then backward)
+    bwd_gathers = np.where(prof.recompute_regathers() & (arr["recompute"] == RECOMPUTE_CODE["full"]), 2.0, 1.0)
+    fsdp = m * (fsdp_exposed_s(busy_layers, ag, rs, fwd, bwd, z, overlap, bwd_gathers) + root_s)
+    if prof.pipeline_defers_grad_reduce():
         # pp > 1 (FrameworkProfile.pipeline_defers_grad_reduce): blocks stay gathered from one micro-batch's backward
         # to the end of the step, so the first forward gathers every block, stage 3 gathers again in each backward
         # (its forward reshards; the 1F1B steady state's forward reuses the previous backward's gather), and every
@@ -372,14 +386,14 @@ def _ddp_s(
     prof = get_profile(train.framework)
     ov = prof.overlaps()
     n, z1 = dp * cp, arr["zero_stage"] == 1
-    bw, lat = _link(cluster, tp * cp * dp, tp * cp)
     # the gradient in `count` collectives (FrameworkProfile.grad_reduce_collectives): same bytes, count x latency
     count = prof.grad_reduce_collectives(stage["layers"])
     grad = count * dp_all_reduce_s(cluster, n, psi * g / count, tp * cp * dp, tp * cp)
     if ov.zero1_reduce_scatter:
-        grad = np.where(z1, count * ring_s("reduce_scatter", n, psi * g / count, bw, lat), grad)
+        rs = dp_ring_s(cluster, "reduce_scatter", n, psi * g, tp * cp * dp, tp * cp, count)
+        grad = np.where(z1, rs, grad)
     gather = _hidden(
-        ring_s("all_gather", n, param_gather_bytes(arr, train, psi, quantized), bw, lat),
+        dp_ring_s(cluster, "all_gather", n, param_gather_bytes(arr, train, psi, quantized), tp * cp * dp, tp * cp),
         stage["layers"] * stage["fwd_layer"],
         ov.param_gather,
         cluster,
@@ -432,7 +446,7 @@ def perf_arrays(
         bubble = bubble + bubble_microbatches(pp, vpp) * stage["ep"]
     pp_s = _pp_comm_s(arr, model, train, cluster, lt["tokens"])
     psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])  # parameters of the largest stage
-    fsdp, replicate = _fsdp_s(arr, train, cluster, ranks, stage)
+    fsdp, replicate = _fsdp_s(arr, model, train, cluster, ranks, stage)
     # the largest stage's dense block-linear weights (psi holds no routed experts; --fp8-param-gather gathers them quantized)
     lin = np.maximum.reduce([ranks[f"layers_{p}"] * ranks["layer_matmul"] for p in POSITIONS])
     dp_exposed = np.where(z >= 2, fsdp, _ddp_s(arr, train, cluster, psi, stage, lin))

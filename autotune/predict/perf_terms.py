@@ -257,15 +257,24 @@ def prefetch_exposed_s(comm: Any, compute: Any, overlap: float) -> np.ndarray:
 
 
 def fsdp_exposed_s(
-    layers: Any, ag_layer: Any, rs_layer: Any, fwd_layer: Any, bwd_layer: Any, zero_stage: Any, overlap: float
+    layers: Any,
+    ag_layer: Any,
+    rs_layer: Any,
+    fwd_layer: Any,
+    bwd_layer: Any,
+    zero_stage: Any,
+    overlap: float,
+    bwd_gathers: Any = 1.0,
 ) -> np.ndarray:
     """Exposed data-parallel time of one micro-batch under FSDP2 per-block wrapping with implicit prefetch.
     stage 3 (reshard after forward): forward gathers every block (the first gather exposed, the others behind the
-    previous block's forward); backward gathers again and reduce-scatters each block behind the block's backward.
+    previous block's forward); backward gathers again (`bwd_gathers` times: 2 where the recomputed forward gathers
+    and releases the block before its backward gathers it again, DeepSpeed ZeRO-3 under full recompute) and
+    reduce-scatters each block behind the block's backward.
     stage 2 (no reshard after forward): one gather per block in forward, reduce-scatter in backward."""
     layers, z = np.asarray(layers, dtype=np.float64), np.asarray(zero_stage)
     fwd = ag_layer + (layers - 1) * prefetch_exposed_s(ag_layer, fwd_layer, overlap)
-    bwd_comm = np.where(z >= 3, ag_layer + rs_layer, rs_layer)
+    bwd_comm = np.where(z >= 3, np.asarray(bwd_gathers) * ag_layer + rs_layer, rs_layer)
     bwd = layers * prefetch_exposed_s(bwd_comm, bwd_layer, overlap)
     return fwd + bwd
 

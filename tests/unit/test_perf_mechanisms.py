@@ -17,8 +17,8 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, arrays_from_plans
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.fitting.coefficients import COEFFICIENTS, at_bound
-from autotune.fitting.fit_reference import load_preset
-from autotune.predict.collectives import _link, dp_all_reduce_s, ring_s
+from autotune.fitting.fit_reference import FAMILIES, load_preset
+from autotune.predict.collectives import _link, dp_all_reduce_s, dp_ring_s, ring_latency_s, ring_s
 from autotune.predict.frameworks import PROFILES
 from autotune.predict.perf import perf_arrays
 from autotune.predict.perf_terms import (
@@ -26,6 +26,7 @@ from autotune.predict.perf_terms import (
     attention_s,
     attention_shape_factor,
     fp8_cast_bytes,
+    fsdp_exposed_s,
     linear_efficiency_factor,
     te_fp8_cast_bytes,
 )
@@ -71,6 +72,46 @@ def test_all_reduce_latency_is_the_faster_of_ring_and_tree():
     assert t == pytest.approx(min(tree, 2 * 511 * a_ib)) and t == pytest.approx(tree)
     # two ranks in one domain: the ring's 2 NVLink hops are the faster
     assert float(dp_all_reduce_s(gb200, 2, 0.0, 2, 1)) == pytest.approx(2 * a_nv)
+
+
+def test_ring_latency_follows_nccl_tuning_model():
+    # NVIDIA/nccl src/graph/tuning.cc (ring): nsteps - nInterSteps hops at the intra-node latency, nInterSteps at the
+    # net latency; all-gather n-1 steps, nNodes-1 inter; all-reduce twice both. 1,536 ranks in 192 8-GPU nodes at
+    # 5 us / 10 us: 1,344 * 5 + 191 * 10 = 8,630 us
+    assert float(ring_latency_s("all_gather", 1536, 8, 5e-6, 1e-5)) == pytest.approx(8.63e-3)
+    assert float(ring_latency_s("reduce_scatter", 1536, 8, 5e-6, 1e-5)) == pytest.approx(8.63e-3)
+    assert float(ring_latency_s("all_reduce", 1536, 8, 5e-6, 1e-5)) == pytest.approx(2 * 8.63e-3)
+    assert float(ring_latency_s("all_gather", 8, 8, 5e-6, 1e-5)) == pytest.approx(7 * 5e-6)  # one node: NVLink hops
+    assert float(ring_latency_s("all_gather", 1, 8, 5e-6, 1e-5)) == 0.0
+    a100 = load_preset("a100-80gb")
+    a_nv, a_ib = a100.intra_node_latency_s, a100.inter_node_latency_s
+    # `count` collectives of the same total bytes: the bandwidth term once, the latency `count` times
+    one, four = (float(dp_ring_s(a100, "all_gather", 1536, 1e9, 1536, 1, k)) for k in (1, 4))
+    assert four - one == pytest.approx(3 * (1344 * a_nv + 191 * a_ib))
+    bw, _ = _link(a100, np.array(1536), 1)
+    assert one == pytest.approx(1535 / 1536 * 1e9 / float(bw) + 1344 * a_nv + 191 * a_ib)
+
+
+def test_zero3_collective_counts_per_framework():
+    # GPT-3 175B block (12 h^2 + 13 h = 1.812e9 elements): DeepSpeed ZeRO-3 gathers per linear submodule (qkv, proj,
+    # fc1, fc2: 4; each above the 5e7 prefetch bucket) and reduce-scatters 5e8-element buckets: 1.812e9 / 5e8 = 3.62
+    gpt = ModelSpec("gpt-175b", 96, 12288, 49152, 96, 96, 51200, block="gpt")
+    layer = 12 * 12288**2 + 13 * 12288
+    ag, rs = PROFILES["deepspeed"].fsdp_collectives_per_block(gpt, layer)
+    assert float(ag) == 4.0 and float(rs) == pytest.approx(layer / 5e8)
+    # a small Llama block (7 linears) of 1.2e8 elements: the prefetch bucket coalesces it into ceil(1.2e8/5e7) = 3
+    ag_small, _ = PROFILES["deepspeed"].fsdp_collectives_per_block(MODEL, 1.2e8)
+    assert float(ag_small) == 3.0
+    # FSDP2 (torchtitan, bench_model): one unit per block, one all-gather and one reduce-scatter
+    for name in ("torchtitan", "bench_model"):
+        assert tuple(map(float, PROFILES[name].fsdp_collectives_per_block(gpt, layer))) == (1.0, 1.0)
+        assert not PROFILES[name].recompute_regathers()
+    # DeepSpeed ZeRO-3 under full recompute: the recomputed forward gathers and releases, the backward gathers again.
+    # 4 blocks, gather 1 s, reduce-scatter 2 s, forward 3 s, backward 2 s per block, nothing hidden (overlap 0):
+    # forward 1 + 3 * 1 = 4 s; backward 4 * (2 * 1 + 2) = 16 s (one gather per backward: 4 * 3 = 12 s)
+    assert PROFILES["deepspeed"].recompute_regathers()
+    assert float(fsdp_exposed_s(4, 1.0, 2.0, 3.0, 2.0, 3, 0.0, 2.0)) == 20.0
+    assert float(fsdp_exposed_s(4, 1.0, 2.0, 3.0, 2.0, 3, 0.0)) == 16.0
 
 
 MODEL = ModelSpec("m", 8, 1024, 4096, 16, 4, 32000)
@@ -159,6 +200,10 @@ def test_fa2_runs_at_its_published_fraction_of_fa3_on_hopper():
     fa2 = flops / (989.4e12 * 0.5 * 0.571 * 8192 / 8297 * 8192 / 8320)
     assert float(attention_s(8192, 8192, model, 1, 3.0, h100, 989.4e12, kernel="fa3")) == pytest.approx(fa3)
     assert float(attention_s(8192, 8192, model, 1, 3.0, h100, 989.4e12, kernel="fa2")) == pytest.approx(fa2)
+    # every Hopper preset (same sm90 SMs) carries the ratio: torchtitan's H100 96 GB pages run FA2 too
+    assert {p: load_preset(p).fa2_attention_ratio for p in FAMILIES["hopper"]} == dict.fromkeys(
+        FAMILIES["hopper"], 0.571
+    )
     # Ampere / Blackwell presets state no ratio: FA2 is priced as the family's kernel
     a100 = load_preset("a100-80gb")
     assert a100.fa2_attention_ratio is None

@@ -64,6 +64,11 @@ def test_megatron_narayanan():
     assert r.measured_tokens_per_s_per_gpu == pytest.approx(9288, rel=1e-3)
     t1 = next(x for x in runs if x.row == 8)  # 530B: TP 8 x PP 35 on 2520 GPUs (Table 1)
     assert (t1.plan.tp, t1.plan.pp, t1.plan.dp, t1.model.num_layers) == (8, 35, 9, 105)
+    # Table 2's ZeRO-3 rows ran DeepSpeed's ZeRO-3 (Narayanan et al. 2021 Sec 5.2): the deepspeed profile prices them
+    z3 = [x for x in runs if x.plan.zero_stage == 3]
+    assert sorted(x.row for x in z3) == list(range(10, 16))  # CSV lines 12-17
+    assert all(x.train.framework == "deepspeed" and (x.plan.tp, x.plan.pp) == (1, 1) for x in z3)
+    assert {x.train.framework for x in runs if x.plan.zero_stage != 3} == {"megatron"}
 
 
 def test_nemo_rows_are_all_mapped_or_listed_with_reasons():

@@ -82,6 +82,20 @@ class FrameworkProfile(ABC):
         gradient; not checked against each framework's bucket size)."""
         return np.ones(np.shape(np.asarray(layers)))
 
+    def fsdp_collectives_per_block(self, model: ModelSpec, layer_params: Any) -> tuple[Any, Any]:
+        """(all-gathers per pass, reduce-scatters) one transformer block of `layer_params` elements (this rank's
+        unsharded block) costs at ZeRO-2/3 (perf._fsdp_s pays NCCL's ring latency once per collective, the bytes
+        once). Default: FSDP2 with one unit per block (torchtitan, bench_model: fully_shard on every block): its
+        parameters in one all-gather (foreach_all_gather into one flat buffer) and its gradients in one
+        reduce-scatter (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
+        return 1.0, 1.0
+
+    def recompute_regathers(self) -> bool:
+        """Whether under full recompute ZeRO-3 gathers each block a second time in backward (the recomputed forward
+        gathers and releases it, then the backward gathers it again; perf._fsdp_s). Default: no (FSDP2: the
+        pre-backward hook gathers the block and its recomputed forward runs on the gathered parameters)."""
+        return False
+
     def pipeline_defers_grad_reduce(self) -> bool:
         """Whether under pp > 1 the framework's ZeRO-2/3 (FSDP) reduce-scatters each block's gradient once per step,
         after the last micro-batch's backward, instead of after every micro-batch (perf._fsdp_s). Default: no."""

@@ -12,6 +12,12 @@ Sources:
   [PIPE] deepspeed/runtime/pipe/engine.py: the PipelineEngine asserts ZeRO stage < 2 ("ZeRO-2 and ZeRO-3 are
         incompatible with pipeline parallelism"); its TrainSchedule (deepspeed/runtime/pipe/schedule.py) is 1F1B
         only (no GPipe/AFAB, no interleaving); TiedLayerSpec ties embeddings across stages.
+  [Z3C] ZeRO-3's collectives: parameters are fetched per submodule (PartitionedParameterCoordinator.fetch_sub_module,
+        deepspeed/runtime/zero/partitioned_param_coordinator.py), the submodule's partitioned parameters and those
+        prefetched with them (up to `stage3_prefetch_bucket_size` = 5e7 elements, deepspeed/runtime/zero/config.py)
+        in one all_gather_coalesced (partition_parameters.py); parameters under `stage3_param_persistence_threshold`
+        (1e5 elements: norms, biases) stay whole and are never gathered. Gradients are reduce-scattered in buckets of
+        `reduce_bucket_size` = 5e8 elements (config.py; stage3.py __reduce_and_partition_ipg_grads).
   Tensor parallelism is not part of the plain DeepSpeed engine (Megatron-DeepSpeed brings Megatron's), so tp > 1
   (and with it sequence parallel) is rejected; cp maps to DeepSpeed-Ulysses (deepspeed/sequence/layer.py,
   DistributedAttention: all-to-all over heads), which needs num_heads and num_kv_heads divisible by cp.
@@ -31,6 +37,9 @@ from autotune.core.plan_arrays import SCHEDULE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
+
+Z3_PREFETCH_BUCKET = 5e7  # [Z3C] stage3_prefetch_bucket_size default (elements)
+Z3_REDUCE_BUCKET = 5e8  # [Z3C] reduce_bucket_size default (elements)
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,26 @@ class DeepSpeedProfile(FrameworkProfile):
         stage 3 prefetches parameters (stage3_prefetch_bucket_size) and overlaps. The updated partitions are
         all-gathered after the step (not overlapped)."""
         return Overlaps(grad_reduce=False, param_gather=False, fsdp_prefetch=True, zero1_reduce_scatter=True)
+
+    def fsdp_collectives_per_block(self, model: ModelSpec, layer_params: Any) -> tuple[Any, Any]:
+        """[Z3C]: one all-gather per fetched linear submodule (GPT block: qkv, proj, fc1, fc2; HF Llama block: q, k,
+        v, o, gate, up, down; MoE: the router and each expert's three), fewer where whole submodules fit one 5e7
+        prefetch bucket: min(submodules, ceil(layer / 5e7)). Gradients: layer / 5e8 reduce-scatters per block (the
+        bucket's share of one). GPT-3 175B (1.8e9 per block): 4 gathers and 3.6 reduce-scatters per block."""
+        linears = 4 if model.block == "gpt" else 7
+        if model.is_moe:
+            shared = 3 if model.moe_shared_expert_ffn_hidden_size else 0
+            linears = 4 + 1 + 3 * model.num_experts + shared  # attention q/k/v/o + router + experts
+        layer = np.asarray(layer_params, dtype=np.float64)
+        gathers = np.minimum(float(linears), np.maximum(np.ceil(layer / Z3_PREFETCH_BUCKET), 1.0))
+        return gathers, layer / Z3_REDUCE_BUCKET
+
+    def recompute_regathers(self) -> bool:
+        """[Z3C] under activation checkpointing the recomputed forward fires ZeRO-3's forward pre-hook (gather) and
+        post-hook (release: partition_parameters.py re-partitions `param.data` after the submodule's forward), and the
+        backward's pre-hook gathers again: three gathers per block per micro-batch (traced in huggingface/transformers
+        issue 47254 against DeepSpeed v0.19.2; DeepSpeed issue 4784: the recompute runs the forward hooks)."""
+        return True
 
     def model_states(
         self, num_params: Any, zero_stage: Any, shard: Any, train: TrainSpec, offload: Any = 0
