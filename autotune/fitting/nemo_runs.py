@@ -54,6 +54,10 @@ assumption is named):
 - TP overlap: Llama 3 70B / 405B rows with TP > 1 run Transformer Engine's userbuffers TP overlap (TP_OVERLAP_MODELS).
 - EP communication overlap (plan.ep_overlap): per model, GPU, recipe and GPU count from the perf recipes
   (EP_OVERLAP_ON); off where they are silent.
+- token dispatcher (plan.moe_dispatcher): per model, GPU, recipe and GPU count from the perf recipes (DISPATCHER):
+  Megatron's flex dispatcher with the DeepEP or HybridEP backend -> deepep (both exchange hierarchically, priced by
+  autotune/predict/moe_dispatch.py), alltoall where the recipe says so; NOT MAPPED (alltoall, the Megatron-Bridge
+  model providers' default) where the recipe is silent.
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
   (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
 """
@@ -179,6 +183,55 @@ EP_OVERLAP_ON = {
 }
 
 
+# Megatron's token dispatcher (plan.moe_dispatcher) as NVIDIA-NeMo/Megatron-Bridge's perf recipes set it @ 067f987d
+# (src/megatron/bridge/perf_recipes/<model>/<gpu>/*.py: `cfg.model.moe_flex_dispatcher_backend` in the config function
+# or its helper `_enable_deepseek_full_iteration_mxfp8` (deepseek/common.py), `_enable_hybridep_full_iteration_mxfp8`
+# (qwen/common.py), `_apply_gpt_oss_120b_full_iter_fp8mx_configs` (gpt_oss/common.py); the perf runner turns a
+# deepep / hybridep backend into moe_token_dispatcher_type = "flex", scripts/performance/utils/utils.py
+# `finalize_config_overrides`), keyed by (model, gpu, plan.fp8, n_gpus). "deepep" / "hybridep" are the backend the
+# recipe names; both map to plan.moe_dispatcher = deepep (HybridEP, NVIDIA's TMA-based variant for NVL72 domains,
+# exchanges the same bytes hierarchically; it takes fewer SMs, which is not priced). "alltoall" = the recipe sets
+# moe_flex_dispatcher_backend = None / moe_token_dispatcher_type = "alltoall". Keys absent: the recipe is silent (the
+# configs inherit the model provider's alltoall, e.g. DeepSeek-V3's bf16 / FP8-CS configs, Kimi-K2 on H100 and B200,
+# GPT-OSS on B200 and H100): NOT MAPPED, alltoall. As EP_OVERLAP_ON, the summary's rows come from older releases
+# whose recipes may differ.
+DISPATCHER = {
+    **{(m, "B200", r, 256): "deepep" for m in ("DeepSeekV3", "DeepSeekV3 (w/o MTP)") for r in ("mxfp8", "nvfp4")},
+    **{
+        (m, g, "mxfp8", 256): "hybridep"
+        for m in ("DeepSeekV3", "DeepSeekV3 (w/o MTP)")
+        for g in ("B300", "GB200", "GB300")
+    },
+    **{("DeepSeekV3", "GB300", r, 64): "hybridep" for r in ("none", "mxfp8")},  # _apply_deepseek_v3_64gpu_gb300_fsdp
+    **{("Qwen3_235B_a22B", "B200", r, n): "alltoall" for r in ("none", "tensorwise", "mxfp8") for n in (64, 256)},
+    ("Qwen3_235B_a22B", "B200", "mxfp8", 256): "hybridep",  # qwen3_235b_a22b_pretrain_256gpu_b200_fp8mx
+    **{("Qwen3_235B_a22B", "H100", r, 256): "alltoall" for r in ("none", "tensorwise")},
+    **{
+        ("Qwen3_235B_a22B", g, r, n): "hybridep"
+        for g in ("B300", "GB200", "GB300")
+        for r in ("none", "tensorwise", "mxfp8")
+        for n in (64, 256)
+    },
+    **{
+        ("Qwen3_30B_a3B", g, r, 8): "hybridep"
+        for g in ("B200", "B300", "GB200", "GB300")
+        for r in ("none", "tensorwise", "mxfp8")
+    },
+    ("Qwen3_30B_a3B", "H100", "tensorwise", 16): "hybridep",  # qwen3_30b_a3b_pretrain_16gpu_h100_fp8cs
+    **{("GPT OSS 120B", "B300", r, 64): "hybridep" for r in ("none", "mxfp8")},
+    **{("GPT OSS 120B", g, "mxfp8", 64): "hybridep" for g in ("GB200", "GB300")},  # _apply_gpt_oss_120b_full_iter_fp8mx
+    **{("Kimi_K2", "GB200", r, 256): "hybridep" for r in ("none", "tensorwise", "mxfp8")},
+    **{("Kimi_K2", "GB300", r, 256): "hybridep" for r in ("none", "tensorwise", "mxfp8", "nvfp4")},
+}
+FLEX_BACKENDS = ("deepep", "hybridep")  # Megatron's flex dispatcher: plan.moe_dispatcher = deepep
+
+
+def recipe_dispatcher(model: str, gpu: str, fp8: str, n_gpus: int, ep: int) -> str:
+    """plan.moe_dispatcher of a summary row (DISPATCHER; alltoall where the recipe is silent or ep == 1)."""
+    backend = DISPATCHER.get((model, gpu, fp8, n_gpus), "alltoall")
+    return "deepep" if backend in FLEX_BACKENDS and ep > 1 else "alltoall"
+
+
 # Megatron's hidden_dropout the recipes run (train.hidden_dropout; the megatron profile keeps dropout masks only at
 # p > 0): 0.0 for every model but GPT-3 5B / 20B. Llama 2 / 3 / 3.1: NeMo nemo/collections/llm/gpt/model/llama.py
 # `LlamaConfig` (attention_dropout = hidden_dropout = 0.0) and Megatron-Bridge src/megatron/bridge/models/llama/
@@ -284,6 +337,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     # measured with another recipe than the one at the commit above, so it stays off
     if (str(r.model), str(r.gpu_type), plan.fp8, n) in EP_OVERLAP_ON and (pp == 1 or vpp > 1):
         plan = dataclasses.replace(plan, ep_overlap=True)
+    plan = dataclasses.replace(plan, moe_dispatcher=recipe_dispatcher(str(r.model), str(r.gpu_type), plan.fp8, n, ep))
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,

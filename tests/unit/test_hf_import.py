@@ -234,7 +234,8 @@ def test_moe_presets_equal_their_config_json(name):
 
 def test_deepseek_v3_import_notes_what_it_does_not_model():
     notes = read_hf_config(EXAMPLES / "deepseek-v3.json").notes
-    assert any("n_group=8" in n for n in notes) and any("num_nextn_predict_layers=1" in n for n in notes)
+    assert any("num_nextn_predict_layers=1" in n for n in notes)
     m = model_from_hf_config(EXAMPLES / "deepseek-v3.json")
+    assert (m.moe_router_num_groups, m.moe_router_group_topk) == (8, 4)  # config.json n_group, topk_group
     assert (m.attention, m.kv_lora_rank, m.moe_router, m.moe_first_k_dense) == ("mla", 512, "sigmoid", 3)
     assert m.num_moe_layers == 58 and not m.is_moe_layer(2) and m.is_moe_layer(3)
