@@ -55,9 +55,9 @@ assumption is named):
 - EP communication overlap (plan.ep_overlap): per model, GPU, recipe and GPU count from the perf recipes
   (EP_OVERLAP_ON); off where they are silent.
 - token dispatcher (plan.moe_dispatcher): per model, GPU, recipe and GPU count from the perf recipes (DISPATCHER):
-  Megatron's flex dispatcher with the DeepEP or HybridEP backend -> deepep (both exchange hierarchically, priced by
-  autotune/predict/moe_dispatch.py), alltoall where the recipe says so; NOT MAPPED (alltoall, the Megatron-Bridge
-  model providers' default) where the recipe is silent.
+  Megatron's flex dispatcher with the DeepEP or HybridEP backend -> deepep / hybridep (both exchange hierarchically,
+  priced by autotune/predict/moe_dispatch.py), alltoall where the recipe says so; NOT MAPPED (alltoall, the
+  Megatron-Bridge model providers' default) where the recipe is silent.
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
   (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
 """
@@ -188,9 +188,9 @@ EP_OVERLAP_ON = {
 # or its helper `_enable_deepseek_full_iteration_mxfp8` (deepseek/common.py), `_enable_hybridep_full_iteration_mxfp8`
 # (qwen/common.py), `_apply_gpt_oss_120b_full_iter_fp8mx_configs` (gpt_oss/common.py); the perf runner turns a
 # deepep / hybridep backend into moe_token_dispatcher_type = "flex", scripts/performance/utils/utils.py
-# `finalize_config_overrides`), keyed by (model, gpu, plan.fp8, n_gpus). "deepep" / "hybridep" are the backend the
-# recipe names; both map to plan.moe_dispatcher = deepep (HybridEP, NVIDIA's TMA-based variant for NVL72 domains,
-# exchanges the same bytes hierarchically; it takes fewer SMs, which is not priced). "alltoall" = the recipe sets
+# `finalize_config_overrides`), keyed by (model, gpu, plan.fp8, n_gpus): the backend the recipe names, which is
+# plan.moe_dispatcher (HybridEP, NVIDIA's TMA-based variant for NVL72 domains, exchanges the same bytes hierarchically
+# as DeepEP; it takes fewer SMs, which is not priced). "alltoall" = the recipe sets
 # moe_flex_dispatcher_backend = None / moe_token_dispatcher_type = "alltoall". Keys absent: the recipe is silent (the
 # configs inherit the model provider's alltoall, e.g. DeepSeek-V3's bf16 / FP8-CS configs, Kimi-K2 on H100 and B200,
 # GPT-OSS on B200 and H100): NOT MAPPED, alltoall. As EP_OVERLAP_ON, the summary's rows come from older releases
@@ -223,13 +223,19 @@ DISPATCHER = {
     **{("Kimi_K2", "GB200", r, 256): "hybridep" for r in ("none", "tensorwise", "mxfp8")},
     **{("Kimi_K2", "GB300", r, 256): "hybridep" for r in ("none", "tensorwise", "mxfp8", "nvfp4")},
 }
-FLEX_BACKENDS = ("deepep", "hybridep")  # Megatron's flex dispatcher: plan.moe_dispatcher = deepep
+# The config naming DeepEP on B200 runs EP 32 (deepseek_v3_pretrain_256gpu_b200_fp8mx / _nvfp4: PP8 VP2 EP32); the rows
+# at PP16 EP8 match `deepseek_v3_pretrain_256gpu_b200_fp8mx_large_scale_config` (PP16, EP8), which names no backend:
+# alltoall. Keyed by (model, gpu): the EP degree the dispatcher entry holds for.
+DISPATCHER_EP = {("DeepSeekV3", "B200"): 32, ("DeepSeekV3 (w/o MTP)", "B200"): 32}
 
 
 def recipe_dispatcher(model: str, gpu: str, fp8: str, n_gpus: int, ep: int) -> str:
-    """plan.moe_dispatcher of a summary row (DISPATCHER; alltoall where the recipe is silent or ep == 1)."""
+    """plan.moe_dispatcher of a summary row (DISPATCHER; alltoall where the recipe is silent, where the row's EP is
+    another config's (DISPATCHER_EP), or at ep == 1)."""
     backend = DISPATCHER.get((model, gpu, fp8, n_gpus), "alltoall")
-    return "deepep" if backend in FLEX_BACKENDS and ep > 1 else "alltoall"
+    if ep == 1 or DISPATCHER_EP.get((model, gpu), ep) != ep:
+        return "alltoall"
+    return backend
 
 
 # Megatron's hidden_dropout the recipes run (train.hidden_dropout; the megatron profile keeps dropout masks only at

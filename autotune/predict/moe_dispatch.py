@@ -1,14 +1,15 @@
-"""Token dispatchers of an MoE layer (plan.moe_dispatcher; MOE_DISPATCHERS order: alltoall 0, allgather 1, deepep 2):
+"""Token dispatchers of an MoE layer (plan.moe_dispatcher; MOE_DISPATCHERS: alltoall 0, allgather 1, deepep 2, hybridep 3):
 what each moves between the EP ranks and over which links, and the buffers it holds (docs/perf_model_moe.md "Token
 dispatchers"). The all-to-all of the routed copies itself is autotune/predict/moe.py `a2a_s`.
 
-DeepEP (deepseek-ai/DeepEP README, "normal kernels"; DeepSeek-V3 technical report arXiv 2412.19437 Sec 3.2.2) and
-Megatron's HybridEP (the flex dispatcher's `moe_flex_dispatcher_backend=hybridep`, NVIDIA's Hybrid-EP in DeepEP's
-hybrid-ep branch, "Hierarchical Communication Design: inter-node RDMA, intra-node NVLink (TMA)") exchange tokens
-hierarchically: a token crosses the network once per destination NVLink domain (to the GPU of the same local index
-there), which forwards it over NVLink to each destination rank of that domain; the expert-parallel ranks of one domain
-get one copy per rank, not one per expert. With group-limited ("node-limited") routing a token's experts lie in a
-bounded number of domains (DeepSeek-V3: M = 4 nodes, Sec 2.1.2).
+DeepEP (deepseek-ai/DeepEP docs/legacy.md, the V1 README: "normal kernels with NVLink and RDMA forwarding";
+DeepSeek-V3 technical report arXiv 2412.19437 Sec 3.2.2) and Megatron's HybridEP (the flex dispatcher's
+`moe_flex_dispatcher_backend=hybridep`, NVIDIA's Hybrid-EP in DeepEP's hybrid-ep branch, README_Hybrid-EP.md:
+"Hierarchical Communication Design: inter-node RDMA, intra-node NVLink (TMA)") exchange tokens hierarchically: a token
+crosses the network once per destination NVLink domain (to the GPU of the same local index there), which forwards it
+over NVLink to each destination rank of that domain; the expert-parallel ranks of one domain get one copy per rank,
+not one per expert. With group-limited ("node-limited") routing a token's experts lie in a bounded number of domains
+(DeepSeek-V3: M = 4 nodes, Sec 2.1.2).
 """
 
 from __future__ import annotations
@@ -72,9 +73,10 @@ def hierarchical_dispatch_s(
       NVLink   routed x (distinct ranks per token) x (L-1)/L x h x c bytes: every destination-rank copy crosses
                NVLink once (from the sender inside its domain, from the forwarding GPU in a remote one) unless it
                lands on the GPU that holds it already (1/L).
-    Both at once, the slower sets the time (DeepEP README: internode kernels are RDMA-bound, ~43-58 GB/s of 50 on
-    H800 CX7; intranode ~153-158 GB/s of 160 NVLink), at comm_efficiency; plus ep-1 latencies as `moe.a2a_s`. Within
-    one domain (N = 1) this is one copy per destination rank at NVLink rate. 0 when ep == 1."""
+    Both at once, the slower sets the time (deepseek-ai/DeepEP docs/legacy.md, the V1 README's normal kernels on H800
+    in the DeepSeek-V3 setting, top-4 groups: intranode 153-158 GB/s of ~160 NVLink, internode bottleneck RDMA
+    43-58 GB/s "logical" of a ~50 GB/s CX7, i.e. at link rate), at comm_efficiency; plus ep-1 latencies as
+    `moe.a2a_s`. Within one domain (N = 1) this is one copy per destination rank at NVLink rate. 0 when ep == 1."""
     ep, etp = np.asarray(ep, dtype=np.float64), np.asarray(etp, dtype=np.float64)
     local = np.maximum(np.minimum(float(cluster.fast_domain) / etp, ep), 1.0)
     domains = np.maximum(ep / local, 1.0)
@@ -124,10 +126,11 @@ def dispatcher_memory_bytes(
     """(transient, runtime) bytes of the dispatcher on one rank: allgather's gathered hidden states of the EP x ETP
     group inside the MoE layer (ep x etp x routed x h x c, allgather_bytes) and DeepEP's buffers (deepep_buffer_bytes,
     outside the caching allocator, like NCCL's); 0 for alltoall (its buffers are the routed copies, counted with the
-    layer's activations)."""
+    layer's activations). HybridEP's buffers (its own allocation, sized by the tokens per rank it may receive) are not
+    modelled: 0, named in docs/perf_model_moe.md."""
     d = np.asarray(dispatcher)
     routed = moe_tokens(tokens, tp, sp)
     gathered = allgather_bytes(routed, model.hidden_size, act_bytes, np.asarray(ep) * np.asarray(etp))
     transient = np.where(d == 1, gathered, 0.0)
-    runtime = np.where(d == 2, deepep_buffer_bytes(model.hidden_size, ep), 0.0)
+    runtime = np.where(d == 2, deepep_buffer_bytes(model.hidden_size, ep), 0.0)  # hybridep (3): not modelled
     return transient, runtime

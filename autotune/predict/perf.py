@@ -223,8 +223,8 @@ def _moe_terms(
 
 def _dispatch_s(arr: dict[str, np.ndarray], model: ModelSpec, cluster: ClusterSpec, routed: Any, c: int) -> np.ndarray:
     """One dispatch or combine of `routed` tokens per rank under plan.moe_dispatcher: alltoall moves k copies per
-    token (moe.a2a_s); deepep (DeepEP / Megatron's HybridEP) one per destination NVLink domain over the network and one
-    per destination rank over NVLink (moe_dispatch.hierarchical_dispatch_s); allgather is half of an all-gather +
+    token (moe.a2a_s); deepep and hybridep one per destination NVLink domain over the network and one per destination
+    rank over NVLink (moe_dispatch.hierarchical_dispatch_s); allgather is half of an all-gather +
     reduce-scatter pair over the EP group of ep x routed tokens (ranks etp apart: _link), so that forward + backward
     (4 dispatches) make the dispatcher's 2 + 2."""
     ep, etp, d = arr["ep"], arr["etp"], arr["moe_dispatcher"]
@@ -234,7 +234,7 @@ def _dispatch_s(arr: dict[str, np.ndarray], model: ModelSpec, cluster: ClusterSp
     bw, lat = _link(cluster, ep * etp, etp)
     nbytes = moe_dispatch.allgather_bytes(routed, h, c, ep)
     pair = ring_s("all_gather", ep, nbytes, bw, lat) + ring_s("reduce_scatter", ep, nbytes, bw, lat)
-    return np.select([d == 1, d == 2], [pair / 2.0, deepep], a2a)
+    return np.select([d == 1, d >= 2], [pair / 2.0, deepep], a2a)
 
 
 def _busiest_stage(

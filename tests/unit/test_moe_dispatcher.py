@@ -44,6 +44,11 @@ def test_dispatchers_move_what_they_should():
     plans = [ParallelPlan(**{**PLAN.__dict__, "moe_dispatcher": d}) for d in ("alltoall", "allgather", "deepep")]
     ep = perf_arrays(arrays_from_plans(plans), m, t, c)["ep_comm_s"]
     assert ep[2] < ep[0]
+    # HybridEP exchanges the same bytes hierarchically: the same EP time; its buffers are not modelled (0 runtime)
+    hyb = ParallelPlan(**{**PLAN.__dict__, "moe_dispatcher": "hybridep"})
+    assert float(perf_arrays(arrays_from_plans([hyb]), m, t, c)["ep_comm_s"][0]) == pytest.approx(float(ep[2]))
+    alltoall_mem = estimate_memory(plans[0], m, t, c).overhead_bytes
+    assert estimate_memory(hyb, m, t, c).overhead_bytes == pytest.approx(alltoall_mem)
     assert float(moe_dispatch.allgather_bytes(1, 7168, 2, 32)) == 32 * 7168 * 2 > 8 * 7168 * 2
 
 
@@ -113,12 +118,14 @@ def test_who_offers_which_dispatcher():
         train = dataclasses.replace(qwen.train, framework=framework)
         return check_plan(ParallelPlan(**{**plan.__dict__, "moe_dispatcher": d}), qwen.model, train, qwen.cluster)
 
-    for d in ("alltoall", "allgather", "deepep"):  # Megatron offers all three
+    for d in ("alltoall", "allgather", "deepep", "hybridep"):  # Megatron offers all four
         assert reason("megatron", d) is None
-    assert "all-to-all only" in reason("bench_model", "deepep")
-    assert "no all-gather" in reason("torchtitan", "allgather") and "moe_dispatcher" not in (
-        reason("torchtitan", "deepep") or ""
+    assert "all-to-all only" in reason("bench_model", "deepep") and "all-to-all only" in reason(
+        "bench_model", "hybridep"
     )
+    assert "no all-gather" in reason("torchtitan", "allgather")
+    for d in ("deepep", "hybridep"):  # torchtitan expert_parallel_comm_backend: standard | deepep | hybridep
+        assert "moe_dispatcher" not in (reason("torchtitan", d) or "")
     assert "all-to-all only" in reason("deepspeed", "allgather") and "all-to-all only" in reason("nanotron", "deepep")
 
 
