@@ -57,7 +57,8 @@ assumption is named):
 - token dispatcher (plan.moe_dispatcher): per model, GPU, recipe and GPU count from the perf recipes (DISPATCHER):
   Megatron's flex dispatcher with the DeepEP or HybridEP backend -> deepep / hybridep (both exchange hierarchically,
   priced by autotune/predict/moe_dispatch.py), alltoall where the recipe says so; NOT MAPPED (alltoall, the
-  Megatron-Bridge model providers' default) where the recipe is silent.
+  Megatron-Bridge model providers' default) where the recipe is silent; where the row's own release states another
+  recipe (RELEASE_RECIPE: DeepSeek-V3 on 1024 H100 in NeMo 25.09, DeepEP with the EP overlap), that release's.
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
   (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
 """
@@ -227,6 +228,12 @@ DISPATCHER = {
 # at PP16 EP8 match `deepseek_v3_pretrain_256gpu_b200_fp8mx_large_scale_config` (PP16, EP8), which names no backend:
 # alltoall. Keyed by (model, gpu): the EP degree the dispatcher entry holds for.
 DISPATCHER_EP = {("DeepSeekV3", "B200"): 32, ("DeepSeekV3 (w/o MTP)", "B200"): 32}
+# Where the row's own release states another recipe than 067f987d, that release's, keyed by (model, gpu, container):
+# (dispatcher, plan.ep_overlap). NeMo 25.09's DeepSeek-V3 perf runner (Megatron-Bridge f37f883a8 2025-09-24 "dsv3 2509",
+# scripts/performance/run_script.py): `enable_deepep = gpu == "h100"` (recipes/deepseek/deepseek_v3.py: flex dispatcher
+# with moe_enable_deepep) and `A2A_1F1B = gpu == "h100"` (overlap_moe_expert_parallel_comm, delay_wgrad_compute); the
+# B200 / GB200 rows of that release ran token drop without DeepEP (`use_tokendrop`): alltoall, as mapped above.
+RELEASE_RECIPE = {(m, "H100", "NeMo 25.09"): ("deepep", True) for m in ("DeepSeekV3", "DeepSeekV3 (dropless)")}
 
 
 def recipe_dispatcher(model: str, gpu: str, fp8: str, n_gpus: int, ep: int) -> str:
@@ -344,6 +351,9 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     if (str(r.model), str(r.gpu_type), plan.fp8, n) in EP_OVERLAP_ON and (pp == 1 or vpp > 1):
         plan = dataclasses.replace(plan, ep_overlap=True)
     plan = dataclasses.replace(plan, moe_dispatcher=recipe_dispatcher(str(r.model), str(r.gpu_type), plan.fp8, n, ep))
+    release = RELEASE_RECIPE.get((str(r.model), str(r.gpu_type), str(r.container)))
+    if release is not None and ep > 1:  # the row's own release recipe (RELEASE_RECIPE)
+        plan = dataclasses.replace(plan, moe_dispatcher=release[0], ep_overlap=release[1] and (pp == 1 or vpp > 1))
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,

@@ -94,6 +94,8 @@ def test_nemo_rows_are_all_mapped_or_listed_with_reasons():
     assert (run[170].plan.ep, run[170].plan.moe_dispatcher) == (8, "alltoall")
     assert run[52].cluster == "gb300-nvl72" and run[52].plan.moe_dispatcher == "hybridep"
     assert run[129].plan.moe_dispatcher == "alltoall"
+    # NeMo 25.09 DeepSeek-V3 on 1024 H100 (TP2 PP8 VP4 EP64): its release's runner enabled DeepEP and the EP overlap
+    assert (run[309].plan.moe_dispatcher, run[309].plan.ep_overlap, run[309].plan.vpp) == ("deepep", True, 4)
     assert [r.plan.moe_dispatcher for r in runs].count("hybridep") == 91
 
 
