@@ -60,6 +60,13 @@ class ModelSpec:
     moe_norm_topk: bool = True
     moe_capacity_factor: float | None = None
     moe_aux_loss_coeff: float = 0.0
+    # group-limited routing (Megatron --moe-router-num-groups / --moe-router-group-topk; HF n_group / topk_group): the
+    # experts split into `moe_router_num_groups` equal groups of consecutive experts, each token picks
+    # `moe_router_group_topk` groups (by the sum of their top-2 scores) and its k experts inside them. DeepSeek-V3: 8
+    # groups, 4 chosen, its "node-limited routing" (arXiv 2412.19437 Sec 2.1.2: "each token will be sent to at most M
+    # nodes"; M = 4, Sec 4.2). 0 = no group limit. Prices the dispatch (autotune/predict/moe_dispatch.py), nothing else
+    moe_router_num_groups: int = 0
+    moe_router_group_topk: int = 0
     # attention kind; the MLA fields below are used by attention="mla" only
     attention: Literal["gqa", "mla"] = "gqa"
     q_lora_rank: int = 0
@@ -120,10 +127,26 @@ class ModelSpec:
             f"model.moe_capacity_factor={cf!r} must be null (dropless) or > 0",
         )
         require(self.moe_aux_loss_coeff >= 0, f"model.moe_aux_loss_coeff={self.moe_aux_loss_coeff!r} must be >= 0")
+        self._check_groups()
         require(
             self.num_moe_layers >= 1,
             f"model.moe_first_k_dense={self.moe_first_k_dense} leaves no MoE layer of num_layers={self.num_layers}",
         )
+
+    def _check_groups(self) -> None:
+        g, top = self.moe_router_num_groups, self.moe_router_group_topk
+        for f, v in (("moe_router_num_groups", g), ("moe_router_group_topk", top)):
+            require(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0, f"model.{f}={v!r} must be an integer >= 0"
+            )
+        if g == 0:
+            require(top == 0, f"model.moe_router_group_topk={top} needs model.moe_router_num_groups > 0")
+            return
+        require(
+            self.num_experts % g == 0,
+            f"model.moe_router_num_groups={g} must divide num_experts={self.num_experts} (equal expert groups)",
+        )
+        require(1 <= top <= g, f"model.moe_router_group_topk={top} must be in 1..moe_router_num_groups={g}")
 
     def _check_mla(self) -> None:
         mla = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")

@@ -33,8 +33,10 @@ FP8_RECIPES: tuple[str, ...] = ("none", "tensorwise", "rowwise", "mxfp8", "nvfp4
 # MoE token dispatchers (plan.moe_dispatcher): all-to-all of the routed copies (Megatron MoEAlltoAllTokenDispatcher,
 # torchtitan "standard"), all-gather of the EP group's tokens + reduce-scatter of the outputs (Megatron
 # MoEAllGatherTokenDispatcher), DeepEP's fused dispatch/combine kernels (Megatron --moe-token-dispatcher-type flex with
-# DeepEP, torchtitan parallelism.expert_parallel_comm_backend=deepep; Zhao et al. 2025, deepseek-ai/DeepEP)
-MOE_DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep")
+# DeepEP, torchtitan parallelism.expert_parallel_comm_backend=deepep; Zhao et al. 2025, deepseek-ai/DeepEP), NVIDIA's
+# HybridEP (Megatron flex with --moe-flex-dispatcher-backend hybridep, torchtitan expert_parallel_comm_backend=hybridep:
+# the TMA-based variant for NVL72 domains; DeepEP's hybrid-ep branch). Appended last: codes 0..3 stay stable
+MOE_DISPATCHERS: tuple[str, ...] = ("alltoall", "allgather", "deepep", "hybridep")
 
 # Megatron-Core's MoE recompute modules (TransformerConfig.recompute_modules with recompute_granularity="selective"):
 # "moe_act" (the experts' activation function re-run in backward), "moe" (the whole MoE layer: router, dispatch,

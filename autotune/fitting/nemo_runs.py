@@ -54,6 +54,11 @@ assumption is named):
 - TP overlap: Llama 3 70B / 405B rows with TP > 1 run Transformer Engine's userbuffers TP overlap (TP_OVERLAP_MODELS).
 - EP communication overlap (plan.ep_overlap): per model, GPU, recipe and GPU count from the perf recipes
   (EP_OVERLAP_ON); off where they are silent.
+- token dispatcher (plan.moe_dispatcher): per model, GPU, recipe and GPU count from the perf recipes (DISPATCHER):
+  Megatron's flex dispatcher with the DeepEP or HybridEP backend -> deepep / hybridep (both exchange hierarchically,
+  priced by autotune/predict/moe_dispatch.py), alltoall where the recipe says so; NOT MAPPED (alltoall, the
+  Megatron-Bridge model providers' default) where the recipe is silent; where the row's own release states another
+  recipe (RELEASE_RECIPE: DeepSeek-V3 on 1024 H100 in NeMo 25.09, DeepEP with the EP overlap), that release's.
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
   (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
 """
@@ -177,6 +182,67 @@ EP_OVERLAP_ON = {
     ("GPT OSS 120B", "GB200", "mxfp8", 64),
     ("GPT OSS 120B", "GB300", "mxfp8", 64),
 }
+
+
+# Megatron's token dispatcher (plan.moe_dispatcher) as NVIDIA-NeMo/Megatron-Bridge's perf recipes set it @ 067f987d
+# (src/megatron/bridge/perf_recipes/<model>/<gpu>/*.py: `cfg.model.moe_flex_dispatcher_backend` in the config function
+# or its helper `_enable_deepseek_full_iteration_mxfp8` (deepseek/common.py), `_enable_hybridep_full_iteration_mxfp8`
+# (qwen/common.py), `_apply_gpt_oss_120b_full_iter_fp8mx_configs` (gpt_oss/common.py); the perf runner turns a
+# deepep / hybridep backend into moe_token_dispatcher_type = "flex", scripts/performance/utils/utils.py
+# `finalize_config_overrides`), keyed by (model, gpu, plan.fp8, n_gpus): the backend the recipe names, which is
+# plan.moe_dispatcher (HybridEP, NVIDIA's TMA-based variant for NVL72 domains, exchanges the same bytes hierarchically
+# as DeepEP; it takes fewer SMs, which is not priced). "alltoall" = the recipe sets
+# moe_flex_dispatcher_backend = None / moe_token_dispatcher_type = "alltoall". Keys absent: the recipe is silent (the
+# configs inherit the model provider's alltoall, e.g. DeepSeek-V3's bf16 / FP8-CS configs, Kimi-K2 on H100 and B200,
+# GPT-OSS on B200 and H100): NOT MAPPED, alltoall. As EP_OVERLAP_ON, the summary's rows come from older releases
+# whose recipes may differ.
+DISPATCHER = {
+    **{(m, "B200", r, 256): "deepep" for m in ("DeepSeekV3", "DeepSeekV3 (w/o MTP)") for r in ("mxfp8", "nvfp4")},
+    **{
+        (m, g, "mxfp8", 256): "hybridep"
+        for m in ("DeepSeekV3", "DeepSeekV3 (w/o MTP)")
+        for g in ("B300", "GB200", "GB300")
+    },
+    **{("DeepSeekV3", "GB300", r, 64): "hybridep" for r in ("none", "mxfp8")},  # _apply_deepseek_v3_64gpu_gb300_fsdp
+    **{("Qwen3_235B_a22B", "B200", r, n): "alltoall" for r in ("none", "tensorwise", "mxfp8") for n in (64, 256)},
+    ("Qwen3_235B_a22B", "B200", "mxfp8", 256): "hybridep",  # qwen3_235b_a22b_pretrain_256gpu_b200_fp8mx
+    **{("Qwen3_235B_a22B", "H100", r, 256): "alltoall" for r in ("none", "tensorwise")},
+    **{
+        ("Qwen3_235B_a22B", g, r, n): "hybridep"
+        for g in ("B300", "GB200", "GB300")
+        for r in ("none", "tensorwise", "mxfp8")
+        for n in (64, 256)
+    },
+    **{
+        ("Qwen3_30B_a3B", g, r, 8): "hybridep"
+        for g in ("B200", "B300", "GB200", "GB300")
+        for r in ("none", "tensorwise", "mxfp8")
+    },
+    ("Qwen3_30B_a3B", "H100", "tensorwise", 16): "hybridep",  # qwen3_30b_a3b_pretrain_16gpu_h100_fp8cs
+    **{("GPT OSS 120B", "B300", r, 64): "hybridep" for r in ("none", "mxfp8")},
+    **{("GPT OSS 120B", g, "mxfp8", 64): "hybridep" for g in ("GB200", "GB300")},  # _apply_gpt_oss_120b_full_iter_fp8mx
+    **{("Kimi_K2", "GB200", r, 256): "hybridep" for r in ("none", "tensorwise", "mxfp8")},
+    **{("Kimi_K2", "GB300", r, 256): "hybridep" for r in ("none", "tensorwise", "mxfp8", "nvfp4")},
+}
+# The config naming DeepEP on B200 runs EP 32 (deepseek_v3_pretrain_256gpu_b200_fp8mx / _nvfp4: PP8 VP2 EP32); the rows
+# at PP16 EP8 match `deepseek_v3_pretrain_256gpu_b200_fp8mx_large_scale_config` (PP16, EP8), which names no backend:
+# alltoall. Keyed by (model, gpu): the EP degree the dispatcher entry holds for.
+DISPATCHER_EP = {("DeepSeekV3", "B200"): 32, ("DeepSeekV3 (w/o MTP)", "B200"): 32}
+# Where the row's own release states another recipe than 067f987d, that release's, keyed by (model, gpu, container):
+# (dispatcher, plan.ep_overlap). NeMo 25.09's DeepSeek-V3 perf runner (Megatron-Bridge f37f883a8 2025-09-24 "dsv3 2509",
+# scripts/performance/run_script.py): `enable_deepep = gpu == "h100"` (recipes/deepseek/deepseek_v3.py: flex dispatcher
+# with moe_enable_deepep) and `A2A_1F1B = gpu == "h100"` (overlap_moe_expert_parallel_comm, delay_wgrad_compute); the
+# B200 / GB200 rows of that release ran token drop without DeepEP (`use_tokendrop`): alltoall, as mapped above.
+RELEASE_RECIPE = {(m, "H100", "NeMo 25.09"): ("deepep", True) for m in ("DeepSeekV3", "DeepSeekV3 (dropless)")}
+
+
+def recipe_dispatcher(model: str, gpu: str, fp8: str, n_gpus: int, ep: int) -> str:
+    """plan.moe_dispatcher of a summary row (DISPATCHER; alltoall where the recipe is silent, where the row's EP is
+    another config's (DISPATCHER_EP), or at ep == 1)."""
+    backend = DISPATCHER.get((model, gpu, fp8, n_gpus), "alltoall")
+    if ep == 1 or DISPATCHER_EP.get((model, gpu), ep) != ep:
+        return "alltoall"
+    return backend
 
 
 # Megatron's hidden_dropout the recipes run (train.hidden_dropout; the megatron profile keeps dropout masks only at
@@ -319,6 +385,10 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     # measured with another recipe than the one at the commit above, so it stays off
     if (str(r.model), str(r.gpu_type), plan.fp8, n) in EP_OVERLAP_ON and (pp == 1 or vpp > 1):
         plan = dataclasses.replace(plan, ep_overlap=True)
+    plan = dataclasses.replace(plan, moe_dispatcher=recipe_dispatcher(str(r.model), str(r.gpu_type), plan.fp8, n, ep))
+    release = RELEASE_RECIPE.get((str(r.model), str(r.gpu_type), str(r.container)))
+    if release is not None and ep > 1:  # the row's own release recipe (RELEASE_RECIPE)
+        plan = dataclasses.replace(plan, moe_dispatcher=release[0], ep_overlap=release[1] and (pp == 1 or vpp > 1))
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,

@@ -28,7 +28,10 @@ How a row becomes a layout (the columns give the degrees; where the table is sil
 - token dropping: a row whose notes quote --moe-expert-capacity-factor F runs the preset with moe_capacity_factor F.
 - a row whose notes say "excluded from scoring" (the transcriber's copy of a layout since removed from its source) is
   skipped.
-- the dispatcher column (DeepEP, HybridEP, all-to-all) is not a plan field here (the all-to-all is priced for all).
+- dispatcher (plan.moe_dispatcher): the table's dispatcher column as its source states it (Megatron-MoE-ModelZoo
+  rows: DeepEP on H100, HybridEP on GB200 / GB300, A2A / alltoall; the Megatron-LM README's All-to-All): DeepEP and
+  HybridEP (Megatron's flex dispatcher with either backend) -> deepep / hybridep, both priced as the hierarchical
+  exchange (autotune/predict/moe_dispatch.py); the rest, and a blank cell, alltoall (FLEX_DISPATCHERS).
 - MXFP8 on Megatron-MoE-ModelZoo rows: its sbatch_benchmarking.sh (@ 38ce2ed2, `PR == "mxfp8"`) adds
   --fp8-param-gather --reuse-grad-buf-for-mxfp8-param-ag (unless OPTIMIZER_OFFLOAD=1, which no row sets) and
   --use-precision-aware-optimizer --main-params-dtype fp32 --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16:
@@ -57,6 +60,7 @@ from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow, preset_model
 
 SOURCE = "moe_public"
+FLEX_DISPATCHERS = {"DeepEP": "deepep", "HybridEP": "hybridep"}  # the dispatcher column's flex backends
 FILE = "moe_blackwell_public_2026-11.csv"
 GPU = {"H100": "h100-sxm-80gb", "B200": "b200", "GB200": "gb200-nvl72", "GB300": "gb300-nvl72"}
 # the table's model -> (preset, num_layers override or None)
@@ -128,6 +132,7 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         fp8=RECIPE[str(r.precision)],
         compile=True if megatron else bool(r.compile),
         ep_overlap=megatron and str(r.row_id) in EP_OVERLAP_ROWS,
+        moe_dispatcher=FLEX_DISPATCHERS.get(str(r.dispatcher).strip(), "alltoall") if ep > 1 else "alltoall",
     )
     routing = str(r.moe_routing) if str(r.moe_routing) in ("learned", "balanced") else "learned"
     zoo_mx = megatron and plan.fp8 == "mxfp8" and MODELZOO_MXFP8 in str(r.source)

@@ -34,8 +34,8 @@ _TORCHTITAN: dict[str, str] = {
     "etp": "SET parallelism.expert_tensor_parallel_degree",
     # torchtitan config/job_config.py Parallelism.expert_parallel_comm_backend takes "standard" | "deepep" | "hybridep":
     # the values differ from the plan's, and there is no all-gather dispatcher, so it is set by hand
-    "moe_dispatcher": 'NOT MAPPED: set parallelism.expert_parallel_comm_backend = "deepep" by hand for deepep ("standard" '
-    "is torchtitan's all-to-all); torchtitan has no all-gather token dispatcher",
+    "moe_dispatcher": 'NOT MAPPED: set parallelism.expert_parallel_comm_backend = "deepep" or "hybridep" by hand for '
+    'deepep / hybridep ("standard" is torchtitan\'s all-to-all); torchtitan has no all-gather token dispatcher',
     # torchtitan 0.2.2 config/job_config.py Parallelism.enable_async_tensor_parallel; maybe_enable_async_tp raises
     # unless compile.enable with "model" in compile.components (rule tp_overlap_needs_compile)
     "tp_overlap": "SET parallelism.enable_async_tensor_parallel",
@@ -70,9 +70,10 @@ _MEGATRON: dict[str, str] = {
     "ep": "SET --expert-model-parallel-size",
     "etp": "--expert-tensor-parallel-size, always written for an MoE model (Megatron's default is ETP = TP)",
     # Megatron-LM arguments.py: --moe-token-dispatcher-type {allgather,alltoall,flex}; DeepEP is the flex dispatcher with
-    # --moe-enable-deepep (newer releases: --moe-flex-dispatcher-backend deepep): one plan value, two flags
+    # --moe-enable-deepep (newer releases: --moe-flex-dispatcher-backend deepep|hybridep): one plan value, two flags
     "moe_dispatcher": "NOT MAPPED: write --moe-token-dispatcher-type alltoall|allgather, or for deepep "
-    "--moe-token-dispatcher-type flex --moe-enable-deepep, by hand",
+    "--moe-token-dispatcher-type flex --moe-enable-deepep (newer: --moe-flex-dispatcher-backend deepep), for hybridep "
+    "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep, by hand",
     # Transformer Engine userbuffers; Megatron-LM validate_args asserts sequence parallelism (rule tp_overlap_needs_sp)
     "tp_overlap": "SET --tp-comm-overlap",
     # Megatron-Core TransformerConfig account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split

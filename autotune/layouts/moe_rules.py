@@ -90,8 +90,8 @@ EP_OVERLAP_DISPATCHER = Rule(
     "ep_overlap_dispatcher",
     lambda ep_overlap, moe_dispatcher: ep_overlap & (moe_dispatcher == 1),
     lambda moe_dispatcher: (
-        f"plan.ep_overlap=true requires plan.moe_dispatcher alltoall or deepep (moe_dispatcher={moe_dispatcher}): "
-        "Megatron overlaps the alltoall/flex dispatchers only"
+        f"plan.ep_overlap=true requires plan.moe_dispatcher alltoall, deepep or hybridep "
+        f"(moe_dispatcher={moe_dispatcher}): Megatron overlaps the alltoall/flex dispatchers only"
     ),
 )
 EP_OVERLAP_NO_LAYER_RECOMPUTE = Rule(

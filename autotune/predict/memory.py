@@ -27,7 +27,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans
 from autotune.core.trial import MemoryEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
-from autotune.predict import moe
+from autotune.predict import moe, moe_dispatch
 from autotune.predict.frameworks import get_profile
 from autotune.predict.reserved import allocator_reserved
 from autotune.predict.schedule import layers_of_rank
@@ -243,8 +243,10 @@ def memory_arrays(
         comp = prof.compiled_logits(model, tok, arr["pp"], tp, c)
         extras["logits"] = np.where(arr["compile"], comp, extras["logits"])
     dispatch_transient, dispatch_runtime = 0.0, 0.0
-    if model.is_moe:  # plan.moe_dispatcher: allgather's gathered tokens, DeepEP's buffers (moe.dispatcher_memory_bytes)
-        dispatch_transient, dispatch_runtime = moe.dispatcher_memory_bytes(
+    if (
+        model.is_moe
+    ):  # plan.moe_dispatcher: allgather's gathered tokens, DeepEP's buffers (moe_dispatch.dispatcher_memory_bytes)
+        dispatch_transient, dispatch_runtime = moe_dispatch.dispatcher_memory_bytes(
             model, arr["moe_dispatcher"], tok, tp, sp, arr["ep"], arr["etp"], c
         )
         extras["buffers"] = extras["buffers"] + dispatch_transient

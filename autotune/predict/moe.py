@@ -306,7 +306,7 @@ def moe_memory_bound_s(
     return t + streaming_s(casts, cluster)  # whole expert weight tensors, streamed (perf_terms.streaming_s)
 
 
-# ---- token dispatchers (plan.moe_dispatcher; MOE_DISPATCHERS order: alltoall 0, allgather 1, deepep 2) --------------
+# ---- EP communication overlap (plan.ep_overlap); the dispatchers themselves: autotune/predict/moe_dispatch.py ------
 
 
 def ep_overlap_unpaired(pp: Any, vpp: Any, grad_accum: Any) -> np.ndarray:
@@ -340,70 +340,3 @@ def ep_overlap_exposed_s(comm: Any, compute: Any, on: Any, unpaired: Any, overla
     u = np.asarray(unpaired, dtype=np.float64)
     hidden = u * comm + (1.0 - u) * prefetch_exposed_s(comm, compute, overlap)
     return np.where(np.asarray(on, dtype=bool), hidden, comm)
-
-
-def distinct_ranks_per_token(model: ModelSpec, ep: Any) -> np.ndarray:
-    """Expected EP ranks a token's k experts live on (E experts, E/ep per rank, k distinct experts drawn uniformly):
-    ep * (1 - P(none of the k on a given rank)), P = prod_{i<k} (E - E/ep - i) / (E - i) (hypergeometric). DeepEP
-    sends a token once per destination rank (its dispatch layout counts tokens per rank, deep_ep/buffer.py
-    get_dispatch_layout), the all-to-all dispatcher once per chosen expert (k copies)."""
-    ep = np.asarray(ep, dtype=np.float64)
-    e, k = float(model.num_experts), model.moe_router_topk
-    miss = np.ones_like(ep)
-    for i in range(k):
-        miss = miss * np.maximum(e - e / ep - i, 0.0) / (e - i)
-    return ep * (1.0 - miss)
-
-
-def dispatch_copies(model: ModelSpec, dispatcher: Any, routed: Any, ep: Any) -> np.ndarray:
-    """Token copies one rank's all-to-all moves per direction for `routed` tokens: k per token (alltoall), the
-    distinct destination ranks per token (deepep); 0 for allgather (priced as its collectives, allgather_s)."""
-    d = np.asarray(dispatcher)
-    per_token = np.select([d == 0, d == 2], [float(model.moe_router_topk), distinct_ranks_per_token(model, ep)], 0.0)
-    return np.asarray(routed, dtype=np.float64) * per_token
-
-
-def allgather_bytes(routed: Any, hidden: int, act_bytes: int, ep: Any) -> np.ndarray:
-    """Megatron MoEAllGatherTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py): the EP group's hidden
-    states are all-gathered before the local experts pick their tokens and the outputs reduce-scattered after;
-    the buffer of each collective is every rank's tokens, ep x routed x h x c bytes (backward: reduce-scatter then
-    all-gather of the same size)."""
-    return np.asarray(ep, dtype=np.float64) * np.asarray(routed, dtype=np.float64) * hidden * act_bytes
-
-
-# DeepEP normal (high-throughput) kernels' buffers, deep_ep/buffer.py and csrc/config.hpp (deepseek-ai/DeepEP):
-# Buffer.num_sms = 20 SMs -> 10 channels; get_nvl_buffer_size_hint = channels x NVLink ranks (<= 8) x
-# num_max_nvl_chunked_recv_tokens x (hidden bytes + 128 int64 top-k indices + 128 fp32 weights + 128 fp32 scales);
-# get_rdma_buffer_size_hint (ep > 8) = channels x RDMA ranks (ep/8) x num_max_rdma_chunked_recv_tokens (128) x
-# (the same + 16) x 2 (send and receive) + 1 MiB. Receive tokens per channel and rank from get_dispatch_config:
-# 256 up to 8 ranks, 288 up to 64, 560 at 128, 720 beyond. Megatron's fused_a2a.get_buffer sizes them with
-# hidden_bytes = h x max(element size, 2).
-DEEPEP_CHANNELS = 10
-DEEPEP_META_BYTES = 128 * 8 + 128 * 4 + 128 * 4
-DEEPEP_RDMA_RECV_TOKENS = 128
-
-
-def deepep_buffer_bytes(hidden: int, ep: Any) -> np.ndarray:
-    """Device bytes of DeepEP's NVLink + RDMA buffers on one rank (comment above), allocated once per EP group
-    outside PyTorch's caching allocator."""
-    ep = np.asarray(ep, dtype=np.float64)
-    hb = hidden * 2.0 + DEEPEP_META_BYTES
-    recv = np.select([ep <= 8, ep <= 64, ep <= 128], [256.0, 288.0, 560.0], 720.0)
-    nvl = DEEPEP_CHANNELS * np.minimum(ep, 8.0) * recv * hb
-    rdma = DEEPEP_CHANNELS * np.maximum(ep // 8, 1.0) * DEEPEP_RDMA_RECV_TOKENS * (hb + 16.0) * 2.0 + 2.0**20
-    return nvl + np.where(ep > 8, rdma, 0.0)
-
-
-def dispatcher_memory_bytes(
-    model: ModelSpec, dispatcher: Any, tokens: Any, tp: Any, sp: Any, ep: Any, etp: Any, act_bytes: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(transient, runtime) bytes of the dispatcher on one rank: allgather's gathered hidden states of the EP x ETP
-    group inside the MoE layer (ep x etp x routed x h x c, allgather_bytes) and DeepEP's buffers (deepep_buffer_bytes,
-    outside the caching allocator, like NCCL's); 0 for alltoall (its buffers are the routed copies, counted with the
-    layer's activations)."""
-    d = np.asarray(dispatcher)
-    routed = moe_tokens(tokens, tp, sp)
-    gathered = allgather_bytes(routed, model.hidden_size, act_bytes, np.asarray(ep) * np.asarray(etp))
-    transient = np.where(d == 1, gathered, 0.0)
-    runtime = np.where(d == 2, deepep_buffer_bytes(model.hidden_size, ep), 0.0)
-    return transient, runtime

@@ -65,7 +65,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
-from autotune.predict import moe
+from autotune.predict import moe, moe_dispatch
 from autotune.predict.collectives import _link, dp_all_reduce_s, dp_ring_s, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.memory import POSITIONS, rank_params, shard_group
@@ -225,17 +225,19 @@ def _moe_terms(
 
 
 def _dispatch_s(arr: dict[str, np.ndarray], model: ModelSpec, cluster: ClusterSpec, routed: Any, c: int) -> np.ndarray:
-    """One dispatch or combine of `routed` tokens per rank under plan.moe_dispatcher (autotune/predict/moe.py):
-    alltoall moves k copies per token (moe.a2a_s), deepep one per destination rank (moe.distinct_ranks_per_token)
-    over the same links; allgather is half of an all-gather + reduce-scatter pair over the EP group of ep x routed
-    tokens (ranks etp apart: _link), so that forward + backward (4 dispatches) make the dispatcher's 2 + 2."""
+    """One dispatch or combine of `routed` tokens per rank under plan.moe_dispatcher: alltoall moves k copies per
+    token (moe.a2a_s); deepep and hybridep one per destination NVLink domain over the network and one per destination
+    rank over NVLink (moe_dispatch.hierarchical_dispatch_s); allgather is half of an all-gather +
+    reduce-scatter pair over the EP group of ep x routed tokens (ranks etp apart: _link), so that forward + backward
+    (4 dispatches) make the dispatcher's 2 + 2."""
     ep, etp, d = arr["ep"], arr["etp"], arr["moe_dispatcher"]
     h = model.hidden_size
-    a2a = moe.a2a_s(moe.dispatch_copies(model, d, routed, ep), h, c, ep, etp, cluster)
+    a2a = moe.a2a_s(np.asarray(routed, dtype=np.float64) * model.moe_router_topk, h, c, ep, etp, cluster)
+    deepep = moe_dispatch.hierarchical_dispatch_s(model, routed, h, c, ep, etp, cluster)
     bw, lat = _link(cluster, ep * etp, etp)
-    nbytes = moe.allgather_bytes(routed, h, c, ep)
+    nbytes = moe_dispatch.allgather_bytes(routed, h, c, ep)
     pair = ring_s("all_gather", ep, nbytes, bw, lat) + ring_s("reduce_scatter", ep, nbytes, bw, lat)
-    return np.where(d == 1, pair / 2.0, a2a)
+    return np.select([d == 1, d >= 2], [pair / 2.0, deepep], a2a)
 
 
 def _busiest_stage(

@@ -9,10 +9,10 @@ Keys per model_type (transformers' config classes):
   qwen3_moe    Qwen3MoeConfig: as qwen2_moe without a shared expert; head_dim decoupled from hidden/heads.
   deepseek_v3  DeepseekV3Config: n_routed_experts, num_experts_per_tok, moe_intermediate_size, n_shared_experts
                (shared width = n_shared_experts * moe_intermediate_size), first_k_dense_replace, moe_layer_freq,
-               scoring_func sigmoid, norm_topk_prob, aux_loss_alpha, and MLA: q_lora_rank, kv_lora_rank,
+               scoring_func sigmoid, norm_topk_prob, aux_loss_alpha, group-limited routing n_group / topk_group
+               (moe_router_num_groups / moe_router_group_topk when n_group > 1), and MLA: q_lora_rank, kv_lora_rank,
                qk_nope_head_dim, qk_rope_head_dim, v_head_dim.
-What ModelSpec does not hold (named in `HFModelConfig.notes`): DeepSeek-V3's group-limited routing (n_group,
-topk_group: which experts are eligible, not how many run: no change to FLOPs or memory) and its multi-token-prediction
+What ModelSpec does not hold (named in `HFModelConfig.notes`): DeepSeek-V3's multi-token-prediction
 module (num_nextn_predict_layers: one extra block at training time, not counted); Qwen2-MoE's shared-expert gate
 (h parameters per layer); a `mlp_only_layers` list that is not a prefix of the layers is refused.
 """
@@ -88,11 +88,7 @@ def moe_fields(raw: dict[str, Any], model_type: str, p: Path) -> tuple[dict[str,
         width = _nonneg(raw, "moe_intermediate_size", p)
         if raw.get("scoring_func", "sigmoid") not in ("sigmoid", "softmax"):
             raise InputFileError(f"{p}: scoring_func={raw.get('scoring_func')!r} must be sigmoid or softmax")
-        if raw.get("n_group", 1) not in (None, 1):
-            notes.append(
-                f"group-limited routing (n_group={raw.get('n_group')}, topk_group={raw.get('topk_group')}) "
-                "restricts which experts are eligible, not how many run: no change to FLOPs or memory"
-            )
+        groups = _nonneg(raw, "n_group", p, 1) or 1  # 1 group = no limit (Kimi-K2: n_group 1, topk_group 1)
         if raw.get("num_nextn_predict_layers"):
             notes.append(
                 f"the multi-token-prediction module (num_nextn_predict_layers={raw['num_nextn_predict_layers']}) "
@@ -108,6 +104,8 @@ def moe_fields(raw: dict[str, Any], model_type: str, p: Path) -> tuple[dict[str,
             "moe_router": raw.get("scoring_func", "sigmoid"),
             "moe_norm_topk": bool(raw.get("norm_topk_prob", True)),
             "moe_aux_loss_coeff": _coef(raw, "aux_loss_alpha", 0.0, p),
+            "moe_router_num_groups": groups if groups > 1 else 0,
+            "moe_router_group_topk": _nonneg(raw, "topk_group", p, groups) if groups > 1 else 0,
             "attention": "mla",
             "q_lora_rank": _nonneg(raw, "q_lora_rank", p, 0),
             "kv_lora_rank": _nonneg(raw, "kv_lora_rank", p),

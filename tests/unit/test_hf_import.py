@@ -1,6 +1,7 @@
 """Hugging Face config.json import: dims of the shipped example configs, transformers' defaults, one-line errors,
 and `model=hf model.config_path=...` through the config loader and `autotune plan`."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.core.errors import SpecError
 from autotune.spec.config import load_config
 from autotune.spec.hf_import import model_from_hf_config, read_hf_config
 
@@ -234,7 +236,12 @@ def test_moe_presets_equal_their_config_json(name):
 
 def test_deepseek_v3_import_notes_what_it_does_not_model():
     notes = read_hf_config(EXAMPLES / "deepseek-v3.json").notes
-    assert any("n_group=8" in n for n in notes) and any("num_nextn_predict_layers=1" in n for n in notes)
+    assert any("num_nextn_predict_layers=1" in n for n in notes)
     m = model_from_hf_config(EXAMPLES / "deepseek-v3.json")
+    assert (m.moe_router_num_groups, m.moe_router_group_topk) == (8, 4)  # config.json n_group, topk_group
+    with pytest.raises(SpecError, match="moe_router_num_groups=7 must divide num_experts=256"):
+        dataclasses.replace(m, moe_router_num_groups=7)
+    with pytest.raises(SpecError, match="moe_router_group_topk=9 must be in 1..moe_router_num_groups=8"):
+        dataclasses.replace(m, moe_router_group_topk=9)
     assert (m.attention, m.kv_lora_rank, m.moe_router, m.moe_first_k_dense) == ("mla", 512, "sigmoid", 3)
     assert m.num_moe_layers == 58 and not m.is_moe_layer(2) and m.is_moe_layer(3)

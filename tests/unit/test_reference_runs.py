@@ -91,6 +91,17 @@ def test_nemo_rows_are_all_mapped_or_listed_with_reasons():
     # token-dropping Qwen3 30B: the dropless preset with capacity factor 1
     assert run[299].model.moe_capacity_factor == 1.0 and run[299].model.name == "qwen3-30b-a3b"
     assert all(r.plan.compile for r in runs)  # Megatron-Core's fused kernels (nemo_runs module doc)
+    # the dispatcher each row's Megatron-Bridge perf recipe names (nemo_runs.DISPATCHER @ 067f987d): DeepSeek-V3 MXFP8
+    # on 256 B200 at the EP32 layout of deepseek_v3_pretrain_256gpu_b200_fp8mx_config (moe_flex_dispatcher_backend
+    # "deepep"); at PP16 EP8 (the _large_scale config, no backend) alltoall; HybridEP on GB300 (the full-iteration
+    # MXFP8 helper); Qwen3-235B BF16 on B200 (backend None, "alltoall"); GPT-OSS on H100 (silent: alltoall)
+    assert (run[124].plan.ep, run[124].plan.moe_dispatcher) == (32, "deepep")
+    assert (run[170].plan.ep, run[170].plan.moe_dispatcher) == (8, "alltoall")
+    assert run[52].cluster == "gb300-nvl72" and run[52].plan.moe_dispatcher == "hybridep"
+    assert run[129].plan.moe_dispatcher == "alltoall"
+    # NeMo 25.09 DeepSeek-V3 on 1024 H100 (TP2 PP8 VP4 EP64): its release's runner enabled DeepEP and the EP overlap
+    assert (run[309].plan.moe_dispatcher, run[309].plan.ep_overlap, run[309].plan.vpp) == ("deepep", True, 4)
+    assert [r.plan.moe_dispatcher for r in runs].count("hybridep") == 91
 
 
 def test_h200_bench_model():
@@ -147,6 +158,10 @@ def test_public_moe_blackwell_rows():
     assert (g.cluster, g.plan.dp, g.plan.pp, g.plan.ep, g.plan.grad_accum_steps) == ("gb200-nvl72", 32, 8, 8, 256)
     assert g.train.framework == "megatron" and g.train.moe_routing == "balanced" and g.plan.zero_stage == 1
     assert g.measured_tokens_per_s_per_gpu == pytest.approx(5066.4)
+    # the table's dispatcher column: HybridEP on GB200 (r043), DeepEP on H100 (r029), A2A (r032), Mixtral alltoall
+    assert (g.plan.moe_dispatcher, run[9].plan.moe_dispatcher, run[12].plan.moe_dispatcher) == (
+        "hybridep", "deepep", "alltoall"
+    )  # fmt: skip
     # r014: torchao's Llama-3-8B rowwise on 8 power-limited B200 (torchtitan FSDP2), 8,640.5 tok/s/GPU
     r = run[4]
     assert (r.plan.fp8, r.plan.zero_stage, r.plan.dp, r.train.framework) == ("rowwise", 3, 8, "torchtitan")
