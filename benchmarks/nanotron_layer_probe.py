@@ -1,5 +1,6 @@
 """Saved activation bytes of one nanotron Llama decoder layer at tensor parallel 2 over gloo (CPU), next to the nanotron
-profile's per-layer term (autotune/predict/frameworks/nanotron.py `nanotron_layer_bytes_per_token`).
+profile's per-layer term (autotune/predict/frameworks/nanotron.py `nanotron_layer_bytes_per_token`), and the peak of
+its loss's forward per logit (`--vocab`)
 
 Each of the `--world` ranks runs one decoder layer's forward (bf16, sequence parallel = nanotron's tp_mode
 REDUCE_SCATTER as bench_cluster sets it, or ALL_REDUCE with --all-reduce) and counts what autograd keeps for backward
@@ -21,7 +22,13 @@ replica / upstream / profile: tp 2 REDUCE_SCATTER MHA mbs 2 5396.22 / 5396.31 / 
 mbs 1 5140.38 / 5140.50 / 5140; GQA (4 kv heads) 4628.22 / 4628.31 / 4628; ALL_REDUCE 5912.22 / 5912.31 / 5912; tp 4
 3210.22 / 3210.31 / 3210. The remainder is cu_seqlens and the RNG state (upstream: + the sequence mask's sums).
 
-Prints ONE JSON object (one line): shape, per rank the measured saved bytes per token and the profile's.
+With --vocab V the loss's forward runs too (cast to fp32 + _ShardedCrossEntropy, replica or upstream): its peak
+resident bytes per local logit, sampled at the three all-reduces inside the loss, against the profile's 8
+(`NanotronProfile.logits`). Measured (seq 512, mbs 2, V 65536 at tp 2): replica 8.087, upstream 8.085 (the rest:
+per-token tensors and page rounding); the profile said 4 + c = 6 before issue 26 item 5.
+
+Prints ONE JSON object (one line): shape, per rank the measured saved bytes per token and the profile's (and the
+loss's bytes per logit with --vocab).
     PYTHONPATH=. python benchmarks/nanotron_layer_probe.py [--world 2 --hidden 256 --ffn 512 --heads 8 --kv-heads 8
                                                            --seq 64 --mbs 2] [--all-reduce] [--nanotron-src DIR]
 """
@@ -45,6 +52,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from autotune.core.model import ModelSpec  # noqa: E402
+from autotune.predict.frameworks import get_profile  # noqa: E402
 from autotune.predict.frameworks.nanotron import nanotron_layer_bytes_per_token  # noqa: E402
 
 
@@ -206,6 +214,71 @@ class ReplicaLayer(torch.nn.Module):
         return self.row(F.silu(gate) * up, self.down) + residual
 
 
+_RSS_SAMPLES: list[int] = []
+
+
+def rss_bytes() -> int:
+    """Resident set size. CPU tensors this large are mmap'd by glibc (above M_MMAP_THRESHOLD, at most 32 MiB) and
+    unmapped when freed, so the resident bytes follow the live large tensors once they are written."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def sampling_all_reduce(tensor, *args, **kwargs):
+    """torch.distributed.all_reduce, sampling the resident bytes first: _ShardedCrossEntropy.forward calls it three
+    times, after the max-shift copy exists (functional.py:40-80 @ a27e8fe8)."""
+    _RSS_SAMPLES.append(rss_bytes())
+    return dist.all_reduce(tensor, *args, **kwargs)
+
+
+class _ShardedCrossEntropy(torch.autograd.Function):  # functional.py:32-86 @ a27e8fe8, forward
+    @staticmethod
+    def forward(ctx, sharded_logits, target, group):
+        logits_max = torch.max(sharded_logits, dim=-1)[0]
+        sampling_all_reduce(logits_max, op=dist.ReduceOp.MAX, group=group)
+        sharded_logits = sharded_logits - logits_max.unsqueeze(dim=-1)
+        v = sharded_logits.shape[-1]
+        start = dist.get_rank(group) * v
+        target_mask = (target < start) | (target >= start + v)
+        masked_target = target.clone() - start
+        masked_target[target_mask] = 0
+        logits_2d = sharded_logits.view(-1, v)
+        masked_target_1d = masked_target.view(-1)
+        predicted = logits_2d[torch.arange(logits_2d.shape[0]), masked_target_1d].clone().view_as(target)
+        predicted[target_mask] = 0.0
+        sampling_all_reduce(predicted, op=dist.ReduceOp.SUM, group=group)
+        exp_logits = sharded_logits
+        torch.exp(sharded_logits, out=exp_logits)
+        sum_exp = exp_logits.sum(dim=-1)
+        sampling_all_reduce(sum_exp, op=dist.ReduceOp.SUM, group=group)
+        loss = torch.log(sum_exp) - predicted
+        exp_logits.div_(sum_exp.unsqueeze(dim=-1))
+        ctx.save_for_backward(exp_logits, target_mask, masked_target_1d)
+        return loss.view_as(target)
+
+
+def loss_peak_bytes_per_logit(a, group, upstream: bool) -> float:
+    """The loss's forward on one rank, as LlamaForTraining.forward runs it (models/llama.py:808, 856-877, 905-921 @
+    a27e8fe8): lm_head's bf16 logits [seq, batch, V/t], cast to fp32 (the bf16 gone once LlamaModel.forward returns,
+    the fp32 kept by the caller), then the sharded cross entropy in fp32. Returns the resident bytes at its largest
+    sample above those before the cast, per local logit."""
+    n, v = a.seq * a.mbs, a.vocab // group.size()
+    target = torch.randint(0, a.vocab, (a.mbs, a.seq))
+    logits = torch.randn(a.seq, a.mbs, v, dtype=torch.bfloat16, requires_grad=True)
+    before = rss_bytes()
+    fp32 = logits.float()  # cast_to_fp32
+    if upstream:
+        import nanotron.distributed as ndist
+        from nanotron.models.llama import Loss
+
+        ndist.all_reduce = sampling_all_reduce
+        loss = Loss(group)(sharded_logits=fp32, label_ids=target, label_mask=torch.ones_like(target))["loss"]
+    else:
+        loss = _ShardedCrossEntropy.apply(fp32, target.transpose(0, 1).contiguous(), group)
+    assert loss.requires_grad
+    return (max(_RSS_SAMPLES) - before) / (n * v)
+
+
 def upstream_layer(src: str, a, group, reduce_scatter: bool) -> torch.nn.Module:
     """nanotron's own LlamaDecoderLayer from `src` (dacite from tests/vendor/nanotron)."""
     sys.path[:0] = [src, str(ROOT / "tests" / "vendor" / "nanotron" / "dacite" / "..")]
@@ -251,7 +324,10 @@ def _rank(rank: int, a, port: int, out_dir: str) -> None:
         out = layer(x, mask)
     out = out["hidden_states"] if isinstance(out, dict) else out
     assert tuple(out.shape) == (s_local, a.mbs, a.hidden)
-    Path(out_dir, f"{rank}.json").write_text(json.dumps({"rank": rank, "saved_bytes": sum(saved.values())}))
+    del out
+    loss_peak = loss_peak_bytes_per_logit(a, group, bool(a.nanotron_src)) if a.vocab else None
+    row = {"rank": rank, "saved_bytes": sum(saved.values()), "loss_peak_bytes_per_logit": loss_peak}
+    Path(out_dir, f"{rank}.json").write_text(json.dumps(row))
     dist.destroy_process_group()
 
 
@@ -260,6 +336,7 @@ def main(argv=None) -> dict:
     for name, default in (("world", 2), ("hidden", 256), ("ffn", 512), ("heads", 8), ("kv-heads", 8), ("seq", 64)):
         ap.add_argument(f"--{name}", type=int, default=default)
     ap.add_argument("--mbs", type=int, default=2)
+    ap.add_argument("--vocab", type=int, default=0, help="also run the loss with this vocabulary (0: skip)")
     ap.add_argument("--all-reduce", action="store_true", help="tp_mode ALL_REDUCE (no sequence parallelism)")
     ap.add_argument("--nanotron-src", default=None, help="run upstream nanotron's LlamaDecoderLayer from this src/")
     a = ap.parse_args(argv)
@@ -272,7 +349,7 @@ def main(argv=None) -> dict:
         ranks = [json.loads(Path(d, f"{r}.json").read_text()) for r in range(a.world)]
     spec = ModelSpec(
         name="probe", num_layers=1, hidden_size=a.hidden, ffn_hidden_size=a.ffn, num_heads=a.heads,
-        num_kv_heads=a.kv_heads, vocab_size=256,
+        num_kv_heads=a.kv_heads, vocab_size=a.vocab or 256,
     )  # fmt: skip
     tokens = a.seq * a.mbs
     predicted = float(nanotron_layer_bytes_per_token(spec, a.world, not a.all_reduce, 2, a.mbs))
@@ -284,6 +361,11 @@ def main(argv=None) -> dict:
         "predicted_bytes_per_token": predicted,
     }
     result["max_rel_err"] = max(abs(m / predicted - 1) for m in result["measured_bytes_per_token"])
+    if a.vocab:  # the profile's logits term per local logit (NanotronProfile.logits)
+        result["loss_peak_bytes_per_logit"] = [r["loss_peak_bytes_per_logit"] for r in ranks]
+        result["predicted_loss_bytes_per_logit"] = float(
+            get_profile("nanotron").logits(spec, 1, 1, a.world, 2) / (a.vocab / a.world)
+        )
     return result
 
 
