@@ -25,7 +25,8 @@ Per-layer saved activations per token (c = activation bytes, t = tp, /t' = /t on
     viewed [b, s, h/t] then transposed to [s, b, h/t]; F.linear on that non-contiguous 3-D input goes through
     at::matmul, which folds it with reshape (a copy unless b = 1) and saves the copy for the weight gradient
     (aten/src/ATen/native/LinearAlgebra.cpp _matmul_impl; measured with saved_tensors_hooks, torch 2.13 CPU, in
-    tests/unit/test_nanotron_profile.py): c q/t more per token when mbs > 1, next to the out that flash-attn saves.
+    tests/unit/test_nanotron_profile.py): c q/t more per token when mbs > 1, next to the out that flash-attn saves
+    (bench_cluster's torch 2.1 / 2.3, requirements.txt and the NGC 24.04 image, not run here).
   recompute_layer: the layer's input (ch/t') is kept, one layer's activations exist again during its backward.
 No dropout and no s^2 scores (flash attention).
 """
