@@ -163,6 +163,15 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     # bench_model: the sum of every term; a profile whose peak is one phase or another says so (FrameworkProfile.allocated)
     alloc = prof.allocated(params, ms["grads"], ms["optimizer"], act, logits, extras["buffers"], layer_act["transient"])
     alloc = alloc + held["grads"]  # held in every phase: outside the profile's choice of peak
+    # grads freed after every micro-batch's backward (FrameworkProfile.backward_only_grads; nanotron's bf16 .grad):
+    # the forward's end holds everything but them; a backward's end holds them but not that micro-batch's layers'
+    # activations nor its logits. The peak is the larger: the sum less min(those grads, what that backward freed)
+    # (0 for the other profiles: alloc unchanged)
+    bwd = prof.backward_only_grads(psi[pos] + psi[f"expert_{pos}"], train)
+    freed = (
+        psi[f"layers_{pos}"] * layer_act["saved"] + layer_act["transient"] + np.where(is_last, extras["logits"], 0.0)
+    )
+    alloc = alloc - np.minimum(bwd, freed)
     return {
         "params": params,
         "compute_copy": copy,

@@ -272,7 +272,41 @@ def check_sweep_store(out: dict) -> None:
     assert positive(out["megabytes"], out["sweep_s"], out["report_s"], out["export_s"])
 
 
+def check_nanotron_layer_probe(out: dict) -> None:
+    """nanotron's decoder layer (replica of branch bench_cluster @ a27e8fe8) at tp 2, REDUCE_SCATTER, mbs 2: what
+    autograd saves per token against the profile's term, hand-computed (h 64, f 128, 4 heads MHA, c = 2): norms
+    2(2*64 + 4)/2 = 132, gathered column inputs 2*2*64 = 256, attention 2(3*64 + 2*64 + 64 + 64)/2 + 4*4/2 = 456 (MHA
+    qkv copy, k+v, out, o_proj's folded copy at mbs 2; fp32 lse), MLP 4*2*128/2 = 512: 1356 bytes. The measurement
+    adds only cu_seqlens (3 int32) and the RNG state (2 int64): 28 bytes over 512 tokens. The loss's forward
+    (resident bytes, fp32 tensors of 67 MB each): the caller's fp32 logits + the max-shifted fp32 copy, 8 bytes per
+    logit (the profile before issue 26 item 5 said 4 + c = 6), plus per-token scraps."""
+    assert out["layer"] == "replica" and out["tp_mode"] == "REDUCE_SCATTER"
+    assert out["predicted_bytes_per_token"] == 132 + 256 + 456 + 512 == 1356
+    assert out["measured_bytes_per_token"] == [1356 + 28 / 512] * 2
+    assert out["predicted_loss_bytes_per_logit"] == 8.0
+    assert all(7.9 < m < 8.5 for m in out["loss_peak_bytes_per_logit"]), out["loss_peak_bytes_per_logit"]
+
+
 SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
+    "nanotron_layer_probe.py": (
+        [
+            "--hidden",
+            "64",
+            "--ffn",
+            "128",
+            "--heads",
+            "4",
+            "--kv-heads",
+            "4",
+            "--seq",
+            "256",
+            "--mbs",
+            "2",
+            "--vocab",
+            "65536",
+        ],
+        check_nanotron_layer_probe,
+    ),
     "cpu_adam.py": (["--params", "200000", "--chunks", "4", "--rounds", "1"], check_cpu_adam),
     "engine_overhead.py": (["--backends", "", "--repeats", "1", "--world-size", "1"], check_engine_overhead),
     "fp8_memory.py": (["--no-compile", "--hidden", "64", "--ffn", "256", "--seq", "32"], check_fp8_memory),

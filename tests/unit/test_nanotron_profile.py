@@ -39,13 +39,15 @@ def _mem(model=M, **plan):
     return memory_arrays(arrays_from_plans([p]), model, train, CLUSTER), p, train
 
 
-def _layer_bytes_per_token(t: int, sp: bool, q_saved: int = Q) -> float:
+def _layer_bytes_per_token(t: int, sp: bool, q_saved: int = Q, mbs: int = 1) -> float:
     """Per token: two TritonRMSNorms (nn/layer_norm.py:24-50: input c*h + fp32 rstd 4, /t with REDUCE_SCATTER);
     qkv_proj and gate_up_proj inputs all-gathered then saved by F.linear (functional.py:341-359: 2 * c*h, never /t);
     flash_attn_varlen_func (llama.py:213) q, k+v (one tensor, :547), out, fp32 lse per head: (c(q + 2k + q) + 4a)/t;
-    SwiGLU unfused (llama.py:127-134): gate_up out 2f, silu out f, product f: 4cf/t."""
+    SwiGLU unfused (llama.py:127-134): gate_up out 2f, silu out f, product f: 4cf/t; at mbs > 1 o_proj's folded
+    copy of its transposed input (llama.py:596-598 @ a27e8fe8): c q/t."""
     spd = t if sp else 1
-    return 2 * (2 * H + 4) / spd + 2 * 2 * H + (2 * (q_saved + 2 * K + Q) + 4 * A) / t + 4 * 2 * F / t
+    o_copy = Q if mbs > 1 else 0
+    return 2 * (2 * H + 4) / spd + 2 * 2 * H + (2 * (q_saved + 2 * K + Q + o_copy) + 4 * A) / t + 4 * 2 * F / t
 
 
 def test_dp4_layer_activations_and_model_states():
@@ -54,7 +56,9 @@ def test_dp4_layer_activations_and_model_states():
     per_token = 2 * (512 + 4) + 1024 + (2 * (256 + 256 + 256) + 32) + 8 * 688  # = 9128 bytes
     assert _layer_bytes_per_token(1, False) == per_token == 9128
     head = (512 + 4) + 512  # final norm input + rstd, lm_head's input (llama.py:713-738)
-    logits = (4 + 2) * V  # fp32 softmax (functional.py:75-86) + the bf16 gradient into lm_head, per token
+    # the forward's end (branch bench_cluster @ a27e8fe8): the caller's fp32 logits (llama.py:808, :912-916) + the
+    # fp32 max-shifted copy that becomes the saved softmax (functional.py:44, :75-86): 8 bytes per logit
+    logits = (4 + 4) * V
     assert float(mem["activations"][0]) == pytest.approx(S * (8 * per_token + head))
     assert float(mem["logits"][0]) == pytest.approx(S * logits)
     # bytes per parameter: bf16 param 2, bf16 .grad 2 (gradient_accumulator.py:212-223), fp32 accumulator 4
@@ -82,7 +86,7 @@ def test_mha_keeps_the_whole_qkv_copy_and_full_recompute_keeps_the_layer_input()
     assert mha == pytest.approx(S * per_token)
     full = PROF.layer_activations(M, S, 2, 2, True, 2, 2)
     assert float(full["saved"]) == pytest.approx(S * 2 * 2 * H / 2)
-    assert float(full["transient"]) == pytest.approx(S * 2 * _layer_bytes_per_token(2, True))
+    assert float(full["transient"]) == pytest.approx(S * 2 * _layer_bytes_per_token(2, True, mbs=2))
 
 
 @pytest.mark.parametrize("engine,first,last", [("1f1b", 4, 1), ("gpipe", 8, 8)])
@@ -100,7 +104,7 @@ def test_pp4_engines_in_flight(engine, first, last):
     expect = {0: layers * per_layer * first, 3: layers * per_layer * (1 if engine == "1f1b" else 8) + head * last}
     assert float(mem["activations"][0]) == pytest.approx(expect[worst])
     if worst == 3:
-        assert float(mem["logits"][0]) == pytest.approx(S * 6 * V * last)
+        assert float(mem["logits"][0]) == pytest.approx(S * 8 * V * last)
 
 
 def test_afab_at_pp1_holds_every_micro_batch():
@@ -137,3 +141,44 @@ def _code(name: str) -> int:
 
 def test_other_profiles_keep_one_head_in_flight():
     assert np.all(get_profile("bench_model").last_stage_inflight(4, 8, _code("gpipe")) == 1.0)
+
+
+def test_bf16_grads_are_not_at_the_forward_end():
+    """FP32GradientAccumulator.backward (gradient_accumulator.py:204-223 @ a27e8fe8) sets every bf16 .grad to None
+    after each micro-batch's backward: the allocated peak is the larger of the forward's end (all activations +
+    logits, no bf16 grads) and a backward's end (bf16 grads, that micro-batch's layers and logits freed)."""
+    mem, p, train = _mem(dp=4, micro_batch_size=1)
+    psi = float(rank_params(M, 1, 1, 1)["first"])
+    states = 22 * psi
+    act, logits = float(mem["activations"][0]), float(mem["logits"][0])
+    assert logits == S * 8 * V
+    fwd_end = states - 2 * psi + act + logits  # 20 bytes per parameter outside a backward
+    bwd_end = states + act - S * 8 * 9128  # the 8 layers' saved tensors freed, the head's kept (conservative)
+    assert float(mem["allocated"][0]) == pytest.approx(max(fwd_end, bwd_end))
+    assert fwd_end > bwd_end  # this layout (seq 256, V 1000): the forward's end; 2 * psi is 2.6 MB here
+    # fp32 compute has no accumulator (accumulate_grad_in_fp32 only matters for a lower precision): nothing freed
+    f32 = TrainSpec(seq_len=S, global_batch_size=4, framework="nanotron", compute_dtype="fp32")
+    assert PROF.backward_only_grads(1e9, f32) == 0.0 and PROF.backward_only_grads(1e9, train) == 2e9
+
+
+def test_o_proj_saves_a_copy_of_its_transposed_input_at_mbs_above_one():
+    """llama.py:596-598 @ a27e8fe8 hands o_proj flash-attn's output viewed [b, s, h/t] and transposed to [s, b, h/t];
+    F.linear folds that 3-D non-contiguous input through at::matmul's reshape, a copy unless b = 1, and saves the
+    copy. Measured here with saved_tensors_hooks (real torch, CPU), then the profile's c q/t per token."""
+    import torch
+    import torch.nn.functional as F
+
+    w = torch.randn(2 * H, H, dtype=torch.bfloat16, requires_grad=True)  # the input is saved for its gradient
+    for b, copied in ((1, False), (2, True)):
+        out = torch.randn(b * 16, 8, H // 8, dtype=torch.bfloat16, requires_grad=True)  # flash-attn [b*s, heads, d]
+        x = out.contiguous().view(b, 16, H).transpose(0, 1)
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+            F.linear(x, w)
+        inputs = [t for t in saved if t.shape[-1] == H and t.numel() == b * 16 * H]
+        assert (
+            len(inputs) == 1 and (inputs[0].untyped_storage().data_ptr() != out.untyped_storage().data_ptr()) == copied
+        )
+    one = float(PROF.layer_activations(M, S, 1, 2, True, 0, 2)["saved"])
+    two = float(PROF.layer_activations(M, S, 2, 2, True, 0, 2)["saved"])
+    assert two - 2 * one == pytest.approx(2 * S * 2 * Q / 2)  # 2 sequences x S tokens x c q / t

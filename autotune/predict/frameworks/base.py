@@ -292,6 +292,12 @@ class FrameworkProfile(ABC):
     ) -> np.ndarray:
         """The allocated peak from the terms (`activations` includes the recompute `transient`)."""
 
+    def backward_only_grads(self, num_params: Any, train: TrainSpec) -> Any:
+        """Bytes of `model_states`' grads that exist only from a micro-batch's backward to its end (freed after every
+        backward, so never at the forward's end): the allocated peak is then the larger of the forward's end and a
+        backward's end (`_rank_memory`). Default: none (every profile's grads live all step)."""
+        return 0.0
+
     # ---- pipeline -----------------------------------------------------------------------------------------------
     @abstractmethod
     def inflight(self, pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any) -> np.ndarray:

@@ -21,6 +21,12 @@ Per-layer saved activations per token (c = activation bytes, t = tp, /t' = /t on
     o_proj's input is a view of out: c(q + 2k + q)/t + 4a/t (MHA: c(3q + 2k + q)/t + 4a/t).
   MLP [models/llama.py:127-180]: gate_up output (2f; silu's saved input is a view of it), the unfused silu output
     (f, saved by the product) and the product (f, down_proj's input): 4cf/t.
+  o_proj at mbs > 1 (branch bench_cluster @ a27e8fe8, models/llama.py:596-598): its input is flash-attn's output
+    viewed [b, s, h/t] then transposed to [s, b, h/t]; F.linear on that non-contiguous 3-D input goes through
+    at::matmul, which folds it with reshape (a copy unless b = 1) and saves the copy for the weight gradient
+    (aten/src/ATen/native/LinearAlgebra.cpp _matmul_impl; measured with saved_tensors_hooks, torch 2.13 CPU, in
+    tests/unit/test_nanotron_profile.py): c q/t more per token when mbs > 1, next to the out that flash-attn saves
+    (bench_cluster's torch 2.1 / 2.3, requirements.txt and the NGC 24.04 image, not run here).
   recompute_layer: the layer's input (ch/t') is kept, one layer's activations exist again during its backward.
 No dropout and no s^2 scores (flash attention).
 """
@@ -42,7 +48,7 @@ from autotune.predict.frameworks.bench_model import BenchModelProfile
 _AFAB = SCHEDULE_CODE["gpipe"]  # nanotron's all-forward-all-backward engine (the exporter writes pp_engine: afab)
 
 
-def nanotron_layer_bytes_per_token(model: ModelSpec, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
+def nanotron_layer_bytes_per_token(model: ModelSpec, tp: Any, sp: Any, act_bytes: int, mbs: Any = 1) -> np.ndarray:
     """What one nanotron Llama decoder layer saves per token (module docstring, term by term)."""
     t = np.asarray(tp, dtype=np.float64)
     sp_div = np.where(np.asarray(sp, dtype=bool), t, 1.0)
@@ -51,7 +57,8 @@ def nanotron_layer_bytes_per_token(model: ModelSpec, tp: Any, sp: Any, act_bytes
     q_saved = 3 * q if mha else q
     norms = 2.0 * (c * h + 4.0) / sp_div
     column_inputs = 2.0 * c * h
-    attention = (c * (q_saved + 2 * k + q) + 4.0 * model.num_heads) / t
+    o_proj_copy = np.where(np.asarray(mbs) > 1, q, 0)  # the folded copy of o_proj's transposed input (docstring)
+    attention = (c * (q_saved + 2 * k + q + o_proj_copy) + 4.0 * model.num_heads) / t
     mlp = 4.0 * c * f / t
     return norms + column_inputs + attention + mlp
 
@@ -128,7 +135,7 @@ class NanotronProfile(FrameworkProfile):
         self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
     ) -> dict[str, np.ndarray]:
         tok = np.asarray(seq, dtype=np.float64) * np.asarray(mbs, dtype=np.float64)
-        layer = tok * nanotron_layer_bytes_per_token(model, tp, sp, act_bytes)
+        layer = tok * nanotron_layer_bytes_per_token(model, tp, sp, act_bytes, mbs)
         sp_div = np.where(np.asarray(sp, dtype=bool), np.asarray(tp, dtype=np.float64), 1.0)
         full = tok * act_bytes * model.hidden_size / sp_div  # recompute_layer keeps the layer input
         is_full = np.asarray(recompute) != RECOMPUTE_CODE["none"]  # selective is rejected (rules)
@@ -161,10 +168,24 @@ class NanotronProfile(FrameworkProfile):
         return tokens * ((act_bytes * model.hidden_size + 4.0) / sp_div + act_bytes * model.hidden_size)
 
     def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
-        # cast_to_fp32 (llama.py:736-738) then _ShardedCrossEntropy saves the fp32 softmax (functional.py:75-86,
-        # exp in place), reused in place as its gradient; the bf16 gradient into lm_head (or, in forward, the bf16
-        # logits before the cast) is the c: (4 + c) bytes per logit of the whole micro-batch, n*V/t (no chunking)
-        return (4.0 + act_bytes) * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64)
+        """The loss's largest moment, per logit of the whole micro-batch (n*V/t, no chunking), branch bench_cluster @
+        a27e8fe8: at the forward's end the fp32 logits of cast_to_fp32 (models/llama.py:808; `.float()` saves nothing,
+        the bf16 logits are gone once LlamaModel.forward returns) stay referenced by LlamaForTraining.forward
+        (:912-916) while _ShardedCrossEntropy.forward subtracts the max into a new fp32 tensor (functional.py:44),
+        exponentiated and normalised in place and saved (:75-86): 4 + 4 bytes. The backward then holds the softmax
+        reused as its gradient (:96) and the bf16 gradient into lm_head: 4 + c <= 8. So 8 bytes per logit, at the
+        forward's end (FrameworkProfile.backward_only_grads: nanotron's peak is the larger of that end and a
+        backward's end)."""
+        return 8.0 * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64)
+
+    def backward_only_grads(self, num_params: Any, train: TrainSpec) -> Any:
+        """The bf16 .grad of every parameter: autograd allocates each during a micro-batch's backward and
+        FP32GradientAccumulator.backward (optim/gradient_accumulator.py:204-223, branch bench_cluster @ a27e8fe8)
+        adds it into the fp32 buffer and sets it to None right after that backward (engine.py:86 calls it per
+        micro-batch): not alive at any forward's end. Without accumulate_grad_in_fp32 (fp32 compute: no
+        accumulator) the grads stay."""
+        c = DTYPE_BYTES[train.compute_dtype]
+        return np.asarray(num_params, dtype=np.float64) * (c if c != 4 else 0.0)
 
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
         # DDP's buckets cover the whole model and are counted in model_states' grads
