@@ -73,29 +73,44 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
     """The calibration step: `autotune netbench` on `ranks` gloo ranks of this host (the landscape's world), each
     collective's CPU seconds per rank fitted to the ring alpha-beta; returns (the CPU-time cluster, the fit as JSON).
     Cached in WORKDIR/netbench.json for --reuse."""
-    from autotune.fitting.netbench import NetbenchResult, cpu_time_cluster, fit_result, run_netbench
+    from autotune.fitting.netbench import (
+        NetbenchResult,
+        cpu_time_cluster,
+        fit_result,
+        fsdp_cpu_cluster,
+        run_netbench,
+    )
 
     cache = Path(workdir) / "netbench.json"
-    if reuse and cache.exists():
-        raw = json.loads(cache.read_text())
-        res = fit_result(raw["world_size"], raw["backend"], raw["samples"], hosts=1)
+    raw = json.loads(cache.read_text()) if reuse and cache.exists() else {}
+    if raw.get("fsdp_samples"):  # a cache written before netbench timed FSDP2's collectives is measured again
+        res = fit_result(raw["world_size"], raw["backend"], raw["samples"], hosts=1, raw_fsdp=raw["fsdp_samples"])
     else:
         sizes = (1 << 12, 1 << 20) if smoke else (1 << 12, 1 << 16, 1 << 20, 1 << 22)
         res: NetbenchResult = run_netbench(ranks, sizes, iters=1 if smoke else 10, warmup=1 if smoke else 2)
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(res.to_json()))
-    fit = res.cpu_fits["intra"]
-    return cpu_time_cluster(cluster, res), {
-        "world": res.world_size,
-        "alpha_cpu_s": fit.latency_s,
-        "beta_cpu_bytes_per_s": fit.bw_bytes_per_s,
-        "rel_rms_error": fit.rel_rms_error,
-        "samples": fit.num_samples,
-        "wall_fit": {"alpha_s": res.fits["intra"].latency_s, "beta_bytes_per_s": res.fits["intra"].bw_bytes_per_s},
-    }
+    fit, fsdp = res.cpu_fits["intra"], res.fsdp_cpu_fits.get("intra")
+    return (
+        cpu_time_cluster(cluster, res),
+        fsdp_cpu_cluster(cluster, res),
+        {
+            "world": res.world_size,
+            "alpha_cpu_s": fit.latency_s,
+            "beta_cpu_bytes_per_s": fit.bw_bytes_per_s,
+            "rel_rms_error": fit.rel_rms_error,
+            "samples": fit.num_samples,
+            "wall_fit": {"alpha_s": res.fits["intra"].latency_s, "beta_bytes_per_s": res.fits["intra"].bw_bytes_per_s},
+            # FSDP2-issued all-gathers / reduce-scatters (netbench_fsdp.py): CPU s per ring step, bytes per CPU s
+            "fsdp_alpha_cpu_s": fsdp.latency_s if fsdp else None,
+            "fsdp_beta_cpu_bytes_per_s": fsdp.bw_bytes_per_s if fsdp else None,
+            "fsdp_rel_rms_error": fsdp.rel_rms_error if fsdp else None,
+            "fsdp_samples": fsdp.num_samples if fsdp else 0,
+        },
+    )
 
 
-def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dict:
+def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_comm=None) -> dict:
     """tiny-moe dp4 ep4 measured on 4 ranks next to its composition from a 1-rank replica (ep 1: the replica's local
     permute and experts are measured, the dispatch/combine all-to-alls to the 3 missing peers and the dp traffic are
     priced with the CPU-time alpha-beta). Compared in the busiest rank's CPU seconds per step on both sides;
@@ -136,7 +151,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
     parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
     parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
-    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts)
+    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=fsdp_comm)
     old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts)
     measured = measured_step_s(full, "cpu")
     out.update(
@@ -182,7 +197,7 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
     t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
     parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"), measured_tp_comm_s(r, rrow, "cpu"))
-    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts)
+    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=clusters["fsdp"])
     pre = compose_step(step, tgt, rpl, t.cluster, *parts)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
     busy, measured = cpu.step_s - cpu.bubble_s, float(rec["step_cpu_time_mean_s"])
@@ -244,10 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         # in priced traffic)
         land = land[(land["tp"] == 2) & (land["pp"] == 1) & (land["dp"] == 4) & (land["micro_batch_size"] == 1)]
         land = land.head(3)
-    cpu_comm, calib = calibrate_cpu_comm(
+    cpu_comm, fsdp_comm, calib = calibrate_cpu_comm(
         cfg.cluster, args.workdir, 2 if args.smoke else NUM_GPUS, args.smoke, args.reuse
     )
-    clusters = {"cpu": cpu_comm}
+    clusters = {"cpu": cpu_comm, "fsdp": fsdp_comm}
     launcher = LocalLauncher(workdir=args.workdir)
     cache = Path(args.workdir) / "replicas.json"
     replica_rows: dict[str, dict] = json.loads(cache.read_text()) if args.reuse and cache.exists() else {}
@@ -291,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         "spearman": out["spearman"] is not None and out["spearman"] >= TARGETS["spearman"],
         "best_ratio": out["best_ratio"] is not None and out["best_ratio"] >= TARGETS["best_ratio"],
     }
-    out["moe_ep_check"] = None if args.smoke or args.no_moe else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse)
+    out["moe_ep_check"] = (
+        None if args.smoke or args.no_moe else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse, fsdp_comm)
+    )
     print(json.dumps(out))
     return 0
 

@@ -100,9 +100,12 @@ def compose_step(
     measured_dp_comm_s: float | None = None,
     measured_host_s: float | None = None,
     measured_tp_comm_s: float | None = None,
+    fsdp_cluster: ClusterSpec | None = None,
 ) -> Composed:
     """The target's step time composed from the replica's measured step, and of it the parts the replica measured
-    apart: optimizer step, data-parallel collectives, host dispatch, tp collectives (module docstring)."""
+    apart: optimizer step, data-parallel collectives, host dispatch, tp collectives (module docstring).
+    `fsdp_cluster`: links fitted to FSDP2-issued collectives (netbench `fsdp_cpu_cluster`), which price a ZeRO-2/3
+    target's FSDP2 traffic when the replica holds no data-parallel rank to measure it on (`_dp_seconds`)."""
     tplan, tmodel, ttrain = target
     rplan, rmodel, rtrain = replica
     full = _terms(tplan, tmodel, ttrain, cluster)
@@ -136,6 +139,8 @@ def compose_step(
     stage_mb = k * measured_mb + priced_mb
     bubble = float(bubble_microbatches(tplan.pp, tplan.vpp)) * stage_mb
     dp_s, dp_measured = _dp_seconds(k, taken.get("dp"), rplan, tplan, rep, full)
+    if fsdp_cluster is not None and not dp_measured and rplan.dp * rplan.cp == 1 and tplan.zero_stage >= 2:
+        dp_s = _terms(tplan, tmodel, ttrain, fsdp_cluster)["dp_comm_s"]
     if tplan.dp * tplan.cp > 1 and full["dp_comm_s"] > 0:
         (measured_parts if dp_measured else modelled_parts).append("dp")
     if tplan.pp > 1:
