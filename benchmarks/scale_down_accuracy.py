@@ -13,13 +13,16 @@ cores (docs/scale_down.md "Fair on a shared CPU"). The composed step is in the s
   - calibration step: `autotune netbench` on the landscape's world (8 ranks, this host) records each collective's CPU
     seconds per rank and fits a CPU-time alpha-beta (autotune/fitting/netbench.py cpu_fits); the collectives the
     replica did not run (ZeRO/DDP traffic at full dp, pipeline p2p, a shrunk tp or ep group's part) are priced with
-    it (cpu_time_cluster: nothing hidden, a collective's CPU is spent whether or not it overlaps compute);
+    it (cpu_time_cluster: nothing hidden, a collective's CPU is spent whether or not it overlaps compute); the same
+    netbench also times FSDP2's own all-gathers / reduce-scatters (autotune/fitting/netbench_fsdp.py, fsdp_cpu_fits),
+    which price a ZeRO-2/3 target's FSDP2 traffic where the replica holds no data-parallel rank;
   - the pipeline bubble is left out (a rank waiting in it, blocked in a gloo receive, burns no CPU).
 Replicas that are the same trial (same per-rank shapes) are run once. Last line: ONE JSON object with median_abs_err
 (of tok/s/GPU in CPU seconds), spearman (composed vs measured ranking), best_ratio (measured tok/s of the composed best /
 measured best), the per-layout table, `wall_basis` (the same three figures the old way: the `cpu` preset's transfer-time
 alpha-beta, the host mapping max(step, W/C (step - bubble)) against the landscape's wall clock), `cpu_basis_preset_comm`
-(CPU basis, collectives priced with the preset), the cost against the landscape's own GPU-seconds, and the tiny-moe
+(CPU basis, collectives priced with the preset), `cpu_basis_bare_dp_links` (CPU basis, FSDP2 traffic of no-dp-rank
+replicas priced with the bare collectives' fit instead of FSDP2's), the cost against the landscape's own GPU-seconds, and the tiny-moe
 dp4 ep4 world-4-from-world-1 check (`moe_ep_check`). Results and their reading: docs/scale_down.md "Accuracy".
 """
 
@@ -198,6 +201,7 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
     parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"), measured_tp_comm_s(r, rrow, "cpu"))
     cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=clusters["fsdp"])
+    bare = compose_step(step, tgt, rpl, clusters["cpu"], *parts)  # FSDP2 traffic at the bare collectives' links
     pre = compose_step(step, tgt, rpl, t.cluster, *parts)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
     busy, measured = cpu.step_s - cpu.bubble_s, float(rec["step_cpu_time_mean_s"])
@@ -209,6 +213,8 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "measured_cpu_step_s": measured,
         "composed_cpu_step_s": busy,
         "composed_priced_comm_s": cpu.dp_comm_s + cpu.pp_comm_s,
+        "composed_dp_comm_s": cpu.dp_comm_s,
+        "composed_bare_dp_tok_s_gpu": tokens / (bare.step_s - bare.bubble_s) / world,
         "measured_tok_s_gpu": tokens / measured / world,
         "composed_tok_s_gpu": tokens / busy / world,
         "rel_err": measured / busy - 1.0,
@@ -295,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         "n_replicas_run": len(replica_rows),
         **summary(ok, "measured_tok_s_gpu", "composed_tok_s_gpu"),
         "cpu_basis_preset_comm": summary(ok, "measured_tok_s_gpu", "composed_preset_comm_tok_s_gpu"),
+        # the same composition with a no-dp-rank replica's FSDP2 traffic priced at netbench's bare-collective links
+        "cpu_basis_bare_dp_links": summary(ok, "measured_tok_s_gpu", "composed_bare_dp_tok_s_gpu"),
         "wall_basis": summary(ok, "measured_wall_tok_s_gpu", "composed_host_tok_s_gpu"),
         "replica_gpu_seconds": sum(float(r.get("gpu_seconds") or 0.0) for r in replica_rows.values()),
         "landscape_gpu_seconds": float(land["gpu_seconds"].sum()),

@@ -16,6 +16,7 @@ netbench's samples. `netbench.fit_result` fits the same ring α-β to their CPU 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 FSDP_COLLECTIVES = ("all_gather", "reduce_scatter")
@@ -28,28 +29,51 @@ def fsdp_group_sizes(world: int, local: int) -> list[int]:
     return [g for g in (2, 4, 8, 16) if g <= local and local % g == 0 and world % g == 0]
 
 
+# a bench_model Llama block's parameter tensors, FSDP2's copy-in / copy-out work per tensor: wq, wk, wv, wo, w1, w2, w3
+# and the two RMSNorm weights (bench_model/model.py)
+BLOCK_TENSORS = 9
+
+
 def _unit(torch, numel: int, mesh) -> Any:
-    """A module holding one flat parameter of `numel` elements, fully_shard-ed like a bench_model block at ZeRO-3
-    (reshard after forward: one all-gather in the forward, one in the backward, one reduce-scatter)."""
+    """A module of BLOCK_TENSORS parameters of `numel` elements in all, like a bench_model block; with `mesh`
+    fully_shard-ed as the trainer does at ZeRO-3 (reshard after forward: one all-gather in the forward, one in the
+    backward, one reduce-scatter), without it the same module unsharded (the baseline its compute is taken from)."""
     from torch import nn
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    class Flat(nn.Module):
+    class Block(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.w = nn.Parameter(torch.full((numel,), 1e-3))
+            n = numel // BLOCK_TENSORS
+            self.ws = nn.ParameterList([nn.Parameter(torch.full((n,), 1e-3)) for _ in range(BLOCK_TENSORS)])
 
         def forward(self, x):
-            return (self.w * x).sum()
+            return sum((w * x[: w.numel()].to(w.dtype)).sum() for w in self.ws)
 
-    mod = Flat()
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    fully_shard(mod, mesh=mesh, reshard_after_forward=True, mp_policy=mp)
+    mod = Block()
+    if mesh is not None:
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        fully_shard(mod, mesh=mesh, reshard_after_forward=True, mp_policy=mp)
     return mod
 
 
+def _cpu_per_iter(mod, x, iters: int, warmup: int, clocks: dict) -> float:
+    """CPU seconds (process_time, every thread) per forward + backward of `mod`, the clocks reset after warm-up."""
+    for _ in range(warmup):
+        mod(x).backward()
+    for c in clocks.values():
+        c.reset()
+    c0 = time.process_time()
+    for _ in range(iters):
+        mod(x).backward()
+    return (time.process_time() - c0) / iters
+
+
 def measure_fsdp(sizes: list[int], iters: int, warmup: int, device: Any, local: int) -> list[dict[str, Any]]:
-    """Every rank calls it; rank 0 returns one sample per (collective, group size, size), others []."""
+    """Every rank calls it; rank 0 returns one sample per (collective, group size, size), others []. A sample's
+    `cpu_time_s` is the collective's own CPU per call (the trainer's hooks) plus an equal share of what else FSDP2
+    spends around its calls (copy-in, copy-out, casts, hooks: the wrapped unit's forward + backward less the unwrapped
+    one's and less the collectives), so the fit prices a call as FSDP2 issues it."""
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -60,19 +84,19 @@ def measure_fsdp(sizes: list[int], iters: int, warmup: int, device: Any, local: 
     for g in fsdp_group_sizes(world, local):
         mesh = init_device_mesh(device.type, (world // g, g), mesh_dim_names=("rep", "shard"))["shard"]
         for size in sizes:
-            numel = max(g, size // PARAM_BYTES // g * g)  # `size` bytes gathered, divisible by g
+            # `size` bytes gathered (bf16), each tensor's length divisible by g
+            numel = max(g, size // PARAM_BYTES // (g * BLOCK_TENSORS)) * g * BLOCK_TENSORS
+            x = torch.ones(numel, device=device)
+            plain = _cpu_per_iter(_unit(torch, numel, None), x, iters, warmup, {})
             mod = _unit(torch, numel, mesh)
             clocks = {"all_gather": DpCommClock(), "reduce_scatter": DpCommClock()}
             mod.set_custom_all_gather(TimedAllGather(clocks["all_gather"]))
             mod.set_custom_reduce_scatter(TimedReduceScatter(clocks["reduce_scatter"]))
-            x = torch.ones(numel, device=device, dtype=torch.bfloat16)
-            for i in range(warmup + iters):
-                if i == warmup:
-                    for c in clocks.values():
-                        c.reset()
-                mod(x).backward()
+            wrapped = _cpu_per_iter(mod, x, iters, warmup, clocks)
+            calls = sum(c.calls for c in clocks.values()) / iters  # 2 all-gathers and 1 reduce-scatter
+            around = max(wrapped - plain - sum(c.cpu_s for c in clocks.values()) / iters, 0.0) / calls
             dist.barrier()
-            per_call = [c.cpu_s / max(c.calls, 1) for c in clocks.values()]
+            per_call = [c.cpu_s / max(c.calls, 1) + around for c in clocks.values()]
             per_call += [c.wall_s / max(c.calls, 1) for c in clocks.values()]
             worst = torch.tensor(per_call, dtype=torch.float64, device=device)
             dist.all_reduce(worst, op=dist.ReduceOp.MAX)

@@ -34,6 +34,10 @@ operations at any tp.
 so a replica that reduce-scatters every micro-batch (pp = 1) does not carry that into a pipelined target that
 reduce-scatters once per step (perf.py `fsdp_pipeline_held`), and dispatch does not shrink with the FLOPs.
 
+A ZeRO-2/3 target whose replica holds no data-parallel rank (a tp-2 replica on 2 ranks) measures no T_d; its FSDP2
+traffic is then F.dp_comm priced with `fsdp_cluster` when one is given: the links netbench fitted to collectives that
+FSDP2 itself issued (autotune/fitting/netbench_fsdp.py, `fsdp_cpu_cluster`), the model's count, ring steps and bytes.
+
 F = perf_arrays of the target. k carries what the model gets wrong about this hardware and these shapes (the
 measurement); F / R carries only what differs between the replica and the target's busiest stage (the embedding on
 the first stage or the head on the last one, a shrunk group's per-rank share). When the replica IS the target
