@@ -86,17 +86,18 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
 
     cache = Path(workdir) / "netbench.json"
     raw = json.loads(cache.read_text()) if reuse and cache.exists() else {}
-    if raw.get("fsdp_samples"):  # a cache written before netbench timed FSDP2's collectives is measured again
+    # a cache written before netbench timed FSDP2's collectives (plain and tp-sharded) is measured again
+    if any(x["link_class"] == "intra_tp2" for x in raw.get("fsdp_samples", [])):
         res = fit_result(raw["world_size"], raw["backend"], raw["samples"], hosts=1, raw_fsdp=raw["fsdp_samples"])
     else:
         sizes = (1 << 12, 1 << 20) if smoke else (1 << 12, 1 << 16, 1 << 20, 1 << 22)
         res: NetbenchResult = run_netbench(ranks, sizes, iters=1 if smoke else 10, warmup=1 if smoke else 2)
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(res.to_json()))
-    fit, fsdp = res.cpu_fits["intra"], res.fsdp_cpu_fits.get("intra")
+    fit, fsdp, fsdp2 = res.cpu_fits["intra"], res.fsdp_cpu_fits.get("intra"), res.fsdp_cpu_fits.get("intra_tp2")
     return (
         cpu_time_cluster(cluster, res),
-        fsdp_cpu_cluster(cluster, res),
+        {tp: fsdp_cpu_cluster(cluster, res, tp) for tp in (1, 2, 4)},  # by target tp: the largest measured <= tp
         {
             "world": res.world_size,
             "alpha_cpu_s": fit.latency_s,
@@ -109,6 +110,11 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
             "fsdp_beta_cpu_bytes_per_s": fsdp.bw_bytes_per_s if fsdp else None,
             "fsdp_rel_rms_error": fsdp.rel_rms_error if fsdp else None,
             "fsdp_samples": fsdp.num_samples if fsdp else 0,
+            # the same with tp-sharded DTensor parameters on a 2-rank tp group (2-D FSDP + TP; tp >= 2 targets)
+            "fsdp_tp2_alpha_cpu_s": fsdp2.latency_s if fsdp2 else None,
+            "fsdp_tp2_beta_cpu_bytes_per_s": fsdp2.bw_bytes_per_s if fsdp2 else None,
+            "fsdp_tp2_rel_rms_error": fsdp2.rel_rms_error if fsdp2 else None,
+            "fsdp_tp2_samples": fsdp2.num_samples if fsdp2 else 0,
         },
     )
 
@@ -154,7 +160,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
     parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
     parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
-    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=fsdp_comm)
+    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=(fsdp_comm or {}).get(1))
     old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts)
     measured = measured_step_s(full, "cpu")
     out.update(
@@ -200,7 +206,7 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
     t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
     parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"), measured_tp_comm_s(r, rrow, "cpu"))
-    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=clusters["fsdp"])
+    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=clusters["fsdp"].get(t.plan.tp))
     bare = compose_step(step, tgt, rpl, clusters["cpu"], *parts)  # FSDP2 traffic at the bare collectives' links
     pre = compose_step(step, tgt, rpl, t.cluster, *parts)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))

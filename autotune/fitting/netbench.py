@@ -139,13 +139,15 @@ def fit_result(
     raw_fsdp: list[dict[str, Any]] | None = None,
 ) -> NetbenchResult:
     """Fit (α, β) per link class that has samples at >= 2 sizes, and per collective within the intra class; the
-    FSDP2-issued samples (`raw_fsdp`, netbench_fsdp.py) get their own CPU-time fit over every group size timed (every
-    rank busy at each: world / g groups at once)."""
+    FSDP2-issued samples (`raw_fsdp`, netbench_fsdp.py) get their own CPU-time fit per parameter kind (`intra`: plain
+    tensors, `intra_tp2`: tp-sharded DTensors) over every group size timed (every rank busy at each)."""
     samples = tuple(Sample(**s) for s in raw_samples)
     fsdp = tuple(Sample(**s) for s in raw_fsdp or ())
     fsdp_fits = {}
-    if len({s.size_bytes for s in fsdp if s.cpu_time_s}) >= 2:
-        fsdp_fits["intra"] = fit_alpha_beta([s for s in fsdp if s.cpu_time_s], "intra", basis="cpu_time_s")
+    for link in sorted({s.link_class for s in fsdp}):  # intra (plain parameters), intra_tp2 (tp-sharded DTensors)
+        timed = [s for s in fsdp if s.link_class == link and s.cpu_time_s]
+        if len({s.size_bytes for s in timed}) >= 2:
+            fsdp_fits[link] = fit_alpha_beta(timed, link, basis="cpu_time_s")
     fits = {
         link: fit_alpha_beta([s for s in samples if s.link_class == link], link)
         for link in ("intra", "inter")
@@ -300,14 +302,18 @@ def cpu_time_cluster(cluster: Any, result: NetbenchResult) -> Any:
     )
 
 
-def fsdp_cpu_cluster(cluster: Any, result: NetbenchResult) -> Any:
+def fsdp_cpu_cluster(cluster: Any, result: NetbenchResult, tp: int = 1) -> Any:
     """`cpu_time_cluster` with the links of FSDP2-issued collectives (`result.fsdp_cpu_fits`): what the step model's
     ZeRO-2/3 term (perf.py `_fsdp_s`: its count of all-gathers and reduce-scatters, ring steps and bytes) costs a CPU
     rank per step when priced with it. The composition prices a target's FSDP2 traffic with it where the replica ran
-    no data-parallel rank (autotune/predict/compose.py); None when netbench timed no FSDP2 collective."""
-    if "intra" not in result.fsdp_cpu_fits:
+    no data-parallel rank (autotune/predict/compose.py); None when netbench timed no FSDP2 collective. `tp`: the
+    target's tensor-parallel degree; the fit of the largest tp-sharded unit measured that is <= tp (plain at tp 1)."""
+    from autotune.fitting.netbench_fsdp import fsdp_link_class
+
+    fits = [t for t in (16, 8, 4, 2, 1) if t <= tp and fsdp_link_class(t) in result.fsdp_cpu_fits]
+    if not fits:
         return None
-    fit = result.fsdp_cpu_fits["intra"]
+    fit = result.fsdp_cpu_fits[fsdp_link_class(fits[0])]
     return dataclasses.replace(
         cpu_time_cluster(cluster, result),
         intra_node_bw_bytes_per_s=fit.bw_bytes_per_s,

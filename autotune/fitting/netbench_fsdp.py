@@ -23,10 +23,22 @@ FSDP_COLLECTIVES = ("all_gather", "reduce_scatter")
 PARAM_BYTES, REDUCE_BYTES = 2, 4  # bf16 gathered parameters, fp32 reduced gradients (MixedPrecisionPolicy below)
 
 
-def fsdp_group_sizes(world: int, local: int) -> list[int]:
-    """The FSDP group sizes timed: powers of two >= 2 dividing the ranks on one host (`local`; groups of consecutive
-    ranks then stay on one host: the intra link class) and the world."""
-    return [g for g in (2, 4, 8, 16) if g <= local and local % g == 0 and world % g == 0]
+# tensor-parallel degrees of the unit's parameters: 1 (plain tensors) and 2 (each a DTensor sharded over a 2-rank tp
+# group, FSDP2 over it on the dp mesh: 2-D FSDP + TP as bench_model runs tp > 1 with ZeRO-2/3, whose copy-in /
+# copy-out and gradient handling dispatch through DTensor; measured on 8 gloo ranks: 2.5-3.0 ms of CPU per call at
+# g = 4 against 1.7-2.7 ms for plain tensors of the same per-rank bytes)
+FSDP_TPS = (1, 2)
+
+
+def fsdp_link_class(tp: int) -> str:
+    """The link class an FSDP2 sample is filed under: `intra` for plain parameters, `intra_tp<t>` for tp-sharded ones."""
+    return "intra" if tp == 1 else f"intra_tp{tp}"
+
+
+def fsdp_group_sizes(world: int, local: int, tp: int = 1) -> list[int]:
+    """The FSDP group sizes timed at tensor-parallel degree `tp`: powers of two g >= 2 with g * tp dividing the ranks
+    on one host (`local`; groups of consecutive ranks then stay on one host: the intra link class) and the world."""
+    return [g for g in (2, 4, 8, 16) if g * tp <= local and local % (g * tp) == 0 and world % (g * tp) == 0]
 
 
 # a bench_model Llama block's parameter tensors, FSDP2's copy-in / copy-out work per tensor: wq, wk, wv, wo, w1, w2, w3
@@ -34,21 +46,30 @@ def fsdp_group_sizes(world: int, local: int) -> list[int]:
 BLOCK_TENSORS = 9
 
 
-def _unit(torch, numel: int, mesh) -> Any:
+def _unit(torch, numel: int, mesh, tp_mesh=None) -> Any:
     """A module of BLOCK_TENSORS parameters of `numel` elements in all, like a bench_model block; with `mesh`
     fully_shard-ed as the trainer does at ZeRO-3 (reshard after forward: one all-gather in the forward, one in the
-    backward, one reduce-scatter), without it the same module unsharded (the baseline its compute is taken from)."""
+    backward, one reduce-scatter), without it the same module unsharded (the baseline its compute is taken from).
+    With `tp_mesh` every parameter is a DTensor sharded over it (`numel` elements per tp rank)."""
     from torch import nn
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    def param(n: int):
+        t = torch.full((n * (tp_mesh.size() if tp_mesh is not None else 1),), 1e-3)
+        return nn.Parameter(distribute_tensor(t, tp_mesh, [Shard(0)]) if tp_mesh is not None else t)
 
     class Block(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            n = numel // BLOCK_TENSORS
-            self.ws = nn.ParameterList([nn.Parameter(torch.full((n,), 1e-3)) for _ in range(BLOCK_TENSORS)])
+            self.ws = nn.ParameterList([param(numel // BLOCK_TENSORS) for _ in range(BLOCK_TENSORS)])
 
         def forward(self, x):
-            return sum((w * x[: w.numel()].to(w.dtype)).sum() for w in self.ws)
+            total = 0.0
+            for w in self.ws:
+                local = w.to_local() if hasattr(w, "to_local") else w
+                total = total + (local * x[: local.numel()].to(local.dtype)).sum()
+            return total
 
     mod = Block()
     if mesh is not None:
@@ -70,7 +91,7 @@ def _cpu_per_iter(mod, x, iters: int, warmup: int, clocks: dict) -> float:
 
 
 def measure_fsdp(sizes: list[int], iters: int, warmup: int, device: Any, local: int) -> list[dict[str, Any]]:
-    """Every rank calls it; rank 0 returns one sample per (collective, group size, size), others []. A sample's
+    """Every rank calls it; rank 0 returns one sample per (tp, collective, group size, size), others []. A sample's
     `cpu_time_s` is the collective's own CPU per call (the trainer's hooks) plus an equal share of what else FSDP2
     spends around its calls (copy-in, copy-out, casts, hooks: the wrapped unit's forward + backward less the unwrapped
     one's and less the collectives), so the fit prices a call as FSDP2 issues it."""
@@ -81,14 +102,16 @@ def measure_fsdp(sizes: list[int], iters: int, warmup: int, device: Any, local: 
     from bench_model.parallel.comm_timing import DpCommClock, TimedAllGather, TimedReduceScatter
 
     world, samples = dist.get_world_size(), []
-    for g in fsdp_group_sizes(world, local):
-        mesh = init_device_mesh(device.type, (world // g, g), mesh_dim_names=("rep", "shard"))["shard"]
+    groups = [(tp, g) for tp in FSDP_TPS for g in fsdp_group_sizes(world, local, tp)]
+    for tp, g in groups:
+        mesh = init_device_mesh(device.type, (world // (g * tp), g, tp), mesh_dim_names=("rep", "shard", "tp"))
+        tp_mesh, mesh = (mesh["tp"] if tp > 1 else None), mesh["shard"]
         for size in sizes:
             # `size` bytes gathered (bf16), each tensor's length divisible by g
             numel = max(g, size // PARAM_BYTES // (g * BLOCK_TENSORS)) * g * BLOCK_TENSORS
             x = torch.ones(numel, device=device)
-            plain = _cpu_per_iter(_unit(torch, numel, None), x, iters, warmup, {})
-            mod = _unit(torch, numel, mesh)
+            plain = _cpu_per_iter(_unit(torch, numel, None, tp_mesh), x, iters, warmup, {})
+            mod = _unit(torch, numel, mesh, tp_mesh)
             clocks = {"all_gather": DpCommClock(), "reduce_scatter": DpCommClock()}
             mod.set_custom_all_gather(TimedAllGather(clocks["all_gather"]))
             mod.set_custom_reduce_scatter(TimedReduceScatter(clocks["reduce_scatter"]))
@@ -106,7 +129,7 @@ def measure_fsdp(sizes: list[int], iters: int, warmup: int, device: Any, local: 
                     samples.append(
                         dict(
                             collective=op,
-                            link_class="intra",
+                            link_class=fsdp_link_class(tp),
                             group_size=g,
                             size_bytes=nbytes,
                             time_s=float(worst[2 + j]),

@@ -106,6 +106,13 @@ def test_fsdp_issued_collectives_get_their_own_cpu_fit():
     assert res.cpu_fits["intra"].latency_s == pytest.approx(20e-6, rel=1e-6)  # the bare pair is unchanged
     cl = fsdp_cpu_cluster(load_config(["cluster=cpu"]).cluster, res)
     assert (cl.intra_node_latency_s, cl.intra_node_bw_bytes_per_s, cl.dp_overlap) == pytest.approx((200e-6, 0.85e9, 0))
+    # tp-sharded units (link class intra_tp2) get their own fit, chosen for targets with tp >= 2
+    tp2 = [{**x, "link_class": "intra_tp2", "cpu_time_s": 2 * x["cpu_time_s"]} for x in fsdp]
+    both = fit_result(4, "gloo", raw(("all_reduce",), 20e-6, 4e9), hosts=1, raw_fsdp=fsdp + tp2)
+    assert both.fsdp_cpu_fits["intra_tp2"].latency_s == pytest.approx(400e-6, rel=1e-6)
+    lat = [fsdp_cpu_cluster(cl, both, tp).intra_node_latency_s for tp in (1, 2, 4)]
+    assert lat == pytest.approx([200e-6, 400e-6, 400e-6], rel=1e-6)
+    assert fsdp_cpu_cluster(cl, res, 4).intra_node_latency_s == pytest.approx(200e-6)  # no tp fit: the plain one
     assert fit_result(4, "gloo", raw(("all_reduce",), 20e-6, 4e9), hosts=1).fsdp_cpu_fits == {}  # older rank files
     assert fsdp_cpu_cluster(cl, fit_result(4, "gloo", raw(("all_reduce",), 20e-6, 4e9), hosts=1)) is None
 
@@ -134,11 +141,15 @@ def test_real_gloo_netbench_writes_a_loadable_preset(tmp_path, world, capsys):
     # (collective, group size, size) on every group size that divides the world, fitted in CPU seconds per call
     doc = json.loads(printed)
     fsdp = doc["fsdp_samples"]
-    assert {(s["collective"], s["group_size"]) for s in fsdp} == {
-        (op, g) for op in ("all_gather", "reduce_scatter") for g in (2, 4) if g <= world
+    # plain parameters on groups of 2 and 4; tp-sharded DTensor parameters (2-D FSDP + TP) on 2 x tp 2 at world 4
+    assert {(s["link_class"], s["collective"], s["group_size"]) for s in fsdp} == {
+        (link, op, g)
+        for op in ("all_gather", "reduce_scatter")
+        for link, g, tp in (("intra", 2, 1), ("intra", 4, 1), ("intra_tp2", 2, 2))
+        if g * tp <= world
     }
     assert all(s["cpu_time_s"] > 0 and s["time_s"] > 0 for s in fsdp)
-    assert doc["fsdp_cpu_fits"]["intra"]["num_samples"] == len(fsdp)
+    assert sum(f["num_samples"] for f in doc["fsdp_cpu_fits"].values()) == len(fsdp)
     cluster = load_config(["cluster=cpu-measured"], config_dir=tree).cluster
     base = load_config(["cluster=cpu"]).cluster
     # loopback gloo: latency between 1 us and 100 ms, bandwidth between 10 MB/s and 1 TB/s (orders of magnitude only)
