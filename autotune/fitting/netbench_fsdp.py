@@ -11,7 +11,9 @@ world/g groups of g consecutive ranks: every rank busy, as in a training step), 
 reduce-scatter timed through the trainer's own hooks (bench_model/parallel/comm_timing.py: the call run to
 completion, `process_time` of every thread, so the gloo threads' work is in it). One sample per (collective, g,
 size): the busiest rank's mean CPU and wall seconds per call, with `size_bytes` the full (unsharded) buffer as in
-netbench's samples. `netbench.fit_result` fits the same ring α-β to their CPU seconds (`fsdp_cpu_fits`).
+netbench's samples. The unit runs with plain parameters (link class `intra`) and with tp-sharded DTensor parameters
+(`intra_tp2`, FSDP_TPS). `netbench.fit_result` fits the same ring α-β to their CPU seconds per class
+(`fsdp_cpu_fits`).
 """
 
 from __future__ import annotations
