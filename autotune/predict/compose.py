@@ -109,7 +109,7 @@ def compose_step(
     """The target's step time composed from the replica's measured step, and of it the parts the replica measured
     apart: optimizer step, data-parallel collectives, host dispatch, tp collectives (module docstring).
     `fsdp_cluster`: links fitted to FSDP2-issued collectives (netbench `fsdp_cpu_cluster`), which price a ZeRO-2/3
-    target's FSDP2 traffic when the replica holds no data-parallel rank to measure it on (`_dp_seconds`)."""
+    target's FSDP2 traffic when the replica holds no data-parallel rank to measure it on (module docstring)."""
     tplan, tmodel, ttrain = target
     rplan, rmodel, rtrain = replica
     full = _terms(tplan, tmodel, ttrain, cluster)
