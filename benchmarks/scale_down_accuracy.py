@@ -13,13 +13,16 @@ cores (docs/scale_down.md "Fair on a shared CPU"). The composed step is in the s
   - calibration step: `autotune netbench` on the landscape's world (8 ranks, this host) records each collective's CPU
     seconds per rank and fits a CPU-time alpha-beta (autotune/fitting/netbench.py cpu_fits); the collectives the
     replica did not run (ZeRO/DDP traffic at full dp, pipeline p2p, a shrunk tp or ep group's part) are priced with
-    it (cpu_time_cluster: nothing hidden, a collective's CPU is spent whether or not it overlaps compute);
+    it (cpu_time_cluster: nothing hidden, a collective's CPU is spent whether or not it overlaps compute); the same
+    netbench also times FSDP2's own all-gathers / reduce-scatters (autotune/fitting/netbench_fsdp.py, fsdp_cpu_fits),
+    which price a ZeRO-2/3 target's FSDP2 traffic where the replica holds no data-parallel rank;
   - the pipeline bubble is left out (a rank waiting in it, blocked in a gloo receive, burns no CPU).
 Replicas that are the same trial (same per-rank shapes) are run once. Last line: ONE JSON object with median_abs_err
 (of tok/s/GPU in CPU seconds), spearman (composed vs measured ranking), best_ratio (measured tok/s of the composed best /
 measured best), the per-layout table, `wall_basis` (the same three figures the old way: the `cpu` preset's transfer-time
 alpha-beta, the host mapping max(step, W/C (step - bubble)) against the landscape's wall clock), `cpu_basis_preset_comm`
-(CPU basis, collectives priced with the preset), the cost against the landscape's own GPU-seconds, and the tiny-moe
+(CPU basis, collectives priced with the preset), `cpu_basis_bare_dp_links` (CPU basis, FSDP2 traffic of no-dp-rank
+replicas priced with the bare collectives' fit instead of FSDP2's), the cost against the landscape's own GPU-seconds, and the tiny-moe
 dp4 ep4 world-4-from-world-1 check (`moe_ep_check`). Results and their reading: docs/scale_down.md "Accuracy".
 """
 
@@ -73,29 +76,50 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
     """The calibration step: `autotune netbench` on `ranks` gloo ranks of this host (the landscape's world), each
     collective's CPU seconds per rank fitted to the ring alpha-beta; returns (the CPU-time cluster, the fit as JSON).
     Cached in WORKDIR/netbench.json for --reuse."""
-    from autotune.fitting.netbench import NetbenchResult, cpu_time_cluster, fit_result, run_netbench
+    from autotune.fitting.netbench import (
+        NetbenchResult,
+        cpu_time_cluster,
+        fit_result,
+        fsdp_cpu_cluster,
+        run_netbench,
+    )
 
     cache = Path(workdir) / "netbench.json"
-    if reuse and cache.exists():
-        raw = json.loads(cache.read_text())
-        res = fit_result(raw["world_size"], raw["backend"], raw["samples"], hosts=1)
+    raw = json.loads(cache.read_text()) if reuse and cache.exists() else {}
+    # a cache written before netbench timed FSDP2's collectives (plain and tp-sharded) is measured again
+    if any(x["link_class"] == "intra_tp2" for x in raw.get("fsdp_samples", [])):
+        res = fit_result(raw["world_size"], raw["backend"], raw["samples"], hosts=1, raw_fsdp=raw["fsdp_samples"])
     else:
         sizes = (1 << 12, 1 << 20) if smoke else (1 << 12, 1 << 16, 1 << 20, 1 << 22)
         res: NetbenchResult = run_netbench(ranks, sizes, iters=1 if smoke else 10, warmup=1 if smoke else 2)
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(res.to_json()))
-    fit = res.cpu_fits["intra"]
-    return cpu_time_cluster(cluster, res), {
-        "world": res.world_size,
-        "alpha_cpu_s": fit.latency_s,
-        "beta_cpu_bytes_per_s": fit.bw_bytes_per_s,
-        "rel_rms_error": fit.rel_rms_error,
-        "samples": fit.num_samples,
-        "wall_fit": {"alpha_s": res.fits["intra"].latency_s, "beta_bytes_per_s": res.fits["intra"].bw_bytes_per_s},
-    }
+    fit, fsdp, fsdp2 = res.cpu_fits["intra"], res.fsdp_cpu_fits.get("intra"), res.fsdp_cpu_fits.get("intra_tp2")
+    return (
+        cpu_time_cluster(cluster, res),
+        {tp: fsdp_cpu_cluster(cluster, res, tp) for tp in (1, 2, 4)},  # by target tp: the largest measured <= tp
+        {
+            "world": res.world_size,
+            "alpha_cpu_s": fit.latency_s,
+            "beta_cpu_bytes_per_s": fit.bw_bytes_per_s,
+            "rel_rms_error": fit.rel_rms_error,
+            "samples": fit.num_samples,
+            "wall_fit": {"alpha_s": res.fits["intra"].latency_s, "beta_bytes_per_s": res.fits["intra"].bw_bytes_per_s},
+            # FSDP2-issued all-gathers / reduce-scatters (netbench_fsdp.py): CPU s per ring step, bytes per CPU s
+            "fsdp_alpha_cpu_s": fsdp.latency_s if fsdp else None,
+            "fsdp_beta_cpu_bytes_per_s": fsdp.bw_bytes_per_s if fsdp else None,
+            "fsdp_rel_rms_error": fsdp.rel_rms_error if fsdp else None,
+            "fsdp_samples": fsdp.num_samples if fsdp else 0,
+            # the same with tp-sharded DTensor parameters on a 2-rank tp group (2-D FSDP + TP; tp >= 2 targets)
+            "fsdp_tp2_alpha_cpu_s": fsdp2.latency_s if fsdp2 else None,
+            "fsdp_tp2_beta_cpu_bytes_per_s": fsdp2.bw_bytes_per_s if fsdp2 else None,
+            "fsdp_tp2_rel_rms_error": fsdp2.rel_rms_error if fsdp2 else None,
+            "fsdp_tp2_samples": fsdp2.num_samples if fsdp2 else 0,
+        },
+    )
 
 
-def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dict:
+def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_comm=None) -> dict:
     """tiny-moe dp4 ep4 measured on 4 ranks next to its composition from a 1-rank replica (ep 1: the replica's local
     permute and experts are measured, the dispatch/combine all-to-alls to the 3 missing peers and the dp traffic are
     priced with the CPU-time alpha-beta). Compared in the busiest rank's CPU seconds per step on both sides;
@@ -136,7 +160,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False) -> dic
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
     parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
     parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
-    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts)
+    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=(fsdp_comm or {}).get(1))
     old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts)
     measured = measured_step_s(full, "cpu")
     out.update(
@@ -182,7 +206,8 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
     t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
     parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"), measured_tp_comm_s(r, rrow, "cpu"))
-    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts)
+    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=clusters["fsdp"].get(t.plan.tp))
+    bare = compose_step(step, tgt, rpl, clusters["cpu"], *parts)  # FSDP2 traffic at the bare collectives' links
     pre = compose_step(step, tgt, rpl, t.cluster, *parts)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
     busy, measured = cpu.step_s - cpu.bubble_s, float(rec["step_cpu_time_mean_s"])
@@ -194,6 +219,8 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "measured_cpu_step_s": measured,
         "composed_cpu_step_s": busy,
         "composed_priced_comm_s": cpu.dp_comm_s + cpu.pp_comm_s,
+        "composed_dp_comm_s": cpu.dp_comm_s,
+        "composed_bare_dp_tok_s_gpu": tokens / (bare.step_s - bare.bubble_s) / world,
         "measured_tok_s_gpu": tokens / measured / world,
         "composed_tok_s_gpu": tokens / busy / world,
         "rel_err": measured / busy - 1.0,
@@ -244,10 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         # in priced traffic)
         land = land[(land["tp"] == 2) & (land["pp"] == 1) & (land["dp"] == 4) & (land["micro_batch_size"] == 1)]
         land = land.head(3)
-    cpu_comm, calib = calibrate_cpu_comm(
+    cpu_comm, fsdp_comm, calib = calibrate_cpu_comm(
         cfg.cluster, args.workdir, 2 if args.smoke else NUM_GPUS, args.smoke, args.reuse
     )
-    clusters = {"cpu": cpu_comm}
+    clusters = {"cpu": cpu_comm, "fsdp": fsdp_comm}
     launcher = LocalLauncher(workdir=args.workdir)
     cache = Path(args.workdir) / "replicas.json"
     replica_rows: dict[str, dict] = json.loads(cache.read_text()) if args.reuse and cache.exists() else {}
@@ -280,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         "n_replicas_run": len(replica_rows),
         **summary(ok, "measured_tok_s_gpu", "composed_tok_s_gpu"),
         "cpu_basis_preset_comm": summary(ok, "measured_tok_s_gpu", "composed_preset_comm_tok_s_gpu"),
+        # the same composition with a no-dp-rank replica's FSDP2 traffic priced at netbench's bare-collective links
+        "cpu_basis_bare_dp_links": summary(ok, "measured_tok_s_gpu", "composed_bare_dp_tok_s_gpu"),
         "wall_basis": summary(ok, "measured_wall_tok_s_gpu", "composed_host_tok_s_gpu"),
         "replica_gpu_seconds": sum(float(r.get("gpu_seconds") or 0.0) for r in replica_rows.values()),
         "landscape_gpu_seconds": float(land["gpu_seconds"].sum()),
@@ -291,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         "spearman": out["spearman"] is not None and out["spearman"] >= TARGETS["spearman"],
         "best_ratio": out["best_ratio"] is not None and out["best_ratio"] >= TARGETS["best_ratio"],
     }
-    out["moe_ep_check"] = None if args.smoke or args.no_moe else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse)
+    out["moe_ep_check"] = (
+        None if args.smoke or args.no_moe else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse, fsdp_comm)
+    )
     print(json.dumps(out))
     return 0
 

@@ -86,6 +86,10 @@ class NetbenchResult:
     per_collective: dict[str, LinkFit] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     cpu_fits: dict[str, LinkFit] = field(default_factory=dict)  # the same fit on CPU seconds per link class
+    # FSDP2's all-gathers / reduce-scatters timed as FSDP2 issues them (autotune/fitting/netbench_fsdp.py) and the ring
+    # alpha-beta fitted to their CPU seconds per call (alpha: CPU s per ring step, beta: bytes per CPU s)
+    fsdp_samples: tuple[Sample, ...] = ()
+    fsdp_cpu_fits: dict[str, LinkFit] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +100,8 @@ class NetbenchResult:
             "per_collective": {k: dataclasses.asdict(v) for k, v in self.per_collective.items()},
             "cpu_fits": {k: dataclasses.asdict(v) for k, v in self.cpu_fits.items()},
             "samples": [dataclasses.asdict(s) for s in self.samples],
+            "fsdp_cpu_fits": {k: dataclasses.asdict(v) for k, v in self.fsdp_cpu_fits.items()},
+            "fsdp_samples": [dataclasses.asdict(s) for s in self.fsdp_samples],
         }
 
 
@@ -125,9 +131,23 @@ def fit_alpha_beta(samples: list[Sample], link_class: str, basis: str = "time_s"
     return LinkFit(link_class, float(alpha), float(1.0 / inv_beta), len(samples), rel)
 
 
-def fit_result(world_size: int, backend: str, raw_samples: list[dict[str, Any]], hosts: int) -> NetbenchResult:
-    """Fit (α, β) per link class that has samples at >= 2 sizes, and per collective within the intra class."""
+def fit_result(
+    world_size: int,
+    backend: str,
+    raw_samples: list[dict[str, Any]],
+    hosts: int,
+    raw_fsdp: list[dict[str, Any]] | None = None,
+) -> NetbenchResult:
+    """Fit (α, β) per link class that has samples at >= 2 sizes, and per collective within the intra class; the
+    FSDP2-issued samples (`raw_fsdp`, netbench_fsdp.py) get their own CPU-time fit per parameter kind (`intra`: plain
+    tensors, `intra_tp2`: tp-sharded DTensors) over every group size timed (every rank busy at each)."""
     samples = tuple(Sample(**s) for s in raw_samples)
+    fsdp = tuple(Sample(**s) for s in raw_fsdp or ())
+    fsdp_fits = {}
+    for link in sorted({s.link_class for s in fsdp}):  # intra (plain parameters), intra_tp2 (tp-sharded DTensors)
+        timed = [s for s in fsdp if s.link_class == link and s.cpu_time_s]
+        if len({s.size_bytes for s in timed}) >= 2:
+            fsdp_fits[link] = fit_alpha_beta(timed, link, basis="cpu_time_s")
     fits = {
         link: fit_alpha_beta([s for s in samples if s.link_class == link], link)
         for link in ("intra", "inter")
@@ -154,7 +174,7 @@ def fit_result(world_size: int, backend: str, raw_samples: list[dict[str, Any]],
             f"{hosts} host(s): only the intra-node link class is measurable; inter-node alpha/beta keep the preset's values",
         )
     )
-    return NetbenchResult(world_size, backend, samples, fits, by_op, notes, cpu_fits)
+    return NetbenchResult(world_size, backend, samples, fits, by_op, notes, cpu_fits, fsdp, fsdp_fits)
 
 
 def run_netbench(
@@ -188,7 +208,7 @@ def run_netbench(
         timeout_s=timeout_s,
         netbench={"sizes_bytes": list(sizes_bytes), "iters": iters, "warmup": warmup},
     )
-    return fit_result(num_ranks, raw["backend"], raw["samples"], len(raw["hosts"]))
+    return fit_result(num_ranks, raw["backend"], raw["samples"], len(raw["hosts"]), raw.get("fsdp_samples"))
 
 
 def run_measurement_trial(
@@ -279,6 +299,27 @@ def cpu_time_cluster(cluster: Any, result: NetbenchResult) -> Any:
         intra_node_latency_s=intra.latency_s,
         inter_node_bw_bytes_per_s=inter.bw_bytes_per_s,
         inter_node_latency_s=inter.latency_s,
+    )
+
+
+def fsdp_cpu_cluster(cluster: Any, result: NetbenchResult, tp: int = 1) -> Any:
+    """`cpu_time_cluster` with the links of FSDP2-issued collectives (`result.fsdp_cpu_fits`): what the step model's
+    ZeRO-2/3 term (perf.py `_fsdp_s`: its count of all-gathers and reduce-scatters, ring steps and bytes) costs a CPU
+    rank per step when priced with it. The composition prices a target's FSDP2 traffic with it where the replica ran
+    no data-parallel rank (autotune/predict/compose.py); None when netbench timed no FSDP2 collective. `tp`: the
+    target's tensor-parallel degree; the fit of the largest tp-sharded unit measured that is <= tp (plain at tp 1)."""
+    from autotune.fitting.netbench_fsdp import fsdp_link_class
+
+    fits = [t for t in (16, 8, 4, 2, 1) if t <= tp and fsdp_link_class(t) in result.fsdp_cpu_fits]
+    if not fits:
+        return None
+    fit = result.fsdp_cpu_fits[fsdp_link_class(fits[0])]
+    return dataclasses.replace(
+        cpu_time_cluster(cluster, result),
+        intra_node_bw_bytes_per_s=fit.bw_bytes_per_s,
+        intra_node_latency_s=fit.latency_s,
+        inter_node_bw_bytes_per_s=fit.bw_bytes_per_s,
+        inter_node_latency_s=fit.latency_s,
     )
 
 

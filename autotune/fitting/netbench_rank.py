@@ -143,7 +143,11 @@ def measure(sizes: list[int], iters: int, warmup: int, device: Any, hosts_per_do
                                 cpu_time_s=t[1],
                             )
                         )
-    return {"backend": dist.get_backend(), "hosts": sorted(set(hosts)), "samples": samples}
+    from autotune.fitting.netbench_fsdp import measure_fsdp
+
+    # FSDP2's own collectives (per-call CPU as FSDP2 issues them), on groups of consecutive ranks of rank 0's host
+    fsdp = measure_fsdp(sizes, iters, warmup, device, local=hosts.count(hosts[0]))
+    return {"backend": dist.get_backend(), "hosts": sorted(set(hosts)), "samples": samples, "fsdp_samples": fsdp}
 
 
 def netbench_body(spec: Any, out: Path, rank: int) -> dict[str, Any]:

@@ -34,6 +34,10 @@ operations at any tp.
 so a replica that reduce-scatters every micro-batch (pp = 1) does not carry that into a pipelined target that
 reduce-scatters once per step (perf.py `fsdp_pipeline_held`), and dispatch does not shrink with the FLOPs.
 
+A ZeRO-2/3 target whose replica holds no data-parallel rank (a tp-2 replica on 2 ranks) measures no T_d; its FSDP2
+traffic is then F.dp_comm priced with `fsdp_cluster` when one is given: the links netbench fitted to collectives that
+FSDP2 itself issued (autotune/fitting/netbench_fsdp.py, `fsdp_cpu_cluster`), the model's count, ring steps and bytes.
+
 F = perf_arrays of the target. k carries what the model gets wrong about this hardware and these shapes (the
 measurement); F / R carries only what differs between the replica and the target's busiest stage (the embedding on
 the first stage or the head on the last one, a shrunk group's per-rank share). When the replica IS the target
@@ -100,9 +104,12 @@ def compose_step(
     measured_dp_comm_s: float | None = None,
     measured_host_s: float | None = None,
     measured_tp_comm_s: float | None = None,
+    fsdp_cluster: ClusterSpec | None = None,
 ) -> Composed:
     """The target's step time composed from the replica's measured step, and of it the parts the replica measured
-    apart: optimizer step, data-parallel collectives, host dispatch, tp collectives (module docstring)."""
+    apart: optimizer step, data-parallel collectives, host dispatch, tp collectives (module docstring).
+    `fsdp_cluster`: links fitted to FSDP2-issued collectives (netbench `fsdp_cpu_cluster`), which price a ZeRO-2/3
+    target's FSDP2 traffic when the replica holds no data-parallel rank to measure it on (module docstring)."""
     tplan, tmodel, ttrain = target
     rplan, rmodel, rtrain = replica
     full = _terms(tplan, tmodel, ttrain, cluster)
@@ -136,6 +143,8 @@ def compose_step(
     stage_mb = k * measured_mb + priced_mb
     bubble = float(bubble_microbatches(tplan.pp, tplan.vpp)) * stage_mb
     dp_s, dp_measured = _dp_seconds(k, taken.get("dp"), rplan, tplan, rep, full)
+    if fsdp_cluster is not None and not dp_measured and rplan.dp * rplan.cp == 1 and tplan.zero_stage >= 2:
+        dp_s = _terms(tplan, tmodel, ttrain, fsdp_cluster)["dp_comm_s"]
     if tplan.dp * tplan.cp > 1 and full["dp_comm_s"] > 0:
         (measured_parts if dp_measured else modelled_parts).append("dp")
     if tplan.pp > 1:

@@ -30,9 +30,16 @@ class DpCommClock:
 
     cpu_s: float = 0.0
     calls: int = 0
+    wall_s: float = 0.0  # perf_counter seconds of the same calls
 
     def reset(self) -> None:
-        self.cpu_s, self.calls = 0.0, 0
+        self.cpu_s, self.calls, self.wall_s = 0.0, 0, 0.0
+
+    def add(self, c0: float, t0: float) -> None:
+        """One call that started at process_time c0 and perf_counter t0 has completed."""
+        self.cpu_s += time.process_time() - c0
+        self.wall_s += time.perf_counter() - t0
+        self.calls += 1
 
 
 class TimedAllGather(DefaultAllGather):
@@ -43,10 +50,9 @@ class TimedAllGather(DefaultAllGather):
         self.clock = clock
 
     def __call__(self, output_tensor, input_tensor, group: dist.ProcessGroup, async_op: bool = False):
-        c0 = time.process_time()
+        c0, t0 = time.process_time(), time.perf_counter()
         super().__call__(output_tensor, input_tensor, group, async_op=False)  # None: copy-out waits on nothing
-        self.clock.cpu_s += time.process_time() - c0
-        self.clock.calls += 1
+        self.clock.add(c0, t0)
         return None
 
 
@@ -58,10 +64,9 @@ class TimedReduceScatter(DefaultReduceScatter):
         self.clock = clock
 
     def __call__(self, output_tensor, input_tensor, group: dist.ProcessGroup, op, async_op: bool = False):
-        c0 = time.process_time()
+        c0, t0 = time.process_time(), time.perf_counter()
         super().__call__(output_tensor, input_tensor, group, op, async_op=False)
-        self.clock.cpu_s += time.process_time() - c0
-        self.clock.calls += 1
+        self.clock.add(c0, t0)
         return None
 
 

@@ -232,6 +232,12 @@ def check_scale_down_accuracy(out: dict) -> None:
     assert out["median_abs_err"] == pytest.approx(sorted(abs(x["rel_err"]) for x in out["layouts"])[1])
     calib = out["cpu_comm_calibration"]  # the CPU-time alpha-beta measured by a 2-rank netbench in smoke mode
     assert calib["world"] == 2 and calib["alpha_cpu_s"] >= 0.0 and positive(calib["beta_cpu_bytes_per_s"])
+    # the same netbench timed FSDP2's own all-gathers / reduce-scatters (g = 2, 2 sizes) and fitted them apart
+    assert (
+        (calib["fsdp_samples"], calib["fsdp_tp2_samples"]) == (4, 0)
+        and calib["fsdp_alpha_cpu_s"] >= 0.0
+        and positive(calib["fsdp_beta_cpu_bytes_per_s"])
+    )
     for x in out["layouts"]:
         assert x["replica"] == {"num_gpus": 2, "tp": 2, "num_layers": 8, "grad_accum_steps": 4}
         assert x["rel_err"] == pytest.approx(x["composed_tok_s_gpu"] / x["measured_tok_s_gpu"] - 1.0)
@@ -243,6 +249,10 @@ def check_scale_down_accuracy(out: dict) -> None:
         # counted (bench_model/host_cost.py); dp 1 runs no FSDP2 collective to time
         assert 0 < x["replica_host_cpu_s"] < x["measured_cpu_step_s"] and x["replica_tp_comm_ops"] > 0
         assert "host" in x["measured_parts"] and x["replica_dp_comm_cpu_s"] is None
+        # no dp rank in the replica: a ZeRO-2/3 target's FSDP2 traffic is priced at the FSDP2-issued links, a ZeRO-0
+        # target's all-reduce at the bare ones (the two compositions then agree exactly)
+        same = x["composed_tok_s_gpu"] == x["composed_bare_dp_tok_s_gpu"]
+        assert same == (x["layout"]["zero_stage"] == 0) and x["composed_dp_comm_s"] > 0.0
     assert positive(out["replica_gpu_seconds"]) and out["moe_ep_check"] is None
 
 

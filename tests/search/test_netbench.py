@@ -8,7 +8,15 @@ import pytest
 
 from autotune.cli.main import main
 from autotune.core.errors import AutotuneError
-from autotune.fitting.netbench import Sample, bus_factor, cpu_time_cluster, fit_alpha_beta, fit_result, ring_steps
+from autotune.fitting.netbench import (
+    Sample,
+    bus_factor,
+    cpu_time_cluster,
+    fit_alpha_beta,
+    fit_result,
+    fsdp_cpu_cluster,
+    ring_steps,
+)
 from autotune.spec.config import SEARCH_SPACES, load_config
 
 
@@ -71,6 +79,44 @@ def test_cpu_time_fit_and_cluster():
         cpu_time_cluster(cl, old)
 
 
+def test_fsdp_issued_collectives_get_their_own_cpu_fit():
+    # FSDP2-issued all-gathers / reduce-scatters at 200 us of CPU per ring step and 0.85 GB/s (their own pair, the
+    # order a 2-rank loopback run of netbench_fsdp measured) next to bare collectives at 20 us and 4 GB/s: a 4-rank
+    # reduce-scatter of 2 MiB (fp32 gradients of a block) costs 3 * 200e-6 + 0.75 * 2**21 / 0.85e9 = 2.450 ms of CPU
+    def raw(ops, alpha, beta):
+        return [
+            dict(
+                collective=op,
+                link_class="intra",
+                group_size=g,
+                size_bytes=n,
+                time_s=1e-3,
+                cpu_time_s=ring_steps(op, g) * alpha + bus_factor(op, g) * n / beta,
+            )
+            for op in ops
+            for g in (2, 4)
+            for n in (4096, 1 << 21)
+        ]
+
+    fsdp = raw(("all_gather", "reduce_scatter"), 200e-6, 0.85e9)
+    assert fsdp[7]["cpu_time_s"] == pytest.approx(2.450e-3, rel=1e-3)
+    res = fit_result(4, "gloo", raw(("all_reduce", "all_gather"), 20e-6, 4e9), hosts=1, raw_fsdp=fsdp)
+    fit = res.fsdp_cpu_fits["intra"]
+    assert (fit.latency_s, fit.bw_bytes_per_s) == pytest.approx((200e-6, 0.85e9), rel=1e-6)
+    assert res.cpu_fits["intra"].latency_s == pytest.approx(20e-6, rel=1e-6)  # the bare pair is unchanged
+    cl = fsdp_cpu_cluster(load_config(["cluster=cpu"]).cluster, res)
+    assert (cl.intra_node_latency_s, cl.intra_node_bw_bytes_per_s, cl.dp_overlap) == pytest.approx((200e-6, 0.85e9, 0))
+    # tp-sharded units (link class intra_tp2) get their own fit, chosen for targets with tp >= 2
+    tp2 = [{**x, "link_class": "intra_tp2", "cpu_time_s": 2 * x["cpu_time_s"]} for x in fsdp]
+    both = fit_result(4, "gloo", raw(("all_reduce",), 20e-6, 4e9), hosts=1, raw_fsdp=fsdp + tp2)
+    assert both.fsdp_cpu_fits["intra_tp2"].latency_s == pytest.approx(400e-6, rel=1e-6)
+    lat = [fsdp_cpu_cluster(cl, both, tp).intra_node_latency_s for tp in (1, 2, 4)]
+    assert lat == pytest.approx([200e-6, 400e-6, 400e-6], rel=1e-6)
+    assert fsdp_cpu_cluster(cl, res, 4).intra_node_latency_s == pytest.approx(200e-6)  # no tp fit: the plain one
+    assert fit_result(4, "gloo", raw(("all_reduce",), 20e-6, 4e9), hosts=1).fsdp_cpu_fits == {}  # older rank files
+    assert fsdp_cpu_cluster(cl, fit_result(4, "gloo", raw(("all_reduce",), 20e-6, 4e9), hosts=1)) is None
+
+
 def test_fit_keeps_latency_non_negative():
     # pure bandwidth data with a tiny negative bias would give alpha < 0 unbounded; the bound holds it at 0.
     samples = [Sample("p2p", "intra", 2, n, n / 1e9 - 1e-7) for n in (1 << 16, 1 << 20, 1 << 22)]
@@ -91,6 +137,19 @@ def test_real_gloo_netbench_writes_a_loadable_preset(tmp_path, world, capsys):
     # every collective's CPU seconds per rank are recorded and fitted too (gloo's threads and loopback syscalls)
     cpu_fit = json.loads(printed)["cpu_fits"]["intra"]
     assert cpu_fit["num_samples"] > 0 and 1e6 < cpu_fit["bw_bytes_per_s"] < 1e13
+    # and FSDP2's own all-gathers / reduce-scatters on a fully_shard-ed unit (netbench_fsdp.py), one sample per
+    # (collective, group size, size) on every group size that divides the world, fitted in CPU seconds per call
+    doc = json.loads(printed)
+    fsdp = doc["fsdp_samples"]
+    # plain parameters on groups of 2 and 4; tp-sharded DTensor parameters (2-D FSDP + TP) on 2 x tp 2 at world 4
+    assert {(s["link_class"], s["collective"], s["group_size"]) for s in fsdp} == {
+        (link, op, g)
+        for op in ("all_gather", "reduce_scatter")
+        for link, g, tp in (("intra", 2, 1), ("intra", 4, 1), ("intra_tp2", 2, 2))
+        if g * tp <= world
+    }
+    assert all(s["cpu_time_s"] > 0 and s["time_s"] > 0 for s in fsdp)
+    assert sum(f["num_samples"] for f in doc["fsdp_cpu_fits"].values()) == len(fsdp)
     cluster = load_config(["cluster=cpu-measured"], config_dir=tree).cluster
     base = load_config(["cluster=cpu"]).cluster
     # loopback gloo: latency between 1 us and 100 ms, bandwidth between 10 MB/s and 1 TB/s (orders of magnitude only)

@@ -270,3 +270,30 @@ def test_host_dispatch_and_tp_collectives_do_not_scale_with_flops(tiny):
     assert measured_tp_comm_s(dp2, rrow, "cpu") is None
     row = compose_row(sd, rrow)
     assert row["step_time_mean_s"] == pytest.approx(c.step_s) and row["comm_thread_cpu_time_mean_s"] == 0.3
+
+
+def test_fsdp_traffic_of_a_replica_without_dp_rank_is_priced_with_fsdp_issued_links(tiny):
+    # tp2 dp4 ZeRO-2 from a tp-2 replica (2 ranks: no dp rank, no T_d): the target's FSDP2 traffic is the step
+    # model's own ZeRO-2 term (count of all-gathers / reduce-scatters, ring steps, bytes) priced with the links fitted
+    # to FSDP2-issued collectives (netbench fsdp_cpu_cluster) instead of the bare-collective cluster; the rest of the
+    # composition is unchanged. A ZeRO-0 target or a replica that measured T_d is not affected.
+    from autotune.predict.compose import _terms
+
+    cl = tiny.cluster
+    fsdp_cl = dataclasses.replace(cl, intra_node_latency_s=200e-6, intra_node_bw_bytes_per_s=0.85e9, dp_overlap=0.0)
+    t = _spec(tiny, 8, dp=4, tp=2, zero_stage=2, grad_accum_steps=4, sequence_parallel=True)
+    r = replica_spec(t, 2).replica
+    assert (r.plan.tp, r.plan.dp, r.plan.zero_stage) == (2, 1, 0)
+    tgt, rpl = (t.plan, t.model, t.train), (r.plan, r.model, r.train)
+    base = compose_step(1.0, tgt, rpl, cl, 0.1, None, 0.08, 0.3)
+    c = compose_step(1.0, tgt, rpl, cl, 0.1, None, 0.08, 0.3, fsdp_cluster=fsdp_cl)
+    priced = _terms(*tgt, fsdp_cl)["dp_comm_s"]
+    assert priced > _terms(*tgt, cl)["dp_comm_s"] > 0
+    assert c.dp_comm_s == pytest.approx(priced, rel=1e-12) and base.dp_comm_s == pytest.approx(
+        _terms(*tgt, cl)["dp_comm_s"]
+    )
+    assert c.step_s - base.step_s == pytest.approx(priced - base.dp_comm_s, rel=1e-9) and "dp" in c.modelled_parts
+    z0 = _spec(tiny, 8, dp=4, tp=2, zero_stage=0, grad_accum_steps=4, sequence_parallel=True)
+    r0 = replica_spec(z0, 2).replica
+    args = (1.0, (z0.plan, z0.model, z0.train), (r0.plan, r0.model, r0.train), cl, 0.1)
+    assert compose_step(*args, fsdp_cluster=fsdp_cl).step_s == compose_step(*args).step_s
