@@ -33,7 +33,7 @@ def write_preset(path: Path, values: dict[str, float], note: str) -> None:
     """Set each `key: value  # comment` line of the preset YAML to the fitted value (appended when absent)."""
     text = path.read_text()
     for key, value in values.items():
-        line = f"{key}: {value:.4f}"
+        line = f"{key}: {value:.4f}" if abs(value) >= 1e-3 else f"{key}: {value:.3e}"  # host_op_s: seconds per op
         comment = f"# fitted, {BY_NAME[key].scope} ({note})"
         pattern = re.compile(rf"^{re.escape(key)}:[^\n]*$", re.M)
         new = f"{line:<38}{comment}"

@@ -54,6 +54,8 @@ assumption is named):
 - TP overlap: Llama 3 70B / 405B rows with TP > 1 run Transformer Engine's userbuffers TP overlap (TP_OVERLAP_MODELS).
 - EP communication overlap (plan.ep_overlap): per model, GPU, recipe and GPU count from the perf recipes
   (EP_OVERLAP_ON); off where they are silent.
+- CUDA graphs (train.cuda_graphs): per model, GPU, container and recipe from the performance configs of the container's
+  Megatron-Bridge release (autotune/fitting/nemo_cuda_graphs.py, which names what it does not map).
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
   (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
 """
@@ -68,6 +70,7 @@ import pandas as pd
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
+from autotune.fitting.nemo_cuda_graphs import recipe_cuda_graphs
 from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow
 from autotune.fitting.run_types import preset_model as _preset_model
 
@@ -293,6 +296,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         moe_routing="balanced",
         hidden_dropout=0.1 if str(r.model) in HIDDEN_DROPOUT_DEFAULT else 0.0,
         fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
+        cuda_graphs=recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
     return model, train, plan

@@ -62,7 +62,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
-from autotune.predict import moe
+from autotune.predict import host, moe
 from autotune.predict.collectives import _link, dp_all_reduce_s, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.memory import POSITIONS, rank_params, shard_group
@@ -262,11 +262,14 @@ def _busiest_stage(
         compute = n_layers * lt["compute"] + ends
         if model.is_moe:  # the routed experts and the all-to-alls of this rank's MoE layers
             compute = compute + n_moe * lt["moe_compute"]
-        parts[pos] = (compute, n_layers * lt["tp"], n_layers * lt["cp"], n_moe * lt["ep"], n_layers, ends)
+        parts[pos] = (compute, n_layers * lt["tp"], n_layers * lt["cp"], n_moe * lt["ep"], n_layers, n_moe)
     totals = np.stack([sum(parts[q][:4]) for q in ("first", "second", "last")])
     busy = np.argmax(totals, axis=0)
-    pick = [np.choose(busy, [parts[q][i] for q in ("first", "second", "last")]) for i in range(6)]
-    return {"compute": pick[0], "tp": pick[1], "cp": pick[2], "ep": pick[3], "layers": pick[4]}
+    pick = [
+        np.choose(busy, [np.broadcast_to(parts[q][i], busy.shape) for q in ("first", "second", "last")])
+        for i in range(6)
+    ]
+    return {"compute": pick[0], "tp": pick[1], "cp": pick[2], "ep": pick[3], "layers": pick[4], "moe_layers": pick[5]}
 
 
 def _pp_comm_s(
@@ -448,6 +451,8 @@ def perf_arrays(
         step = step + m * np.maximum(2.0 * host_device_s(moved, cluster) - stage["compute"], 0.0)
     if model.is_moe:
         step = step + ep_s
+    host = m * _host_s(arr, model, train, cluster, lt, stage)
+    step = step + host
     tokens_per_s = train.global_batch_tokens / step
     peak = cluster.peak_flops(train.compute_dtype)
     return {
@@ -460,6 +465,7 @@ def perf_arrays(
         "dp_replicate_comm_s": np.where(z >= 2, replicate, 0.0),
         "bubble_s": bubble,
         "optimizer_s": opt,
+        "host_s": host,
         "attention_s": m * stage["layers"] * lt["attn"],
         "memory_bound_s": m * stage["layers"] * lt["mem"],
         "step_s": step,
@@ -467,6 +473,30 @@ def perf_arrays(
         "tokens_per_s_per_gpu": tokens_per_s / num_gpus,
         "mfu": model.flops_per_token(train.seq_len) * tokens_per_s / (num_gpus * peak),
     }
+
+
+def _host_s(
+    arr: dict[str, np.ndarray],
+    model: ModelSpec,
+    train: TrainSpec,
+    cluster: ClusterSpec,
+    lt: dict[str, np.ndarray],
+    stage: dict[str, np.ndarray],
+) -> np.ndarray:
+    """Seconds per micro-batch the host adds to the busiest stage's device time (autotune/predict/host.py): its layers'
+    dispatched ops at cluster.host_op_s against the stage's forward and backward device time, with or without the
+    MoE dispatcher's device-to-host sync (FrameworkProfile.moe_host_sync); 0 when the preset states no host_op_s."""
+    if cluster.host_op_s is None:
+        return np.zeros(np.shape(arr["tp"]), dtype=np.float64)
+    full = arr["recompute"] == RECOMPUTE_CODE["full"]
+    n_moe = stage["moe_layers"] if model.is_moe else np.zeros_like(stage["layers"])
+    h_f, h_b = host.stage_host_s(stage["layers"], n_moe, full, train.cuda_graphs, cluster.host_op_s)
+    device = stage["compute"] + stage["tp"] + stage["cp"] + stage["ep"]
+    d_f = device / lt["passes"]
+    balanced = train.moe_routing == "balanced"
+    syncs = get_profile(train.framework).moe_host_sync(arr["ep"], balanced, model.moe_capacity_factor is not None)
+    syncs = syncs & (train.cuda_graphs != "full")  # a full-iteration graph cannot read device values on the host
+    return host.host_extra_s(h_f, h_b, d_f, device - d_f, syncs, n_moe, cluster.host_op_s)
 
 
 def tied_embedding_allreduce_s(

@@ -1,0 +1,80 @@
+"""The host side of a training step: the CPU time that issues the kernels (Python, the PyTorch dispatcher, the CUDA
+launch), and what it costs the step when the device cannot run ahead of it (docs/perf_model_moe.md "Host time").
+
+Per micro-batch on one rank, with h = `cluster.host_op_s` (host seconds per dispatched op):
+  H_f, H_b   host seconds of the forward and the backward: the stage's layers x the ops each layer dispatches
+             (bench_model's blocks counted op by op: benchmarks/host_ops.py) x h; full recompute re-runs the forward
+             ops in the backward;
+  D_f, D_b   the device seconds of the same passes (the stage's compute, TP/CP/EP communication).
+The CUDA stream runs ahead of the host (kernel launches are asynchronous), so without a device-to-host sync the
+micro-batch takes max(H_f + H_b, D_f + D_b). A sync inside each MoE layer's forward (the dispatcher reading the
+tokens per expert on the host) stops the host from running ahead across it: the forward costs max(H_f, D_f) plus,
+per MoE layer, the ops the host issues after the sync before the device has work again (the device drained its
+queue at the sync and idles: SYNC_TAIL_OPS x h), then the backward (no sync: the all-to-all's backward reuses the
+host-side splits) max(H_b, D_b). `host_extra_s` returns that time minus D_f + D_b: what the host adds to the step.
+
+CUDA graphs (train.cuda_graphs, Megatron-Core's cuda_graph_impl / cuda_graph_scope) replay a captured scope with one
+launch: "moe" captures the router and the dispatcher's preprocess (scopes moe_router, moe_preprocess), "attn_moe"
+the attention as well (attn), "full" the whole iteration (cuda_graph_impl=full_iteration: no per-op host time and,
+since a replay cannot read device values on the host, no sync: the recipes pad the experts to static shapes,
+Megatron-Bridge perf_recipes/qwen/common.py `_enable_hybridep_full_iteration_mxfp8`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autotune.core.types import CUDA_GRAPHS as CUDA_GRAPHS  # the train.cuda_graphs values
+
+# Ops one bench_model block dispatches per micro-batch (benchmarks/host_ops.py, torch 2.13, toy shapes: the sequence
+# does not depend on the shapes): forward / backward, and the forward ops inside each CUDA-graph scope. The same
+# counts stand for Megatron-Core's blocks (the same op sequence: norm, QKV, RoPE, attention, projection, router,
+# top-k, token counts, permute, grouped GEMMs, unpermute, combine); its heavier Python per op (Transformer Engine
+# modules) is in the fitted per-op cost, not in the count (not counted separately: no Megatron install here).
+DENSE_OPS = (81, 134)
+MOE_OPS = (115, 179)  # the whole MoE layer: attention, router, aux loss, dispatch, experts, combine
+SCOPE_FWD_OPS = {"attn": 57, "moe_router": 22, "moe_preprocess": 2}
+# ops after the sync before the first grouped GEMM (bench_model/moe.py: expert weight casts x3, torch.tensor(counts)
+# and its copy, cumsum, int32 cast); Megatron's after `before_ep_alltoall`: the all-to-all, sort_chunks_by_idxs and
+# the grouped MLP's input preparation, the same order of ops
+SYNC_TAIL_OPS = 7
+GRAPH_SCOPES = {
+    "none": (),
+    "moe": ("moe_router", "moe_preprocess"),
+    "attn_moe": ("attn", "moe_router", "moe_preprocess"),
+}
+
+
+def layer_host_ops(moe: bool, cuda_graphs: str) -> tuple[float, float]:
+    """(forward, backward) ops one layer leaves to the host per micro-batch under `cuda_graphs`: a captured scope
+    costs one graph launch per pass instead of its ops (its backward ops taken in the forward's proportion, as
+    Transformer Engine captures each scope's forward and backward graphs; Megatron-Core cuda_graph_scope)."""
+    fwd, bwd = MOE_OPS if moe else DENSE_OPS
+    if cuda_graphs == "full":
+        return 0.0, 0.0
+    scopes = [s for s in GRAPH_SCOPES[cuda_graphs] if moe or s == "attn"]
+    captured = sum(SCOPE_FWD_OPS[s] for s in scopes)
+    launches = float(len(scopes))
+    return fwd - captured + launches, bwd * (1.0 - captured / fwd) + launches
+
+
+def stage_host_s(layers: Any, moe_layers: Any, full_recompute: Any, cuda_graphs: str, op_s: float) -> tuple:
+    """(H_f, H_b) host seconds per micro-batch of a stage of `layers` layers, `moe_layers` of them MoE."""
+    layers, moe_layers = np.asarray(layers, dtype=np.float64), np.asarray(moe_layers, dtype=np.float64)
+    (df, db), (mf, mb) = layer_host_ops(False, cuda_graphs), layer_host_ops(True, cuda_graphs)
+    fwd = (layers - moe_layers) * df + moe_layers * mf
+    bwd = (layers - moe_layers) * db + moe_layers * mb + np.where(full_recompute, fwd, 0.0)
+    return fwd * op_s, bwd * op_s
+
+
+def host_extra_s(h_f: Any, h_b: Any, d_f: Any, d_b: Any, syncs: Any, moe_layers: Any, op_s: float) -> np.ndarray:
+    """Seconds the host adds to one micro-batch beyond its device time D_f + D_b (module doc): without a sync
+    max(H_f + H_b, D_f + D_b); with one per MoE layer forward max(H_f, D_f) + moe_layers x SYNC_TAIL_OPS x h +
+    max(H_b, D_b)."""
+    h_f, h_b, d_f, d_b = (np.asarray(x, dtype=np.float64) for x in (h_f, h_b, d_f, d_b))
+    tail = np.asarray(moe_layers, dtype=np.float64) * SYNC_TAIL_OPS * op_s
+    free = np.maximum(h_f + h_b, d_f + d_b)
+    synced = np.maximum(h_f, d_f) + tail + np.maximum(h_b, d_b)
+    return np.where(np.asarray(syncs, dtype=bool) & (tail > 0), synced, free) - (d_f + d_b)
