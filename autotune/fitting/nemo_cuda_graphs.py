@@ -27,766 +27,123 @@ any (model, GPU, container, recipe) the table below lacks.
 
 from __future__ import annotations
 
-# (summary model, GPU, container, plan.fp8) -> train.cuda_graphs, with the release and config it was read from
+# (summary model, GPU, container, then train.cuda_graphs of the BF16, FP8-CS (tensorwise) and FP8-MX (mxfp8) configs;
+# None where the release has no such config), with the release it was read from: configs
+# <MODEL>_<GPU>_<PRECISION>_BASE_CONFIG (v0.2.0), <MODEL>_PRETRAIN_CONFIG_<GPU>_<PRECISION>_V2 where the release has it,
+# else _V1 (v0.3.0-v0.5.1), perf_recipes/<model>/<gpu>/*.py (v0.6.0)
+_ROWS: tuple[tuple[str, str, str, str | None, str | None, str | None], ...] = (
+    ("GPT OSS 120B", "B200", "NeMo 25.11", "none", None, None),  # v0.2.0
+    ("GPT OSS 120B", "B200", "NeMo 26.02", "none", None, None),  # v0.3.0
+    ("GPT OSS 120B", "B200", "NeMo 26.02.01", "none", None, None),  # v0.3.1
+    ("GPT OSS 120B", "B200", "NeMo 26.04", "none", None, "none"),  # v0.4.2
+    ("GPT OSS 120B", "B200", "NeMo 26.04.01", "none", None, "none"),  # v0.4.2
+    ("GPT OSS 120B", "B200", "NeMo 26.06", "none", None, "none"),  # v0.5.1
+    ("GPT OSS 120B", "B200", "NeMo 26.06.01", "none", None, "none"),  # v0.5.1
+    ("GPT OSS 120B", "B300", "NeMo 26.02", "attn_moe", None, None),  # v0.3.0
+    ("GPT OSS 120B", "B300", "NeMo 26.02.01", "attn_moe", None, None),  # v0.3.1
+    ("GPT OSS 120B", "B300", "NeMo 26.04", "attn_moe", None, "attn_moe"),  # v0.4.2
+    ("GPT OSS 120B", "B300", "NeMo 26.04.01", "attn_moe", None, "attn_moe"),  # v0.4.2
+    ("GPT OSS 120B", "B300", "NeMo 26.06", "attn_moe", None, "attn_moe"),  # v0.5.1
+    ("GPT OSS 120B", "B300", "NeMo 26.06.01", "attn_moe", None, "attn_moe"),  # v0.5.1
+    ("GPT OSS 120B", "GB200", "NeMo 25.11", "none", None, None),  # v0.2.0
+    ("GPT OSS 120B", "GB200", "NeMo 26.02", "none", None, None),  # v0.3.0
+    ("GPT OSS 120B", "GB200", "NeMo 26.02.01", "none", None, None),  # v0.3.1
+    ("GPT OSS 120B", "GB200", "NeMo 26.04", "none", None, "none"),  # v0.4.2
+    ("GPT OSS 120B", "GB200", "NeMo 26.04.01", "none", None, "none"),  # v0.4.2
+    ("GPT OSS 120B", "GB200", "NeMo 26.06", "none", None, "full"),  # v0.5.1
+    ("GPT OSS 120B", "GB200", "NeMo 26.06.01", "none", None, "full"),  # v0.5.1
+    ("GPT OSS 120B", "GB200", "NeMo 26.08", None, None, "full"),  # v0.6.0
+    ("GPT OSS 120B", "GB300", "NeMo 25.11", "attn_moe", None, None),  # v0.2.0
+    ("GPT OSS 120B", "GB300", "NeMo 26.02", "attn_moe", None, None),  # v0.3.0
+    ("GPT OSS 120B", "GB300", "NeMo 26.02.01", "attn_moe", None, None),  # v0.3.1
+    ("GPT OSS 120B", "GB300", "NeMo 26.04", "attn_moe", None, "attn_moe"),  # v0.4.2
+    ("GPT OSS 120B", "GB300", "NeMo 26.04.01", "attn_moe", None, "attn_moe"),  # v0.4.2
+    ("GPT OSS 120B", "GB300", "NeMo 26.06", "attn_moe", None, "full"),  # v0.5.1
+    ("GPT OSS 120B", "GB300", "NeMo 26.06.01", "attn_moe", None, "full"),  # v0.5.1
+    ("GPT OSS 120B", "GB300", "NeMo 26.08", None, None, "full"),  # v0.6.0
+    ("GPT OSS 120B", "H100", "NeMo 25.11", "none", None, None),  # v0.2.0
+    ("GPT OSS 120B", "H100", "NeMo 26.02", "none", None, None),  # v0.3.0
+    ("GPT OSS 120B", "H100", "NeMo 26.02.01", "none", None, None),  # v0.3.1
+    ("GPT OSS 120B", "H100", "NeMo 26.04", "none", "none", None),  # v0.4.2
+    ("GPT OSS 120B", "H100", "NeMo 26.04.01", "none", "none", None),  # v0.4.2
+    ("GPT OSS 120B", "H100", "NeMo 26.06", "none", "none", None),  # v0.5.1
+    ("GPT OSS 120B", "H100", "NeMo 26.06.01", "none", "none", None),  # v0.5.1
+    ("Qwen3_235B_a22B", "B200", "NeMo 25.11", "none", "none", "none"),  # v0.2.0
+    ("Qwen3_235B_a22B", "B200", "NeMo 26.02", "none", "none", "none"),  # v0.3.0
+    ("Qwen3_235B_a22B", "B200", "NeMo 26.02.01", "none", "none", "none"),  # v0.3.1
+    ("Qwen3_235B_a22B", "B200", "NeMo 26.04", "none", "none", "none"),  # v0.4.2
+    ("Qwen3_235B_a22B", "B200", "NeMo 26.04.01", "none", "none", "none"),  # v0.4.2
+    ("Qwen3_235B_a22B", "B200", "NeMo 26.06", "none", "none", "full"),  # v0.5.1
+    ("Qwen3_235B_a22B", "B200", "NeMo 26.06.01", "none", "none", "full"),  # v0.5.1
+    ("Qwen3_235B_a22B", "B300", "NeMo 26.02", "none", "none", "none"),  # v0.3.0
+    ("Qwen3_235B_a22B", "B300", "NeMo 26.02.01", "none", "none", "none"),  # v0.3.1
+    ("Qwen3_235B_a22B", "B300", "NeMo 26.04", "none", "none", "none"),  # v0.4.2
+    ("Qwen3_235B_a22B", "B300", "NeMo 26.04.01", "none", "none", "none"),  # v0.4.2
+    ("Qwen3_235B_a22B", "B300", "NeMo 26.06", "none", "none", "full"),  # v0.5.1
+    ("Qwen3_235B_a22B", "B300", "NeMo 26.06.01", "none", "none", "full"),  # v0.5.1
+    ("Qwen3_235B_a22B", "GB200", "NeMo 25.11", "attn_moe", "attn_moe", "attn_moe"),  # v0.2.0
+    ("Qwen3_235B_a22B", "GB200", "NeMo 26.02", "attn_moe", "attn_moe", "attn_moe"),  # v0.3.0
+    ("Qwen3_235B_a22B", "GB200", "NeMo 26.02.01", "attn_moe", "attn_moe", "attn_moe"),  # v0.3.1
+    ("Qwen3_235B_a22B", "GB200", "NeMo 26.04", "attn_moe", "attn_moe", "attn_moe"),  # v0.4.2
+    ("Qwen3_235B_a22B", "GB200", "NeMo 26.04.01", "attn_moe", "attn_moe", "attn_moe"),  # v0.4.2
+    ("Qwen3_235B_a22B", "GB200", "NeMo 26.06", "attn_moe", "attn_moe", "full"),  # v0.5.1
+    ("Qwen3_235B_a22B", "GB200", "NeMo 26.06.01", "attn_moe", "attn_moe", "full"),  # v0.5.1
+    ("Qwen3_235B_a22B", "GB300", "NeMo 25.11", "moe", "moe", "moe"),  # v0.2.0
+    ("Qwen3_235B_a22B", "GB300", "NeMo 26.02", "moe", "attn_moe", "attn_moe"),  # v0.3.0
+    ("Qwen3_235B_a22B", "GB300", "NeMo 26.02.01", "attn_moe", "attn_moe", "attn_moe"),  # v0.3.1
+    ("Qwen3_235B_a22B", "GB300", "NeMo 26.04", "attn_moe", "attn_moe", "attn_moe"),  # v0.4.2
+    ("Qwen3_235B_a22B", "GB300", "NeMo 26.04.01", "attn_moe", "attn_moe", "attn_moe"),  # v0.4.2
+    ("Qwen3_235B_a22B", "GB300", "NeMo 26.06", "attn_moe", "attn_moe", "full"),  # v0.5.1
+    ("Qwen3_235B_a22B", "GB300", "NeMo 26.06.01", "attn_moe", "attn_moe", "full"),  # v0.5.1
+    ("Qwen3_235B_a22B", "H100", "NeMo 25.11", "none", "none", None),  # v0.2.0
+    ("Qwen3_235B_a22B", "H100", "NeMo 26.02", "none", "none", None),  # v0.3.0
+    ("Qwen3_235B_a22B", "H100", "NeMo 26.02.01", "none", "none", None),  # v0.3.1
+    ("Qwen3_235B_a22B", "H100", "NeMo 26.04", "none", "none", None),  # v0.4.2
+    ("Qwen3_235B_a22B", "H100", "NeMo 26.04.01", "none", "none", None),  # v0.4.2
+    ("Qwen3_235B_a22B", "H100", "NeMo 26.06", "none", "none", None),  # v0.5.1
+    ("Qwen3_235B_a22B", "H100", "NeMo 26.06.01", "none", "none", None),  # v0.5.1
+    ("Qwen3_30B_a3B", "B200", "NeMo 25.11", "moe", "moe", "moe"),  # v0.2.0
+    ("Qwen3_30B_a3B", "B200", "NeMo 26.02", "moe", "moe", "moe"),  # v0.3.0
+    ("Qwen3_30B_a3B", "B200", "NeMo 26.02.01", "attn_moe", "attn_moe", "attn_moe"),  # v0.3.1
+    ("Qwen3_30B_a3B", "B200", "NeMo 26.04", "attn_moe", "attn_moe", "attn_moe"),  # v0.4.2
+    ("Qwen3_30B_a3B", "B200", "NeMo 26.04.01", "attn_moe", "attn_moe", "attn_moe"),  # v0.4.2
+    ("Qwen3_30B_a3B", "B200", "NeMo 26.06", "attn_moe", "attn_moe", "full"),  # v0.5.1
+    ("Qwen3_30B_a3B", "B200", "NeMo 26.06.01", "attn_moe", "attn_moe", "full"),  # v0.5.1
+    ("Qwen3_30B_a3B", "B300", "NeMo 26.02", "moe", "moe", "moe"),  # v0.3.0
+    ("Qwen3_30B_a3B", "B300", "NeMo 26.02.01", "moe", "moe", "moe"),  # v0.3.1
+    ("Qwen3_30B_a3B", "B300", "NeMo 26.04", "moe", "moe", "moe"),  # v0.4.2
+    ("Qwen3_30B_a3B", "B300", "NeMo 26.04.01", "moe", "moe", "moe"),  # v0.4.2
+    ("Qwen3_30B_a3B", "B300", "NeMo 26.06", "moe", "moe", "full"),  # v0.5.1
+    ("Qwen3_30B_a3B", "B300", "NeMo 26.06.01", "moe", "moe", "full"),  # v0.5.1
+    ("Qwen3_30B_a3B", "GB200", "NeMo 25.11", "attn_moe", "attn_moe", "moe"),  # v0.2.0
+    ("Qwen3_30B_a3B", "GB200", "NeMo 26.02", "attn_moe", "attn_moe", "moe"),  # v0.3.0
+    ("Qwen3_30B_a3B", "GB200", "NeMo 26.02.01", "attn_moe", "attn_moe", "moe"),  # v0.3.1
+    ("Qwen3_30B_a3B", "GB200", "NeMo 26.04", "attn_moe", "attn_moe", "moe"),  # v0.4.2
+    ("Qwen3_30B_a3B", "GB200", "NeMo 26.04.01", "attn_moe", "attn_moe", "moe"),  # v0.4.2
+    ("Qwen3_30B_a3B", "GB200", "NeMo 26.06", "attn_moe", "attn_moe", "full"),  # v0.5.1
+    ("Qwen3_30B_a3B", "GB200", "NeMo 26.06.01", "attn_moe", "attn_moe", "full"),  # v0.5.1
+    ("Qwen3_30B_a3B", "GB200", "NeMo 26.08", None, None, "full"),  # v0.6.0
+    ("Qwen3_30B_a3B", "GB300", "NeMo 25.11", "moe", "moe", "moe"),  # v0.2.0
+    ("Qwen3_30B_a3B", "GB300", "NeMo 26.02", "moe", "moe", "moe"),  # v0.3.0
+    ("Qwen3_30B_a3B", "GB300", "NeMo 26.02.01", "moe", "moe", "moe"),  # v0.3.1
+    ("Qwen3_30B_a3B", "GB300", "NeMo 26.04", "moe", "moe", "moe"),  # v0.4.2
+    ("Qwen3_30B_a3B", "GB300", "NeMo 26.04.01", "moe", "moe", "moe"),  # v0.4.2
+    ("Qwen3_30B_a3B", "GB300", "NeMo 26.06", "moe", "moe", "full"),  # v0.5.1
+    ("Qwen3_30B_a3B", "GB300", "NeMo 26.06.01", "moe", "moe", "full"),  # v0.5.1
+    ("Qwen3_30B_a3B", "GB300", "NeMo 26.08", None, None, "full"),  # v0.6.0
+    ("Qwen3_30B_a3B", "H100", "NeMo 25.11", "moe", "none", None),  # v0.2.0
+    ("Qwen3_30B_a3B", "H100", "NeMo 26.02", "moe", "none", None),  # v0.3.0
+    ("Qwen3_30B_a3B", "H100", "NeMo 26.02.01", "moe", "none", None),  # v0.3.1
+    ("Qwen3_30B_a3B", "H100", "NeMo 26.04", "moe", "none", None),  # v0.4.2
+    ("Qwen3_30B_a3B", "H100", "NeMo 26.04.01", "moe", "none", None),  # v0.4.2
+    ("Qwen3_30B_a3B", "H100", "NeMo 26.06", "moe", "none", None),  # v0.5.1
+    ("Qwen3_30B_a3B", "H100", "NeMo 26.06.01", "moe", "none", None),  # v0.5.1
+)
 RECIPE_CUDA_GRAPHS: dict[tuple[str, str, str, str], str] = {
-    ("GPT OSS 120B", "B200", "NeMo 25.11", "none"): "none",  # v0.2.0 GPT_OSS_120B_B200_BF16_BASE_CONFIG
-    ("GPT OSS 120B", "B200", "NeMo 26.02", "none"): "none",  # v0.3.0 GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2
-    ("GPT OSS 120B", "B200", "NeMo 26.02.01", "none"): "none",  # v0.3.1 GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2
-    ("GPT OSS 120B", "B200", "NeMo 26.04", "mxfp8"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_B200_FP8_MX_V2
-    ("GPT OSS 120B", "B200", "NeMo 26.04", "none"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2
-    ("GPT OSS 120B", "B200", "NeMo 26.04.01", "mxfp8"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_B200_FP8_MX_V2
-    ("GPT OSS 120B", "B200", "NeMo 26.04.01", "none"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2
-    ("GPT OSS 120B", "B200", "NeMo 26.06", "mxfp8"): "none",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_B200_FP8_MX_V2
-    ("GPT OSS 120B", "B200", "NeMo 26.06", "none"): "none",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2
-    ("GPT OSS 120B", "B200", "NeMo 26.06.01", "mxfp8"): "none",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_B200_FP8_MX_V2
-    ("GPT OSS 120B", "B200", "NeMo 26.06.01", "none"): "none",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2
-    ("GPT OSS 120B", "B300", "NeMo 26.02", "none"): "attn_moe",  # v0.3.0 GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2
-    ("GPT OSS 120B", "B300", "NeMo 26.02.01", "none"): "attn_moe",  # v0.3.1 GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2
-    ("GPT OSS 120B", "B300", "NeMo 26.04", "mxfp8"): "attn_moe",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2
-    ("GPT OSS 120B", "B300", "NeMo 26.04", "none"): "attn_moe",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2
-    (
-        "GPT OSS 120B",
-        "B300",
-        "NeMo 26.04.01",
-        "mxfp8",
-    ): "attn_moe",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2
-    ("GPT OSS 120B", "B300", "NeMo 26.04.01", "none"): "attn_moe",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2
-    ("GPT OSS 120B", "B300", "NeMo 26.06", "mxfp8"): "attn_moe",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2
-    ("GPT OSS 120B", "B300", "NeMo 26.06", "none"): "attn_moe",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2
-    (
-        "GPT OSS 120B",
-        "B300",
-        "NeMo 26.06.01",
-        "mxfp8",
-    ): "attn_moe",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2
-    ("GPT OSS 120B", "B300", "NeMo 26.06.01", "none"): "attn_moe",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2
-    ("GPT OSS 120B", "GB200", "NeMo 25.11", "none"): "none",  # v0.2.0 GPT_OSS_120B_GB200_BF16_BASE_CONFIG
-    ("GPT OSS 120B", "GB200", "NeMo 26.02", "none"): "none",  # v0.3.0 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2
-    ("GPT OSS 120B", "GB200", "NeMo 26.02.01", "none"): "none",  # v0.3.1 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2
-    ("GPT OSS 120B", "GB200", "NeMo 26.04", "mxfp8"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
-    ("GPT OSS 120B", "GB200", "NeMo 26.04", "none"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2
-    ("GPT OSS 120B", "GB200", "NeMo 26.04.01", "mxfp8"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
-    ("GPT OSS 120B", "GB200", "NeMo 26.04.01", "none"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2
-    ("GPT OSS 120B", "GB200", "NeMo 26.06", "mxfp8"): "full",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
-    ("GPT OSS 120B", "GB200", "NeMo 26.06", "none"): "none",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2
-    ("GPT OSS 120B", "GB200", "NeMo 26.06.01", "mxfp8"): "full",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
-    ("GPT OSS 120B", "GB200", "NeMo 26.06.01", "none"): "none",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_GB200_BF16_V2
-    (
-        "GPT OSS 120B",
-        "GB200",
-        "NeMo 26.08",
-        "mxfp8",
-    ): "full",  # v0.6.0 perf_recipes/gpt_oss/gb200/gpt_oss.py gpt_oss_120b_pretrain_64gpu_gb200_fp8mx_config
-    ("GPT OSS 120B", "GB300", "NeMo 25.11", "none"): "attn_moe",  # v0.2.0 GPT_OSS_120B_GB300_BF16_BASE_CONFIG
-    ("GPT OSS 120B", "GB300", "NeMo 26.02", "none"): "attn_moe",  # v0.3.0 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_BF16_V2
-    ("GPT OSS 120B", "GB300", "NeMo 26.02.01", "none"): "attn_moe",  # v0.3.1 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_BF16_V2
-    ("GPT OSS 120B", "GB300", "NeMo 26.04", "mxfp8"): "attn_moe",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_FP8_MX_V2
-    ("GPT OSS 120B", "GB300", "NeMo 26.04", "none"): "attn_moe",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_BF16_V2
-    (
-        "GPT OSS 120B",
-        "GB300",
-        "NeMo 26.04.01",
-        "mxfp8",
-    ): "attn_moe",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_FP8_MX_V2
-    ("GPT OSS 120B", "GB300", "NeMo 26.04.01", "none"): "attn_moe",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_BF16_V2
-    ("GPT OSS 120B", "GB300", "NeMo 26.06", "mxfp8"): "full",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_FP8_MX_V2
-    ("GPT OSS 120B", "GB300", "NeMo 26.06", "none"): "attn_moe",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_BF16_V2
-    ("GPT OSS 120B", "GB300", "NeMo 26.06.01", "mxfp8"): "full",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_FP8_MX_V2
-    ("GPT OSS 120B", "GB300", "NeMo 26.06.01", "none"): "attn_moe",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_GB300_BF16_V2
-    (
-        "GPT OSS 120B",
-        "GB300",
-        "NeMo 26.08",
-        "mxfp8",
-    ): "full",  # v0.6.0 perf_recipes/gpt_oss/gb300/gpt_oss.py gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config
-    ("GPT OSS 120B", "H100", "NeMo 25.11", "none"): "none",  # v0.2.0 GPT_OSS_120B_H100_BF16_BASE_CONFIG
-    ("GPT OSS 120B", "H100", "NeMo 26.02", "none"): "none",  # v0.3.0 GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2
-    ("GPT OSS 120B", "H100", "NeMo 26.02.01", "none"): "none",  # v0.3.1 GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2
-    ("GPT OSS 120B", "H100", "NeMo 26.04", "none"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2
-    ("GPT OSS 120B", "H100", "NeMo 26.04", "tensorwise"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_H100_FP8_CS_V2
-    ("GPT OSS 120B", "H100", "NeMo 26.04.01", "none"): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2
-    (
-        "GPT OSS 120B",
-        "H100",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "none",  # v0.4.2 GPT_OSS_120B_PRETRAIN_CONFIG_H100_FP8_CS_V2
-    ("GPT OSS 120B", "H100", "NeMo 26.06", "none"): "none",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2
-    ("GPT OSS 120B", "H100", "NeMo 26.06", "tensorwise"): "none",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_H100_FP8_CS_V2
-    ("GPT OSS 120B", "H100", "NeMo 26.06.01", "none"): "none",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2
-    (
-        "GPT OSS 120B",
-        "H100",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "none",  # v0.5.1 GPT_OSS_120B_PRETRAIN_CONFIG_H100_FP8_CS_V2
-    ("Qwen3_235B_a22B", "B200", "NeMo 25.11", "mxfp8"): "none",  # v0.2.0 QWEN3_235B_A22B_B200_FP8_MX_BASE_CONFIG
-    ("Qwen3_235B_a22B", "B200", "NeMo 25.11", "none"): "none",  # v0.2.0 QWEN3_235B_A22B_B200_BF16_BASE_CONFIG
-    ("Qwen3_235B_a22B", "B200", "NeMo 25.11", "tensorwise"): "none",  # v0.2.0 QWEN3_235B_A22B_B200_FP8_CS_BASE_CONFIG
-    ("Qwen3_235B_a22B", "B200", "NeMo 26.02", "mxfp8"): "none",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B200", "NeMo 26.02", "none"): "none",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B200",
-        "NeMo 26.02",
-        "tensorwise",
-    ): "none",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "B200",
-        "NeMo 26.02.01",
-        "mxfp8",
-    ): "none",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B200", "NeMo 26.02.01", "none"): "none",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B200",
-        "NeMo 26.02.01",
-        "tensorwise",
-    ): "none",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V2
-    ("Qwen3_235B_a22B", "B200", "NeMo 26.04", "mxfp8"): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B200", "NeMo 26.04", "none"): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B200",
-        "NeMo 26.04",
-        "tensorwise",
-    ): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "B200",
-        "NeMo 26.04.01",
-        "mxfp8",
-    ): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B200", "NeMo 26.04.01", "none"): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B200",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V2
-    ("Qwen3_235B_a22B", "B200", "NeMo 26.06", "mxfp8"): "full",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B200", "NeMo 26.06", "none"): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B200",
-        "NeMo 26.06",
-        "tensorwise",
-    ): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "B200",
-        "NeMo 26.06.01",
-        "mxfp8",
-    ): "full",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B200", "NeMo 26.06.01", "none"): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B200",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_CS_V2
-    ("Qwen3_235B_a22B", "B300", "NeMo 26.02", "mxfp8"): "none",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B300", "NeMo 26.02", "none"): "none",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B300",
-        "NeMo 26.02",
-        "tensorwise",
-    ): "none",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "B300",
-        "NeMo 26.02.01",
-        "mxfp8",
-    ): "none",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B300", "NeMo 26.02.01", "none"): "none",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B300",
-        "NeMo 26.02.01",
-        "tensorwise",
-    ): "none",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V2
-    ("Qwen3_235B_a22B", "B300", "NeMo 26.04", "mxfp8"): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B300", "NeMo 26.04", "none"): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B300",
-        "NeMo 26.04",
-        "tensorwise",
-    ): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "B300",
-        "NeMo 26.04.01",
-        "mxfp8",
-    ): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B300", "NeMo 26.04.01", "none"): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B300",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V2
-    ("Qwen3_235B_a22B", "B300", "NeMo 26.06", "mxfp8"): "full",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B300", "NeMo 26.06", "none"): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B300",
-        "NeMo 26.06",
-        "tensorwise",
-    ): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "B300",
-        "NeMo 26.06.01",
-        "mxfp8",
-    ): "full",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_MX_V2
-    ("Qwen3_235B_a22B", "B300", "NeMo 26.06.01", "none"): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "B300",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_CS_V2
-    ("Qwen3_235B_a22B", "GB200", "NeMo 25.11", "mxfp8"): "attn_moe",  # v0.2.0 QWEN3_235B_A22B_GB200_FP8_MX_BASE_CONFIG
-    ("Qwen3_235B_a22B", "GB200", "NeMo 25.11", "none"): "attn_moe",  # v0.2.0 QWEN3_235B_A22B_GB200_BF16_BASE_CONFIG
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 25.11",
-        "tensorwise",
-    ): "attn_moe",  # v0.2.0 QWEN3_235B_A22B_GB200_FP8_CS_BASE_CONFIG
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.02",
-        "mxfp8",
-    ): "attn_moe",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.02",
-        "none",
-    ): "attn_moe",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.02",
-        "tensorwise",
-    ): "attn_moe",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.02.01",
-        "mxfp8",
-    ): "attn_moe",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.02.01",
-        "none",
-    ): "attn_moe",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.02.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.04",
-        "mxfp8",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.04",
-        "none",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.04",
-        "tensorwise",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.04.01",
-        "mxfp8",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.04.01",
-        "none",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.06",
-        "mxfp8",
-    ): "full",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.06",
-        "none",
-    ): "attn_moe",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.06",
-        "tensorwise",
-    ): "attn_moe",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.06.01",
-        "mxfp8",
-    ): "full",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.06.01",
-        "none",
-    ): "attn_moe",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB200",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_CS_V2
-    ("Qwen3_235B_a22B", "GB300", "NeMo 25.11", "mxfp8"): "moe",  # v0.2.0 QWEN3_235B_A22B_GB300_FP8_MX_BASE_CONFIG
-    ("Qwen3_235B_a22B", "GB300", "NeMo 25.11", "none"): "moe",  # v0.2.0 QWEN3_235B_A22B_GB300_BF16_BASE_CONFIG
-    ("Qwen3_235B_a22B", "GB300", "NeMo 25.11", "tensorwise"): "moe",  # v0.2.0 QWEN3_235B_A22B_GB300_FP8_CS_BASE_CONFIG
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.02",
-        "mxfp8",
-    ): "attn_moe",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2
-    ("Qwen3_235B_a22B", "GB300", "NeMo 26.02", "none"): "moe",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.02",
-        "tensorwise",
-    ): "attn_moe",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.02.01",
-        "mxfp8",
-    ): "attn_moe",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.02.01",
-        "none",
-    ): "attn_moe",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.02.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.04",
-        "mxfp8",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.04",
-        "none",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.04",
-        "tensorwise",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.04.01",
-        "mxfp8",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.04.01",
-        "none",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.06",
-        "mxfp8",
-    ): "full",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.06",
-        "none",
-    ): "attn_moe",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.06",
-        "tensorwise",
-    ): "attn_moe",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_CS_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.06.01",
-        "mxfp8",
-    ): "full",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_MX_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.06.01",
-        "none",
-    ): "attn_moe",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "GB300",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_FP8_CS_V2
-    ("Qwen3_235B_a22B", "H100", "NeMo 25.11", "none"): "none",  # v0.2.0 QWEN3_235B_A22B_H100_BF16_BASE_CONFIG
-    ("Qwen3_235B_a22B", "H100", "NeMo 25.11", "tensorwise"): "none",  # v0.2.0 QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG
-    ("Qwen3_235B_a22B", "H100", "NeMo 26.02", "none"): "none",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "H100",
-        "NeMo 26.02",
-        "tensorwise",
-    ): "none",  # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2
-    ("Qwen3_235B_a22B", "H100", "NeMo 26.02.01", "none"): "none",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "H100",
-        "NeMo 26.02.01",
-        "tensorwise",
-    ): "none",  # v0.3.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2
-    ("Qwen3_235B_a22B", "H100", "NeMo 26.04", "none"): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "H100",
-        "NeMo 26.04",
-        "tensorwise",
-    ): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2
-    ("Qwen3_235B_a22B", "H100", "NeMo 26.04.01", "none"): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "H100",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "none",  # v0.4.2 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2
-    ("Qwen3_235B_a22B", "H100", "NeMo 26.06", "none"): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "H100",
-        "NeMo 26.06",
-        "tensorwise",
-    ): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2
-    ("Qwen3_235B_a22B", "H100", "NeMo 26.06.01", "none"): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_BF16_V2
-    (
-        "Qwen3_235B_a22B",
-        "H100",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "none",  # v0.5.1 QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2
-    ("Qwen3_30B_a3B", "B200", "NeMo 25.11", "mxfp8"): "moe",  # v0.2.0 QWEN3_30B_A3B_B200_FP8_MX_BASE_CONFIG
-    ("Qwen3_30B_a3B", "B200", "NeMo 25.11", "none"): "moe",  # v0.2.0 QWEN3_30B_A3B_B200_BF16_BASE_CONFIG
-    ("Qwen3_30B_a3B", "B200", "NeMo 25.11", "tensorwise"): "moe",  # v0.2.0 QWEN3_30B_A3B_B200_FP8_CS_BASE_CONFIG
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.02", "mxfp8"): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.02", "none"): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_BF16_V1
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.02", "tensorwise"): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_CS_V1
-    (
-        "Qwen3_30B_a3B",
-        "B200",
-        "NeMo 26.02.01",
-        "mxfp8",
-    ): "attn_moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.02.01", "none"): "attn_moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "B200",
-        "NeMo 26.02.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_CS_V1
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.04", "mxfp8"): "attn_moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.04", "none"): "attn_moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "B200",
-        "NeMo 26.04",
-        "tensorwise",
-    ): "attn_moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_CS_V1
-    (
-        "Qwen3_30B_a3B",
-        "B200",
-        "NeMo 26.04.01",
-        "mxfp8",
-    ): "attn_moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.04.01", "none"): "attn_moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "B200",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_CS_V1
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.06", "mxfp8"): "full",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.06", "none"): "attn_moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "B200",
-        "NeMo 26.06",
-        "tensorwise",
-    ): "attn_moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_CS_V1
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.06.01", "mxfp8"): "full",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B200", "NeMo 26.06.01", "none"): "attn_moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "B200",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_CS_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.02", "mxfp8"): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.02", "none"): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_BF16_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.02", "tensorwise"): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_CS_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.02.01", "mxfp8"): "moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.02.01", "none"): "moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "B300",
-        "NeMo 26.02.01",
-        "tensorwise",
-    ): "moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_CS_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.04", "mxfp8"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.04", "none"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_BF16_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.04", "tensorwise"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_CS_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.04.01", "mxfp8"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.04.01", "none"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "B300",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_CS_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.06", "mxfp8"): "full",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.06", "none"): "moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_BF16_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.06", "tensorwise"): "moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_CS_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.06.01", "mxfp8"): "full",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "B300", "NeMo 26.06.01", "none"): "moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "B300",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_CS_V1
-    ("Qwen3_30B_a3B", "GB200", "NeMo 25.11", "mxfp8"): "moe",  # v0.2.0 QWEN3_30B_A3B_GB200_FP8_MX_BASE_CONFIG
-    ("Qwen3_30B_a3B", "GB200", "NeMo 25.11", "none"): "attn_moe",  # v0.2.0 QWEN3_30B_A3B_GB200_BF16_BASE_CONFIG
-    ("Qwen3_30B_a3B", "GB200", "NeMo 25.11", "tensorwise"): "attn_moe",  # v0.2.0 QWEN3_30B_A3B_GB200_FP8_CS_BASE_CONFIG
-    ("Qwen3_30B_a3B", "GB200", "NeMo 26.02", "mxfp8"): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1
-    ("Qwen3_30B_a3B", "GB200", "NeMo 26.02", "none"): "attn_moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.02",
-        "tensorwise",
-    ): "attn_moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_CS_V1
-    ("Qwen3_30B_a3B", "GB200", "NeMo 26.02.01", "mxfp8"): "moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.02.01",
-        "none",
-    ): "attn_moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.02.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_CS_V1
-    ("Qwen3_30B_a3B", "GB200", "NeMo 26.04", "mxfp8"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1
-    ("Qwen3_30B_a3B", "GB200", "NeMo 26.04", "none"): "attn_moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.04",
-        "tensorwise",
-    ): "attn_moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_CS_V1
-    ("Qwen3_30B_a3B", "GB200", "NeMo 26.04.01", "mxfp8"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.04.01",
-        "none",
-    ): "attn_moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_CS_V1
-    ("Qwen3_30B_a3B", "GB200", "NeMo 26.06", "mxfp8"): "full",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1
-    ("Qwen3_30B_a3B", "GB200", "NeMo 26.06", "none"): "attn_moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.06",
-        "tensorwise",
-    ): "attn_moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_CS_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.06.01",
-        "mxfp8",
-    ): "full",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.06.01",
-        "none",
-    ): "attn_moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "attn_moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_CS_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB200",
-        "NeMo 26.08",
-        "mxfp8",
-    ): "full",  # v0.6.0 perf_recipes/qwen/gb200/qwen3_moe.py qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config
-    ("Qwen3_30B_a3B", "GB300", "NeMo 25.11", "mxfp8"): "moe",  # v0.2.0 QWEN3_30B_A3B_GB300_FP8_MX_BASE_CONFIG
-    ("Qwen3_30B_a3B", "GB300", "NeMo 25.11", "none"): "moe",  # v0.2.0 QWEN3_30B_A3B_GB300_BF16_BASE_CONFIG
-    ("Qwen3_30B_a3B", "GB300", "NeMo 25.11", "tensorwise"): "moe",  # v0.2.0 QWEN3_30B_A3B_GB300_FP8_CS_BASE_CONFIG
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.02", "mxfp8"): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.02", "none"): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB300",
-        "NeMo 26.02",
-        "tensorwise",
-    ): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_CS_V1
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.02.01", "mxfp8"): "moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.02.01", "none"): "moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB300",
-        "NeMo 26.02.01",
-        "tensorwise",
-    ): "moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_CS_V1
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.04", "mxfp8"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.04", "none"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB300",
-        "NeMo 26.04",
-        "tensorwise",
-    ): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_CS_V1
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.04.01", "mxfp8"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.04.01", "none"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB300",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_CS_V1
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.06", "mxfp8"): "full",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.06", "none"): "moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB300",
-        "NeMo 26.06",
-        "tensorwise",
-    ): "moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_CS_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB300",
-        "NeMo 26.06.01",
-        "mxfp8",
-    ): "full",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_MX_V1
-    ("Qwen3_30B_a3B", "GB300", "NeMo 26.06.01", "none"): "moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB300",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_GB300_FP8_CS_V1
-    (
-        "Qwen3_30B_a3B",
-        "GB300",
-        "NeMo 26.08",
-        "mxfp8",
-    ): "full",  # v0.6.0 perf_recipes/qwen/gb300/qwen3_moe.py qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config
-    ("Qwen3_30B_a3B", "H100", "NeMo 25.11", "none"): "moe",  # v0.2.0 QWEN3_30B_A3B_H100_BF16_BASE_CONFIG
-    ("Qwen3_30B_a3B", "H100", "NeMo 25.11", "tensorwise"): "none",  # v0.2.0 QWEN3_30B_A3B_H100_FP8_CS_BASE_CONFIG
-    ("Qwen3_30B_a3B", "H100", "NeMo 26.02", "none"): "moe",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "H100",
-        "NeMo 26.02",
-        "tensorwise",
-    ): "none",  # v0.3.0 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1
-    ("Qwen3_30B_a3B", "H100", "NeMo 26.02.01", "none"): "moe",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "H100",
-        "NeMo 26.02.01",
-        "tensorwise",
-    ): "none",  # v0.3.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1
-    ("Qwen3_30B_a3B", "H100", "NeMo 26.04", "none"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "H100",
-        "NeMo 26.04",
-        "tensorwise",
-    ): "none",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1
-    ("Qwen3_30B_a3B", "H100", "NeMo 26.04.01", "none"): "moe",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "H100",
-        "NeMo 26.04.01",
-        "tensorwise",
-    ): "none",  # v0.4.2 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1
-    ("Qwen3_30B_a3B", "H100", "NeMo 26.06", "none"): "moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "H100",
-        "NeMo 26.06",
-        "tensorwise",
-    ): "none",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1
-    ("Qwen3_30B_a3B", "H100", "NeMo 26.06.01", "none"): "moe",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1
-    (
-        "Qwen3_30B_a3B",
-        "H100",
-        "NeMo 26.06.01",
-        "tensorwise",
-    ): "none",  # v0.5.1 QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1
+    (m, g, c, fp8): mode
+    for m, g, c, *modes in _ROWS
+    for fp8, mode in zip(("none", "tensorwise", "mxfp8"), modes, strict=True)
+    if mode is not None
 }
 RECIPE_CUDA_GRAPHS.update(
     {  # cac49dcd7 qwen3_30b_a3b_llm_pretrain.yaml perf_matrix (module doc); the token-drop rows' recipe is not stated

@@ -26,7 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
+from autotune.core.plan_arrays import RECOMPUTE_CODE
 from autotune.core.types import CUDA_GRAPHS as CUDA_GRAPHS  # the train.cuda_graphs values
+from autotune.core.types import ClusterSpec, TrainSpec
+from autotune.predict.frameworks import get_profile
 
 # Ops one bench_model block dispatches per micro-batch (benchmarks/host_ops.py, torch 2.13, toy shapes: the sequence
 # does not depend on the shapes): forward / backward, and the forward ops inside each CUDA-graph scope. The same
@@ -78,3 +82,28 @@ def host_extra_s(h_f: Any, h_b: Any, d_f: Any, d_b: Any, syncs: Any, moe_layers:
     free = np.maximum(h_f + h_b, d_f + d_b)
     synced = np.maximum(h_f, d_f) + tail + np.maximum(h_b, d_b)
     return np.where(np.asarray(syncs, dtype=bool) & (tail > 0), synced, free) - (d_f + d_b)
+
+
+def host_step_s(
+    arr: dict[str, np.ndarray],
+    model: ModelSpec,
+    train: TrainSpec,
+    cluster: ClusterSpec,
+    lt: dict[str, np.ndarray],
+    stage: dict[str, np.ndarray],
+) -> np.ndarray:
+    """Seconds per micro-batch the host adds to the busiest stage's device time (`lt`: perf.perf_arrays' layer terms,
+    `stage`: its busiest stage): the stage's dispatched ops at cluster.host_op_s against its forward and backward
+    device seconds, with or without the MoE dispatcher's device-to-host sync (FrameworkProfile.moe_host_sync); 0 when
+    the preset states no host_op_s."""
+    if cluster.host_op_s is None:
+        return np.zeros(np.shape(arr["tp"]), dtype=np.float64)
+    full = arr["recompute"] == RECOMPUTE_CODE["full"]
+    n_moe = stage["moe_layers"] if model.is_moe else np.zeros_like(stage["layers"])
+    h_f, h_b = stage_host_s(stage["layers"], n_moe, full, train.cuda_graphs, cluster.host_op_s)
+    device = stage["compute"] + stage["tp"] + stage["cp"] + stage["ep"]
+    d_f = device / lt["passes"]
+    balanced = train.moe_routing == "balanced"
+    syncs = get_profile(train.framework).moe_host_sync(arr["ep"], balanced, model.moe_capacity_factor is not None)
+    syncs = syncs & (train.cuda_graphs != "full")  # a full-iteration graph cannot read device values on the host
+    return host_extra_s(h_f, h_b, d_f, device - d_f, syncs, n_moe, cluster.host_op_s)

@@ -47,7 +47,9 @@ FP8 / MXFP8 / NVFP4 (plan.fp8 != none; the block linears, attention (SDPA) and t
   with sequence parallelism the TP all-gathers move the quantized tensor, the reduce-scatters the compute dtype:
   te_fp8.te_tp_gather_bytes).
   A preset without the recipe's peak is rejected (fp8_needs_peak).
-step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
+host: what the host adds per micro-batch beyond the device time (autotune/predict/host.py: per-op host cost x ops per
+  layer, max(host, device) while the stream runs ahead, host + device after the MoE dispatcher's device-to-host sync).
+step = compute + tp + cp + pp + exposed dp + bubble + optimizer + host; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
 """
 
@@ -62,9 +64,10 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
-from autotune.predict import host, moe
+from autotune.predict import moe
 from autotune.predict.collectives import _link, dp_all_reduce_s, ring_s
 from autotune.predict.frameworks import get_profile
+from autotune.predict.host import host_step_s
 from autotune.predict.memory import POSITIONS, rank_params, shard_group
 from autotune.predict.perf_terms import (
     adam_tensors_per_param,
@@ -451,7 +454,7 @@ def perf_arrays(
         step = step + m * np.maximum(2.0 * host_device_s(moved, cluster) - stage["compute"], 0.0)
     if model.is_moe:
         step = step + ep_s
-    host = m * _host_s(arr, model, train, cluster, lt, stage)
+    host = m * host_step_s(arr, model, train, cluster, lt, stage)
     step = step + host
     tokens_per_s = train.global_batch_tokens / step
     peak = cluster.peak_flops(train.compute_dtype)
@@ -473,30 +476,6 @@ def perf_arrays(
         "tokens_per_s_per_gpu": tokens_per_s / num_gpus,
         "mfu": model.flops_per_token(train.seq_len) * tokens_per_s / (num_gpus * peak),
     }
-
-
-def _host_s(
-    arr: dict[str, np.ndarray],
-    model: ModelSpec,
-    train: TrainSpec,
-    cluster: ClusterSpec,
-    lt: dict[str, np.ndarray],
-    stage: dict[str, np.ndarray],
-) -> np.ndarray:
-    """Seconds per micro-batch the host adds to the busiest stage's device time (autotune/predict/host.py): its layers'
-    dispatched ops at cluster.host_op_s against the stage's forward and backward device time, with or without the
-    MoE dispatcher's device-to-host sync (FrameworkProfile.moe_host_sync); 0 when the preset states no host_op_s."""
-    if cluster.host_op_s is None:
-        return np.zeros(np.shape(arr["tp"]), dtype=np.float64)
-    full = arr["recompute"] == RECOMPUTE_CODE["full"]
-    n_moe = stage["moe_layers"] if model.is_moe else np.zeros_like(stage["layers"])
-    h_f, h_b = host.stage_host_s(stage["layers"], n_moe, full, train.cuda_graphs, cluster.host_op_s)
-    device = stage["compute"] + stage["tp"] + stage["cp"] + stage["ep"]
-    d_f = device / lt["passes"]
-    balanced = train.moe_routing == "balanced"
-    syncs = get_profile(train.framework).moe_host_sync(arr["ep"], balanced, model.moe_capacity_factor is not None)
-    syncs = syncs & (train.cuda_graphs != "full")  # a full-iteration graph cannot read device values on the host
-    return host.host_extra_s(h_f, h_b, d_f, device - d_f, syncs, n_moe, cluster.host_op_s)
 
 
 def tied_embedding_allreduce_s(
