@@ -75,7 +75,7 @@ def main() -> None:
             k: res.get(k)
             for k in ("rows_used", "out_of_sample_median_abs_err", "out_of_sample_p90_abs_err", "coefficients_at_bound")
         }
-    fitted = {fam: {k: round(v, 4) for k, v in c.items()} for fam, c in fit.items()}
+    fitted = {fam: {k: float(f"{v:.4g}") for k, v in c.items()} for fam, c in fit.items()}  # host_op_s ~1e-5 s
     print(json.dumps({"rows": len(runs), "fitted": fitted, "presets_written": written, "accuracy": accuracy}))
 
 
