@@ -5,7 +5,10 @@ structure: the MoE block's grouped GEMM is one op for any number of experts). Ea
 Python + dispatcher + (on CUDA) kernel-launch time the speed model prices per op (autotune/predict/host.py,
 `cluster.host_op_s`); view ops (reshape, transpose, ...) launch no kernel and are counted apart. Prints JSON (last line):
 
-    .venv/bin/python benchmarks/host_ops.py [--routing learned|balanced]
+    .venv/bin/python benchmarks/host_ops.py [--routing learned|balanced] [--no-fp8]
+
+`fp8`: the extra ops per block when its linears run torchao's Float8Linear (tensorwise / rowwise: the dynamic casts,
+amax and scale ops, torch._scaled_mm), counted the same way on CPU.
 
 The counts are what autotune/predict/host.py's BENCH_MODEL_OPS states (tests/unit/test_host.py checks they match).
 """
@@ -44,15 +47,24 @@ class OpCounter(TorchDispatchMode):
 
 
 def _spec(moe: bool) -> ModelSpec:
-    extra = dict(num_experts=8, moe_router_topk=2, moe_ffn_hidden_size=16, moe_aux_loss_coeff=1e-3, moe_layer_freq=1)
+    extra = dict(num_experts=16, moe_router_topk=2, moe_ffn_hidden_size=16, moe_aux_loss_coeff=1e-3, moe_layer_freq=1)
     return ModelSpec("host-ops", 1, 32, 64, 4, 2, 128, **(extra if moe else {}))
 
 
-def count_block(moe: bool, balanced: bool, seq: int = 16) -> dict:
-    """Forward and backward op counts of one block at batch 1, sequence `seq`."""
+def count_block(moe: bool, balanced: bool, seq: int = 16, fp8: str | None = None) -> dict:
+    """Forward and backward op counts of one block at batch 1, sequence `seq`; with `fp8` its block linears converted
+    as bench_model converts them (bench_model/parallel/float8.py: torchao Float8Linear, dims multiples of 16: the
+    router's h -> E gate too, the grouped experts not)."""
     torch.manual_seed(0)
     spec = _spec(moe)
     block = TransformerBlock(spec, 0, seq)
+    if fp8 is not None:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+        from bench_model.parallel.float8 import _is_block_linear
+
+        cfg = Float8LinearConfig.from_recipe_name(fp8)
+        convert_to_float8_training(block, config=cfg, module_filter_fn=_is_block_linear)
     if moe:
         block.feed_forward.balanced = balanced
     rope = rope_tables(spec.head_dim, torch.arange(seq), 10000.0)
@@ -124,15 +136,24 @@ class _Restore:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--routing", choices=("learned", "balanced"), default="learned")
+    ap.add_argument("--no-fp8", action="store_true", help="skip the torchao float8 counts")
     args = ap.parse_args(argv)
     dense = count_block(False, False)
     moe = count_block(True, args.routing == "balanced")
+    fp8 = {}
+    for recipe in () if args.no_fp8 else ("tensorwise", "rowwise"):  # extra ops of the Float8Linear casts
+        d8, m8 = count_block(False, False, fp8=recipe), count_block(True, args.routing == "balanced", fp8=recipe)
+        fp8[recipe] = {
+            "dense_extra": [d8["forward"] - dense["forward"], d8["backward"] - dense["backward"]],
+            "moe_extra": [m8["forward"] - moe["forward"], m8["backward"] - moe["backward"]],
+        }
     out = {
         "torch": torch.__version__,
         "routing": args.routing,
         "dense_block": dense,
         "moe_block": moe,
         "moe_minus_dense": {k: moe[k] - dense[k] for k in ("forward", "backward")},
+        "fp8": fp8,
     }
     print(json.dumps(out))
     return out

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import RECOMPUTE_CODE
+from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
 from autotune.core.types import CUDA_GRAPHS as CUDA_GRAPHS  # the train.cuda_graphs values
 from autotune.core.types import ClusterSpec, TrainSpec
 from autotune.predict.frameworks import get_profile
@@ -44,6 +44,14 @@ SCOPE_FWD_OPS = {"attn": 57, "moe_router": 22, "moe_preprocess": 2}
 # and its copy, cumsum, int32 cast); Megatron's after `before_ep_alltoall`: the all-to-all, sort_chunks_by_idxs and
 # the grouped MLP's input preparation, the same order of ops
 SYNC_TAIL_OPS = 7
+# extra ops per block when its linears run torchao's Float8Linear (benchmarks/host_ops.py "fp8": the dynamic casts'
+# amax, scale and cast ops and torch._scaled_mm, forward / backward; the dense block's 7 linears, the MoE block's 4
+# attention linears and the router gate): frameworks that cast with torchao (FrameworkProfile.fp8_casts). Transformer
+# Engine's fused cast-transposes (megatron) and torchao's MXFP8 path are not counted.
+TORCHAO_FP8_EXTRA_OPS = {
+    "tensorwise": {False: (140, 287), True: (80, 164)},
+    "rowwise": {False: (182, 371), True: (104, 212)},
+}
 GRAPH_SCOPES = {
     "none": (),
     "moe": ("moe_router", "moe_preprocess"),
@@ -64,10 +72,31 @@ def layer_host_ops(moe: bool, cuda_graphs: str) -> tuple[float, float]:
     return fwd - captured + launches, bwd * (1.0 - captured / fwd) + launches
 
 
-def stage_host_s(layers: Any, moe_layers: Any, full_recompute: Any, cuda_graphs: str, op_s: float) -> tuple:
-    """(H_f, H_b) host seconds per micro-batch of a stage of `layers` layers, `moe_layers` of them MoE."""
+def fp8_extra_ops(fp8: Any, casts: str) -> dict[bool, tuple[np.ndarray, np.ndarray]]:
+    """{moe layer?: (forward, backward) extra ops per layer} for the candidates' plan.fp8 codes under a framework
+    casting with `casts` ("torchao": TORCHAO_FP8_EXTRA_OPS; anything else: none counted)."""
+    code = np.asarray(fp8)
+    out = {}
+    for moe in (False, True):
+        f, b = np.zeros(code.shape), np.zeros(code.shape)
+        if casts == "torchao":
+            for recipe, extra in TORCHAO_FP8_EXTRA_OPS.items():
+                f = np.where(code == FP8_CODE[recipe], extra[moe][0], f)
+                b = np.where(code == FP8_CODE[recipe], extra[moe][1], b)
+        out[moe] = (f, b)
+    return out
+
+
+def stage_host_s(
+    layers: Any, moe_layers: Any, full_recompute: Any, cuda_graphs: str, op_s: float, extra: dict | None = None
+) -> tuple:
+    """(H_f, H_b) host seconds per micro-batch of a stage of `layers` layers, `moe_layers` of them MoE; `extra`:
+    fp8_extra_ops (none by default)."""
     layers, moe_layers = np.asarray(layers, dtype=np.float64), np.asarray(moe_layers, dtype=np.float64)
     (df, db), (mf, mb) = layer_host_ops(False, cuda_graphs), layer_host_ops(True, cuda_graphs)
+    if extra is not None and cuda_graphs != "full":
+        (xdf, xdb), (xmf, xmb) = extra[False], extra[True]
+        df, db, mf, mb = df + xdf, db + xdb, mf + xmf, mb + xmb
     fwd = (layers - moe_layers) * df + moe_layers * mf
     bwd = (layers - moe_layers) * db + moe_layers * mb + np.where(full_recompute, fwd, 0.0)
     return fwd * op_s, bwd * op_s
@@ -100,7 +129,8 @@ def host_step_s(
         return np.zeros(np.shape(arr["tp"]), dtype=np.float64)
     full = arr["recompute"] == RECOMPUTE_CODE["full"]
     n_moe = stage["moe_layers"] if model.is_moe else np.zeros_like(stage["layers"])
-    h_f, h_b = stage_host_s(stage["layers"], n_moe, full, train.cuda_graphs, cluster.host_op_s)
+    extra = fp8_extra_ops(arr["fp8"], get_profile(train.framework).fp8_casts())
+    h_f, h_b = stage_host_s(stage["layers"], n_moe, full, train.cuda_graphs, cluster.host_op_s, extra)
     device = stage["compute"] + stage["tp"] + stage["cp"] + stage["ep"]
     d_f = device / lt["passes"]
     balanced = train.moe_routing == "balanced"

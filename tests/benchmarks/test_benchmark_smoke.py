@@ -183,6 +183,8 @@ def check_host_ops(out: dict) -> None:
     assert m["forward_scopes"] == host.SCOPE_FWD_OPS and d["forward_scopes"]["attn"] == host.SCOPE_FWD_OPS["attn"]
     assert 0 < d["forward_views"] < d["forward"] and out["moe_minus_dense"]["forward"] == m["forward"] - d["forward"]
     assert m["forward_ops"]["_grouped_mm"] == 3 and m["forward_ops"]["bincount"] == 1  # learned routing: one count
+    for recipe, extra in host.TORCHAO_FP8_EXTRA_OPS.items():  # torchao Float8Linear casts per block
+        assert out["fp8"][recipe] == {"dense_extra": list(extra[False]), "moe_extra": list(extra[True])}
 
 
 def check_vs_torchtitan_step(out: dict) -> None:

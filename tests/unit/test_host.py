@@ -42,6 +42,18 @@ def test_stage_host_seconds() -> None:
     assert h_b_full == pytest.approx(h_b + h_f)
 
 
+def test_torchao_fp8_casts_add_host_ops() -> None:
+    from autotune.core.plan_arrays import FP8_CODE
+
+    codes = np.array([FP8_CODE["none"], FP8_CODE["tensorwise"], FP8_CODE["rowwise"], FP8_CODE["mxfp8"]])
+    extra = host.fp8_extra_ops(codes, "torchao")
+    assert extra[False][0].tolist() == [0, 140, 182, 0] and extra[True][1].tolist() == [0, 164, 212, 0]
+    assert not host.fp8_extra_ops(codes, "te")[False][0].any()  # Transformer Engine's casts: not counted
+    # 2 dense layers under tensorwise at 10 us per op: (81 + 140) and (134 + 287) ops each
+    h_f, h_b = host.stage_host_s(2, 0, False, "none", 1e-5, host.fp8_extra_ops(codes[1:2], "torchao"))
+    assert h_f[0] == pytest.approx(2 * 221 * 1e-5) and h_b[0] == pytest.approx(2 * 421 * 1e-5)
+
+
 def test_host_composition_with_and_without_sync() -> None:
     tail = 10 * host.SYNC_TAIL_OPS * 1e-5  # 10 MoE layers x ops after the sync x 10 us
     # host-bound both passes: the stream cannot help, the host time is the step either way (+ the tail after syncs)
