@@ -146,3 +146,13 @@ def test_nemo_rows_cuda_graphs_from_their_release() -> None:
     assert recipe_cuda_graphs("Qwen3_30B_a3B", "GB200", "NeMo 26.06", "mxfp8") == "full"
     assert recipe_cuda_graphs("GPT OSS 120B", "B200", "NeMo 26.04", "none") == "none"  # the recipe sets none
     assert recipe_cuda_graphs("DeepSeekV3", "GB200", "NeMo 26.04", "mxfp8") == "none"  # not mapped
+
+
+def test_megatron_export_lists_cuda_graphs_as_not_mapped() -> None:
+    from autotune.interop.megatron import render
+
+    train = TrainSpec(seq_len=128, global_batch_size=8, framework="megatron", cuda_graphs="attn_moe")
+    out = render(_small_dense(), train, load_preset("h100-sxm-80gb"), ParallelPlan(dp=8))
+    note = [line for line in out.splitlines() if "train.cuda_graphs=attn_moe" in line]
+    assert len(note) == 1 and "--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router" in note[0]
+    assert not any(line.startswith("--cuda-graph") for line in out.split())  # not emitted for core_r0.12.0
