@@ -33,7 +33,7 @@ def write_preset(path: Path, values: dict[str, float], note: str) -> None:
     """Set each `key: value  # comment` line of the preset YAML to the fitted value (appended when absent)."""
     text = path.read_text()
     for key, value in values.items():
-        line = f"{key}: {value:.4f}"
+        line = f"{key}: {value:.4f}" if abs(value) >= 1e-3 else f"{key}: {value:.3e}"  # host_op_s: seconds per op
         comment = f"# fitted, {BY_NAME[key].scope} ({note})"
         pattern = re.compile(rf"^{re.escape(key)}:[^\n]*$", re.M)
         new = f"{line:<38}{comment}"
@@ -75,7 +75,7 @@ def main() -> None:
             k: res.get(k)
             for k in ("rows_used", "out_of_sample_median_abs_err", "out_of_sample_p90_abs_err", "coefficients_at_bound")
         }
-    fitted = {fam: {k: round(v, 4) for k, v in c.items()} for fam, c in fit.items()}
+    fitted = {fam: {k: float(f"{v:.4g}") for k, v in c.items()} for fam, c in fit.items()}  # host_op_s ~1e-5 s
     print(json.dumps({"rows": len(runs), "fitted": fitted, "presets_written": written, "accuracy": accuracy}))
 
 

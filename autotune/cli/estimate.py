@@ -117,7 +117,7 @@ def _print(row: dict, cfg, overrides=()) -> None:
 
 
 # The additive terms of the predicted step (autotune/predict/perf.py `perf_arrays`: step = compute + tp + cp + ep + pp
-# + exposed dp + bubble + optimizer), in the order printed. attention_s and memory_bound_s are parts of compute and
+# + exposed dp + bubble + optimizer + host), in the order printed. attention_s and memory_bound_s are parts of compute and
 # dp_replicate_comm_s is inside dp exposed: they are not terms of the sum.
 STEP_TERMS = (
     ("compute", "pred_compute_s"),
@@ -128,6 +128,7 @@ STEP_TERMS = (
     ("dp exposed", "pred_dp_comm_s"),
     ("bubble", "pred_bubble_s"),
     ("optimizer", "pred_optimizer_s"),
+    ("host", "pred_host_s"),  # what the host adds beyond the device time (autotune/predict/host.py)
 )
 
 

@@ -73,6 +73,9 @@ class ClusterSpec:
     # GPUs that share one NVLink domain (the fast link); None = gpus_per_node. On GB200/GB300 NVL72 a node (compute
     # tray) holds 4 GPUs but 72 share one NVLink switch fabric; it must be a multiple of gpus_per_node
     nvlink_domain_size: int | None = None
+    # host seconds per dispatched op (Python + PyTorch dispatcher + CUDA launch) of the training loop's eager ops
+    # (autotune/predict/host.py); None = the host term is off (CPU presets: the host is the device)
+    host_op_s: float | None = None
 
     def __post_init__(self) -> None:
         positive_int("cluster.gpus_per_node", self.gpus_per_node)
@@ -86,7 +89,7 @@ class ClusterSpec:
         for f in ("peak_flops_fp8", "peak_flops_mxfp8", "peak_flops_nvfp4"):
             v = getattr(self, f)
             require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
-        for f in ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s"):
+        for f in ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s", "host_op_s"):
             v = getattr(self, f)
             require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
         positive_int("cluster.device_memory_bytes", self.device_memory_bytes)

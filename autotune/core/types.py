@@ -18,6 +18,9 @@ from autotune.core.dims import Dim, dim_field
 from autotune.core.errors import positive_int, require
 from autotune.core.model import ModelSpec
 
+# train.cuda_graphs values (autotune/predict/host.py prices them)
+CUDA_GRAPHS = ("none", "moe", "attn_moe", "full")
+
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 PP_SCHEDULES: tuple[str, ...] = ("1f1b", "gpipe", "interleaved_1f1b")
@@ -92,9 +95,22 @@ class TrainSpec:
     # gathered as such (gather_weight_bytes), where the layout runs an FP8 recipe (plan.fp8 tensorwise / mxfp8).
     # Read by the megatron profile only.
     fp8_param_gather: bool = False
+    # CUDA graphs the job captures (autotune/predict/host.py CUDA_GRAPHS; Megatron-Core --cuda-graph-impl and its
+    # scopes): "none"; "moe" = transformer_engine graphs of the scopes moe_router + moe_preprocess; "attn_moe" = attn
+    # as well; "full" = full_iteration. A captured scope costs the host one launch instead of its ops. Megatron only.
+    cuda_graphs: str = "none"
 
     def __post_init__(self) -> None:
         positive_int("train.seq_len", self.seq_len)
+        require(
+            self.cuda_graphs in CUDA_GRAPHS,
+            f"train.cuda_graphs={self.cuda_graphs!r} must be one of {', '.join(CUDA_GRAPHS)}",
+        )
+        require(
+            self.cuda_graphs == "none" or self.framework == "megatron",
+            f"train.cuda_graphs={self.cuda_graphs} with train.framework={self.framework}: only Megatron-Core "
+            "captures CUDA graphs (--cuda-graph-impl); this framework runs eager",
+        )
         require(
             isinstance(self.fp8_param_gather, bool),
             f"train.fp8_param_gather={self.fp8_param_gather!r} must be true or false",

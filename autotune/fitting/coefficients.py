@@ -107,6 +107,21 @@ COEFFICIENTS: tuple[Coefficient, ...] = (
         "of 1.6x, rowwise saving about half of it means ~1.24x, i.e. 1.24/1.6 = 0.78 of the tensorwise rate",
     ),
     Coefficient(
+        "host_op_s",
+        "family",
+        1.0e-5,
+        3.0e-6,
+        5.0e-5,
+        "host seconds per dispatched op of an eager training loop (Python + autograd + ATen dispatcher + "
+        "cudaLaunchKernel; autotune/predict/host.py): ~1-3 us each for Python/pybind, autograd recording, dispatch "
+        "and the driver launch, ~5-25 us per op in all (jiahuanglin.xyz 'From PyTorch op to kernel launch', lesson 18, "
+        "per-layer table), 5-50 us per launch depending on the op and the dispatch path (mlhero.books.neutronlabs.ai "
+        "ch. 22.1 'PyTorch eager vs compiled'): tutorial estimates, not a measurement on these systems. Per family: "
+        "the host CPU and the software of each family's systems differ (DGX A100: EPYC 7742; DGX H100: Xeon 8480C; "
+        "DGX B200: Xeon 8570; GB200/GB300: Grace), as do the framework releases of their rows (Megatron-LM 2021 on "
+        "A100, Megatron-Core 2025-26 with Transformer Engine on Blackwell)",
+    ),
+    Coefficient(
         "compile_memory_traffic_factor",
         "shared",
         0.36,

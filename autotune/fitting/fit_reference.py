@@ -105,6 +105,7 @@ def fit_all(runs: list[ReferenceRun], clusters: dict[str, ClusterSpec]) -> dict[
         diff_step=1e-3,
         xtol=1e-3,
         ftol=1e-3,
+        x_scale=prior,  # each coefficient in units of its prior (host_op_s is ~1e-5 s, the fractions ~0.5)
     )
     return _unpack(res.x)
 

@@ -59,6 +59,8 @@ assumption is named):
   priced by autotune/predict/moe_dispatch.py), alltoall where the recipe says so; NOT MAPPED (alltoall, the
   Megatron-Bridge model providers' default) where the recipe is silent; where the row's own release states another
   recipe (RELEASE_RECIPE: DeepSeek-V3 on 1024 H100 in NeMo 25.09, DeepEP with the EP overlap), that release's.
+- CUDA graphs (train.cuda_graphs): per model, GPU, container and recipe from the performance configs of the container's
+  Megatron-Bridge release (autotune/fitting/nemo_cuda_graphs.py, which names what it does not map).
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
   (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
 """
@@ -73,6 +75,7 @@ import pandas as pd
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
+from autotune.fitting.nemo_cuda_graphs import recipe_cuda_graphs
 from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow
 from autotune.fitting.run_types import preset_model as _preset_model
 
@@ -398,6 +401,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         moe_routing="balanced",
         hidden_dropout=0.1 if str(r.model) in HIDDEN_DROPOUT_DEFAULT else 0.0,
         fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
+        cuda_graphs=recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
     return model, train, plan

@@ -49,6 +49,7 @@ def translate(ctx: ExportContext) -> Export:
         argv += [["--fine-grained-activation-offloading"], ["--offload-modules", *ctx.plan.moe_offload.split("+")]]
     argv += [["--bf16"]] if ctx.bf16 else []
     argv += _fp8_args(ctx, ex)
+    _cuda_graphs_note(ctx, ex)
     ex.body = argv
     return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
 
@@ -219,6 +220,26 @@ def _fp8_param_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
         return []
     extra = [["--reuse-grad-buf-for-mxfp8-param-ag"]] if ctx.plan.fp8 == "mxfp8" else []
     return [["--fp8-param-gather"], *extra]
+
+
+# train.cuda_graphs as newer Megatron-LM spells it (arguments.py @ d98e8a6: --cuda-graph-impl, --cuda-graph-modules,
+# which replaced --cuda-graph-scope); the target release has neither
+CUDA_GRAPH_FLAGS = {
+    "moe": "--cuda-graph-impl transformer_engine --cuda-graph-modules moe_router moe_preprocess",
+    "attn_moe": "--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router moe_preprocess",
+    "full": "--cuda-graph-impl full_iteration",
+}
+
+
+def _cuda_graphs_note(ctx: ExportContext, ex: Export) -> None:
+    """train.cuda_graphs: not in the target release's arguments (core_r0.12.0 arguments.py: --enable-cuda-graph /
+    --external-cuda-graph with --cuda-graph-scope full|attn, a whole layer or its attention: no MoE router scopes,
+    no full-iteration graph): reported with the flags of newer releases instead of emitted."""
+    if ctx.train.cuda_graphs != "none":
+        ex.skip(
+            f"train.cuda_graphs={ctx.train.cuda_graphs}",
+            f"{TARGET} has no scoped CUDA graphs; newer Megatron-LM: {CUDA_GRAPH_FLAGS[ctx.train.cuda_graphs]}",
+        )
 
 
 def _moe_args(ctx: ExportContext) -> list[list[str]]:

@@ -50,7 +50,9 @@ FP8 / MXFP8 / NVFP4 (plan.fp8 != none; the block linears, attention (SDPA) and t
   with sequence parallelism the TP all-gathers move the quantized tensor, the reduce-scatters the compute dtype:
   te_fp8.te_tp_gather_bytes).
   A preset without the recipe's peak is rejected (fp8_needs_peak).
-step = compute + tp + cp + pp + exposed dp + bubble + optimizer; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
+host: what the host adds per micro-batch beyond the device time (autotune/predict/host.py: per-op host cost x ops per
+  layer, max(host, device) while the stream runs ahead, host + device after the MoE dispatcher's device-to-host sync).
+step = compute + tp + cp + pp + exposed dp + bubble + optimizer + host; MFU = model FLOPs (ModelSpec.flops_per_token: 6N +
 causal attention, Narayanan/Chowdhery) per second / (num_gpus * peak).
 """
 
@@ -68,6 +70,7 @@ from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpe
 from autotune.predict import moe, moe_dispatch
 from autotune.predict.collectives import _link, dp_all_reduce_s, dp_ring_s, ring_s
 from autotune.predict.frameworks import get_profile
+from autotune.predict.host import host_step_s
 from autotune.predict.memory import POSITIONS, rank_params, shard_group
 from autotune.predict.perf_terms import (
     adam_tensors_per_param,
@@ -267,11 +270,14 @@ def _busiest_stage(
         compute = n_layers * lt["compute"] + ends
         if model.is_moe:  # the routed experts and the all-to-alls of this rank's MoE layers
             compute = compute + n_moe * lt["moe_compute"]
-        parts[pos] = (compute, n_layers * lt["tp"], n_layers * lt["cp"], n_moe * lt["ep"], n_layers, ends)
+        parts[pos] = (compute, n_layers * lt["tp"], n_layers * lt["cp"], n_moe * lt["ep"], n_layers, n_moe)
     totals = np.stack([sum(parts[q][:4]) for q in ("first", "second", "last")])
     busy = np.argmax(totals, axis=0)
-    pick = [np.choose(busy, [parts[q][i] for q in ("first", "second", "last")]) for i in range(6)]
-    return {"compute": pick[0], "tp": pick[1], "cp": pick[2], "ep": pick[3], "layers": pick[4]}
+    pick = [
+        np.choose(busy, [np.broadcast_to(parts[q][i], busy.shape) for q in ("first", "second", "last")])
+        for i in range(6)
+    ]
+    return {"compute": pick[0], "tp": pick[1], "cp": pick[2], "ep": pick[3], "layers": pick[4], "moe_layers": pick[5]}
 
 
 def _pp_comm_s(
@@ -465,6 +471,8 @@ def perf_arrays(
         step = step + m * np.maximum(2.0 * host_device_s(moved, cluster) - stage["compute"], 0.0)
     if model.is_moe:
         step = step + ep_s
+    host = m * host_step_s(arr, model, train, cluster, lt, stage)
+    step = step + host
     tokens_per_s = train.global_batch_tokens / step
     peak = cluster.peak_flops(train.compute_dtype)
     return {
@@ -477,6 +485,7 @@ def perf_arrays(
         "dp_replicate_comm_s": np.where(z >= 2, replicate, 0.0),
         "bubble_s": bubble,
         "optimizer_s": opt,
+        "host_s": host,
         "attention_s": m * stage["layers"] * lt["attn"],
         "memory_bound_s": m * stage["layers"] * lt["mem"],
         "step_s": step,

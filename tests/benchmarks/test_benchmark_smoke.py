@@ -176,6 +176,20 @@ def check_moe_block_profile(out: dict) -> None:
     assert out["dominant"] in ops and out["shape"]["grouped_gemm_path"] == "grouped_mm"
 
 
+def check_host_ops(out: dict) -> None:
+    """The op counts autotune/predict/host.py prices are the ones the script counts on this torch (a torch upgrade
+    that changes bench_model's op sequence fails here: re-count and update host.py)."""
+    from autotune.predict import host
+
+    d, m = out["dense_block"], out["moe_block"]
+    assert (d["forward"], d["backward"]) == host.DENSE_OPS and (m["forward"], m["backward"]) == host.MOE_OPS
+    assert m["forward_scopes"] == host.SCOPE_FWD_OPS and d["forward_scopes"]["attn"] == host.SCOPE_FWD_OPS["attn"]
+    assert 0 < d["forward_views"] < d["forward"] and out["moe_minus_dense"]["forward"] == m["forward"] - d["forward"]
+    assert m["forward_ops"]["_grouped_mm"] == 3 and m["forward_ops"]["bincount"] == 1  # learned routing: one count
+    for recipe, extra in host.TORCHAO_FP8_EXTRA_OPS.items():  # torchao Float8Linear casts per block
+        assert out["fp8"][recipe] == {"dense_extra": list(extra[False]), "moe_extra": list(extra[True])}
+
+
 def check_vs_torchtitan_step(out: dict) -> None:
     assert out["shape"]["experts"] == 4
     for variant in ("dense", "moe"):  # Llama 3 and Qwen3 MoE
@@ -336,6 +350,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
         [*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1", "--no-compile"],
         check_recompute_cost,
     ),
+    "host_ops.py": ([], check_host_ops),
     "moe_block_profile.py": (
         [
             "--tokens",

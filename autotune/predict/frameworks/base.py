@@ -101,6 +101,13 @@ class FrameworkProfile(ABC):
         after the last micro-batch's backward, instead of after every micro-batch (perf._fsdp_s). Default: no."""
         return False
 
+    def moe_host_sync(self, ep: Any, balanced: bool, capacity: bool) -> np.ndarray:
+        """Whether an MoE layer's forward reads device values on the host (a device-to-host sync the host cannot run
+        ahead of: autotune/predict/host.py), per candidate expert-parallel degree `ep`, under balanced routing and
+        a capacity factor (token dropping). Default: yes (a dropless dispatch sizes its buffers, all-to-all splits
+        and grouped GEMM groups from tokens-per-expert counts computed on the device)."""
+        return np.ones(np.shape(np.asarray(ep)), dtype=bool)
+
     @abstractmethod
     def attention_kernel(self) -> str:
         """The causal attention kernel this framework runs on CUDA: "fa3" (FlashAttention-3 or cuDNN fused

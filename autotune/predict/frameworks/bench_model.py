@@ -275,6 +275,12 @@ class BenchModelProfile(FrameworkProfile):
 
     name: str = "bench_model"
 
+    def moe_host_sync(self, ep: Any, balanced: bool, capacity: bool) -> np.ndarray:
+        """Learned routing reads the tokens per expert on the host (bench_model/moe.py expert_counts:
+        bincount(...).tolist()); with ep > 1 the all-to-all splits are read too (bench_model/parallel/
+        expert_parallel.py: recv.tolist()). Balanced routing on one EP rank knows its counts without reading them."""
+        return (np.asarray(ep) > 1) | (not balanced)
+
     def attention_kernel(self) -> str:
         """bench_model/model.py calls F.scaled_dot_product_attention. torch's CUDA SDPA puts cuDNN attention first on
         sm90 / sm100 when the runtime cuDNN is newer than 9.15 (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp

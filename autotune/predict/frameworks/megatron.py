@@ -165,6 +165,15 @@ class MegatronProfile(FrameworkProfile):
             return np.full(code.shape, p)
         return np.where(code == FP8_CODE["tensorwise"], 1.0, p)
 
+    def moe_host_sync(self, ep: Any, balanced: bool, capacity: bool) -> np.ndarray:
+        """Dropless MoE syncs once per MoE layer forward: MoEAlltoAllTokenDispatcher.preprocess copies the token
+        counts / all-to-all splits to the host and waits for them at `cuda_sync_point` ("before_ep_alltoall" with
+        EP, "before_finish" without; megatron/core/transformer/moe/token_dispatcher.py
+        `_maybe_dtoh_and_synchronize`, d98e8a6), and TEGroupedMLP reads tokens_per_expert with .tolist() under FP8
+        (experts.py) whatever the dispatcher. With a capacity factor and padding (drop_and_pad:
+        moe_pad_expert_input_to_capacity, what the token-drop recipes set) the counts are static: no sync."""
+        return np.full(np.shape(np.asarray(ep)), not capacity, dtype=bool)
+
     def attention_kernel(self) -> str:
         """Megatron-Core's TEDotProductAttention: Transformer Engine picks cuDNN fused (flash) attention on Hopper and
         later when both it and flash-attn apply (NeMo docs, memory_optimizations.rst "Flash Attention", NVIDIA/NeMo
@@ -373,6 +382,26 @@ class MegatronProfile(FrameworkProfile):
                 lambda offload: (
                     f"offload={offload}: Megatron-LM offloads the optimizer only "
                     "(--optimizer-cpu-offload); parameter offload requires another framework"
+                ),
+            ),
+            # train.cuda_graphs (autotune/predict/host.py): Megatron-Bridge docs/training/cuda-graphs.md @ 3029767
+            # "Feature Interactions": TE-scoped graphs do not support full activation recompute ("only local
+            # full-iteration graphs support full recompute"), and CUDA graphs are incompatible with CPU offloading
+            self.rule(
+                "cuda_graphs_full_recompute",
+                lambda recompute, train: (train.cuda_graphs in ("moe", "attn_moe")) & (recompute == 2),
+                lambda train: (
+                    f"train.cuda_graphs={train.cuda_graphs} with recompute=full: Transformer Engine scoped CUDA graphs "
+                    "do not support full activation recompute (only full-iteration graphs do)"
+                ),
+            ),
+            self.rule(
+                "cuda_graphs_offload",
+                lambda offload, act_offload_layers, train: (
+                    (train.cuda_graphs != "none") & ((offload != 0) | (act_offload_layers > 0))
+                ),
+                lambda train: (
+                    f"train.cuda_graphs={train.cuda_graphs} with CPU offloading: CUDA graphs are incompatible"
                 ),
             ),
             # Megatron-LM arguments.py --fp8-recipe: delayed, tensorwise, mxfp8, blockwise (Transformer Engine)

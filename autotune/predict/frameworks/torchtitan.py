@@ -111,6 +111,12 @@ class TorchtitanProfile(FrameworkProfile):
     # [PPBUF] the same torch.distributed.pipelining stages (base.torch_pipeline_buffers); full AC keeps the block input
     pipeline_stage_buffers = BenchModelProfile.pipeline_stage_buffers
 
+    def moe_host_sync(self, ep: Any, balanced: bool, capacity: bool) -> np.ndarray:
+        """With expert parallelism the token dispatch reads its all-to-all split sizes on the host (the "EP
+        token-routing split .tolist()" torchtitan's graph trainer cannot replay, torchtitan/experiments/
+        graph_trainer/cudagraph.py); without it the grouped GEMM takes device offsets (torch._grouped_mm): no sync."""
+        return np.asarray(ep) > 1
+
     def attention_kernel(self) -> str:
         """torchtitan's default attention is F.scaled_dot_product_attention (torchtitan/models/attention.py), whose
         CUDA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn): "fa2"."""
