@@ -39,6 +39,7 @@ TERMS = (
     "dp_comm_s",
     "bubble_s",
     "optimizer_s",
+    "host_s",
 )
 GROUPS = {
     "source": lambda r: r.source,
