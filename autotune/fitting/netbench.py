@@ -304,7 +304,7 @@ def cpu_time_cluster(cluster: Any, result: NetbenchResult) -> Any:
 
 def fsdp_cpu_cluster(cluster: Any, result: NetbenchResult, tp: int = 1) -> Any:
     """`cpu_time_cluster` with the links of FSDP2-issued collectives (`result.fsdp_cpu_fits`): what the step model's
-    ZeRO-2/3 term (perf.py `_fsdp_s`: its count of all-gathers and reduce-scatters, ring steps and bytes) costs a CPU
+    ZeRO-2/3 term (perf_dp.py `fsdp_s`: its count of all-gathers and reduce-scatters, ring steps and bytes) costs a CPU
     rank per step when priced with it. The composition prices a target's FSDP2 traffic with it where the replica ran
     no data-parallel rank (autotune/predict/compose.py); None when netbench timed no FSDP2 collective. `tp`: the
     target's tensor-parallel degree; the fit of the largest tp-sharded unit measured that is <= tp (plain at tp 1)."""

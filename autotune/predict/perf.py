@@ -68,17 +68,22 @@ from autotune.core.plan_arrays import CODES, FP8_CODE, OFFLOAD_CODE, RECOMPUTE_C
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe, moe_dispatch
-from autotune.predict.collectives import _link, dp_all_reduce_s, dp_ring_s, ring_s
+from autotune.predict.collectives import _link, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.host import host_step_s
 from autotune.predict.memory import POSITIONS, rank_params, shard_group
+from autotune.predict.perf_dp import (  # noqa: F401  (param_gather_bytes, tied_embedding_allreduce_s re-exported)
+    ddp_s,
+    fsdp_s,
+    param_gather_bytes,
+    tied_embedding_allreduce_s,
+)
 from autotune.predict.perf_terms import (
     adam_tensors_per_param,
     attention_s,
     compiled_elementwise_factor,
     elementwise_bytes_per_token,
     fp8_cast_bytes,
-    fsdp_exposed_s,
     host_device_s,
     linear_efficiency_factor,
     linear_peak_flops,
@@ -86,7 +91,6 @@ from autotune.predict.perf_terms import (
     memory_bound_s,
     offload_step_s,
     optimizer_step_s,
-    prefetch_exposed_s,
     require_offload_fields,
     require_perf_fields,
     te_fp8_cast_bytes,
@@ -296,119 +300,6 @@ def _pp_comm_s(
     return pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)  # once per step, tied embeddings
 
 
-def _offload_copies_s(
-    arr: dict[str, np.ndarray], cluster: ClusterSpec, elems: np.ndarray, shard: np.ndarray, p: int, g: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(H2D, D2H) seconds of one FSDP unit of `elems` parameters under offload=params (FSDP2 CPUOffloadPolicy): each
-    gather first copies the fp32 shard H2D and each reduce-scatter's shard goes D2H, on the same streams as the
-    collectives (they lengthen the prefetched communication); 0 for other offload modes."""
-    par_off = arr["offload"] == OFFLOAD_CODE["params"]
-    h2d = np.where(par_off, host_device_s(elems / shard * p, cluster), 0.0)
-    d2h = np.where(par_off, host_device_s(elems / shard * g, cluster), 0.0)
-    return h2d, d2h
-
-
-def _fsdp_s(
-    arr: dict[str, np.ndarray],
-    model: ModelSpec,
-    train: TrainSpec,
-    cluster: ClusterSpec,
-    ranks: dict,
-    stage: dict[str, np.ndarray],
-) -> tuple[np.ndarray, np.ndarray]:
-    """ZeRO 2/3 (FSDP2 per block with prefetch, every micro-batch; perf_terms.fsdp_exposed_s) on the shard group of
-    F = dp_shard*cp ranks, and HSDP's all-reduce of each 1/F gradient shard across the R replicas once per step behind
-    the last backward (Zhao et al. 2023, "PyTorch FSDP", Sec 3.2.2). (exposed seconds per step, replicate all-reduce
-    seconds before overlap)."""
-    dp, tp, cp, m = arr["dp"], arr["tp"], arr["cp"], arr["grad_accum_steps"]
-    c, g, p = (DTYPE_BYTES[x] for x in (train.compute_dtype, train.grad_dtype, train.param_dtype))
-    shard = shard_group(arr)
-    reps = dp * cp // shard
-    prof = get_profile(train.framework)
-    ov = prof.overlaps()
-    root = np.maximum.reduce([ranks["root_first"], ranks["root_second"], ranks["root_last"]])
-    h2d_layer, d2h_layer = _offload_copies_s(arr, cluster, ranks["layer"], shard, p, g)
-    h2d_root, d2h_root = _offload_copies_s(arr, cluster, root, shard, p, g)
-    busy_layers, z, overlap = stage["layers"], arr["zero_stage"], cluster.dp_overlap if ov.fsdp_prefetch else 0.0
-    # each block in the framework's number of collectives (FrameworkProfile.fsdp_collectives_per_block), each paying
-    # NCCL's ring latency (collectives.ring_latency_s: all-gather / reduce-scatter have no tree)
-    n_ag, n_rs = prof.fsdp_collectives_per_block(model, ranks["layer"])
-    span, stride = tp * shard, tp * cp
-    ag = dp_ring_s(cluster, "all_gather", shard, ranks["layer"] * c, span, stride, n_ag) + h2d_layer
-    rs = dp_ring_s(cluster, "reduce_scatter", shard, ranks["layer"] * g, span, stride, n_rs) + d2h_layer
-    fwd, bwd = stage["fwd_layer"], stage["bwd_layer"]
-    # the root unit (embedding, final norm, head) gathers before the first block and reduce-scatters after the last:
-    # nothing to hide behind
-    root_s = dp_ring_s(cluster, "all_gather", shard, root * c, span, stride)
-    root_s = root_s + dp_ring_s(cluster, "reduce_scatter", shard, root * g, span, stride)
-    root_s = root_s + h2d_root + d2h_root
-    # DeepSpeed ZeRO-3 under full recompute gathers each block twice in backward (recompute, then backward)
-    bwd_gathers = np.where(prof.recompute_regathers() & (arr["recompute"] == RECOMPUTE_CODE["full"]), 2.0, 1.0)
-    fsdp = m * (fsdp_exposed_s(busy_layers, ag, rs, fwd, bwd, z, overlap, bwd_gathers) + root_s)
-    if prof.pipeline_defers_grad_reduce():
-        # pp > 1 (FrameworkProfile.pipeline_defers_grad_reduce): blocks stay gathered from one micro-batch's backward
-        # to the end of the step, so the first forward gathers every block, stage 3 gathers again in each backward
-        # (its forward reshards; the 1F1B steady state's forward reuses the previous backward's gather), and every
-        # block reduce-scatters once, after the last backward, with no compute left to hide behind
-        deferred = fsdp_exposed_s(busy_layers, ag, 0.0, fwd, bwd, 2, overlap) + busy_layers * rs + root_s
-        deferred = deferred + np.where(z >= 3, m * busy_layers * prefetch_exposed_s(ag, bwd, overlap), 0.0)
-        fsdp = np.where(arr["pp"] > 1, deferred, fsdp)
-    # each block's gradient shard behind the last micro-batch's backward like DDP's buckets; the root unit's after the
-    # last block (exposed)
-    replicate = busy_layers * dp_all_reduce_s(cluster, reps, ranks["layer"] * g / shard, tp * cp * dp, tp * shard)
-    root_ar = dp_all_reduce_s(cluster, reps, root * g / shard, tp * cp * dp, tp * shard)
-    fsdp = fsdp + _hidden(replicate, busy_layers * stage["bwd_layer"], ov.grad_reduce, cluster) + root_ar
-    return fsdp, replicate + root_ar
-
-
-def _hidden(comm: Any, compute: Any, on: bool, cluster: ClusterSpec) -> np.ndarray:
-    """`comm` behind `compute` when the framework overlaps it (perf_terms.prefetch_exposed_s), else fully exposed."""
-    return prefetch_exposed_s(comm, compute, cluster.dp_overlap) if on else np.asarray(comm, dtype=np.float64)
-
-
-def param_gather_bytes(arr: dict[str, np.ndarray], train: TrainSpec, psi: Any, quantized: Any) -> np.ndarray:
-    """Bytes one rank's share of the ZeRO-1 / distributed-optimizer parameter all-gather covers for `psi` parameters,
-    `quantized` of them block-linear weights: those at the framework's FrameworkProfile.gather_weight_bytes (Megatron
-    --fp8-param-gather: 1 byte under a tensorwise FP8 recipe, [FP8P] in autotune/predict/frameworks/megatron.py), the
-    rest (embedding, head, norms) at the param dtype's."""
-    p = float(DTYPE_BYTES[train.param_dtype])
-    per = get_profile(train.framework).gather_weight_bytes(arr["fp8"], train)
-    q = np.minimum(np.asarray(quantized, dtype=np.float64), psi)
-    return (np.asarray(psi, dtype=np.float64) - q) * p + q * per
-
-
-def _ddp_s(
-    arr: dict[str, np.ndarray],
-    train: TrainSpec,
-    cluster: ClusterSpec,
-    psi: np.ndarray,
-    stage: dict[str, np.ndarray],
-    quantized: Any = 0.0,
-) -> np.ndarray:
-    """DDP / ZeRO-1 on the group dp*cp, as the framework runs it (FrameworkProfile.overlaps): gradients all-reduced
-    (bench_model, DDP) or reduce-scattered (Megatron's distributed optimizer, DeepSpeed ZeRO-1) in buckets behind the
-    last micro-batch's backward where the framework overlaps them; ZeRO-1 then all-gathers the updated params, behind
-    the next step's first forward under Megatron's --overlap-param-gather, exposed otherwise."""
-    dp, tp, cp = arr["dp"], arr["tp"], arr["cp"]
-    g = DTYPE_BYTES[train.grad_dtype]
-    prof = get_profile(train.framework)
-    ov = prof.overlaps()
-    n, z1 = dp * cp, arr["zero_stage"] == 1
-    # the gradient in `count` collectives (FrameworkProfile.grad_reduce_collectives): same bytes, count x latency
-    count = prof.grad_reduce_collectives(stage["layers"])
-    grad = count * dp_all_reduce_s(cluster, n, psi * g / count, tp * cp * dp, tp * cp)
-    if ov.zero1_reduce_scatter:
-        rs = dp_ring_s(cluster, "reduce_scatter", n, psi * g, tp * cp * dp, tp * cp, count)
-        grad = np.where(z1, rs, grad)
-    gather = _hidden(
-        dp_ring_s(cluster, "all_gather", n, param_gather_bytes(arr, train, psi, quantized), tp * cp * dp, tp * cp),
-        stage["layers"] * stage["fwd_layer"],
-        ov.param_gather,
-        cluster,
-    )
-    return _hidden(grad, stage["layers"] * stage["bwd_layer"], ov.grad_reduce, cluster) + np.where(z1, gather, 0.0)
-
-
 def _optimizer_s(
     arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray, psi_experts: Any = 0.0
 ) -> np.ndarray:
@@ -454,10 +345,10 @@ def perf_arrays(
         bubble = bubble + bubble_microbatches(pp, vpp) * stage["ep"]
     pp_s = _pp_comm_s(arr, model, train, cluster, lt["tokens"])
     psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])  # parameters of the largest stage
-    fsdp, replicate = _fsdp_s(arr, model, train, cluster, ranks, stage)
+    fsdp, replicate = fsdp_s(arr, model, train, cluster, ranks, stage)
     # the largest stage's dense block-linear weights (psi holds no routed experts; --fp8-param-gather gathers them quantized)
     lin = np.maximum.reduce([ranks[f"layers_{p}"] * ranks["layer_matmul"] for p in POSITIONS])
-    dp_exposed = np.where(z >= 2, fsdp, _ddp_s(arr, train, cluster, psi, stage, lin))
+    dp_exposed = np.where(z >= 2, fsdp, ddp_s(arr, train, cluster, psi, stage, lin))
     psi_experts = np.maximum.reduce([np.asarray(ranks[f"expert_{p}"], dtype=np.float64) for p in POSITIONS])
     opt = _optimizer_s(arr, train, cluster, psi, psi_experts)
     ep_s = m * stage["ep"]
@@ -493,21 +384,6 @@ def perf_arrays(
         "tokens_per_s_per_gpu": tokens_per_s / num_gpus,
         "mfu": model.flops_per_token(train.seq_len) * tokens_per_s / (num_gpus * peak),
     }
-
-
-def tied_embedding_allreduce_s(
-    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
-) -> np.ndarray:
-    """Tied embeddings with pp > 1: once per step, after backward and before the optimizer, the first and last stage
-    all-reduce their shares of the shared V x h gradient (Megatron-LM finalize_model_grads.py,
-    `_allreduce_word_embedding_grads`; bench_model/parallel/pipeline.py). 2-rank ring all-reduce of the local shard:
-    V*h/tp elements (vocab-parallel), /(dp*cp) from ZeRO stage 2 (gradients sharded), in grad dtype. Not overlapped.
-    The two ranks are (pp-1)*dp*cp*tp apart: the link is chosen from the whole pipeline's span, as for p2p."""
-    dp, tp, pp, cp, z = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["zero_stage"]
-    shard = np.where(z >= 2, shard_group(arr), 1)
-    nbytes = model.vocab_size * model.hidden_size / tp / shard * DTYPE_BYTES[train.grad_dtype]
-    bw, lat = _link(cluster, tp * cp * dp * pp)
-    return np.where((pp > 1) & model.tie_embeddings, ring_s("all_reduce", 2, nbytes, bw, lat), 0.0)
 
 
 def estimate_perf(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> PerfEstimate:

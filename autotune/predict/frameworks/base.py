@@ -77,14 +77,14 @@ class FrameworkProfile(ABC):
 
     def grad_reduce_collectives(self, layers: Any) -> np.ndarray:
         """How many gradient all-reduces DDP / ZeRO-1 issues per step on a rank holding `layers` transformer blocks
-        (perf._ddp_s pays the latency term once per collective; the bytes are the same). Default: one bucketed
+        (perf_dp.ddp_s pays the latency term once per collective; the bytes are the same). Default: one bucketed
         all-reduce of the whole gradient (the accounting of a framework whose buckets are larger than the rank's
         gradient; not checked against each framework's bucket size)."""
         return np.ones(np.shape(np.asarray(layers)))
 
     def fsdp_collectives_per_block(self, model: ModelSpec, layer_params: Any) -> tuple[Any, Any]:
         """(all-gathers per pass, reduce-scatters) one transformer block of `layer_params` elements (this rank's
-        unsharded block) costs at ZeRO-2/3 (perf._fsdp_s pays NCCL's ring latency once per collective, the bytes
+        unsharded block) costs at ZeRO-2/3 (perf_dp.fsdp_s pays NCCL's ring latency once per collective, the bytes
         once). Default: FSDP2 with one unit per block (torchtitan, bench_model: fully_shard on every block): its
         parameters in one all-gather (foreach_all_gather into one flat buffer) and its gradients in one
         reduce-scatter (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)."""
@@ -92,13 +92,13 @@ class FrameworkProfile(ABC):
 
     def recompute_regathers(self) -> bool:
         """Whether under full recompute ZeRO-3 gathers each block a second time in backward (the recomputed forward
-        gathers and releases it, then the backward gathers it again; perf._fsdp_s). Default: no (FSDP2: the
+        gathers and releases it, then the backward gathers it again; perf_dp.fsdp_s). Default: no (FSDP2: the
         pre-backward hook gathers the block and its recomputed forward runs on the gathered parameters)."""
         return False
 
     def pipeline_defers_grad_reduce(self) -> bool:
         """Whether under pp > 1 the framework's ZeRO-2/3 (FSDP) reduce-scatters each block's gradient once per step,
-        after the last micro-batch's backward, instead of after every micro-batch (perf._fsdp_s). Default: no."""
+        after the last micro-batch's backward, instead of after every micro-batch (perf_dp.fsdp_s). Default: no."""
         return False
 
     def moe_host_sync(self, ep: Any, balanced: bool, capacity: bool) -> np.ndarray:
@@ -138,7 +138,7 @@ class FrameworkProfile(ABC):
 
     def gather_weight_bytes(self, fp8: Any, train: TrainSpec) -> np.ndarray:
         """Bytes per block-linear weight the ZeRO-1 / distributed-optimizer parameter all-gather moves
-        (autotune/predict/perf.py `_ddp_s`). Default: the param dtype's."""
+        (autotune/predict/perf_dp.py `ddp_s`). Default: the param dtype's."""
         return np.full(np.shape(np.asarray(fp8)), float(DTYPE_BYTES[train.param_dtype]))
 
     def fsdp_gather_delta(self, layer_matmul: Any, zero_stage: Any, fp8: Any, train: TrainSpec) -> np.ndarray:

@@ -148,7 +148,7 @@ class TorchtitanProfile(FrameworkProfile):
         )
 
     def pipeline_defers_grad_reduce(self) -> bool:
-        return True  # [PPF]: one reduce-scatter per step after the last micro-batch (perf._fsdp_s)
+        return True  # [PPF]: one reduce-scatter per step after the last micro-batch (perf_dp.fsdp_s)
 
     def layer_activations(
         self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int
