@@ -29,10 +29,9 @@ FSDP2's all-gathers and reduce-scatters, bench_model/parallel/comm_timing.py) an
 
 with C the tensor-parallel collectives' CPU measured in situ (the replica's CPU on its collective threads, when it
 runs no other collective: dp = cp = ep = 1), and H / m_r because the same code on the same layers dispatches the same
-operations at any tp.
-
-so a replica that reduce-scatters every micro-batch (pp = 1) does not carry that into a pipelined target that
-reduce-scatters once per step (perf.py `fsdp_pipeline_held`), and dispatch does not shrink with the FLOPs.
+operations at any tp. Taking T_d out of k and carrying it by F.dp_comm / R.dp_comm means a replica that reduce-scatters
+every micro-batch (pp = 1) does not carry that into a pipelined target that reduce-scatters once per step
+(`base.fsdp_pipeline_held`); taking H out means dispatch does not shrink with the FLOPs.
 
 A ZeRO-2/3 target whose replica holds no data-parallel rank (a tp-2 replica on 2 ranks) measures no T_d; its FSDP2
 traffic is then F.dp_comm priced with `fsdp_cluster` when one is given: the links netbench fitted to collectives that
@@ -89,7 +88,7 @@ def _take_apart(measured_step_s: float, rep: dict, full: dict, parts: dict) -> t
         t = parts.get(name)
         if t is None or not 0.0 < t < meas:
             continue
-        if term is not None and not 0.0 < rep[term] < model or (name == "tp" and full["tp_comm_s"] == 0.0):
+        if (term is not None and not 0.0 < rep[term] < model) or (name == "tp" and full["tp_comm_s"] == 0.0):
             continue
         meas, model, taken[name] = meas - t, model - (rep[term] if term else 0.0), t
     return meas / model, taken
