@@ -282,6 +282,18 @@ class ParallelPlan:
     # schedule, two micro-batches in flight), so searched only when asked. Memory: not modelled (one more micro-batch
     # of activations in flight), hence "shape".
     ep_overlap: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" ep-overlap")
+    # Partial full recompute: Megatron-Core's `--recompute-granularity full --recompute-method block
+    # --recompute-num-layers N` (TransformerBlock._checkpointed_forward, megatron/core/transformer/transformer_block.py
+    # @ core_r0.16.1): N layers of each pipeline model chunk (a virtual stage's TransformerBlock) re-run their forward
+    # in backward and keep only their input; the chunk's other layers keep every activation (NeMo docs,
+    # features/optimizations/activation_recomputation.rst: "recompute_num_layers indicates the layers per pipeline
+    # stage ... per virtual pipeline stage"). 0 = every layer (`--recompute-method uniform --recompute-num-layers 1`,
+    # what plan.recompute=full always meant). plan.recompute=full only (rule recompute_layers_needs_full); bench_model
+    # runs it (bench_model/parallel/recompute.py: the first N blocks of each stage chunk). More layers keep less on
+    # the device, but 0 (all) is the least: "shape".
+    recompute_layers: int = dim_field(
+        0, opt_in=True, optuna=True, oom="shape", label="recompute_layers", count=False, tag=" rc-layers{}"
+    )
 
     def __post_init__(self) -> None:
         for name in PLAN_FIELDS:  # each field's domain, from its Dim; rules across fields: autotune.layouts.rules

@@ -171,6 +171,10 @@ def _pipeline_split_args(ctx: ExportContext) -> list[list[str]]:
 
 
 def _recompute_args(ctx: ExportContext) -> list[list[str]]:
+    if ctx.plan.recompute == "full" and ctx.plan.recompute_layers > 0:
+        # plan.recompute_layers: the first N layers of each model chunk, the rest without recompute (block method)
+        n = str(ctx.plan.recompute_layers)
+        return [["--recompute-granularity", "full"], ["--recompute-method", "block"], ["--recompute-num-layers", n]]
     if ctx.plan.recompute == "full":
         # every layer recomputed from its input: Megatron's "uniform" method with one layer per checkpoint
         return [["--recompute-granularity", "full"], ["--recompute-method", "uniform"], ["--recompute-num-layers", "1"]]

@@ -43,6 +43,7 @@ _TORCHTITAN: dict[str, str] = {
     "pp_split_loss": "NOT MAPPED: torchtitan 0.2.2 splits layers by parallelism.pipeline_parallel_layers_per_stage with no embedding / loss slot (rule pp_split_needs_megatron)",
     "moe_recompute": "NOT MAPPED: torchtitan's activation_checkpoint has no MoE-module granularity (rule moe_recompute_needs_megatron)",
     "act_offload_layers": "NOT MAPPED: torchtitan 0.2.2 has no per-layer activation offload key (rule act_offload_needs_megatron)",
+    "recompute_layers": "NOT MAPPED: torchtitan's selective_ac_option=N checkpoints every N-th layer, not the first N of a chunk (rule recompute_layers_framework)",
     "moe_offload": "NOT MAPPED: torchtitan 0.2.2 has no module-level activation offload (rule moe_offload_needs_megatron)",
     "ep_overlap": "NOT MAPPED: torchtitan dispatches its all-to-alls on the compute stream; no EP overlap schedule (rule ep_overlap_needs_megatron)",
 }
@@ -87,6 +88,7 @@ _MEGATRON: dict[str, str] = {
     # --cpu-offloading-num-layers sets N; both on one line of the args file ("--cpu-offloading
     # --cpu-offloading-num-layers N"), the argv body being whitespace-split like any Megatron args file
     "act_offload_layers": "SET --cpu-offloading --cpu-offloading-num-layers",
+    "recompute_layers": "--recompute-method block --recompute-num-layers N (with --recompute-granularity full)",
     # megatron/training/arguments.py --fine-grained-activation-offloading and --offload-modules (nargs "+": the plan's
     # "expert_fc1+moe_act" is written as two module names; Megatron-LM newer than core_r0.12.0)
     "moe_offload": "--fine-grained-activation-offloading --offload-modules, written by translate",
@@ -127,6 +129,7 @@ _NANOTRON: dict[str, str] = {
     "pp_split_loss": "NOT MAPPED: nanotron 0.4 balances its pipeline split by compute cost itself; no embedding / loss slot (rule pp_split_needs_megatron)",
     "moe_recompute": "NOT MAPPED: nanotron has no MoE-only recompute (recompute_layer is the whole layer)",
     "act_offload_layers": "NOT MAPPED: nanotron 0.4 has no activation offload",
+    "recompute_layers": "NOT MAPPED: nanotron 0.4 recomputes every layer or none (rule recompute_layers_framework)",
     "moe_offload": "NOT MAPPED: nanotron 0.4 has no activation offload",
     "ep_overlap": "NOT MAPPED: nanotron 0.4 has no EP communication overlap (rule ep_overlap_needs_megatron)",
 }
@@ -162,6 +165,7 @@ _DEEPSPEED: dict[str, str] = {
     "pp_split_loss": "NOT MAPPED: no pipeline key (see pp); the PipelineModule partition_method is set in the model code",
     "moe_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",
     "act_offload_layers": "NOT MAPPED: DeepSpeed's activation_checkpointing.cpu_checkpointing offloads checkpoints of full recompute, another mechanism",
+    "recompute_layers": "NOT MAPPED: DeepSpeed has no per-layer recompute count (rule recompute_layers_framework)",
     "moe_offload": "NOT MAPPED: DeepSpeed has no module-level activation offload of MoE experts",
     "ep_overlap": "NOT MAPPED: DeepSpeed-MoE has no EP communication overlap schedule (rule ep_overlap_needs_megatron)",
 }
@@ -196,6 +200,7 @@ _ACCELERATE: dict[str, str] = {
     "pp_split_loss": "NOT MAPPED: accelerate has no pipeline-parallel config",
     "moe_recompute": "NOT MAPPED: accelerate's activation checkpointing is whole-layer (full) only",
     "act_offload_layers": "NOT MAPPED: accelerate has no activation offload key",
+    "recompute_layers": "NOT MAPPED: accelerate's fsdp_activation_checkpointing wraps every layer",
     "moe_offload": "NOT MAPPED: accelerate has no activation offload key",
     "ep_overlap": "NOT MAPPED: accelerate's config has no expert parallelism",
 }

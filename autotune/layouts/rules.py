@@ -43,6 +43,7 @@ from autotune.layouts.megatron_rules import (
     PP_SPLIT_NEEDS_PP,
 )
 from autotune.layouts.moe_rules import MOE_RULES
+from autotune.layouts.recompute_rules import RECOMPUTE_LAYERS_NEEDS_FULL, RECOMPUTE_LAYERS_RULES
 from autotune.predict.frameworks import get_profile
 from autotune.predict.perf_terms import RECIPE_PEAK_FIELD
 from autotune.spec.config import SpaceSpec
@@ -269,6 +270,7 @@ WELL_FORMED: tuple[Rule, ...] = (
     TP_OVERLAP_NEEDS_SP,
     VPP_NEEDS_PP,
     PP_SPLIT_NEEDS_PP,
+    RECOMPUTE_LAYERS_NEEDS_FULL,
     SCHEDULE_MATCHES_VPP,
     BATCH_DIVISIBLE,
     BATCH_PRODUCT,
@@ -294,6 +296,7 @@ RULES: tuple[Rule, ...] = (
     MOE_RECOMPUTE_NEEDS_MEGATRON,
     MOE_OFFLOAD_NEEDS_MEGATRON,
     EP_OVERLAP_NEEDS_MEGATRON,
+    *RECOMPUTE_LAYERS_RULES,
     CP_DIVIDES_SEQ,
     PP_MICROBATCHES,
     INTERLEAVED_MICROBATCHES,

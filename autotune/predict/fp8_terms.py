@@ -117,7 +117,7 @@ def fp8_cast_bytes(
     grad_output and weight (forward + backward), + 1 more of input and weight when full recompute re-runs the forward;
     bytes per element by recipe (`recipe_cast_bytes`; code 1 = tensorwise)."""
     x, y, w = fp8_linear_elements(model, tp)
-    extra = np.where(np.asarray(full_recompute, dtype=bool), 1.0, 0.0)
+    extra = np.asarray(full_recompute, dtype=np.float64)  # the share of layers re-run (recompute_share.py)
     tokens = np.asarray(tokens, dtype=np.float64)
     casts = (
         tokens * ((FP8_CASTS_PER_OPERAND + extra) * x + FP8_CASTS_PER_OPERAND * y) + (FP8_CASTS_PER_OPERAND + extra) * w
@@ -162,6 +162,6 @@ def te_fp8_cast_bytes(
     tp = np.asarray(tp, dtype=np.float64)
     cast = c + np.asarray(layouts, dtype=np.float64) * low  # bytes per element cast: read c, write the copies
     norm_in = 2 * h / np.where(np.asarray(sp, dtype=bool), tp, 1.0)
-    inputs = (1.0 + np.where(np.asarray(full_recompute, dtype=bool), 1.0, 0.0)) * (norm_in + (h + f) / tp) * cast
+    inputs = (1.0 + np.asarray(full_recompute, dtype=np.float64)) * (norm_in + (h + f) / tp) * cast
     per_mb = np.asarray(tokens, dtype=np.float64) * (inputs + y * cast) + w * cast / micro_batches
     return np.where(codes == 0, 0.0, per_mb)

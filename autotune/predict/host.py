@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
+from autotune.core.plan_arrays import FP8_CODE
 from autotune.core.types import CUDA_GRAPHS as CUDA_GRAPHS  # the train.cuda_graphs values
 from autotune.core.types import ClusterSpec, TrainSpec
+from autotune.predict import recompute_share
 from autotune.predict.frameworks import get_profile
 
 # Ops one bench_model block dispatches per micro-batch (benchmarks/host_ops.py, torch 2.13, toy shapes: the sequence
@@ -98,7 +99,7 @@ def stage_host_s(
         (xdf, xdb), (xmf, xmb) = extra[False], extra[True]
         df, db, mf, mb = df + xdf, db + xdb, mf + xmf, mb + xmb
     fwd = (layers - moe_layers) * df + moe_layers * mf
-    bwd = (layers - moe_layers) * db + moe_layers * mb + np.where(full_recompute, fwd, 0.0)
+    bwd = (layers - moe_layers) * db + moe_layers * mb + np.asarray(full_recompute, dtype=np.float64) * fwd
     return fwd * op_s, bwd * op_s
 
 
@@ -127,7 +128,7 @@ def host_step_s(
     the preset states no host_op_s."""
     if cluster.host_op_s is None:
         return np.zeros(np.shape(arr["tp"]), dtype=np.float64)
-    full = arr["recompute"] == RECOMPUTE_CODE["full"]
+    full = recompute_share.full_recompute_share(arr, stage["layers"])  # plan.recompute_layers: a share of them
     n_moe = stage["moe_layers"] if model.is_moe else np.zeros_like(stage["layers"])
     extra = fp8_extra_ops(arr["fp8"], get_profile(train.framework).fp8_casts())
     h_f, h_b = stage_host_s(stage["layers"], n_moe, full, train.cuda_graphs, cluster.host_op_s, extra)

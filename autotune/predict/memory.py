@@ -27,7 +27,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans
 from autotune.core.trial import MemoryEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
-from autotune.predict import moe, moe_dispatch
+from autotune.predict import recompute_share, moe, moe_dispatch
 from autotune.predict.frameworks import get_profile
 from autotune.predict.reserved import allocator_reserved
 from autotune.predict.schedule import layers_of_rank
@@ -136,9 +136,15 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     root = prof.root_copy(psi[f"root_{pos}"], z, train)
     copy = ms["compute_copy"] + np.where(held["compute_copy"] > 0, 0.0, root) + held["compute_copy"]
     inflight = prof.inflight(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"])
-    act = psi[f"layers_{pos}"] * layer_act["saved"] * inflight + layer_act["transient"]
+    saved, moe_act = layer_act["saved"], extras.get("moe_act", 0.0)
+    if "saved_kept" in layer_act:  # plan.recompute_layers: the rank's recomputed share keeps inputs, the rest all
+        share = recompute_share.full_recompute_share(arr, psi[f"layers_{pos}"])
+        saved = share * saved + (1.0 - share) * layer_act["saved_kept"]
+        if model.is_moe:
+            moe_act = share * moe_act + (1.0 - share) * extras["moe_act_kept"]
+    act = psi[f"layers_{pos}"] * saved * inflight + layer_act["transient"]
     if model.is_moe:  # an MoE layer keeps its routed tokens' tensors instead of the dense MLP's (moe.py)
-        act = act + psi[f"moe_layers_{pos}"] * extras["moe_act"] * inflight
+        act = act + psi[f"moe_layers_{pos}"] * moe_act * inflight
         act = act + prof.expert_cast_bytes(psi[f"expert_{pos}"], z, train) * inflight
     # plan.act_offload_layers (Megatron --cpu-offloading-num-layers, pp = 1): the saved tensors of N of the rank's
     # layers live on the host from their forward to their backward; as a share of the per-layer terms above
@@ -169,7 +175,7 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     # (0 for the other profiles: alloc unchanged)
     bwd = prof.backward_only_grads(psi[pos] + psi[f"expert_{pos}"], train)
     freed = (
-        psi[f"layers_{pos}"] * layer_act["saved"] + layer_act["transient"] + np.where(is_last, extras["logits"], 0.0)
+        psi[f"layers_{pos}"] * saved + layer_act["transient"] + np.where(is_last, extras["logits"], 0.0)
     )
     alloc = alloc - np.minimum(bwd, freed)
     return {
@@ -196,6 +202,17 @@ def largest_local_param(model: ModelSpec, tp: Any, ep: Any, etp: Any) -> np.ndar
         experts = model.num_experts / np.asarray(ep, dtype=np.float64)
         out = np.maximum(out, experts * model.moe_ffn_hidden_size * h / np.asarray(etp, dtype=np.float64))
     return out
+
+
+def _layer_activations(prof, arr: dict, model: ModelSpec, seq: Any, c: int, recompute: np.ndarray) -> dict:
+    """One layer's saved / transient activation bytes under the recompute codes `recompute`: the profile's account,
+    its compiled variant where plan.compile, less its FP8 saving."""
+    mbs, tp, sp = arr["micro_batch_size"], arr["tp"], arr["sequence_parallel"]
+    layer_act = prof.layer_activations(model, seq, mbs, tp, sp, recompute, c)
+    if np.any(arr["compile"]):  # what torch.compile recomputes instead of saving (the profile's own account)
+        comp = prof.compiled_layer_activations(model, seq, mbs, tp, sp, recompute, c)
+        layer_act = {k: np.where(arr["compile"], comp[k], v) for k, v in layer_act.items()}
+    return fp8_layer_activations(prof, layer_act, {**arr, "recompute": recompute}, model, seq, c)
 
 
 def fp8_layer_activations(prof, layer_act: dict, arr: dict, model: ModelSpec, seq: Any, c: int) -> dict:
@@ -227,11 +244,11 @@ def memory_arrays(
         model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"], prof.moe_tp_replicated_params(model), pp_split
     )
     seq = train.seq_len / cp
-    layer_act = prof.layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
-    if np.any(arr["compile"]):  # what torch.compile recomputes instead of saving (the profile's own account)
-        comp = prof.compiled_layer_activations(model, seq, arr["micro_batch_size"], tp, sp, arr["recompute"], c)
-        layer_act = {k: np.where(arr["compile"], comp[k], v) for k, v in layer_act.items()}
-    layer_act = fp8_layer_activations(prof, layer_act, arr, model, seq, c)
+    layer_act = _layer_activations(prof, arr, model, seq, c, arr["recompute"])
+    if np.any(recompute_share.partial(arr)):  # plan.recompute_layers: the chunk's other layers keep everything
+        kept = _layer_activations(prof, arr, model, seq, c, recompute_share.kept_recompute(arr))
+        layer_act["saved_kept"] = kept["saved"]
+        layer_act["transient"] = np.maximum(layer_act["transient"], kept["transient"])
     tok = seq * arr["micro_batch_size"]
     # bench_model (FrameworkProfile's defaults): head_act = the final RMSNorm's tensors ((4 + c)h, /t with SP) and
     # the head's gathered input (ch); logits = (8 + c) bytes per fp32 logit, chunked at pp=1; buffers = FSDP2's one
@@ -262,6 +279,11 @@ def memory_arrays(
         extras["moe_act"] = prof.moe_layer_activations(
             model, tok, tp, sp, arr["recompute"], c, arr["fp8"], arr["ep"], arr["etp"], arr["micro_batch_size"]
         )
+        if "saved_kept" in layer_act:  # plan.recompute_layers: an MoE layer left alone keeps its routed tokens' tensors
+            rc = recompute_share.kept_recompute(arr)
+            extras["moe_act_kept"] = prof.moe_layer_activations(
+                model, tok, tp, sp, rc, c, arr["fp8"], arr["ep"], arr["etp"], arr["micro_batch_size"]
+            )
         full = arr["recompute"] == RECOMPUTE_CODE["full"]  # keeps the layer input only already
         saving = prof.moe_recompute_saving(model, tok, tp, sp, c, arr["fp8"], arr["etp"], arr["moe_recompute"])
         extras["moe_act"] = extras["moe_act"] - np.where(full, 0.0, saving)  # plan.moe_recompute (Megatron)

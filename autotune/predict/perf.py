@@ -67,7 +67,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
-from autotune.predict import moe, moe_dispatch
+from autotune.predict import moe, moe_dispatch, recompute_share
 from autotune.predict.collectives import _link, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.host import host_step_s
@@ -116,8 +116,9 @@ def _layer_terms(
     c = DTYPE_BYTES[train.compute_dtype]
     peak = cluster.peak_flops(train.compute_dtype)
     tokens = mbs * train.seq_len / cp
-    full = rc == RECOMPUTE_CODE["full"]
-    passes = np.where(full, 4.0, 3.0)  # forward-equivalents: fwd + bwd (2x), + one forward with full recompute
+    # the share of the rank's layers full recompute re-runs (plan.recompute_layers: recompute_share.py), 0 or 1 else
+    full = recompute_share.full_recompute_share(arr, model.num_layers / arr["pp"])
+    passes = 3.0 + full  # forward-equivalents: fwd + bwd (2x), + one forward with full recompute
     h = model.hidden_size
     # the matmul parameters a token passes through (ModelSpec.active_matmul_params: of an MoE layer the router, the
     # top-k experts and the shared expert); the routed experts' share runs as grouped GEMMs, priced in _moe_terms
@@ -133,7 +134,7 @@ def _layer_terms(
     attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak, train.seq_len / cp, kernel)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
     # with selective (non-matmul ops) or full recompute
-    ew_passes = 3.0 + (rc != RECOMPUTE_CODE["none"])
+    ew_passes = 3.0 + np.where(rc == RECOMPUTE_CODE["selective"], 1.0, full)
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
     mem = mem * compiled_elementwise_factor(arr["compile"], cluster, model.block)  # eager kernels / fusion (perf_terms)
     te = get_profile(train.framework).fp8_casts() == "te"
@@ -174,7 +175,7 @@ def _tp_layer_s(
     move the quantized tensor (te_fp8.te_tp_gather_bytes); with plan.tp_overlap decomposed behind the attention and MLP
     linears' GEMMs (perf_terms.tp_overlap_layer_s)."""
     tp, sp, fp8 = arr["tp"], arr["sequence_parallel"], arr["fp8"] != FP8_CODE["none"]
-    n = np.where(arr["recompute"] == RECOMPUTE_CODE["full"], 6, 4)
+    n = 4.0 + 2.0 * recompute_share.full_recompute_share(arr, model.num_layers / arr["pp"])
     bw, lat = _link(cluster, tp)
     tp_s = n * ring_s("all_reduce", tp, elems * c, bw, lat)
     if te and (fp8 & sp).any():  # SP under a TE recipe: each all-gather moves the quantized tensor (te_fp8.py)
@@ -212,15 +213,15 @@ def _moe_terms(
     rows = moe.expert_gemm_m(copies, ep, etp, model)
     # plan.moe_recompute (Megatron recompute_modules): "moe" re-runs the layer's forward (expert GEMMs, router and a
     # dispatch + combine pair) in backward; "moe_act" re-runs the SwiGLU, memory-bound (read fc1's 2F, write F)
-    full = arr["recompute"] == RECOMPUTE_CODE["full"]
-    layer_rc = (arr["moe_recompute"] == CODES["moe_recompute"]["moe"]) & ~full
+    full = recompute_share.full_recompute_share(arr, model.num_layers / arr["pp"])
+    layer_rc = (arr["moe_recompute"] == CODES["moe_recompute"]["moe"]) & (full == 0)
     act_rc = arr["moe_recompute"] == CODES["moe_recompute"]["moe_act"]
     passes = passes + layer_rc
     gemm = copies * etp * 2.0 * 3 * h * f / etp * passes * imbalance
     gemm = gemm / (linear_peak * gemm_efficiency(linear_eff, rows, f / etp))
     # moe_memory_bound_s is forward + backward (x3 of the forward); "moe" recompute runs one more forward
     router = moe.moe_memory_bound_s(arr, model, train, cluster, tokens, c) * (3.0 + layer_rc) / 3.0
-    n_a2a = moe.A2A_PER_LAYER + np.where(full | layer_rc, 2, 0)
+    n_a2a = moe.A2A_PER_LAYER + 2.0 * np.maximum(full, layer_rc)
     router = router + np.where(act_rc, memory_bound_s(copies * imbalance * 3 * f / etp * c, cluster), 0.0)
     a2a = n_a2a * _dispatch_s(arr, model, cluster, copies / k * imbalance, c)
     e_bw, e_lat = _link(cluster, etp)

@@ -51,7 +51,7 @@ def parallelize(
         apply_expert_parallel(model, meshes, plan)
     if plan.cp > 1:
         apply_context_parallel(model, meshes.cp)
-    apply_recompute(model, plan.recompute, compiled=compile)
+    apply_recompute(model, plan.recompute, compiled=compile, layers=plan.recompute_layers)
     if compile:  # per block, in place (parameter names unchanged), as torchtitan does before FSDP
         for block in model.layers.values():
             block.compile()

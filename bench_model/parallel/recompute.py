@@ -91,13 +91,21 @@ def apply_selective_compiled(block: nn.Module) -> None:
         ffn.experts.act = ffn.act
 
 
-def apply_recompute(model: nn.Module, mode: str, compiled: bool = False) -> None:
-    """`compiled`: the blocks will be compiled afterwards (plan.compile), which changes how selective is applied."""
+def apply_recompute(model: nn.Module, mode: str, compiled: bool = False, layers: int = 0) -> None:
+    """`compiled`: the blocks will be compiled afterwards (plan.compile), which changes how selective is applied.
+    `layers` (plan.recompute_layers, full only): the first `layers` blocks of this stage chunk are checkpointed and the
+    rest run without recompute, as Megatron-Core's `--recompute-method block --recompute-num-layers N` does per model
+    chunk (TransformerBlock._checkpointed_forward, megatron/core/transformer/transformer_block.py @ core_r0.16.1);
+    0 = every block."""
     if mode == "none":
         return
     if mode not in ("full", "selective"):
         raise ValueError(f"plan.recompute={mode!r} must be one of none, selective, full")
+    order = sorted(model.layers.keys(), key=int)  # the chunk's blocks in forward order
+    chosen = set(order[:layers]) if mode == "full" and layers > 0 else set(order)
     for key, block in list(model.layers.items()):
+        if key not in chosen:
+            continue
         if mode == "full":
             model.layers[key] = checkpoint_wrapper(block, preserve_rng_state=False)
         elif compiled:
