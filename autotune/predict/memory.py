@@ -27,7 +27,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans
 from autotune.core.trial import MemoryEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
-from autotune.predict import recompute_share, moe, moe_dispatch
+from autotune.predict import moe, moe_dispatch, recompute_share
 from autotune.predict.frameworks import get_profile
 from autotune.predict.reserved import allocator_reserved
 from autotune.predict.schedule import layers_of_rank
@@ -174,9 +174,7 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     # activations nor its logits. The peak is the larger: the sum less min(those grads, what that backward freed)
     # (0 for the other profiles: alloc unchanged)
     bwd = prof.backward_only_grads(psi[pos] + psi[f"expert_{pos}"], train)
-    freed = (
-        psi[f"layers_{pos}"] * saved + layer_act["transient"] + np.where(is_last, extras["logits"], 0.0)
-    )
+    freed = psi[f"layers_{pos}"] * saved + layer_act["transient"] + np.where(is_last, extras["logits"], 0.0)
     alloc = alloc - np.minimum(bwd, freed)
     return {
         "params": params,

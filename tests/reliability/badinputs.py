@@ -470,6 +470,16 @@ def _override_cases() -> list[BadInput]:
             (*est, "plan.act_offload_layers=2"),
             ("plan.act_offload_layers=2", "train.framework=megatron", "framework=bench_model"),
         ),
+        c(
+            "plan-recompute_layers-not-full",
+            (*est, "plan.recompute=selective", "plan.recompute_layers=2"),
+            ("plan.recompute_layers=2", "plan.recompute=full"),
+        ),
+        c(
+            "plan-recompute_layers-exceeds-chunk",
+            (*est, "plan.recompute=full", "plan.recompute_layers=9"),
+            ("plan.recompute_layers=9", "at most 8"),
+        ),
         c("plan-moe_recompute-unknown", (*est, "plan.moe_recompute=all"), ("plan.moe_recompute", "all", "moe_act")),
         c("plan-mbs-exceeds-batch", (*est, "plan.micro_batch_size=32"), ("micro_batch_size", "32")),
         c("plan-dp-batch-indivisible", (*est, "plan.dp=3"), ("global_batch_size", "3")),

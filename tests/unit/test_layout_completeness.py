@@ -107,7 +107,12 @@ def test_every_plan_field_is_wired_everywhere():
     every = [f"space.{f}=[{','.join(PLAN_DIMS[f].choices)}]" for f in held]
     # an MoE model, so the expert-parallel degrees have values to enumerate (ep: its experts' divisors; etp: [1,2]);
     # the switched fields are enumerated in two halves (the whole product of every opt-in choice outgrows memory)
-    switched = [*(f"space.{f}=[false,true]" for f in flags), *every, "space.act_offload_layers=[0,2]"]
+    switched = [
+        *(f"space.{f}=[false,true]" for f in flags),
+        *every,
+        "space.act_offload_layers=[0,2]",
+        "space.recompute_layers=[0,2]",
+    ]
     varied: set[str] = set()
     for half in (switched[::2], switched[1::2]):
         cfg = load_config(["model=tiny-moe", "space.dp_shard=[0,2]", "space.etp=[1,2]", *half])
@@ -166,6 +171,7 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
         ),
         ParallelPlan(dp=4, pp=2, micro_batch_size=2, grad_accum_steps=64, pp_split_embedding=True, pp_split_loss=True),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, act_offload_layers=4),
+        ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, recompute="full", recompute_layers=2),
     ]
     # DeepSpeed refuses tp > 1 (UsageError): its layouts are the same with tp = 1
     no_tp = [replace(p, tp=1, sequence_parallel=False, tp_overlap=False) for p in layouts]
