@@ -248,6 +248,9 @@ def memory_arrays(
         layer_act["saved_kept"] = kept["saved"]
         layer_act["transient"] = np.maximum(layer_act["transient"], kept["transient"])
     tok = seq * arr["micro_batch_size"]
+    # the ring attention's exchanged K/V and accumulators, inside one layer at a time (FrameworkProfile hook)
+    ring = prof.context_parallel_transient(model, tok, tp, cp, c)
+    layer_act["transient"] = layer_act["transient"] + ring
     # bench_model (FrameworkProfile's defaults): head_act = the final RMSNorm's tensors ((4 + c)h, /t with SP) and
     # the head's gathered input (ch); logits = (8 + c) bytes per fp32 logit, chunked at pp=1; buffers = FSDP2's one
     # block's unsharded gradient + fp32 reduce buffer (+ two gathered blocks in stage 3)

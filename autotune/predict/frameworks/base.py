@@ -174,6 +174,12 @@ class FrameworkProfile(ABC):
         whose FP8 memory is modelled in its activation terms, e.g. Megatron's Transformer Engine)."""
         return 0.0
 
+    def context_parallel_transient(self, model: ModelSpec, tokens: Any, tp: Any, cp: Any, act_bytes: int) -> Any:
+        """Bytes one layer's attention holds beyond a plain SDPA call while it runs under context parallelism (cp > 1;
+        `tokens` = seq/cp x mbs): the ring's exchanged K/V and its accumulators, alive inside one layer only, so a
+        transient. Default: none (a framework whose CP buffers are not modelled)."""
+        return 0.0
+
     @abstractmethod
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         """Bytes pipeline rank 0 keeps per in-flight micro-batch outside the layers (embedding output, ...)."""

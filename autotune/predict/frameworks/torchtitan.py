@@ -48,6 +48,15 @@ Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/)
          buffers per non-last stage (allocated once, kept across steps) and each in-flight micro-batch's stage output
          (`fwd_cache`); the inter-stage tensor is the sequence-sharded block output (mbs, s/(cp tp), h) [PAR]
          (9dec370 builds its PipelineStage without input_args: torch infers the shapes at the first step).
+  [CP]   context parallelism: torch/distributed/tensor/experimental/_attention.py (torch 2.6 on; the same code
+         at the 2025 commits) `_templated_ring_attention_backward`: grad_query, grad_key, grad_value = zeros_like(...,
+         dtype=float32) (_ContextParallelOptions.convert_to_f32 = True), each ring step's dK/dV sent on as
+         torch.cat([grad_key.flatten(), grad_value.flatten()]) through `_AllToAllRotater` (a received fp32 buffer of
+         the same size); K/V exchanged by `_AllGatherRotater` (torchtitan's context_parallel_rotate_method default
+         "allgather": 9dec370 config_manager.py, 0.2.2 config/job_config.py), one all_gather_tensor of
+         cat(K, V) over the cp ranks kept for the whole loop. K and V enter SDPA with the local query heads where
+         the model repeats them first (models/llama3 model.py `repeat_kv` from 9dec370 to 06bbcd20 (Oct 2025) and
+         in experiments/llama4), with the KV heads where it passes enable_gqa (#2259 ff0829c1, Jan 2026; 0.2.2).
   [OPT]  optimizer.py `build_optimizers` @9dec370: {"fused": fused, "foreach": not fused} with config_manager.py
          `--optimizer.fused` store_true (default False; no toml of that commit sets it): foreach AdamW; from
          820504e on `Optimizer.implementation` = "fused" (config_manager.py / config/job_config.py).
@@ -104,6 +113,9 @@ class TorchtitanProfile(FrameworkProfile):
     # "default_root" (before: the root unit (embedding, norm, output) and the last block stay gathered)
     reshard_policy: str = "always"
     fused_adamw: bool = True  # [OPT] the optimizer step: fused AdamW (2025 on), foreach AdamW at 9dec370
+    repeat_kv: bool = (
+        False  # [CP] K/V repeated to the query heads before SDPA (until #2259, Jan 2026; 0.2.2: enable_gqa)
+    )
     # as bench_model (autotune/predict/frameworks/bench_model.py): FSDP2 model states as bench_model/parallel/data_parallel.py applies them; the 1F1B/interleaved schedules of torch.distributed.pipelining
     model_states = BenchModelProfile.model_states
     inflight = BenchModelProfile.inflight
@@ -173,6 +185,18 @@ class TorchtitanProfile(FrameworkProfile):
         # in a recomputed block's backward, what `none` keeps comes back for that one block
         transient = np.where(r == _NONE, 0.0, tok * none - saved)
         return {"saved": saved, "transient": transient}
+
+    def context_parallel_transient(self, model: ModelSpec, tokens: Any, tp: Any, cp: Any, act_bytes: int) -> Any:
+        """[CP] torch's ring attention in one layer's backward (cp > 1), beyond a plain SDPA backward: the all-gathered
+        cat(K, V) of the cp ranks (2 cp u_kv c), the fp32 accumulators grad_query, grad_key, grad_value
+        (4 (u_q + 2 u_kv)) and the dK/dV rotation's fp32 send and receive buffers (2 x 8 u_kv); u_q = local tokens
+        x q_dim / tp, u_kv the same at the K/V width SDPA sees (q_dim with `repeat_kv`, kv_dim otherwise). The
+        forward's ring holds the same gathered K/V and an fp32 output (less): the backward is the layer's peak."""
+        t, n = np.asarray(tp, dtype=np.float64), np.asarray(cp, dtype=np.float64)
+        u_q = tokens * model.q_dim / t
+        u_kv = tokens * (model.q_dim if self.repeat_kv else model.kv_dim) / t
+        ring = 2 * n * u_kv * act_bytes + 4 * (u_q + 2 * u_kv) + 2 * 8 * u_kv
+        return np.where(n > 1, ring, 0.0)
 
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         return ID_BYTES * tokens  # the input ids
@@ -304,9 +328,10 @@ class TorchtitanProfile(FrameworkProfile):
 # torchtitan at 9dec370 (Dec 2024, its llama3_h100_202412 benchmark page): no compiled loss [CLOSS], the pipeline's last
 # stage keeps its micro-batches' outputs [PPOUT]; autotune/fitting/published_runs.py prices those rows with it
 TORCHTITAN_2024_12 = TorchtitanProfile(
-    compiled_loss=False, pp_output_chunks=True, reshard_policy="default_root", fused_adamw=False
+    compiled_loss=False, pp_output_chunks=True, reshard_policy="default_root", fused_adamw=False, repeat_kv=True
 )
 # torchtitan between 2025-03 and #1094 (820504e, e7c0cae: its June 2025 pages): compiled loss, the root-unit "default"
-TORCHTITAN_2025_06 = TorchtitanProfile(reshard_policy="default_root")
-# torchtitan's own defaults since #1094 (6fc499f6, 0.2.x) as a published run ran them: "default" reshard policy
-TORCHTITAN_DEFAULT = TorchtitanProfile(reshard_policy="default_units")
+TORCHTITAN_2025_06 = TorchtitanProfile(reshard_policy="default_root", repeat_kv=True)
+# torchtitan's own defaults since #1094 (6fc499f6, 0.2.x) as a published run ran them: "default" reshard policy;
+# K/V repeated before SDPA as the 2025 commits the published rows ran (the torchao B200 rows: Oct 2025) [CP]
+TORCHTITAN_DEFAULT = TorchtitanProfile(reshard_policy="default_units", repeat_kv=True)
