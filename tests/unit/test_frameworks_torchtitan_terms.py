@@ -114,3 +114,43 @@ def test_dec2024_optimizer_step_is_foreach_adamw():
     got = TORCHTITAN_2024_12.step_temporaries(6_240_043_008, 3, 8, arr, 2)
     assert float(got) == 3_120_562_176 == 2**21 * -(-3_120_021_504 // 2**21)
     assert float(TORCHTITAN_2025_06.step_temporaries(6_240_043_008, 3, 8, arr, 2)) == 0.0
+
+
+def test_compiled_loss_saves_the_same_at_scout_size_as_at_8b_size():
+    """[CLOSS] at the size of the torchao Llama-4-Scout rows (moe_blackwell r015-r018: mbs 8 x 8192 tokens x V 202048 =
+    13.2e9 logits, past 2^31) the min-cut partitioner saves what it saves at Llama 3.1 8B's 16384 x 128256: the bf16
+    logits (the graph's input), the labels and two fp32 values per token, so the profile's 2c per logit holds there
+    too (traced under FakeTensorMode: no memory)."""
+    import torch
+    from torch._functorch.aot_autograd import aot_function
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def ce(pred, labels):  # components/loss.py cross_entropy_loss @06bbcd20 (mean reduction)
+        return torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+
+    def saved(b: int, s: int, v: int) -> list:
+        out = []
+
+        def fw(gm, _):
+            ret = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+            out.extend((tuple(a.meta["val"].shape), a.meta["val"].dtype) for a in ret[1:])
+            return gm
+
+        with FakeTensorMode():
+            pred = torch.empty(b, s, v, dtype=torch.bfloat16, requires_grad=True)
+            f = aot_function(ce, fw_compiler=fw, bw_compiler=lambda gm, _: gm, decompositions=select_decomp_table(),
+                             partition_fn=min_cut_rematerialization_partition)  # fmt: skip
+            f(pred, torch.empty(b, s, dtype=torch.long)).backward()
+        return out
+
+    n, scout = 8 * 8192, saved(8, 8192, 202048)
+    assert scout == [
+        ((8, 8192, 202048), torch.bfloat16),
+        ((8, 8192), torch.int64),
+        ((n, 1), torch.float32),
+        ((n, 1), torch.float32),
+        ((), torch.float32),
+    ]
+    assert [dt for _, dt in saved(2, 8192, 128256)] == [dt for _, dt in scout]
