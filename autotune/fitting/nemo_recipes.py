@@ -31,6 +31,27 @@ ACT_OFFLOAD_LAYERS = {
 # configs/gpt_oss/workload_base_configs.py GPT_OSS_120B_H100_BF16_BASE_CONFIG runs micro_batch_size=1 (PP4, EP8; mbs 4
 # and ga 2 are its GB200/GB300/B200 presets' at EP64): the recipe's mbs, ga from gbs.
 RECIPE_MBS = {("GPT OSS 120B", "H100", "NeMo 25.11"): 1}
+# Rows of the NeMo 26.02.01 table whose layout cells contradict the recipe of their release and the same model, GPU and
+# precision in the releases before and after it, keyed by (model, gpu, container, precision): the recipe's
+# (mbs, tp, pp, cp, vp). The release is Megatron-Bridge r0.3.1 (docs/releases/known-issues.md @ v0.4.0: "Fixed in
+# 26.02.01 (r0.3.1)"; the 26.02.01 table was added on the r0.3.0 release branch, docs/performance-summary.md @
+# 8301abfc0), whose presets (scripts/performance/configs/llama/llama3_workload_base_configs.py and
+# llama31_workload_base_configs.py @ v0.3.1 9c9dd8489, the GBS-256 / GBS-1536 "V2" variants the rows' batch names) are:
+# - LLAMA3_70B_PRETRAIN_CONFIG_GB300_NVFP4_V2 and _FP8_MX_V2: pipeline_model_parallel_size=4,
+#   virtual_pipeline_model_parallel_size=5, WorkloadBaseConfig's micro_batch_size=1, TP 1, no Megatron-FSDP; the
+#   26.02.01 cells say NVFP4 MBS 2 PP 1 VP n/a and MXFP8 MBS 2 PP 4 VP n/a (the FP8 row's MBS 2 / n/a), where the
+#   26.02 and 26.04 tables give both MBS 1 TP 1 PP 4 VP 5 (summary rows 154, 156, 234, 236), as does their throughput:
+#   NVFP4 7002 tok/s/GPU between 26.02's 6798 and 26.04's 7397;
+# - LLAMA31_405B_PRETRAIN_CONFIG_GB200_NVFP4_V2 = the V1 preset (TP 4, PP 16, CP 1, VP 8) at 256 GPUs; the 26.02.01
+#   cell says VP 4 (its FP8 row's), 26.02 and 26.04 say VP 8 (rows 162, 242);
+# - LLAMA31_405B_PRETRAIN_CONFIG_GB300_FP8_CS_V2: TP 4, PP 8, CP 1, VP 4; the 26.02.01 cell says TP 2 CP 2 (its MXFP8
+#   row's), 26.02 and 26.04 say TP 4 CP 1 (rows 165, 245).
+RECIPE_LAYOUT = {
+    ("LLAMA3_70B", "GB300", "NeMo 26.02.01", "NVFP4"): (1, 1, 4, 1, 5),
+    ("LLAMA3_70B", "GB300", "NeMo 26.02.01", "MXFP8"): (1, 1, 4, 1, 5),
+    ("LLAMA3.1_405B", "GB200", "NeMo 26.02.01", "NVFP4"): (1, 4, 16, 1, 8),
+    ("LLAMA3.1_405B", "GB300", "NeMo 26.02.01", "FP8"): (1, 4, 8, 1, 4),
+}
 
 
 # Megatron MoE recompute modules of the perf presets (plan.recompute=selective, plan.moe_recompute), keyed by (model,

@@ -7,7 +7,8 @@ assumption is named):
 - degrees: tp, pp, cp, vp (blank / n/a = 1), ep (blank / n/a = 1; the dense models have none), etp = 1 (the summary
   has no ETP column: Megatron-Bridge's MoE recipes set expert_tensor_parallel_size=1), dp = n_gpus/(tp*pp*cp).
 - ZeRO: fsdp > 0 -> Megatron FSDP (zero_stage 3); else the distributed optimizer (ZeRO-1, the perf recipes' default).
-- micro-batch mbs (RECIPE_MBS where the row contradicts itself and its recipe), global batch gbs, grad accumulation
+- micro-batch mbs (RECIPE_MBS where the row contradicts itself and its recipe; RECIPE_LAYOUT: the four NeMo 26.02.01
+  rows whose mbs and degrees contradict their release's recipe and the neighbouring releases' rows), global batch gbs, grad accumulation
   gbs/(dp*mbs); sequence parallelism on whenever tp > 1 (the recipes set sequence_parallel with TP; Megatron requires
   it for MoE with TP); recompute: below.
 - precision: BF16 -> bf16 linears; FP8 and FP8-CS (Megatron's FP8 current scaling, a per-tensor scale computed from
@@ -81,6 +82,7 @@ from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_seg
     EP_OVERLAP_ON,
     HIDDEN_DROPOUT_DEFAULT,
     MOE_RECOMPUTE,
+    RECIPE_LAYOUT,
     RECIPE_MBS,
     RELEASE_RECIPE,
     TOKENDROP,
@@ -203,6 +205,9 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     n, tp, pp, cp = int(r.n_gpus), _degree(r.tp), _degree(r.pp), _degree(r.cp)
     vpp, ep, gbs = _degree(r.vp), _degree(r.ep), int(r.gbs)
     mbs = RECIPE_MBS.get((str(r.model), str(r.gpu_type), str(r.container)), int(r.mbs))
+    recipe = RECIPE_LAYOUT.get((str(r.model), str(r.gpu_type), str(r.container), str(r.precision)))
+    if recipe is not None:  # the release's recipe where the table's cells contradict it (RECIPE_LAYOUT)
+        mbs, tp, pp, cp, vpp = recipe
     dp = n // (tp * pp * cp)
     if dp * tp * pp * cp != n or gbs % (dp * mbs):
         raise ValueError(f"n_gpus={n} gbs={gbs} mbs={mbs} do not split as tp={tp} pp={pp} cp={cp}")
