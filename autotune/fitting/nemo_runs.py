@@ -52,6 +52,14 @@ assumption is named):
   `_perf_precision`), which set `fp8_param_gather = True` (src/megatron/bridge/training/mixed_precision.py; current
   scaling since 958fb9b7 2025-07-16, MXFP8 since 91d25dcc 2025-08-21 with reuse_grad_buf_for_mxfp8_param_ag);
   `bf16_with_nvfp4_mixed` sets False. The NeMo 1.0 / 2.0 rows (24.x, 25.04) keep bf16 weights (not read: assumed).
+- loss kernel (train.cross_entropy_fusion): the Megatron-Bridge rows run Transformer Engine's fused cross entropy,
+  "te": the perf launcher sets `cross_entropy_fusion_impl = "te"` for every recipe (scripts/performance/configs/
+  llama3/llama3_70b_llm_pretrain.yaml @ v0.1.0rc3 (2025-10-08), utils/helpers.py @ v0.2.0, utils/overrides.py
+  `_set_common_perf_overrides` @ v0.3.0 / v0.3.1 / 067f987d) with GPTModelProvider's `cross_entropy_loss_fusion =
+  True` (src/megatron/bridge/models/gpt_provider.py @ v0.3.1). The NVIDIA/NeMo rows: "native", Megatron-Core's
+  fused loss with its default impl (NeMo-Framework-Launcher conf/training/llama/llama3_8b.yaml @ 24.07 8325688d:
+  cross_entropy_loss_fusion true), which keeps the same fp32 bytes as the unfused one (the GPT-3 yamls do not set it:
+  unfused, same bytes; the long-sequence page's recipes are not read: assumed).
 - TP overlap: Llama 3 70B / 405B rows with TP > 1 run Transformer Engine's userbuffers TP overlap (TP_OVERLAP_MODELS).
 - EP communication overlap (plan.ep_overlap): per model, GPU, recipe and GPU count from the perf recipes
   (EP_OVERLAP_ON); off where they are silent.
@@ -254,6 +262,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         moe_routing="balanced",
         hidden_dropout=0.1 if str(r.model) in HIDDEN_DROPOUT_DEFAULT else 0.0,
         fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
+        cross_entropy_fusion="te" if "Megatron-Bridge" in str(r.source) else "native",  # module doc
         cuda_graphs=recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )

@@ -23,3 +23,52 @@ def test_nemo_26_02_01_rows_take_their_release_recipe_layout():
     assert shape(runs[209]) == (1, 4, 8, 1, 4, 8, 192)
     assert shape(runs[199]) == (1, 2, 4, 1, 5, 8, 32)
     assert runs[198].fp8 == "nvfp4" and runs[200].fp8 == "mxfp8"
+
+
+def test_te_cross_entropy_keeps_the_bf16_logits_only():
+    """train.cross_entropy_fusion="te" (Transformer Engine's parallel_cross_entropy, transformer_engine/pytorch/
+    cross_entropy.py @ 5671fd36: the gradient is written into the bf16 logits, which are all it saves) against
+    Megatron-Core's unfused / "native" loss (fp32 exp_logits, megatron/core/tensor_parallel/cross_entropy.py and
+    fusions/fused_cross_entropy.py @ 55ac7082): Llama 3 70B (vocab 128,256) at mbs 2 x seq 8192, tp 1, pp 1 keeps
+    16,384 x 128,256 logits: 2 bytes each under "te", 4 otherwise; "te" also leaves no fp32 logits block cached
+    (allocator_reserved - allocated loses the reserved.py LOGITS_CACHED share of the fp32 block). Megatron-Bridge rows
+    run "te" (scripts/performance/utils/overrides.py @ v0.3.1 `cross_entropy_fusion_impl = "te"`), NeMo 24.07 rows
+    "native"; the Megatron export writes --cross-entropy-loss-fusion --cross-entropy-fusion-impl te."""
+    import dataclasses
+
+    import pytest
+
+    from autotune.core.errors import SpecError
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.core.types import ParallelPlan, TrainSpec
+    from autotune.fitting.nemo_runs import load_nemo_rows
+    from autotune.interop import render
+    from autotune.predict.memory import memory_arrays
+    from autotune.spec.config import load_config
+
+    cfg = load_config(["model=llama-3.1-70b", "cluster=gb200-nvl72", "train.framework=megatron", "train.seq_len=8192"])
+    arr = arrays_from_plans([ParallelPlan(dp=64, zero_stage=3, micro_batch_size=2, grad_accum_steps=2)])
+    mem = {}
+    for impl in ("none", "native", "te"):
+        train = dataclasses.replace(cfg.train, global_batch_size=256, cross_entropy_fusion=impl)
+        mem[impl] = {k: float(v[0]) for k, v in memory_arrays(arr, cfg.model, train, cfg.cluster).items()}
+    logits = 16384 * 128256
+    assert mem["none"]["logits"] == mem["native"]["logits"] == pytest.approx(4 * logits)
+    assert mem["te"]["logits"] == pytest.approx(2 * logits)
+    assert mem["none"]["allocated"] - mem["te"]["allocated"] == pytest.approx(2 * logits)
+    excess = {k: m["allocator_reserved"] - m["allocated"] for k, m in mem.items()}
+    assert excess["te"] < excess["none"] - 0.5 * 4 * logits * 4 / 10  # the cached fp32 block (4/(8+c) share) is gone
+
+    train = {r.row: r.train for r in load_nemo_rows()[0]}
+    assert train[110].cross_entropy_fusion == "te" and train[10].cross_entropy_fusion == "native"
+    with pytest.raises(SpecError, match="cross_entropy_fusion"):
+        TrainSpec(seq_len=8192, global_batch_size=8, cross_entropy_fusion="te")  # bench_model runs its own loss
+    te = dataclasses.replace(cfg.train, global_batch_size=256, cross_entropy_fusion="te")
+    argv = render(
+        "megatron",
+        cfg.model,
+        te,
+        cfg.cluster,
+        ParallelPlan(dp=64, zero_stage=1, micro_batch_size=2, grad_accum_steps=2),
+    )
+    assert "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te" in " ".join(argv.split())
