@@ -99,6 +99,11 @@ class TrainSpec:
     # scopes): "none"; "moe" = transformer_engine graphs of the scopes moe_router + moe_preprocess; "attn_moe" = attn
     # as well; "full" = full_iteration. A captured scope costs the host one launch instead of its ops. Megatron only.
     cuda_graphs: str = "none"
+    # Megatron's loss kernel (--cross-entropy-loss-fusion, --cross-entropy-fusion-impl; megatron/core/
+    # model_parallel_config.py): "none" (vocab_parallel_cross_entropy) and "native" (fused_vocab_parallel_cross_entropy)
+    # keep fp32 softmax probabilities for backward, "te" (Transformer Engine's parallel_cross_entropy) writes the
+    # gradient into the bf16 logits in place and keeps only them. Read by the megatron profile only (its `logits`).
+    cross_entropy_fusion: str = "none"
 
     def __post_init__(self) -> None:
         positive_int("train.seq_len", self.seq_len)
@@ -110,6 +115,12 @@ class TrainSpec:
             self.cuda_graphs == "none" or self.framework == "megatron",
             f"train.cuda_graphs={self.cuda_graphs} with train.framework={self.framework}: only Megatron-Core "
             "captures CUDA graphs (--cuda-graph-impl); this framework runs eager",
+        )
+        require(
+            self.cross_entropy_fusion in ("none", "native", "te")
+            and (self.cross_entropy_fusion == "none" or self.framework == "megatron"),
+            f"train.cross_entropy_fusion={self.cross_entropy_fusion!r} must be none, native or te (native / te: "
+            f"Megatron-Core's fused losses, train.framework=megatron; framework={self.framework})",
         )
         require(
             isinstance(self.fp8_param_gather, bool),

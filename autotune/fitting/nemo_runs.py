@@ -7,7 +7,8 @@ assumption is named):
 - degrees: tp, pp, cp, vp (blank / n/a = 1), ep (blank / n/a = 1; the dense models have none), etp = 1 (the summary
   has no ETP column: Megatron-Bridge's MoE recipes set expert_tensor_parallel_size=1), dp = n_gpus/(tp*pp*cp).
 - ZeRO: fsdp > 0 -> Megatron FSDP (zero_stage 3); else the distributed optimizer (ZeRO-1, the perf recipes' default).
-- micro-batch mbs (RECIPE_MBS where the row contradicts itself and its recipe), global batch gbs, grad accumulation
+- micro-batch mbs (RECIPE_MBS where the row contradicts itself and its recipe; RECIPE_LAYOUT: the four NeMo 26.02.01
+  rows whose mbs and degrees contradict their release's recipe and the neighbouring releases' rows), global batch gbs, grad accumulation
   gbs/(dp*mbs); sequence parallelism on whenever tp > 1 (the recipes set sequence_parallel with TP; Megatron requires
   it for MoE with TP); recompute: below.
 - precision: BF16 -> bf16 linears; FP8 and FP8-CS (Megatron's FP8 current scaling, a per-tensor scale computed from
@@ -51,6 +52,14 @@ assumption is named):
   `_perf_precision`), which set `fp8_param_gather = True` (src/megatron/bridge/training/mixed_precision.py; current
   scaling since 958fb9b7 2025-07-16, MXFP8 since 91d25dcc 2025-08-21 with reuse_grad_buf_for_mxfp8_param_ag);
   `bf16_with_nvfp4_mixed` sets False. The NeMo 1.0 / 2.0 rows (24.x, 25.04) keep bf16 weights (not read: assumed).
+- loss kernel (train.cross_entropy_fusion): the Megatron-Bridge rows run Transformer Engine's fused cross entropy,
+  "te": the perf launcher sets `cross_entropy_fusion_impl = "te"` for every recipe (scripts/performance/configs/
+  llama3/llama3_70b_llm_pretrain.yaml @ v0.1.0rc3 (2025-10-08), utils/helpers.py @ v0.2.0, utils/overrides.py
+  `_set_common_perf_overrides` @ v0.3.0 / v0.3.1 / 067f987d) with GPTModelProvider's `cross_entropy_loss_fusion =
+  True` (src/megatron/bridge/models/gpt_provider.py @ v0.3.1). The NVIDIA/NeMo rows: "native", Megatron-Core's
+  fused loss with its default impl (NeMo-Framework-Launcher conf/training/llama/llama3_8b.yaml @ 24.07 8325688d:
+  cross_entropy_loss_fusion true), which keeps the same fp32 bytes as the unfused one (the GPT-3 yamls do not set it:
+  unfused, same bytes; the long-sequence page's recipes are not read: assumed).
 - TP overlap: Llama 3 70B / 405B rows with TP > 1 run Transformer Engine's userbuffers TP overlap (TP_OVERLAP_MODELS).
 - EP communication overlap (plan.ep_overlap): per model, GPU, recipe and GPU count from the perf recipes
   (EP_OVERLAP_ON); off where they are silent.
@@ -76,6 +85,19 @@ import pandas as pd
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_cuda_graphs import recipe_cuda_graphs
+from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_segments: re-exported for its readers)
+    ACT_OFFLOAD_LAYERS,
+    EP_OVERLAP_ON,
+    HIDDEN_DROPOUT_DEFAULT,
+    MOE_RECOMPUTE,
+    RECIPE_LAYOUT,
+    RECIPE_MBS,
+    RELEASE_RECIPE,
+    TOKENDROP,
+    TOKENDROP_CAPACITY,
+    recipe_dispatcher,
+    recipe_expandable_segments,
+)
 from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow
 from autotune.fitting.run_types import preset_model as _preset_model
 
@@ -108,9 +130,6 @@ TP_OVERLAP_MODELS = {
     "nemotron-8b",
     "nemotron-22b",
 }  # + Nemotron yamls' ub_tp_comm_overlap
-# token-dropping variants: the dropless preset with a capacity factor (module doc)
-TOKENDROP = " (tokendrop)"
-TOKENDROP_CAPACITY = 1.0
 # NeMo 24.07 H100 FP8 rows of dense models without a preset (NVIDIA/NeMo docs performance_summary.md, 2024-09):
 # GPT-3 as NeMo's examples/nlp/language_modeling/conf/gpt3 yamls run it (LayerNorm + GeLU 4h MLP, MHA, tied
 # embeddings; Brown et al. 2020 Table 2.1 shapes), Llama 2 13B/70B (meta-llama config.json: SwiGLU, RMSNorm, 70B with
@@ -131,167 +150,6 @@ DENSE_SHAPES = {
     "Nemotron-8B": (32, 4096, 16384, 32, 32, 256000, "gpt", False),
     "Nemotron-22B": (40, 6144, 24576, 48, 48, 256000, "gpt", False),
 }
-# Activation CPU offloading the Megatron-FSDP perf presets run (plan.act_offload_layers = cpu_offloading_num_layers),
-# keyed by (model, gpu, plan.fp8, zero_stage, tp): Megatron-Bridge scripts/performance/configs/llama/
-# llama3_workload_base_configs.py @ 00919dcf (LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_CS_V1/V2: 20, GB200_FP8_CS: 40;
-# mbs 2, use_megatron_fsdp) and llama31_workload_base_configs.py @ 0013c9a8 (LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V1:
-# 128 GPUs, TP 2, GBS 64, Megatron-FSDP, 92). Mapped only where the preset matches the row's GPUs, batch and layout.
-ACT_OFFLOAD_LAYERS = {
-    ("LLAMA3_70B", "GB300", "tensorwise", 3, 1): 20,
-    ("LLAMA3_70B", "GB200", "tensorwise", 3, 1): 40,
-    ("LLAMA3.1_405B", "GB200", "tensorwise", 3, 2): 92,
-}
-
-
-# Rows whose micro-batch contradicts both their own columns and the recipe of their release, keyed by (model, gpu,
-# container): the NeMo 25.11 GPT-OSS-120B H100 row says mbs 4 with ga 2 on 16 data-parallel ranks (16 x 4 x 2 = 128,
-# not its gbs 512); Megatron-Bridge r0.2.0 (the 25.11 release branch, 34641780a 2025-11-20) scripts/performance/
-# configs/gpt_oss/workload_base_configs.py GPT_OSS_120B_H100_BF16_BASE_CONFIG runs micro_batch_size=1 (PP4, EP8; mbs 4
-# and ga 2 are its GB200/GB300/B200 presets' at EP64): the recipe's mbs, ga from gbs.
-RECIPE_MBS = {("GPT OSS 120B", "H100", "NeMo 25.11"): 1}
-
-
-# Megatron MoE recompute modules of the perf presets (plan.recompute=selective, plan.moe_recompute), keyed by (model,
-# gpu, plan.fp8): Megatron-Bridge scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py @ 07eea52d,
-# GPT_OSS_120B_PRETRAIN_CONFIG_{B200,GB200,H100}_BF16_V1/V2: recompute_modules=["layernorm", "moe_act"] (the
-# layernorm module is not a plan value: its norm outputs stay counted). GB300 / B300 presets recompute nothing.
-MOE_RECOMPUTE = {
-    ("GPT OSS 120B", "B200", "none"): "moe_act",
-    ("GPT OSS 120B", "GB200", "none"): "moe_act",
-    ("GPT OSS 120B", "H100", "none"): "moe_act",
-}
-
-
-# Megatron's EP communication overlap (plan.ep_overlap: comm_overlap.overlap_moe_expert_parallel_comm, with
-# delay_wgrad_compute) as NVIDIA-NeMo/Megatron-Bridge's perf recipes set it @ 067f987d
-# (src/megatron/bridge/perf_recipes/<model>/<gpu>/*.py, directly or through the common helpers
-# `_enable_hybridep_full_iteration_mxfp8` (qwen/common.py), `_enable_deepseek_full_iteration_mxfp8`
-# (deepseek/common.py), `_apply_gpt_oss_120b_full_iter_fp8mx_configs` (gpt_oss/common.py)), keyed by (model, gpu,
-# plan.fp8, n_gpus): on in deepseek_v3_pretrain_256gpu_{b200,b300,gb200,gb300}_fp8mx, qwen3_235b_a22b_pretrain_256gpu_
-# {b200,b300,gb200,gb300}_fp8mx, qwen3_235b_a22b_pretrain_256gpu_h100_{bf16,fp8cs}, qwen3_30b_a3b_pretrain_8gpu_
-# {b200,b300,gb200,gb300}_fp8mx, gpt_oss_120b_pretrain_64gpu_gb200_{bf16,fp8mx}, gpt_oss_120b_pretrain_64gpu_gb300_
-# fp8mx; off in every other config of these models (BF16 / FP8-CS / NVFP4 on Blackwell, Kimi-K2 everywhere, Qwen3-30B
-# on 16 H100, the 64-GPU Qwen3-235B B200 FP8-MX config, DeepSeek-V3 on H100). The token-drop rows have no recipe at
-# that commit: off (silent recipe = off); so are rows with pp > 1 and no virtual stages, a layout Megatron refuses
-# with the overlap (nemo_layout). The summary rows come from older releases (25.09-26.0x); the recipes
-# of their release may differ and the table does not say.
-EP_OVERLAP_ON = {
-    *((m, g, "mxfp8", 256) for m in ("DeepSeekV3", "DeepSeekV3 (w/o MTP)") for g in ("B200", "B300", "GB200", "GB300")),
-    *(("Qwen3_235B_a22B", g, "mxfp8", 256) for g in ("B200", "B300", "GB200", "GB300")),
-    ("Qwen3_235B_a22B", "H100", "none", 256),
-    ("Qwen3_235B_a22B", "H100", "tensorwise", 256),
-    *(("Qwen3_30B_a3B", g, "mxfp8", 8) for g in ("B200", "B300", "GB200", "GB300")),
-    ("GPT OSS 120B", "GB200", "none", 64),
-    ("GPT OSS 120B", "GB200", "mxfp8", 64),
-    ("GPT OSS 120B", "GB300", "mxfp8", 64),
-}
-
-
-# Megatron's token dispatcher (plan.moe_dispatcher) as NVIDIA-NeMo/Megatron-Bridge's perf recipes set it @ 067f987d
-# (src/megatron/bridge/perf_recipes/<model>/<gpu>/*.py: `cfg.model.moe_flex_dispatcher_backend` in the config function
-# or its helper `_enable_deepseek_full_iteration_mxfp8` (deepseek/common.py), `_enable_hybridep_full_iteration_mxfp8`
-# (qwen/common.py), `_apply_gpt_oss_120b_full_iter_fp8mx_configs` (gpt_oss/common.py); the perf runner turns a
-# deepep / hybridep backend into moe_token_dispatcher_type = "flex", scripts/performance/utils/utils.py
-# `finalize_config_overrides`), keyed by (model, gpu, plan.fp8, n_gpus): the backend the recipe names, which is
-# plan.moe_dispatcher (HybridEP, NVIDIA's TMA-based variant for NVL72 domains, exchanges the same bytes hierarchically
-# as DeepEP; it takes fewer SMs, which is not priced). "alltoall" = the recipe sets
-# moe_flex_dispatcher_backend = None / moe_token_dispatcher_type = "alltoall". Keys absent: the recipe is silent (the
-# configs inherit the model provider's alltoall, e.g. DeepSeek-V3's bf16 / FP8-CS configs, Kimi-K2 on H100 and B200,
-# GPT-OSS on B200 and H100): NOT MAPPED, alltoall. As EP_OVERLAP_ON, the summary's rows come from older releases
-# whose recipes may differ.
-DISPATCHER = {
-    **{(m, "B200", r, 256): "deepep" for m in ("DeepSeekV3", "DeepSeekV3 (w/o MTP)") for r in ("mxfp8", "nvfp4")},
-    **{
-        (m, g, "mxfp8", 256): "hybridep"
-        for m in ("DeepSeekV3", "DeepSeekV3 (w/o MTP)")
-        for g in ("B300", "GB200", "GB300")
-    },
-    **{("DeepSeekV3", "GB300", r, 64): "hybridep" for r in ("none", "mxfp8")},  # _apply_deepseek_v3_64gpu_gb300_fsdp
-    **{("Qwen3_235B_a22B", "B200", r, n): "alltoall" for r in ("none", "tensorwise", "mxfp8") for n in (64, 256)},
-    ("Qwen3_235B_a22B", "B200", "mxfp8", 256): "hybridep",  # qwen3_235b_a22b_pretrain_256gpu_b200_fp8mx
-    **{("Qwen3_235B_a22B", "H100", r, 256): "alltoall" for r in ("none", "tensorwise")},
-    **{
-        ("Qwen3_235B_a22B", g, r, n): "hybridep"
-        for g in ("B300", "GB200", "GB300")
-        for r in ("none", "tensorwise", "mxfp8")
-        for n in (64, 256)
-    },
-    **{
-        ("Qwen3_30B_a3B", g, r, 8): "hybridep"
-        for g in ("B200", "B300", "GB200", "GB300")
-        for r in ("none", "tensorwise", "mxfp8")
-    },
-    ("Qwen3_30B_a3B", "H100", "tensorwise", 16): "hybridep",  # qwen3_30b_a3b_pretrain_16gpu_h100_fp8cs
-    **{("GPT OSS 120B", "B300", r, 64): "hybridep" for r in ("none", "mxfp8")},
-    **{("GPT OSS 120B", g, "mxfp8", 64): "hybridep" for g in ("GB200", "GB300")},  # _apply_gpt_oss_120b_full_iter_fp8mx
-    **{("Kimi_K2", "GB200", r, 256): "hybridep" for r in ("none", "tensorwise", "mxfp8")},
-    **{("Kimi_K2", "GB300", r, 256): "hybridep" for r in ("none", "tensorwise", "mxfp8", "nvfp4")},
-}
-# The config naming DeepEP on B200 runs EP 32 (deepseek_v3_pretrain_256gpu_b200_fp8mx / _nvfp4: PP8 VP2 EP32); the rows
-# at PP16 EP8 match `deepseek_v3_pretrain_256gpu_b200_fp8mx_large_scale_config` (PP16, EP8), which names no backend:
-# alltoall. Keyed by (model, gpu): the EP degree the dispatcher entry holds for.
-DISPATCHER_EP = {("DeepSeekV3", "B200"): 32, ("DeepSeekV3 (w/o MTP)", "B200"): 32}
-# Where the row's own release states another recipe than 067f987d, that release's, keyed by (model, gpu, container):
-# (dispatcher, plan.ep_overlap). NeMo 25.09's DeepSeek-V3 perf runner (Megatron-Bridge f37f883a8 2025-09-24 "dsv3 2509",
-# scripts/performance/run_script.py): `enable_deepep = gpu == "h100"` (recipes/deepseek/deepseek_v3.py: flex dispatcher
-# with moe_enable_deepep) and `A2A_1F1B = gpu == "h100"` (overlap_moe_expert_parallel_comm, delay_wgrad_compute); the
-# B200 / GB200 rows of that release ran token drop without DeepEP (`use_tokendrop`): alltoall, as mapped above.
-RELEASE_RECIPE = {(m, "H100", "NeMo 25.09"): ("deepep", True) for m in ("DeepSeekV3", "DeepSeekV3 (dropless)")}
-
-
-def recipe_dispatcher(model: str, gpu: str, fp8: str, n_gpus: int, ep: int) -> str:
-    """plan.moe_dispatcher of a summary row (DISPATCHER; alltoall where the recipe is silent, where the row's EP is
-    another config's (DISPATCHER_EP), or at ep == 1)."""
-    backend = DISPATCHER.get((model, gpu, fp8, n_gpus), "alltoall")
-    if ep == 1 or DISPATCHER_EP.get((model, gpu), ep) != ep:
-        return "alltoall"
-    return backend
-
-
-# Megatron's hidden_dropout the recipes run (train.hidden_dropout; the megatron profile keeps dropout masks only at
-# p > 0): 0.0 for every model but GPT-3 5B / 20B. Llama 2 / 3 / 3.1: NeMo nemo/collections/llm/gpt/model/llama.py
-# `LlamaConfig` (attention_dropout = hidden_dropout = 0.0) and Megatron-Bridge src/megatron/bridge/models/llama/
-# llama_bridge.py @ 067f987d (hidden_dropout=0.0; attention_dropout from the HF config, 0.0); GPT-3 175B: NeMo
-# gpt/model/base.py `GPTConfig175B` and Megatron-Bridge recipes/gpt/h100/gpt3_175b.py (both 0.0); Qwen3 / Qwen3-MoE,
-# GPT-OSS, DeepSeek-V3, Kimi-K2: their Megatron-Bridge bridges set `provider.hidden_dropout = 0.0`
-# (models/qwen/qwen3_moe_bridge.py, gpt_oss/gpt_oss_bridge.py, deepseek/deepseek_v3_bridge.py, kimi/kimi_bridge.py).
-# GPT-3 5B / 20B (`GPTConfig5B` / `GPTConfig20B`) set none: Megatron-Core's default 0.1.
-HIDDEN_DROPOUT_DEFAULT = {"GPT3-5B", "GPT3-20B"}
-# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the job's environment (cluster.expandable_segments: the caching
-# allocator maps pages into one growing segment, autotune/predict/reserved.py EXPANDABLE_SCALE), as Megatron-Bridge's
-# performance launcher sets it (NVIDIA-NeMo/Megatron-Bridge):
-# - scripts/performance/setup_experiment.py @ cac49dcd7 (2025-09-27), then perf_plugins.py @ 55f884376 (2025-11-08):
-#   Llama 3.1 405B on GB200 with fp8_cs / fp8_mx; @ 246134010 (2026-05-11) also NVFP4 and GB300 ("expandable
-#   segments addition due to CUDA OOM issue");
-# - @ 6f24c71f3 (2026-05-12, "move expandable flag") onward: scripts/performance/utils/executors.py PERF_ENV_VARS
-#   sets it for every run, and perf_plugins.py removes it again where the config sets nccl_ub or runs Llama with
-#   Megatron-FSDP (`remove_allocator_env_vars`; the only nccl_ub presets are Llama 3 70B GB300 Megatron-FSDP ones).
-# Containers are dated by their YY.MM name (an assumption: the summary does not say which launcher commit ran a row):
-# 25.11 is the first release after cac49dcd7, 26.05 the first after 6f24c71f3. NeMo 1.0 / 2.0 rows (source
-# NVIDIA/NeMo) are not read: None (the cluster preset's setting).
-EXPANDABLE_405B_FROM = (25, 11)
-EXPANDABLE_ALL_FROM = (26, 5)
-EXPANDABLE_405B = {("GB200", "tensorwise"), ("GB200", "mxfp8")}
-
-
-def _container(v: Any) -> tuple[int, int] | None:
-    """ "NeMo 26.04.01" -> (26, 4); None where the cell names no YY.MM release."""
-    parts = str(v).split()[-1].split(".")
-    return (int(parts[0]), int(parts[1])) if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else None
-
-
-def recipe_expandable_segments(r: Any, plan: ParallelPlan) -> bool | None:
-    """Whether the row's Megatron-Bridge launcher ran with expandable segments (rules above); None for rows of other
-    sources or without a release name."""
-    when = _container(r.container)
-    if "Megatron-Bridge" not in str(r.source) or when is None:
-        return None
-    model = str(r.model).removesuffix(TOKENDROP)
-    if when >= EXPANDABLE_ALL_FROM:
-        return not (plan.zero_stage >= 3 and model.startswith("LLAMA"))  # remove_allocator_env_vars
-    return when >= EXPANDABLE_405B_FROM and model == "LLAMA3.1_405B" and (str(r.gpu_type), plan.fp8) in EXPANDABLE_405B
-
-
 # plan.fp8 recipes whose Megatron-Bridge mixed-precision config sets fp8_param_gather (module doc)
 FP8_PARAM_RECIPES = ("tensorwise", "mxfp8")
 # models whose recipes account the embedding and the loss in the pipeline split (module doc)
@@ -355,6 +213,9 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     n, tp, pp, cp = int(r.n_gpus), _degree(r.tp), _degree(r.pp), _degree(r.cp)
     vpp, ep, gbs = _degree(r.vp), _degree(r.ep), int(r.gbs)
     mbs = RECIPE_MBS.get((str(r.model), str(r.gpu_type), str(r.container)), int(r.mbs))
+    recipe = RECIPE_LAYOUT.get((str(r.model), str(r.gpu_type), str(r.container), str(r.precision)))
+    if recipe is not None:  # the release's recipe where the table's cells contradict it (RECIPE_LAYOUT)
+        mbs, tp, pp, cp, vpp = recipe
     dp = n // (tp * pp * cp)
     if dp * tp * pp * cp != n or gbs % (dp * mbs):
         raise ValueError(f"n_gpus={n} gbs={gbs} mbs={mbs} do not split as tp={tp} pp={pp} cp={cp}")
@@ -401,6 +262,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         moe_routing="balanced",
         hidden_dropout=0.1 if str(r.model) in HIDDEN_DROPOUT_DEFAULT else 0.0,
         fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
+        cross_entropy_fusion="te" if "Megatron-Bridge" in str(r.source) else "native",  # module doc
         cuda_graphs=recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )

@@ -92,6 +92,10 @@ def _model_args(ctx: ExportContext) -> list[list[str]]:
     # --hidden-dropout: train.hidden_dropout, what the megatron profile prices (its dropout masks); attention dropout
     # has no train field and the profile counts none (the flash kernel's): 0.0
     args += [["--attention-dropout", "0.0"], ["--hidden-dropout", repr(float(ctx.train.hidden_dropout))]]
+    if (
+        ctx.train.cross_entropy_fusion != "none"
+    ):  # arguments.py: --cross-entropy-loss-fusion, --cross-entropy-fusion-impl
+        args += [["--cross-entropy-loss-fusion"], ["--cross-entropy-fusion-impl", ctx.train.cross_entropy_fusion]]
     return args
 
 

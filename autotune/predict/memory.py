@@ -306,6 +306,7 @@ def memory_arrays(
         local, z, shard, arr, states, largest, train
     )  # the framework's step
     no_fp32 = np.asarray(arr["compile"], dtype=bool) & (not prof.compiled_loss_has_fp32_block())
+    no_fp32 = no_fp32 | prof.loss_without_fp32_logits()  # a loss kernel that never makes fp32 logits (megatron "te")
     res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster, no_fp32_logits=no_fp32)  # reserved.py
     return _peaks(res, psi, worst)
 

@@ -209,6 +209,11 @@ class FrameworkProfile(ABC):
         compiled loss is modelled in `logits`); torchtitan overrides it."""
         return self.logits(model, tokens, pp, tp, act_bytes)
 
+    def loss_without_fp32_logits(self) -> bool:
+        """Whether the loss, compiled or not, never allocates an fp32 block of the logits' size (no cached fp32 logits
+        block in autotune/predict/reserved.py). Default: no; megatron with train.cross_entropy_fusion="te"."""
+        return False
+
     def compiled_loss_has_fp32_block(self) -> bool:
         """Whether the loss under plan.compile still allocates the fp32 logits block the caching-allocator model
         (autotune/predict/reserved.py) leaves cached. Default: yes. torchtitan keeps the default although its compiled

@@ -10,6 +10,13 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
   [XE]  megatron/core/tensor_parallel/cross_entropy.py @ 8e6e7cd73500331b5d5f739e2597d403d0c2eb1e: the
         vocab-parallel loss saves the normalised exp_logits (the softmax) for backward: 4 bytes per logit of fp32
         logits, sharded over TP.
+  [TE-XE] train.cross_entropy_fusion="te" (Megatron-Core language_module.py @ 55ac7082 `compute_language_model_loss`:
+        cross_entropy_loss_fusion with cross_entropy_fusion_impl "te" calls Transformer Engine's
+        parallel_cross_entropy): transformer_engine/pytorch/cross_entropy.py @ 5671fd36 `CrossEntropyFunction.forward`
+        saves only `inp` after triton/cross_entropy.py `cross_entropy_forward` has written the gradient into it (the
+        loss math runs in fp32 registers; the returned gradient is "upcasted to the datatype of the input"): c bytes per
+        logit of the bf16 logits, sharded over TP, plus 3 fp32 per row (m, d, X_y: not counted). The "native" fused
+        loss (megatron/core/fusions/fused_cross_entropy.py, same commit) saves fp32 exp_logits as [XE] does.
   [SCH] megatron/core/pipeline_parallel/schedules.py @ 4dabc62385799f8256fb05ccf3dfd4a7218781bd: 1F1B warm-up
         min(pp - rank - 1, m) (runs m < pp); interleaving requires m % pp == 0 ("number of microbatches is not
         divisible by pipeline-parallel size when using interleaved schedule").
@@ -244,8 +251,13 @@ class MegatronProfile(FrameworkProfile):
     transformer_impl: str = "transformer_engine"
     qkv_view: bool | None = None  # None: as the spec keeps it ([TE-QKV]); True / False forces it (False = [TMU])
 
+    # train.cross_entropy_fusion (`for_train`): which loss kernel keeps what for backward ([XE], [TE-XE])
+    cross_entropy_fusion: str = "none"
+
     def for_train(self, train: TrainSpec) -> MegatronProfile:
-        return replace(self, hidden_dropout=float(train.hidden_dropout))
+        return replace(
+            self, hidden_dropout=float(train.hidden_dropout), cross_entropy_fusion=train.cross_entropy_fusion
+        )
 
     @property
     def dropout_units(self) -> float:
@@ -323,8 +335,13 @@ class MegatronProfile(FrameworkProfile):
     def head_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
         return 4.0 * tokens * model.hidden_size / np.asarray(tp, dtype=np.float64)  # [TMU] output-layer input 4sbh/t
 
+    def loss_without_fp32_logits(self) -> bool:
+        return self.cross_entropy_fusion == "te"  # [TE-XE]: fp32 only in registers and 4 floats per row
+
     def logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
-        return 4.0 * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64)  # [XE] fp32 softmax, 4sbV/t
+        # [XE] fp32 softmax, 4sbV/t; [TE-XE] the bf16 logits themselves, which hold the gradient after the forward
+        per_logit = float(act_bytes) if self.cross_entropy_fusion == "te" else 4.0
+        return per_logit * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64)
 
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
         """DDP / distributed optimizer: none beyond the model states (the grad buffer is main_grad, the distributed
