@@ -88,6 +88,10 @@ class TrainSpec:
     # causal attention kernel the job runs (perf_terms.attention_s): "fa2" (FlashAttention-2 class) or "fa3"
     # (FlashAttention-3 / cuDNN); None = the framework's (FrameworkProfile.attention_kernel)
     attention_kernel: str | None = None
+    # how the block linears' FP8 operands are cast (perf.py): "te" (Transformer Engine modules: fused cast-transposes,
+    # perf_terms.te_fp8_cast_bytes) or "torchao" (per-linear casts, perf_terms.fp8_cast_bytes); None = the framework's
+    # (FrameworkProfile.fp8_casts). llm-foundry's amp_fp8 rows are TE (composer/core/precision.py: te.fp8_autocast).
+    fp8_casts: str | None = None
     # Megatron's --fp8-param-gather (DistributedDataParallelConfig.fp8_param_gather: "keep the compute param in fp8 ...
     # and perform the param all-gather in fp8"), which NVIDIA's FP8 recipes set (Megatron-Bridge training/
     # mixed_precision.py: the delayed, current-scaling and MXFP8 recipes; not NVFP4's): the block linears' weights
@@ -138,6 +142,10 @@ class TrainSpec:
         require(
             self.attention_kernel in (None, "fa2", "fa3"),
             f"train.attention_kernel={self.attention_kernel!r} must be one of fa2, fa3 (or null: the framework's)",
+        )
+        require(
+            self.fp8_casts in (None, "te", "torchao"),
+            f"train.fp8_casts={self.fp8_casts!r} must be one of te, torchao (or null: the framework's)",
         )
         positive_int("train.global_batch_size", self.global_batch_size)
         require(

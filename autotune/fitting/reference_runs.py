@@ -105,6 +105,9 @@ def llmfoundry_layout(r: Any, fp8: str = "none") -> tuple[ModelSpec, TrainSpec, 
         global_batch_size=n * mbs * gas,
         grad_dtype="bf16" if r.mp_mode == "PURE" else "fp32",
         attention_kernel="fa2",  # MPT's attn_impl flash / triton: FlashAttention-2 class kernels (perf_terms.attention_s)
+        # amp_fp8 is Transformer Engine's fp8_autocast with DelayedScaling (mosaicml/composer composer/core/precision.py
+        # @ 02c872e, Precision.AMP_FP8): TE's fused cast-transposes, not torchao's per-linear casts
+        fp8_casts="te" if fp8 != "none" else None,
     )
     return _gpt(r.model, layers, hidden, heads, MPT_VOCAB), train, plan
 
@@ -124,7 +127,8 @@ def load_llmfoundry(folder: Path = DATA) -> tuple[list[ReferenceRun], list[Skipp
             skipped.append(SkippedRow("llmfoundry", i, f"model={r.model} gpu_type={r.gpu_type}: no shape or preset"))
             continue
         # amp_fp8: Transformer Engine FP8 linears with delayed per-tensor scaling: the same FP8 GEMM rate as torchao's
-        # tensorwise recipe, counted as tensorwise (as Megatron's FP8 rows in nemo_runs.py)
+        # tensorwise recipe, counted as tensorwise (as Megatron's FP8 rows in nemo_runs.py), cast as TE casts
+        # (train.fp8_casts="te", llmfoundry_layout)
         model, train, plan = llmfoundry_layout(r, "tensorwise" if "fp8" in str(r.precision).lower() else "none")
         runs.append(
             ReferenceRun(

@@ -130,7 +130,7 @@ def host_step_s(
         return np.zeros(np.shape(arr["tp"]), dtype=np.float64)
     full = recompute_share.full_recompute_share(arr, stage["layers"])  # plan.recompute_layers: a share of them
     n_moe = stage["moe_layers"] if model.is_moe else np.zeros_like(stage["layers"])
-    extra = fp8_extra_ops(arr["fp8"], get_profile(train.framework).fp8_casts())
+    extra = fp8_extra_ops(arr["fp8"], train.fp8_casts or get_profile(train.framework).fp8_casts())
     h_f, h_b = stage_host_s(stage["layers"], n_moe, full, train.cuda_graphs, cluster.host_op_s, extra)
     device = stage["compute"] + stage["tp"] + stage["cp"] + stage["ep"]
     d_f = device / lt["passes"]

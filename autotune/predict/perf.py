@@ -137,7 +137,7 @@ def _layer_terms(
     ew_passes = 3.0 + np.where(rc == RECOMPUTE_CODE["selective"], 1.0, full)
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
     mem = mem * compiled_elementwise_factor(arr["compile"], cluster, model.block)  # eager kernels / fusion (perf_terms)
-    te = get_profile(train.framework).fp8_casts() == "te"
+    te = (train.fp8_casts or get_profile(train.framework).fp8_casts()) == "te"  # the job's, else its framework's
     if te:  # Transformer Engine's fused cast-transposes (perf_terms), one FP8 copy where the GPU takes any layout
         layouts = te_cast_layouts(arr["fp8"], cluster)
         casts = te_fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["grad_accum_steps"], layouts, sp)

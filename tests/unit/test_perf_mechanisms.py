@@ -247,6 +247,26 @@ def test_transformer_engine_casts_by_hand():
     }
 
 
+def test_job_fp8_casts_override_the_framework():
+    # train.fp8_casts="te" on a bench_model job (llm-foundry's amp_fp8 rows): the memory-bound term takes TE's casts
+    # (te_fp8_cast_bytes, one read + 2 FP8 copies on Hopper) instead of torchao's eager ones (2 casts x (amax read +
+    # read + write)), and the host no longer dispatches torchao's cast ops (host.TORCHAO_FP8_EXTRA_OPS)
+    model, train, h100 = job()
+    plan = ParallelPlan(dp=1, micro_batch_size=1, grad_accum_steps=1, fp8="tensorwise")
+    arr = arrays_from_plans([plan])
+    ao, te = (perf_arrays(arr, model, dataclasses.replace(train, fp8_casts=k), h100) for k in ("torchao", "te"))
+    default = perf_arrays(arr, model, train, h100)
+    assert default["memory_bound_s"][0] == ao["memory_bound_s"][0]  # bench_model's own path is torchao's
+    tokens = train.seq_len
+    delta = float(fp8_cast_bytes(model, 2, 1, tokens, False, 1) - te_fp8_cast_bytes(model, 2, 1, tokens, False, 1, 1))
+    assert delta > 0  # 10 bytes per cast element (torchao eager) vs 4 (TE, Hopper)
+    want = model.num_layers * delta / (h100.hbm_bw_bytes_per_s * h100.memory_efficiency)
+    assert ao["memory_bound_s"][0] - te["memory_bound_s"][0] == pytest.approx(want, rel=1e-9)
+    assert te["host_s"][0] <= ao["host_s"][0]
+    with pytest.raises(SpecError):
+        dataclasses.replace(train, fp8_casts="cublas")
+
+
 def test_transformer_engine_fp8_layouts_and_sequence_parallel_gathers():
     from autotune.predict.te_fp8 import te_cast_layouts, te_tp_gather_bytes
 

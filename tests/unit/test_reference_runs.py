@@ -27,6 +27,9 @@ def test_llmfoundry_mpt():
     runs, skipped = load_llmfoundry()
     assert (len(runs), len(skipped)) == (216, 0) and len(runs) + len(skipped) == _rows("llmfoundry_mpt_benchmarks.csv")
     assert sum(r.plan.fp8 == "tensorwise" for r in runs) == 7  # amp_fp8 (Transformer Engine FP8 linears)
+    # composer/core/precision.py @ 02c872e: Precision.AMP_FP8 runs te.fp8_autocast (DelayedScaling): TE's casts
+    assert {r.train.fp8_casts for r in runs if r.plan.fp8 == "tensorwise"} == {"te"}
+    assert {r.train.fp8_casts for r in runs if r.plan.fp8 == "none"} == {None}
     r = next(x for x in runs if x.row == 0)  # H100 large-scale table, first row: MPT-70b on 512 GPUs
     assert (r.model.num_layers, r.model.hidden_size, r.model.num_heads, r.model.vocab_size) == (80, 8192, 64, 50368)
     assert r.cluster == "h100-sxm-80gb" and r.train.seq_len == 2048
