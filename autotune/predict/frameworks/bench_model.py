@@ -71,7 +71,7 @@ CPU offload (plan.offload; `model_state_arrays`' `host`, the `mem_host_bytes` co
     load time (max(4*gpus_per_node, 16|18)*Psi), which is a start-up peak, not the training step's.
 CP (bench_model/parallel/context_parallel.py, exact attention on all-gathered K/V with an explicit mask; [CPMEM] in
   bench_model_activations.py): each layer saves the gathered K/V and the mask cast to the compute dtype; the gathered
-  dK/dV and their reduction copies are a per-layer transient; the bool mask is cached once per rank.
+  dK/dV of the SDPA backward are a per-layer transient; the bool mask is cached once per rank.
 Not modelled: transient bf16 gradients of one layer. Optimizer-step temporaries are not in
 the allocated peak; they set the reserved one (FrameworkProfile.step_temporaries, autotune/predict/reserved.py).
 """
