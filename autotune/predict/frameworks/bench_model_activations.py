@@ -150,7 +150,10 @@ def context_parallel_saved_bytes(model: ModelSpec, seq: Any, mbs: Any, tp: Any, 
                     per layer, broadcast over batch and heads (not x mbs, not /t).
     Measured with saved_tensors_hooks on the tiny model (h 128, 4 of 8 KV heads, bf16, seq 1024, cp 2, fake process
     group, torch 2.13 CPU): layer 0 keeps 1,179,648 bytes more than half its cp = 1 bytes, = 131,072 (K/V) +
-    1,048,576 (the (512, 1024) bf16 mask). Zero at cp = 1 (bench_model then calls causal SDPA without a mask)."""
+    1,048,576 (the (512, 1024) bf16 mask). Zero at cp = 1 (bench_model then calls causal SDPA without a mask).
+    MLA under CP is counted the same way but not checked: on CPU its unequal q/k and v head dims send SDPA to the math
+    path, which keeps the (seq, cp seq) probabilities per head (tiny model with MLA heads, cp 2: 34.9 MB more saved
+    per layer than at cp 1, this term 4.8 MB); a GPU's fused kernels do not."""
     s, b, t, n = (np.asarray(x, dtype=np.float64) for x in (seq, mbs, tp, cp))
     k_w, v_w = _sdpa_kv_widths(model)
     gathered = (n - 1) * s * b * act_bytes * (k_w + v_w) / t
