@@ -210,6 +210,15 @@ def _layer_activations(prof, arr: dict, model: ModelSpec, seq: Any, c: int, reco
     if np.any(arr["compile"]):  # what torch.compile recomputes instead of saving (the profile's own account)
         comp = prof.compiled_layer_activations(model, seq, mbs, tp, sp, recompute, c)
         layer_act = {k: np.where(arr["compile"], comp[k], v) for k, v in layer_act.items()}
+    # CP's per-layer saved K/V and mask (FrameworkProfile.context_parallel_saved): kept, or under full recompute
+    # rebuilt with the layer in its backward (a transient of that one layer)
+    cp_saved = prof.context_parallel_saved(model, seq, mbs, tp, arr["cp"], c)
+    full = np.asarray(recompute) == RECOMPUTE_CODE["full"]
+    layer_act = {
+        **layer_act,
+        "saved": layer_act["saved"] + np.where(full, 0.0, cp_saved),
+        "transient": layer_act["transient"] + np.where(full, cp_saved, 0.0),
+    }
     return fp8_layer_activations(prof, layer_act, {**arr, "recompute": recompute}, model, seq, c)
 
 
@@ -259,7 +268,8 @@ def memory_arrays(
         "head_act": prof.head_activations(model, tok, tp, sp, c),
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train)
-        + prof.fsdp_gather_delta(psi["layer_matmul"], z, arr["fp8"], train),  # FP8 gathered units (megatron)
+        + prof.fsdp_gather_delta(psi["layer_matmul"], z, arr["fp8"], train)  # FP8 gathered units (megatron)
+        + prof.context_parallel_buffers(seq, cp),  # a CP mask cached for every layer (bench_model)
         "pp_outputs": prof.pipeline_outputs(model, tok, arr["grad_accum_steps"], tp, c),
         # one micro-batch's inter-stage activation: (mbs, s/cp, h), sequence-sharded under SP
         "hidden": tok * model.hidden_size * c / np.where(sp, tp, 1),

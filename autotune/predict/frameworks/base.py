@@ -180,6 +180,16 @@ class FrameworkProfile(ABC):
         transient. Default: none (a framework whose CP buffers are not modelled)."""
         return 0.0
 
+    def context_parallel_saved(self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, cp: Any, act_bytes: int) -> Any:
+        """Bytes one layer keeps for backward under context parallelism (cp > 1; `seq` = seq_len/cp tokens per
+        sequence) beyond `layer_activations`' count at those tokens: a CP whose attention saves gathered K/V or an
+        explicit mask per layer. Default: none (a framework whose CP keeps only the local K/V)."""
+        return 0.0
+
+    def context_parallel_buffers(self, seq: Any, cp: Any) -> Any:
+        """Bytes a rank keeps once for the whole step under context parallelism (a cached mask, ...). Default: none."""
+        return 0.0
+
     @abstractmethod
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         """Bytes pipeline rank 0 keeps per in-flight micro-batch outside the layers (embedding output, ...)."""

@@ -69,7 +69,10 @@ CPU offload (plan.offload; `model_state_arrays`' `host`, the `mem_host_bytes` co
     4*largest layer. Host temporaries of the CPU step and the fp32 shard copied to the device before each block's
     all-gather (p*Psi_layer/D) are not modelled; DeepSpeed's estimator also counts a full fp32 model per process at
     load time (max(4*gpus_per_node, 16|18)*Psi), which is a start-up peak, not the training step's.
-Not modelled: CP ring K/V receive buffers, transient bf16 gradients of one layer. Optimizer-step temporaries are not in
+CP (bench_model/parallel/context_parallel.py, exact attention on all-gathered K/V with an explicit mask; [CPMEM] in
+  bench_model_activations.py): each layer saves the gathered K/V and the mask cast to the compute dtype; the gathered
+  dK/dV of the SDPA backward are a per-layer transient; the bool mask is cached once per rank.
+Not modelled: transient bf16 gradients of one layer. Optimizer-step temporaries are not in
 the allocated peak; they set the reserved one (FrameworkProfile.step_temporaries, autotune/predict/reserved.py).
 """
 
@@ -87,6 +90,9 @@ from autotune.predict import moe
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, fsdp_pipeline_held, torch_pipeline_buffers
 from autotune.predict.frameworks.bench_model_activations import (  # noqa: F401  (re-exported)
     compiled_savings_per_token,
+    context_parallel_mask_bytes,
+    context_parallel_saved_bytes,
+    context_parallel_transient_bytes,
     fp8_compiled_saving_per_token,
     layer_activation_bytes,
     mla_attention_bytes,
@@ -307,6 +313,15 @@ class BenchModelProfile(FrameworkProfile):
         c, p = DTYPE_BYTES[train.compute_dtype], DTYPE_BYTES[train.param_dtype]
         z = np.asarray(zero_stage)
         return np.where((z < 2) & (c != p), np.asarray(num_params, dtype=np.float64) * c, 0.0)
+
+    def context_parallel_saved(self, model: ModelSpec, seq: Any, mbs: Any, tp: Any, cp: Any, act_bytes: int) -> Any:
+        return context_parallel_saved_bytes(model, seq, mbs, tp, cp, act_bytes)
+
+    def context_parallel_transient(self, model: ModelSpec, tokens: Any, tp: Any, cp: Any, act_bytes: int) -> Any:
+        return context_parallel_transient_bytes(model, tokens, tp, cp, act_bytes)
+
+    def context_parallel_buffers(self, seq: Any, cp: Any) -> Any:
+        return context_parallel_mask_bytes(seq, cp)
 
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         return 0.0  # the embedding's output is the first block's saved input, counted with the layers

@@ -124,3 +124,59 @@ def mla_attention_bytes(model: ModelSpec, c: int, t: Any = 1) -> Any:
     latent = (4.0 * (kr + dr) if c == 4 else 4.0 * kr) + 4.0 + 2 * c * kr
     heads = c * n * (dn + dv) + 2 * c * n * (dn + dr) + c * n * dv + 4.0 * n
     return query + latent + heads
+
+
+def _sdpa_kv_widths(model: ModelSpec) -> tuple[float, float]:
+    """Per-token widths of the K and V that bench_model's SDPA receives: GQA keeps num_kv_heads (enable_gqa=True,
+    bench_model/model.py `causal_sdpa`), MLA its per-head nope + rope keys and v heads (bench_model/mla.py)."""
+    if model.attention == "mla":
+        n = float(model.num_heads)
+        return n * (model.qk_nope_head_dim + model.qk_rope_head_dim), n * model.v_head_dim
+    return float(model.kv_dim), float(model.kv_dim)
+
+
+def context_parallel_saved_bytes(model: ModelSpec, seq: Any, mbs: Any, tp: Any, cp: Any, act_bytes: int) -> np.ndarray:
+    """[CPMEM] Bytes one layer keeps for backward under bench_model's exact CP (bench_model/parallel/
+    context_parallel.py `ContextParallelAttention.__call__`) beyond the cp = 1 count of `layer_activation_bytes`
+    (which has K and V at the local seq = seq_len/cp tokens):
+      gathered K/V  `_AllGatherSeq` hands SDPA K and V of all cp ranks, (B, heads_kv/t, cp*seq, D), a fresh tensor
+                    (its `flatten(2, 3)` of the rank-major buffer copies); SDPA saves them, not the local ones: (cp - 1)
+                    more K and V tokens, c (k_w + v_w)/t bytes each (K/V at the KV heads: enable_gqa);
+      float mask    the (seq, cp*seq) bool mask is turned by every SDPA call into an additive mask in the query dtype
+                    (aten/src/ATen/native/transformers/attention.cpp `convert_boolean_attn_mask`: at::where(mask, 0,
+                    -inf) of that dtype), which the fused kernels save for their backward (CPU flash, CUDA
+                    efficient and cuDNN attention take attn_mask/attn_bias; the CUDA ones accept GQA with a mask:
+                    cuda/sdp_utils.cpp `can_use_cudnn_attention`, `can_use_mem_efficient_attention`): c seq (cp seq)
+                    per layer, broadcast over batch and heads (not x mbs, not /t).
+    Measured with saved_tensors_hooks on the tiny model (h 128, 4 of 8 KV heads, bf16, seq 1024, cp 2, fake process
+    group, torch 2.13 CPU): layer 0 keeps 1,179,648 bytes more than half its cp = 1 bytes, = 131,072 (K/V) +
+    1,048,576 (the (512, 1024) bf16 mask). Zero at cp = 1 (bench_model then calls causal SDPA without a mask).
+    MLA under CP is counted the same way but not checked: on CPU its unequal q/k and v head dims send SDPA to the math
+    path, which keeps the (seq, cp seq) probabilities per head (tiny model with MLA heads, cp 2: 34.9 MB more saved
+    per layer than at cp 1, this term 4.8 MB); a GPU's fused kernels do not."""
+    s, b, t, n = (np.asarray(x, dtype=np.float64) for x in (seq, mbs, tp, cp))
+    k_w, v_w = _sdpa_kv_widths(model)
+    gathered = (n - 1) * s * b * act_bytes * (k_w + v_w) / t
+    mask = act_bytes * s * (n * s)
+    return np.where(n > 1, gathered + mask, 0.0)
+
+
+def context_parallel_transient_bytes(model: ModelSpec, tokens: Any, tp: Any, cp: Any, act_bytes: int) -> np.ndarray:
+    """[CPMEM] Bytes one layer's CP attention holds for a moment beyond a plain SDPA (`tokens` = seq_len/cp x mbs;
+    u_k, u_v = local K, V bytes, tokens c k_w/t): the SDPA backward (the layer's peak) returns dK and dV at the
+    gathered length, (cp - 1)(u_k + u_v) more than plain SDPA, while its saved K/V and mask are still alive. The
+    reductions after it (`_AllGatherSeq.backward`: the rank-major contiguous copy, cp u, and this rank's slice, u)
+    run once autograd has freed the SDPA node's saved tensors, the mask among them (c seq cp seq, larger whenever
+    (cp + 1) mbs k_w/t < cp seq): no higher. Measured with MemTracker on the tiny model's attention modules (fake
+    process group, 1,024 local tokens, bf16, u = 131,072 bytes): backward peak over the module's pre-backward
+    819,200 bytes at cp 1, 1,081,344 at cp 2 (+2u), 1,605,632 at cp 4 (+6u)."""
+    tok, t, n = (np.asarray(x, dtype=np.float64) for x in (tokens, tp, cp))
+    k_w, v_w = _sdpa_kv_widths(model)
+    return np.where(n > 1, (n - 1) * tok * act_bytes * (k_w + v_w) / t, 0.0)
+
+
+def context_parallel_mask_bytes(seq: Any, cp: Any) -> np.ndarray:
+    """[CPMEM] The bool mask (seq, cp*seq) `ContextParallelAttention.mask` builds on the first call and caches for every
+    layer and step: 1 byte per element, once per rank."""
+    s, n = np.asarray(seq, dtype=np.float64), np.asarray(cp, dtype=np.float64)
+    return np.where(n > 1, s * n * s, 0.0)
