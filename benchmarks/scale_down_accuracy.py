@@ -128,6 +128,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
     from autotune.results.trialfile import make_spec
     from autotune.run.scaledown import (
         measured_dp_comm_s,
+        measured_ends,
         measured_host_s,
         measured_optimizer_s,
         measured_step_s,
@@ -160,8 +161,11 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
     parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
     parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
-    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=(fsdp_comm or {}).get(1))
-    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts)
+    ends = measured_ends(rep, "cpu")
+    c = compose_step(
+        measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=(fsdp_comm or {}).get(1), ends=ends
+    )
+    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts, ends=ends)
     measured = measured_step_s(full, "cpu")
     out.update(
         measured_cpu_step_s=measured,
@@ -195,6 +199,7 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     from autotune.predict.compose import compose_step
     from autotune.run.scaledown import (
         measured_dp_comm_s,
+        measured_ends,
         measured_host_s,
         measured_optimizer_s,
         measured_step_s,
@@ -206,9 +211,11 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
     t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
     parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"), measured_tp_comm_s(r, rrow, "cpu"))
-    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=clusters["fsdp"].get(t.plan.tp))
-    bare = compose_step(step, tgt, rpl, clusters["cpu"], *parts)  # FSDP2 traffic at the bare collectives' links
-    pre = compose_step(step, tgt, rpl, t.cluster, *parts)
+    ends, fsdp = measured_ends(rrow, "cpu"), clusters["fsdp"].get(t.plan.tp)
+    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=fsdp, ends=ends)
+    no_ends = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=fsdp)  # the ends inside k
+    bare = compose_step(step, tgt, rpl, clusters["cpu"], *parts, ends=ends)  # FSDP2 traffic at the bare links
+    pre = compose_step(step, tgt, rpl, t.cluster, *parts, ends=ends)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
     busy, measured = cpu.step_s - cpu.bubble_s, float(rec["step_cpu_time_mean_s"])
     return {
@@ -221,6 +228,8 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "composed_priced_comm_s": cpu.dp_comm_s + cpu.pp_comm_s,
         "composed_dp_comm_s": cpu.dp_comm_s,
         "composed_bare_dp_tok_s_gpu": tokens / (bare.step_s - bare.bubble_s) / world,
+        "composed_no_ends_tok_s_gpu": tokens / (no_ends.step_s - no_ends.bubble_s) / world,
+        "replica_ends_cpu_s": None if ends is None else dataclasses.asdict(ends),
         "measured_tok_s_gpu": tokens / measured / world,
         "composed_tok_s_gpu": tokens / busy / world,
         "rel_err": measured / busy - 1.0,
@@ -309,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_basis_preset_comm": summary(ok, "measured_tok_s_gpu", "composed_preset_comm_tok_s_gpu"),
         # the same composition with a no-dp-rank replica's FSDP2 traffic priced at netbench's bare-collective links
         "cpu_basis_bare_dp_links": summary(ok, "measured_tok_s_gpu", "composed_bare_dp_tok_s_gpu"),
+        # the same composition with the replica's embedding and head + loss inside k (the code before `E`)
+        "cpu_basis_ends_in_k": summary(ok, "measured_tok_s_gpu", "composed_no_ends_tok_s_gpu"),
         "wall_basis": summary(ok, "measured_wall_tok_s_gpu", "composed_host_tok_s_gpu"),
         "replica_gpu_seconds": sum(float(r.get("gpu_seconds") or 0.0) for r in replica_rows.values()),
         "landscape_gpu_seconds": float(land["gpu_seconds"].sum()),

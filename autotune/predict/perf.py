@@ -275,14 +275,15 @@ def _busiest_stage(
         compute = n_layers * lt["compute"] + ends
         if model.is_moe:  # the routed experts and the all-to-alls of this rank's MoE layers
             compute = compute + n_moe * lt["moe_compute"]
-        parts[pos] = (compute, n_layers * lt["tp"], n_layers * lt["cp"], n_moe * lt["ep"], n_layers, n_moe)
+        parts[pos] = (compute, n_layers * lt["tp"], n_layers * lt["cp"], n_moe * lt["ep"], n_layers, n_moe, ends)
     totals = np.stack([sum(parts[q][:4]) for q in ("first", "second", "last")])
     busy = np.argmax(totals, axis=0)
     pick = [
         np.choose(busy, [np.broadcast_to(parts[q][i], busy.shape) for q in ("first", "second", "last")])
-        for i in range(6)
+        for i in range(7)
     ]
-    return {"compute": pick[0], "tp": pick[1], "cp": pick[2], "ep": pick[3], "layers": pick[4], "moe_layers": pick[5]}
+    keys = ("compute", "tp", "cp", "ep", "layers", "moe_layers", "ends")  # ends: of compute, embedding + head + loss
+    return dict(zip(keys, pick))
 
 
 def _pp_comm_s(
@@ -378,6 +379,7 @@ def perf_arrays(
         "bubble_s": bubble,
         "optimizer_s": opt,
         "host_s": host,
+        "ends_compute_s": m * stage["ends"],  # of compute_s: the busiest stage's embedding and LM head + loss
         "attention_s": m * stage["layers"] * lt["attn"],
         "memory_bound_s": m * stage["layers"] * lt["mem"],
         "step_s": step,

@@ -32,6 +32,10 @@ _FROM_REPLICA = ("losses", "final_loss", "started_at", "ended_at", "wall_s", "gp
 _FROM_REPLICA += ("torch_version", "hostname", "log_path", "timed_steps", "error_type", "error_message", "status")
 
 
+_ENDS_COLUMNS = ("embed_cpu_time_mean_s", "head_cpu_time_mean_s", "ends_comm_thread_cpu_time_mean_s")
+_ENDS_COLUMNS += ("ends_host_cpu_time_s",)
+
+
 @dataclass(frozen=True)
 class ScaleDown:
     """The target trial and the replica that stands in for it."""
@@ -145,6 +149,18 @@ def measured_tp_comm_s(replica: TrialSpec, replica_row: dict[str, Any], device_t
     return float(t)
 
 
+def measured_ends(replica_row: dict[str, Any], device_type: str):
+    """The replica's model ends measured apart (CPU ranks: the embedding's and the head + loss's CPU seconds per step,
+    bench_model/ends_timing.py) as compose.Ends; None on GPUs and on rows written before the columns."""
+    from autotune.predict.compose import Ends
+
+    e, h = replica_row.get("embed_cpu_time_mean_s"), replica_row.get("head_cpu_time_mean_s")
+    if device_type != "cpu" or e is None or h is None:
+        return None
+    comm, host = replica_row.get("ends_comm_thread_cpu_time_mean_s"), replica_row.get("ends_host_cpu_time_s")
+    return Ends(float(e), float(h), float(comm or 0.0), float(host or 0.0))
+
+
 def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     """The target's row from its replica's: the target's identity and layout, the composed speed (when the replica
     ran), the replica's cost and outcome, and the scale-down columns (autotune/results/schema.py SCALE_DOWN_FIELDS)."""
@@ -187,8 +203,9 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     t_dp = measured_dp_comm_s(replica_row, t.cluster.device_type)
     host = measured_host_s(replica_row, t.cluster.device_type)
     tp_comm = measured_tp_comm_s(r, replica_row, t.cluster.device_type)
+    ends = measured_ends(replica_row, t.cluster.device_type)
     c = compose_step(
-        measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster, t_opt, t_dp, host, tp_comm
+        measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster, t_opt, t_dp, host, tp_comm, ends=ends
     )
     tokens_per_s = t.train.global_batch_tokens / c.step_s
     world = t.plan.world_size
@@ -205,6 +222,7 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
         host_cpu_time_s=replica_row.get("host_cpu_time_s"),
         comm_ops_per_step=replica_row.get("comm_ops_per_step"),
         comm_op_cpu_s=replica_row.get("comm_op_cpu_s"),
+        **{k: replica_row.get(k) for k in _ENDS_COLUMNS},
         step_time_std_s=None,
         tokens_per_s=tokens_per_s,
         tokens_per_s_per_gpu=tokens_per_s / world,
