@@ -78,6 +78,7 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
     Cached in WORKDIR/netbench.json for --reuse."""
     from autotune.fitting.netbench import (
         NetbenchResult,
+        collective_cpu_cluster,
         cpu_time_cluster,
         fit_result,
         fsdp_cpu_cluster,
@@ -95,9 +96,11 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(res.to_json()))
     fit, fsdp, fsdp2 = res.cpu_fits["intra"], res.fsdp_cpu_fits.get("intra"), res.fsdp_cpu_fits.get("intra_tp2")
+    a2a = collective_cpu_cluster(cluster, res, "all_to_all")
+    fsdp_clusters = {tp: fsdp_cpu_cluster(cluster, res, tp) for tp in (1, 2, 4)}  # by target tp: largest measured <= tp
     return (
         cpu_time_cluster(cluster, res),
-        {tp: fsdp_cpu_cluster(cluster, res, tp) for tp in (1, 2, 4)},  # by target tp: the largest measured <= tp
+        {**fsdp_clusters, "all_to_all": a2a},
         {
             "world": res.world_size,
             "alpha_cpu_s": fit.latency_s,
@@ -115,6 +118,9 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
             "fsdp_tp2_beta_cpu_bytes_per_s": fsdp2.bw_bytes_per_s if fsdp2 else None,
             "fsdp_tp2_rel_rms_error": fsdp2.rel_rms_error if fsdp2 else None,
             "fsdp_tp2_samples": fsdp2.num_samples if fsdp2 else 0,
+            # the all-to-all alone (the MoE dispatch / combine of a shrunk ep group)
+            "all_to_all_alpha_cpu_s": a2a.intra_node_latency_s if a2a else None,
+            "all_to_all_beta_cpu_bytes_per_s": a2a.intra_node_bw_bytes_per_s if a2a else None,
         },
     )
 
@@ -161,9 +167,19 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
     parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
     parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
-    ends = measured_ends(rep, "cpu")
+    ends, fsdp_comm = measured_ends(rep, "cpu"), fsdp_comm or {}
     c = compose_step(
-        measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=(fsdp_comm or {}).get(1), ends=ends
+        measured_step_s(rep, "cpu"),
+        tgt,
+        rpl,
+        cpu_comm,
+        *parts,
+        fsdp_cluster=fsdp_comm.get(1),
+        ends=ends,
+        ep_cluster=fsdp_comm.get("all_to_all"),
+    )
+    bare = compose_step(
+        measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=fsdp_comm.get(1), ends=ends
     )
     old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts, ends=ends)
     measured = measured_step_s(full, "cpu")
@@ -172,6 +188,9 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
         replica_cpu_step_s=measured_step_s(rep, "cpu"),
         composed_step_s=c.step_s,
         rel_err=c.step_s / measured - 1.0,
+        composed_pooled_links_step_s=bare.step_s,  # the all-to-all at the pooled bare collectives' fit
+        rel_err_pooled_links=bare.step_s / measured - 1.0,
+        composed_minus_pooled_s=c.step_s - bare.step_s,
         composed_preset_comm_step_s=old.step_s,
         rel_err_preset_comm=old.step_s / measured - 1.0,
         modelled_parts=list(c.modelled_parts),

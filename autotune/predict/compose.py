@@ -121,11 +121,14 @@ def compose_step(
     measured_tp_comm_s: float | None = None,
     fsdp_cluster: ClusterSpec | None = None,
     ends: Ends | None = None,
+    ep_cluster: ClusterSpec | None = None,
 ) -> Composed:
     """The target's step time composed from the replica's measured step, and of it the parts the replica measured
     apart: optimizer step, data-parallel collectives, host dispatch, tp collectives (module docstring).
     `fsdp_cluster`: links fitted to FSDP2-issued collectives (netbench `fsdp_cpu_cluster`), which price a ZeRO-2/3
-    target's FSDP2 traffic when the replica holds no data-parallel rank to measure it on (module docstring)."""
+    target's FSDP2 traffic when the replica holds no data-parallel rank to measure it on (module docstring).
+    `ends`: the replica's embedding and head + loss timed apart (CPU ranks). `ep_cluster`: links fitted to the
+    all-to-all alone (netbench `collective_cpu_cluster`), which price a shrunk expert-parallel group's part."""
     tplan, tmodel, ttrain = target
     rplan, rmodel, rtrain = replica
     full = _terms(tplan, tmodel, ttrain, cluster)
@@ -162,6 +165,8 @@ def compose_step(
             continue
         if whole:
             measured_mb += full[term] / m
+        elif axis == "ep" and ep_cluster is not None:
+            priced_mb += _terms(tplan, tmodel, ttrain, ep_cluster)[term] / m
         else:
             priced_mb += full[term] / m
     stage_mb = k * measured_mb + priced_mb
