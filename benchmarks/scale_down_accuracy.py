@@ -42,6 +42,9 @@ sys.path.insert(0, str(ROOT))
 LANDSCAPE = ROOT / "benchmarks" / "data" / "landscape_tiny_w8_cpu.parquet"  # has step_cpu_time_mean_s per layout
 LANDSCAPE_HOST_CORES = 2  # the 2-core host benchmarks/data/README.md says the landscape was measured on
 TARGETS = {"median_abs_err": 0.10, "spearman": 0.9, "best_ratio": 0.95}  # issue 27
+# the finalists of the robust pick: layouts composed within this fraction of the composed best, i.e. within the
+# accuracy issue 27 asks of a composition (median |error| <= 10%): closer than that, the ranking is not resolved
+CONFIRM_BAND = TARGETS["median_abs_err"]
 
 
 def _target_spec(cfg, rec: dict, steps: int):
@@ -265,6 +268,35 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     }
 
 
+def confirm_best(ok: list[dict], finals: dict, replica_rows: dict, launcher, clusters: dict) -> dict:
+    """The robust pick: every layout composed within CONFIRM_BAND of the composed best is a finalist; each finalist's
+    replica runs once more (another trial id; cached as KEY#confirm), its rows are averaged (scaledown.mean_replica_row)
+    and recomposed, and the best of the finalists by that is the pick. A single replica's noise on this shared host
+    moved the pick from 0.95 to 0.82 of the measured best between two full runs of the same code (docs/scale_down.md)."""
+    from autotune.run.scaledown import compose_row, mean_replica_row
+
+    top = max(x["composed_tok_s_gpu"] for x in ok)
+    picks = [x for x in ok if x["composed_tok_s_gpu"] >= (1.0 - CONFIRM_BAND) * top]
+    best_meas, rows = max(x["measured_tok_s_gpu"] for x in ok), []
+    for x in picks:
+        rec, sd, key = finals[x["candidate_id"]]
+        if f"{key}#confirm" not in replica_rows:
+            again = dataclasses.replace(sd.replica, trial_id=f"{sd.replica.trial_id}-confirm")
+            replica_rows[f"{key}#confirm"] = launcher.submit(again).result()
+        merged = mean_replica_row([replica_rows[key], replica_rows[f"{key}#confirm"]])
+        row = compose_row(sd, merged)
+        if row["status"] == "ok":
+            rows.append(_layout(rec, sd, merged, row, clusters))
+    best = max(rows, key=lambda y: y["composed_tok_s_gpu"]) if rows else None
+    return {
+        "band": CONFIRM_BAND,
+        "finalists": [x["candidate_id"] for x in picks],
+        "composed_confirmed_tok_s_gpu": {y["candidate_id"]: y["composed_tok_s_gpu"] for y in rows},
+        "pick": None if best is None else best["candidate_id"],
+        "best_ratio": None if best is None else best["measured_tok_s_gpu"] / best_meas,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--available-gpus", type=int, default=2)
@@ -306,11 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     launcher = LocalLauncher(workdir=args.workdir)
     cache = Path(args.workdir) / "replicas.json"
     replica_rows: dict[str, dict] = json.loads(cache.read_text()) if args.reuse and cache.exists() else {}
-    layouts = []
+    layouts, finals = [], {}
     try:
         for rec in land.to_dict("records"):
             sd = replica_spec(_target_spec(cfg, rec, steps), args.available_gpus)
             key = _replica_key(sd.replica)
+            finals[rec["candidate_id"]] = (rec, sd, key)
             if key not in replica_rows:
                 replica_rows[key] = launcher.submit(sd.replica).result()
                 print(f"replica {key}: {replica_rows[key]['status']}", file=sys.stderr, flush=True)
@@ -321,9 +354,11 @@ def main(argv: list[str] | None = None) -> int:
                 layouts.append({"candidate_id": rec["candidate_id"], "status": row["status"]})
                 continue
             layouts.append(_layout(rec, sd, replica_rows[key], row, clusters))
+        ok = [x for x in layouts if x["status"] == "ok"]
+        confirmed = None if args.smoke or not ok else confirm_best(ok, finals, replica_rows, launcher, clusters)
+        cache.write_text(json.dumps(replica_rows))
     finally:
         launcher.close()
-    ok = [x for x in layouts if x["status"] == "ok"]
     out = {
         "available_gpus": args.available_gpus,
         "landscape": Path(args.landscape).name,
@@ -343,12 +378,16 @@ def main(argv: list[str] | None = None) -> int:
         "replica_gpu_seconds": sum(float(r.get("gpu_seconds") or 0.0) for r in replica_rows.values()),
         "landscape_gpu_seconds": float(land["gpu_seconds"].sum()),
         "targets": TARGETS,
+        "confirmed_best": confirmed,  # the robust pick (confirm_best)
         "layouts": layouts,
     }
     out["targets_met"] = {
         "median_abs_err": out["median_abs_err"] is not None and out["median_abs_err"] <= TARGETS["median_abs_err"],
         "spearman": out["spearman"] is not None and out["spearman"] >= TARGETS["spearman"],
         "best_ratio": out["best_ratio"] is not None and out["best_ratio"] >= TARGETS["best_ratio"],
+        "confirmed_best_ratio": bool(
+            confirmed and confirmed["best_ratio"] and confirmed["best_ratio"] >= TARGETS["best_ratio"]
+        ),
     }
     out["moe_ep_check"] = (
         None if args.smoke or args.no_moe else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse, fsdp_comm)

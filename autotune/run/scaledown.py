@@ -235,6 +235,22 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     return normalize_row(row)
 
 
+def mean_replica_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One replica row from repeated runs of the same replica: each measured number the composition reads (step,
+    optimizer, collectives, host, ends: CPU seconds per step) averaged over the runs that are ok, the rest from the
+    first; a robust pick re-runs the finalists' replicas and composes from this (docs/scale_down.md "Best pick")."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if len(ok) < 2:
+        return dict(ok[0] if ok else rows[0])
+    out = dict(ok[0])
+    for k, v in ok[0].items():
+        if k.endswith(("_mean_s", "_cpu_s", "_time_s")) and isinstance(v, float):
+            vals = [r.get(k) for r in ok]
+            if all(isinstance(x, (int, float)) for x in vals):
+                out[k] = sum(vals) / len(vals)
+    return out
+
+
 def _replica_holds_more(target: TrialSpec, replica: TrialSpec) -> bool:
     """Whether the replica keeps per-rank state the target shards or offloads (ZeRO >= 1 or offload dropped because the
     replica's dp group is one rank). Otherwise it holds the target's per-rank shapes or fewer layers of them, so its

@@ -329,3 +329,16 @@ def test_a_pipeline_stage_gets_only_the_heavier_end_the_replica_measured(tiny):
     assert "ends" in c.measured_parts
     # without the ends apart the replica's embedding rides along in k on every micro-batch: a slower stage
     assert compose_step(0.2, tgt, rpl, t.cluster, 0.02, None, 0.01, 0.08).stage_microbatch_s > c.stage_microbatch_s
+
+
+def test_repeated_replica_runs_average_the_measured_parts():
+    # the robust pick (benchmarks/scale_down_accuracy.py confirm_best) composes a finalist from its replica run twice:
+    # every CPU-seconds column the composition reads is the mean of the ok runs; identity and status from the first
+    from autotune.run.scaledown import mean_replica_row
+
+    a = dict(status="ok", trial_id="a", step_cpu_time_mean_s=0.2, head_cpu_time_mean_s=0.05, host_cpu_time_s=0.01)
+    b = dict(status="ok", trial_id="b", step_cpu_time_mean_s=0.3, head_cpu_time_mean_s=0.07, host_cpu_time_s=0.03)
+    m = mean_replica_row([a, b])
+    assert m["step_cpu_time_mean_s"] == pytest.approx(0.25) and m["head_cpu_time_mean_s"] == pytest.approx(0.06)
+    assert m["host_cpu_time_s"] == pytest.approx(0.02) and m["trial_id"] == "a"
+    assert mean_replica_row([a, dict(b, status="crash")]) == a  # a failed run does not count
