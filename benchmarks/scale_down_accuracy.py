@@ -81,12 +81,12 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
     Cached in WORKDIR/netbench.json for --reuse."""
     from autotune.fitting.netbench import (
         NetbenchResult,
-        collective_cpu_cluster,
         cpu_time_cluster,
         fit_result,
         fsdp_cpu_cluster,
         run_netbench,
     )
+    from autotune.fitting.netbench_cpu import collective_cpu_cluster
 
     cache = Path(workdir) / "netbench.json"
     raw = json.loads(cache.read_text()) if reuse and cache.exists() else {}

@@ -302,25 +302,6 @@ def cpu_time_cluster(cluster: Any, result: NetbenchResult) -> Any:
     )
 
 
-def collective_cpu_cluster(cluster: Any, result: NetbenchResult, collective: str) -> Any:
-    """`cpu_time_cluster` with the links fitted to one collective's CPU seconds per rank alone (the same ring alpha-beta,
-    on the widest group timed: every rank busy), e.g. `all_to_all` for the expert-parallel dispatch / combine a
-    scale-down composition prices when the replica's ep group is shrunk (autotune/predict/compose.py `ep_cluster`);
-    None when netbench timed that collective at fewer than 2 sizes."""
-    timed = [s for s in result.samples if s.collective == collective and s.link_class == "intra" and s.cpu_time_s]
-    widest = [s for s in timed if s.group_size == max((t.group_size for t in timed), default=0)]
-    if len({s.size_bytes for s in widest}) < 2:
-        return None
-    fit = fit_alpha_beta(widest, collective, basis="cpu_time_s")
-    return dataclasses.replace(
-        cpu_time_cluster(cluster, result),
-        intra_node_bw_bytes_per_s=fit.bw_bytes_per_s,
-        intra_node_latency_s=fit.latency_s,
-        inter_node_bw_bytes_per_s=fit.bw_bytes_per_s,
-        inter_node_latency_s=fit.latency_s,
-    )
-
-
 def fsdp_cpu_cluster(cluster: Any, result: NetbenchResult, tp: int = 1) -> Any:
     """`cpu_time_cluster` with the links of FSDP2-issued collectives (`result.fsdp_cpu_fits`): what the step model's
     ZeRO-2/3 term (perf_dp.py `fsdp_s`: its count of all-gathers and reduce-scatters, ring steps and bytes) costs a CPU

@@ -204,9 +204,14 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     host = measured_host_s(replica_row, t.cluster.device_type)
     tp_comm = measured_tp_comm_s(r, replica_row, t.cluster.device_type)
     ends = measured_ends(replica_row, t.cluster.device_type)
-    c = compose_step(
-        measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster, t_opt, t_dp, host, tp_comm, ends=ends
-    )
+    cluster, fsdp = t.cluster, None
+    if t.cluster.device_type == "cpu":  # the replica's step is CPU seconds: price in CPU seconds when the preset can
+        from autotune.fitting.netbench_cpu import preset_cpu_clusters
+
+        cpu, fsdp = preset_cpu_clusters(t.cluster, t.plan.tp)
+        cluster = cpu or cluster
+    args = (measured, (t.plan, t.model, t.train), (rp, r.model, r.train), cluster, t_opt, t_dp, host, tp_comm)
+    c = compose_step(*args, fsdp_cluster=fsdp, ends=ends)
     tokens_per_s = t.train.global_batch_tokens / c.step_s
     world = t.plan.world_size
     peak = _peak_flops(replica_row, t)

@@ -342,3 +342,34 @@ def test_repeated_replica_runs_average_the_measured_parts():
     assert m["step_cpu_time_mean_s"] == pytest.approx(0.25) and m["head_cpu_time_mean_s"] == pytest.approx(0.06)
     assert m["host_cpu_time_s"] == pytest.approx(0.02) and m["trial_id"] == "a"
     assert mean_replica_row([a, dict(b, status="crash")]) == a  # a failed run does not count
+
+
+def test_a_sweep_prices_in_cpu_seconds_with_the_fits_a_preset_stores(tiny):
+    # autotune netbench stores its CPU-time fits in the preset (ClusterSpec CPU_COMM_FIELDS, netbench_cpu.py
+    # store_cpu_fits); a sweep's composed row on CPU ranks then prices what its replica did not run as the benchmark
+    # does: bare collectives at cpu_comm_*, FSDP2's at fsdp_tp_cpu_* for a tp >= 2 target (fsdp_cpu_* at tp 1).
+    # Values: this host's calibration in docs/scale_down.md (bare 216 us, 4.7 GB/s; FSDP2 tp-sharded 704 us, 0.58 GB/s)
+    from autotune.core.errors import SpecError
+    from autotune.fitting.netbench_cpu import preset_cpu_clusters
+
+    fits = dict(cpu_comm_latency_s=216e-6, cpu_comm_bw_bytes_per_s=4.7e9, fsdp_cpu_latency_s=477e-6)
+    fits.update(fsdp_cpu_bw_bytes_per_s=0.83e9, fsdp_tp_cpu_latency_s=704e-6, fsdp_tp_cpu_bw_bytes_per_s=0.58e9)
+    cl = dataclasses.replace(tiny.cluster, **fits)
+    bare, fsdp = preset_cpu_clusters(cl, 2)
+    assert (bare.intra_node_latency_s, bare.dp_overlap, fsdp.intra_node_latency_s) == (216e-6, 0.0, 704e-6)
+    assert preset_cpu_clusters(cl, 1)[1].intra_node_bw_bytes_per_s == 0.83e9
+    assert preset_cpu_clusters(tiny.cluster, 2) == (None, None)  # a preset without fits prices as before
+    with pytest.raises(SpecError, match="fsdp_cpu_latency_s"):
+        dataclasses.replace(cl, fsdp_cpu_latency_s=-1.0)
+    t = _spec(tiny, 8, dp=4, tp=2, zero_stage=2, grad_accum_steps=4, sequence_parallel=True)
+    t = dataclasses.replace(t, cluster=cl)
+    sd = replica_spec(t, 2)
+    r = sd.replica
+    rrow = dict(status="ok", step_cpu_time_mean_s=1.0, optimizer_cpu_time_mean_s=0.1, host_cpu_time_s=0.08)
+    rrow.update(comm_thread_cpu_time_mean_s=0.3, timed_steps=3, wall_s=10.0, gpu_seconds=20.0)
+    c = compose_step(
+        1.0, (t.plan, t.model, t.train), (r.plan, r.model, r.train), bare, 0.1, None, 0.08, 0.3, fsdp_cluster=fsdp
+    )
+    assert compose_row(sd, rrow)["step_time_mean_s"] == pytest.approx(c.step_s, rel=1e-12)
+    plain = compose_row(replica_spec(dataclasses.replace(t, cluster=tiny.cluster), 2), rrow)["step_time_mean_s"]
+    assert plain != pytest.approx(c.step_s, rel=1e-3)
