@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.predict.perf import perf_arrays
+from autotune.predict.perf import ends_compute_s, perf_arrays
 from autotune.predict.schedule import bubble_microbatches
 
 # the collective terms of one micro-batch's stage time, by the plan axis whose group carries them
@@ -73,7 +73,9 @@ class Composed:
 
 
 def _terms(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> dict[str, float]:
-    return {k: float(v[0]) for k, v in perf_arrays(arrays_from_plans([plan]), model, train, cluster).items()}
+    arr = arrays_from_plans([plan])
+    out = {k: float(v[0]) for k, v in perf_arrays(arr, model, train, cluster).items()}
+    return {**out, "ends_compute_s": float(ends_compute_s(arr, model, train, cluster)[0])}
 
 
 # the parts a replica may measure apart (CPU ranks), each with the step-model term it stands for (None: no term)

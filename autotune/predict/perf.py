@@ -321,6 +321,16 @@ def _optimizer_s(
     return np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
 
 
+def ends_compute_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> np.ndarray:
+    """Of perf_arrays' compute_s, the busiest stage's embedding and LM head + loss (a scale-down replica times them
+    apart on CPU ranks: autotune/predict/compose.py, bench_model/ends_timing.py)."""
+    lt = _layer_terms(arr, model, train, cluster)
+    lt["compute"] = lt["gemm"] + lt["attn"] + lt["mem"]
+    split = (arr["pp_split_embedding"], arr["pp_split_loss"])
+    ranks = rank_params(model, arr["tp"], arr["pp"], arr["vpp"], arr["ep"], arr["etp"], pp_split=split)
+    return arr["grad_accum_steps"] * _busiest_stage(arr, model, train, cluster, lt, ranks)["ends"]
+
+
 def perf_arrays(
     arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec
 ) -> dict[str, np.ndarray]:
@@ -379,7 +389,6 @@ def perf_arrays(
         "bubble_s": bubble,
         "optimizer_s": opt,
         "host_s": host,
-        "ends_compute_s": m * stage["ends"],  # of compute_s: the busiest stage's embedding and LM head + loss
         "attention_s": m * stage["layers"] * lt["attn"],
         "memory_bound_s": m * stage["layers"] * lt["mem"],
         "step_s": step,
