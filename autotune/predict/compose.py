@@ -33,6 +33,12 @@ operations at any tp. Taking T_d out of k and carrying it by F.dp_comm / R.dp_co
 every micro-batch (pp = 1) does not carry that into a pipelined target that reduce-scatters once per step
 (`base.fsdp_pipeline_held`); taking H out means dispatch does not shrink with the FLOPs.
 
+E, the replica's embedding and head + loss timed apart (CPU ranks: bench_model/ends_timing.py), leaves k with the
+model's own ends term (perf.py `ends_compute_s`); the target's busiest stage gets both (pp = 1) or the heavier one
+(pp > 1: rank 0 holds the embedding, rank pp-1 the head), where k would have given a pipelined stage both:
+
+    k   = (... - E) / (... - R.ends),   stage_mb = k (F.compute - F.ends) / m + ... + E_target / m_r
+
 A ZeRO-2/3 target whose replica holds no data-parallel rank (a tp-2 replica on 2 ranks) measures no T_d; its FSDP2
 traffic is then F.dp_comm priced with `fsdp_cluster` when one is given: the links netbench fitted to collectives that
 FSDP2 itself issued (autotune/fitting/netbench_fsdp.py, `fsdp_cpu_cluster`), the model's count, ring steps and bytes.
