@@ -31,13 +31,16 @@ def test_windows_hold_the_ends_and_not_the_blocks_between_them():
     def loss_fn(hd, h):
         return F.cross_entropy(hd(h).flatten(0, 1), labels.flatten())
 
-    c0 = time.process_time()
-    with OpCounter() as counter:
-        clock.counter = counter
-        h = _heavy(emb(tokens), w, reps=40)
-        loss = timed_loss_fn(loss_fn, clock)(head, h)
-        backward(loss, clock)
-    total = time.process_time() - c0
+    for _ in range(2):  # the first pass is a warm-up (the trainer times no warm-up step): the dispatch mode's and
+        # the first operations' lazy initialisation falls into whichever window is open first
+        clock.reset()
+        c0 = time.process_time()
+        with OpCounter() as counter:
+            clock.counter = counter
+            h = _heavy(emb(tokens), w, reps=40)
+            loss = timed_loss_fn(loss_fn, clock)(head, h)
+            backward(loss, clock)
+        total = time.process_time() - c0
     # both ends ran (forward and backward) and their windows closed; the 40 GEMM layers (80 GEMMs forward and
     # backward on 256 x 256 tiles, the bulk of the CPU) lie outside both windows
     assert clock.embed_s > 0 and clock.head_s > 0 and not clock._open
