@@ -42,14 +42,18 @@ class OpCounter(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.dtensor_ops, self.plain_ops, self.collectives = 0, 0, 0
+        # of them inside the model's ends (embedding, head + loss: bench_model/ends_timing.py sets in_ends)
+        self.in_ends, self.ends_dtensor_ops, self.ends_plain_ops = False, 0, 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.namespace == "_c10d_functional" and not func.__name__.startswith("wait_tensor"):
             self.collectives += 1
         elif any(issubclass(t, DTensor) for t in types):
             self.dtensor_ops += 1
+            self.ends_dtensor_ops += self.in_ends
         else:
             self.plain_ops += 1
+            self.ends_plain_ops += self.in_ends
         return func(*args, **(kwargs or {}))
 
 
@@ -63,6 +67,8 @@ class HostCost:
     dtensor_op_s: float  # CPU seconds per tiny DTensor operation (tight loop)
     plain_op_s: float  # CPU seconds per tiny plain operation (tight loop)
     collective_s: float  # CPU seconds per tiny functional collective and its wait on the tp group (0 at tp 1)
+    ends_dtensor_ops: int = 0  # of dtensor_ops / plain_ops, those inside the embedding and the head + loss
+    ends_plain_ops: int = 0
 
     @property
     def ops(self) -> int:
@@ -72,6 +78,11 @@ class HostCost:
     def cpu_s(self) -> float:
         """The dispatch part: operations x seconds per operation (collectives not included)."""
         return self.dtensor_ops * self.dtensor_op_s + self.plain_ops * self.plain_op_s
+
+    @property
+    def ends_cpu_s(self) -> float:
+        """Of `cpu_s`, the part inside the model's ends (bench_model/ends_timing.py)."""
+        return self.ends_dtensor_ops * self.dtensor_op_s + self.ends_plain_ops * self.plain_op_s
 
 
 def _loop_s(x: torch.Tensor, w: torch.Tensor) -> float:
@@ -118,4 +129,5 @@ def per_collective_seconds(mesh: DeviceMesh, device: torch.device) -> float:
 def host_cost(counter: OpCounter, mesh: DeviceMesh, device: torch.device) -> HostCost:
     plain_s, dtensor_s = per_op_seconds(mesh, device)
     coll_s = per_collective_seconds(mesh, device)
-    return HostCost(counter.dtensor_ops, counter.plain_ops, counter.collectives, dtensor_s, plain_s, coll_s)
+    ends = (counter.ends_dtensor_ops, counter.ends_plain_ops)
+    return HostCost(counter.dtensor_ops, counter.plain_ops, counter.collectives, dtensor_s, plain_s, coll_s, *ends)

@@ -21,6 +21,7 @@ from autotune.core.errors import SpecError
 from autotune.core.trial import TrialSpec
 from autotune.layouts.rules import require_well_formed
 from bench_model import data
+from bench_model.ends_timing import EndsClock, backward, install_embedding_timer, timed_loss_fn
 from bench_model.host_cost import HostCost, OpCounter, host_cost
 from bench_model.loss import cross_entropy, lm_loss
 from bench_model.model import build_meta_model
@@ -88,6 +89,9 @@ class Trainer:
     # (bench_model/host_cost.py); the host part a scale-down composition does not scale with FLOPs
     host: HostCost | None = None
     op_counter: OpCounter | None = None  # set for the one step whose operations are counted
+    # CPU ranks, pp = 1: the embedding's and the head + loss's CPU seconds (bench_model/ends_timing.py), per timed step
+    ends_clock: EndsClock | None = None
+    ends_cpu_s: list[tuple[float, float, float]] = field(default_factory=list)  # (embedding, head, their comm threads)
     tied_group: dist.ProcessGroup | None = None  # first + last pipeline rank: the two copies of a tied embedding
 
     def loss_context(self):
@@ -140,9 +144,11 @@ class Trainer:
         """Forward, chunked loss (bench_model.loss.lm_loss) and backward of one micro-batch (pp=1); returns its
         loss / grad_accum_steps."""
         loss_fn = functools.partial(_labelled_loss, labels, self.spec.plan.compile)
+        ends = self.ends_clock
         with self.loss_context():
+            loss_fn = loss_fn if ends is None else timed_loss_fn(loss_fn, ends)
             loss = self.parts[0](tokens, loss_fn=loss_fn) / self.spec.plan.grad_accum_steps
-            loss.backward()
+            loss.backward() if ends is None else backward(loss, ends)
         return loss
 
     def _pipeline_step(self, step: int, indices: range) -> torch.Tensor:
@@ -209,6 +215,10 @@ def build_trainer(
     if device.type == "cpu":  # on GPUs process_time says nothing of NCCL's work, and a forced-sync gather costs overlap
         clock = DpCommClock()
         install_dp_comm_timers(parts, clock)
+    ends = None
+    if device.type == "cpu" and p.pp == 1 and parts[0].tok_embeddings is not None:  # a scale-down replica's stage
+        ends = EndsClock(dp_clock=clock)
+        install_embedding_timer(parts[0].tok_embeddings, ends)
     return Trainer(
         spec=spec,
         device=device,
@@ -221,6 +231,7 @@ def build_trainer(
         positions=positions,
         tied_group=tied_group,
         dp_comm_clock=clock,
+        ends_clock=ends,
     )
 
 
@@ -271,6 +282,10 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
         clock = getattr(trainer, "dp_comm_clock", None)
         if clock is not None:
             clock.reset()
+        ends = getattr(trainer, "ends_clock", None)
+        if ends is not None:
+            ends.reset()
+            ends.counter = trainer.op_counter if count else None
         t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
         losses.append(trainer.step(step))
         synchronize(trainer.device)
@@ -281,6 +296,8 @@ def run_steps(trainer: Trainer, fault_hook) -> list[torch.Tensor]:
             if clock is not None:
                 trainer.dp_comm_cpu_s.append(clock.cpu_s)
                 trainer.comm_thread_cpu_s.append(trainer.step_cpu_s[-1] - (time.thread_time() - h0))
+            if ends is not None:
+                trainer.ends_cpu_s.append((ends.embed_s, ends.head_s, ends.comm_thread_s))
         if count and step == 0:
             trainer.host = host_cost(trainer.op_counter, trainer.meshes.tp, trainer.device)
     if count:

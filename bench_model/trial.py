@@ -95,10 +95,15 @@ def _summarise(spec: TrialSpec, trainer, local_losses: list[torch.Tensor], peak_
         dist.all_reduce(dp_comm, op=dist.ReduceOp.MAX)
         threads = torch.tensor(trainer.comm_thread_cpu_s, dtype=torch.float64)  # and on the collectives' threads
         dist.all_reduce(threads, op=dist.ReduceOp.MAX)
+    ends = None
+    if getattr(trainer, "ends_cpu_s", None):  # CPU ranks, pp = 1: the model's ends (bench_model/ends_timing.py)
+        ends = torch.tensor(trainer.ends_cpu_s, dtype=torch.float64)
+        dist.all_reduce(ends, op=dist.ReduceOp.MAX)
+        ends = [statistics.fmean(float(x) for x in ends[:, i]) for i in range(3)]
     host = None
     if trainer.device.type == "cpu":  # every rank decides alike (bench_model/trainer.py run_steps)
         h = trainer.host
-        vals = [h.cpu_s, float(h.ops), float(h.collectives), h.collective_s] if h is not None else [-1.0] * 4
+        vals = [h.cpu_s, float(h.ops), float(h.collectives), h.collective_s, h.ends_cpu_s] if h else [-1.0] * 5
         host = torch.tensor(vals, dtype=torch.float64)
         dist.all_reduce(host, op=dist.ReduceOp.MAX)  # the busiest rank's host seconds and operation count
     row = row_from_spec(spec)
@@ -129,6 +134,10 @@ def _summarise(spec: TrialSpec, trainer, local_losses: list[torch.Tensor], peak_
             host_ops_per_step=None if host is None or host[1] < 0 else int(host[1]),
             comm_ops_per_step=None if host is None or host[2] < 0 else int(host[2]),
             comm_op_cpu_s=None if host is None or host[3] < 0 else float(host[3]),
+            embed_cpu_time_mean_s=None if ends is None else ends[0],
+            head_cpu_time_mean_s=None if ends is None else ends[1],
+            ends_comm_thread_cpu_time_mean_s=None if ends is None else ends[2],
+            ends_host_cpu_time_s=None if host is None or host[4] < 0 or ends is None else float(host[4]),
             tokens_per_s=tokens_per_s,
             tokens_per_s_per_gpu=tokens_per_s / world,
             tflops_per_gpu=flops_per_gpu / 1e12,

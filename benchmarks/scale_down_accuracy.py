@@ -42,6 +42,9 @@ sys.path.insert(0, str(ROOT))
 LANDSCAPE = ROOT / "benchmarks" / "data" / "landscape_tiny_w8_cpu.parquet"  # has step_cpu_time_mean_s per layout
 LANDSCAPE_HOST_CORES = 2  # the 2-core host benchmarks/data/README.md says the landscape was measured on
 TARGETS = {"median_abs_err": 0.10, "spearman": 0.9, "best_ratio": 0.95}  # issue 27
+# the finalists of the robust pick: layouts composed within this fraction of the composed best, i.e. within the
+# accuracy issue 27 asks of a composition (median |error| <= 10%): closer than that, the ranking is not resolved
+CONFIRM_BAND = TARGETS["median_abs_err"]
 
 
 def _target_spec(cfg, rec: dict, steps: int):
@@ -83,6 +86,7 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
         fsdp_cpu_cluster,
         run_netbench,
     )
+    from autotune.fitting.netbench_cpu import collective_cpu_cluster
 
     cache = Path(workdir) / "netbench.json"
     raw = json.loads(cache.read_text()) if reuse and cache.exists() else {}
@@ -95,9 +99,11 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(res.to_json()))
     fit, fsdp, fsdp2 = res.cpu_fits["intra"], res.fsdp_cpu_fits.get("intra"), res.fsdp_cpu_fits.get("intra_tp2")
+    a2a = collective_cpu_cluster(cluster, res, "all_to_all")
+    fsdp_clusters = {tp: fsdp_cpu_cluster(cluster, res, tp) for tp in (1, 2, 4)}  # by target tp: largest measured <= tp
     return (
         cpu_time_cluster(cluster, res),
-        {tp: fsdp_cpu_cluster(cluster, res, tp) for tp in (1, 2, 4)},  # by target tp: the largest measured <= tp
+        {**fsdp_clusters, "all_to_all": a2a},
         {
             "world": res.world_size,
             "alpha_cpu_s": fit.latency_s,
@@ -115,6 +121,9 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
             "fsdp_tp2_beta_cpu_bytes_per_s": fsdp2.bw_bytes_per_s if fsdp2 else None,
             "fsdp_tp2_rel_rms_error": fsdp2.rel_rms_error if fsdp2 else None,
             "fsdp_tp2_samples": fsdp2.num_samples if fsdp2 else 0,
+            # the all-to-all alone (the MoE dispatch / combine of a shrunk ep group)
+            "all_to_all_alpha_cpu_s": a2a.intra_node_latency_s if a2a else None,
+            "all_to_all_beta_cpu_bytes_per_s": a2a.intra_node_bw_bytes_per_s if a2a else None,
         },
     )
 
@@ -128,6 +137,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
     from autotune.results.trialfile import make_spec
     from autotune.run.scaledown import (
         measured_dp_comm_s,
+        measured_ends,
         measured_host_s,
         measured_optimizer_s,
         measured_step_s,
@@ -160,14 +170,30 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
     parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
     parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
-    c = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=(fsdp_comm or {}).get(1))
-    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts)
+    ends, fsdp_comm = measured_ends(rep, "cpu"), fsdp_comm or {}
+    c = compose_step(
+        measured_step_s(rep, "cpu"),
+        tgt,
+        rpl,
+        cpu_comm,
+        *parts,
+        fsdp_cluster=fsdp_comm.get(1),
+        ends=ends,
+        ep_cluster=fsdp_comm.get("all_to_all"),
+    )
+    bare = compose_step(
+        measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=fsdp_comm.get(1), ends=ends
+    )
+    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts, ends=ends)
     measured = measured_step_s(full, "cpu")
     out.update(
         measured_cpu_step_s=measured,
         replica_cpu_step_s=measured_step_s(rep, "cpu"),
         composed_step_s=c.step_s,
         rel_err=c.step_s / measured - 1.0,
+        composed_pooled_links_step_s=bare.step_s,  # the all-to-all at the pooled bare collectives' fit
+        rel_err_pooled_links=bare.step_s / measured - 1.0,
+        composed_minus_pooled_s=c.step_s - bare.step_s,
         composed_preset_comm_step_s=old.step_s,
         rel_err_preset_comm=old.step_s / measured - 1.0,
         modelled_parts=list(c.modelled_parts),
@@ -195,6 +221,7 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     from autotune.predict.compose import compose_step
     from autotune.run.scaledown import (
         measured_dp_comm_s,
+        measured_ends,
         measured_host_s,
         measured_optimizer_s,
         measured_step_s,
@@ -206,9 +233,11 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
     t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
     parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"), measured_tp_comm_s(r, rrow, "cpu"))
-    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=clusters["fsdp"].get(t.plan.tp))
-    bare = compose_step(step, tgt, rpl, clusters["cpu"], *parts)  # FSDP2 traffic at the bare collectives' links
-    pre = compose_step(step, tgt, rpl, t.cluster, *parts)
+    ends, fsdp = measured_ends(rrow, "cpu"), clusters["fsdp"].get(t.plan.tp)
+    cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=fsdp, ends=ends)
+    no_ends = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=fsdp)  # the ends inside k
+    bare = compose_step(step, tgt, rpl, clusters["cpu"], *parts, ends=ends)  # FSDP2 traffic at the bare links
+    pre = compose_step(step, tgt, rpl, t.cluster, *parts, ends=ends)
     host_step = max(pre.step_s, world / LANDSCAPE_HOST_CORES * (pre.step_s - pre.bubble_s))
     busy, measured = cpu.step_s - cpu.bubble_s, float(rec["step_cpu_time_mean_s"])
     return {
@@ -221,6 +250,8 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "composed_priced_comm_s": cpu.dp_comm_s + cpu.pp_comm_s,
         "composed_dp_comm_s": cpu.dp_comm_s,
         "composed_bare_dp_tok_s_gpu": tokens / (bare.step_s - bare.bubble_s) / world,
+        "composed_no_ends_tok_s_gpu": tokens / (no_ends.step_s - no_ends.bubble_s) / world,
+        "replica_ends_cpu_s": None if ends is None else dataclasses.asdict(ends),
         "measured_tok_s_gpu": tokens / measured / world,
         "composed_tok_s_gpu": tokens / busy / world,
         "rel_err": measured / busy - 1.0,
@@ -234,6 +265,35 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "replica_tp_comm_op_cpu_s": rrow.get("comm_op_cpu_s"),
         "measured_parts": row["measured_parts"],
         "modelled_parts": row["modelled_parts"],
+    }
+
+
+def confirm_best(ok: list[dict], finals: dict, replica_rows: dict, launcher, clusters: dict) -> dict:
+    """The robust pick: every layout composed within CONFIRM_BAND of the composed best is a finalist; each finalist's
+    replica runs once more (another trial id; cached as KEY#confirm), its rows are averaged (scaledown.mean_replica_row)
+    and recomposed, and the best of the finalists by that is the pick. A single replica's noise on this shared host
+    moved the pick from 0.95 to 0.82 of the measured best between two full runs of the same code (docs/scale_down.md)."""
+    from autotune.run.scaledown import compose_row, mean_replica_row
+
+    top = max(x["composed_tok_s_gpu"] for x in ok)
+    picks = [x for x in ok if x["composed_tok_s_gpu"] >= (1.0 - CONFIRM_BAND) * top]
+    best_meas, rows = max(x["measured_tok_s_gpu"] for x in ok), []
+    for x in picks:
+        rec, sd, key = finals[x["candidate_id"]]
+        if f"{key}#confirm" not in replica_rows:
+            again = dataclasses.replace(sd.replica, trial_id=f"{sd.replica.trial_id}-confirm")
+            replica_rows[f"{key}#confirm"] = launcher.submit(again).result()
+        merged = mean_replica_row([replica_rows[key], replica_rows[f"{key}#confirm"]])
+        row = compose_row(sd, merged)
+        if row["status"] == "ok":
+            rows.append(_layout(rec, sd, merged, row, clusters))
+    best = max(rows, key=lambda y: y["composed_tok_s_gpu"]) if rows else None
+    return {
+        "band": CONFIRM_BAND,
+        "finalists": [x["candidate_id"] for x in picks],
+        "composed_confirmed_tok_s_gpu": {y["candidate_id"]: y["composed_tok_s_gpu"] for y in rows},
+        "pick": None if best is None else best["candidate_id"],
+        "best_ratio": None if best is None else best["measured_tok_s_gpu"] / best_meas,
     }
 
 
@@ -278,11 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     launcher = LocalLauncher(workdir=args.workdir)
     cache = Path(args.workdir) / "replicas.json"
     replica_rows: dict[str, dict] = json.loads(cache.read_text()) if args.reuse and cache.exists() else {}
-    layouts = []
+    layouts, finals = [], {}
     try:
         for rec in land.to_dict("records"):
             sd = replica_spec(_target_spec(cfg, rec, steps), args.available_gpus)
             key = _replica_key(sd.replica)
+            finals[rec["candidate_id"]] = (rec, sd, key)
             if key not in replica_rows:
                 replica_rows[key] = launcher.submit(sd.replica).result()
                 print(f"replica {key}: {replica_rows[key]['status']}", file=sys.stderr, flush=True)
@@ -293,9 +354,11 @@ def main(argv: list[str] | None = None) -> int:
                 layouts.append({"candidate_id": rec["candidate_id"], "status": row["status"]})
                 continue
             layouts.append(_layout(rec, sd, replica_rows[key], row, clusters))
+        ok = [x for x in layouts if x["status"] == "ok"]
+        confirmed = None if args.smoke or not ok else confirm_best(ok, finals, replica_rows, launcher, clusters)
+        cache.write_text(json.dumps(replica_rows))
     finally:
         launcher.close()
-    ok = [x for x in layouts if x["status"] == "ok"]
     out = {
         "available_gpus": args.available_gpus,
         "landscape": Path(args.landscape).name,
@@ -309,16 +372,22 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_basis_preset_comm": summary(ok, "measured_tok_s_gpu", "composed_preset_comm_tok_s_gpu"),
         # the same composition with a no-dp-rank replica's FSDP2 traffic priced at netbench's bare-collective links
         "cpu_basis_bare_dp_links": summary(ok, "measured_tok_s_gpu", "composed_bare_dp_tok_s_gpu"),
+        # the same composition with the replica's embedding and head + loss inside k (the code before `E`)
+        "cpu_basis_ends_in_k": summary(ok, "measured_tok_s_gpu", "composed_no_ends_tok_s_gpu"),
         "wall_basis": summary(ok, "measured_wall_tok_s_gpu", "composed_host_tok_s_gpu"),
         "replica_gpu_seconds": sum(float(r.get("gpu_seconds") or 0.0) for r in replica_rows.values()),
         "landscape_gpu_seconds": float(land["gpu_seconds"].sum()),
         "targets": TARGETS,
+        "confirmed_best": confirmed,  # the robust pick (confirm_best)
         "layouts": layouts,
     }
     out["targets_met"] = {
         "median_abs_err": out["median_abs_err"] is not None and out["median_abs_err"] <= TARGETS["median_abs_err"],
         "spearman": out["spearman"] is not None and out["spearman"] >= TARGETS["spearman"],
         "best_ratio": out["best_ratio"] is not None and out["best_ratio"] >= TARGETS["best_ratio"],
+        "confirmed_best_ratio": bool(
+            confirmed and confirmed["best_ratio"] and confirmed["best_ratio"] >= TARGETS["best_ratio"]
+        ),
     }
     out["moe_ep_check"] = (
         None if args.smoke or args.no_moe else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse, fsdp_comm)

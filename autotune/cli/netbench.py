@@ -97,14 +97,16 @@ def run(args: argparse.Namespace) -> int:
     except NetbenchFailed as e:
         print(f"autotune: netbench failed: {e}", file=sys.stderr)
         return 1
-    cluster = apply_to_cluster(base, result)
+    from autotune.fitting.netbench_cpu import store_cpu_fits
+
+    cluster = store_cpu_fits(apply_to_cluster(base, result), result)
     out = args.output or str(SEARCH_SPACES / "cluster" / f"{base.name}-netbench.yaml")
     fitted = "\n".join(
         f"{link} alpha={fit.latency_s:.3g} s beta={fit.bw_bytes_per_s:.3g} B/s (rel. RMS error {fit.rel_rms_error:.2f})"
         for link, fit in result.fits.items()
     )
     fitted += "".join(
-        f"\n{link} in CPU seconds per rank (not written below; scale-down on CPU ranks): alpha={fit.latency_s:.3g} s "
+        f"\n{link} in CPU seconds per rank (cpu_comm_* below: scale-down on CPU ranks): alpha={fit.latency_s:.3g} s "
         f"beta={fit.bw_bytes_per_s:.3g} B/s (rel. RMS error {fit.rel_rms_error:.2f})"
         for link, fit in result.cpu_fits.items()
     )

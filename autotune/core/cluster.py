@@ -9,6 +9,10 @@ from typing import Literal
 
 from autotune.core.errors import positive_int, require
 
+# the CPU-time link fits a preset may store (ClusterSpec; autotune/fitting/netbench.py store_cpu_fits)
+CPU_COMM_FIELDS = ("cpu_comm_latency_s", "cpu_comm_bw_bytes_per_s", "fsdp_cpu_latency_s", "fsdp_cpu_bw_bytes_per_s")
+CPU_COMM_FIELDS += ("fsdp_tp_cpu_latency_s", "fsdp_tp_cpu_bw_bytes_per_s")
+
 
 @dataclass(frozen=True)
 class ClusterSpec:
@@ -76,6 +80,17 @@ class ClusterSpec:
     # host seconds per dispatched op (Python + PyTorch dispatcher + CUDA launch) of the training loop's eager ops
     # (autotune/predict/host.py); None = the host term is off (CPU presets: the host is the device)
     host_op_s: float | None = None
+    # CPU ranks only: a collective's CPU seconds per rank as `autotune netbench` fits them (ring alpha per step, bytes
+    # per CPU-second; autotune/fitting/netbench.py cpu_fits, netbench_fsdp.py fsdp_cpu_fits): bare collectives, and
+    # FSDP2-issued all-gathers / reduce-scatters of plain and of tp-sharded (2-D FSDP + TP) parameters. They price
+    # the collectives a scale-down replica did not run, in its CPU-seconds basis (docs/scale_down.md); None = not
+    # measured (the composition then prices with the transfer-time links above)
+    cpu_comm_latency_s: float | None = None
+    cpu_comm_bw_bytes_per_s: float | None = None
+    fsdp_cpu_latency_s: float | None = None
+    fsdp_cpu_bw_bytes_per_s: float | None = None
+    fsdp_tp_cpu_latency_s: float | None = None
+    fsdp_tp_cpu_bw_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         positive_int("cluster.gpus_per_node", self.gpus_per_node)
@@ -90,6 +105,9 @@ class ClusterSpec:
             v = getattr(self, f)
             require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
         for f in ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s", "host_op_s"):
+            v = getattr(self, f)
+            require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
+        for f in CPU_COMM_FIELDS:
             v = getattr(self, f)
             require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
         positive_int("cluster.device_memory_bytes", self.device_memory_bytes)

@@ -33,6 +33,12 @@ operations at any tp. Taking T_d out of k and carrying it by F.dp_comm / R.dp_co
 every micro-batch (pp = 1) does not carry that into a pipelined target that reduce-scatters once per step
 (`base.fsdp_pipeline_held`); taking H out means dispatch does not shrink with the FLOPs.
 
+E, the replica's embedding and head + loss timed apart (CPU ranks: bench_model/ends_timing.py), leaves k with the
+model's own ends term (perf.py `ends_compute_s`); the target's busiest stage gets both (pp = 1) or the heavier one
+(pp > 1: rank 0 holds the embedding, rank pp-1 the head), where k would have given a pipelined stage both:
+
+    k   = (... - E) / (... - R.ends),   stage_mb = k (F.compute - F.ends) / m + ... + E_target / m_r
+
 A ZeRO-2/3 target whose replica holds no data-parallel rank (a tp-2 replica on 2 ranks) measures no T_d; its FSDP2
 traffic is then F.dp_comm priced with `fsdp_cluster` when one is given: the links netbench fitted to collectives that
 FSDP2 itself issued (autotune/fitting/netbench_fsdp.py, `fsdp_cpu_cluster`), the model's count, ring steps and bytes.
@@ -50,7 +56,7 @@ from dataclasses import dataclass
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.predict.perf import perf_arrays
+from autotune.predict.perf import ends_compute_s, perf_arrays
 from autotune.predict.schedule import bubble_microbatches
 
 # the collective terms of one micro-batch's stage time, by the plan axis whose group carries them
@@ -73,11 +79,29 @@ class Composed:
 
 
 def _terms(plan: ParallelPlan, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> dict[str, float]:
-    return {k: float(v[0]) for k, v in perf_arrays(arrays_from_plans([plan]), model, train, cluster).items()}
+    arr = arrays_from_plans([plan])
+    out = {k: float(v[0]) for k, v in perf_arrays(arr, model, train, cluster).items()}
+    return {**out, "ends_compute_s": float(ends_compute_s(arr, model, train, cluster)[0])}
 
 
 # the parts a replica may measure apart (CPU ranks), each with the step-model term it stands for (None: no term)
 APART_TERMS = (("optimizer", "optimizer_s"), ("dp", "dp_comm_s"), ("host", None), ("tp", "tp_comm_s"))
+APART_TERMS += (("ends", "ends_compute_s"),)
+
+
+@dataclass(frozen=True)
+class Ends:
+    """The replica's model ends measured apart (CPU ranks, bench_model/ends_timing.py), CPU seconds per step: the
+    embedding's and the head + loss's (all threads), and of both their collectives' threads and host dispatch."""
+
+    embed_s: float
+    head_s: float
+    comm_thread_s: float
+    host_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.embed_s + self.head_s
 
 
 def _take_apart(measured_step_s: float, rep: dict, full: dict, parts: dict) -> tuple[float, dict[str, float]]:
@@ -104,16 +128,24 @@ def compose_step(
     measured_host_s: float | None = None,
     measured_tp_comm_s: float | None = None,
     fsdp_cluster: ClusterSpec | None = None,
+    ends: Ends | None = None,
+    ep_cluster: ClusterSpec | None = None,
 ) -> Composed:
     """The target's step time composed from the replica's measured step, and of it the parts the replica measured
     apart: optimizer step, data-parallel collectives, host dispatch, tp collectives (module docstring).
     `fsdp_cluster`: links fitted to FSDP2-issued collectives (netbench `fsdp_cpu_cluster`), which price a ZeRO-2/3
-    target's FSDP2 traffic when the replica holds no data-parallel rank to measure it on (module docstring)."""
+    target's FSDP2 traffic when the replica holds no data-parallel rank to measure it on (module docstring).
+    `ends`: the replica's embedding and head + loss timed apart (CPU ranks). `ep_cluster`: links fitted to the
+    all-to-all alone (netbench `collective_cpu_cluster`), which price a shrunk expert-parallel group's part."""
     tplan, tmodel, ttrain = target
     rplan, rmodel, rtrain = replica
     full = _terms(tplan, tmodel, ttrain, cluster)
     rep = _terms(rplan, rmodel, rtrain, cluster)
     parts = dict(optimizer=measured_optimizer_s, dp=measured_dp_comm_s, host=measured_host_s, tp=measured_tp_comm_s)
+    if ends is not None and rplan.pp == 1 and 0.0 < ends.total_s < measured_step_s:
+        # the ends' dispatch and collective-thread CPU are inside their windows: not also in H and C
+        parts.update(ends=ends.total_s, host=_less(measured_host_s, ends.host_s))
+        parts["tp"] = _less(measured_tp_comm_s, ends.comm_thread_s)
     k, taken = _take_apart(measured_step_s, rep, full, parts)
     m, rm = tplan.grad_accum_steps, rplan.grad_accum_steps
     opt = (
@@ -128,6 +160,10 @@ def compose_step(
         priced_mb += (taken["tp"] / rm) * (full["tp_comm_s"] / m) / (rep["tp_comm_s"] / rm)
     measured_parts, modelled_parts = ["compute", "optimizer", *(["host"] if "host" in taken else [])], ["bubble"]
     measured_mb = full["compute_s"] / m
+    if "ends" in taken:  # the target stage's ends from the replica's measured ones, its layers from k
+        measured_mb -= full["ends_compute_s"] / m
+        priced_mb += _target_ends_s(ends, rplan, tplan, rep, full) / rm
+        measured_parts.append("ends")
     for axis, term in AXIS_TERMS.items():
         if getattr(tplan, axis) == 1 or full[term] == 0.0:
             continue
@@ -137,6 +173,8 @@ def compose_step(
             continue
         if whole:
             measured_mb += full[term] / m
+        elif axis == "ep" and ep_cluster is not None:
+            priced_mb += _terms(tplan, tmodel, ttrain, ep_cluster)[term] / m
         else:
             priced_mb += full[term] / m
     stage_mb = k * measured_mb + priced_mb
@@ -162,6 +200,24 @@ def compose_step(
         measured_parts=tuple(measured_parts),
         modelled_parts=tuple(modelled_parts),
     )
+
+
+def _less(t: float | None, part: float) -> float | None:
+    return None if t is None else t - part
+
+
+def _target_ends_s(ends: Ends, rplan: ParallelPlan, tplan: ParallelPlan, rep: dict, full: dict) -> float:
+    """The target's busiest stage's ends per replica step: both at pp = 1; at pp > 1 the heavier of the embedding
+    (rank 0) and the head + loss (rank pp-1), each stage holding the same layer count (schedule.layers_of_rank's
+    default split). Of the ends, the host dispatch is carried as measured (the same operations at any tp), the
+    collective-thread CPU by the model's tp ratio per micro-batch (as C), and the rest by replica tp / target tp (the
+    head's V x h GEMM and the loss are split over tp: perf.py `_busiest_stage`)."""
+    share = 1.0 if tplan.pp == 1 else max(ends.embed_s, ends.head_s) / ends.total_s
+    tp_ratio = 1.0
+    if rep["tp_comm_s"] > 0.0 and full["tp_comm_s"] > 0.0:
+        tp_ratio = (full["tp_comm_s"] / tplan.grad_accum_steps) / (rep["tp_comm_s"] / rplan.grad_accum_steps)
+    rest = max(ends.total_s - ends.host_s - ends.comm_thread_s, 0.0)
+    return share * (ends.host_s + ends.comm_thread_s * tp_ratio + rest * rplan.tp / tplan.tp)
 
 
 def _dp_seconds(

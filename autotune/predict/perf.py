@@ -275,14 +275,15 @@ def _busiest_stage(
         compute = n_layers * lt["compute"] + ends
         if model.is_moe:  # the routed experts and the all-to-alls of this rank's MoE layers
             compute = compute + n_moe * lt["moe_compute"]
-        parts[pos] = (compute, n_layers * lt["tp"], n_layers * lt["cp"], n_moe * lt["ep"], n_layers, n_moe)
+        parts[pos] = (compute, n_layers * lt["tp"], n_layers * lt["cp"], n_moe * lt["ep"], n_layers, n_moe, ends)
     totals = np.stack([sum(parts[q][:4]) for q in ("first", "second", "last")])
     busy = np.argmax(totals, axis=0)
     pick = [
         np.choose(busy, [np.broadcast_to(parts[q][i], busy.shape) for q in ("first", "second", "last")])
-        for i in range(6)
+        for i in range(7)
     ]
-    return {"compute": pick[0], "tp": pick[1], "cp": pick[2], "ep": pick[3], "layers": pick[4], "moe_layers": pick[5]}
+    keys = ("compute", "tp", "cp", "ep", "layers", "moe_layers", "ends")  # ends: of compute, embedding + head + loss
+    return dict(zip(keys, pick))
 
 
 def _pp_comm_s(
@@ -318,6 +319,16 @@ def _optimizer_s(
     updated = psi / np.where(z >= 1, shard, 1) + np.asarray(psi_experts) / np.where(z >= 1, edp, 1)
     host_opt = offload_step_s(updated, off, p, g, cluster)
     return np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
+
+
+def ends_compute_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> np.ndarray:
+    """Of perf_arrays' compute_s, the busiest stage's embedding and LM head + loss (a scale-down replica times them
+    apart on CPU ranks: autotune/predict/compose.py, bench_model/ends_timing.py)."""
+    lt = _layer_terms(arr, model, train, cluster)
+    lt["compute"] = lt["gemm"] + lt["attn"] + lt["mem"]
+    split = (arr["pp_split_embedding"], arr["pp_split_loss"])
+    ranks = rank_params(model, arr["tp"], arr["pp"], arr["vpp"], arr["ep"], arr["etp"], pp_split=split)
+    return arr["grad_accum_steps"] * _busiest_stage(arr, model, train, cluster, lt, ranks)["ends"]
 
 
 def perf_arrays(

@@ -77,6 +77,12 @@ RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("host_cpu_time_s", _F),  # of the step's CPU seconds, their host cost: ops x measured seconds per op (CPU ranks)
     ("comm_ops_per_step", _I),  # functional (tensor-parallel) collectives in one step's forward+backward (CPU ranks)
     ("comm_op_cpu_s", _F),  # CPU seconds per tiny functional collective on the tp group, measured (CPU ranks)
+    # of the step's CPU seconds, the embedding's and the head + loss's (all threads, FSDP2 collectives excluded), of
+    # both the part on the collectives' threads and their host dispatch (CPU ranks, pp = 1: bench_model/ends_timing.py)
+    ("embed_cpu_time_mean_s", _F),
+    ("head_cpu_time_mean_s", _F),
+    ("ends_comm_thread_cpu_time_mean_s", _F),
+    ("ends_host_cpu_time_s", _F),
     ("timed_steps", _I),
     ("peak_mem_allocated_bytes", _I),
     ("peak_mem_reserved_bytes", _I),
@@ -112,6 +118,10 @@ LATER_COLUMNS: frozenset[str] = frozenset(
         "host_cpu_time_s",
         "comm_ops_per_step",
         "comm_op_cpu_s",
+        "embed_cpu_time_mean_s",
+        "head_cpu_time_mean_s",
+        "ends_comm_thread_cpu_time_mean_s",
+        "ends_host_cpu_time_s",
         *LATER_FIELDS,
         *(n for n, _ in SCALE_DOWN_FIELDS),
     }

@@ -32,6 +32,10 @@ _FROM_REPLICA = ("losses", "final_loss", "started_at", "ended_at", "wall_s", "gp
 _FROM_REPLICA += ("torch_version", "hostname", "log_path", "timed_steps", "error_type", "error_message", "status")
 
 
+_ENDS_COLUMNS = ("embed_cpu_time_mean_s", "head_cpu_time_mean_s", "ends_comm_thread_cpu_time_mean_s")
+_ENDS_COLUMNS += ("ends_host_cpu_time_s",)
+
+
 @dataclass(frozen=True)
 class ScaleDown:
     """The target trial and the replica that stands in for it."""
@@ -145,6 +149,18 @@ def measured_tp_comm_s(replica: TrialSpec, replica_row: dict[str, Any], device_t
     return float(t)
 
 
+def measured_ends(replica_row: dict[str, Any], device_type: str):
+    """The replica's model ends measured apart (CPU ranks: the embedding's and the head + loss's CPU seconds per step,
+    bench_model/ends_timing.py) as compose.Ends; None on GPUs and on rows written before the columns."""
+    from autotune.predict.compose import Ends
+
+    e, h = replica_row.get("embed_cpu_time_mean_s"), replica_row.get("head_cpu_time_mean_s")
+    if device_type != "cpu" or e is None or h is None:
+        return None
+    comm, host = replica_row.get("ends_comm_thread_cpu_time_mean_s"), replica_row.get("ends_host_cpu_time_s")
+    return Ends(float(e), float(h), float(comm or 0.0), float(host or 0.0))
+
+
 def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     """The target's row from its replica's: the target's identity and layout, the composed speed (when the replica
     ran), the replica's cost and outcome, and the scale-down columns (autotune/results/schema.py SCALE_DOWN_FIELDS)."""
@@ -187,9 +203,15 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     t_dp = measured_dp_comm_s(replica_row, t.cluster.device_type)
     host = measured_host_s(replica_row, t.cluster.device_type)
     tp_comm = measured_tp_comm_s(r, replica_row, t.cluster.device_type)
-    c = compose_step(
-        measured, (t.plan, t.model, t.train), (rp, r.model, r.train), t.cluster, t_opt, t_dp, host, tp_comm
-    )
+    ends = measured_ends(replica_row, t.cluster.device_type)
+    cluster, fsdp = t.cluster, None
+    if t.cluster.device_type == "cpu":  # the replica's step is CPU seconds: price in CPU seconds when the preset can
+        from autotune.fitting.netbench_cpu import preset_cpu_clusters
+
+        cpu, fsdp = preset_cpu_clusters(t.cluster, t.plan.tp)
+        cluster = cpu or cluster
+    args = (measured, (t.plan, t.model, t.train), (rp, r.model, r.train), cluster, t_opt, t_dp, host, tp_comm)
+    c = compose_step(*args, fsdp_cluster=fsdp, ends=ends)
     tokens_per_s = t.train.global_batch_tokens / c.step_s
     world = t.plan.world_size
     peak = _peak_flops(replica_row, t)
@@ -205,6 +227,7 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
         host_cpu_time_s=replica_row.get("host_cpu_time_s"),
         comm_ops_per_step=replica_row.get("comm_ops_per_step"),
         comm_op_cpu_s=replica_row.get("comm_op_cpu_s"),
+        **{k: replica_row.get(k) for k in _ENDS_COLUMNS},
         step_time_std_s=None,
         tokens_per_s=tokens_per_s,
         tokens_per_s_per_gpu=tokens_per_s / world,
@@ -215,6 +238,22 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
         full_size_gpu_seconds=world * (float(replica_row.get("wall_s") or 0.0) + steps * max(c.step_s - measured, 0.0)),
     )
     return normalize_row(row)
+
+
+def mean_replica_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One replica row from repeated runs of the same replica: each measured number the composition reads (step,
+    optimizer, collectives, host, ends: CPU seconds per step) averaged over the runs that are ok, the rest from the
+    first; a robust pick re-runs the finalists' replicas and composes from this (docs/scale_down.md "Best pick")."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if len(ok) < 2:
+        return dict(ok[0] if ok else rows[0])
+    out = dict(ok[0])
+    for k, v in ok[0].items():
+        if k.endswith(("_mean_s", "_cpu_s", "_time_s")) and isinstance(v, float):
+            vals = [r.get(k) for r in ok]
+            if all(isinstance(x, (int, float)) for x in vals):
+                out[k] = sum(vals) / len(vals)
+    return out
 
 
 def _replica_holds_more(target: TrialSpec, replica: TrialSpec) -> bool:

@@ -267,7 +267,15 @@ def check_scale_down_accuracy(out: dict) -> None:
         # target's all-reduce at the bare ones (the two compositions then agree exactly)
         same = x["composed_tok_s_gpu"] == x["composed_bare_dp_tok_s_gpu"]
         assert same == (x["layout"]["zero_stage"] == 0) and x["composed_dp_comm_s"] > 0.0
+        # the replica (pp 1) timed its embedding and head + loss apart (bench_model/ends_timing.py); a pp-1 target
+        # holds both, so they are part of its measured stage
+        ends = x["replica_ends_cpu_s"]
+        assert (
+            0 < ends["embed_s"] and 0 < ends["head_s"] and ends["embed_s"] + ends["head_s"] < x["measured_cpu_step_s"]
+        )
+        assert "ends" in x["measured_parts"]
     assert positive(out["replica_gpu_seconds"]) and out["moe_ep_check"] is None
+    assert out["confirmed_best"] is None  # the robust pick re-runs finalists: not in smoke mode
 
 
 def check_search_efficiency(out: list) -> None:

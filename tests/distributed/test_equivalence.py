@@ -181,3 +181,10 @@ def test_rows_carry_metrics(world2):
     assert 0 < tp["host_cpu_time_s"] < tp["step_cpu_time_mean_s"] and tp["host_ops_per_step"] > row["host_ops_per_step"]
     # gloo runs the collectives on its own threads: the CPU spent there is a part of the step's
     assert 0 < tp["comm_thread_cpu_time_mean_s"] < tp["step_cpu_time_mean_s"]
+    # a pp-1 rank times its embedding and head + loss apart (bench_model/ends_timing.py): parts of its step; at tp 2
+    # some of the ends' CPU is on the collective threads and some of the dispatch inside them
+    for r in (row, z2, tp):
+        assert 0 < r["embed_cpu_time_mean_s"] and 0 < r["head_cpu_time_mean_s"]
+        assert r["embed_cpu_time_mean_s"] + r["head_cpu_time_mean_s"] < r["step_cpu_time_mean_s"]
+        assert 0 < r["ends_host_cpu_time_s"] < r["host_cpu_time_s"]
+    assert 0 < tp["ends_comm_thread_cpu_time_mean_s"] < tp["comm_thread_cpu_time_mean_s"]

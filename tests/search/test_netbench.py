@@ -115,6 +115,43 @@ def test_fsdp_issued_collectives_get_their_own_cpu_fit():
     assert fsdp_cpu_cluster(cl, res, 4).intra_node_latency_s == pytest.approx(200e-6)  # no tp fit: the plain one
     assert fit_result(4, "gloo", raw(("all_reduce",), 20e-6, 4e9), hosts=1).fsdp_cpu_fits == {}  # older rank files
     assert fsdp_cpu_cluster(cl, fit_result(4, "gloo", raw(("all_reduce",), 20e-6, 4e9), hosts=1)) is None
+    # a preset stores the three CPU fits (netbench_cpu.py store_cpu_fits) and a sweep's scale-down rows price with
+    # them (preset_cpu_clusters): the same links as the clusters built from the netbench result
+    from autotune.fitting.netbench_cpu import preset_cpu_clusters, store_cpu_fits
+
+    stored = store_cpu_fits(load_config(["cluster=cpu"]).cluster, both)
+    assert (stored.cpu_comm_latency_s, stored.fsdp_cpu_latency_s, stored.fsdp_tp_cpu_latency_s) == pytest.approx(
+        (20e-6, 200e-6, 400e-6), rel=1e-6
+    )
+    bare, tp2 = preset_cpu_clusters(stored, 2)
+    assert bare.intra_node_bw_bytes_per_s == pytest.approx(cpu_time_cluster(cl, both).intra_node_bw_bytes_per_s)
+    assert tp2.intra_node_latency_s == pytest.approx(fsdp_cpu_cluster(cl, both, 2).intra_node_latency_s)
+
+
+def test_one_collectives_own_cpu_fit_on_its_widest_group():
+    # the all-to-all alone (a shrunk expert-parallel group's dispatch / combine, compose.py ep_cluster): 150 us of
+    # CPU per ring step and 3 GB/s on 4 ranks, next to all-reduces at 20 us and 4 GB/s; its 2-rank samples (a
+    # different cost: fewer runnable processes) are left out, as cpu_fits does (netbench.py fit_result)
+    from autotune.fitting.netbench_cpu import collective_cpu_cluster
+
+    def raw(op, g, alpha, beta):
+        return [
+            dict(
+                collective=op,
+                link_class="intra",
+                group_size=g,
+                size_bytes=n,
+                time_s=1e-3,
+                cpu_time_s=ring_steps(op, g) * alpha + bus_factor(op, g) * n / beta,
+            )
+            for n in (4096, 1 << 20, 1 << 22)
+        ]
+
+    samples = raw("all_to_all", 4, 150e-6, 3e9) + raw("all_to_all", 2, 10e-6, 9e9) + raw("all_reduce", 4, 20e-6, 4e9)
+    res = fit_result(4, "gloo", samples, hosts=1)
+    cl = collective_cpu_cluster(load_config(["cluster=cpu"]).cluster, res, "all_to_all")
+    assert (cl.intra_node_latency_s, cl.intra_node_bw_bytes_per_s) == pytest.approx((150e-6, 3e9), rel=1e-6)
+    assert cl.dp_overlap == 0.0 and collective_cpu_cluster(cl, res, "p2p") is None
 
 
 def test_fit_keeps_latency_non_negative():
@@ -157,6 +194,9 @@ def test_real_gloo_netbench_writes_a_loadable_preset(tmp_path, world, capsys):
     assert cluster.intra_node_bw_bytes_per_s != base.intra_node_bw_bytes_per_s
     assert cluster.inter_node_bw_bytes_per_s == base.inter_node_bw_bytes_per_s  # not measurable on one host
     assert out.read_text().startswith("# Measured by `autotune netbench --backend local --gpus")
+    # the CPU-time fits are stored in the preset for scale-down rows (ClusterSpec CPU_COMM_FIELDS)
+    assert cpu_fit["latency_s"] == 0 or cluster.cpu_comm_latency_s == pytest.approx(cpu_fit["latency_s"])
+    assert cluster.fsdp_cpu_bw_bytes_per_s > 0
 
 
 def test_netbench_bad_flags_are_one_line_errors(capsys):

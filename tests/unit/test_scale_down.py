@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from autotune.layouts.rules import check_plan
-from autotune.predict.compose import compose_step
+from autotune.predict.compose import Ends, compose_step
 from autotune.predict.schedule import bubble_microbatches
 from autotune.results.trialfile import make_spec
 from autotune.run.scaledown import compose_row, measured_tp_comm_s, replica_spec
@@ -78,6 +78,10 @@ def test_identity_replica_composes_the_measured_step(tiny):
     r = replica_spec(t, 2).replica
     c = compose_step(0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster, 0.1, None, 0.05, 0.3)
     assert c.step_s == pytest.approx(0.8125, rel=1e-12) and c.modelled_parts == () and "tp" in c.measured_parts
+    ends = Ends(embed_s=0.02, head_s=0.12, comm_thread_s=0.04, host_s=0.01)  # the model's ends apart as well
+    args = (0.8125, (t.plan, t.model, t.train), (r.plan, r.model, r.train), t.cluster, 0.1, None, 0.05, 0.3)
+    c = compose_step(*args, ends=ends)
+    assert c.step_s == pytest.approx(0.8125, rel=1e-12) and "ends" in c.measured_parts
 
 
 def test_measured_optimizer_step_is_not_scaled_with_the_micro_batches(tiny):
@@ -297,3 +301,75 @@ def test_fsdp_traffic_of_a_replica_without_dp_rank_is_priced_with_fsdp_issued_li
     r0 = replica_spec(z0, 2).replica
     args = (1.0, (z0.plan, z0.model, z0.train), (r0.plan, r0.model, r0.train), cl, 0.1)
     assert compose_step(*args, fsdp_cluster=fsdp_cl).step_s == compose_step(*args).step_s
+
+
+def test_a_pipeline_stage_gets_only_the_heavier_end_the_replica_measured(tiny):
+    # dp1 tp2 pp4 from a tp-2 replica of its 2 layers (bench_model/ends_timing.py): the replica holds the embedding E
+    # and the head + loss Hd; target rank 0 holds E, rank pp-1 Hd, each with 2 layers (schedule.layers_of_rank), so
+    # the busiest stage gets max(E, Hd) per micro-batch, and the ends leave k with the model's own ends term:
+    #   k = (T_r - T_o - (H - H_e) - (C - C_e) - E - Hd) / (R.step - R.optimizer - R.tp - R.ends)
+    #   stage_mb = k (F.compute - F.ends)/m + (H - H_e)/m_r + tp part + Hd/Ttot (H_e + C_e + rest) / m_r   (tp whole)
+    from autotune.predict.compose import _terms
+
+    t = _spec(tiny, 8, dp=1, tp=2, pp=4, grad_accum_steps=16, sequence_parallel=True)
+    r = replica_spec(t, 2).replica
+    assert (r.plan.tp, r.plan.pp, r.model.num_layers, r.plan.grad_accum_steps) == (2, 1, 2, 4)
+    tgt, rpl = (t.plan, t.model, t.train), (r.plan, r.model, r.train)
+    full, rep = _terms(*tgt, t.cluster), _terms(*rpl, t.cluster)
+    # per micro-batch the model's busiest stage holds one end, the replica both
+    assert 0 < full["ends_compute_s"] / 16 < rep["ends_compute_s"] / 4
+    ends = Ends(embed_s=0.01, head_s=0.05, comm_thread_s=0.02, host_s=0.004)
+    c = compose_step(0.2, tgt, rpl, t.cluster, 0.02, None, 0.01, 0.08, ends=ends)
+    rest = 0.2 - 0.02 - (0.01 - 0.004) - (0.08 - 0.02) - 0.06
+    k = rest / (rep["step_s"] - rep["optimizer_s"] - rep["tp_comm_s"] - rep["ends_compute_s"])
+    tp_mb = (0.08 - 0.02) / 4 * (full["tp_comm_s"] / 16) / (rep["tp_comm_s"] / 4)
+    ends_mb = 0.05 / 0.06 * 0.06 / 4  # tp whole: host, collectives and the rest of the ends carried as measured
+    mb = k * (full["compute_s"] - full["ends_compute_s"]) / 16 + (0.01 - 0.004) / 4 + tp_mb + ends_mb
+    assert c.measured_scale == pytest.approx(k, rel=1e-12) and c.stage_microbatch_s == pytest.approx(mb, rel=1e-12)
+    assert "ends" in c.measured_parts
+    # without the ends apart the replica's embedding rides along in k on every micro-batch: a slower stage
+    assert compose_step(0.2, tgt, rpl, t.cluster, 0.02, None, 0.01, 0.08).stage_microbatch_s > c.stage_microbatch_s
+
+
+def test_repeated_replica_runs_average_the_measured_parts():
+    # the robust pick (benchmarks/scale_down_accuracy.py confirm_best) composes a finalist from its replica run twice:
+    # every CPU-seconds column the composition reads is the mean of the ok runs; identity and status from the first
+    from autotune.run.scaledown import mean_replica_row
+
+    a = dict(status="ok", trial_id="a", step_cpu_time_mean_s=0.2, head_cpu_time_mean_s=0.05, host_cpu_time_s=0.01)
+    b = dict(status="ok", trial_id="b", step_cpu_time_mean_s=0.3, head_cpu_time_mean_s=0.07, host_cpu_time_s=0.03)
+    m = mean_replica_row([a, b])
+    assert m["step_cpu_time_mean_s"] == pytest.approx(0.25) and m["head_cpu_time_mean_s"] == pytest.approx(0.06)
+    assert m["host_cpu_time_s"] == pytest.approx(0.02) and m["trial_id"] == "a"
+    assert mean_replica_row([a, dict(b, status="crash")]) == a  # a failed run does not count
+
+
+def test_a_sweep_prices_in_cpu_seconds_with_the_fits_a_preset_stores(tiny):
+    # autotune netbench stores its CPU-time fits in the preset (ClusterSpec CPU_COMM_FIELDS, netbench_cpu.py
+    # store_cpu_fits); a sweep's composed row on CPU ranks then prices what its replica did not run as the benchmark
+    # does: bare collectives at cpu_comm_*, FSDP2's at fsdp_tp_cpu_* for a tp >= 2 target (fsdp_cpu_* at tp 1).
+    # Values: this host's calibration in docs/scale_down.md (bare 216 us, 4.7 GB/s; FSDP2 tp-sharded 704 us, 0.58 GB/s)
+    from autotune.core.errors import SpecError
+    from autotune.fitting.netbench_cpu import preset_cpu_clusters
+
+    fits = dict(cpu_comm_latency_s=216e-6, cpu_comm_bw_bytes_per_s=4.7e9, fsdp_cpu_latency_s=477e-6)
+    fits.update(fsdp_cpu_bw_bytes_per_s=0.83e9, fsdp_tp_cpu_latency_s=704e-6, fsdp_tp_cpu_bw_bytes_per_s=0.58e9)
+    cl = dataclasses.replace(tiny.cluster, **fits)
+    bare, fsdp = preset_cpu_clusters(cl, 2)
+    assert (bare.intra_node_latency_s, bare.dp_overlap, fsdp.intra_node_latency_s) == (216e-6, 0.0, 704e-6)
+    assert preset_cpu_clusters(cl, 1)[1].intra_node_bw_bytes_per_s == 0.83e9
+    assert preset_cpu_clusters(tiny.cluster, 2) == (None, None)  # a preset without fits prices as before
+    with pytest.raises(SpecError, match="fsdp_cpu_latency_s"):
+        dataclasses.replace(cl, fsdp_cpu_latency_s=-1.0)
+    t = _spec(tiny, 8, dp=4, tp=2, zero_stage=2, grad_accum_steps=4, sequence_parallel=True)
+    t = dataclasses.replace(t, cluster=cl)
+    sd = replica_spec(t, 2)
+    r = sd.replica
+    rrow = dict(status="ok", step_cpu_time_mean_s=1.0, optimizer_cpu_time_mean_s=0.1, host_cpu_time_s=0.08)
+    rrow.update(comm_thread_cpu_time_mean_s=0.3, timed_steps=3, wall_s=10.0, gpu_seconds=20.0)
+    c = compose_step(
+        1.0, (t.plan, t.model, t.train), (r.plan, r.model, r.train), bare, 0.1, None, 0.08, 0.3, fsdp_cluster=fsdp
+    )
+    assert compose_row(sd, rrow)["step_time_mean_s"] == pytest.approx(c.step_s, rel=1e-12)
+    plain = compose_row(replica_spec(dataclasses.replace(t, cluster=tiny.cluster), 2), rrow)["step_time_mean_s"]
+    assert plain != pytest.approx(c.step_s, rel=1e-3)

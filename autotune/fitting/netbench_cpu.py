@@ -1,0 +1,69 @@
+"""CPU-time link fits beyond netbench.py's pooled one (docs/scale_down.md "Fair on a shared CPU"): one collective's
+own fit (the all-to-all of a shrunk expert-parallel group), and the fits a cluster preset stores so that a sweep's
+scale-down rows on CPU ranks price the collectives their replica did not run in CPU seconds, as
+benchmarks/scale_down_accuracy.py does (ClusterSpec CPU_COMM_FIELDS)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from autotune.fitting.netbench import NetbenchResult, cpu_time_cluster, fit_alpha_beta
+
+
+def collective_cpu_cluster(cluster: Any, result: NetbenchResult, collective: str) -> Any:
+    """`cpu_time_cluster` with the links fitted to one collective's CPU seconds per rank alone (the same ring alpha-beta,
+    on the widest group timed: every rank busy), e.g. `all_to_all` for the expert-parallel dispatch / combine a
+    scale-down composition prices when the replica's ep group is shrunk (autotune/predict/compose.py `ep_cluster`);
+    None when netbench timed that collective at fewer than 2 sizes."""
+    timed = [s for s in result.samples if s.collective == collective and s.link_class == "intra" and s.cpu_time_s]
+    widest = [s for s in timed if s.group_size == max((t.group_size for t in timed), default=0)]
+    if len({s.size_bytes for s in widest}) < 2:
+        return None
+    fit = fit_alpha_beta(widest, collective, basis="cpu_time_s")
+    return dataclasses.replace(
+        cpu_time_cluster(cluster, result),
+        intra_node_bw_bytes_per_s=fit.bw_bytes_per_s,
+        intra_node_latency_s=fit.latency_s,
+        inter_node_bw_bytes_per_s=fit.bw_bytes_per_s,
+        inter_node_latency_s=fit.latency_s,
+    )
+
+
+def store_cpu_fits(cluster: Any, result: NetbenchResult) -> Any:
+    """`cluster` with the CPU-time fits of `result` in its CPU_COMM_FIELDS (the bare collectives' intra fit, the
+    FSDP2-issued plain and tp-sharded ones), so that a sweep's scale-down rows price in CPU seconds as the benchmark
+    does (autotune/run/scaledown.py `preset_cpu_clusters`); fits netbench did not make stay as they were."""
+    changes = {}
+    for prefix, fit in (
+        ("cpu_comm", result.cpu_fits.get("intra")),
+        ("fsdp_cpu", result.fsdp_cpu_fits.get("intra")),
+        ("fsdp_tp_cpu", result.fsdp_cpu_fits.get("intra_tp2")),
+    ):
+        if fit is not None and fit.latency_s > 0:
+            changes.update({f"{prefix}_latency_s": fit.latency_s, f"{prefix}_bw_bytes_per_s": fit.bw_bytes_per_s})
+    return dataclasses.replace(cluster, **changes)
+
+
+def preset_cpu_clusters(cluster: Any, tp: int) -> tuple[Any, Any]:
+    """(the cluster pricing bare collectives in CPU seconds, the one pricing FSDP2's at a target of tensor-parallel
+    degree `tp`) from a preset's stored CPU fits (store_cpu_fits); None for each the preset does not store."""
+
+    def links(lat, bw):
+        return dict(
+            intra_node_latency_s=lat,
+            intra_node_bw_bytes_per_s=bw,
+            inter_node_latency_s=lat,
+            inter_node_bw_bytes_per_s=bw,
+        )
+
+    c = cluster
+    if c.cpu_comm_latency_s is None or c.cpu_comm_bw_bytes_per_s is None:
+        return None, None
+    bare = dataclasses.replace(
+        c, comm_efficiency=1.0, dp_overlap=0.0, **links(c.cpu_comm_latency_s, c.cpu_comm_bw_bytes_per_s)
+    )
+    fsdp = (c.fsdp_tp_cpu_latency_s, c.fsdp_tp_cpu_bw_bytes_per_s) if tp >= 2 else (None, None)
+    if fsdp[0] is None:
+        fsdp = (c.fsdp_cpu_latency_s, c.fsdp_cpu_bw_bytes_per_s)
+    return bare, (None if fsdp[0] is None or fsdp[1] is None else dataclasses.replace(bare, **links(*fsdp)))
