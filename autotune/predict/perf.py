@@ -349,8 +349,15 @@ def perf_arrays(
     fsdp, replicate = fsdp_s(arr, model, train, cluster, ranks, stage)
     # the largest stage's dense block-linear weights (psi holds no routed experts; --fp8-param-gather gathers them quantized)
     lin = np.maximum.reduce([ranks[f"layers_{p}"] * ranks["layer_matmul"] for p in POSITIONS])
-    dp_exposed = np.where(z >= 2, fsdp, ddp_s(arr, train, cluster, psi, stage, lin))
+    # the routed experts' gradients on their own (expert-data-parallel) group, hidden with the dense ones behind the
+    # whole stage's backward: its MoE layers' compute included (perf_dp.expert_ddp_s)
     psi_experts = np.maximum.reduce([np.asarray(ranks[f"expert_{p}"], dtype=np.float64) for p in POSITIONS])
+    moe_fwd = stage["moe_layers"] * lt["moe_compute"] / lt["passes"] if model.is_moe else 0.0
+    stage["fwd_window"] = stage["layers"] * stage["fwd_layer"] + moe_fwd
+    stage["bwd_window"] = stage["layers"] * stage["bwd_layer"] + (
+        stage["moe_layers"] * lt["moe_compute"] - moe_fwd if model.is_moe else 0.0
+    )
+    dp_exposed = np.where(z >= 2, fsdp, ddp_s(arr, train, cluster, psi, stage, lin, psi_experts))
     opt = _optimizer_s(arr, train, cluster, psi, psi_experts)
     ep_s = m * stage["ep"]
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
