@@ -223,6 +223,10 @@ def _moe_terms(
     router = moe.moe_memory_bound_s(arr, model, train, cluster, tokens, c) * (3.0 + layer_rc) / 3.0
     n_a2a = moe.A2A_PER_LAYER + 2.0 * np.maximum(full, layer_rc)
     router = router + np.where(act_rc, memory_bound_s(copies * imbalance * 3 * f / etp * c, cluster), 0.0)
+    # the experts' gated activations beyond the dense term's SwiGLU of width ffn_hidden_size (moe.py), as many passes
+    ew = 3.0 + np.where(arr["recompute"] == RECOMPUTE_CODE["selective"], 1.0, full)
+    act = moe.expert_activation_extra_bytes(model, tokens, copies, imbalance, tp, c) * ew
+    router = router + memory_bound_s(act, cluster) * compiled_elementwise_factor(arr["compile"], cluster, model.block)
     a2a = n_a2a * _dispatch_s(arr, model, cluster, copies / k * imbalance, c)
     e_bw, e_lat = _link(cluster, etp)
     etp_s = 2 * (
