@@ -167,7 +167,8 @@ def expert_ddp_s(
         grad = np.where(z1, dp_ring_s(cluster, "reduce_scatter", edp, psi_experts * g, span, stride), grad)
     quantized = param_gather_bytes(arr, train, psi_experts, psi_experts)  # block-linear weights, all of them
     gather = np.where(z1, dp_ring_s(cluster, "all_gather", edp, quantized, span, stride), 0.0)
-    return grad, gather, zero
+    none = psi_experts <= 0  # a dense model issues no expert collective (no latency either)
+    return np.where(none, 0.0, grad), np.where(none, 0.0, gather), zero
 
 
 def tied_embedding_allreduce_s(
