@@ -225,8 +225,9 @@ def _moe_terms(
     router = router + np.where(act_rc, memory_bound_s(copies * imbalance * 3 * f / etp * c, cluster), 0.0)
     # the experts' gated activations beyond the dense term's SwiGLU of width ffn_hidden_size (moe.py), as many passes
     ew = 3.0 + np.where(arr["recompute"] == RECOMPUTE_CODE["selective"], 1.0, full)
-    act = moe.expert_activation_extra_bytes(model, tokens, copies, imbalance, tp, c) * ew
-    router = router + memory_bound_s(act, cluster) * compiled_elementwise_factor(arr["compile"], cluster, model.block)
+    routed_act, dense_act = moe.expert_activation_extra_bytes(model, tokens, copies, imbalance, tp, c)
+    fused = compiled_elementwise_factor(arr["compile"], cluster, model.block)  # the dense term's convention
+    router = router + memory_bound_s(routed_act * ew, cluster) + memory_bound_s(dense_act * ew, cluster) * fused
     a2a = n_a2a * _dispatch_s(arr, model, cluster, copies / k * imbalance, c)
     e_bw, e_lat = _link(cluster, etp)
     etp_s = 2 * (

@@ -37,9 +37,11 @@ def test_gpt_oss_expert_activation_bytes_by_hand():
     65536 x 3 x 2 x 2880 bytes; the dense term already counted 16384 x 3 x 2 x 2880 (a SwiGLU of ffn_hidden_size),
     no shared expert: the difference is 3/4 of the routed bytes."""
     model = load_config(["model=gpt-oss-120b"]).model
-    got = float(moe.expert_activation_extra_bytes(model, 16384, 65536, 1.0, 1, 2))
-    assert got == 65536 * 6 * 2880 - 16384 * 6 * 2880 == pytest.approx(0.75 * 65536 * 6 * 2880)
-    assert float(moe.expert_activation_extra_bytes(model, 16384, 65536, 1.5, 1, 2)) > got  # the busiest rank's load
+    routed, dense = moe.expert_activation_extra_bytes(model, 16384, 65536, 1.0, 1, 2)
+    assert float(routed) == 65536 * 6 * 2880 and float(dense) == -16384 * 6 * 2880
+    assert float(routed + dense) == pytest.approx(0.75 * 65536 * 6 * 2880)
+    busy, _ = moe.expert_activation_extra_bytes(model, 16384, 65536, 1.5, 1, 2)
+    assert float(busy) == 1.5 * float(routed)  # the busiest rank's load
 
 
 @pytest.mark.parametrize("name", ["qwen3-30b-a3b", "deepseek-v3", "kimi-k2", "llama-4-scout"])
@@ -49,7 +51,8 @@ def test_expert_activation_adds_nothing_where_ffn_width_is_k_times_expert_width(
     width."""
     model = load_config([f"model={name}"]).model
     copies = 16384 * model.moe_router_topk
-    assert float(moe.expert_activation_extra_bytes(model, 16384, copies, 1.0, 1, 2)) == pytest.approx(0.0, abs=1e-6)
+    routed, dense = moe.expert_activation_extra_bytes(model, 16384, copies, 1.0, 1, 2)
+    assert float(routed + dense) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_expert_grads_reduce_scatter_over_the_expert_data_parallel_group_by_hand():
