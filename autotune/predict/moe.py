@@ -281,6 +281,30 @@ def expert_cast_bytes(
     return np.where(c >= p, 0.0, np.where(z >= 2, sharded, low))
 
 
+def expert_activation_extra_bytes(
+    model: ModelSpec, tokens: Any, copies: Any, imbalance: Any, tp: Any, act_bytes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """HBM bytes of one forward of an MoE layer's expert activations per micro-batch on one rank, beyond what the
+    dense elementwise term already counts for the layer (perf_terms.elementwise_bytes_per_token prices a SwiGLU of
+    width ffn_hidden_size on every layer: read 2f, write f, tokens x 3cf / tp). The MoE layer's gated activations are
+    the routed copies' (read fc1's 2F, write F per copy; under etp each rank holds F/etp of etp x the copies, the
+    product is the same; x the busiest rank's load `imbalance`) and the shared expert's (tokens x 3cS / tp, TP-split
+    like a dense MLP): copies x 3cF x imbalance + tokens x 3cS / tp - tokens x 3cf / tp. Zero where a preset's
+    ffn_hidden_size is k F + S (Qwen3-MoE, DeepSeek-V3, Kimi-K2, Llama 4 Scout), positive where it is not: GPT-OSS
+    (f = F = 2880, k = 4: the HF config's intermediate_size is the expert width) and Mixtral (f = F, k = 2).
+    Megatron runs the activation as one fused kernel (GPT-OSS's clamped quick-GeGLU with its linear offset included:
+    megatron/core/transformer/moe/experts.py TEGroupedMLP, `weighted_bias_quick_geglu_impl` under
+    bias_activation_fusion, which Megatron-Bridge's GPTOSSBridge sets), hence the 3 accesses.
+    Returned apart, (routed, dense-width delta): the routed copies' kernel is already one fused kernel between two
+    grouped GEMMs, which no compiler fusion shrinks further (as the block's gathers: fused_moe_block_bytes_per_token),
+    while the shared-expert / dense delta is the dense term's own convention (its compile factor applies)."""
+    c = float(act_bytes)
+    tp = np.asarray(tp, dtype=np.float64)
+    routed = np.asarray(copies, dtype=np.float64) * 3.0 * c * model.moe_ffn_hidden_size * np.asarray(imbalance)
+    width = model.moe_shared_expert_ffn_hidden_size - model.ffn_hidden_size
+    return routed, np.asarray(tokens, dtype=np.float64) * 3.0 * c * width / tp
+
+
 def moe_memory_bound_s(
     arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, tokens: Any, c: int
 ) -> np.ndarray:

@@ -223,6 +223,11 @@ def _moe_terms(
     router = moe.moe_memory_bound_s(arr, model, train, cluster, tokens, c) * (3.0 + layer_rc) / 3.0
     n_a2a = moe.A2A_PER_LAYER + 2.0 * np.maximum(full, layer_rc)
     router = router + np.where(act_rc, memory_bound_s(copies * imbalance * 3 * f / etp * c, cluster), 0.0)
+    # the experts' gated activations beyond the dense term's SwiGLU of width ffn_hidden_size (moe.py), as many passes
+    ew = 3.0 + np.where(arr["recompute"] == RECOMPUTE_CODE["selective"], 1.0, full)
+    routed_act, dense_act = moe.expert_activation_extra_bytes(model, tokens, copies, imbalance, tp, c)
+    fused = compiled_elementwise_factor(arr["compile"], cluster, model.block)  # the dense term's convention
+    router = router + memory_bound_s(routed_act * ew, cluster) + memory_bound_s(dense_act * ew, cluster) * fused
     a2a = n_a2a * _dispatch_s(arr, model, cluster, copies / k * imbalance, c)
     e_bw, e_lat = _link(cluster, etp)
     etp_s = 2 * (
@@ -360,8 +365,15 @@ def perf_arrays(
     fsdp, replicate = fsdp_s(arr, model, train, cluster, ranks, stage)
     # the largest stage's dense block-linear weights (psi holds no routed experts; --fp8-param-gather gathers them quantized)
     lin = np.maximum.reduce([ranks[f"layers_{p}"] * ranks["layer_matmul"] for p in POSITIONS])
-    dp_exposed = np.where(z >= 2, fsdp, ddp_s(arr, train, cluster, psi, stage, lin))
+    # the routed experts' gradients on their own (expert-data-parallel) group, hidden with the dense ones behind the
+    # whole stage's backward: its MoE layers' compute included (perf_dp.expert_ddp_s)
     psi_experts = np.maximum.reduce([np.asarray(ranks[f"expert_{p}"], dtype=np.float64) for p in POSITIONS])
+    moe_fwd = stage["moe_layers"] * lt["moe_compute"] / lt["passes"] if model.is_moe else 0.0
+    stage["fwd_window"] = stage["layers"] * stage["fwd_layer"] + moe_fwd
+    stage["bwd_window"] = stage["layers"] * stage["bwd_layer"] + (
+        stage["moe_layers"] * lt["moe_compute"] - moe_fwd if model.is_moe else 0.0
+    )
+    dp_exposed = np.where(z >= 2, fsdp, ddp_s(arr, train, cluster, psi, stage, lin, psi_experts))
     opt = _optimizer_s(arr, train, cluster, psi, psi_experts)
     ep_s = m * stage["ep"]
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt

@@ -14,6 +14,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
+from autotune.predict import moe
 from autotune.predict.collectives import _link, dp_all_reduce_s, dp_ring_s, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.memory import shard_group
@@ -108,11 +109,15 @@ def ddp_s(
     psi: np.ndarray,
     stage: dict[str, np.ndarray],
     quantized: Any = 0.0,
+    psi_experts: Any = 0.0,
 ) -> np.ndarray:
     """DDP / ZeRO-1 on the group dp*cp, as the framework runs it (FrameworkProfile.overlaps): gradients all-reduced
     (bench_model, DDP) or reduce-scattered (Megatron's distributed optimizer, DeepSpeed ZeRO-1) in buckets behind the
     last micro-batch's backward where the framework overlaps them; ZeRO-1 then all-gathers the updated params, behind
-    the next step's first forward under Megatron's --overlap-param-gather, exposed otherwise."""
+    the next step's first forward under Megatron's --overlap-param-gather, exposed otherwise.
+    `psi_experts`, the rank's routed-expert parameters, go the same way on their own group (expert_ddp_s); both
+    share the backward (forward) window they hide behind: `stage` bwd_window / fwd_window when set (perf.py adds the
+    MoE layers' compute), else the dense layers'."""
     dp, tp, cp = arr["dp"], arr["tp"], arr["cp"]
     g = DTYPE_BYTES[train.grad_dtype]
     prof = get_profile(train.framework)
@@ -124,13 +129,46 @@ def ddp_s(
     if ov.zero1_reduce_scatter:
         rs = dp_ring_s(cluster, "reduce_scatter", n, psi * g, tp * cp * dp, tp * cp, count)
         grad = np.where(z1, rs, grad)
-    gather = hidden_s(
-        dp_ring_s(cluster, "all_gather", n, param_gather_bytes(arr, train, psi, quantized), tp * cp * dp, tp * cp),
-        stage["layers"] * stage["fwd_layer"],
-        ov.param_gather,
-        cluster,
-    )
-    return hidden_s(grad, stage["layers"] * stage["bwd_layer"], ov.grad_reduce, cluster) + np.where(z1, gather, 0.0)
+    gather = dp_ring_s(cluster, "all_gather", n, param_gather_bytes(arr, train, psi, quantized), tp * cp * dp, tp * cp)
+    e_grad, e_gather, e_exposed = expert_ddp_s(arr, train, cluster, psi_experts, stage)
+    fwd_window = stage.get("fwd_window", stage["layers"] * stage["fwd_layer"])
+    bwd_window = stage.get("bwd_window", stage["layers"] * stage["bwd_layer"])
+    gather = hidden_s(gather + e_gather, fwd_window, ov.param_gather, cluster)
+    return hidden_s(grad + e_grad, bwd_window, ov.grad_reduce, cluster) + np.where(z1, gather, 0.0) + e_exposed
+
+
+def expert_ddp_s(
+    arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi_experts: Any, stage: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(gradient reduction, parameter gather, exposed) seconds per step of the routed experts' gradients at ZeRO 0/1.
+    An expert's replicas are the edp = W/(pp*ep*etp) ranks holding it (moe.expert_shard_group), ep*etp apart in the
+    folded MoE mesh (etp innermost, then ep, then edp: Megatron-Core parallel_state `expert_data_parallel_group`),
+    so with ep*etp >= a node the group crosses the network; with edp = 1 (ep*etp*pp = W) there is nothing to reduce.
+    Megatron's DDP puts the expert parameters in their own buffers and bucket groups reduced over that group
+    (megatron/core/distributed/distributed_data_parallel.py: `expert_parallel_buffers, expert_parallel_bucket_groups =
+    _allocate_buffers_for_parameters(expert_parallel_params, get_expert_data_parallel_group(), ...)`), overlapped like
+    the dense buckets (returned as grad / gather for ddp_s to hide with them); the distributed optimizer
+    reduce-scatters them and all-gathers the updated shards over the same group. bench_model at ZeRO 0/1 all-reduces
+    each expert tensor over edp after the last backward (bench_model/parallel/expert_parallel.py
+    `finalize_expert_grads`, 3 tensors per MoE layer: FrameworkProfile.expert_grads_overlapped False): exposed."""
+    edp = moe.expert_shard_group(arr["dp"] * arr["tp"] * arr["pp"] * arr["cp"], arr["pp"], arr["ep"], arr["etp"])
+    span, stride = arr["dp"] * arr["tp"] * arr["cp"], arr["ep"] * arr["etp"]
+    psi_experts = np.asarray(psi_experts, dtype=np.float64)
+    g = DTYPE_BYTES[train.grad_dtype]
+    prof = get_profile(train.framework)
+    z1 = arr["zero_stage"] == 1
+    zero = np.zeros(np.shape(edp))
+    if not prof.expert_grads_overlapped():
+        count = np.maximum(3.0 * stage["moe_layers"], 1.0)
+        exposed = count * dp_all_reduce_s(cluster, edp, psi_experts * g / count, span, stride)
+        return zero, zero, np.where(psi_experts > 0, exposed, 0.0)
+    grad = dp_all_reduce_s(cluster, edp, psi_experts * g, span, stride)
+    if prof.overlaps().zero1_reduce_scatter:
+        grad = np.where(z1, dp_ring_s(cluster, "reduce_scatter", edp, psi_experts * g, span, stride), grad)
+    quantized = param_gather_bytes(arr, train, psi_experts, psi_experts)  # block-linear weights, all of them
+    gather = np.where(z1, dp_ring_s(cluster, "all_gather", edp, quantized, span, stride), 0.0)
+    none = psi_experts <= 0  # a dense model issues no expert collective (no latency either)
+    return np.where(none, 0.0, grad), np.where(none, 0.0, gather), zero
 
 
 def tied_embedding_allreduce_s(

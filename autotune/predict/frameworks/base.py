@@ -75,6 +75,12 @@ class FrameworkProfile(ABC):
     def overlaps(self) -> Overlaps:
         """The data-parallel overlaps this framework performs, each cited to its source."""
 
+    def expert_grads_overlapped(self) -> bool:
+        """Whether the routed experts' gradients (ZeRO 0/1) are reduced over their expert-data-parallel group in
+        buckets behind the backward like the dense ones (perf_dp.expert_ddp_s). Default: as the dense gradients
+        (Megatron's DDP: separate expert bucket groups, same overlap)."""
+        return self.overlaps().grad_reduce
+
     def grad_reduce_collectives(self, layers: Any) -> np.ndarray:
         """How many gradient all-reduces DDP / ZeRO-1 issues per step on a rank holding `layers` transformer blocks
         (perf_dp.ddp_s pays the latency term once per collective; the bytes are the same). Default: one bucketed

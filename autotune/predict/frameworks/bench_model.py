@@ -201,6 +201,12 @@ class BenchModelProfile(FrameworkProfile):
         flat collective before the next step (not overlapped)."""
         return Overlaps(grad_reduce=True, param_gather=False, fsdp_prefetch=True, zero1_reduce_scatter=False)
 
+    def expert_grads_overlapped(self) -> bool:
+        """ZeRO 0/1 leaves the routed experts out of FSDP (ignored_params) and all-reduces each expert tensor over the
+        edp group once per step after the last backward (bench_model/parallel/expert_parallel.py
+        `finalize_expert_grads`): nothing to hide behind."""
+        return False
+
     def grad_reduce_collectives(self, layers: Any) -> np.ndarray:
         """bench_model/parallel/data_parallel.py wraps every transformer block and the root unit (embedding, final
         norm, head) in its own FSDP2 unit at every ZeRO stage; at stages 0-1 (HSDP, shard 1) each unit all-reduces its
