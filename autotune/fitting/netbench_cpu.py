@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any
 
 from autotune.fitting.netbench import NetbenchResult, cpu_time_cluster, fit_alpha_beta
+from autotune.predict.compose import preset_cpu_clusters  # noqa: F401  (re-exported: it reads what store_cpu_fits writes)
 
 
 def collective_cpu_cluster(cluster: Any, result: NetbenchResult, collective: str) -> Any:
@@ -43,27 +44,3 @@ def store_cpu_fits(cluster: Any, result: NetbenchResult) -> Any:
         if fit is not None and fit.latency_s > 0:
             changes.update({f"{prefix}_latency_s": fit.latency_s, f"{prefix}_bw_bytes_per_s": fit.bw_bytes_per_s})
     return dataclasses.replace(cluster, **changes)
-
-
-def preset_cpu_clusters(cluster: Any, tp: int) -> tuple[Any, Any]:
-    """(the cluster pricing bare collectives in CPU seconds, the one pricing FSDP2's at a target of tensor-parallel
-    degree `tp`) from a preset's stored CPU fits (store_cpu_fits); None for each the preset does not store."""
-
-    def links(lat, bw):
-        return dict(
-            intra_node_latency_s=lat,
-            intra_node_bw_bytes_per_s=bw,
-            inter_node_latency_s=lat,
-            inter_node_bw_bytes_per_s=bw,
-        )
-
-    c = cluster
-    if c.cpu_comm_latency_s is None or c.cpu_comm_bw_bytes_per_s is None:
-        return None, None
-    bare = dataclasses.replace(
-        c, comm_efficiency=1.0, dp_overlap=0.0, **links(c.cpu_comm_latency_s, c.cpu_comm_bw_bytes_per_s)
-    )
-    fsdp = (c.fsdp_tp_cpu_latency_s, c.fsdp_tp_cpu_bw_bytes_per_s) if tp >= 2 else (None, None)
-    if fsdp[0] is None:
-        fsdp = (c.fsdp_cpu_latency_s, c.fsdp_cpu_bw_bytes_per_s)
-    return bare, (None if fsdp[0] is None or fsdp[1] is None else dataclasses.replace(bare, **links(*fsdp)))

@@ -51,7 +51,9 @@ the first stage or the head on the last one, a shrunk group's per-rank share). W
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import arrays_from_plans
@@ -233,3 +235,27 @@ def _dp_seconds(
         return t_d * full["dp_comm_s"] / rep["dp_comm_s"], True
     whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage)
     return (k * full["dp_comm_s"] if whole else full["dp_comm_s"]), whole
+
+
+def preset_cpu_clusters(cluster: Any, tp: int) -> tuple[Any, Any]:
+    """(the cluster pricing bare collectives in CPU seconds, the one pricing FSDP2's at a target of tensor-parallel
+    degree `tp`) from a preset's stored CPU fits (store_cpu_fits); None for each the preset does not store."""
+
+    def links(lat, bw):
+        return dict(
+            intra_node_latency_s=lat,
+            intra_node_bw_bytes_per_s=bw,
+            inter_node_latency_s=lat,
+            inter_node_bw_bytes_per_s=bw,
+        )
+
+    c = cluster
+    if c.cpu_comm_latency_s is None or c.cpu_comm_bw_bytes_per_s is None:
+        return None, None
+    bare = dataclasses.replace(
+        c, comm_efficiency=1.0, dp_overlap=0.0, **links(c.cpu_comm_latency_s, c.cpu_comm_bw_bytes_per_s)
+    )
+    fsdp = (c.fsdp_tp_cpu_latency_s, c.fsdp_tp_cpu_bw_bytes_per_s) if tp >= 2 else (None, None)
+    if fsdp[0] is None:
+        fsdp = (c.fsdp_cpu_latency_s, c.fsdp_cpu_bw_bytes_per_s)
+    return bare, (None if fsdp[0] is None or fsdp[1] is None else dataclasses.replace(bare, **links(*fsdp)))

@@ -164,7 +164,7 @@ def measured_ends(replica_row: dict[str, Any], device_type: str):
 def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     """The target's row from its replica's: the target's identity and layout, the composed speed (when the replica
     ran), the replica's cost and outcome, and the scale-down columns (autotune/results/schema.py SCALE_DOWN_FIELDS)."""
-    from autotune.predict.compose import compose_step
+    from autotune.predict.compose import compose_step, preset_cpu_clusters
 
     t, r = sd.target, sd.replica
     row = row_from_spec(t)
@@ -206,8 +206,6 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     ends = measured_ends(replica_row, t.cluster.device_type)
     cluster, fsdp = t.cluster, None
     if t.cluster.device_type == "cpu":  # the replica's step is CPU seconds: price in CPU seconds when the preset can
-        from autotune.fitting.netbench_cpu import preset_cpu_clusters
-
         cpu, fsdp = preset_cpu_clusters(t.cluster, t.plan.tp)
         cluster = cpu or cluster
     args = (measured, (t.plan, t.model, t.train), (rp, r.model, r.train), cluster, t_opt, t_dp, host, tp_comm)
