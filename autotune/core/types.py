@@ -15,11 +15,15 @@ from typing import Any, Literal
 
 from autotune.core.cluster import ClusterSpec as ClusterSpec  # re-exported: defined in autotune/core/cluster.py
 from autotune.core.dims import Dim, dim_field
-from autotune.core.errors import positive_int, require
+from autotune.core.errors import require
 from autotune.core.model import ModelSpec
-
-# train.cuda_graphs values (autotune/predict/host.py prices them)
-CUDA_GRAPHS = ("none", "moe", "attn_moe", "full")
+from autotune.core.train import (  # noqa: F401  (re-exported: defined in autotune/core/train.py)
+    CUDA_GRAPHS,
+    DTYPE_BYTES,
+    FRAMEWORKS,
+    MOE_ROUTINGS,
+    TrainSpec,
+)
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
@@ -50,133 +54,6 @@ MOE_RECOMPUTE_MODES: tuple[str, ...] = ("none", "moe_act", "moe")
 # the input of the experts' fc1 ("expert_fc1": the permuted tokens), of their activation function ("moe_act": fc1's
 # output), or both, copied to the host after the forward and back before the backward; the names are Megatron's
 MOE_OFFLOAD_MODES: tuple[str, ...] = ("none", "expert_fc1", "moe_act", "expert_fc1+moe_act")
-DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-# train.framework: the trainers whose memory accounting and limits autotune models, one profile each
-# (autotune/predict/frameworks/, which checks that its PROFILES are exactly these names)
-MOE_ROUTINGS: tuple[str, ...] = ("learned", "balanced")
-FRAMEWORKS: tuple[str, ...] = ("bench_model", "torchtitan", "megatron", "nanotron", "deepspeed")
-
-
-@dataclass(frozen=True)
-class TrainSpec:
-    """Training shape and numerics. `precision` picks defaults for the dtypes below; each dtype can be overridden to
-    describe other frameworks' accounting (e.g. the ZeRO paper: bf16 params and grads, fp32 master, fp32 Adam)."""
-
-    seq_len: int
-    global_batch_size: int  # sequences per optimizer step
-    precision: Literal["bf16", "fp32"] = "bf16"
-    param_dtype: str = "fp32"  # dtype of the parameters the trainer stores (sharded by ZeRO-3)
-    compute_dtype: str = "bf16"  # dtype of the gathered copy used in matmuls (and of activations)
-    grad_dtype: str = "fp32"
-    master_dtype: str | None = (
-        None  # a separate fp32 master copy (Megatron/DeepSpeed style); None = params are the master
-    )
-    optimizer: Literal["adamw", "sgd"] = "adamw"
-    optimizer_dtype: str = "fp32"
-    seed: int = 1234
-    lr: float = 3e-4
-    framework: str = "bench_model"  # whose memory accounting and limits apply (autotune/predict/frameworks/)
-    # MoE token routing: "learned" = the router's own top-k; "balanced" = every expert gets the same number of token
-    # copies regardless of the scores (NVIDIA's published MoE benchmarks: "force-balanced, no token drop"), so a
-    # benchmark does not depend on an untrained router
-    moe_routing: str = "learned"
-    # Megatron's --hidden-dropout (the embedding's and the two bias-dropout-adds' probability; TransformerConfig default
-    # 0.1, megatron/core/transformer/transformer_config.py): with p > 0 each keeps a 1-byte mask per element, with p = 0
-    # torch's dropout returns its input and keeps none (aten/src/ATen/native/Dropout.cpp `_dropout_impl`). Read by
-    # the megatron profile only (bench_model and the other profiles run no dropout).
-    hidden_dropout: float = 0.1
-    # causal attention kernel the job runs (perf_terms.attention_s): "fa2" (FlashAttention-2 class) or "fa3"
-    # (FlashAttention-3 / cuDNN); None = the framework's (FrameworkProfile.attention_kernel)
-    attention_kernel: str | None = None
-    # how the block linears' FP8 operands are cast (perf.py): "te" (Transformer Engine modules: fused cast-transposes,
-    # perf_terms.te_fp8_cast_bytes) or "torchao" (per-linear casts, perf_terms.fp8_cast_bytes); None = the framework's
-    # (FrameworkProfile.fp8_casts). llm-foundry's amp_fp8 rows are TE (composer/core/precision.py: te.fp8_autocast).
-    fp8_casts: str | None = None
-    # Megatron's --fp8-param-gather (DistributedDataParallelConfig.fp8_param_gather: "keep the compute param in fp8 ...
-    # and perform the param all-gather in fp8"), which NVIDIA's FP8 recipes set (Megatron-Bridge training/
-    # mixed_precision.py: the delayed, current-scaling and MXFP8 recipes; not NVFP4's): the block linears' weights
-    # are stored as Transformer Engine quantized tensors instead of bf16 (FrameworkProfile.stored_weight_bytes) and
-    # gathered as such (gather_weight_bytes), where the layout runs an FP8 recipe (plan.fp8 tensorwise / mxfp8).
-    # Read by the megatron profile only.
-    fp8_param_gather: bool = False
-    # CUDA graphs the job captures (autotune/predict/host.py CUDA_GRAPHS; Megatron-Core --cuda-graph-impl and its
-    # scopes): "none"; "moe" = transformer_engine graphs of the scopes moe_router + moe_preprocess; "attn_moe" = attn
-    # as well; "full" = full_iteration. A captured scope costs the host one launch instead of its ops. Megatron only.
-    cuda_graphs: str = "none"
-    # Megatron's loss kernel (--cross-entropy-loss-fusion, --cross-entropy-fusion-impl; megatron/core/
-    # model_parallel_config.py): "none" (vocab_parallel_cross_entropy) and "native" (fused_vocab_parallel_cross_entropy)
-    # keep fp32 softmax probabilities for backward, "te" (Transformer Engine's parallel_cross_entropy) writes the
-    # gradient into the bf16 logits in place and keeps only them. Read by the megatron profile only (its `logits`).
-    cross_entropy_fusion: str = "none"
-
-    def __post_init__(self) -> None:
-        positive_int("train.seq_len", self.seq_len)
-        require(
-            self.cuda_graphs in CUDA_GRAPHS,
-            f"train.cuda_graphs={self.cuda_graphs!r} must be one of {', '.join(CUDA_GRAPHS)}",
-        )
-        require(
-            self.cuda_graphs == "none" or self.framework == "megatron",
-            f"train.cuda_graphs={self.cuda_graphs} with train.framework={self.framework}: only Megatron-Core "
-            "captures CUDA graphs (--cuda-graph-impl); this framework runs eager",
-        )
-        require(
-            self.cross_entropy_fusion in ("none", "native", "te")
-            and (self.cross_entropy_fusion == "none" or self.framework == "megatron"),
-            f"train.cross_entropy_fusion={self.cross_entropy_fusion!r} must be none, native or te (native / te: "
-            f"Megatron-Core's fused losses, train.framework=megatron; framework={self.framework})",
-        )
-        require(
-            isinstance(self.fp8_param_gather, bool),
-            f"train.fp8_param_gather={self.fp8_param_gather!r} must be true or false",
-        )
-        require(
-            not self.fp8_param_gather or self.framework == "megatron",
-            f"train.fp8_param_gather=True with train.framework={self.framework}: Megatron-Core's --fp8-param-gather "
-            "needs train.framework=megatron",
-        )
-        require(
-            isinstance(self.hidden_dropout, (int, float)) and 0.0 <= float(self.hidden_dropout) < 1.0,
-            f"train.hidden_dropout={self.hidden_dropout!r} must be a probability in [0, 1)",
-        )
-        require(
-            self.attention_kernel in (None, "fa2", "fa3"),
-            f"train.attention_kernel={self.attention_kernel!r} must be one of fa2, fa3 (or null: the framework's)",
-        )
-        require(
-            self.fp8_casts in (None, "te", "torchao"),
-            f"train.fp8_casts={self.fp8_casts!r} must be one of te, torchao (or null: the framework's)",
-        )
-        positive_int("train.global_batch_size", self.global_batch_size)
-        require(
-            self.precision in ("bf16", "fp32"),
-            f"train.precision={self.precision!r} must be one of bf16, fp32 (FP8 linears: plan.fp8=tensorwise|rowwise)",
-        )
-        for f in ("param_dtype", "compute_dtype", "grad_dtype", "optimizer_dtype"):
-            require(
-                getattr(self, f) in DTYPE_BYTES,
-                f"train.{f}={getattr(self, f)!r} must be one of {', '.join(DTYPE_BYTES)}",
-            )
-        require(
-            self.master_dtype is None or self.master_dtype in DTYPE_BYTES,
-            f"train.master_dtype={self.master_dtype!r} must be null or one of {', '.join(DTYPE_BYTES)}",
-        )
-        require(
-            self.moe_routing in MOE_ROUTINGS,
-            f"train.moe_routing={self.moe_routing!r} must be one of {', '.join(MOE_ROUTINGS)}",
-        )
-        require(
-            self.framework in FRAMEWORKS,
-            f"train.framework={self.framework!r} must be one of {', '.join(FRAMEWORKS)}",
-        )
-
-    @property
-    def global_batch_tokens(self) -> int:
-        return self.global_batch_size * self.seq_len
-
-    @property
-    def optimizer_states(self) -> int:
-        return 2 if self.optimizer == "adamw" else 0  # Adam: exp_avg, exp_avg_sq (Kingma & Ba 2015)
 
 
 _DERIVED_GAS = "global_batch_size / (dp * micro_batch_size)"
