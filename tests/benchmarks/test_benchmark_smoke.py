@@ -152,6 +152,13 @@ def check_residual_groups(out: dict) -> None:
     assert all(w["attention_s"] <= w["compute_s"] for w in out["worst"])
 
 
+def check_coefficient_pull(out: dict) -> None:
+    # the 9 h200_bench rows are single-GPU (dp 1): dp_overlap moves none of them, so nothing pulls it
+    assert out["rows"] == 9 and out["coefficient"] == "dp_overlap" and out["total_pull"] == 0.0
+    assert sum(g["n"] for g in out["groups"]["source"].values()) == 9 and len(out["top"]) == 3
+    assert all(t["sensitivity"] == 0.0 for t in out["top"])
+
+
 def check_planner_speed(out: dict) -> None:
     assert (out["model"], out["num_gpus"]) == ("llama-3.1-8b", 64)
     assert 0 < out["fitting"] <= out["candidates"] and positive(out["seconds"], out["config_load_seconds"])
@@ -353,6 +360,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "memory_vs_torchtitan.py": (["--layouts", "fsdp8_none", "--small"], check_memory_vs_torchtitan),
     "model_accuracy.py": (["--quick"], check_model_accuracy),
     "residual_groups.py": (["--sources", "h200_bench", "--worst", "3"], check_residual_groups),
+    "coefficient_pull.py": (["--sources", "h200_bench", "--top", "3"], check_coefficient_pull),
     "planner_speed.py": (["--gpus", "64", "--model", "llama-3.1-8b", "--repeat", "1"], check_planner_speed),
     "recompute_cost.py": (
         [*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1", "--no-compile"],
