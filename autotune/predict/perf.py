@@ -97,7 +97,7 @@ from autotune.predict.perf_terms import (
     tp_overlap_layer_s,
 )
 from autotune.predict.schedule import bubble_microbatches
-from autotune.predict.te_fp8 import te_cast_layouts, te_tp_gather_bytes
+from autotune.predict.te_fp8 import te_cast_layouts, te_expert_cast_extra_bytes, te_tp_gather_bytes
 
 GEMM_M0 = 256.0  # tokens per GEMM at which efficiency is halved by this term
 GEMM_N0 = 128.0  # GEMM width (h/tp) at which efficiency is halved by this term
@@ -228,6 +228,12 @@ def _moe_terms(
     routed_act, dense_act = moe.expert_activation_extra_bytes(model, tokens, copies, imbalance, tp, c)
     fused = compiled_elementwise_factor(arr["compile"], cluster, model.block)  # the dense term's convention
     router = router + memory_bound_s(routed_act * ew, cluster) + memory_bound_s(dense_act * ew, cluster) * fused
+    if (train.fp8_casts or get_profile(train.framework).fp8_casts()) == "te":  # GroupedLinear's casts (te_fp8.py)
+        casts = te_expert_cast_extra_bytes(
+            model, c, tokens, copies * imbalance, arr["fp8"], te_cast_layouts(arr["fp8"], cluster),
+            arr["grad_accum_steps"], tp, ep, etp, sp,
+        )  # fmt: skip
+        router = router + memory_bound_s(casts, cluster)  # full recompute's re-cast of the inputs not counted
     a2a = n_a2a * _dispatch_s(arr, model, cluster, copies / k * imbalance, c)
     e_bw, e_lat = _link(cluster, etp)
     etp_s = 2 * (

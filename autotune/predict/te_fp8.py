@@ -53,3 +53,45 @@ def te_tp_gather_bytes(recipe_codes: Any, c: int, sequence_parallel: Any) -> np.
     codes = np.asarray(recipe_codes)
     quantized = (codes != 0) & np.asarray(sequence_parallel, dtype=bool)
     return np.where(quantized, lowp_bytes(codes), float(c))
+
+
+# The routed experts under a TE recipe (Megatron-Core TEGroupedMLP -> TE GroupedLinear, NVIDIA/TransformerEngine
+# transformer_engine/pytorch/module/grouped_linear.py `_GroupedLinear`): the forward quantizes the permuted input of
+# every expert split, `tex.split_quantize(inp_view, m_splits, input_quantizers)`, the backward the permuted
+# grad_output, `tex.split_quantize(grad_output_view, ctx.m_splits, ctx.grad_output_quantizers)`: every routed copy's
+# fc1 input (h) and fc2 grad_output (h) is cast, k per token, and fc2's input (F) and fc1's grad_output (2F) per copy;
+# the dense count (te_fp8_cast_bytes) casts one token's fc1 input and fc2 grad_output at width ffn_hidden_size. The
+# expert weights are cast once per step (`update_workspace = is_first_microbatch is None or is_first_microbatch`),
+# all E/ep experts of the rank, not the dense count's 3hf/tp.
+def te_expert_cast_extra_bytes(
+    model: Any,
+    c: int,
+    tokens: Any,
+    copies: Any,
+    recipe: Any,
+    layouts: Any,
+    micro_batches: Any,
+    tp: Any,
+    ep: Any,
+    etp: Any,
+    sp: Any,
+) -> np.ndarray:
+    """HBM bytes of one MoE layer's casts per micro-batch beyond te_fp8_cast_bytes' dense MLP count (above): the
+    busiest rank's `copies` routed copies (fc1 input h, fc2 input F/etp, fc1 grad_output 2F/etp, fc2 grad_output h)
+    and the shared expert's tokens (its own fc1 input, 3S/tp, h) where it has one, minus the dense MLP's (fc1 input
+    h/tp under sequence parallelism, else h; 3f/tp; h); weights: the rank's E/(ep etp) experts' 3hF plus the shared
+    3hS/tp minus the dense 3hf/tp, once per step (/ micro_batches). Each element read at c, written `layouts` times at
+    the recipe's bytes; 0 where no recipe runs. Zero-sum for a dense-equivalent split: Qwen3-30B-A3B (f = kF) at tp 1
+    keeps only the (k - 1) extra copies of h twice."""
+    codes = np.asarray(recipe)
+    h, f, big_f = model.hidden_size, model.ffn_hidden_size, model.moe_ffn_hidden_size
+    s_w = model.moe_shared_expert_ffn_hidden_size
+    tp, etp = np.asarray(tp, dtype=np.float64), np.asarray(etp, dtype=np.float64)
+    cast = c + np.asarray(layouts, dtype=np.float64) * lowp_bytes(codes)
+    tokens = np.asarray(tokens, dtype=np.float64)
+    shared = 1.0 if s_w > 0 else 0.0
+    dense_in = h / np.where(np.asarray(sp, dtype=bool), tp, 1.0)
+    routed = np.asarray(copies, dtype=np.float64) * (2.0 * h + 3.0 * big_f / etp)
+    acts = routed + tokens * (shared * (dense_in + 3.0 * s_w / tp + h) - (dense_in + 3.0 * f / tp + h))
+    weights = 3.0 * h * (big_f * model.num_experts / (np.asarray(ep) * etp) + (s_w - f) / tp)
+    return np.where(codes == 0, 0.0, (acts + weights / np.asarray(micro_batches, dtype=np.float64)) * cast)
