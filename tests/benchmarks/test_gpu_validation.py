@@ -86,7 +86,8 @@ def test_scale_down_mode_composes_8_ranks_from_1(tmp_path):
     out = json.loads(p.stdout)
     assert out["status"] == "ok" and out["target"]["num_gpus"] == 8 and out["target"]["dp"] == 8
     assert out["replica"] == {"num_gpus": 1, "dp": 1, "num_layers": 8, "grad_accum_steps": 2}
-    # a CPU rank also measures its host dispatch apart (bench_model/host_cost.py; null on CUDA ranks)
-    assert out["modelled_parts"] == "dp" and out["measured_parts"] == "compute,optimizer,host"
+    # a CPU rank also measures its host dispatch apart (bench_model/host_cost.py) and its embedding / head + loss
+    # (bench_model/ends_timing.py); both null on CUDA ranks
+    assert out["modelled_parts"] == "dp" and out["measured_parts"] == "compute,optimizer,host,ends"
     assert out["step_time_mean_s"] > out["replica_step_time_s"] > 0 and 0 < out["mfu"] < 1
     assert "published_tok_s_gpu" not in out  # compared with the published row only on CUDA
