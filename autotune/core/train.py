@@ -46,8 +46,9 @@ class TrainSpec:
     # torch's dropout returns its input and keeps none (aten/src/ATen/native/Dropout.cpp `_dropout_impl`). Read by
     # the megatron profile only (bench_model and the other profiles run no dropout).
     hidden_dropout: float = 0.1
-    # causal attention kernel the job runs (perf_terms.attention_s): "fa2" (FlashAttention-2 class) or "fa3"
-    # (FlashAttention-3 / cuDNN); None = the framework's (FrameworkProfile.attention_kernel)
+    # causal attention kernel the job runs (perf_terms.attention_s): "fa2" (FlashAttention-2 class), "fa3"
+    # (FlashAttention-3 / cuDNN) or "triton" (FlashAttention in Triton, llm-foundry's attn_impl=triton); None = the
+    # framework's (FrameworkProfile.attention_kernel)
     attention_kernel: str | None = None
     # how the block linears' FP8 operands are cast (perf.py): "te" (Transformer Engine modules: fused cast-transposes,
     # perf_terms.te_fp8_cast_bytes) or "torchao" (per-linear casts, perf_terms.fp8_cast_bytes); None = the framework's
@@ -101,8 +102,9 @@ class TrainSpec:
             f"train.hidden_dropout={self.hidden_dropout!r} must be a probability in [0, 1)",
         )
         require(
-            self.attention_kernel in (None, "fa2", "fa3"),
-            f"train.attention_kernel={self.attention_kernel!r} must be one of fa2, fa3 (or null: the framework's)",
+            self.attention_kernel in (None, "fa2", "fa3", "triton"),
+            f"train.attention_kernel={self.attention_kernel!r} must be one of fa2, fa3, triton (or null: the "
+            "framework's)",
         )
         require(
             self.fp8_casts in (None, "te", "torchao"),

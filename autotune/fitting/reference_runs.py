@@ -87,6 +87,20 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+# llm-foundry's attention kernel per benchmark table: every table but the large-scale one ran submit_benchmarks.py's
+# default `--attn_impl triton` (scripts/train/benchmarking/submit_benchmarks.py @ b2a43a147, the commit that published
+# the H100 / A100 tables; sweep.sh there passes no --attn_impl, and the pretrain yamls at v0.3.0, e.g.
+# scripts/train/yamls/pretrain/mpt-1b.yaml, set attn_impl: triton themselves; the default became 'flash' only at 7f0fdae66, March
+# 2024). The "H100 80GB BF16 (Large Scale, >= 128 GPUs)" table (5e85bd62d) ran sweep.py there, which sets it per model:
+# flash (flash-attn 2.4.2, the gpu-flash2 extra) for 1b / 3b / 7b / 70b, triton for 13b / 30b.
+MPT_LARGE_SCALE_FLASH = ("MPT-1b", "MPT-3b", "MPT-7b", "MPT-70b")
+
+
+def mpt_attention_kernel(table: str, model: str) -> str:
+    """The attention kernel (TrainSpec.attention_kernel) one llm-foundry benchmark row ran (see MPT_LARGE_SCALE_FLASH)."""
+    return "fa2" if "Large Scale" in table and model in MPT_LARGE_SCALE_FLASH else "triton"
+
+
 def llmfoundry_layout(r: Any, fp8: str = "none") -> tuple[ModelSpec, TrainSpec, ParallelPlan]:
     """One llm-foundry benchmark row as (model, train, plan): FSDP over all GPUs (FULL_SHARD = ZeRO-3, else 2), its
     micro-batch and accumulation, full recompute when activation_checkpointing, bf16 grads only under PURE."""
@@ -104,7 +118,7 @@ def llmfoundry_layout(r: Any, fp8: str = "none") -> tuple[ModelSpec, TrainSpec, 
         seq_len=int(r.seq_len),
         global_batch_size=n * mbs * gas,
         grad_dtype="bf16" if r.mp_mode == "PURE" else "fp32",
-        attention_kernel="fa2",  # MPT's attn_impl flash / triton: FlashAttention-2 class kernels (perf_terms.attention_s)
+        attention_kernel=mpt_attention_kernel(str(r.table), str(r.model)),  # attn_impl triton or flash (above)
         # amp_fp8 is Transformer Engine's fp8_autocast with DelayedScaling (mosaicml/composer composer/core/precision.py
         # @ 02c872e, Precision.AMP_FP8): TE's fused cast-transposes, not torchao's per-linear casts
         fp8_casts="te" if fp8 != "none" else None,

@@ -214,6 +214,17 @@ ATTN_SEQ_HALF_FA2 = 105.0
 # fwd+bwd = 3.5x fwd count of flash-attention's benchmarks/benchmark_flash_attention.py). The published TFLOP/s that
 # bound attention_efficiency count it so; a full-recompute forward adds 1 more.
 ATTN_BWD_FWD_RATIO = 2.5
+# FlashAttention in Triton (flash_attn_triton.py: the kernel llm-foundry's attn_impl=triton runs, its
+# llmfoundry/models/layers/flash_attn_triton.py @ v0.3.0 copied from HazyResearch/flash-attention @ eff9fe6; the MPT
+# benchmark tables ran it, scripts/train/benchmarking/submit_benchmarks.py @ b2a43a147 `--attn_impl` default 'triton').
+# FlashAttention-2 is 1.3-1.5x faster than it in the forward pass and ~2x in the backward (Dao 2023 "FlashAttention-2"
+# Sec 4.1, A100, Figs. 4-6; 1.4 taken), while FA2 itself reaches 73% of peak forward and 63% backward (Sec 1). Time
+# against FA2 for f forward passes and the backward's 2.5 forward-equivalents (triton_attention_factor):
+# (1.4 f / 0.73 + 2 * 2.5 / 0.63) / (f / 0.73 + 2.5 / 0.63) = 1.85 at f = 1, 1.76 with full recompute (f = 2).
+TRITON_FWD_SLOWDOWN = 1.4
+TRITON_BWD_SLOWDOWN = 2.0
+FA2_FWD_PEAK_FRACTION = 0.73
+FA2_BWD_PEAK_FRACTION = 0.63
 
 
 def attention_shape_factor(seq_len: Any, half: float = ATTN_SEQ_HALF) -> np.ndarray:
@@ -227,6 +238,14 @@ def attention_passes(passes: Any) -> np.ndarray:
     """Forward-equivalents of attention for a layer run `passes` times (3 = fwd + bwd, 4 with full recompute): the
     backward is ATTN_BWD_FWD_RATIO forwards, not 2, so 3.5 (4.5)."""
     return np.asarray(passes, dtype=np.float64) + (ATTN_BWD_FWD_RATIO - 2.0)
+
+
+def triton_attention_factor(passes: Any) -> np.ndarray:
+    """Time of the Triton FlashAttention kernel over FlashAttention-2's for a layer run `passes` times (see
+    TRITON_FWD_SLOWDOWN): the forward passes and the backward weighted by FA2's own forward / backward rates."""
+    fwd = (attention_passes(passes) - ATTN_BWD_FWD_RATIO) / FA2_FWD_PEAK_FRACTION
+    bwd = ATTN_BWD_FWD_RATIO / FA2_BWD_PEAK_FRACTION
+    return (TRITON_FWD_SLOWDOWN * fwd + TRITON_BWD_SLOWDOWN * bwd) / (fwd + bwd)
 
 
 def attention_s(
@@ -246,15 +265,18 @@ def attention_s(
     times the CUDA kernel's sequence-length factor (attention_shape_factor) at `chunk` keys per call (seq_len;
     seq_len/cp under ring attention, each step a chunk against a chunk). `kernel` (FrameworkProfile.attention_kernel):
     "fa3" (FlashAttention-3 / cuDNN, the family's best) or "fa2", which runs at cluster.fa2_attention_ratio of it
-    with its own sequence curve where the preset states a ratio (Hopper)."""
+    with its own sequence curve where the preset states a ratio (Hopper), or "triton" (FlashAttention in Triton,
+    llm-foundry's attn_impl=triton): the FA2 time times triton_attention_factor (measured on A100; on Hopper the same
+    factor over FA2, both Ampere-style mma.sync kernels: an extrapolation, no H100 figure of it is used)."""
     flops = np.asarray(tokens, dtype=np.float64) * 2.0 * seq_len * model.num_heads * model.head_dim / tp
     flops = flops * attention_passes(passes)
-    ratio = cluster.fa2_attention_ratio if kernel == "fa2" else None
+    ratio = cluster.fa2_attention_ratio if kernel in ("fa2", "triton") else None
     half = ATTN_SEQ_HALF if ratio is None else ATTN_SEQ_HALF_FA2
     # the sequence curve is the CUDA FlashAttention kernels' (FA2/FA3 figures); a CPU preset keeps its flat fraction
     s = seq_len if chunk is None else chunk
     shape = attention_shape_factor(s, half) if cluster.device_type == "cuda" else 1.0
-    return flops / (peak * cluster.attention_efficiency * (1.0 if ratio is None else ratio) * shape)
+    slower = triton_attention_factor(passes) if kernel == "triton" else 1.0
+    return flops * slower / (peak * cluster.attention_efficiency * (1.0 if ratio is None else ratio) * shape)
 
 
 def prefetch_exposed_s(comm: Any, compute: Any, overlap: float) -> np.ndarray:

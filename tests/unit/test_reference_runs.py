@@ -30,6 +30,12 @@ def test_llmfoundry_mpt():
     # composer/core/precision.py @ 02c872e: Precision.AMP_FP8 runs te.fp8_autocast (DelayedScaling): TE's casts
     assert {r.train.fp8_casts for r in runs if r.plan.fp8 == "tensorwise"} == {"te"}
     assert {r.train.fp8_casts for r in runs if r.plan.fp8 == "none"} == {None}
+    # attention kernel per table: submit_benchmarks.py @ b2a43a147 defaults to --attn_impl triton (every table but the
+    # large-scale one); the large-scale table's sweep.py @ 5e85bd62d runs flash for 1b / 3b / 7b / 70b (3 rows each)
+    fa2 = [r for r in runs if r.train.attention_kernel == "fa2"]
+    assert len(fa2) == 12 and {r.model.name for r in fa2} == {"MPT-1b", "MPT-3b", "MPT-7b", "MPT-70b"}
+    assert all(r.plan.world_size >= 128 for r in fa2)
+    assert {r.train.attention_kernel for r in runs if r not in fa2} == {"triton"}
     r = next(x for x in runs if x.row == 0)  # H100 large-scale table, first row: MPT-70b on 512 GPUs
     assert (r.model.num_layers, r.model.hidden_size, r.model.num_heads, r.model.vocab_size) == (80, 8192, 64, 50368)
     assert r.cluster == "h100-sxm-80gb" and r.train.seq_len == 2048

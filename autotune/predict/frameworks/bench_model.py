@@ -188,7 +188,8 @@ class BenchModelProfile(FrameworkProfile):
         sm90 / sm100 when the runtime cuDNN is newer than 9.15 (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp
         `check_prefer_cudnn_attention`; CUDA 13 wheels ship it), FA3-class on Hopper: "fa3". The H200 rows ran torch
         2.11.0+cu130 (the backend picked was not logged). Older torch put the FlashAttention-2 backend first: a job on
-        one says train.attention_kernel=fa2 (llm-foundry's MPT rows, priced as this trainer, do)."""
+        one says train.attention_kernel=fa2 (llm-foundry's MPT rows, priced as this trainer, say the kernel their table
+        ran: triton or fa2, reference_runs.mpt_attention_kernel)."""
         return "fa3"
 
     def fp8_casts(self) -> str:
