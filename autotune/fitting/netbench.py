@@ -313,7 +313,11 @@ def fsdp_cpu_cluster(cluster: Any, result: NetbenchResult, tp: int = 1) -> Any:
     fits = [t for t in (16, 8, 4, 2, 1) if t <= tp and fsdp_link_class(t) in result.fsdp_cpu_fits]
     if not fits:
         return None
-    fit = result.fsdp_cpu_fits[fsdp_link_class(fits[0])]
+    return cpu_cluster_with_fit(cluster, result, result.fsdp_cpu_fits[fsdp_link_class(fits[0])])
+
+
+def cpu_cluster_with_fit(cluster: Any, result: NetbenchResult, fit: Any) -> Any:
+    """`cpu_time_cluster` with every link priced by one α-β fit (a collective's or FSDP2's own CPU cost)."""
     return dataclasses.replace(
         cpu_time_cluster(cluster, result),
         intra_node_bw_bytes_per_s=fit.bw_bytes_per_s,

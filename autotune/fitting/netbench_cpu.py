@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from autotune.fitting.netbench import NetbenchResult, cpu_time_cluster, fit_alpha_beta
+from autotune.fitting.netbench import NetbenchResult, cpu_cluster_with_fit, fit_alpha_beta
 from autotune.predict.compose import preset_cpu_clusters  # noqa: F401  (re-exported: it reads what store_cpu_fits writes)
 
 
@@ -21,14 +21,7 @@ def collective_cpu_cluster(cluster: Any, result: NetbenchResult, collective: str
     widest = [s for s in timed if s.group_size == max((t.group_size for t in timed), default=0)]
     if len({s.size_bytes for s in widest}) < 2:
         return None
-    fit = fit_alpha_beta(widest, collective, basis="cpu_time_s")
-    return dataclasses.replace(
-        cpu_time_cluster(cluster, result),
-        intra_node_bw_bytes_per_s=fit.bw_bytes_per_s,
-        intra_node_latency_s=fit.latency_s,
-        inter_node_bw_bytes_per_s=fit.bw_bytes_per_s,
-        inter_node_latency_s=fit.latency_s,
-    )
+    return cpu_cluster_with_fit(cluster, result, fit_alpha_beta(widest, collective, basis="cpu_time_s"))
 
 
 def store_cpu_fits(cluster: Any, result: NetbenchResult) -> Any:
