@@ -15,15 +15,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from residual_groups import group_indices, selected_runs  # noqa: E402  (benchmarks/, on sys.path)
+
 from autotune.fitting.fit_reference import FAMILIES, load_preset, predict
-from autotune.fitting.reference_runs import load_reference_runs
 
 SOFT_L1_SCALE = 0.1  # fit_reference.fit_all: least_squares(loss="soft_l1", f_scale=0.1)
 GROUPS = {
@@ -53,10 +53,7 @@ def row_pull(runs: list, name: str, to: float) -> tuple[float, np.ndarray, np.nd
 
 def grouped(runs: list, res: np.ndarray, sens: np.ndarray, pull: np.ndarray) -> dict[str, dict[str, dict]]:
     table: dict[str, dict[str, dict]] = {}
-    for name, key in GROUPS.items():
-        idx: dict[str, list[int]] = defaultdict(list)
-        for i, r in enumerate(runs):
-            idx[str(key(r))].append(i)
+    for name, idx in group_indices(runs, GROUPS).items():
         table[name] = {}
         for k, v in sorted(idx.items(), key=lambda kv: -abs(pull[kv[1]].sum())):
             v = np.array(v)
@@ -72,10 +69,7 @@ def grouped(runs: list, res: np.ndarray, sens: np.ndarray, pull: np.ndarray) -> 
 
 
 def main() -> None:
-    runs, _ = load_reference_runs()
-    sources = _arg("--sources")
-    if sources:
-        runs = [r for r in runs if r.source in sources.split(",")]
+    runs = selected_runs()
     name, to = _arg("--coefficient", "dp_overlap"), float(_arg("--to", "1.0"))
     value, res, sens, pull = row_pull(runs, name, to)
     table = grouped(runs, res, sens, pull)

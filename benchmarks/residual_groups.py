@@ -67,12 +67,27 @@ def row_terms(runs: list) -> list[tuple[float, dict[str, float]]]:
     return out
 
 
-def grouped(runs: list, res: np.ndarray) -> dict[str, dict[str, dict]]:
-    table: dict[str, dict[str, dict]] = {}
-    for name, key in GROUPS.items():
+def selected_runs() -> list:
+    """The reference runs, only those of `--sources a,b` when given."""
+    runs, _ = load_reference_runs()
+    sources = _arg("--sources")
+    return [r for r in runs if r.source in sources.split(",")] if sources else runs
+
+
+def group_indices(runs: list, groups: dict) -> dict[str, dict[str, list[int]]]:
+    """Per grouping (name -> key function of a run): each key's row indices."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for name, key in groups.items():
         idx: dict[str, list[int]] = defaultdict(list)
         for i, r in enumerate(runs):
             idx[str(key(r))].append(i)
+        out[name] = idx
+    return out
+
+
+def grouped(runs: list, res: np.ndarray) -> dict[str, dict[str, dict]]:
+    table: dict[str, dict[str, dict]] = {}
+    for name, idx in group_indices(runs, GROUPS).items():
         table[name] = {
             k: {
                 "n": len(v),
@@ -85,10 +100,7 @@ def grouped(runs: list, res: np.ndarray) -> dict[str, dict[str, dict]]:
 
 
 def main() -> None:
-    runs, _ = load_reference_runs()
-    sources = _arg("--sources")
-    if sources:
-        runs = [r for r in runs if r.source in sources.split(",")]
+    runs = selected_runs()
     terms = row_terms(runs)
     res = np.array([t[0] for t in terms])
     table = grouped(runs, res)
