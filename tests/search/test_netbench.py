@@ -20,6 +20,24 @@ from autotune.fitting.netbench import (
 from autotune.spec.config import SEARCH_SPACES, load_config
 
 
+def _cpu_samples(ops, groups, sizes, alpha, beta) -> list[dict]:
+    """Raw rank samples whose CPU seconds follow the ring alpha-beta exactly (ring_steps * alpha + bus bytes / beta),
+    in op, group, size order."""
+    return [
+        dict(
+            collective=op,
+            link_class="intra",
+            group_size=g,
+            size_bytes=n,
+            time_s=1e-3,
+            cpu_time_s=ring_steps(op, g) * alpha + bus_factor(op, g) * n / beta,
+        )
+        for op in ops
+        for g in groups
+        for n in sizes
+    ]
+
+
 def test_bus_factors_match_nccl_tests():
     # nccl-tests doc/PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather/reduce-scatter (n-1)/n.
     assert bus_factor("all_reduce", 4) == 1.5 and bus_factor("all_gather", 4) == 0.75
@@ -84,19 +102,7 @@ def test_fsdp_issued_collectives_get_their_own_cpu_fit():
     # order a 2-rank loopback run of netbench_fsdp measured) next to bare collectives at 20 us and 4 GB/s: a 4-rank
     # reduce-scatter of 2 MiB (fp32 gradients of a block) costs 3 * 200e-6 + 0.75 * 2**21 / 0.85e9 = 2.450 ms of CPU
     def raw(ops, alpha, beta):
-        return [
-            dict(
-                collective=op,
-                link_class="intra",
-                group_size=g,
-                size_bytes=n,
-                time_s=1e-3,
-                cpu_time_s=ring_steps(op, g) * alpha + bus_factor(op, g) * n / beta,
-            )
-            for op in ops
-            for g in (2, 4)
-            for n in (4096, 1 << 21)
-        ]
+        return _cpu_samples(ops, (2, 4), (4096, 1 << 21), alpha, beta)
 
     fsdp = raw(("all_gather", "reduce_scatter"), 200e-6, 0.85e9)
     assert fsdp[7]["cpu_time_s"] == pytest.approx(2.450e-3, rel=1e-3)
@@ -135,17 +141,7 @@ def test_one_collectives_own_cpu_fit_on_its_widest_group():
     from autotune.fitting.netbench_cpu import collective_cpu_cluster
 
     def raw(op, g, alpha, beta):
-        return [
-            dict(
-                collective=op,
-                link_class="intra",
-                group_size=g,
-                size_bytes=n,
-                time_s=1e-3,
-                cpu_time_s=ring_steps(op, g) * alpha + bus_factor(op, g) * n / beta,
-            )
-            for n in (4096, 1 << 20, 1 << 22)
-        ]
+        return _cpu_samples((op,), (g,), (4096, 1 << 20, 1 << 22), alpha, beta)
 
     samples = raw("all_to_all", 4, 150e-6, 3e9) + raw("all_to_all", 2, 10e-6, 9e9) + raw("all_reduce", 4, 20e-6, 4e9)
     res = fit_result(4, "gloo", samples, hosts=1)
