@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from residual_groups import group_indices, selected_runs  # noqa: E402  (benchmarks/, on sys.path)
+from residual_groups import cli, group_indices, selected_runs  # noqa: E402  (benchmarks/, on sys.path)
 
 from autotune.fitting.fit_reference import FAMILIES, load_preset, predict
 
@@ -33,10 +33,6 @@ GROUPS = {
         f"{'moe' if r.model.is_moe else 'dense'} z{r.plan.zero_stage} epov{int(bool(r.plan.ep_overlap))}"
     ),
 }
-
-
-def _arg(name: str, default: str | None = None) -> str | None:
-    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
 
 def row_pull(runs: list, name: str, to: float) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
@@ -69,8 +65,15 @@ def grouped(runs: list, res: np.ndarray, sens: np.ndarray, pull: np.ndarray) -> 
 
 
 def main() -> None:
-    runs = selected_runs()
-    name, to = _arg("--coefficient", "dp_overlap"), float(_arg("--to", "1.0"))
+    ap = cli(__doc__)
+    ap.add_argument(
+        "--coefficient", default="dp_overlap", help="a free coefficient of autotune/fitting/coefficients.py"
+    )
+    ap.add_argument("--to", type=float, default=1.0, help="the value the sensitivity moves the coefficient to")
+    ap.add_argument("--top", type=int, default=20, help="how many hardest-pulling rows to list")
+    args = ap.parse_args()
+    runs = selected_runs(args.sources)
+    name, to = args.coefficient, args.to
     value, res, sens, pull = row_pull(runs, name, to)
     table = grouped(runs, res, sens, pull)
     print(f"{name} = {value:.4f}, moved to {to}: total pull {pull.sum():+.4f} over {len(runs)} rows", file=sys.stderr)
@@ -79,7 +82,7 @@ def main() -> None:
         for k, g in rows.items():
             print(f"  {k:32s} n={g['n']:3d} sensitive={g['n_sensitive']:3d} pull={g['pull']:+.4f}", file=sys.stderr)
     top = []
-    for i in np.argsort(-np.abs(pull))[: int(_arg("--top", "20"))]:
+    for i in np.argsort(-np.abs(pull))[: args.top]:
         r, p = runs[i], runs[i].plan
         layout = f"tp{p.tp} pp{p.pp} cp{p.cp} ep{p.ep} dp{p.dp} z{p.zero_stage} mbs{p.micro_batch_size} m{p.grad_accum_steps}"
         top.append(

@@ -10,6 +10,7 @@ Not a fit: the perf model's coefficients are the preset's (fitted on BF16 rows o
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pandas as pd
@@ -76,6 +77,7 @@ def llama_h100() -> list[dict]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     print(
         json.dumps({"llmfoundry_h100_fp8_vs_bf16": llmfoundry_pairs(), "llama_h100_prediction": llama_h100()}, indent=1)
     )

@@ -19,6 +19,7 @@ Run: PYTHONPATH=. python benchmarks/model_accuracy.py [--refit] [--quick]   (--r
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -262,10 +263,14 @@ def coefficient_report(clusters: dict) -> dict:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="leave out the leave-one-out refits (smoke test)")
+    ap.add_argument("--refit", action="store_true", help="also print the coefficients fitted on every row")
+    args = ap.parse_args()
     runs, skipped = load_reference_runs()
     clusters = {n: load_preset(n) for n in PRESETS}
     pred = predict(runs, clusters)
-    quick = "--quick" in sys.argv  # smoke mode (tests/benchmarks): no leave-one-out refits, the slow part
+    quick = args.quick  # smoke mode (tests/benchmarks): no leave-one-out refits, the slow part
     loso = None if quick else leave_one_source_out(runs, clusters)
     result = {
         "rows_used": len(runs),
@@ -293,7 +298,7 @@ def main() -> None:
         }
     else:
         result["before"] = None
-    if "--refit" in sys.argv:
+    if args.refit:
         fit = fit_all(runs, clusters)
         result["refit"] = {fam: {k: round(float(v), 4) for k, v in c.items()} for fam, c in fit.items()}
         result["refit_in_sample_median_abs_err"] = summarise(runs, predict(runs, apply_fit(clusters, fit)), None)[

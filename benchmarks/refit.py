@@ -12,6 +12,7 @@ summary (or null with --no-accuracy).
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import re
@@ -41,13 +42,19 @@ def write_preset(path: Path, values: dict[str, float], note: str) -> None:
     path.write_text(text)
 
 
-def _arg(name: str) -> str | None:
-    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags of the module doc; `--help` prints the doc and writes nothing, an unknown flag exits 2."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--no-accuracy", action="store_true", help="skip benchmarks/model_accuracy.py (minutes)")
+    ap.add_argument("--presets", type=Path, help="read and write the presets of this folder (implies --no-accuracy)")
+    ap.add_argument("--sources", help="comma-separated sources to fit on (implies --no-accuracy)")
+    return ap.parse_args(argv)
 
 
 def main() -> None:
-    folder = Path(_arg("--presets") or CLUSTERS)
-    sources = _arg("--sources")
+    args = parse_args()
+    folder = args.presets or CLUSTERS
+    sources = args.sources
     runs, _ = load_reference_runs()
     if sources:
         runs = [r for r in runs if r.source in sources.split(",")]
@@ -60,7 +67,7 @@ def main() -> None:
             write_preset(folder / f"{name}.yaml", fit[fam], note)
             written.append(name)
     accuracy = None
-    if not ({"--no-accuracy", "--presets", "--sources"} & set(sys.argv)):
+    if not (args.no_accuracy or args.presets or args.sources):
         out = subprocess.run(
             [sys.executable, str(ROOT / "benchmarks" / "model_accuracy.py")],
             capture_output=True,

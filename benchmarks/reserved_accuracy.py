@@ -22,6 +22,7 @@ Run: PYTHONPATH=. python benchmarks/reserved_accuracy.py [--fit]
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 import json
@@ -258,6 +259,9 @@ def evaluate_torchtitan_published() -> dict:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fit", action="store_true", help="also print the coefficients fitted on the measured rows")
+    args = ap.parse_args()
     rows = measured_rows()
     out = {
         "source": str(CSV.relative_to(ROOT)),
@@ -273,7 +277,7 @@ def main() -> None:
         "held_out": evaluate_held_out(held_out_rows()),
         "torchtitan_published": evaluate_torchtitan_published(),
     }
-    if "--fit" in sys.argv:
+    if args.fit:
         out["fitted"] = fit(rows)
     print(json.dumps(out, indent=1))
 

@@ -14,6 +14,7 @@ and the worst rows with their term shares.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections import defaultdict
@@ -51,8 +52,11 @@ GROUPS = {
 }
 
 
-def _arg(name: str, default: str | None = None) -> str | None:
-    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+def cli(doc: str) -> argparse.ArgumentParser:
+    """The parser both diagnostics share: `--sources a,b` and the module doc as `--help` (unknown flags exit 2)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sources", default="", help="comma-separated sources (default: every source)")
+    return ap
 
 
 def row_terms(runs: list) -> list[tuple[float, dict[str, float]]]:
@@ -67,10 +71,9 @@ def row_terms(runs: list) -> list[tuple[float, dict[str, float]]]:
     return out
 
 
-def selected_runs() -> list:
-    """The reference runs, only those of `--sources a,b` when given."""
+def selected_runs(sources: str = "") -> list:
+    """The reference runs, only those of the comma-separated `sources` when given."""
     runs, _ = load_reference_runs()
-    sources = _arg("--sources")
     return [r for r in runs if r.source in sources.split(",")] if sources else runs
 
 
@@ -100,7 +103,11 @@ def grouped(runs: list, res: np.ndarray) -> dict[str, dict[str, dict]]:
 
 
 def main() -> None:
-    runs = selected_runs()
+    ap = cli(__doc__)
+    ap.add_argument("--worst", type=int, default=20, help="how many worst rows to list")
+    ap.add_argument("--match", default="", help='keep worst rows whose "source cluster model recipe" contains this')
+    args = ap.parse_args()
+    runs = selected_runs(args.sources)
     terms = row_terms(runs)
     res = np.array([t[0] for t in terms])
     table = grouped(runs, res)
@@ -111,9 +118,8 @@ def main() -> None:
                 f"  {k:48s} n={g['n']:3d} log(pred/meas) {g['median_log_ratio']:+.3f} |err| {g['median_abs_err']:.3f}",
                 file=sys.stderr,
             )
-    match = _arg("--match", "")
-    keep = [i for i, r in enumerate(runs) if match in f"{r.source} {r.cluster} {r.model.name} {r.plan.fp8}"]
-    worst = sorted(keep, key=lambda i: -abs(res[i]))[: int(_arg("--worst", "20"))]
+    keep = [i for i, r in enumerate(runs) if args.match in f"{r.source} {r.cluster} {r.model.name} {r.plan.fp8}"]
+    worst = sorted(keep, key=lambda i: -abs(res[i]))[: args.worst]
     rows = []
     for i in worst:
         r, p = runs[i], runs[i].plan

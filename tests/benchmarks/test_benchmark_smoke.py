@@ -468,3 +468,16 @@ def test_refit_smoke(tmp_path):
     written = (tmp_path / "cluster" / "h200-141gb.yaml").read_text()
     assert "benchmarks/refit.py" in written and "9 public rows" in written and written != before
     assert (ROOT / "search_spaces" / "cluster" / "h200-141gb.yaml").read_text() == before
+
+
+@pytest.mark.parametrize("flag, rc", [("--help", 0), ("--no-such-flag", 2)])
+def test_refit_help_and_bad_flag_write_nothing(tmp_path, flag, rc):
+    """`refit.py --help` once ran a whole refit and rewrote every preset: --help must print the usage and an unknown
+    flag exit 2, both before anything is read or written."""
+    presets = {p: p.read_text() for p in (ROOT / "search_spaces" / "cluster").glob("*.yaml")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run(
+        [sys.executable, str(BENCH / "refit.py"), flag], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert p.returncode == rc and "--no-accuracy" in (p.stdout + p.stderr)
+    assert {q: q.read_text() for q in presets} == presets
