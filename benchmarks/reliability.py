@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,6 +39,14 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "tests" / "reliability"))
 sys.path.insert(0, str(REPO))
 
+from engine_scenarios import (  # tests/reliability, on sys.path
+    Scenario,
+    compare,
+    ray_node_loss,
+    slurm_2node_node_death,
+    slurm_2node_rank_faults,
+    slurm_faults,
+)
 from harness import (
     AUTOTUNE,
     TINY,
@@ -57,29 +65,8 @@ from harness import (
 SIM = ["--gpus", "8", "--backend", "simulate", "--max-trials", "40", "experiment=demo"]
 
 
-@dataclass
-class Scenario:
-    name: str
-    faults: int = 0
-    expected_rows: int = 0
-    lost: int = 0
-    duplicates: int = 0
-    misclassified: int = 0
-    detail: str = ""
-    wall_s: float = 0.0
-
-
 def _sweep(cwd: Path, *args: str, timeout_s: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([AUTOTUNE, "sweep", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
-
-
-def _compare(s: Scenario, expected: dict[str, str], sweep: Path) -> None:
-    """Fill lost / duplicates / misclassified of `s` from the folder against candidate -> expected status."""
-    t = tally(sweep)
-    s.expected_rows = len(expected)
-    s.lost = sum(1 for c in expected if c not in t.statuses) + t.corrupt
-    s.duplicates = t.duplicates + sum(1 for c in t.statuses if c not in expected)
-    s.misclassified = sum(1 for c, st in expected.items() if c in t.statuses and t.statuses[c] != st)
 
 
 def bad_inputs(work: Path) -> tuple[Scenario, int, int, list[str]]:
@@ -126,7 +113,7 @@ def concurrent_writers(work: Path, writers: int = 8, rows: int = 20) -> Scenario
     rcs = [p.wait(timeout=600) for p in procs]
     expected = {f"{w:02d}{i:010d}": "ok" for w in range(writers) for i in range(rows)}
     expected.update({f"ff{i:010d}": "ok" for i in range(5)})
-    _compare(s, expected, work / "cw")
+    compare(s, expected, work / "cw")
     s.detail = f"writer exit codes {sorted(set(rcs))}; temp files left: {sum(1 for p in trials.glob('.*'))}"
     return s
 
@@ -166,7 +153,7 @@ def torn_files(work: Path) -> Scenario:
     for i in range(1, 6):  # what a resumed sweep does: run the unsettled candidates again
         if f"{i:012d}" not in settled:
             write_row(store.trials_dir, row(i))
-    _compare(s, {f"{i:012d}": "simulated" for i in range(6)}, store.root)
+    compare(s, {f"{i:012d}": "simulated" for i in range(6)}, store.root)
     s.misclassified += len(damage) - detected  # a damaged file read as data would be a wrong row
     s.detail = f"{detected}/{len(damage)} damaged files detected and re-run"
     return s
@@ -199,7 +186,7 @@ def controller_kills_simulate(work: Path, seed: int = 20261122) -> Scenario:
         ready = (lambda: (sweep / "sweep.yaml").exists()) if t == 0 else (lambda t=t: count_rows(sweep) >= t)
         s.faults += kill_when(proc, ready)
     done = _sweep(work, "--sweep-id", "killed", "--resume-if-exists", *SIM)
-    _compare(s, expected, sweep)
+    compare(s, expected, sweep)
     s.detail = f"kill thresholds {thresholds} (rows written); final resume rc={done.returncode}"
     return s
 
@@ -218,7 +205,7 @@ def controller_kill_local(work: Path) -> Scenario:
     done = _sweep(work, "--sweep-id", "lk", "--resume-if-exists", *args)
     expected = {t[1:]: "ok" for t in ranked_trial_ids(TINY, 2, 2)}
     expected.update({c: "pruned" for c, st in tally(sweep).statuses.items() if st == "pruned"})
-    _compare(s, expected, sweep)
+    compare(s, expected, sweep)
     deadline = time.monotonic() + 60
     while processes_mentioning(str(sweep)) and time.monotonic() < deadline:
         time.sleep(1)
@@ -254,7 +241,7 @@ def trial_faults_local(work: Path) -> Scenario:
     killed, hung, crashed = (t[1:] for t in ranked_trial_ids(TINY, 2, 3))
     expected = {killed: "crash", hung: "timeout", crashed: "crash"}
     expected.update({c: "pruned" for c, st in tally(sweep).statuses.items() if st == "pruned"})
-    _compare(s, expected, sweep)
+    compare(s, expected, sweep)
     s.detail = f"sweep rc={done.returncode}; processes left: {len(processes_mentioning(str(sweep)))}"
     return s
 
@@ -280,108 +267,9 @@ def genuine_oom(work: Path) -> Scenario:
     )
     row = LocalLauncher(workdir=store.work_dir, log_dir=store.logs_dir).submit(spec).result(timeout=400)
     store.write_row(row)
-    _compare(s, {spec.candidate_id: "oom"}, store.root)
+    compare(s, {spec.candidate_id: "oom"}, store.root)
     s.detail = f"status {row['status']} ({row['error_type']})"
     return s
-
-
-def slurm_faults(work: Path) -> Scenario:
-    """scancel of a hung trial's job and a node DOWN/resume under a healthy one, on a fresh one-node SLURM."""
-    sys.path.insert(0, str(REPO / "tests" / "engines"))
-    from engine_fixtures import SlurmEngine
-
-    s = Scenario("slurm_scancel_and_node_down")
-    engine = SlurmEngine(work / "slurm").start()
-    try:
-        s = _slurm_run(engine, work, s)
-    finally:
-        engine.run("scontrol", "update", "nodename=localhost", "state=resume")
-        engine.stop()
-    return s
-
-
-def _slurm_run(engine, work: Path, s: Scenario) -> Scenario:
-    import os
-
-    env = dict(os.environ, SLURM_CONF=str(engine.conf))
-    argv = [
-        AUTOTUNE,
-        "sweep",
-        "--backend",
-        "slurm",
-        "--gpus",
-        "2",
-        "--max-trials",
-        "2",
-        "--steps",
-        "2",
-        "--sweep-id",
-        "sl",
-        "--inject-fault",
-        "1:hang:900",
-        *TINY,
-        f"sweep.results_dir={work}",
-        "sweep.slurm.poll_s=1",
-        "sweep.slurm.max_requeues=2",
-    ]
-    proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def running(exclude: set[str]) -> str | None:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and proc.poll() is None:
-            out = engine.run("squeue", "-h", "-r", "-n", "autotune-sl", "-t", "RUNNING", "-o", "%i").stdout.split()
-            new = [j for j in out if j not in exclude]
-            if new:
-                return new[0]
-            time.sleep(0.5)
-        return None
-
-    hung = running(set())
-    if hung:
-        time.sleep(5)
-        s.faults += engine.run("scancel", hung).returncode == 0
-        healthy = running({hung})
-        if healthy:
-            s.faults += (
-                engine.run("scontrol", "update", "nodename=localhost", "state=down", "reason=reliability").returncode
-                == 0
-            )
-            time.sleep(3)
-            engine.run("scontrol", "update", "nodename=localhost", "state=resume")
-    proc.wait(timeout=900)
-    first, second = (t[1:] for t in ranked_trial_ids(TINY, 2, 2))
-    expected = {first: "crash", second: "ok"}
-    expected.update({c: "pruned" for c, st in tally(work / "sl").statuses.items() if st == "pruned"})
-    _compare(s, expected, work / "sl")
-    s.detail = f"sweep rc={proc.returncode}"
-    return s
-
-
-def _two_node(name: str, work: Path) -> Scenario:
-    from slurm_scenarios import run_two_node
-
-    r = run_two_node(name, work)
-    s = Scenario(f"slurm_2node_{name}", faults=r["faults"], detail=r["detail"])
-    _compare(s, r["expected"], r["sweep"])
-    return s
-
-
-def slurm_2node_node_death(work: Path) -> Scenario:
-    return _two_node("node_death", work)
-
-
-def slurm_2node_rank_faults(work: Path) -> Scenario:
-    return _two_node("rank_faults", work)
-
-
-def ray_node_loss(work: Path) -> Scenario:
-    """Node 2 of a fresh 2-node Ray cluster (network namespaces on a private bridge) killed under a sweep."""
-    sys.path.insert(0, str(REPO / "tests" / "engines"))
-    from ray_cluster import ray_cluster
-    from ray_node_faults import node_loss_sweep, reliability_figures
-
-    with ray_cluster() as cluster:
-        return Scenario(**reliability_figures(node_loss_sweep(cluster, work)))
 
 
 def main(argv: list[str] | None = None) -> int:
