@@ -61,6 +61,14 @@ class TrainSpec:
     # gathered as such (gather_weight_bytes), where the layout runs an FP8 recipe (plan.fp8 tensorwise / mxfp8).
     # Read by the megatron profile only.
     fp8_param_gather: bool = False
+    # The fp32 master weights kept as their trailing 16 bits (int16) next to the bf16 params, from which the fp32 value
+    # is rebuilt: 2 bytes per parameter instead of 4, sharded with the optimizer states. Apex DistributedFusedAdam's
+    # store_param_remainders (apex/contrib/optimizers/distributed_fused_adam.py @ f3f04924 StateBucket:
+    # param_remainders_shard, dtype=torch.int16), which NeMo 1.x sets for bf16 O2 models with an fp32 optimizer and no
+    # fp8_params (nemo/collections/nlp/models/language_modeling/megatron_base_model.py @ r2.0.0rc1 / v1.23.0
+    # `setup_optimization`: store_params=False, store_param_remainders=True); Megatron-Core's precision-aware optimizer
+    # has the same (OptimizerConfig.store_param_remainders). Read by the megatron profile only.
+    master_remainders: bool = False
     # CUDA graphs the job captures (autotune/predict/host.py CUDA_GRAPHS; Megatron-Core --cuda-graph-impl and its
     # scopes): "none"; "moe" = transformer_engine graphs of the scopes moe_router + moe_preprocess; "attn_moe" = attn
     # as well; "full" = full_iteration. A captured scope costs the host one launch instead of its ops. Megatron only.
@@ -96,6 +104,17 @@ class TrainSpec:
             not self.fp8_param_gather or self.framework == "megatron",
             f"train.fp8_param_gather=True with train.framework={self.framework}: Megatron-Core's --fp8-param-gather "
             "needs train.framework=megatron",
+        )
+        require(
+            isinstance(self.master_remainders, bool),
+            f"train.master_remainders={self.master_remainders!r} must be true or false",
+        )
+        require(
+            not self.master_remainders
+            or (self.framework == "megatron" and self.param_dtype == "bf16" and self.master_dtype == "fp32"),
+            f"train.master_remainders=True with framework={self.framework}, param_dtype={self.param_dtype}, "
+            f"master_dtype={self.master_dtype}: 16-bit remainders rebuild an fp32 master from bf16 params "
+            "(train.framework=megatron, param_dtype=bf16, master_dtype=fp32)",
         )
         require(
             isinstance(self.hidden_dropout, (int, float)) and 0.0 <= float(self.hidden_dropout) < 1.0,

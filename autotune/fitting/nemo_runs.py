@@ -51,7 +51,14 @@ assumption is named):
   `bf16_with_mxfp8_mixed` (scripts/performance/utils/precision.py; src/megatron/bridge/perf_recipes/_common.py
   `_perf_precision`), which set `fp8_param_gather = True` (src/megatron/bridge/training/mixed_precision.py; current
   scaling since 958fb9b7 2025-07-16, MXFP8 since 91d25dcc 2025-08-21 with reuse_grad_buf_for_mxfp8_param_ag);
-  `bf16_with_nvfp4_mixed` sets False. The NeMo 1.0 / 2.0 rows (24.x, 25.04) keep bf16 weights (not read: assumed).
+  `bf16_with_nvfp4_mixed` sets False. The NeMo 1.x rows (24.03.01, 24.07) keep bf16 weights: their launcher
+  yamls set no fp8_params and the H100 FP8 example scripts add model.fp8=true only (NeMo-Framework-Launcher @ 24.07
+  examples/training/gpt/h100/20b_fp8_8node.sh, examples/training/llama/h100/llama3_8b_fp8.sh), so Transformer
+  Engine 1.8 caches the FP8 weight and its transpose across micro-batches as the profile counts ([TE-WS]; TE v1.8
+  module/linear.py `get_fp8_workspace(cache_name="weight", with_transpose=torch.is_grad_enabled())`); the 25.04
+  rows (NeMo 2.0) are not read: assumed bf16 too.
+- master weights: the NeMo 1.x rows store the fp32 master as Apex's 16-bit remainders (train.master_remainders,
+  NEMO1_CONTAINERS).
 - loss kernel (train.cross_entropy_fusion): the Megatron-Bridge rows run Transformer Engine's fused cross entropy,
   "te": the perf launcher sets `cross_entropy_fusion_impl = "te"` for every recipe (scripts/performance/configs/
   llama3/llama3_70b_llm_pretrain.yaml @ v0.1.0rc3 (2025-10-08), utils/helpers.py @ v0.2.0, utils/overrides.py
@@ -150,6 +157,13 @@ DENSE_SHAPES = {
     "Nemotron-8B": (32, 4096, 16384, 32, 32, 256000, "gpt", False),
     "Nemotron-22B": (40, 6144, 24576, 48, 48, 256000, "gpt", False),
 }
+# NeMo 1.x containers (NeMo-Framework-Launcher; NVIDIA/NeMo v1.23.0 in 24.03.01, r2.0.0rc1 in 24.07): every dense
+# training yaml the rows ran (launcher_scripts/conf/training/{gpt3,llama,nemotron}/*.yaml @ tags 24.03.01, 24.07) sets
+# optim.name distributed_fused_adam with megatron_amp_O2 and bf16 and no fp8_params (the H100 example scripts add
+# model.fp8=true only), so NeMo's setup_optimization stores the fp32 master as Apex's 16-bit remainders:
+# train.master_remainders ([REM] in autotune/predict/frameworks/megatron.py). NeMo 2.0 (25.04 on) runs Megatron-Core's
+# distributed optimizer (full fp32 master).
+NEMO1_CONTAINERS = ("NeMo24.03.01.framework", "NeMo 24.07")
 # plan.fp8 recipes whose Megatron-Bridge mixed-precision config sets fp8_param_gather (module doc)
 FP8_PARAM_RECIPES = ("tensorwise", "mxfp8")
 # models whose recipes account the embedding and the loss in the pipeline split (module doc)
@@ -262,6 +276,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         moe_routing="balanced",
         hidden_dropout=0.1 if str(r.model) in HIDDEN_DROPOUT_DEFAULT else 0.0,
         fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
+        master_remainders=str(r.container) in NEMO1_CONTAINERS,  # NEMO1_CONTAINERS
         cross_entropy_fusion="te" if "Megatron-Bridge" in str(r.source) else "native",  # module doc
         cuda_graphs=recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication

@@ -71,6 +71,10 @@ MB_NOT_MODELLED = {
 # H100 script's layout (TP2 PP8 VP4 EP32) is shared by three rows and is not mapped: the preset's setting.
 MB_MOE_OFFLOAD = {"r044": "expert_fc1+moe_act"}
 MB_EXPANDABLE = {"r043", "r044", "r045", "r046"}
+# The torchao rows (torchtitan): torchao's benchmarks/float8/training/llama3.sh and llama4.sh (the README's commands)
+# launch ${TORCHTITAN_ROOT}/run_train.sh, which exports PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"
+# (pytorch/torchtitan run_train.sh at 6fc499f6 and cd304c7b, the commits those rows ran, line 19)
+TORCHTITAN_LAUNCH = "run_train.sh: expandable_segments:True"
 # precision column -> plan.fp8. Megatron's blockwise FP8 (DeepSeek-style 128x128 scales) keeps the same FP8 operand
 # bytes as tensorwise; torchao's "mxfp8 (dense linears only / grouped GEMMs only)" are partial MXFP8 recipes priced
 # as mxfp8 (the closest recipe autotune has).
@@ -156,7 +160,7 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
         mem,
         MB_NOT_MODELLED.get(rid, ""),
         profile,
-        True if rid in MB_EXPANDABLE else None,
+        True if rid in MB_EXPANDABLE or not megatron else None,  # MB_EXPANDABLE; torchtitan rows: TORCHTITAN_LAUNCH
     )
 
 

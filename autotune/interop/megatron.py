@@ -50,6 +50,7 @@ def translate(ctx: ExportContext) -> Export:
     argv += [["--bf16"]] if ctx.bf16 else []
     argv += _fp8_args(ctx, ex)
     _cuda_graphs_note(ctx, ex)
+    _master_remainders_note(ctx, ex)
     ex.body = argv
     return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
 
@@ -237,6 +238,17 @@ CUDA_GRAPH_FLAGS = {
     "attn_moe": "--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router moe_preprocess",
     "full": "--cuda-graph-impl full_iteration",
 }
+
+
+def _master_remainders_note(ctx: ExportContext, ex: Export) -> None:
+    """train.master_remainders: Apex DistributedFusedAdam's store_param_remainders (NeMo 1.x), which Megatron-LM's
+    own distributed optimizer does not take: reported, not emitted."""
+    if ctx.train.master_remainders:
+        ex.skip(
+            "train.master_remainders=True",
+            "NeMo 1.x's Apex DistributedFusedAdam store_param_remainders; Megatron-LM's distributed optimizer keeps "
+            "the full fp32 master (its precision-aware optimizer is not configured by this export)",
+        )
 
 
 def _cuda_graphs_note(ctx: ExportContext, ex: Export) -> None:

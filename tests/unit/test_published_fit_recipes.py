@@ -94,3 +94,17 @@ def test_issue_26_rows_that_ran_are_predicted_to_fit():
         got = published_fit.score(lays[row])
         assert got["fits"], (row, got["reason"])
         assert got["reserved_gib"] <= got["usable_gib"]
+
+
+def test_torchao_rows_run_torchtitans_launcher_allocator_setting():
+    """The torchao B200 rows (moe_blackwell r010-r018, torchtitan) were launched through torchao's llama3.sh /
+    llama4.sh, which call torchtitan's run_train.sh: PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"
+    (published_runs.TORCHTITAN_LAUNCH). The Megatron rows keep theirs (MB_EXPANDABLE, else the preset's: None)."""
+    from autotune.fitting.published_runs import MB_EXPANDABLE, load_moe_blackwell
+
+    lays = load_moe_blackwell()[0]
+    titan = [lay for lay in lays if lay.framework == "torchtitan"]
+    assert {lay.row for lay in titan} >= {f"r0{i}" for i in range(10, 19)}
+    assert all(lay.expandable_segments is True for lay in titan)
+    megatron = [lay for lay in lays if lay.framework == "megatron"]
+    assert megatron and all(lay.expandable_segments is (True if lay.row in MB_EXPANDABLE else None) for lay in megatron)

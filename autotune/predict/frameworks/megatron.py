@@ -77,6 +77,15 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
         training (`set_usage(rowwise=True, columnwise=is_grad_enabled ...)`). Megatron-Core's TE wrappers pass
         is_first_microbatch unless config.disable_parameter_transpose_cache (default False; megatron/core/
         extensions/transformer_engine.py @ d98e8a64 `_is_first_microbatch`). The cache lives across steps.
+  [REM] train.master_remainders: Apex DistributedFusedAdam's store_param_remainders (NVIDIA/apex
+        apex/contrib/optimizers/distributed_fused_adam.py @ f3f04924 (2024-04) StateBucket: no params_shard,
+        param_remainders_shard = torch.zeros([shard_size], dtype=torch.int16) beside the fp32 exp_avg / exp_avg_sq
+        shards; `_local_step_with_param_remainders` rebuilds the fp32 master from the bf16 param and the remainder).
+        NeMo 1.x turns it on for every bf16 megatron_amp_O2 model with the default fp32 optimizer and no fp8_params
+        (NVIDIA/NeMo nemo/collections/nlp/models/language_modeling/megatron_base_model.py `setup_optimization` @
+        v1.23.0 and r2.0.0rc1: store_params=False, store_param_remainders=True), and the NeMo-Framework-Launcher
+        24.03.01 / 24.07 training yamls run distributed_fused_adam with megatron_amp_O2 and no fp8_params: master 2
+        bytes per parameter instead of 4, sharded over the data-parallel group with the Adam moments.
 Sequence parallel (Korthikanti Sec 4.2.2, Megatron's LinearWithGradAccumulationAndAsyncCommunication in
 megatron/core/tensor_parallel/layers.py): the column-parallel linears save their sequence-sharded input and
 all-gather it again in backward, so every per-layer tensor is /t (34/t for a GPT block), unlike DTensor SP.
@@ -279,6 +288,8 @@ class MegatronProfile(FrameworkProfile):
         # Megatron-FSDP ([MFSDP] --data-parallel-sharding-strategy optim_grads (2) / optim_grads_params (3))
         # shards main_grad too, and the bf16 params at stage 3
         psi, z, d, c, master, o = state_inputs(num_params, zero_stage, shard, train)
+        if train.master_remainders:  # [REM] the fp32 master as its low 16 bits (int16) next to the bf16 params
+            master = float(DTYPE_BYTES["bf16"])
         optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
         # --optimizer-cpu-offload --optimizer-offload-fraction 1.0 (megatron/core/optimizer/cpu_offloading/README.md):
         # master + Adam states and an fp32 copy of the gradient partition the CPU step reads live on the host;
