@@ -120,6 +120,18 @@ class FrameworkProfile(ABC):
         attention, the family's best: cluster.attention_efficiency) or "fa2" (FlashAttention-2 class, which Hopper
         runs at cluster.fa2_attention_ratio of it; perf_terms.attention_s)."""
 
+    def torch_ring_attention(self) -> bool:
+        """Whether this framework's context parallelism is torch's ring attention
+        (torch/distributed/tensor/experimental/_attention.py: per-step SDPA, fp32 merges and gradient accumulators,
+        asynchronous K/V all-gather and dK/dV sends; autotune/predict/ring_attention.py). Default: no (K/V exchanges
+        priced as 3 (cp - 1) exposed transfers, perf.py)."""
+        return False
+
+    def sdpa_repeats_kv(self) -> bool:
+        """Whether K and V enter SDPA repeated to the query heads (the model calls repeat_kv before SDPA) rather than
+        at the KV heads (enable_gqa): the width ring attention moves and accumulates. Default: no."""
+        return False
+
     @abstractmethod
     def fp8_casts(self) -> str:
         """How this framework casts the block linears' operands under plan.fp8: "torchao" (each linear casts its
