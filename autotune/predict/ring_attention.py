@@ -81,3 +81,21 @@ def ring_comm_exposed_s(
     hidden = np.maximum(gather - fwd_step, 0.0) * fwd_passes + np.maximum(gather - bwd_step, 0.0)
     exposed = hidden + (n - 1) * np.maximum(send - bwd_step, 0.0) + send
     return np.where(n > 1, exposed, 0.0)
+
+
+# bench_model's CP (bench_model/parallel/context_parallel.py @ 589f8f65, "allgather_mask"): `_AllGatherSeq` all-gathers
+# K and V (one all_gather_into_tensor each, async_op=False: the SDPA waits for it) and its backward reduce-scatters dK
+# and dV the same way; K/V are gathered at the KV heads (SDPA's enable_gqa, or repeat_interleave after the gather).
+# The one SDPA call takes an explicit boolean mask on global positions (`ContextParallelAttention.mask`): a kernel
+# given an arbitrary mask computes every tile of the s/cp x s block (no causal tile skipping, Dao 2023 Sec 3.1.1 skips
+# only under is_causal), twice the causal FLOPs. The mask's own reads are not priced.
+ALLGATHER_MASK_FLOPS_FACTOR = 2.0
+
+
+def allgather_mask_comm_s(kv_elems: Any, cp: Any, c: int, bw: Any, lat: Any, fwd_passes: Any) -> np.ndarray:
+    """Exposed seconds of one layer's bench_model CP collectives: per forward pass two all-gathers (K, V) of cp chunks
+    of `kv_elems` c bytes, in the backward two reduce-scatters of the same size, all on the critical path."""
+    n = np.asarray(cp, dtype=np.float64)
+    nbytes = n * np.asarray(kv_elems, dtype=np.float64) * c
+    gather, scatter = ring_s("all_gather", n, nbytes, bw, lat), ring_s("reduce_scatter", n, nbytes, bw, lat)
+    return np.where(n > 1, 2 * gather * fwd_passes + 2 * scatter, 0.0)

@@ -13,8 +13,9 @@ from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import ParallelPlan
 from autotune.predict.frameworks import PROFILES
 from autotune.predict.perf import perf_arrays
-from autotune.predict.perf_terms import memory_bound_s
+from autotune.predict.perf_terms import attention_shape_factor, memory_bound_s
 from autotune.predict.ring_attention import (
+    allgather_mask_comm_s,
     ring_backward_accum_bytes,
     ring_comm_exposed_s,
     ring_forward_merge_bytes,
@@ -53,7 +54,11 @@ def test_torchtitan_cp_prices_the_ring_at_the_width_sdpa_sees():
 
     cfg = load_config(["model=llama-3.1-8b", "cluster=h100-sxm-80gb"])
     model, cluster = cfg.model, cfg.cluster
-    assert PROFILES["torchtitan"].torch_ring_attention() and not PROFILES["megatron"].torch_ring_attention()
+    assert {n: PROFILES[n].context_parallel_attention() for n in ("torchtitan", "bench_model", "megatron")} == {
+        "torchtitan": "torch_ring",
+        "bench_model": "allgather_mask",
+        "megatron": "p2p",
+    }
     plan = ParallelPlan(dp=1, cp=2, micro_batch_size=1, zero_stage=3)
     arr = arrays_from_plans([plan])
     out = {}
@@ -68,3 +73,23 @@ def test_torchtitan_cp_prices_the_ring_at_the_width_sdpa_sees():
     diff = float(out[True]["memory_bound_s"][0] - out[False]["memory_bound_s"][0])
     assert diff == pytest.approx(per_step, rel=1e-6)
     assert float(out[True]["cp_comm_s"][0]) > float(out[False]["cp_comm_s"][0]) > 0.0
+
+
+def test_bench_model_cp_gathers_on_the_critical_path_and_runs_the_whole_masked_block():
+    # bench_model/parallel/context_parallel.py @ 589f8f65: `_AllGatherSeq` gathers K and V (async_op=False) and
+    # reduce-scatters dK, dV in backward. 100 K elements, bf16, cp = 4, 1000 B/s, 1 ms hop: each collective moves
+    # 3/4 x 4 x 100 x 2 = 600 B (0.6 s) + 3 hops (0.003 s); 2 gathers per forward pass + 2 reduce-scatters
+    one = 0.6 + 3 * 0.001
+    assert float(allgather_mask_comm_s(100, 4, 2, 1000.0, 0.001, 1.0)) == pytest.approx(4 * one)
+    assert float(allgather_mask_comm_s(100, 4, 2, 1000.0, 0.001, 2.0)) == pytest.approx(6 * one)  # full recompute
+    from autotune.spec.config import load_config
+
+    cfg = load_config(["model=llama-3.1-8b", "cluster=h100-sxm-80gb"])
+    train = dataclasses.replace(cfg.train, framework="bench_model", seq_len=8192)
+    one_rank, two = (
+        perf_arrays(arrays_from_plans([ParallelPlan(cp=n)]), cfg.model, train, cfg.cluster) for n in (1, 2)
+    )
+    # the explicit mask computes every tile: s/cp x s at twice the causal FLOPs; per rank the causal work halves
+    # with cp = 2, so the masked block's attention time equals the whole causal sequence's on one rank
+    shape_ratio = float(attention_shape_factor(8192) / attention_shape_factor(4096))  # the kernel sees s/cp chunks
+    assert float(two["attention_s"][0]) == pytest.approx(float(one_rank["attention_s"][0]) * 2 * 0.5 * shape_ratio)

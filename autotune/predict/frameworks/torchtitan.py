@@ -134,9 +134,9 @@ class TorchtitanProfile(FrameworkProfile):
         CUDA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn): "fa2"."""
         return "fa2"
 
-    def torch_ring_attention(self) -> bool:
+    def context_parallel_attention(self) -> str:
         """[CP] torchtitan's context parallelism is torch's `context_parallel` (ring attention)."""
-        return True
+        return "torch_ring"
 
     def sdpa_repeats_kv(self) -> bool:
         """[CP] `repeat_kv` before SDPA (9dec370 to Jan 2026), enable_gqa after (#2259)."""
