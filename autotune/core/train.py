@@ -50,6 +50,11 @@ class TrainSpec:
     # (FlashAttention-3 / cuDNN) or "triton" (FlashAttention in Triton, llm-foundry's attn_impl=triton); None = the
     # framework's (FrameworkProfile.attention_kernel)
     attention_kernel: str | None = None
+    # whether K and V enter SDPA repeated to the query heads (the model's repeat_kv before SDPA, as torchtitan's
+    # llama3 did from 9dec370 to #2259, Jan 2026) instead of at the KV heads (enable_gqa): the width torch's ring
+    # attention moves and accumulates (autotune/predict/ring_attention.py); None = the framework's
+    # (FrameworkProfile.sdpa_repeats_kv)
+    sdpa_repeat_kv: bool | None = None
     # how the block linears' FP8 operands are cast (perf.py): "te" (Transformer Engine modules: fused cast-transposes,
     # perf_terms.te_fp8_cast_bytes) or "torchao" (per-linear casts, perf_terms.fp8_cast_bytes); None = the framework's
     # (FrameworkProfile.fp8_casts). llm-foundry's amp_fp8 rows are TE (composer/core/precision.py: te.fp8_autocast).
@@ -124,6 +129,10 @@ class TrainSpec:
             self.attention_kernel in (None, "fa2", "fa3", "triton"),
             f"train.attention_kernel={self.attention_kernel!r} must be one of fa2, fa3, triton (or null: the "
             "framework's)",
+        )
+        require(
+            self.sdpa_repeat_kv in (None, True, False),
+            f"train.sdpa_repeat_kv={self.sdpa_repeat_kv!r} must be true, false or null (the framework's)",
         )
         require(
             self.fp8_casts in (None, "te", "torchao"),

@@ -75,7 +75,11 @@ def torchtitan_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         fp8=str(r.float8),
         compile=_flag(r.compile),
     )
-    train = TrainSpec(seq_len=int(r.seq_len), global_batch_size=int(r.global_batch), framework="torchtitan")
+    # every commit of these pages (9dec370, 820504e, e7c0cae) repeats K/V to the query heads before SDPA (llama3
+    # model.py `repeat_kv`, until #2259 of Jan 2026): the width torch's ring attention moves (ring_attention.py)
+    train = TrainSpec(
+        seq_len=int(r.seq_len), global_batch_size=int(r.global_batch), framework="torchtitan", sdpa_repeat_kv=True
+    )
     return train, plan
 
 

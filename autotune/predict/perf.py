@@ -17,7 +17,11 @@ Per micro-batch and layer on one rank (tokens = b*s/cp):
     recompute; SP: all-gather + reduce-scatter, same volume), on the critical path (not overlapped).
   With plan.tp_overlap (SP only) the collectives are decomposed behind the GEMMs they feed:
     perf_terms.tp_overlap_layer_s (Wang et al. 2023 collective matmul, exposed max(C - (n-1)/n G, (1-eta) C)).
-  CP (ring attention): cp-1 exchanges of the local K and V chunk forward, twice that backward, not overlapped.
+  CP (ring attention): cp-1 exchanges of the local K and V chunk forward, twice that backward, not overlapped;
+    FrameworkProfile.context_parallel_attention says what runs (autotune/predict/ring_attention.py): torch's ring
+    attention (torchtitan) adds its fp32 output merges and gradient accumulators as memory-bound bytes, its
+    asynchronous K/V all-gather and dK/dV sends exposed beyond one ring step; bench_model's all-gathered K/V and
+    masked SDPA run twice the causal FLOPs and its gathers / reduce-scatters on the critical path.
 Stage time per micro-batch = its layers * layer time, + embedding on rank 0, + LM head and loss on rank pp-1; the
   busiest of ranks 0, 1, pp-1 sets the pace. compute = m * busiest stage; bubble = (pp-1)/vpp * stage time
   (Narayanan et al. 2021 Eq. 1, Sec 2.2.2 interleaving); pp = (m*vpp + pp - 1) boundaries of 2 p2p transfers +
@@ -80,6 +84,7 @@ from autotune.predict.perf_dp import (  # noqa: F401  (param_gather_bytes, tied_
 )
 from autotune.predict.perf_terms import (
     adam_tensors_per_param,
+    attention_passes,
     attention_s,
     compiled_elementwise_factor,
     elementwise_bytes_per_token,
@@ -95,6 +100,13 @@ from autotune.predict.perf_terms import (
     require_perf_fields,
     te_fp8_cast_bytes,
     tp_overlap_layer_s,
+)
+from autotune.predict.ring_attention import (
+    ALLGATHER_MASK_FLOPS_FACTOR,
+    allgather_mask_comm_s,
+    ring_backward_accum_bytes,
+    ring_comm_exposed_s,
+    ring_forward_merge_bytes,
 )
 from autotune.predict.schedule import bubble_microbatches
 from autotune.predict.te_fp8 import te_cast_layouts, te_expert_cast_extra_bytes, te_tp_gather_bytes
@@ -147,8 +159,23 @@ def _layer_terms(
     attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls
     tp_s = _tp_layer_s(arr, model, cluster, tokens * h, c, te, attn_gemm, gemm - attn_gemm)
     bw, lat = _link(cluster, tp * cp, tp)
-    kv_chunk = 2 * tokens * model.kv_dim / tp * c
-    cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
+    profile = get_profile(train.framework)
+    cp_attention = profile.context_parallel_attention()
+    if cp_attention == "torch_ring":  # torch's ring attention: merges, fp32 grads, async K/V (ring_attention.py)
+        repeat = profile.sdpa_repeats_kv() if train.sdpa_repeat_kv is None else train.sdpa_repeat_kv
+        q_elems = tokens * model.q_dim / tp
+        kv_elems = tokens * (model.q_dim if repeat else model.kv_dim) / tp
+        fwd_passes = 1.0 + full
+        ring_bytes = ring_forward_merge_bytes(q_elems, cp, c) * fwd_passes
+        # eager elementwise kernels inside the SDPA op's DTensor dispatch: not under compile's fusion factor
+        mem = mem + memory_bound_s(ring_bytes + ring_backward_accum_bytes(q_elems, kv_elems, cp, c), cluster)
+        cp_s = ring_comm_exposed_s(kv_elems, cp, c, bw, lat, attn / attention_passes(passes), fwd_passes)
+    elif cp_attention == "allgather_mask":  # bench_model: gathered K/V, one masked SDPA (ring_attention.py)
+        attn = np.where(cp > 1, ALLGATHER_MASK_FLOPS_FACTOR * attn, attn)
+        cp_s = allgather_mask_comm_s(tokens * model.kv_dim / tp, cp, c, bw, lat, 1.0 + full)
+    else:
+        kv_chunk = 2 * tokens * model.kv_dim / tp * c
+        cp_s = 3 * (cp - 1) * (kv_chunk / bw + lat)
     out = {"gemm": gemm, "attn": attn, "mem": mem, "tp": tp_s, "cp": cp_s, "passes": passes, "tokens": tokens}
     out.update(_moe_terms(arr, model, train, cluster, tokens, passes, linear_peak, linear_eff))
     # plan.ep_overlap (Megatron's combined 1F1B): the all-to-alls behind another micro-batch's compute of the layer,

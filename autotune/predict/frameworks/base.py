@@ -120,6 +120,19 @@ class FrameworkProfile(ABC):
         attention, the family's best: cluster.attention_efficiency) or "fa2" (FlashAttention-2 class, which Hopper
         runs at cluster.fa2_attention_ratio of it; perf_terms.attention_s)."""
 
+    def context_parallel_attention(self) -> str:
+        """How this framework's context parallelism runs attention (autotune/predict/ring_attention.py):
+        "torch_ring" (torch's ring attention, torch/distributed/tensor/experimental/_attention.py: per-step SDPA, fp32
+        merges and gradient accumulators, asynchronous K/V all-gather and dK/dV sends), "allgather_mask"
+        (bench_model: all-gathered K/V and one SDPA with an explicit mask), or "p2p" (default: the K/V exchanges
+        priced as 3 (cp - 1) exposed transfers, perf.py)."""
+        return "p2p"
+
+    def sdpa_repeats_kv(self) -> bool:
+        """Whether K and V enter SDPA repeated to the query heads (the model calls repeat_kv before SDPA) rather than
+        at the KV heads (enable_gqa): the width ring attention moves and accumulates. Default: no."""
+        return False
+
     @abstractmethod
     def fp8_casts(self) -> str:
         """How this framework casts the block linears' operands under plan.fp8: "torchao" (each linear casts its

@@ -192,6 +192,11 @@ class BenchModelProfile(FrameworkProfile):
         ran: triton or fa2, reference_runs.mpt_attention_kernel)."""
         return "fa3"
 
+    def context_parallel_attention(self) -> str:
+        """bench_model/parallel/context_parallel.py: K/V all-gathered over the cp ranks, one SDPA with an explicit mask
+        on global positions: "allgather_mask" (autotune/predict/ring_attention.py)."""
+        return "allgather_mask"
+
     def fp8_casts(self) -> str:
         """bench_model converts its linears with torchao's Float8Linear (bench_model/parallel/float8.py): "torchao"."""
         return "torchao"

@@ -134,6 +134,14 @@ class TorchtitanProfile(FrameworkProfile):
         CUDA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn): "fa2"."""
         return "fa2"
 
+    def context_parallel_attention(self) -> str:
+        """[CP] torchtitan's context parallelism is torch's `context_parallel` (ring attention)."""
+        return "torch_ring"
+
+    def sdpa_repeats_kv(self) -> bool:
+        """[CP] `repeat_kv` before SDPA (9dec370 to Jan 2026), enable_gqa after (#2259)."""
+        return self.repeat_kv
+
     def fp8_casts(self) -> str:
         """torchtitan's Float8 converter swaps in torchao's Float8Linear (torchtitan/components/quantization):
         "torchao"."""
