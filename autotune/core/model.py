@@ -6,6 +6,7 @@ Plain data: no Hydra, no torch, no I/O. Validation raises `SpecError` naming the
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -81,6 +82,17 @@ class ModelSpec:
     # --qk-layernorm). Exporters write it; the memory and speed models do not count its 2*head_dim weights per layer
     # and elementwise work, so it is not part of a candidate id (identity() below)
     qk_norm: bool = False
+    # YaRN context extension (Peng et al. 2023, "YaRN", arXiv 2309.00071 Sec 3.4: RoPE frequencies interpolated by the
+    # scale factor s and the attention logits scaled by sqrt(1/t) = 0.1 ln(s) + 1, applied to RoPE's cos and sin);
+    # HF `rope_scaling: {rope_type: yarn, factor: s}`, 1.0 = plain RoPE. openai/gpt-oss-120b: factor 32. Prices the
+    # unfused RoPE Megatron-Core falls back to when that attention factor is not 1 (autotune/predict/rope.py)
+    yarn_scaling_factor: float = 1.0
+    # sliding-window attention: `sliding_window_layers` of the layers attend to the last `sliding_window` keys before
+    # each query (HF `sliding_window`, `layer_types`; Megatron window_size (W, 0): keys [i - W, i], W + 1 of them), the
+    # rest full causal. openai/gpt-oss-120b: W = 128 on 18 of 36 layers (alternating; Megatron-Bridge GPTOSSProvider
+    # window_size (128, 0), window_attn_skip_freq 2). 0 = none. Priced in autotune/predict/attention_terms.py
+    sliding_window: int = 0
+    sliding_window_layers: int = 0
 
     def __post_init__(self) -> None:
         for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads", "vocab_size"):
@@ -97,6 +109,22 @@ class ModelSpec:
             f"model.num_kv_heads={self.num_kv_heads} does not divide model.num_heads={self.num_heads}",
         )
         require(self.block in ("llama", "gpt"), f"model.block={self.block!r} must be one of llama, gpt")
+        s = self.yarn_scaling_factor
+        require(
+            isinstance(s, (int, float)) and not isinstance(s, bool) and s >= 1.0,
+            f"model.yarn_scaling_factor={s!r} must be a number >= 1 (1 = plain RoPE)",
+        )
+        for f in ("sliding_window", "sliding_window_layers"):
+            v = getattr(self, f)
+            require(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0, f"model.{f}={v!r} must be an integer >= 0"
+            )
+        require(
+            self.sliding_window_layers <= self.num_layers
+            and (self.sliding_window > 0) == (self.sliding_window_layers > 0),
+            f"model.sliding_window_layers={self.sliding_window_layers} must be in 1..num_layers={self.num_layers} "
+            f"exactly when model.sliding_window={self.sliding_window} > 0",
+        )
         self._check_moe()
         self._check_mla()
 
@@ -182,6 +210,13 @@ class ModelSpec:
             if f.name in _ID_FIELDS_ALWAYS or v != f.default:
                 out[f.name] = v
         return out
+
+    @property
+    def rope_attention_factor(self) -> float:
+        """YaRN's attention factor 0.1 ln(s) + 1 (Peng et al. 2023 Sec 3.4; transformers `_compute_yarn_parameters`
+        `get_mscale`, Megatron-Core `_yarn_get_mscale`), 1.0 without YaRN (s = 1). gpt-oss-120b: 1.3466."""
+        s = self.yarn_scaling_factor
+        return 0.1 * math.log(s) + 1.0 if s > 1.0 else 1.0
 
     @property
     def is_moe(self) -> bool:
@@ -303,7 +338,13 @@ class ModelSpec:
             d_qk, d_v = self.qk_nope_head_dim + self.qk_rope_head_dim, self.v_head_dim
         else:
             d_qk = d_v = self.head_dim
-        return 3.0 * self.num_layers * seq_len * self.num_heads * (d_qk + d_v)
+        # sliding-window layers: 2 x the mean keys per query, W' - W'(W'-1)/(2s) with W' = W + 1 keys (Megatron-Bridge
+        # src/megatron/bridge/training/utils/flop_utils.py @ 067f987d, "average causal sliding-window context length"),
+        # in place of the causal s/2 x 2 = s
+        full = self.num_layers - self.sliding_window_layers
+        w = self.sliding_window + 1
+        keys = 2.0 * (w - w * (w - 1) / (2.0 * seq_len)) if w < seq_len else float(seq_len)
+        return 3.0 * (full * seq_len + self.sliding_window_layers * keys) * self.num_heads * (d_qk + d_v)
 
     def flops_per_token(self, seq_len: int) -> float:
         """Training (forward + backward) model FLOPs per token.

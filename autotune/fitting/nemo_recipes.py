@@ -140,6 +140,30 @@ DISPATCHER_EP = {("DeepSeekV3", "B200"): 32, ("DeepSeekV3 (w/o MTP)", "B200"): 3
 # with moe_enable_deepep) and `A2A_1F1B = gpu == "h100"` (overlap_moe_expert_parallel_comm, delay_wgrad_compute); the
 # B200 / GB200 rows of that release ran token drop without DeepEP (`use_tokendrop`): alltoall, as mapped above.
 RELEASE_RECIPE = {(m, "H100", "NeMo 25.09"): ("deepep", True) for m in ("DeepSeekV3", "DeepSeekV3 (dropless)")}
+# GPT-OSS-120B before Megatron-Bridge r0.4.0 (the release each container ships: docs/releases/software-versions.md @
+# 067f987d, NeMo 25.11 -> Megatron-Bridge 0.2.0, 26.02 -> 0.3.0; 26.02.01 -> r0.3.1, known-issues.md): the GB200 and
+# B300 BF16 configs name neither the EP overlap nor a flex backend (scripts/performance/configs/gpt_oss/
+# workload_base_configs.py @ v0.2.0 GPT_OSS_120B_GB200_BF16_BASE_CONFIG, gpt_oss_workload_base_configs.py @ v0.3.0 /
+# v0.3.1 GPT_OSS_120B_PRETRAIN_CONFIG_{GB200,B300}_BF16_V2: ep 64, no moe_a2a_overlap, no moe_flex_dispatcher_backend
+# -> the provider's alltoall). `moe_a2a_overlap=True` (comm_overlap.overlap_moe_expert_parallel_comm, utils/
+# overrides.py `_set_moe_a2a_overlap_overrides`) and B300's hybridep at ep 8 arrive in 7260d6214 (2026-03-23, "perf
+# optimizations- GPT-OSS 120B"), first tagged v0.4.0 (NeMo 26.04). The 26.02.01 B300 row runs ep 8, the later
+# config's layout, so it keeps the later recipe (DISPATCHER).
+RELEASE_RECIPE.update(
+    {
+        **{("GPT OSS 120B", "GB200", c): ("alltoall", False) for c in ("NeMo 25.11", "NeMo 26.02", "NeMo 26.02.01")},
+        ("GPT OSS 120B", "B300", "NeMo 26.02"): ("alltoall", False),
+    }
+)
+# Rows the summary itself marks as a regression of a kernel the model does not price, keyed by (model, container,
+# precision): skipped with the summary's footnote as the reason. docs/performance-summary-archive.md @ 067f987d,
+# NeMo 26.06.01 GPT OSS 120B MXFP8 (GB300 20,288 and GB200 18,304 tok/s/GPU, 33,166 and 28,947 in 26.06 on the same
+# layout): "[^gpt-oss-note]: Performance regression in GPT-OSS 120B pre-training is a known issue
+# (NVIDIA/cudnn-frontend#256). It will be resolved with the next container release." That issue: cudnn-frontend's
+# `grouped_gemm_dglu_wrapper_sm100` (the MXFP8 fused grouped-GEMM dGeGLU + dbias kernel of the MoE backward) became
+# 10x slower between cudnn-frontend 1.23.0 and 1.24.0 on GB200 for GPT-OSS and DeepSeek-V3; 26.08 measures 33,024 /
+# 28,672 again.
+KNOWN_REGRESSION = {("GPT OSS 120B", "NeMo 26.06.01", "MXFP8"): "NVIDIA/cudnn-frontend#256"}
 
 
 def recipe_dispatcher(model: str, gpu: str, fp8: str, n_gpus: int, ep: int) -> str:

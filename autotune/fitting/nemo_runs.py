@@ -74,7 +74,9 @@ assumption is named):
   Megatron's flex dispatcher with the DeepEP or HybridEP backend -> deepep / hybridep (both exchange hierarchically,
   priced by autotune/predict/moe_dispatch.py), alltoall where the recipe says so; NOT MAPPED (alltoall, the
   Megatron-Bridge model providers' default) where the recipe is silent; where the row's own release states another
-  recipe (RELEASE_RECIPE: DeepSeek-V3 on 1024 H100 in NeMo 25.09, DeepEP with the EP overlap), that release's.
+  recipe (RELEASE_RECIPE: DeepSeek-V3 on 1024 H100 in NeMo 25.09, DeepEP with the EP overlap; GPT-OSS-120B on GB200
+  and B300 before r0.4.0, alltoall without it), that release's.
+- rows the summary footnotes as a kernel regression (KNOWN_REGRESSION: GPT-OSS-120B MXFP8 in 26.06.01) are skipped.
 - CUDA graphs (train.cuda_graphs): per model, GPU, container and recipe from the performance configs of the container's
   Megatron-Bridge release (autotune/fitting/nemo_cuda_graphs.py, which names what it does not map).
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
@@ -96,6 +98,7 @@ from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_seg
     ACT_OFFLOAD_LAYERS,
     EP_OVERLAP_ON,
     HIDDEN_DROPOUT_DEFAULT,
+    KNOWN_REGRESSION,
     MOE_RECOMPUTE,
     RECIPE_LAYOUT,
     RECIPE_MBS,
@@ -216,6 +219,9 @@ def _skip_reason(r: Any) -> str | None:
         return f"precision={r.precision}: no single recipe"
     if any(pd.isna(getattr(r, c)) for c in ("tokens_per_sec_per_gpu", "mbs", "gbs", "tp", "pp")):
         return "tokens/s, micro-batch or a degree not stated"
+    issue = KNOWN_REGRESSION.get((str(r.model), str(r.container), str(r.precision)))
+    if issue is not None:
+        return f"container={r.container}: the summary footnotes a known kernel regression ({issue})"
     return None
 
 

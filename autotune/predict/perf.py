@@ -108,6 +108,7 @@ from autotune.predict.ring_attention import (
     ring_comm_exposed_s,
     ring_forward_merge_bytes,
 )
+from autotune.predict.rope import unfused_rope_extra_bytes
 from autotune.predict.schedule import bubble_microbatches
 from autotune.predict.te_fp8 import te_cast_layouts, te_expert_cast_extra_bytes, te_tp_gather_bytes
 
@@ -156,6 +157,8 @@ def _layer_terms(
     else:
         casts = fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["compile"])  # compiled: fused casts
     mem = mem + np.where(fp8, memory_bound_s(casts, cluster), 0.0)
+    if get_profile(train.framework).unfused_scaled_rope():  # YaRN's attention factor != 1 (predict/rope.py)
+        mem = mem + memory_bound_s(tokens * unfused_rope_extra_bytes(model, c, tp, full), cluster)
     attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls
     tp_s = _tp_layer_s(arr, model, cluster, tokens * h, c, te, attn_gemm, gemm - attn_gemm)
     bw, lat = _link(cluster, tp * cp, tp)

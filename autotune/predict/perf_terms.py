@@ -41,6 +41,7 @@ import numpy as np
 from autotune.core.errors import SpecError
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec
+from autotune.predict.attention_terms import head_dim_factor, window_time_share
 from autotune.predict.fp8_terms import (  # noqa: F401  (re-exported: callers import them from perf_terms)
     CAST_EXTRA_BYTES,
     CAST_FUSED_EXTRA_BYTES,
@@ -200,7 +201,7 @@ def offload_step_s(updated: Any, offload_code: Any, param_bytes: int, grad_bytes
 #   Sec 3.1.1: blocks above the diagonal are skipped, the diagonal one is computed and masked), so a causal pass does
 #   s/2 + Bc/2 of work per query for s/2 useful: factor s/(s + Bc), Bc = 128 (FA2/FA3 key block for head dim 128).
 # - Head dim: FA3 forward at 16k reaches 648 (d = 128) and 642 (d = 256) TFLOP/s (Shah et al. 2024 Fig. 4): flat
-#   from 128 up, so no head-dim term is applied (d = 64 runs slower; its published figure was not used here).
+#   from 128 up; below 128 the same figure's d = 64 panel (attention_terms.head_dim_factor).
 ATTN_SEQ_HALF = 207.0
 ATTN_CAUSAL_BLOCK = 128.0
 # FlashAttention-2-class kernels on Hopper (torch SDPA's flash backend, the flash-attn 2 package: Ampere-style mma.sync,
@@ -276,6 +277,9 @@ def attention_s(
     s = seq_len if chunk is None else chunk
     shape = attention_shape_factor(s, half) if cluster.device_type == "cuda" else 1.0
     slower = triton_attention_factor(passes) if kernel == "triton" else 1.0
+    # sliding-window layers and small heads (attention_terms.py); MLA's heads are d_qk = nope + rope wide
+    d = model.head_dim if model.attention == "gqa" else model.qk_nope_head_dim + model.qk_rope_head_dim
+    slower = slower * window_time_share(model, s, half, ATTN_CAUSAL_BLOCK) / head_dim_factor(d, kernel)
     return flops * slower / (peak * cluster.attention_efficiency * (1.0 if ratio is None else ratio) * shape)
 
 

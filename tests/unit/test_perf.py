@@ -56,7 +56,9 @@ def layer_s(tokens, passes=3, ew_passes=3):
     # at s = 2048 the causal kernel reaches 2048/(2048+207) * 2048/(2048+128) = 0.854780 of its asymptotic rate
     # (perf_terms.attention_shape_factor: FA3 Fig. 4 sequence curve, diagonal 128-key block)
     # FlashAttention's backward is 2.5 forwards (Dao 2023 Sec 4.1): passes + 0.5 forward-equivalents
-    attn = tokens * 2 * 2048 * 1024 * (passes + 0.5) / (1e15 * 0.25 * 0.854780)
+    # head dim 1024/16 = 64: cuDNN's d = 64 rate is 413/595 of its d = 128 one (Shah et al. 2024 Fig. 4, 16k forward;
+    # attention_terms.head_dim_factor)
+    attn = tokens * 2 * 2048 * 1024 * (passes + 0.5) / (1e15 * 0.25 * 0.854780 * 413 / 595)
     mem = tokens * 54_272 * 2.8 * ew_passes / HBM
     return gemm + attn + mem
 

@@ -82,7 +82,8 @@ def test_megatron_narayanan():
 
 def test_nemo_rows_are_all_mapped_or_listed_with_reasons():
     runs, skipped = load_nemo()
-    assert (len(runs), len(skipped)) == (223, 107) and len(runs) + len(skipped) == _rows(
+    # 2 of the skips: NeMo 26.06.01's GPT-OSS MXFP8 rows, footnoted as a kernel regression (nemo_recipes.KNOWN_REGRESSION)
+    assert (len(runs), len(skipped)) == (221, 109) and len(runs) + len(skipped) == _rows(
         "nemo_megatron_bridge_performance_summary.csv"
     )
     by_row = {s.row: s.reason for s in skipped}
@@ -110,7 +111,8 @@ def test_nemo_rows_are_all_mapped_or_listed_with_reasons():
     assert run[129].plan.moe_dispatcher == "alltoall"
     # NeMo 25.09 DeepSeek-V3 on 1024 H100 (TP2 PP8 VP4 EP64): its release's runner enabled DeepEP and the EP overlap
     assert (run[309].plan.moe_dispatcher, run[309].plan.ep_overlap, run[309].plan.vpp) == ("deepep", True, 4)
-    assert [r.plan.moe_dispatcher for r in runs].count("hybridep") == 91
+    # 91 before the two 26.06.01 regression rows left and the 26.02 B300 row took its release's alltoall
+    assert [r.plan.moe_dispatcher for r in runs].count("hybridep") == 88
 
 
 def test_h200_bench_model():

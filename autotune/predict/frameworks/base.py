@@ -114,6 +114,11 @@ class FrameworkProfile(ABC):
         and grouped GEMM groups from tokens-per-expert counts computed on the device)."""
         return np.ones(np.shape(np.asarray(ep)), dtype=bool)
 
+    def unfused_scaled_rope(self) -> bool:
+        """Whether this framework runs RoPE unfused when the model's YaRN attention factor is not 1
+        (autotune/predict/rope.py). Default: no (torch.compile / Inductor fuses the scaled rotation like any other)."""
+        return False
+
     @abstractmethod
     def attention_kernel(self) -> str:
         """The causal attention kernel this framework runs on CUDA: "fa3" (FlashAttention-3 or cuDNN fused

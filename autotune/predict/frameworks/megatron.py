@@ -190,6 +190,12 @@ class MegatronProfile(FrameworkProfile):
         moe_pad_expert_input_to_capacity, what the token-drop recipes set) the counts are static: no sync."""
         return np.full(np.shape(np.asarray(ep)), not capacity, dtype=bool)
 
+    def unfused_scaled_rope(self) -> bool:
+        """Megatron-Core >= 0.16 applies RoPE unfused when mscale != 1, which TE's fused RoPE does not take
+        (megatron/core/models/common/embeddings/rope_utils.py `apply_rotary_pos_emb`, 987395813b; autotune/predict/
+        rope.py)."""
+        return True
+
     def attention_kernel(self) -> str:
         """Megatron-Core's TEDotProductAttention: Transformer Engine picks cuDNN fused (flash) attention on Hopper and
         later when both it and flash-attn apply (NeMo docs, memory_optimizations.rst "Flash Attention", NVIDIA/NeMo
