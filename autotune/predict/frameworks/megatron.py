@@ -46,37 +46,14 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
         and keeps no mask (aten/src/ATen/native/Dropout.cpp `_dropout_impl`: `if (p == 0 || !train ...) return
         input`). The attention dropout runs inside the flash kernel (no mask either way). NVIDIA's recipes run 0.0
         (autotune/fitting/nemo_runs.py HIDDEN_DROPOUT): train.hidden_dropout.
-  [TE-LIN] NVIDIA/TransformerEngine transformer_engine/pytorch/module/linear.py @ d0067d0d `_Linear` forward: under
-        fp8 the input is quantized (`inputmat = input_quantizer(inputmat)`) and that quantized tensor is what is
-        saved (`saved_inputmat = inputmat`, row-wise data discarded when only the column-wise copy is needed; with
-        SP the local, not the gathered, input); module/layernorm_linear.py (same commit): the norm writes the FP8
-        `ln_out` directly (`with_quantized_norm`) and saves it with the bf16 norm input, mu and rsigma.
   [TE-ATTN] transformer_engine/pytorch/attention/dot_product_attention/backends.py (same commit) `FusedAttnFunc`:
         saves q, k, v and the bf16 output `out` (f16_tensors) for its backward.
   [TE-QKV] transformer_engine/pytorch/attention/dot_product_attention/utils.py (same commit) `get_qkv_layout`: q and
         k rotated into new tensors and v a view of the fused projection output fit no known layout (k and v on
         different storages with different strides): "not_supported" -> `q, k, v = [x.contiguous() ...]`, so v is
         a copy and nothing keeps the projection output; ops/basic/rmsnorm.py saves `input_.contiguous()` (q/k norms).
-  [FP8P] --fp8-param-gather (train.fp8_param_gather; Megatron-Bridge src/megatron/bridge/training/mixed_precision.py
-        @ 067f987d sets it in bf16_with_fp8_delayed_scaling_mixed, bf16_with_fp8_current_scaling_mixed and
-        bf16_with_mxfp8_mixed (with reuse_grad_buf_for_mxfp8_param_ag), not in bf16_with_nvfp4_mixed; the perf
-        recipes take these configs, scripts/performance/utils/precision.py). Megatron-LM megatron/core/distributed/
-        param_and_grad_buffer.py @ d98e8a64: a quantized param's buffer dtype is torch.uint8 (`_param_uses_quantized_
-        storage` -> param_dtype = torch.uint8), the all-gather runs on it; with MXFP8 params the param all-gather
-        instead reuses the (bf16) grad buffer (`shared_buffer`, "For MXFP8 param: Create a shared buffer for param
-        AG and grad RS") and `_post_param_sync` re-quantizes into the params' own storage. TransformerEngine
-        module/base.py @ d0067d0d: the weight quantizer of FP8-initialised params is `set_usage(rowwise=True,
-        columnwise=torch.is_grad_enabled())`, so training keeps both usages: tensor/storage/float8_tensor_storage.py
-        `update_usage` keeps one `_data` where `is_non_tn_fp8_gemm_supported()` (compute capability 10.x-11.x or
-        >= 13: Blackwell) and a `_transpose` copy besides it elsewhere (Hopper); an MXFP8 tensor's row-wise and
-        column-wise data are two quantizations (1 + 1/32 bytes each with their E8M0 scales).
-  [TE-WS] Without FP8 params, Transformer Engine's Linear quantizes its bf16 weight on the first micro-batch and
-        keeps the result for the rest (module/linear.py @ d0067d0d: `quantize_weight(..., update_workspace=
-        is_first_microbatch is None or is_first_microbatch, cache=...)`; module/base.py: the workspace is kept in
-        `self._fp8_workspaces["weight"]` when `is_first_microbatch` is not None), row-wise and column-wise in
-        training (`set_usage(rowwise=True, columnwise=is_grad_enabled ...)`). Megatron-Core's TE wrappers pass
-        is_first_microbatch unless config.disable_parameter_transpose_cache (default False; megatron/core/
-        extensions/transformer_engine.py @ d98e8a64 `_is_first_microbatch`). The cache lives across steps.
+  [TE-LIN], [FP8P], [TE-WS]: Transformer Engine's saved FP8 inputs, quantized weights and their cache, in
+        autotune/predict/frameworks/megatron_te.py with their sources.
   [REM] train.master_remainders: Apex DistributedFusedAdam's store_param_remainders (NVIDIA/apex
         apex/contrib/optimizers/distributed_fused_adam.py @ f3f04924 (2024-04) StateBucket: no params_shard,
         param_remainders_shard = torch.zeros([shard_size], dtype=torch.int16) beside the fp32 exp_avg / exp_avg_sq
@@ -115,7 +92,7 @@ from autotune.predict import reserved
 from autotune.predict.frameworks import megatron_moe
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
-from autotune.predict.te_fp8 import lowp_bytes
+from autotune.predict.frameworks.megatron_te import non_tn_fp8_gemm, te_fp8_input_bytes, te_weight_bytes
 
 
 def megatron_layer_units(model: ModelSpec, dropout: float = 2.0, qkv_view: bool = True) -> tuple[float, float]:
@@ -126,31 +103,6 @@ def megatron_layer_units(model: ModelSpec, dropout: float = 2.0, qkv_view: bool 
     mlp = 6.0 * f / h if model.block != "gpt" else 4.0 * f / h  # SwiGLU: fc1 out 2f + fc2 in f; GELU: f + f
     view = 2.0 * (model.q_dim + k) / h if qkv_view else 0.0  # the fused QKV output's Q and K parts v's view keeps
     return 8.0 + dropout, 2.0 + 4.0 * k / h + 2.0 + mlp + view
-
-
-def te_fp8_input_bytes(fp8: Any) -> np.ndarray:
-    """Bytes per element of a linear input Transformer Engine saves for backward under an FP8 recipe ([TE-LIN]): the
-    quantized copy, 1 byte (tensorwise / delayed / current scaling; one fp32 scale per tensor), MXFP8 1 + 1/32 (an
-    E8M0 scale per 32 elements, MXFP8_BLOCK_SCALING_SIZE), NVFP4 1/2 + 1/16 (an E4M3 scale per 16 elements,
-    NVFP4_BLOCK_SCALING_SIZE; transformer_engine/pytorch/constants.py); 0 where fp8 is off."""
-    return lowp_bytes(fp8)  # the same bytes per element as one low-precision copy (autotune/predict/te_fp8.py)
-
-
-def te_weight_bytes(fp8: Any, non_tn: bool) -> np.ndarray:
-    """Bytes per element of a Transformer Engine quantized weight in training (row-wise and column-wise usage, [FP8P]):
-    per-tensor FP8 1 where the GPU runs non-TN FP8 GEMMs (`non_tn`), 2 (data + transpose) elsewhere; MXFP8 2(1 +
-    1/32) and NVFP4 2(1/2 + 1/16), the row- and column-wise quantizations with their block scales
-    (`te_fp8_input_bytes`); 0 without FP8."""
-    code = np.asarray(fp8)
-    out = np.where(code == FP8_CODE["tensorwise"], 1.0 if non_tn else 2.0, 0.0)
-    return np.where((code == FP8_CODE["mxfp8"]) | (code == FP8_CODE["nvfp4"]), 2.0 * te_fp8_input_bytes(code), out)
-
-
-def non_tn_fp8_gemm(cluster: Any) -> bool:
-    """Whether Transformer Engine runs FP8 GEMMs in non-TN layouts on this GPU ([FP8P] `is_non_tn_fp8_gemm_supported`:
-    Blackwell, compute capability 10.x-11.x), so a per-tensor FP8 weight needs no transposed copy: the preset's
-    `fp8_non_tn_gemm` (true in the b200, b300, gb200 and gb300 presets; autotune/predict/te_fp8.py)."""
-    return bool(getattr(cluster, "fp8_non_tn_gemm", False))
 
 
 @dataclass(frozen=True)
