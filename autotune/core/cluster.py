@@ -60,6 +60,10 @@ class ClusterSpec:
     # FlashAttention-2-class kernels' fraction of the family's best attention rate (attention_efficiency is the FA3 /
     # cuDNN kernel's) on this GPU (perf_terms.attention_s); None = 1 (FA2 is the best kernel, or no figure published)
     fa2_attention_ratio: float | None = None
+    # softmax exponentials per second of the GPU's special-function units (MUFU.EX2) where the attention kernel's
+    # exponentials do not hide behind its matmuls (perf_terms.softmax_exp_s: Blackwell); None = hidden (Hopper:
+    # FlashAttention-3's ping-pong overlap) or not published
+    softmax_exp_per_s: float | None = None
     # CPU offload (plan.offload): host memory per GPU (bytes), host<->device bandwidth (bytes/s, one direction, per
     # GPU) and the CPU AdamW throughput per GPU's share of host cores (parameters/s; benchmarks/cpu_adam.py)
     host_memory_bytes_per_gpu: int | None = None
@@ -104,7 +108,13 @@ class ClusterSpec:
         for f in ("peak_flops_fp8", "peak_flops_mxfp8", "peak_flops_nvfp4"):
             v = getattr(self, f)
             require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
-        for f in ("host_memory_bytes_per_gpu", "host_device_bw_bytes_per_s", "cpu_adam_params_per_s", "host_op_s"):
+        for f in (
+            "host_memory_bytes_per_gpu",
+            "host_device_bw_bytes_per_s",
+            "cpu_adam_params_per_s",
+            "host_op_s",
+            "softmax_exp_per_s",
+        ):
             v = getattr(self, f)
             require(v is None or (not isinstance(v, bool) and float(v) > 0), f"cluster.{f}={v!r} must be null or > 0")
         for f in CPU_COMM_FIELDS:

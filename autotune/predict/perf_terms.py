@@ -277,10 +277,44 @@ def attention_s(
     s = seq_len if chunk is None else chunk
     shape = attention_shape_factor(s, half) if cluster.device_type == "cuda" else 1.0
     slower = triton_attention_factor(passes) if kernel == "triton" else 1.0
-    # sliding-window layers and small heads (attention_terms.py); MLA's heads are d_qk = nope + rope wide
+    # sliding-window layers and small heads (attention_terms.py); MLA's heads are d_qk = nope + rope wide. Where the
+    # preset prices the softmax exponentials (softmax_exp_s) the head-dim factor is left out: it is read off H100
+    # kernels whose d = 64 rate is the exponential's bound (FlashAttention-3 Sec 3.1: 3.9 T exp/s vs 989 TFLOP/s, 4d =
+    # 256 FLOPs per score), which softmax_exp_s counts itself (one exponential per score, heads x keys)
     d = model.head_dim if model.attention == "gqa" else model.qk_nope_head_dim + model.qk_rope_head_dim
-    slower = slower * window_time_share(model, s, half, ATTN_CAUSAL_BLOCK) / head_dim_factor(d, kernel)
-    return flops * slower / (peak * cluster.attention_efficiency * (1.0 if ratio is None else ratio) * shape)
+    window = window_time_share(model, s, half, ATTN_CAUSAL_BLOCK)
+    small_heads = 1.0 if cluster.softmax_exp_per_s is not None else head_dim_factor(d, kernel)
+    slower = slower * window / small_heads
+    mma = flops * slower / (peak * cluster.attention_efficiency * (1.0 if ratio is None else ratio) * shape)
+    # a windowed layer computes the scores of the tiles in its band: at S0 = 0 the share is that count's ratio
+    scores = window_time_share(model, seq_len, 0.0, ATTN_CAUSAL_BLOCK)
+    return mma + scores * softmax_exp_s(tokens, seq_len, model, tp, passes, cluster)
+
+
+def softmax_exps(tokens: Any, seq_len: int, model: ModelSpec, tp: Any, passes: Any) -> np.ndarray:
+    """Softmax exponentials of one layer's causal attention for `tokens` local tokens: one per (query, key) score
+    of the local heads, s/2 keys per query under the causal mask plus half the diagonal tile the kernel computes and
+    masks (Dao 2023 Sec 3.1.1, ATTN_CAUSAL_BLOCK); once per forward and once more in the backward, which recomputes P
+    from the saved row statistics (Dao 2023 Alg. 2): `passes` - 1 times (2, 3 with full recompute)."""
+    keys = seq_len / 2.0 + ATTN_CAUSAL_BLOCK / 2.0
+    heads = model.num_heads / np.asarray(tp, dtype=np.float64)
+    return np.asarray(tokens, dtype=np.float64) * heads * keys * (np.asarray(passes, dtype=np.float64) - 1.0)
+
+
+def softmax_exp_s(tokens: Any, seq_len: int, model: ModelSpec, tp: Any, passes: Any, cluster: ClusterSpec) -> Any:
+    """Time of the softmax exponentials on the special-function units, serial with the attention matmuls, where
+    the preset states their rate (`softmax_exp_per_s`; else 0: they hide behind the matmuls). Blackwell doubled the
+    tensor cores over Hopper but kept MUFU at 16 exponentials / clock / SM, so its attention forward is bound by the
+    exponential, not the MMA (Zadouri et al. 2026, FlashAttention-4, Sec 1 / 3 "feeds and speeds" on B200); in the
+    GB200 trace of NVIDIA's "Making Softmax More Efficient with NVIDIA Blackwell Ultra" (developer blog, 2026) the
+    second matmul waits for the softmax (BMM1 -> MUFU.EX2 -> BMM2). Blackwell Ultra doubles MUFU.EX2: 10.7 vs 5
+    TeraExponentials/s (per-GPU table, verda.com "NVIDIA GB300 NVL72: GPU Architecture & Performance"). On Hopper
+    FlashAttention-3 overlaps the softmax of one warpgroup with the other's GEMMs (Shah et al. 2024 Sec 3.1), so the
+    Hopper presets state no rate."""
+    rate = cluster.softmax_exp_per_s
+    if rate is None or cluster.device_type != "cuda":
+        return 0.0
+    return softmax_exps(tokens, seq_len, model, tp, passes) / rate
 
 
 def prefetch_exposed_s(comm: Any, compute: Any, overlap: float) -> np.ndarray:

@@ -28,6 +28,8 @@ from autotune.predict.perf_terms import (
     fp8_cast_bytes,
     fsdp_exposed_s,
     linear_efficiency_factor,
+    softmax_exp_s,
+    softmax_exps,
     te_fp8_cast_bytes,
     triton_attention_factor,
 )
@@ -311,3 +313,30 @@ def test_transformer_engine_fp8_layouts_and_sequence_parallel_gathers():
     pair = float(ring_s("all_gather", 4, act * 1, bw, lat) + ring_s("reduce_scatter", 4, act * 2, bw, lat))
     assert fp8 == pytest.approx(model.num_layers * 4 * pair)
     assert 0.75 < fp8 / none < 0.85  # 3 of 4 bytes, the same ring latency
+
+
+def test_blackwell_softmax_exponentials_by_hand():
+    # llama-3.1-8b (32 heads), 8192 local tokens, seq 8192, tp 1, fwd + bwd: one exponential per score, s/2 keys per
+    # query plus half the 128-wide diagonal tile (Dao 2023 Sec 3.1.1), once forward and once in the backward's
+    # recomputation of P (Dao 2023 Alg. 2): 8192 * 32 * (4096 + 64) * 2 = 2,181,038,080 exponentials; at B200's
+    # 5 TeraExponentials/s 436.2 us, at Blackwell Ultra's 10.7 T/s 203.8 us (verda.com GB300 NVL72 per-GPU table;
+    # NVIDIA blog "Making Softmax More Efficient with NVIDIA Blackwell Ultra": MUFU.EX2 throughput doubled)
+    model = job()[0]
+    assert float(softmax_exps(8192, 8192, model, 1, 3.0)) == 2_181_038_080
+    assert float(softmax_exps(8192, 8192, model, 2, 4.0)) == 2_181_038_080 * 3 / 2 / 2  # tp 2, full recompute
+    rates = {p: load_preset(p).softmax_exp_per_s for p in ("b200", "gb200-nvl72", "b300", "gb300-nvl72")}
+    assert rates == {"b200": 5.0e12, "gb200-nvl72": 5.0e12, "b300": 10.7e12, "gb300-nvl72": 10.7e12}
+    b200, gb300 = load_preset("b200"), load_preset("gb300-nvl72")
+    assert float(softmax_exp_s(8192, 8192, model, 1, 3.0, b200)) == pytest.approx(436.2e-6, rel=1e-4)
+    assert float(softmax_exp_s(8192, 8192, model, 1, 3.0, gb300)) == pytest.approx(203.8e-6, rel=1e-3)
+    # serial with the matmuls: attention_s = the MMA roofline + the exponentials
+    no_sfu = dataclasses.replace(b200, softmax_exp_per_s=None)
+    mma = float(attention_s(8192, 8192, model, 1, 3.0, no_sfu, 2.25e15))
+    assert float(attention_s(8192, 8192, model, 1, 3.0, b200, 2.25e15)) == pytest.approx(mma + 436.2e-6, rel=1e-4)
+    # Hopper and Ampere: FlashAttention-3 hides the softmax behind the other warpgroup's GEMMs (Shah et al. 2024
+    # Sec 3.1), no rate stated, no term
+    for name in ("h100-sxm-80gb", "h200-141gb", "a100-80gb"):
+        assert load_preset(name).softmax_exp_per_s is None
+        assert softmax_exp_s(8192, 8192, model, 1, 3.0, load_preset(name)) == 0.0
+    with pytest.raises(SpecError, match=r"cluster.softmax_exp_per_s=0.0 must be null or > 0"):
+        dataclasses.replace(b200, softmax_exp_per_s=0.0)
