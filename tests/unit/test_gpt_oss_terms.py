@@ -79,3 +79,24 @@ def test_nemo_rows_take_their_release_recipe_and_skip_the_footnoted_regression()
     # B300 BF16: 26.02 at ep 64 without a flex backend, 26.04 at ep 8 with hybridep
     assert (plan[254].ep, plan[254].moe_dispatcher) == (64, "alltoall")
     assert (plan[173].ep, plan[173].moe_dispatcher) == (8, "hybridep")
+
+
+def test_blackwell_prices_small_heads_through_the_exponentials_not_the_h100_factor(oss):
+    """On a preset that states its exponential rate (Blackwell) the head-dim factor, read off H100 kernels bound by the
+    exponential at d = 64 (FlashAttention-3 Sec 3.1), is left out: softmax_exp_s counts one exponential per score of
+    the 64 heads itself, for the scores in each layer's band (the window share at S0 = 0: 256 of 2,112 keys)."""
+    from autotune.fitting.fit_reference import load_preset
+    from autotune.predict.perf_terms import attention_s, softmax_exp_s
+
+    b200, h100 = load_preset("b200"), load_preset("h100-sxm-80gb")
+    no_sfu = dataclasses.replace(b200, softmax_exp_per_s=None)
+    got = float(attention_s(4096, 4096, oss, 1, 3.0, b200, 2.25e15))
+    mma = float(attention_s(4096, 4096, oss, 1, 3.0, no_sfu, 2.25e15)) * head_dim_factor(64, "fa3")
+    scores = (18 + 18 * 256 / 2112) / 36
+    assert got == pytest.approx(mma + scores * float(softmax_exp_s(4096, 4096, oss, 1, 3.0, b200)), rel=1e-9)
+    # Hopper states no rate: the factor stays (413 / 595 slower at d = 64) and there is no exponential term
+    d128 = dataclasses.replace(oss, head_dim=128, num_heads=32)  # the same q width at d = 128
+    ratio = float(attention_s(4096, 4096, oss, 1, 3.0, h100, 989e12)) / float(
+        attention_s(4096, 4096, d128, 1, 3.0, h100, 989e12)
+    )
+    assert ratio == pytest.approx(595 / 413, rel=1e-9)
