@@ -6,10 +6,13 @@
     PYTHONPATH=. .venv/bin/python benchmarks/scale_down_accuracy.py --reuse         # recompose from WORKDIR's cache
                                                                                   # (replicas, netbench, MoE rows)
 
-The landscape (default benchmarks/data/landscape_tiny_w8_cpu.parquet: 40 layouts of the tiny model on 8 gloo ranks,
-benchmarks/data/README.md) records each layout's busiest rank's CPU seconds per step (time.process_time, one intra-op
-thread per rank), and so does every replica: the comparison basis does not depend on how many processes share the
-cores (docs/scale_down.md "Fair on a shared CPU"). The composed step is in the same basis:
+The target: each layout's median over three world-8 measurements of the same 40 layouts of the tiny model on 8 gloo
+ranks (default --landscape: landscape_tiny_w8_cpu.parquet, _rerun and _r3, benchmarks/data/README.md; one run of
+this host's world-8 landscape differs from another by ~7% per layout, so one run is a noisy target); each records the
+layout's busiest rank's CPU seconds per step (time.process_time, one intra-op thread per rank), and so does every
+replica: the comparison basis does not depend on how many processes share the cores (docs/scale_down.md "Fair on a
+shared CPU"). Each distinct replica runs --replica-repeats times (default 2) and is composed from the mean of its
+runs (scaledown.mean_replica_row). The composed step is in the same basis:
   - calibration step: `autotune netbench` on the landscape's world (8 ranks, this host) records each collective's CPU
     seconds per rank and fits a CPU-time alpha-beta (autotune/fitting/netbench.py cpu_fits); the collectives the
     replica did not run (ZeRO/DDP traffic at full dp, pipeline p2p, a shrunk tp or ep group's part) are priced with
@@ -17,9 +20,9 @@ cores (docs/scale_down.md "Fair on a shared CPU"). The composed step is in the s
     netbench also times FSDP2's own all-gathers / reduce-scatters (autotune/fitting/netbench_fsdp.py, fsdp_cpu_fits),
     which price a ZeRO-2/3 target's FSDP2 traffic where the replica holds no data-parallel rank;
   - the pipeline bubble is left out (a rank waiting in it, blocked in a gloo receive, burns no CPU).
-Replicas that are the same trial (same per-rank shapes) are run once. Last line: ONE JSON object with median_abs_err
+Replicas that are the same trial (same per-rank shapes) are run once (times the repeats). Last line: ONE JSON object with median_abs_err
 (of tok/s/GPU in CPU seconds), spearman (composed vs measured ranking), best_ratio (measured tok/s of the composed best /
-measured best), the per-layout table, `wall_basis` (the same three figures the old way: the `cpu` preset's transfer-time
+measured best), `per_landscape` (the same three against each landscape alone), `landscape_noise`, the per-layout table, `wall_basis` (the same three figures the old way: the `cpu` preset's transfer-time
 alpha-beta, the host mapping max(step, W/C (step - bubble)) against the landscape's wall clock), `cpu_basis_preset_comm`
 (CPU basis, collectives priced with the preset), `cpu_basis_bare_dp_links` (CPU basis, FSDP2 traffic of no-dp-rank
 replicas priced with the bare collectives' fit instead of FSDP2's), the cost against the landscape's own GPU-seconds, and the tiny-moe
@@ -39,7 +42,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-LANDSCAPE = ROOT / "benchmarks" / "data" / "landscape_tiny_w8_cpu.parquet"  # has step_cpu_time_mean_s per layout
 LANDSCAPE_HOST_CORES = 2  # the 2-core host benchmarks/data/README.md says the landscape was measured on
 TARGETS = {"median_abs_err": 0.10, "spearman": 0.9, "best_ratio": 0.95}  # issue 27
 # the finalists of the robust pick: layouts composed within this fraction of the composed best, i.e. within the
@@ -58,6 +60,15 @@ def _target_spec(cfg, rec: dict, steps: int):
 
 def _replica_key(spec) -> str:
     return json.dumps([spec.plan.to_dict(), spec.model.num_layers, spec.train.global_batch_size], sort_keys=True)
+
+
+def _repeat_specs(key: str, replica, repeats: int) -> list[tuple[str, object]]:
+    """(cache key, TrialSpec) of each run of one replica: the first as KEY (the cache of earlier single runs), the
+    others as KEY#rI with trial id suffix -rI (another run directory)."""
+    runs = [(key, replica)]
+    for i in range(2, repeats + 1):
+        runs.append((f"{key}#r{i}", dataclasses.replace(replica, trial_id=f"{replica.trial_id}-r{i}")))
+    return runs
 
 
 def _rank(values: list[float]) -> list[float]:
@@ -128,80 +139,6 @@ def calibrate_cpu_comm(cluster, workdir: str, ranks: int, smoke: bool, reuse: bo
     )
 
 
-def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_comm=None) -> dict:
-    """tiny-moe dp4 ep4 measured on 4 ranks next to its composition from a 1-rank replica (ep 1: the replica's local
-    permute and experts are measured, the dispatch/combine all-to-alls to the 3 missing peers and the dp traffic are
-    priced with the CPU-time alpha-beta). Compared in the busiest rank's CPU seconds per step on both sides;
-    `composed_preset_comm_step_s` prices them with the preset's transfer-time alpha-beta (the earlier composition)."""
-    from autotune.predict.compose import compose_step
-    from autotune.results.trialfile import make_spec
-    from autotune.run.scaledown import (
-        measured_dp_comm_s,
-        measured_ends,
-        measured_host_s,
-        measured_optimizer_s,
-        measured_step_s,
-        measured_tp_comm_s,
-        replica_spec,
-    )
-    from autotune.spec.config import load_config
-    from launchers.local import LocalLauncher
-
-    cfg = load_config(["model=tiny-moe", "sweep.warmup_steps=1"])
-    plan = dataclasses.replace(cfg.plan(4), dp=4, ep=4, grad_accum_steps=2)
-    target = make_spec(cfg, plan, sweep_id="scale-down-accuracy", trial_id="moe-ep4-w4", timed_steps=steps)
-    sd = replica_spec(target, 1)
-    cache = Path(workdir) / "moe_rows.json"
-    if reuse and cache.exists():
-        full, rep = json.loads(cache.read_text())
-    else:
-        launcher = LocalLauncher(workdir=workdir)
-        try:
-            full = launcher.submit(target).result()
-            rep = launcher.submit(sd.replica).result()
-        finally:
-            launcher.close()
-        cache.write_text(json.dumps([full, rep]))
-    out = {"target": {"dp": 4, "ep": 4, "world": 4}, "replica": {"world": 1, "ep": sd.replica.plan.ep}}
-    out.update(status_full=full["status"], status_replica=rep["status"])
-    if full["status"] != "ok" or rep["status"] != "ok":
-        return out
-    r = sd.replica
-    tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
-    parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
-    parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
-    ends, fsdp_comm = measured_ends(rep, "cpu"), fsdp_comm or {}
-    c = compose_step(
-        measured_step_s(rep, "cpu"),
-        tgt,
-        rpl,
-        cpu_comm,
-        *parts,
-        fsdp_cluster=fsdp_comm.get(1),
-        ends=ends,
-        ep_cluster=fsdp_comm.get("all_to_all"),
-    )
-    bare = compose_step(
-        measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=fsdp_comm.get(1), ends=ends
-    )
-    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts, ends=ends)
-    measured = measured_step_s(full, "cpu")
-    out.update(
-        measured_cpu_step_s=measured,
-        replica_cpu_step_s=measured_step_s(rep, "cpu"),
-        composed_step_s=c.step_s,
-        rel_err=c.step_s / measured - 1.0,
-        composed_pooled_links_step_s=bare.step_s,  # the all-to-all at the pooled bare collectives' fit
-        rel_err_pooled_links=bare.step_s / measured - 1.0,
-        composed_minus_pooled_s=c.step_s - bare.step_s,
-        composed_preset_comm_step_s=old.step_s,
-        rel_err_preset_comm=old.step_s / measured - 1.0,
-        modelled_parts=list(c.modelled_parts),
-        measured_parts=list(c.measured_parts),
-    )
-    return out
-
-
 def summary(ok: list[dict], meas_key: str, comp_key: str) -> dict:
     """median |error|, Spearman and best ratio of the composed column against the measured one."""
     meas, comp = [x[meas_key] for x in ok], [x[comp_key] for x in ok]
@@ -213,6 +150,14 @@ def summary(ok: list[dict], meas_key: str, comp_key: str) -> dict:
         "spearman": spearman(comp, meas) if len(ok) > 2 else None,
         "best_ratio": meas[best] / max(meas) if ok else None,
     }
+
+
+def _against(layouts: list[dict], frame) -> dict:
+    """summary() of the composed rows against one landscape's own step_cpu_time_mean_s (instead of the median)."""
+    cpu = frame.set_index("candidate_id")["step_cpu_time_mean_s"]
+    ok = [x for x in layouts if x["status"] == "ok"]
+    rows = [{**x, "one": x["measured_tok_s_gpu"] * x["measured_cpu_step_s"] / cpu[x["candidate_id"]]} for x in ok]
+    return summary(rows, "one", "composed_tok_s_gpu")
 
 
 def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
@@ -246,6 +191,7 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
         "replica": {k: row[f"replica_{k}"] for k in ("num_gpus", "tp", "num_layers", "grad_accum_steps")},
         "status": "ok",
         "measured_cpu_step_s": measured,
+        "measured_cpu_step_runs_s": rec.get("step_cpu_time_runs"),  # each landscape's; measured = their median
         "composed_cpu_step_s": busy,
         "composed_priced_comm_s": cpu.dp_comm_s + cpu.pp_comm_s,
         "composed_dp_comm_s": cpu.dp_comm_s,
@@ -268,10 +214,10 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     }
 
 
-def confirm_best(ok: list[dict], finals: dict, replica_rows: dict, launcher, clusters: dict) -> dict:
+def confirm_best(ok: list[dict], finals: dict, replica_rows: dict, launcher, clusters: dict, repeats: int = 1) -> dict:
     """The robust pick: every layout composed within CONFIRM_BAND of the composed best is a finalist; each finalist's
-    replica runs once more (another trial id; cached as KEY#confirm), its rows are averaged (scaledown.mean_replica_row)
-    and recomposed, and the best of the finalists by that is the pick. A single replica's noise on this shared host
+    replica runs once more (another trial id; cached as KEY#confirm), its rows (the --replica-repeats runs and this
+    one) are averaged (scaledown.mean_replica_row) and recomposed, and the best of the finalists by that is the pick. A single replica's noise on this shared host
     moved the pick from 0.95 to 0.82 of the measured best between two full runs of the same code (docs/scale_down.md)."""
     from autotune.run.scaledown import compose_row, mean_replica_row
 
@@ -283,7 +229,8 @@ def confirm_best(ok: list[dict], finals: dict, replica_rows: dict, launcher, clu
         if f"{key}#confirm" not in replica_rows:
             again = dataclasses.replace(sd.replica, trial_id=f"{sd.replica.trial_id}-confirm")
             replica_rows[f"{key}#confirm"] = launcher.submit(again).result()
-        merged = mean_replica_row([replica_rows[key], replica_rows[f"{key}#confirm"]])
+        runs = [replica_rows[k] for k, _ in _repeat_specs(key, sd.replica, repeats)]
+        merged = mean_replica_row([*runs, replica_rows[f"{key}#confirm"]])
         row = compose_row(sd, merged)
         if row["status"] == "ok":
             rows.append(_layout(rec, sd, merged, row, clusters))
@@ -298,12 +245,26 @@ def confirm_best(ok: list[dict], finals: dict, replica_rows: dict, launcher, clu
 
 
 def main(argv: list[str] | None = None) -> int:
+    # three world-8 measurements of the same 40 layouts (benchmarks/data/README.md): the target is their median
+    from benchmarks.data.measure_landscape import CPU_REPEATS
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--available-gpus", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3, help="timed steps per replica")
     ap.add_argument("--smoke", action="store_true", help="3 layouts from 1 replica, 1 timed step, no MoE check (CI)")
     ap.add_argument("--workdir", default=str(ROOT / "results" / "_scale_down_accuracy"))
-    ap.add_argument("--landscape", default=str(LANDSCAPE), help="a landscape Parquet with step_cpu_time_mean_s")
+    ap.add_argument(
+        "--landscape",
+        nargs="+",
+        default=[str(p) for p in CPU_REPEATS],
+        help="landscape Parquet(s) with step_cpu_time_mean_s: the target is each layout's median over them",
+    )
+    ap.add_argument(
+        "--replica-repeats",
+        type=int,
+        default=2,
+        help="runs of each distinct replica, composed from their mean (scaledown.mean_replica_row); 1 with --smoke",
+    )
     ap.add_argument(
         "--reuse", action="store_true", help="reuse the replica rows and netbench cached in WORKDIR (recompose only)"
     )
@@ -314,15 +275,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import pandas as pd
 
-    from autotune.run.scaledown import compose_row, replica_spec
+    from autotune.run.scaledown import compose_row, mean_replica_row, replica_spec
     from autotune.spec.config import load_config
-    from benchmarks.data.measure_landscape import NUM_GPUS, OVERRIDES
+    from benchmarks.data.measure_landscape import NUM_GPUS, OVERRIDES, landscape_noise, median_landscape
     from launchers.local import LocalLauncher
 
-    steps = 1 if args.smoke else args.steps
+    steps, repeats = (1, 1) if args.smoke else (args.steps, args.replica_repeats)
+    if repeats < 1:
+        ap.error(f"--replica-repeats={repeats}: must be >= 1")
     cfg = load_config([*OVERRIDES, "sweep.warmup_steps=1"])
-    land = pd.read_parquet(args.landscape)
-    land = land[(land["status"] == "ok") & land["step_cpu_time_mean_s"].notna()]
+    frames = [pd.read_parquet(p) for p in args.landscape]
+    land = median_landscape(frames)
+    land = land[land["step_cpu_time_mean_s"].notna()]
     land = land.sort_values("candidate_id").reset_index(drop=True)
     if args.query:
         land = land.query(args.query).reset_index(drop=True)
@@ -344,30 +308,40 @@ def main(argv: list[str] | None = None) -> int:
             sd = replica_spec(_target_spec(cfg, rec, steps), args.available_gpus)
             key = _replica_key(sd.replica)
             finals[rec["candidate_id"]] = (rec, sd, key)
-            if key not in replica_rows:
-                replica_rows[key] = launcher.submit(sd.replica).result()
-                print(f"replica {key}: {replica_rows[key]['status']}", file=sys.stderr, flush=True)
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                cache.write_text(json.dumps(replica_rows))
-            row = compose_row(sd, replica_rows[key])
+            for run_key, spec in _repeat_specs(key, sd.replica, repeats):
+                if run_key not in replica_rows:
+                    replica_rows[run_key] = launcher.submit(spec).result()
+                    print(f"replica {run_key}: {replica_rows[run_key]['status']}", file=sys.stderr, flush=True)
+                    cache.parent.mkdir(parents=True, exist_ok=True)
+                    cache.write_text(json.dumps(replica_rows))
+            rrow = mean_replica_row([replica_rows[k] for k, _ in _repeat_specs(key, sd.replica, repeats)])
+            row = compose_row(sd, rrow)
             if row["status"] != "ok":
                 layouts.append({"candidate_id": rec["candidate_id"], "status": row["status"]})
                 continue
-            layouts.append(_layout(rec, sd, replica_rows[key], row, clusters))
+            layouts.append(_layout(rec, sd, rrow, row, clusters))
         ok = [x for x in layouts if x["status"] == "ok"]
-        confirmed = None if args.smoke or not ok else confirm_best(ok, finals, replica_rows, launcher, clusters)
+        confirmed = None
+        if not args.smoke and ok:
+            confirmed = confirm_best(ok, finals, replica_rows, launcher, clusters, repeats)
         cache.write_text(json.dumps(replica_rows))
     finally:
         launcher.close()
     out = {
         "available_gpus": args.available_gpus,
-        "landscape": Path(args.landscape).name,
+        "landscape": [Path(p).name for p in args.landscape],
+        "landscape_target": "per layout, the median of the landscapes' step_cpu_time_mean_s",
+        "landscape_noise": landscape_noise(frames),
+        # each landscape alone as the target (the same composed rows)
+        "per_landscape": {Path(p).name: _against(layouts, f) for p, f in zip(args.landscape, frames)},
+        "replica_repeats": repeats,
         "landscape_world": NUM_GPUS,
         "basis": "busiest rank's CPU seconds per step (process_time), both sides",
         "cpu_comm_calibration": calib,
         "n_layouts": len(layouts),
         "n_composed": len(ok),
-        "n_replicas_run": len(replica_rows),
+        "n_replicas_run": len({k.split("#")[0] for k in replica_rows}),  # distinct replicas
+        "n_replica_runs": len(replica_rows),  # with the repeats and the robust pick's re-runs
         **summary(ok, "measured_tok_s_gpu", "composed_tok_s_gpu"),
         "cpu_basis_preset_comm": summary(ok, "measured_tok_s_gpu", "composed_preset_comm_tok_s_gpu"),
         # the same composition with a no-dp-rank replica's FSDP2 traffic priced at netbench's bare-collective links
@@ -376,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_basis_ends_in_k": summary(ok, "measured_tok_s_gpu", "composed_no_ends_tok_s_gpu"),
         "wall_basis": summary(ok, "measured_wall_tok_s_gpu", "composed_host_tok_s_gpu"),
         "replica_gpu_seconds": sum(float(r.get("gpu_seconds") or 0.0) for r in replica_rows.values()),
-        "landscape_gpu_seconds": float(land["gpu_seconds"].sum()),
+        "landscape_gpu_seconds": float(land["gpu_seconds"].sum()),  # one landscape (the first file's)
         "targets": TARGETS,
         "confirmed_best": confirmed,  # the robust pick (confirm_best)
         "layouts": layouts,
@@ -389,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
             confirmed and confirmed["best_ratio"] and confirmed["best_ratio"] >= TARGETS["best_ratio"]
         ),
     }
+    from benchmarks.scale_down_moe import moe_ep_check
+
     out["moe_ep_check"] = (
         None if args.smoke or args.no_moe else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse, fsdp_comm)
     )

@@ -45,6 +45,12 @@ WORK = ROOT / "results" / "landscape-tiny-w8"
 FIXTURE = Path(__file__).resolve().parent / "landscape_tiny_w8.parquet"
 CPU_WORK = ROOT / "results" / "landscape-tiny-w8-cpu"
 CPU_FIXTURE = Path(__file__).resolve().parent / "landscape_tiny_w8_cpu.parquet"
+# the CPU landscape measured three times (the first, a re-run, a third run: README.md): the scale-down benchmark's
+# target is each layout's median over them (median_landscape), which lowers the per-row noise of one world-8 run
+CPU_REPEATS = tuple(
+    Path(__file__).resolve().parent / f"landscape_tiny_w8_cpu{s}.parquet" for s in ("", "_rerun", "_r3")
+)
+MEDIAN_COLUMNS = ("step_cpu_time_mean_s", "tokens_per_s_per_gpu", "step_time_mean_s")  # measured, per layout
 
 
 def measure(work: Path = WORK, limit: int | None = None) -> None:
@@ -91,13 +97,58 @@ def collect(work: Path = WORK, fixture: Path = FIXTURE) -> None:
     print(f"wrote {fixture}: {len(df)} rows, {int((df['status'] == 'ok').sum())} ok")
 
 
+def median_landscape(frames: list):
+    """One landscape from repeated measurements of the same layouts: the layouts ok in every frame, each measured
+    column (MEDIAN_COLUMNS) the median over the frames, the rest from the first; `step_cpu_time_runs` keeps each
+    run's CPU seconds. A layout missing from one frame, or a frame of other layouts, is an error, not a silent drop."""
+    import pandas as pd
+
+    if not frames:
+        raise ValueError("median_landscape: frames=[]: needs at least one landscape")
+    ok = [f[f["status"] == "ok"].set_index("candidate_id") for f in frames]
+    ids = sorted(ok[0].index)
+    for i, f in enumerate(ok[1:], 1):
+        if sorted(f.index) != ids:
+            raise ValueError(f"median_landscape: frame {i} has layouts {sorted(set(f.index) ^ set(ids))} not shared")
+    out = ok[0].loc[ids].copy()
+    for col in MEDIAN_COLUMNS:
+        out[col] = pd.concat([f.loc[ids, col] for f in ok], axis=1).median(axis=1)
+    out["step_cpu_time_runs"] = [[float(f.loc[c, "step_cpu_time_mean_s"]) for f in ok] for c in ids]
+    return out.reset_index()
+
+
+def landscape_noise(frames: list) -> dict:
+    """How much repeated landscapes disagree, per layout, in step_cpu_time_mean_s: the median |relative difference|
+    over every pair of runs (the noise floor of one run as a target), and of one run against the median of all (that
+    of the median target: what a perfect composition would still show against it)."""
+    import itertools
+    import statistics
+
+    med = median_landscape(frames).set_index("candidate_id")["step_cpu_time_runs"]
+    pairs = [abs(r[j] / r[i] - 1.0) for r in med for i, j in itertools.combinations(range(len(r)), 2)]
+    to_median = [abs(x / statistics.median(r) - 1.0) for r in med for x in r]
+    return {
+        "runs": len(frames),
+        "pairwise_median_abs_diff": statistics.median(pairs) if pairs else 0.0,
+        "run_vs_median_median_abs_diff": statistics.median(to_median),
+    }
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--collect", action="store_true")
     ap.add_argument("--cpu", action="store_true", help="the CPU-seconds landscape (new work dir and fixture)")
     ap.add_argument("--limit", type=int, default=None, help="only the first K layouts (a duration estimate)")
+    ap.add_argument(
+        "--repeat",
+        help="with --cpu: measure again into results/landscape-tiny-w8-cpu-REPEAT and write "
+        "landscape_tiny_w8_cpu_REPEAT.parquet (e.g. r3: the third run of CPU_REPEATS)",
+    )
     a = ap.parse_args()
     work, fixture = (CPU_WORK, CPU_FIXTURE) if a.cpu else (WORK, FIXTURE)
+    if a.cpu and a.repeat:
+        work = CPU_WORK.with_name(f"{CPU_WORK.name}-{a.repeat}")
+        fixture = CPU_FIXTURE.with_name(f"landscape_tiny_w8_cpu_{a.repeat}.parquet")
     if not a.collect:
         measure(work, a.limit)
     if a.limit is None:

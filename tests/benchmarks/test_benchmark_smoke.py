@@ -28,6 +28,8 @@ OWN_TEST = {
     "gpu_validation.py": "tests/benchmarks/test_gpu_validation.py",
     "gpu_validation_scale_down.py": "tests/benchmarks/test_gpu_validation.py",
     "refit.py": "tests/benchmarks/test_benchmark_smoke.py",  # test_refit_smoke: needs a copy of the presets
+    # no entry point: scale_down_accuracy.py's full run calls it (check_scale_down_accuracy: not in smoke mode)
+    "scale_down_moe.py": "tests/benchmarks/test_benchmark_smoke.py",
 }
 
 
@@ -249,6 +251,12 @@ def check_reserved_accuracy(out: dict) -> None:
 def check_scale_down_accuracy(out: dict) -> None:
     # three dp4 tp2 mbs1 layouts (ZeRO 0/2/3) of the landscape composed from ONE 2-rank tp2 replica (dp 1, ZeRO 0)
     assert (out["n_layouts"], out["n_composed"], out["n_replicas_run"], out["available_gpus"]) == (3, 3, 1, 2)
+    assert (out["replica_repeats"], out["n_replica_runs"]) == (1, 1)  # smoke: one run of the one replica
+    # the target: each layout's median over the three world-8 CPU landscapes (benchmarks/data/README.md), and each
+    # landscape alone as the target next to it
+    names = ["landscape_tiny_w8_cpu.parquet", "landscape_tiny_w8_cpu_rerun.parquet", "landscape_tiny_w8_cpu_r3.parquet"]
+    assert out["landscape"] == names and sorted(out["per_landscape"]) == sorted(names)
+    assert out["landscape_noise"]["runs"] == 3 and fraction(out["landscape_noise"]["pairwise_median_abs_diff"])
     assert fraction(out["best_ratio"]) and -1.0 <= out["spearman"] <= 1.0 and positive(out["median_abs_err"])
     assert out["median_abs_err"] == pytest.approx(sorted(abs(x["rel_err"]) for x in out["layouts"])[1])
     calib = out["cpu_comm_calibration"]  # the CPU-time alpha-beta measured by a 2-rank netbench in smoke mode
@@ -262,6 +270,8 @@ def check_scale_down_accuracy(out: dict) -> None:
     for x in out["layouts"]:
         assert x["replica"] == {"num_gpus": 2, "tp": 2, "num_layers": 8, "grad_accum_steps": 4}
         assert x["rel_err"] == pytest.approx(x["composed_tok_s_gpu"] / x["measured_tok_s_gpu"] - 1.0)
+        runs = sorted(x["measured_cpu_step_runs_s"])
+        assert len(runs) == 3 and x["measured_cpu_step_s"] == pytest.approx(runs[1])
         # tok/s/GPU in CPU seconds: 16 sequences x 128 tokens per step over 8 ranks
         assert x["measured_tok_s_gpu"] == pytest.approx(16 * 128 / x["measured_cpu_step_s"] / 8)
         assert x["composed_host_tok_s_gpu"] <= x["composed_preset_comm_tok_s_gpu"]  # 8 ranks on 2 cores are slower
@@ -281,6 +291,7 @@ def check_scale_down_accuracy(out: dict) -> None:
             0 < ends["embed_s"] and 0 < ends["head_s"] and ends["embed_s"] + ends["head_s"] < x["measured_cpu_step_s"]
         )
         assert "ends" in x["measured_parts"]
+    # the tiny-moe check (benchmarks/scale_down_moe.py) runs in the full mode only
     assert positive(out["replica_gpu_seconds"]) and out["moe_ep_check"] is None
     assert out["confirmed_best"] is None  # the robust pick re-runs finalists: not in smoke mode
 

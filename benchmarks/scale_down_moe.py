@@ -1,0 +1,82 @@
+"""The tiny-moe world-4-from-world-1 check of benchmarks/scale_down_accuracy.py (issue 27): a part of that benchmark's
+full run (`moe_ep_check` in its JSON), not a script of its own; docs/scale_down.md "Accuracy"."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+
+def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_comm=None) -> dict:
+    """tiny-moe dp4 ep4 measured on 4 ranks next to its composition from a 1-rank replica (ep 1: the replica's local
+    permute and experts are measured, the dispatch/combine all-to-alls to the 3 missing peers and the dp traffic are
+    priced with the CPU-time alpha-beta). Compared in the busiest rank's CPU seconds per step on both sides;
+    `composed_preset_comm_step_s` prices them with the preset's transfer-time alpha-beta (the earlier composition)."""
+    from autotune.predict.compose import compose_step
+    from autotune.results.trialfile import make_spec
+    from autotune.run.scaledown import (
+        measured_dp_comm_s,
+        measured_ends,
+        measured_host_s,
+        measured_optimizer_s,
+        measured_step_s,
+        measured_tp_comm_s,
+        replica_spec,
+    )
+    from autotune.spec.config import load_config
+    from launchers.local import LocalLauncher
+
+    cfg = load_config(["model=tiny-moe", "sweep.warmup_steps=1"])
+    plan = dataclasses.replace(cfg.plan(4), dp=4, ep=4, grad_accum_steps=2)
+    target = make_spec(cfg, plan, sweep_id="scale-down-accuracy", trial_id="moe-ep4-w4", timed_steps=steps)
+    sd = replica_spec(target, 1)
+    cache = Path(workdir) / "moe_rows.json"
+    if reuse and cache.exists():
+        full, rep = json.loads(cache.read_text())
+    else:
+        launcher = LocalLauncher(workdir=workdir)
+        try:
+            full = launcher.submit(target).result()
+            rep = launcher.submit(sd.replica).result()
+        finally:
+            launcher.close()
+        cache.write_text(json.dumps([full, rep]))
+    out = {"target": {"dp": 4, "ep": 4, "world": 4}, "replica": {"world": 1, "ep": sd.replica.plan.ep}}
+    out.update(status_full=full["status"], status_replica=rep["status"])
+    if full["status"] != "ok" or rep["status"] != "ok":
+        return out
+    r = sd.replica
+    tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
+    parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
+    parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
+    ends, fsdp_comm = measured_ends(rep, "cpu"), fsdp_comm or {}
+    c = compose_step(
+        measured_step_s(rep, "cpu"),
+        tgt,
+        rpl,
+        cpu_comm,
+        *parts,
+        fsdp_cluster=fsdp_comm.get(1),
+        ends=ends,
+        ep_cluster=fsdp_comm.get("all_to_all"),
+    )
+    bare = compose_step(
+        measured_step_s(rep, "cpu"), tgt, rpl, cpu_comm, *parts, fsdp_cluster=fsdp_comm.get(1), ends=ends
+    )
+    old = compose_step(measured_step_s(rep, "cpu"), tgt, rpl, cfg.cluster, *parts, ends=ends)
+    measured = measured_step_s(full, "cpu")
+    out.update(
+        measured_cpu_step_s=measured,
+        replica_cpu_step_s=measured_step_s(rep, "cpu"),
+        composed_step_s=c.step_s,
+        rel_err=c.step_s / measured - 1.0,
+        composed_pooled_links_step_s=bare.step_s,  # the all-to-all at the pooled bare collectives' fit
+        rel_err_pooled_links=bare.step_s / measured - 1.0,
+        composed_minus_pooled_s=c.step_s - bare.step_s,
+        composed_preset_comm_step_s=old.step_s,
+        rel_err_preset_comm=old.step_s / measured - 1.0,
+        modelled_parts=list(c.modelled_parts),
+        measured_parts=list(c.measured_parts),
+    )
+    return out
