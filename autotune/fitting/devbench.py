@@ -6,7 +6,7 @@ launchers, same trial protocol, same preset writer.
 
 What each fitted number means there (autotune/predict/perf.py, perf_terms.py), and so how it is taken here:
   matmul_efficiency     the model prices a layer's GEMMs at peak * matmul_efficiency * m/(m+M0) * n/(n+N0)
-                        (perf.gemm_efficiency): the measured fraction of peak of the fwd + dgrad + wgrad GEMMs, divided
+                        (predict/gemm.py gemm_efficiency): the measured fraction of peak of the fwd + dgrad + wgrad GEMMs, divided
                         by that shape factor at the measured (tokens, hidden) — so the model gives back the measured
                         time at the measured shape, and scales it by its own shape term elsewhere.
   lowp_gemm_efficiency  FP8 GEMMs' fraction of their own peak over the BF16 GEMMs' fraction of theirs, same shapes
@@ -128,7 +128,7 @@ def _clamp(name: str, value: float, notes: list[str]) -> float:
 
 def fit_devbench(samples: list[dict[str, Any]], cluster: Any, compute_dtype: str) -> DevbenchFit:
     """Efficiencies of `samples` (dicts: kind, flops or bytes, time_s, m, n) against `cluster`'s peaks (module doc)."""
-    from autotune.predict.perf import gemm_efficiency
+    from autotune.predict.gemm import gemm_efficiency
 
     notes: list[str] = []
     peak = cluster.peak_flops(compute_dtype)
