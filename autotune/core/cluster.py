@@ -58,7 +58,7 @@ class ClusterSpec:
     # rowwise-scaled FP8 GEMMs' fraction of the tensorwise FP8 GEMM rate (perf_terms.linear_efficiency_factor); None = 1
     rowwise_gemm_efficiency: float | None = None
     # FlashAttention-2-class kernels' fraction of the family's best attention rate (attention_efficiency is the FA3 /
-    # cuDNN kernel's) on this GPU (perf_terms.attention_s); None = 1 (FA2 is the best kernel, or no figure published)
+    # cuDNN kernel's) on this GPU (attention_terms.attention_s); None = 1 (FA2 is the best kernel, or no figure published)
     fa2_attention_ratio: float | None = None
     # softmax exponentials per second of the GPU's special-function units (MUFU.EX2) where the attention kernel's
     # exponentials do not hide behind its matmuls (perf_terms.softmax_exp_s: Blackwell); None = hidden (Hopper:

@@ -46,7 +46,7 @@ class TrainSpec:
     # torch's dropout returns its input and keeps none (aten/src/ATen/native/Dropout.cpp `_dropout_impl`). Read by
     # the megatron profile only (bench_model and the other profiles run no dropout).
     hidden_dropout: float = 0.1
-    # causal attention kernel the job runs (perf_terms.attention_s): "fa2" (FlashAttention-2 class), "fa3"
+    # causal attention kernel the job runs (attention_terms.attention_s): "fa2" (FlashAttention-2 class), "fa3"
     # (FlashAttention-3 / cuDNN) or "triton" (FlashAttention in Triton, llm-foundry's attn_impl=triton); None = the
     # framework's (FrameworkProfile.attention_kernel)
     attention_kernel: str | None = None

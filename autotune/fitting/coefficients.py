@@ -44,7 +44,7 @@ COEFFICIENTS: tuple[Coefficient, ...] = (
         "asymptotic (long-sequence) causal fwd+bwd fraction of the dense peak of the family's best kernel (FLOPs "
         "counted as the FlashAttention papers do: backward = 2.5 forwards): FA2 on A100 ~189/312 = 0.61 at 16k, head "
         "dim 128 (Dao 2023 Fig. 4); FA3 / cuDNN on H100 ~0.5-0.6 fwd+bwd at 16k (Shah et al. 2024 Fig. 5-6); FA2 on "
-        "Hopper runs at cluster.fa2_attention_ratio of it; the sequence dependence is perf_terms.attention_shape_factor",
+        "Hopper runs at cluster.fa2_attention_ratio of it; the sequence dependence is attention_terms.attention_shape_factor",
     ),
     Coefficient(
         "memory_efficiency",

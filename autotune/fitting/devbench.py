@@ -12,7 +12,7 @@ What each fitted number means there (autotune/predict/perf.py, perf_terms.py), a
   lowp_gemm_efficiency  FP8 GEMMs' fraction of their own peak over the BF16 GEMMs' fraction of theirs, same shapes
                         (perf_terms.linear_efficiency_factor). Tensorwise scaling (torch._scaled_mm); CUDA only.
   attention_efficiency  causal FLOPs of forward + backward, 3.5 forward-equivalents of 4 s d per token per head halved
-                        by the mask (perf_terms.attention_s), over the time of F.scaled_dot_product_attention forward
+                        by the mask (attention_terms.attention_s), over the time of F.scaled_dot_product_attention forward
                         + backward, over peak.
   stream_efficiency     bytes read + written by a device copy of one long tensor over hbm_bw_bytes_per_s: the
                         streaming fraction long kernels reach (perf_terms.streaming_s: the AdamW step, the experts'

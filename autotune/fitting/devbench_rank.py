@@ -100,7 +100,7 @@ def _grouped_sample(torch, device, dtype, shapes, iters: int) -> dict[str, Any]:
 def _attention_sample(torch, device, dtype, shapes, iters: int) -> dict[str, Any]:
     """Causal F.scaled_dot_product_attention forward + backward on one sequence (FlashAttention / cuDNN on CUDA, the
     math or flash CPU kernel on CPU). FLOPs: 3.5 forward-equivalents (the backward is 2.5 forwards:
-    perf_terms.ATTN_BWD_FWD_RATIO) of 2 matmuls x 2 s^2 d per head, halved by the causal mask (perf_terms.attention_s)."""
+    attention_terms.ATTN_BWD_FWD_RATIO) of 2 matmuls x 2 s^2 d per head, halved by the causal mask (attention_terms.attention_s)."""
     import torch.nn.functional as F
 
     hh, s, d = shapes.attn_heads, shapes.attn_seq, shapes.attn_head_dim

@@ -138,7 +138,7 @@ def _layer_terms(
     linear_peak = linear_peak_flops(arr["fp8"], cluster, peak)
     linear_eff = cluster.matmul_efficiency * linear_efficiency_factor(arr["fp8"], cluster)
     gemm = tokens * 2.0 * per_layer_matmul / tp * passes / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
-    # FA2 or FA3/cuDNN (perf_terms.attention_s): the job's, else its framework's
+    # FA2 or FA3/cuDNN (attention_terms.attention_s): the job's, else its framework's
     kernel = train.attention_kernel or get_profile(train.framework).attention_kernel()
     attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak, train.seq_len / cp, kernel)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run

@@ -1,5 +1,5 @@
 """torch's ring attention (context parallelism of torchtitan): what a rank pays per layer beyond the causal FlashAttention
-FLOPs / cp that perf_terms.attention_s already prices. Pure, vectorised over candidates.
+FLOPs / cp that attention_terms.attention_s already prices. Pure, vectorised over candidates.
 
 Source: pytorch torch/distributed/tensor/experimental/_attention.py @ f2127dbdb01fc9319ce42b92d60344d19cbd0137 (the
 same loop at 0123248a484ffe531edb5098b986c1bac08cd296). torchtitan @ 9dec370 (the Dec 2024 CP rows, torch 1963fc8 of

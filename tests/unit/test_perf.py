@@ -54,7 +54,7 @@ def layer_s(tokens, passes=3, ew_passes=3):
     which eager (uncompiled) Llama blocks move EAGER_LLAMA_BYTES_FACTOR = 2.8 times (perf_terms: unfused kernels)."""
     gemm = tokens * 2 * 15_204_352 * passes / (1e15 * eff(tokens, 1024))
     # at s = 2048 the causal kernel reaches 2048/(2048+207) * 2048/(2048+128) = 0.854780 of its asymptotic rate
-    # (perf_terms.attention_shape_factor: FA3 Fig. 4 sequence curve, diagonal 128-key block)
+    # (attention_terms.attention_shape_factor: FA3 Fig. 4 sequence curve, diagonal 128-key block)
     # FlashAttention's backward is 2.5 forwards (Dao 2023 Sec 4.1): passes + 0.5 forward-equivalents
     # head dim 1024/16 = 64: cuDNN's d = 64 rate is 413/595 of its d = 128 one (Shah et al. 2024 Fig. 4, 16k forward;
     # attention_terms.head_dim_factor)

@@ -123,7 +123,7 @@ class FrameworkProfile(ABC):
     def attention_kernel(self) -> str:
         """The causal attention kernel this framework runs on CUDA: "fa3" (FlashAttention-3 or cuDNN fused
         attention, the family's best: cluster.attention_efficiency) or "fa2" (FlashAttention-2 class, which Hopper
-        runs at cluster.fa2_attention_ratio of it; perf_terms.attention_s)."""
+        runs at cluster.fa2_attention_ratio of it; attention_terms.attention_s)."""
 
     def context_parallel_attention(self) -> str:
         """How this framework's context parallelism runs attention (autotune/predict/ring_attention.py):
