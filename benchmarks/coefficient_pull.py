@@ -44,6 +44,7 @@ def row_pull(runs: list, name: str, to: float) -> tuple[float, np.ndarray, np.nd
     res = base - np.log([r.measured_tokens_per_s_per_gpu for r in runs])
     sens = np.log(predict(runs, moved)) - base
     weight = 1.0 / np.sqrt(1.0 + (res / SOFT_L1_SCALE) ** 2)
+    weight = np.where([bool(r.fit_excluded) for r in runs], 0.0, weight)  # scored, not fitted (ReferenceRun)
     return value, res, sens, weight * res * sens
 
 

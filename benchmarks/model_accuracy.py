@@ -1,7 +1,8 @@
 """How well the step-time model predicts public measured runs (autotune.fitting.reference_runs), before and after fitting.
 
 Prints ONE JSON object:
-  rows_used / rows_skipped (+ skipped_reasons: count per reason),
+  rows_used / rows_skipped (+ skipped_reasons: count per reason), rows_not_fitted: the rows scored but left out of
+    every fit (ReferenceRun.fit_excluded: hardware its preset does not describe), count per reason,
   in_sample_median_abs_err: |pred - measured| / measured of tok/s/GPU with the coefficients stored in the presets
     (fitted on all rows by autotune.fitting.fit_reference),
   out_of_sample_median_abs_err / out_of_sample_p90_abs_err: leave one source out: refit every GPU family on the
@@ -276,6 +277,7 @@ def main() -> None:
         "rows_used": len(runs),
         "rows_skipped": len(skipped),
         "skipped_reasons": dict(Counter(f"{s.source}: {s.reason.split(':')[0]}" for s in skipped)),
+        "rows_not_fitted": dict(Counter(f"{r.source}: {r.fit_excluded}" for r in runs if r.fit_excluded)),
         **report(runs, pred, loso),
     }
     result.pop("rows")

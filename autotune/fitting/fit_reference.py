@@ -79,8 +79,11 @@ def _unpack(x: np.ndarray) -> dict[str, dict[str, float]]:
 
 def fit_all(runs: list[ReferenceRun], clusters: dict[str, ClusterSpec]) -> dict[str, dict[str, float]]:
     """Least-squares coefficients {family: {coefficient: value}} from `runs`, starting from the presets' values (a
-    family without runs keeps its preset's matmul_efficiency: its column of the Jacobian is zero)."""
+    family without runs keeps its preset's matmul_efficiency: its column of the Jacobian is zero). Rows with a
+    `fit_excluded` reason (hardware the preset does not describe) are left out of the fit, not out of the scoring."""
     from scipy.optimize import least_squares
+
+    runs = [r for r in runs if not r.fit_excluded]
 
     first = {fam: clusters[presets[0]] for fam, presets in FAMILIES.items()}
     x0 = np.array(  # a coefficient the preset lacks starts at its prior

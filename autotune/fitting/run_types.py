@@ -26,6 +26,9 @@ class ReferenceRun:
     cluster: str  # search_spaces/cluster/<cluster>.yaml
     plan: ParallelPlan
     measured_tokens_per_s_per_gpu: float
+    # why the row is predicted and scored but not fitted ("" = fitted): hardware the source says differs from its
+    # preset in a way no preset field states (fit_reference.fit_all drops these rows; model_accuracy scores them)
+    fit_excluded: str = ""
 
     @property
     def num_gpus(self) -> int:

@@ -271,3 +271,27 @@ def test_model_accuracy_before_figures_still_compute():
     assert old is not None and len(old) == len(runs) == 240 and (old > 0).all()
     meas = np.array([r.measured_tokens_per_s_per_gpu for r in runs])
     assert np.median(np.abs(old - meas) / meas) == pytest.approx(0.2117, abs=0.002)
+
+
+def test_power_limited_rows_are_scored_not_fitted():
+    """torchao's Llama-3-8B table ran on "*power limited* B200" with neither cap nor clocks stated (pytorch/ao
+    docs/source/workflows/training.md @ 36027d82): exactly those 5 rows (r010-r014) carry a fit_excluded reason, every
+    other row none; fit_all gives the same coefficients with them appended as without them."""
+    import dataclasses
+
+    from autotune.fitting.fit_reference import FAMILIES, fit_all, load_preset
+
+    runs, _ = load_reference_runs()
+    excluded = [r for r in runs if r.fit_excluded]
+    assert [(r.source, r.row, r.cluster, r.model.name) for r in excluded] == [
+        ("moe_public", i, "b200", "llama-3.1-8b") for i in range(5)
+    ]
+    assert all("power limited" in r.fit_excluded for r in excluded)
+    clusters = {p: load_preset(p) for presets in FAMILIES.values() for p in presets}
+    base = load_h200_bench()[0]
+    # the same H200 rows again, marked excluded and with a tenfold speed: the fit must not see them
+    marked = [
+        dataclasses.replace(r, fit_excluded="test", measured_tokens_per_s_per_gpu=10 * r.measured_tokens_per_s_per_gpu)
+        for r in base
+    ]
+    assert fit_all(base + marked, clusters) == fit_all(base, clusters)
