@@ -103,6 +103,7 @@ from autotune.predict.perf_terms import (
     te_fp8_cast_bytes,
     tp_overlap_layer_s,
 )
+from autotune.predict.pp_overlap import exposed_transfer_s, megatron_overlaps_p2p
 from autotune.predict.ring_attention import (
     ALLGATHER_MASK_FLOPS_FACTOR,
     allgather_mask_comm_s,
@@ -251,17 +252,25 @@ def _busiest_stage(
 
 
 def _pp_comm_s(
-    arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec, tokens: np.ndarray
+    arr: dict[str, np.ndarray],
+    model: ModelSpec,
+    train: TrainSpec,
+    cluster: ClusterSpec,
+    tokens: np.ndarray,
+    chunk_s: tuple[Any, Any] = (0.0, 0.0),
 ) -> np.ndarray:
     """Pipeline p2p seconds per step: (m*vpp + pp - 1) stage boundaries (Narayanan et al. 2021 Sec 2.2.2), each an
     activation sent forward and its gradient back (sequence-sharded under SP) + cluster.pp_microbatch_overhead_s,
-    on the link of the whole pipeline's span (one NIC per GPU); plus the tied embeddings' all-reduce."""
+    on the link of the whole pipeline's span (one NIC per GPU); plus the tied embeddings' all-reduce. Megatron's
+    interleaved schedule overlaps each send with a model chunk's compute (`chunk_s`: one micro-batch's forward and
+    backward seconds of one chunk; autotune/predict/pp_overlap.py [OVL]): only what outlasts it shows."""
     dp, tp, pp, cp, vpp, m = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"], arr["grad_accum_steps"]
     bw, lat = _link(cluster, tp * cp * dp * pp, cluster.gpus_per_node)  # p2p: one NIC per GPU
     p2p_bytes = (
         tokens * model.hidden_size * DTYPE_BYTES[train.compute_dtype] / np.where(arr["sequence_parallel"], tp, 1)
     )
-    boundary = 2 * (p2p_bytes / bw + lat) + cluster.pp_microbatch_overhead_s
+    overlapped = megatron_overlaps_p2p(train.framework, pp, vpp)
+    boundary = exposed_transfer_s(p2p_bytes / bw + lat, *chunk_s, overlapped) + cluster.pp_microbatch_overhead_s
     pp_s = np.where(pp > 1, (m * vpp + pp - 1) * boundary, 0.0)
     return pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)  # once per step, tied embeddings
 
@@ -319,7 +328,6 @@ def perf_arrays(
     bubble = bubble_microbatches(pp, vpp) * (stage["compute"] + stage["tp"] + stage["cp"])
     if model.is_moe:  # expert-parallel all-to-alls on the critical path, like TP's collectives
         bubble = bubble + bubble_microbatches(pp, vpp) * stage["ep"]
-    pp_s = _pp_comm_s(arr, model, train, cluster, lt["tokens"])
     psi = np.maximum.reduce([ranks["first"], ranks["second"], ranks["last"]])  # parameters of the largest stage
     fsdp, replicate = fsdp_s(arr, model, train, cluster, ranks, stage)
     # the largest stage's dense block-linear weights (psi holds no routed experts; --fp8-param-gather gathers them quantized)
@@ -332,6 +340,8 @@ def perf_arrays(
     stage["bwd_window"] = stage["layers"] * stage["bwd_layer"] + (
         stage["moe_layers"] * lt["moe_compute"] - moe_fwd if model.is_moe else 0.0
     )
+    # [OVL] one chunk of the busiest stage: its forward / backward windows (layers and MoE compute) over vpp
+    pp_s = _pp_comm_s(arr, model, train, cluster, lt["tokens"], (stage["fwd_window"] / vpp, stage["bwd_window"] / vpp))
     dp_exposed = np.where(z >= 2, fsdp, ddp_s(arr, train, cluster, psi, stage, lin, psi_experts))
     opt = _optimizer_s(arr, train, cluster, psi, psi_experts)
     ep_s = m * stage["ep"]
