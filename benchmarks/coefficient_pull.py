@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from residual_groups import cli, group_indices, selected_runs  # noqa: E402  (benchmarks/, on sys.path)
+from residual_groups import cli, group_indices, layout_label, selected_runs  # noqa: E402  (benchmarks/, on sys.path)
 
 from autotune.fitting.fit_reference import FAMILIES, load_preset, predict
 
@@ -85,7 +85,7 @@ def main() -> None:
     top = []
     for i in np.argsort(-np.abs(pull))[: args.top]:
         r, p = runs[i], runs[i].plan
-        layout = f"tp{p.tp} pp{p.pp} cp{p.cp} ep{p.ep} dp{p.dp} z{p.zero_stage} mbs{p.micro_batch_size} m{p.grad_accum_steps}"
+        layout = layout_label(p)
         top.append(
             {
                 "row": f"{r.source}:{r.row}",

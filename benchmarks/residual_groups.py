@@ -71,6 +71,11 @@ def row_terms(runs: list) -> list[tuple[float, dict[str, float]]]:
     return out
 
 
+def layout_label(p) -> str:
+    """A run's layout in one short line (degrees, ZeRO stage, micro-batch size and count)."""
+    return f"tp{p.tp} pp{p.pp} cp{p.cp} ep{p.ep} dp{p.dp} z{p.zero_stage} mbs{p.micro_batch_size} m{p.grad_accum_steps}"
+
+
 def selected_runs(sources: str = "") -> list:
     """The reference runs, only those of the comma-separated `sources` when given."""
     runs, _ = load_reference_runs()
@@ -123,7 +128,7 @@ def main() -> None:
     rows = []
     for i in worst:
         r, p = runs[i], runs[i].plan
-        layout = f"tp{p.tp} pp{p.pp} cp{p.cp} ep{p.ep} dp{p.dp} z{p.zero_stage} mbs{p.micro_batch_size} m{p.grad_accum_steps}"
+        layout = layout_label(p)
         rows.append(
             {
                 "row": f"{r.source}:{r.row}",

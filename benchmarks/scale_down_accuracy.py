@@ -164,20 +164,13 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     """One layout's row: measured and composed tok/s/GPU in CPU seconds per rank (the benchmark's basis), and the
     old wall-clock comparison (preset alpha-beta, host mapping) for the record."""
     from autotune.predict.compose import compose_step
-    from autotune.run.scaledown import (
-        measured_dp_comm_s,
-        measured_ends,
-        measured_host_s,
-        measured_optimizer_s,
-        measured_step_s,
-        measured_tp_comm_s,
-    )
+    from autotune.run.scaledown import measured_ends, measured_parts, measured_step_s
 
     t, r = sd.target, sd.replica
     world, tokens = t.plan.world_size, t.train.global_batch_tokens
     tgt, rpl, step = (t.plan, t.model, t.train), (r.plan, r.model, r.train), measured_step_s(rrow, "cpu")
-    t_opt, t_dp = measured_optimizer_s(rrow, "cpu"), measured_dp_comm_s(rrow, "cpu")
-    parts = (t_opt, t_dp, measured_host_s(rrow, "cpu"), measured_tp_comm_s(r, rrow, "cpu"))
+    parts = measured_parts(r, rrow, "cpu")
+    t_dp = parts[1]
     ends, fsdp = measured_ends(rrow, "cpu"), clusters["fsdp"].get(t.plan.tp)
     cpu = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=fsdp, ends=ends)
     no_ends = compose_step(step, tgt, rpl, clusters["cpu"], *parts, fsdp_cluster=fsdp)  # the ends inside k

@@ -15,15 +15,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
     `composed_preset_comm_step_s` prices them with the preset's transfer-time alpha-beta (the earlier composition)."""
     from autotune.predict.compose import compose_step
     from autotune.results.trialfile import make_spec
-    from autotune.run.scaledown import (
-        measured_dp_comm_s,
-        measured_ends,
-        measured_host_s,
-        measured_optimizer_s,
-        measured_step_s,
-        measured_tp_comm_s,
-        replica_spec,
-    )
+    from autotune.run.scaledown import measured_ends, measured_parts, measured_step_s, replica_spec
     from autotune.spec.config import load_config
     from launchers.local import LocalLauncher
 
@@ -48,8 +40,7 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
         return out
     r = sd.replica
     tgt, rpl = (target.plan, target.model, target.train), (r.plan, r.model, r.train)
-    parts = (measured_optimizer_s(rep, "cpu"), measured_dp_comm_s(rep, "cpu"), measured_host_s(rep, "cpu"))
-    parts += (measured_tp_comm_s(sd.replica, rep, "cpu"),)
+    parts = measured_parts(sd.replica, rep, "cpu")
     ends, fsdp_comm = measured_ends(rep, "cpu"), fsdp_comm or {}
     c = compose_step(
         measured_step_s(rep, "cpu"),

@@ -103,7 +103,7 @@ from autotune.predict.perf_terms import (
     te_fp8_cast_bytes,
     tp_overlap_layer_s,
 )
-from autotune.predict.pp_overlap import exposed_transfer_s, megatron_overlaps_p2p
+from autotune.predict.pp_overlap import exposed_transfer_s, p2p_overlapped
 from autotune.predict.ring_attention import (
     ALLGATHER_MASK_FLOPS_FACTOR,
     allgather_mask_comm_s,
@@ -140,26 +140,26 @@ def _layer_terms(
     linear_eff = cluster.matmul_efficiency * linear_efficiency_factor(arr["fp8"], cluster)
     gemm = tokens * 2.0 * per_layer_matmul / tp * passes / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
     # FA2 or FA3/cuDNN (attention_terms.attention_s): the job's, else its framework's
-    kernel = train.attention_kernel or get_profile(train.framework).attention_kernel()
+    profile = get_profile(train.framework)
+    kernel = train.attention_kernel or profile.attention_kernel()
     attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak, train.seq_len / cp, kernel)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
     # with selective (non-matmul ops) or full recompute
     ew_passes = 3.0 + np.where(rc == RECOMPUTE_CODE["selective"], 1.0, full)
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
     mem = mem * compiled_elementwise_factor(arr["compile"], cluster, model.block)  # eager kernels / fusion (perf_terms)
-    te = (train.fp8_casts or get_profile(train.framework).fp8_casts()) == "te"  # the job's, else its framework's
+    te = (train.fp8_casts or profile.fp8_casts()) == "te"  # the job's, else its framework's
     if te:  # Transformer Engine's fused cast-transposes (perf_terms), one FP8 copy where the GPU takes any layout
         layouts = te_cast_layouts(arr["fp8"], cluster)
         casts = te_fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["grad_accum_steps"], layouts, sp)
     else:
         casts = fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["compile"])  # compiled: fused casts
     mem = mem + np.where(fp8, memory_bound_s(casts, cluster), 0.0)
-    if get_profile(train.framework).unfused_scaled_rope():  # YaRN's attention factor != 1 (predict/rope.py)
+    if profile.unfused_scaled_rope():  # YaRN's attention factor != 1 (predict/rope.py)
         mem = mem + memory_bound_s(tokens * unfused_rope_extra_bytes(model, c, tp, full), cluster)
     attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls
     tp_s = _tp_layer_s(arr, model, cluster, tokens * h, c, te, attn_gemm, gemm - attn_gemm)
     bw, lat = _link(cluster, tp * cp, tp)
-    profile = get_profile(train.framework)
     cp_attention = profile.context_parallel_attention()
     if cp_attention == "torch_ring":  # torch's ring attention: merges, fp32 grads, async K/V (ring_attention.py)
         repeat = profile.sdpa_repeats_kv() if train.sdpa_repeat_kv is None else train.sdpa_repeat_kv
@@ -269,7 +269,7 @@ def _pp_comm_s(
     p2p_bytes = (
         tokens * model.hidden_size * DTYPE_BYTES[train.compute_dtype] / np.where(arr["sequence_parallel"], tp, 1)
     )
-    overlapped = megatron_overlaps_p2p(train.framework, pp, vpp)
+    overlapped = p2p_overlapped(get_profile(train.framework).overlaps().interleaved_p2p, pp, vpp)
     boundary = exposed_transfer_s(p2p_bytes / bw + lat, *chunk_s, overlapped) + cluster.pp_microbatch_overhead_s
     pp_s = np.where(pp > 1, (m * vpp + pp - 1) * boundary, 0.0)
     return pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)  # once per step, tied embeddings

@@ -15,7 +15,8 @@ Who turns it on, with vpp > 1 and pp > 1 only:
 - NeMo 1.x (NeMo-Framework-Launcher @ tag 24.07 = 8325688d, launcher_scripts/conf/training/llama/llama2_13b.yaml,
   llama2_70b.yaml, llama3_70b.yaml, gpt3/175b.yaml: `overlap_p2p_comm: true`, `batch_p2p_comm: false` wherever
   virtual_pipeline_model_parallel_size is set; gpt3/5b.yaml and nemotron_8b.yaml, without it, set False).
-So a Megatron row (train.framework "megatron") with vpp > 1 overlaps its p2p; other frameworks keep it exposed.
+So the megatron profile states it (FrameworkProfile.overlaps().interleaved_p2p) and a row with vpp > 1 overlaps its
+p2p; the other profiles keep it exposed.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from typing import Any
 import numpy as np
 
 
-def megatron_overlaps_p2p(framework: str, pp: Any, vpp: Any) -> np.ndarray:
-    """[OVL] Whether the pipeline's p2p runs beside compute: Megatron with an interleaved (vpp > 1) pipeline."""
+def p2p_overlapped(framework_overlaps: bool, pp: Any, vpp: Any) -> np.ndarray:
+    """[OVL] Whether the pipeline's p2p runs beside compute: a framework that overlaps it
+    (Overlaps.interleaved_p2p) with an interleaved (vpp > 1) pipeline."""
     pp, vpp = np.asarray(pp), np.asarray(vpp)
-    return (framework == "megatron") & (pp > 1) & (vpp > 1)
+    return bool(framework_overlaps) & (pp > 1) & (vpp > 1)
 
 
 def exposed_transfer_s(xfer_s: Any, fwd_chunk_s: Any, bwd_chunk_s: Any, overlapped: Any) -> np.ndarray:

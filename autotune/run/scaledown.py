@@ -149,6 +149,17 @@ def measured_tp_comm_s(replica: TrialSpec, replica_row: dict[str, Any], device_t
     return float(t)
 
 
+def measured_parts(replica: TrialSpec, replica_row: dict[str, Any], device_type: str) -> tuple:
+    """The replica's measured parts compose_step takes after its step and layouts: (optimizer, data-parallel
+    communication, host, TP communication) seconds, each None where the row has no measurement of it."""
+    return (
+        measured_optimizer_s(replica_row, device_type),
+        measured_dp_comm_s(replica_row, device_type),
+        measured_host_s(replica_row, device_type),
+        measured_tp_comm_s(replica, replica_row, device_type),
+    )
+
+
 def measured_ends(replica_row: dict[str, Any], device_type: str):
     """The replica's model ends measured apart (CPU ranks: the embedding's and the head + loss's CPU seconds per step,
     bench_model/ends_timing.py) as compose.Ends; None on GPUs and on rows written before the columns."""
@@ -199,10 +210,7 @@ def compose_row(sd: ScaleDown, replica_row: dict[str, Any]) -> dict[str, Any]:
     measured = measured_step_s(replica_row, t.cluster.device_type)
     if replica_row.get("status") != "ok" or measured is None:
         return normalize_row(row)
-    t_opt = measured_optimizer_s(replica_row, t.cluster.device_type)
-    t_dp = measured_dp_comm_s(replica_row, t.cluster.device_type)
-    host = measured_host_s(replica_row, t.cluster.device_type)
-    tp_comm = measured_tp_comm_s(r, replica_row, t.cluster.device_type)
+    t_opt, t_dp, host, tp_comm = measured_parts(r, replica_row, t.cluster.device_type)
     ends = measured_ends(replica_row, t.cluster.device_type)
     cluster, fsdp = t.cluster, None
     if t.cluster.device_type == "cpu":  # the replica's step is CPU seconds: price in CPU seconds when the preset can

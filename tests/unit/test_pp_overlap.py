@@ -15,8 +15,9 @@ from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.fit_reference import load_preset
 from autotune.predict.collectives import _link
+from autotune.predict.frameworks import PROFILES
 from autotune.predict.perf import perf_arrays
-from autotune.predict.pp_overlap import exposed_transfer_s, megatron_overlaps_p2p
+from autotune.predict.pp_overlap import exposed_transfer_s, p2p_overlapped
 
 
 def test_overlapped_send_shows_only_what_outlasts_the_chunk():
@@ -29,9 +30,11 @@ def test_overlapped_send_shows_only_what_outlasts_the_chunk():
 
 
 def test_only_megatron_interleaved_pipelines_overlap():
-    got = megatron_overlaps_p2p("megatron", np.array([4, 4, 1]), np.array([10, 1, 1]))
+    # only the megatron profile states overlap_p2p_comm ([OVL]); it acts with pp > 1 and vpp > 1 only
+    assert {n for n, p in PROFILES.items() if p.overlaps().interleaved_p2p} == {"megatron"}
+    got = p2p_overlapped(True, np.array([4, 4, 1]), np.array([10, 1, 1]))
     assert got.tolist() == [True, False, False]
-    assert not megatron_overlaps_p2p("torchtitan", 4, 10)
+    assert not p2p_overlapped(False, 4, 10)
 
 
 LLAMA2_13B = ModelSpec("llama2-13b", 40, 5120, 13824, 40, 40, 32000, block="llama")

@@ -54,6 +54,8 @@ class Overlaps:
     param_gather: bool  # ZeRO-1 / distributed-optimizer parameter all-gather behind the next forward, layer by layer
     fsdp_prefetch: bool  # ZeRO-2/3 (FSDP): next layer's all-gather and this layer's reduce-scatter behind compute
     zero1_reduce_scatter: bool  # ZeRO-1 reduces gradients with a reduce-scatter (else an all-reduce, then gathers)
+    # pipeline p2p sends beside a model chunk's compute under an interleaved schedule (autotune/predict/pp_overlap.py)
+    interleaved_p2p: bool = False
 
 
 @dataclass(frozen=True)

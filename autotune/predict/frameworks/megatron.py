@@ -164,8 +164,11 @@ class MegatronProfile(FrameworkProfile):
         backward) and --overlap-param-gather (each bucket's parameter all-gather behind the next forward)
         (megatron/core/distributed/distributed_data_parallel.py, param_and_grad_buffer.py); both are on in the
         Megatron-LM README's 2024 runs and in Megatron-Bridge's performance recipes (comm_overlap config).
-        Megatron-FSDP prefetches like FSDP2."""
-        return Overlaps(grad_reduce=True, param_gather=True, fsdp_prefetch=True, zero1_reduce_scatter=True)
+        Megatron-FSDP prefetches like FSDP2. With vpp > 1 every Megatron entry point sets overlap_p2p_comm
+        (autotune/predict/pp_overlap.py [OVL])."""
+        return Overlaps(
+            grad_reduce=True, param_gather=True, fsdp_prefetch=True, zero1_reduce_scatter=True, interleaved_p2p=True
+        )
 
     def moe_layer_activations(
         self,
