@@ -84,6 +84,22 @@ class Export:
         self.unmapped.append(f"{setting}: {why}")
 
 
+def window_label(m: ModelSpec) -> str:
+    """`model.sliding_window=W on K of L layers` (the setting as an unmapped line names it)."""
+    return f"model.sliding_window={m.sliding_window} on {m.sliding_window_layers} of {m.num_layers} layers"
+
+
+def window_skip_freq(m: ModelSpec) -> int | None:
+    """Megatron-LM's --window-attn-skip-freq N for this model: N - 1 sliding-window layers then one full-attention
+    layer, repeated (megatron/training/arguments.py @d98e8a6: "An integer N: Represents a (N-1):1 ratio"); 1 would
+    mean no window, so every layer sliding gives None with no skip flag needed. None too when K of L layers slide in
+    no such period (the caller says it cannot express it). GPT-OSS: 18 of 36 -> 2 (HF layer_types start sliding)."""
+    full = m.num_layers - m.sliding_window_layers
+    if full == 0 or m.num_layers % full:
+        return None
+    return m.num_layers // full
+
+
 NOT_MAPPED = "NOT MAPPED: "
 SET = "SET "
 

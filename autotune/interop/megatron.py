@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, apply_set_keys, comment_block, header_lines, skip_not_mapped
+from autotune.interop._common import (
+    Export,
+    ExportContext,
+    apply_set_keys,
+    comment_block,
+    header_lines,
+    skip_not_mapped,
+    window_label,
+    window_skip_freq,
+)
 from autotune.interop.plan_keys import TABLES
 
 TARGET = "Megatron-LM core_r0.12.0 (megatron/training/arguments.py; pretrain_gpt.py)"
@@ -38,7 +47,7 @@ def translate(ctx: ExportContext) -> Export:
     )
     skip_not_mapped(ex, ctx.plan, PLAN_KEYS, handled=("pp_schedule",))  # interleaved_1f1b maps; gpipe: below
     argv: list[list[str]] = []
-    argv += _model_args(ctx)
+    argv += _model_args(ctx, ex)
     argv += _parallel_args(ctx, ex)
     argv += [
         ["--micro-batch-size", str(ctx.plan.micro_batch_size)],
@@ -55,7 +64,7 @@ def translate(ctx: ExportContext) -> Export:
     return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
 
 
-def _model_args(ctx: ExportContext) -> list[list[str]]:
+def _model_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
     m, seq = ctx.model, ctx.train.seq_len
     args = [
         ["--num-layers", str(m.num_layers)],
@@ -90,6 +99,7 @@ def _model_args(ctx: ExportContext) -> list[list[str]]:
         ]
     if not m.tie_embeddings:
         args.append(["--untie-embeddings-and-output-weights"])
+    args += _window_args(ctx, ex)
     # --hidden-dropout: train.hidden_dropout, what the megatron profile prices (its dropout masks); attention dropout
     # has no train field and the profile counts none (the flash kernel's): 0.0
     args += [["--attention-dropout", "0.0"], ["--hidden-dropout", repr(float(ctx.train.hidden_dropout))]]
@@ -260,6 +270,35 @@ def _cuda_graphs_note(ctx: ExportContext, ex: Export) -> None:
             f"train.cuda_graphs={ctx.train.cuda_graphs}",
             f"{TARGET} has no scoped CUDA graphs; newer Megatron-LM: {CUDA_GRAPH_FLAGS[ctx.train.cuda_graphs]}",
         )
+
+
+# Megatron-LM added --window-size and --window-attn-skip-freq together (commit e5bc924, Sep 2025, "Enabling mixing
+# SWA with full attention [gpt-oss 2/5]"; first tagged in core_v0.15.0): newer than this file's TARGET.
+WINDOW_SINCE = "core_v0.15.0 (commit e5bc924)"
+
+
+def _window_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
+    """Sliding-window attention: --window-size W,0 (keys [i - W, i], the model's convention) and, when only some
+    layers slide, --window-attn-skip-freq N (window_skip_freq); the flags' Megatron-LM version is noted. A pattern no
+    N expresses, and YaRN (GPT models read TransformerConfig.yarn_rotary_scaling_factor, which no arguments.py flag
+    sets @d98e8a6), go to the file's NOT MAPPED list instead of being dropped."""
+    m, args = ctx.model, []
+    if m.sliding_window_layers:
+        freq = window_skip_freq(m)
+        if freq is None and m.sliding_window_layers != m.num_layers:
+            ex.skip(window_label(m), "no --window-attn-skip-freq N states this pattern; the file trains full attention")
+        else:
+            args.append(["--window-size", f"{m.sliding_window},0"])
+            args += [["--window-attn-skip-freq", str(freq)]] if freq else []
+            ex.notes.append(f"--window-size/--window-attn-skip-freq need Megatron-LM {WINDOW_SINCE} or later.")
+    if m.yarn_scaling_factor != 1.0:
+        ex.skip(
+            f"model.yarn_scaling_factor={m.yarn_scaling_factor:g}",
+            "Megatron-LM's GPT model takes YaRN from TransformerConfig.yarn_rotary_scaling_factor "
+            "(--position-embedding-type yarn, core_v0.16+), which no command-line flag sets: set it in the model "
+            "provider (Megatron-Bridge GPTOSSProvider: 32); the file trains plain RoPE",
+        )
+    return args
 
 
 def _moe_args(ctx: ExportContext) -> list[list[str]]:

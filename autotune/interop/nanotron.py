@@ -19,7 +19,15 @@ from __future__ import annotations
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, apply_set_keys, comment_block, header_lines, skip_not_mapped
+from autotune.interop._common import (
+    Export,
+    ExportContext,
+    apply_set_keys,
+    comment_block,
+    header_lines,
+    skip_not_mapped,
+    window_label,
+)
 from autotune.interop.plan_keys import TABLES
 
 TARGET = (
@@ -144,6 +152,12 @@ def _unmapped(ctx: ExportContext, ex: Export) -> None:
         ex.skip("model.attention=mla", "nanotron's LlamaConfig has GQA attention only; written as GQA")
     if m.qk_norm:
         ex.skip("model.qk_norm=true", "nanotron's LlamaConfig has no QK-norm")
+    if m.sliding_window_layers:  # LlamaConfig has no window: every layer attends causally over the full sequence
+        ex.skip(window_label(m), "nanotron's LlamaConfig has no sliding-window attention; written as full attention")
+    if m.yarn_scaling_factor != 1.0:
+        ex.skip(
+            f"model.yarn_scaling_factor={m.yarn_scaling_factor:g}", "nanotron's LlamaConfig has no YaRN; plain RoPE"
+        )
     if m.head_dim * m.num_heads != m.hidden_size:
         ex.skip(
             f"model.head_dim={m.head_dim}",

@@ -117,7 +117,10 @@ def _model_section(m: ModelSpec, ex: Export) -> dict:
             f"model {m.name} (hidden_size={m.hidden_size} num_layers={m.num_layers} num_heads={m.num_heads} "
             f"num_kv_heads={m.num_kv_heads} ffn_hidden_size={m.ffn_hidden_size} vocab_size={m.vocab_size} "
             + (f"num_experts={m.num_experts} " if m.is_moe else "")
-            + f"tie_embeddings={str(m.tie_embeddings).lower()})",
+            + f"tie_embeddings={str(m.tie_embeddings).lower()}"
+            + (f" sliding_window={m.sliding_window} on {m.sliding_window_layers} layers" if m.sliding_window else "")
+            + (f" yarn_scaling_factor={m.yarn_scaling_factor:g}" if m.yarn_scaling_factor != 1.0 else "")
+            + ")",
             "torchtitan model dims come from a registered flavor, not the TOML; register flavor "
             f'"{m.name}" with these dims in {where} (0.2.2 has no weight tying)',
         )

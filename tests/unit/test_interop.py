@@ -431,3 +431,32 @@ def test_megatron_writes_train_hidden_dropout_and_fp8_param_gather(llama8b):
     z0 = plan(dp=8, fp8="tensorwise")
     assert "--fp8-param-gather" not in megatron_argv(render("megatron", model, mg, cluster, z0))
     assert any(u.startswith("train.fp8_param_gather=True") for u in unmapped("megatron", model, mg, cluster, z0))
+
+
+def test_gpt_oss_window_and_yarn_are_written_or_listed_never_dropped():
+    """GPT-OSS-120B (search_spaces/model/gpt-oss-120b.yaml: a 128-token window on 18 of 36 layers, alternating, and
+    YaRN factor 32). Megatron-LM gets --window-size 128,0 and --window-attn-skip-freq 2 (arguments.py @d98e8a6: N =
+    an (N-1):1 ratio of window to full layers; 36 / (36 - 18) = 2), whose values megatron-core 0.16.1's
+    TransformerConfig holds (window_size, window_attn_skip_freq); YaRN has no Megatron-LM flag and nanotron has
+    neither, so both are in the files' NOT MAPPED lists (they were dropped silently before)."""
+    import dataclasses
+
+    from autotune.interop._common import window_skip_freq
+
+    cfg = load_config(["model=gpt-oss-120b", "cluster=h100-sxm-80gb"])
+    train = dataclasses.replace(cfg.train, global_batch_size=64)
+    job = (cfg.model, train, cfg.cluster, ParallelPlan(dp=8, ep=8, micro_batch_size=1, grad_accum_steps=8))
+    argv = shlex.split(render("megatron", *job), comments=True)
+    assert argv[argv.index("--window-size") + 1] == "128,0"
+    assert argv[argv.index("--window-attn-skip-freq") + 1] == "2"
+    assert [u.split(":")[0] for u in unmapped("megatron", *job)] == ["model.yarn_scaling_factor=32"]
+    nano = [u.split(":")[0] for u in unmapped("nanotron", *job)]
+    assert "model.sliding_window=128 on 18 of 36 layers" in nano and "model.yarn_scaling_factor=32" in nano
+    shape = dataclasses.replace(cfg.model, num_layers=32, sliding_window_layers=24)  # 3 window : 1 full -> 4
+    assert window_skip_freq(shape) == 4
+    assert window_skip_freq(dataclasses.replace(shape, sliding_window_layers=32)) is None  # all layers: no flag
+    odd = dataclasses.replace(shape, num_layers=10, sliding_window_layers=3)  # 7 full layers: no period states it
+    assert window_skip_freq(odd) is None
+    assert "model.sliding_window=128 on 3 of 10 layers" in [
+        u.split(":")[0] for u in unmapped("megatron", odd, train, cfg.cluster, job[3])
+    ]

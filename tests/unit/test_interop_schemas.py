@@ -179,7 +179,7 @@ def test_deepspeed_config_accepts_every_exported_file(job, tmp_path):
     dp1 = ParallelPlan(dp=1, micro_batch_size=4, grad_accum_steps=128)
     files["dp1_z0"].write_text(render("deepspeed", *job, dp1))
     got = _run(DEEPSPEED_SCRIPT, {k: str(v) for k, v in files.items()})  # MoE files: DeepSpeedConfig accepts them
-    assert len(moe) == 2 and len(names) == len(LAYOUTS) - 4
+    assert len(moe) == 3 and len(names) == len(LAYOUTS) - 4
     for name in moe:
         p = moe_job(name)[3]
         unmapped = json.loads(files[name].read_text())["_autotune_unmapped"]
@@ -281,6 +281,7 @@ MOE_JOBS = {
         ["model=deepseek-v3", "train.seq_len=4096"],
         dict(dp=8, tp=2, pp=4, ep=16, zero_stage=1, sequence_parallel=True),
     ),
+    "gpt_oss_ep8": (["model=gpt-oss-120b"], dict(dp=8, ep=8, zero_stage=1)),  # sliding window on half the layers
 }
 
 

@@ -90,6 +90,8 @@ DDP_FIELDS = ("use_distributed_optimizer", "use_megatron_fsdp", "data_parallel_s
 def value(v):
     if v.startswith("["):
         return eval(v)  # --moe-layer-freq: Megatron's moe_freq_type evaluates the list expression
+    if "," in v:  # --window-size: Megatron's tuple_type, "128,0" -> (128, 0)
+        return tuple(int(x) for x in v.split(","))
     for cast in (int, float):
         try:
             return cast(v)
@@ -132,7 +134,8 @@ for name, (path, world) in json.loads(sys.argv[1]).items():
                      microbatches=get_num_microbatches(), moe_layers=sum(cfg.moe_layer_freq),
                      experts=cfg.num_moe_experts, topk=cfg.moe_router_topk,
                      kv_lora_rank=getattr(cfg, "kv_lora_rank", None), score=cfg.moe_router_score_function,
-                     expert_bias=cfg.moe_router_enable_expert_bias)
+                     expert_bias=cfg.moe_router_enable_expert_bias, window=cfg.window_size,
+                     window_skip=cfg.window_attn_skip_freq)
     destroy_num_microbatches_calculator(); ps.destroy_model_parallel(); dist.destroy_process_group()
 print(json.dumps(out))
 """
@@ -167,3 +170,6 @@ def test_megatron_core_config_accepts_moe_exports(tmp_path):
     assert got["deepseek_v3_ep16_pp4"]["kv_lora_rank"] == 512 and got["tiny_mla_ep4"]["kv_lora_rank"] == 32
     assert (got["deepseek_v3_ep16_pp4"]["score"], got["deepseek_v3_ep16_pp4"]["expert_bias"]) == ("sigmoid", True)
     assert got["qwen3_30b_ep8_pp2"]["moe_layers"] == 48 and got["tiny_ep2_z3"]["moe_layers"] == 3
+    # GPT-OSS-120B: a 128-token window on every other layer (Megatron-Bridge GPTOSSProvider (128, 0), skip freq 2)
+    assert (got["gpt_oss_ep8"]["window"], got["gpt_oss_ep8"]["window_skip"]) == ([128, 0], 2)
+    assert got["qwen3_30b_ep8_pp2"]["window"] is None
