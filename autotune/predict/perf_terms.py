@@ -109,7 +109,9 @@ def elementwise_bytes_per_token(model: ModelSpec, c: int, tp: Any, sp: Any) -> n
     """HBM bytes per token per layer of one forward pass of the non-GEMM ops (each input read once, output written
     once; c = compute dtype bytes). Llama block (bench_model/model.py):
       2 RMSNorms: read h (cast to fp32, 4 bytes), write h in c: 2 * (4 + c) h
-      RoPE on q and k: read and write h + k: 2c(h + k)
+      RoPE on q and k: read and write q + k: 2c(q + k), q = num_heads x head_dim (= h unless head_dim is decoupled:
+        Qwen3-235B 64 x 128 = 8192 on h 4096, GPT-OSS 64 x 64 = 4096 on h 2880; the rotation runs on every query
+        and key head, Su et al. 2021 Eq. 34; MLA keeps h here, its RoPE runs on the decoupled 64-wide part only)
       SwiGLU silu(w1 x) * w3 x: read 2f, write f (silu's output fused in the product kernel): 3cf
       2 residual adds: read 2h, write h: 6ch
       softmax of the attention runs inside the FlashAttention kernel (no HBM traffic of its own)
@@ -119,12 +121,13 @@ def elementwise_bytes_per_token(model: ModelSpec, c: int, tp: Any, sp: Any) -> n
     TP divides what lives on the sharded hidden dimension (RoPE, MLP elementwise) by tp; norms and residuals are
     replicated across TP unless sequence parallel splits the sequence (Korthikanti et al. 2022 Sec 4.2.2)."""
     h, f, k = model.hidden_size, model.ffn_hidden_size, model.kv_dim
+    q = model.q_dim if model.attention == "gqa" else h
     tp = np.asarray(tp, dtype=np.float64)
     split = np.where(np.asarray(sp, dtype=bool), tp, 1.0)
     if model.block == "gpt":
         sharded, replicated = 2.0 * c * f, 4.0 * c * h + 6.0 * c * h
     else:
-        sharded, replicated = 2.0 * c * (h + k) + 3.0 * c * f, 2.0 * (4 + c) * h + 6.0 * c * h
+        sharded, replicated = 2.0 * c * (q + k) + 3.0 * c * f, 2.0 * (4 + c) * h + 6.0 * c * h
     return sharded / tp + replicated / split
 
 

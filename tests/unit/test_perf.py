@@ -94,6 +94,11 @@ def test_elementwise_bytes_hand_count():
         block="gpt",
     )
     assert float(elementwise_bytes_per_token(gpt, 2, 1, False)) == 2 * 2 * 4096 + 4 * 2 * 1024 + 6 * 2 * 1024
+    # decoupled head_dim: RoPE rotates every query head, q = 16 heads x 128 = 2048 wide on h 1024 (Qwen3-style)
+    wide = dataclasses.replace(MODEL, head_dim=128)
+    q, kw = 16 * 128, wide.num_kv_heads * 128
+    assert (wide.hidden_size, wide.num_heads) == (1024, 16)
+    assert float(elementwise_bytes_per_token(wide, 2, 1, False)) == 2 * 2 * (q + kw) + 3 * 2 * f + replicated
 
 
 def test_loss_and_optimizer_bytes():
