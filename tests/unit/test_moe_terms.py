@@ -119,3 +119,36 @@ def test_collapsed_expert_bytes_by_hand():
     assert sel == 3 * 65536 * (8 + 2 * 5120 + 3 * 2 * 8192)
     assert float(moe.collapsed_expert_bytes(scout, 65536, 1, False, 2, 2, 4)) == 0.0
     assert float(moe.collapsed_expert_bytes(scout, 65536, 1, False, 0, 2, 1)) == 0.0  # no EP: nothing to collapse onto
+
+
+def test_collapsed_expert_bytes_per_copy_measured_on_cpu():
+    """What one received copy leaves saved on the expert side, measured with autograd's saved-tensor hooks (unique
+    storages, weights excluded) on torchtitan's bf16 expert path (models/moe.py @ 9603872e `_run_experts_grouped_mm`,
+    its input the copy `_permute` gathers, expert_parallel.py `x[permuted_indices, :]`): the index (int64), the
+    permuted copy and four SwiGLU tensors, 8 + 2h + 4 x 2F bytes per copy, = collapsed_expert_bytes' per copy (at EP 2
+    a top-1 collapse doubles the busiest rank's copies: one extra copy per routed token)."""
+    import torch
+    import torch.nn.functional as F
+
+    scout = load_config(["model=llama-4-scout"]).model
+    e, h, f, n = 4, 64, 128, 512
+    tiny = dataclasses.replace(scout, hidden_size=h, moe_ffn_hidden_size=f, num_experts=e)
+    src = torch.randn(n, h, dtype=torch.bfloat16, requires_grad=True)
+    w1, w3 = (torch.randn(e, f, h, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    w2 = torch.randn(e, h, f, dtype=torch.bfloat16, requires_grad=True)
+    offs = torch.cumsum(torch.full((e,), n // e), dim=0, dtype=torch.int32)
+    saved: dict[int, int] = {}
+
+    def keep(t):
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        x = src[torch.randperm(n), :]
+        g = F.silu(torch._grouped_mm(x, w1.transpose(-2, -1), offs=offs))
+        g = g * torch._grouped_mm(x, w3.transpose(-2, -1), offs=offs)
+        torch._grouped_mm(g, w2.transpose(-2, -1), offs=offs)
+    weights = {w.untyped_storage().data_ptr() for w in (w1, w2, w3, src)}
+    measured = sum(v for k, v in saved.items() if k not in weights) - offs.untyped_storage().nbytes()
+    assert measured == n * (8 + 2 * h + 4 * 2 * f)
+    assert float(moe.collapsed_expert_bytes(tiny, n, 1, False, 0, 2, 2)) == measured
