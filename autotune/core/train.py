@@ -12,7 +12,7 @@ from autotune.core.errors import positive_int, require
 CUDA_GRAPHS = ("none", "moe", "attn_moe", "full")
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-MOE_ROUTINGS: tuple[str, ...] = ("learned", "balanced")
+MOE_ROUTINGS: tuple[str, ...] = ("learned", "balanced", "collapsed")
 # train.framework: the trainers whose memory accounting and limits autotune models, one profile each
 # (autotune/predict/frameworks/, which checks that its PROFILES are exactly these names)
 FRAMEWORKS: tuple[str, ...] = ("bench_model", "torchtitan", "megatron", "nanotron", "deepspeed")
@@ -39,7 +39,9 @@ class TrainSpec:
     framework: str = "bench_model"  # whose memory accounting and limits apply (autotune/predict/frameworks/)
     # MoE token routing: "learned" = the router's own top-k; "balanced" = every expert gets the same number of token
     # copies regardless of the scores (NVIDIA's published MoE benchmarks: "force-balanced, no token drop"), so a
-    # benchmark does not depend on an untrained router
+    # benchmark does not depend on an untrained router; "collapsed" = a learned router that has collapsed onto one EP
+    # rank's experts (the busiest rank receives every copy its local experts can take: autotune/predict/moe.py
+    # `collapsed_imbalance`), what a published run's own figures show (autotune/fitting/public_moe_runs.py)
     moe_routing: str = "learned"
     # Megatron's --hidden-dropout (the embedding's and the two bias-dropout-adds' probability; TransformerConfig default
     # 0.1, megatron/core/transformer/transformer_config.py): with p > 0 each keeps a 1-byte mask per element, with p = 0

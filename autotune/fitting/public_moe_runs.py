@@ -83,6 +83,17 @@ TP_OVERLAP_MODELS = {"mixtral-8x22b"}
 # which Megatron refuses with it), Mixtral-8x22B (run_mixtral_8x22B.sh sets no A2A_OVERLAP: 0) and the Megatron-LM
 # MoE README's Mixtral-8x7B (MCore v0.8/v0.9, before the flag, MCore v0.14).
 EP_OVERLAP_ROWS = {"r030", "r044", "r046", "r048"}
+# torchao's Llama-4-Scout table (pytorch/ao torchao/prototype/moe_training/README.md @ 838dcebb (2025-10-13), kept
+# @ 5e79e5ed): the learned top-1 router had collapsed onto one EP rank's experts, train.moe_routing="collapsed"
+# (autotune/predict/moe.py `collapsed_imbalance`: 4x the even share at EP 4). Its own figures say so: MXFP8 on the
+# routed grouped GEMMs alone (r017) cut the step from 65536 / 49381 = 1.327 s to 65536 / 69350 = 0.945 s per rank,
+# 0.382 s, while the README's single-MoE-layer benchmark (Llama4 16e shapes, total_M 131072: bf16 275.27 ms, MXFP8
+# 192.42 ms) saves 0.632 us per routed token per layer: 0.382 s over 2 layers is 302k tokens per layer on the
+# busiest rank, 4.6x its even share of 65536 (an even split would save 0.083 s, a 1.07x speedup, not 1.40x): the
+# busiest rank receives about every token of the EP group (at most 4x). The run: torchtitan's llama4 debug config
+# (benchmarks/float8/training/llama4.sh @ 572d8b3b: experiments/llama4/train_configs/debug_model.toml, lr 4e-3 with
+# 2 warm-up steps), a dropless TokenChoiceTopKRouter (models/moe.py @ 9603872e: no capacity).
+COLLAPSED_ROUTING_ROWS = {"r015", "r016", "r017", "r018"}
 NO_DROPOUT = {"qwen3-235b-a22b", "mixtral-8x22b"}  # recipes that state --hidden-dropout 0.0 (module doc)
 MODELZOO_MXFP8 = "Megatron-MoE-ModelZoo"  # source whose MXFP8 runs gather FP8 params with bf16 Adam moments (doc)
 RECIPE = {"bf16": "none", "fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise", "mxfp8": "mxfp8"}
@@ -135,6 +146,7 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         moe_dispatcher=FLEX_DISPATCHERS.get(str(r.dispatcher).strip(), "alltoall") if ep > 1 else "alltoall",
     )
     routing = str(r.moe_routing) if str(r.moe_routing) in ("learned", "balanced") else "learned"
+    routing = "collapsed" if str(r.row_id) in COLLAPSED_ROUTING_ROWS else routing
     zoo_mx = megatron and plan.fp8 == "mxfp8" and MODELZOO_MXFP8 in str(r.source)
     train = TrainSpec(
         seq_len=int(r.seq_len),

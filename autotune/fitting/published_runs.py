@@ -29,8 +29,8 @@ import pandas as pd
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows, recipe_expandable_segments
+from autotune.fitting.public_moe_runs import COLLAPSED_ROUTING_ROWS, MODELZOO_MXFP8, row_model
 from autotune.fitting.public_moe_runs import MODELS as MOE_MODELS
-from autotune.fitting.public_moe_runs import MODELZOO_MXFP8, row_model
 from autotune.fitting.run_types import DATA, preset_model
 from autotune.predict.frameworks.torchtitan import TORCHTITAN_DEFAULT
 
@@ -139,7 +139,8 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,
-        moe_routing="balanced" if megatron else "learned",
+        # the torchao Scout rows' router had collapsed (public_moe_runs.COLLAPSED_ROUTING_ROWS, the table's own figures)
+        moe_routing="balanced" if megatron else ("collapsed" if str(r.row_id) in COLLAPSED_ROUTING_ROWS else "learned"),
         framework=str(r.framework),
         **({"param_dtype": "bf16", "grad_dtype": "bf16", "master_dtype": "fp32"} if megatron else {}),
         **({"fp8_param_gather": True, "optimizer_dtype": "bf16"} if zoo_mx else {}),

@@ -290,6 +290,10 @@ def memory_arrays(
         extras["moe_act"] = prof.moe_layer_activations(
             model, tok, tp, sp, arr["recompute"], c, arr["fp8"], arr["ep"], arr["etp"], arr["micro_batch_size"]
         )
+        if train.moe_routing == "collapsed":  # the busiest EP rank's extra received copies (moe.py)
+            extras["moe_act"] = extras["moe_act"] + moe.collapsed_expert_bytes(
+                model, tok, tp, sp, arr["recompute"], c, arr["ep"], arr["etp"]
+            )
         if "saved_kept" in layer_act:  # plan.recompute_layers: an MoE layer left alone keeps its routed tokens' tensors
             rc = recompute_share.kept_recompute(arr)
             extras["moe_act_kept"] = prof.moe_layer_activations(

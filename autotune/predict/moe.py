@@ -100,6 +100,40 @@ def routing_imbalance(balanced: bool, copies_per_rank: Any, ep: Any) -> np.ndarr
     return np.where(ep > 1, 1.0 + sigma * np.sqrt(2.0 * np.log(np.maximum(ep, 1.0))) / mu, 1.0)
 
 
+def collapsed_imbalance(model: ModelSpec, ep: Any) -> np.ndarray:
+    """Busiest EP rank's token copies over the mean when the learned router has collapsed (train.moe_routing=
+    "collapsed"): every token sends as many of its k copies as the rank's E/ep local experts can take (a token's k
+    experts are distinct), so the rank receives ep x T x min(k, E/ep) copies against the mean T x k: ep min(k, E/ep)/k.
+    A dropless router bounds nothing below that (torchtitan's TokenChoiceTopKRouter has no capacity; a model's
+    moe_capacity_factor caps it, GShard, Lepikhin et al. 2021 Sec 2.2)."""
+    ep = np.asarray(ep, dtype=np.float64)
+    k = float(model.moe_router_topk)
+    out = ep * np.minimum(k, model.num_experts / np.maximum(ep, 1.0)) / k
+    if model.moe_capacity_factor is not None:
+        out = np.minimum(out, model.moe_capacity_factor)
+    return np.maximum(out, 1.0)
+
+
+def collapsed_expert_bytes(
+    model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, ep: Any, etp: Any = 1
+) -> np.ndarray:
+    """What the busiest EP rank saves per MoE layer beyond an even share when the router has collapsed
+    (`collapsed_imbalance`): (imbalance - 1) x its mean copies (moe_tokens x k) x the bytes a received copy leaves on
+    the expert side, as `bench_model_moe_layer_bytes` counts them there (and torchtitan's MoE keeps them: models/moe.py
+    `_run_experts_grouped_mm` @ 9603872e (Oct 2025), torch._grouped_mm saving its input, F.silu its input, the product
+    its two factors, w2's grouped GEMM the product; distributed/expert_parallel.py `_permute` the padded permuted
+    copy and its int indices): per gathered copy the index and the permuted copy (etp (8 + c h)), the SwiGLU on
+    F/etp columns over the etp gathered copies (4c F; 3c F under selective recompute). Full recompute keeps the
+    layer input only: 0. The sender-side tensors (router scores, the combine's index) do not grow."""
+    c, h, f = float(act_bytes), model.hidden_size, model.moe_ffn_hidden_size
+    r = np.asarray(recompute)
+    swiglu = np.select([r == 0, r == 1], [4.0, 3.0], 0.0)  # RECOMPUTE_CODE none=0, selective=1
+    per_copy = np.asarray(etp, dtype=np.float64) * (8.0 + c * h) + swiglu * c * f
+    copies = moe_tokens(tokens, tp, sp) * model.moe_router_topk
+    extra = (collapsed_imbalance(model, ep) - 1.0) * copies * per_copy
+    return np.where(r >= 2, 0.0, extra)
+
+
 def a2a_s(copies: Any, hidden: int, act_bytes: int, ep: Any, etp: Any, cluster: ClusterSpec) -> np.ndarray:
     """One all-to-all moving `copies` token copies of h values over an EP group of ep ranks that are etp apart: each
     rank keeps 1/ep of its copies and sends the rest, (ep-1)/ep * copies * h * c bytes (the derivation in

@@ -42,6 +42,8 @@ def moe_terms(
     c, k, h, f = DTYPE_BYTES[train.compute_dtype], model.moe_router_topk, model.hidden_size, model.moe_ffn_hidden_size
     copies = moe.moe_tokens(tokens, tp, sp) * k  # token copies this rank routes
     imbalance = moe.routing_imbalance(train.moe_routing == "balanced", copies, ep)
+    if train.moe_routing == "collapsed":  # the busiest rank takes every copy its local experts can (moe.py)
+        imbalance = moe.collapsed_imbalance(model, ep) * np.ones_like(imbalance)
     if model.moe_capacity_factor is not None:  # token dropping: no expert takes more than capacity x its even share
         imbalance = np.minimum(imbalance, model.moe_capacity_factor)  # (GShard, Lepikhin et al. 2021 Sec 2.2)
     rows = moe.expert_gemm_m(copies, ep, etp, model)

@@ -32,6 +32,27 @@ def test_megatron_step_allocates_only_the_fp32_grad_shard_copy():
     assert bench == pytest.approx(4 * PSI / D + 4 * (PSI + PSI / D), rel=1e-3)
 
 
+def test_apex_distributed_fused_adam_step_holds_the_bf16_grad_shard_only():
+    # NeMo 1.x (train.master_remainders): apex/contrib/optimizers/distributed_fused_adam.py @ f3f04924
+    # `_local_step_with_param_remainders` reads grads_bucket.grads_shard in grad_sync_dtype (bf16 here), allocated by
+    # `_start_bucket_grad_sync` (torch.empty([shard_size], dtype=grads_bucket.dtype)): 2 bytes x Psi/D, not the
+    # Megatron distributed optimizer's fp32 copy (4 bytes x Psi/D)
+    apex = TrainSpec(
+        4096,
+        8,
+        param_dtype="bf16",
+        grad_dtype="bf16",
+        master_dtype="fp32",
+        master_remainders=True,
+        framework="megatron",
+    )
+    want = np.ceil(2 * PSI / D / ROUND_LARGE) * ROUND_LARGE
+    assert float(MEG.step_temporaries(PSI, 1, D, ARR, 2, train=apex)) == pytest.approx(want)
+    megatron = TrainSpec(4096, 8, param_dtype="bf16", grad_dtype="bf16", master_dtype="fp32")
+    fp32_copy = np.ceil(4 * PSI / D / ROUND_LARGE) * ROUND_LARGE
+    assert float(MEG.step_temporaries(PSI, 1, D, ARR, 2, train=megatron)) == pytest.approx(fp32_copy)
+
+
 def test_megatron_main_grad_follows_grad_dtype():
     fp32 = MEG.model_states(PSI, 1, D, TrainSpec(4096, 8))
     bf16 = MEG.model_states(PSI, 1, D, TrainSpec(4096, 8, param_dtype="bf16", grad_dtype="bf16"))

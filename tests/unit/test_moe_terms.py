@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,63 @@ def test_expert_cast_bytes_follow_the_trainer():
     assert float(moe.expert_cast_bytes(1e9, 3, 4, 2, 2, 4)) == pytest.approx(10.5e9)
     assert float(moe.expert_cast_bytes(1e9, 2, 4, 2, 2, 4)) == pytest.approx(9.0e9)  # one gather: 6/4 + 6 + 6/4
     assert float(moe.expert_cast_bytes(1e9, 0, 1, 2, 4, 4)) == 0.0
+
+
+def test_collapsed_routing_imbalance_by_hand():
+    """A collapsed router (train.moe_routing="collapsed"): the busiest EP rank takes every copy its E/ep local
+    experts can, ep x min(k, E/ep) / k of the mean. Llama-4-Scout (E 16, top-1) at EP 4: 4 (torchao's Scout table,
+    autotune/fitting/public_moe_runs.py COLLAPSED_ROUTING_ROWS); DeepSeek-V3 (E 256, top-8) at EP 64: 4 local experts
+    take 4 of a token's 8 copies, 64 x 4 / 8 = 32; EP 1: 1; a capacity factor caps it (GShard Sec 2.2)."""
+    scout = load_config(["model=llama-4-scout"]).model
+    assert float(moe.collapsed_imbalance(scout, 4)) == 4.0
+    assert float(moe.collapsed_imbalance(DSV3, 64)) == 64 * 4 / 8 == 32.0
+    assert float(moe.collapsed_imbalance(scout, 1)) == 1.0
+    capped = dataclasses.replace(scout, moe_capacity_factor=1.25)
+    assert float(moe.collapsed_imbalance(capped, 4)) == 1.25
+
+
+def test_collapsed_expert_bytes_by_hand():
+    """Scout at EP 4, 65536 tokens on the rank (torchao's run: local batch 8 x seq 8192), bf16, no recompute: 3 x
+    65536 extra copies on the busiest rank, each leaving the permuted copy and its index (8 + 2 x 5120) and the
+    SwiGLU's four tensors (4 x 2 x 8192) = 75784 bytes: 14,899,740,672 bytes per MoE layer (13.9 GiB). Selective
+    recompute drops silu's output (3 x 2 x 8192); full recompute keeps the layer input only: 0."""
+    scout = load_config(["model=llama-4-scout"]).model
+    got = float(moe.collapsed_expert_bytes(scout, 65536, 1, False, 0, 2, 4))
+    assert got == 3 * 65536 * (8 + 2 * 5120 + 4 * 2 * 8192) == 14_899_740_672
+    sel = float(moe.collapsed_expert_bytes(scout, 65536, 1, False, 1, 2, 4))
+    assert sel == 3 * 65536 * (8 + 2 * 5120 + 3 * 2 * 8192)
+    assert float(moe.collapsed_expert_bytes(scout, 65536, 1, False, 2, 2, 4)) == 0.0
+    assert float(moe.collapsed_expert_bytes(scout, 65536, 1, False, 0, 2, 1)) == 0.0  # no EP: nothing to collapse onto
+
+
+def test_collapsed_expert_bytes_per_copy_measured_on_cpu():
+    """What one received copy leaves saved on the expert side, measured with autograd's saved-tensor hooks (unique
+    storages, weights excluded) on torchtitan's bf16 expert path (models/moe.py @ 9603872e `_run_experts_grouped_mm`,
+    its input the copy `_permute` gathers, expert_parallel.py `x[permuted_indices, :]`): the index (int64), the
+    permuted copy and four SwiGLU tensors, 8 + 2h + 4 x 2F bytes per copy, = collapsed_expert_bytes' per copy (at EP 2
+    a top-1 collapse doubles the busiest rank's copies: one extra copy per routed token)."""
+    import torch
+    import torch.nn.functional as F
+
+    scout = load_config(["model=llama-4-scout"]).model
+    e, h, f, n = 4, 64, 128, 512
+    tiny = dataclasses.replace(scout, hidden_size=h, moe_ffn_hidden_size=f, num_experts=e)
+    src = torch.randn(n, h, dtype=torch.bfloat16, requires_grad=True)
+    w1, w3 = (torch.randn(e, f, h, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    w2 = torch.randn(e, h, f, dtype=torch.bfloat16, requires_grad=True)
+    offs = torch.cumsum(torch.full((e,), n // e), dim=0, dtype=torch.int32)
+    saved: dict[int, int] = {}
+
+    def keep(t):
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        x = src[torch.randperm(n), :]
+        g = F.silu(torch._grouped_mm(x, w1.transpose(-2, -1), offs=offs))
+        g = g * torch._grouped_mm(x, w3.transpose(-2, -1), offs=offs)
+        torch._grouped_mm(g, w2.transpose(-2, -1), offs=offs)
+    weights = {w.untyped_storage().data_ptr() for w in (w1, w2, w3, src)}
+    measured = sum(v for k, v in saved.items() if k not in weights) - offs.untyped_storage().nbytes()
+    assert measured == n * (8 + 2 * h + 4 * 2 * f)
+    assert float(moe.collapsed_expert_bytes(tiny, n, 1, False, 0, 2, 2)) == measured

@@ -255,7 +255,9 @@ class FrameworkProfile(ABC):
         (autotune/predict/reserved.py) leaves cached. Default: yes. torchtitan keeps the default although its compiled
         loss materialises no fp32 logits (CPU measurement, [CLOSS]): with the block its published compiled runs' peaks
         (torchtitan pages, torchao B200 rows; benchmarks/published_fit.py) are within 4.4% median, without it 5.2%
-        and the Scout rows 26% low: on CUDA a segment of that size stays reserved for another reason, not identified."""
+        and the Scout rows 26% low: on CUDA a segment of that size stays reserved for another reason, not identified.
+        Since the Scout rows' collapsed router is priced (train.moe_routing, h-mem7): without the block every compiled-
+        loss row is low, 4.3-5.7% (torchao 8B), 6.4-7.6% (Scout), 6.8-7.9% (torchtitan pages' 2025-06 rows)."""
         return True
 
     @abstractmethod

@@ -356,10 +356,15 @@ class MegatronProfile(FrameworkProfile):
         step instead). What the step does allocate: [DO] `shard_main_param.grad = shard_model_grad.float()`, an fp32
         copy of the gradients this rank updates when main_grad is not fp32 (grad_reduce_in_fp32=False, as NVIDIA's
         performance recipes run; `.float()` of an fp32 tensor is the tensor itself), Psi/D values with the
-        distributed optimizer, all Psi without."""
+        distributed optimizer, all Psi without. [REM] Apex's DistributedFusedAdam (NeMo 1.x) makes no fp32 copy: its
+        `_local_step_with_param_remainders` reads the grads shard `_start_bucket_grad_sync` allocated in grad_sync_dtype
+        (torch.empty([shard_size], dtype=grads_bucket.dtype), kept until zero_grad; apex @ f3f04924): g x Psi/D."""
         psi, z, d = (np.asarray(x, dtype=np.float64) for x in (local_params, zero_stage, shard))
         updated = psi / np.where(z >= 1, d, 1.0)
-        copy = 4.0 * updated if DTYPE_BYTES[train.grad_dtype] != 4 else np.zeros_like(updated)
+        g = float(DTYPE_BYTES[train.grad_dtype])
+        copy = 4.0 * updated if g != 4 else np.zeros_like(updated)
+        if train.master_remainders:  # [REM] Apex: the grad_sync_dtype shard, no fp32 copy
+            copy = g * updated
         return reserved.round_large(np.where(np.asarray(optimizer_states) > 0, copy, 0.0))
 
     def rules(self) -> tuple:
