@@ -261,7 +261,7 @@ def _dp_seconds(
     out, pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp). Scaling all of T_d by the ring ratio F/R (the code before)
     charged that per-call part 7x from a 2-rank replica to an 8-rank target: measured on the world-8 landscape
     (benchmarks/data/landscape_tiny_w8_cpu_rerun / _r3, dp_comm_cpu_time_mean_s) the target's FSDP2 CPU per step is
-    1.9-2.6x the dp-2 replica's where F/R says 5.1. With the whole dp group F' = F and this is T_d * F/R."""
+    1.8-2.5x the dp-2 replica's where F/R says 5.1. With the whole dp group F' = F and this is T_d * F/R."""
     if t_d is not None:
         f_at = full["dp_comm_s"] if at_rdp is None else at_rdp
         return t_d * f_at / rep["dp_comm_s"] + (full["dp_comm_s"] - f_at), True
