@@ -397,3 +397,12 @@ def test_replica_dp_collectives_reach_a_wider_group_per_call_plus_the_extra_ring
     # a replica holding the target's whole dp group is unchanged: T_d * F/R (here F = R, so T_d itself)
     whole = compose_step(1.0, (r.plan, r.model, r.train), rpl, cl, 0.05, 36 * 3 * a)
     assert whole.dp_comm_s == pytest.approx(36 * 3 * a, rel=1e-9)
+    # dp4 pp2 ZeRO-2 (m = 4) from its dp-2 replica (pp 1, 4 layers, m = 4): the pipelined target gathers each of its
+    # stage's 4 blocks and its root unit once per step and reduce-scatters them once after the last backward
+    # (perf_dp.fsdp_s, pipeline_defers_grad_reduce): 10 collectives, F = 10 x 3a, F' = 10 x 1a; the replica issues
+    # 4 x (4 + 1) x 2 = 40, R = 40a. T_d = 40 x 3a composes to 120a x 10/40 + 20a = 50a (5a per call), not 90a.
+    t = _spec(tiny, 8, dp=4, pp=2, zero_stage=2, micro_batch_size=1, grad_accum_steps=4)
+    r = replica_spec(t, 2).replica
+    assert (r.plan.dp, r.plan.pp, r.plan.grad_accum_steps, r.model.num_layers) == (2, 1, 4, 4)
+    c = compose_step(1.0, (t.plan, t.model, t.train), (r.plan, r.model, r.train), cl, 0.05, 40 * 3 * a)
+    assert c.dp_comm_s == pytest.approx(50 * a, rel=1e-9)
