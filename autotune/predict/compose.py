@@ -258,8 +258,8 @@ def _dp_seconds(
     grow with the group (the Python issue path, gloo's work enqueue and worker-thread hand-off, a
     reduce-scatter's clone and chunk copy: ProcessGroupGloo enqueues every collective as an AsyncWork run by its
     worker threads, and its reduce_scatter_tensor_coalesced clones the input, all-reduces it and copies one chunk
-    out, pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp @ c194358a). Scaling all of T_d by the ring ratio F/R (the code before)
-    charged that per-call part 7x from a 2-rank replica to an 8-rank target: measured on the world-8 landscape
+    out, pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp @ c194358a). Scaling all of T_d by the ring ratio
+    F/R (the code before) charged that per-call part 7x from a 2-rank replica to an 8-rank target: measured on the world-8 landscape
     (benchmarks/data/landscape_tiny_w8_cpu_rerun / _r3, dp_comm_cpu_time_mean_s) the target's FSDP2 CPU per step is
     1.8-2.5x the dp-2 replica's where F/R says 5.1. With the whole dp group F' = F and this is T_d * F/R."""
     if t_d is not None:
