@@ -24,14 +24,16 @@ When it also reports the seconds T_d of its sharded data-parallel collectives (C
 FSDP2's all-gathers and reduce-scatters, bench_model/parallel/comm_timing.py) and H of its host dispatch
 (`host_cpu_time_s`, bench_model/host_cost.py), they leave k too:
 
-    k   = (T_r - T_o - T_d - H - C) / (R.step - R.optimizer - R.dp_comm - R.tp),   dp = T_d * F.dp_comm / R.dp_comm,
+    k   = (T_r - T_o - T_d - H - C) / (R.step - R.optimizer - R.dp_comm - R.tp),
+    dp  = T_d * F'.dp_comm / R.dp_comm + (F.dp_comm - F'.dp_comm)    (F': the target at the replica's dp; _dp_seconds)
     stage_mb += H / m_r + (C / m_r) * (F.tp / m) / (R.tp / m_r)
 
 with C the tensor-parallel collectives' CPU measured in situ (the replica's CPU on its collective threads, when it
 runs no other collective: dp = cp = ep = 1), and H / m_r because the same code on the same layers dispatches the same
-operations at any tp. Taking T_d out of k and carrying it by F.dp_comm / R.dp_comm means a replica that reduce-scatters
-every micro-batch (pp = 1) does not carry that into a pipelined target that reduce-scatters once per step
-(`base.fsdp_pipeline_held`); taking H out means dispatch does not shrink with the FLOPs.
+operations at any tp. Taking T_d out of k and carrying it by F'.dp_comm / R.dp_comm means a replica that
+reduce-scatters every micro-batch (pp = 1) does not carry that into a pipelined target that reduce-scatters once per
+step (`base.fsdp_pipeline_held`), and the wider group adds only its extra ring steps and bytes to each collective,
+not a ring-step multiple of the replica's per-call cost; taking H out means dispatch does not shrink with the FLOPs.
 
 E, the replica's embedding and head + loss timed apart (CPU ranks: bench_model/ends_timing.py), leaves k with the
 model's own ends term (perf.py `ends_compute_s`); the target's busiest stage gets both (pp = 1) or the heavier one
@@ -181,7 +183,8 @@ def compose_step(
             priced_mb += full[term] / m
     stage_mb = k * measured_mb + priced_mb
     bubble = float(bubble_microbatches(tplan.pp, tplan.vpp)) * stage_mb
-    dp_s, dp_measured = _dp_seconds(k, taken.get("dp"), rplan, tplan, rep, full)
+    at_rdp = _at_replica_dp(tplan, rplan, tmodel, ttrain, cluster, full) if "dp" in taken else None
+    dp_s, dp_measured = _dp_seconds(k, taken.get("dp"), rplan, tplan, rep, full, at_rdp)
     if fsdp_cluster is not None and not dp_measured and rplan.dp * rplan.cp == 1 and tplan.zero_stage >= 2:
         dp_s = _terms(tplan, tmodel, ttrain, fsdp_cluster)["dp_comm_s"]
     if tplan.dp * tplan.cp > 1 and full["dp_comm_s"] > 0:
@@ -222,17 +225,46 @@ def _target_ends_s(ends: Ends, rplan: ParallelPlan, tplan: ParallelPlan, rep: di
     return share * (ends.host_s + ends.comm_thread_s * tp_ratio + rest * rplan.tp / tplan.tp)
 
 
+def _at_replica_dp(
+    tplan: ParallelPlan, rplan: ParallelPlan, tmodel: ModelSpec, ttrain: TrainSpec, cluster: ClusterSpec, full: dict
+) -> float:
+    """F': the target's data-parallel term with its group shrunk to the replica's (plain FSDP over rplan.dp ranks, as
+    the replica ran it): the target's collectives (count, bytes, schedule) at the replica's ring. F when dp is whole."""
+    if (rplan.dp, rplan.dp_shard) == (tplan.dp, tplan.dp_shard):
+        return full["dp_comm_s"]
+    return _terms(dataclasses.replace(tplan, dp=rplan.dp, dp_shard=0), tmodel, ttrain, cluster)["dp_comm_s"]
+
+
 def _dp_seconds(
-    k: float, t_d: float | None, rplan: ParallelPlan, tplan: ParallelPlan, rep: dict, full: dict
+    k: float,
+    t_d: float | None,
+    rplan: ParallelPlan,
+    tplan: ParallelPlan,
+    rep: dict,
+    full: dict,
+    at_rdp: float | None = None,
 ) -> tuple[float, bool]:
     """The target's data-parallel seconds and whether they are measured. Measured when the replica ran the target's
     whole dp group (and ZeRO stage), else priced at full dp; a partial dp group's measured traffic is inside k
-    (R.step includes its modelled part). When the replica timed its data-parallel collectives apart (T_d), they
-    reach the target by the model's own dp ratio F.dp_comm / R.dp_comm (collective count, ring steps and bytes at
-    full dp; a pipelined target reduce-scatters once per step where the pp-1 replica did every micro-batch: perf.py
-    fsdp_pipeline_held), so the per-collective cost is the replica's measured one, not netbench's alpha-beta."""
+    (R.step includes its modelled part). When the replica timed its data-parallel collectives apart (T_d):
+
+        dp = T_d * F' / R.dp_comm + (F.dp_comm - F')
+
+    F' (`at_rdp`, `_at_replica_dp`) is the target's collectives at the replica's group size. T_d * F'/R carries the
+    replica's measured cost per collective onto the target's collectives (count and schedule: a pipelined target
+    reduce-scatters once per step where the pp-1 replica did every micro-batch, perf.py fsdp_pipeline_held); F - F'
+    prices only what the wider ring adds to each of them (ring steps n-1 and bytes (n-1)/n, collectives.dp_ring_s).
+    A collective's CPU seconds are not all ring steps: each FSDP2 call on gloo also pays a per-call cost that does not
+    grow with the group (the Python issue path, gloo's work enqueue and worker-thread hand-off, a
+    reduce-scatter's clone and chunk copy: ProcessGroupGloo enqueues every collective as an AsyncWork run by its
+    worker threads, and its reduce_scatter_tensor_coalesced clones the input, all-reduces it and copies one chunk
+    out, pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp @ c194358a). Scaling all of T_d by the ring ratio
+    F/R (the code before) charged that per-call part 7x from a 2-rank replica to an 8-rank target: measured on the world-8 landscape
+    (benchmarks/data/landscape_tiny_w8_cpu_rerun / _r3, dp_comm_cpu_time_mean_s) the target's FSDP2 CPU per step is
+    1.8-2.5x the dp-2 replica's where F/R says 5.1. With the whole dp group F' = F and this is T_d * F/R."""
     if t_d is not None:
-        return t_d * full["dp_comm_s"] / rep["dp_comm_s"], True
+        f_at = full["dp_comm_s"] if at_rdp is None else at_rdp
+        return t_d * f_at / rep["dp_comm_s"] + (full["dp_comm_s"] - f_at), True
     whole = (rplan.dp, rplan.zero_stage) == (tplan.dp, tplan.zero_stage)
     return (k * full["dp_comm_s"] if whole else full["dp_comm_s"]), whole
 

@@ -373,3 +373,36 @@ def test_a_sweep_prices_in_cpu_seconds_with_the_fits_a_preset_stores(tiny):
     assert compose_row(sd, rrow)["step_time_mean_s"] == pytest.approx(c.step_s, rel=1e-12)
     plain = compose_row(replica_spec(dataclasses.replace(t, cluster=tiny.cluster), 2), rrow)["step_time_mean_s"]
     assert plain != pytest.approx(c.step_s, rel=1e-3)
+
+
+def test_replica_dp_collectives_reach_a_wider_group_per_call_plus_the_extra_ring_steps(tiny):
+    # dp8 ZeRO-2 (m = 2) from its dp-2 replica. Links of latency a per ring step and no bandwidth cost: FSDP2 issues per
+    # micro-batch one all-gather and one reduce-scatter for each of the 8 blocks and for the root unit (perf_dp.fsdp_s,
+    # FrameworkProfile.fsdp_collectives_per_block = 1, 1), so 2 x 18 = 36 collectives per step at both sizes: the
+    # target's cost F = 36 x 7a (ring of 8: n-1 = 7 steps), at the replica's 2 ranks F' = R = 36 x 1a. A replica that
+    # measured T_d = 36 x 3a (3a per call: 2a of it a per-call cost that no ring step explains) composes to
+    # T_d * F'/R + (F - F') = 108a + 216a = 324a (9a per call: its 3a and 6 more ring steps), not T_d * F/R = 756a.
+    a = 1e-3
+    links = dict(intra_node_latency_s=a, inter_node_latency_s=a)
+    links.update(intra_node_bw_bytes_per_s=1e30, inter_node_bw_bytes_per_s=1e30)
+    t = _spec(tiny, 8, dp=8, zero_stage=2, micro_batch_size=1, grad_accum_steps=2)
+    sd = replica_spec(t, 2)
+    r = sd.replica
+    assert (r.plan.dp, r.plan.zero_stage, r.plan.grad_accum_steps, r.model.num_layers) == (2, 2, 2, 8)
+    cl = dataclasses.replace(t.cluster, comm_efficiency=1.0, dp_overlap=0.0, **links)
+    tgt, rpl = (t.plan, t.model, t.train), (r.plan, r.model, r.train)
+    c = compose_step(1.0, tgt, rpl, cl, 0.05, 36 * 3 * a)
+    assert c.dp_comm_s == pytest.approx(324 * a, rel=1e-9)
+    assert "dp" in c.measured_parts
+    # a replica holding the target's whole dp group is unchanged: T_d * F/R (here F = R, so T_d itself)
+    whole = compose_step(1.0, (r.plan, r.model, r.train), rpl, cl, 0.05, 36 * 3 * a)
+    assert whole.dp_comm_s == pytest.approx(36 * 3 * a, rel=1e-9)
+    # dp4 pp2 ZeRO-2 (m = 4) from its dp-2 replica (pp 1, 4 layers, m = 4): the pipelined target gathers each of its
+    # stage's 4 blocks and its root unit once per step and reduce-scatters them once after the last backward
+    # (perf_dp.fsdp_s, pipeline_defers_grad_reduce): 10 collectives, F = 10 x 3a, F' = 10 x 1a; the replica issues
+    # 4 x (4 + 1) x 2 = 40, R = 40a. T_d = 40 x 3a composes to 120a x 10/40 + 20a = 50a (5a per call), not 90a.
+    t = _spec(tiny, 8, dp=4, pp=2, zero_stage=2, micro_batch_size=1, grad_accum_steps=4)
+    r = replica_spec(t, 2).replica
+    assert (r.plan.dp, r.plan.pp, r.plan.grad_accum_steps, r.model.num_layers) == (2, 1, 4, 4)
+    c = compose_step(1.0, (t.plan, t.model, t.train), (r.plan, r.model, r.train), cl, 0.05, 40 * 3 * a)
+    assert c.dp_comm_s == pytest.approx(50 * a, rel=1e-9)
