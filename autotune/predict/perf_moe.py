@@ -16,6 +16,7 @@ from autotune.predict import moe, moe_dispatch, recompute_share
 from autotune.predict.collectives import _link, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.gemm import gemm_efficiency
+from autotune.predict.glu_clamp import unfused_clamp_bytes
 from autotune.predict.perf_terms import compiled_elementwise_factor, memory_bound_s
 from autotune.predict.te_fp8 import te_cast_layouts, te_expert_cast_extra_bytes
 
@@ -68,6 +69,10 @@ def moe_terms(
     routed_act = np.where(fused_mlp, 0.0, routed_act)
     fused = compiled_elementwise_factor(arr["compile"], cluster, model.block)  # the dense term's convention
     router = router + memory_bound_s(routed_act * ew, cluster) + memory_bound_s(dense_act * ew, cluster) * fused
+    if get_profile(train.framework).unfused_glu_clamp():  # the eager clamp before the fused GeGLU (glu_clamp.py)
+        reruns = np.maximum(np.asarray(act_rc, dtype=np.float64), full)
+        clamp = unfused_clamp_bytes(model, copies * imbalance, etp, c, reruns)
+        router = router + np.where(fused_mlp, 0.0, memory_bound_s(clamp, cluster))
     if (train.fp8_casts or get_profile(train.framework).fp8_casts()) == "te":  # GroupedLinear's casts (te_fp8.py)
         casts = te_expert_cast_extra_bytes(
             model, c, tokens, copies * imbalance, arr["fp8"], te_cast_layouts(arr["fp8"], cluster),

@@ -35,13 +35,15 @@ def test_fused_mlp_drops_the_routed_activation_and_the_two_inner_casts_by_hand()
     no recompute (3 passes of the memory-bound kernels). Activation: read fc1's 2F, write F per copy and pass:
     65536 x 3 x 2 x 2880 x 3 = 3,397,386,240 bytes. Casts (TE's split_quantize of fc2's input F and fc1's
     grad_output 2F): 65536 x 3 x 2880 elements, each read at 2 bytes and written as 2 MXFP8 copies of 1 + 1/32 bytes:
-    x 4.0625 = 2,300,313,600 bytes. Both go into the grouped GEMMs' epilogues (TE ops/fused/grouped_mlp.py)."""
+    x 4.0625 = 2,300,313,600 bytes. GPT-OSS's eager clamp (glu_clamp.py): 65536 x 2880 x 18 x 2 = 6,794,772,480
+    bytes. All go into the grouped GEMMs' epilogues (TE ops/fused/grouped_mlp.py)."""
     act = 65536 * 3 * 2 * 2880 * 3
     casts = 65536 * 3 * 2880 * (2 + 2 * (1 + 1 / 32))
+    clamp = 65536 * 2880 * 18 * 2
     assert act == 3_397_386_240 and casts == pytest.approx(2_300_313_600)
     gb200 = load_preset("gb200-nvl72")
     saved = _moe_s("mxfp8", False) - _moe_s("mxfp8", True)
-    assert saved == pytest.approx(float(memory_bound_s(act + casts, gb200)), rel=1e-9)
+    assert saved == pytest.approx(float(memory_bound_s(act + casts + clamp, gb200)), rel=1e-9)
 
 
 def test_fused_mlp_needs_a_block_scaled_recipe():
@@ -100,3 +102,42 @@ def test_flags_outside_megatron_are_one_line_errors():
     with pytest.raises(SpecError, match="train.fp8_attention=True with train.framework=bench_model"):
         TrainSpec(seq_len=4096, global_batch_size=8, framework="bench_model", fp8_attention=True)
     assert dataclasses.replace(_train(), fused_grouped_mlp=True).fused_grouped_mlp
+
+
+def test_eager_glu_clamp_bytes_by_hand():
+    """GPT-OSS's clamp before Megatron's fused quick-GeGLU (autotune/predict/glu_clamp.py): 65,536 routed copies,
+    F = 2880, bf16: forward 8F + backward 10F element accesses = 65536 x 2880 x 18 x 2 = 6,794,772,480 bytes; a moe_act
+    recompute runs the forward again (+8F: 26F). Zero for a model without a clamp, and under the fused grouped MLP
+    (the cuDNN kernel clamps in its epilogue)."""
+    from autotune.predict.glu_clamp import unfused_clamp_bytes
+
+    oss = preset_model("gpt-oss-120b")
+    assert oss.glu_clamp == 7.0
+    assert float(unfused_clamp_bytes(oss, 65536, 1, 2)) == 65536 * 2880 * 18 * 2 == 6_794_772_480
+    assert float(unfused_clamp_bytes(oss, 65536, 1, 2, 1.0)) == 65536 * 2880 * 26 * 2
+    assert float(unfused_clamp_bytes(oss, 65536, 2, 2)) == 6_794_772_480 / 2  # etp 2: F/2 per rank
+    assert float(unfused_clamp_bytes(preset_model("qwen3-30b-a3b"), 65536, 1, 2)) == 0.0
+    gb200 = load_preset("gb200-nvl72")
+    # BF16 (no fused MLP): the layer's moe_compute carries exactly these bytes at HBM bandwidth; without the clamp
+    # field the same layer is that much cheaper
+    plan = ParallelPlan(dp=64, tp=1, pp=1, ep=64, micro_batch_size=4, grad_accum_steps=5, compile=True)
+    no_clamp = dataclasses.replace(oss, glu_clamp=None)
+
+    def moe_s(model) -> float:
+        return float(perf._layer_terms(arrays_from_plans([plan]), model, _train(), gb200)["moe_compute"][0])
+
+    assert moe_s(oss) - moe_s(no_clamp) == pytest.approx(float(memory_bound_s(6_794_772_480, gb200)), rel=1e-9)
+    # the fused grouped MLP (MXFP8) runs no clamp kernels: the clamp field changes nothing there
+    mx = dataclasses.replace(plan, fp8="mxfp8")
+
+    def fused_s(model) -> float:
+        lt = perf._layer_terms(arrays_from_plans([mx]), model, _train(fused_grouped_mlp=True), gb200)
+        return float(lt["moe_compute"][0])
+
+    assert fused_s(oss) == fused_s(no_clamp)
+
+
+def test_bad_glu_clamp_is_a_one_line_error():
+    with pytest.raises(SpecError, match="model.glu_clamp=-1.0 must be null or a number > 0") as e:
+        dataclasses.replace(preset_model("gpt-oss-120b"), glu_clamp=-1.0)
+    assert "\n" not in str(e.value)
