@@ -93,6 +93,10 @@ class ModelSpec:
     # window_size (128, 0), window_attn_skip_freq 2). 0 = none. Priced in autotune/predict/attention_terms.py
     sliding_window: int = 0
     sliding_window_layers: int = 0
+    # The routed experts' gated activation clamped at +-glu_clamp before the GLU (openai/gpt-oss-120b config.json
+    # swiglu_limit 7.0; Megatron activation_func_clamp_value, which Megatron-Bridge's GPT-OSS bridge sets to 7.0):
+    # Megatron clamps outside its fused activation kernel (autotune/predict/glu_clamp.py). None = no clamp.
+    glu_clamp: float | None = None
 
     def __post_init__(self) -> None:
         for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_heads", "num_kv_heads", "vocab_size"):
@@ -124,6 +128,13 @@ class ModelSpec:
             and (self.sliding_window > 0) == (self.sliding_window_layers > 0),
             f"model.sliding_window_layers={self.sliding_window_layers} must be in 1..num_layers={self.num_layers} "
             f"exactly when model.sliding_window={self.sliding_window} > 0",
+        )
+        require(
+            self.glu_clamp is None
+            or (
+                isinstance(self.glu_clamp, (int, float)) and not isinstance(self.glu_clamp, bool) and self.glu_clamp > 0
+            ),
+            f"model.glu_clamp={self.glu_clamp!r} must be null or a number > 0",
         )
         self._check_moe()
         self._check_mla()

@@ -85,9 +85,33 @@ class TrainSpec:
     # keep fp32 softmax probabilities for backward, "te" (Transformer Engine's parallel_cross_entropy) writes the
     # gradient into the bf16 logits in place and keeps only them. Read by the megatron profile only (its `logits`).
     cross_entropy_fusion: str = "none"
+    # Transformer Engine's fused grouped MLP for the routed experts (Megatron-Core use_transformer_engine_op_fuser with
+    # NVTE_CUTEDSL_FUSED_GROUPED_MLP=1; NVIDIA/TransformerEngine transformer_engine/pytorch/ops/fused/grouped_mlp.py @
+    # d0067d0, first #2769 2026-04-03 "GEMM + Swiglu fused Grouped MLP for MXFP8"): fc1, the gated activation and fc2
+    # run as cuDNN-frontend CuTe DSL grouped GEMMs whose epilogues apply the activation (SwiGLU, GPT-OSS's clamped
+    # GeGLU), the router probabilities and the MXFP8 / NVFP4 quantization, and in backward the dGLU (+ dbias). TE
+    # fuses only under an MXFP8 / NVFP4 recipe on compute capability 10.x (`fuse_grouped_mlp_ops`, `is_supported`):
+    # priced where plan.fp8 is mxfp8 or nvfp4 (autotune/predict/perf_moe.py). Megatron only.
+    fused_grouped_mlp: bool = False
+    # FP8 attention (Megatron --fp8-dot-product-attention, Megatron-Bridge mixed_precision.fp8_dot_product_attention;
+    # TE DotProductAttention with the recipe's fp8_dpa: cuDNN FusedAttention runs QK^T and PV on FP8 operands,
+    # transformer_engine/pytorch/attention/dot_product_attention/utils.py @ d0067d0, which keeps FusedAttention for
+    # learnable-sink softmax in FP8 on compute capability >= 10.0 with cuDNN >= 9.21): the attention matmuls run at
+    # the FP8 tensor-core peak where plan.fp8 runs a recipe (autotune/predict/perf.py), the softmax as before. Megatron only.
+    fp8_attention: bool = False
 
     def __post_init__(self) -> None:
         positive_int("train.seq_len", self.seq_len)
+        require(
+            isinstance(self.fp8_attention, bool) and (not self.fp8_attention or self.framework == "megatron"),
+            f"train.fp8_attention={self.fp8_attention!r} with train.framework={self.framework}: must be true or "
+            "false, true only for Megatron-Core (--fp8-dot-product-attention)",
+        )
+        require(
+            isinstance(self.fused_grouped_mlp, bool) and (not self.fused_grouped_mlp or self.framework == "megatron"),
+            f"train.fused_grouped_mlp={self.fused_grouped_mlp!r} with train.framework={self.framework}: must be true "
+            "or false, true only for Megatron-Core (Transformer Engine's op fuser)",
+        )
         require(
             self.cuda_graphs in CUDA_GRAPHS,
             f"train.cuda_graphs={self.cuda_graphs!r} must be one of {', '.join(CUDA_GRAPHS)}",

@@ -79,6 +79,9 @@ assumption is named):
 - rows the summary footnotes as a kernel regression (KNOWN_REGRESSION: GPT-OSS-120B MXFP8 in 26.06.01) are skipped.
 - CUDA graphs (train.cuda_graphs): per model, GPU, container and recipe from the performance configs of the container's
   Megatron-Bridge release (autotune/fitting/nemo_cuda_graphs.py, which names what it does not map).
+- Fused grouped MLP (train.fused_grouped_mlp): the MXFP8 MoE configs of Megatron-Bridge v0.5.1 / v0.6.0 that run
+  Transformer Engine's CuTe DSL grouped GEMM + activation kernels, and FP8 attention (train.fp8_attention), from the
+  same configs (autotune/fitting/nemo_fused_mlp.py).
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
   (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
 """
@@ -94,6 +97,7 @@ import pandas as pd
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_cuda_graphs import recipe_cuda_graphs
+from autotune.fitting.nemo_fused_mlp import recipe_fp8_attention, recipe_fused_grouped_mlp
 from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_segments: re-exported for its readers)
     ACT_OFFLOAD_LAYERS,
     EP_OVERLAP_ON,
@@ -285,6 +289,8 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         master_remainders=str(r.container) in NEMO1_CONTAINERS,  # NEMO1_CONTAINERS
         cross_entropy_fusion="te" if "Megatron-Bridge" in str(r.source) else "native",  # module doc
         cuda_graphs=recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
+        fused_grouped_mlp=recipe_fused_grouped_mlp(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
+        fp8_attention=recipe_fp8_attention(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
     return model, train, plan

@@ -142,7 +142,9 @@ def _layer_terms(
     # FA2 or FA3/cuDNN (attention_terms.attention_s): the job's, else its framework's
     profile = get_profile(train.framework)
     kernel = train.attention_kernel or profile.attention_kernel()
-    attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, peak, train.seq_len / cp, kernel)
+    # train.fp8_attention (autotune/core/train.py): the attention matmuls at the FP8 peak where a recipe runs
+    attn_peak = np.where(fp8 & train.fp8_attention, cluster.peak_flops_fp8 or peak, peak)
+    attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, attn_peak, train.seq_len / cp, kernel)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
     # with selective (non-matmul ops) or full recompute
     ew_passes = 3.0 + np.where(rc == RECOMPUTE_CODE["selective"], 1.0, full)

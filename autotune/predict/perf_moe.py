@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import CODES, RECOMPUTE_CODE
+from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
 from autotune.predict import moe, moe_dispatch, recompute_share
 from autotune.predict.collectives import _link, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.gemm import gemm_efficiency
+from autotune.predict.glu_clamp import unfused_clamp_bytes
 from autotune.predict.perf_terms import compiled_elementwise_factor, memory_bound_s
 from autotune.predict.te_fp8 import te_cast_layouts, te_expert_cast_extra_bytes
 
@@ -58,16 +59,26 @@ def moe_terms(
     # moe_memory_bound_s is forward + backward (x3 of the forward); "moe" recompute runs one more forward
     router = moe.moe_memory_bound_s(arr, model, train, cluster, tokens, c) * (3.0 + layer_rc) / 3.0
     n_a2a = moe.A2A_PER_LAYER + 2.0 * np.maximum(full, layer_rc)
+    # TE's fused grouped MLP (train.fused_grouped_mlp, autotune/core/train.py): under an MXFP8 / NVFP4 recipe the
+    # routed copies' gated activation runs in the grouped GEMMs' epilogues, no memory-bound kernel of its own
+    lowp_block = (arr["fp8"] == FP8_CODE["mxfp8"]) | (arr["fp8"] == FP8_CODE["nvfp4"])
+    fused_mlp = np.asarray(train.fused_grouped_mlp & lowp_block, dtype=bool)
+    act_rc = act_rc & ~fused_mlp
     router = router + np.where(act_rc, memory_bound_s(copies * imbalance * 3 * f / etp * c, cluster), 0.0)
     # the experts' gated activations beyond the dense term's SwiGLU of width ffn_hidden_size (moe.py), as many passes
     ew = 3.0 + np.where(arr["recompute"] == RECOMPUTE_CODE["selective"], 1.0, full)
     routed_act, dense_act = moe.expert_activation_extra_bytes(model, tokens, copies, imbalance, tp, c)
+    routed_act = np.where(fused_mlp, 0.0, routed_act)
     fused = compiled_elementwise_factor(arr["compile"], cluster, model.block)  # the dense term's convention
     router = router + memory_bound_s(routed_act * ew, cluster) + memory_bound_s(dense_act * ew, cluster) * fused
+    if get_profile(train.framework).unfused_glu_clamp():  # the eager clamp before the fused GeGLU (glu_clamp.py)
+        reruns = np.maximum(np.asarray(act_rc, dtype=np.float64), full)
+        clamp = unfused_clamp_bytes(model, copies * imbalance, etp, c, reruns)
+        router = router + np.where(fused_mlp, 0.0, memory_bound_s(clamp, cluster))
     if (train.fp8_casts or get_profile(train.framework).fp8_casts()) == "te":  # GroupedLinear's casts (te_fp8.py)
         casts = te_expert_cast_extra_bytes(
             model, c, tokens, copies * imbalance, arr["fp8"], te_cast_layouts(arr["fp8"], cluster),
-            arr["grad_accum_steps"], tp, ep, etp, sp,
+            arr["grad_accum_steps"], tp, ep, etp, sp, fused_mlp,
         )  # fmt: skip
         router = router + memory_bound_s(casts, cluster)  # full recompute's re-cast of the inputs not counted
     a2a = n_a2a * dispatch_s(arr, model, cluster, copies / k * imbalance, c)

@@ -75,6 +75,7 @@ def te_expert_cast_extra_bytes(
     ep: Any,
     etp: Any,
     sp: Any,
+    fused_mlp: Any = False,
 ) -> np.ndarray:
     """HBM bytes of one MoE layer's casts per micro-batch beyond te_fp8_cast_bytes' dense MLP count (above): the
     busiest rank's `copies` routed copies (fc1 input h, fc2 input F/etp, fc1 grad_output 2F/etp, fc2 grad_output h)
@@ -82,7 +83,10 @@ def te_expert_cast_extra_bytes(
     h/tp under sequence parallelism, else h; 3f/tp; h); weights: the rank's E/(ep etp) experts' 3hF plus the shared
     3hS/tp minus the dense 3hf/tp, once per step (/ micro_batches). Each element read at c, written `layouts` times at
     the recipe's bytes; 0 where no recipe runs. Zero-sum for a dense-equivalent split: Qwen3-30B-A3B (f = kF) at tp 1
-    keeps only the (k - 1) extra copies of h twice."""
+    keeps only the (k - 1) extra copies of h twice. Under TE's fused grouped MLP (`fused_mlp`, train.fused_grouped_mlp)
+    the fc1 GEMM's epilogue writes fc2's quantized input and the fc2 dgrad GEMM's epilogue fc1's quantized
+    grad_output (transformer_engine/pytorch/ops/fused/grouped_mlp.py: the grouped GEMM + GLU kernel's row / column
+    quantized D outputs, the dGLU kernel's quantized dC): those two casts (F and 2F per copy) are no separate kernel."""
     codes = np.asarray(recipe)
     h, f, big_f = model.hidden_size, model.ffn_hidden_size, model.moe_ffn_hidden_size
     s_w = model.moe_shared_expert_ffn_hidden_size
@@ -91,7 +95,8 @@ def te_expert_cast_extra_bytes(
     tokens = np.asarray(tokens, dtype=np.float64)
     shared = 1.0 if s_w > 0 else 0.0
     dense_in = h / np.where(np.asarray(sp, dtype=bool), tp, 1.0)
-    routed = np.asarray(copies, dtype=np.float64) * (2.0 * h + 3.0 * big_f / etp)
+    inner = np.where(np.asarray(fused_mlp, dtype=bool), 0.0, 3.0 * big_f / etp)  # fc2 input F, fc1 grad_output 2F
+    routed = np.asarray(copies, dtype=np.float64) * (2.0 * h + inner)
     acts = routed + tokens * (shared * (dense_in + 3.0 * s_w / tp + h) - (dense_in + 3.0 * f / tp + h))
     weights = 3.0 * h * (big_f * model.num_experts / (np.asarray(ep) * etp) + (s_w - f) / tp)
     return np.where(codes == 0, 0.0, (acts + weights / np.asarray(micro_batches, dtype=np.float64)) * cast)

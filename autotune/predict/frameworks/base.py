@@ -121,6 +121,11 @@ class FrameworkProfile(ABC):
         (autotune/predict/rope.py). Default: no (torch.compile / Inductor fuses the scaled rotation like any other)."""
         return False
 
+    def unfused_glu_clamp(self) -> bool:
+        """Whether this framework clamps the experts' gate outside its fused activation kernel (autotune/predict/
+        glu_clamp.py). Default: no (a compiled activation fuses the clamp)."""
+        return False
+
     @abstractmethod
     def attention_kernel(self) -> str:
         """The causal attention kernel this framework runs on CUDA: "fa3" (FlashAttention-3 or cuDNN fused

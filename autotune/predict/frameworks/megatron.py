@@ -148,6 +148,11 @@ class MegatronProfile(FrameworkProfile):
         rope.py)."""
         return True
 
+    def unfused_glu_clamp(self) -> bool:
+        """Megatron-Core clamps before `weighted_bias_quick_geglu_impl`'s fused kernel, in eager PyTorch
+        (megatron/core/fusions/fused_bias_geglu.py; autotune/predict/glu_clamp.py)."""
+        return True
+
     def attention_kernel(self) -> str:
         """Megatron-Core's TEDotProductAttention: Transformer Engine picks cuDNN fused (flash) attention on Hopper and
         later when both it and flash-attn apply (NeMo docs, memory_optimizations.rst "Flash Attention", NVIDIA/NeMo
