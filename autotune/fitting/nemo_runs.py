@@ -78,7 +78,10 @@ assumption is named):
   and B300 before r0.4.0, alltoall without it), that release's.
 - rows the summary footnotes as a kernel regression (KNOWN_REGRESSION: GPT-OSS-120B MXFP8 in 26.06.01) are skipped.
 - CUDA graphs (train.cuda_graphs): per model, GPU, container and recipe from the performance configs of the container's
-  Megatron-Bridge release (autotune/fitting/nemo_cuda_graphs.py, which names what it does not map).
+  Megatron-Bridge release (autotune/fitting/nemo_cuda_graphs.py, which names what it does not map; DeepSeek-V3 MXFP8:
+  nemo_releases.py).
+- release-to-release MoE recipe (nemo_releases.py): the MXFP8 Qwen3 / DeepSeek-V3 Blackwell rows of containers before
+  26.06 ran without the EP overlap the 067f987d recipes set, some with another dispatcher; their release's settings.
 - framework: train.framework=megatron (Megatron-Core), whose profile states the data-parallel overlaps it performs
   (--overlap-grad-reduce, --overlap-param-gather: on in Megatron-Bridge's performance recipes).
 """
@@ -94,6 +97,7 @@ import pandas as pd
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_cuda_graphs import recipe_cuda_graphs
+from autotune.fitting.nemo_releases import release_moe_recipe
 from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_segments: re-exported for its readers)
     ACT_OFFLOAD_LAYERS,
     EP_OVERLAP_ON,
@@ -273,6 +277,14 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     release = RELEASE_RECIPE.get((str(r.model), str(r.gpu_type), str(r.container)))
     if release is not None and ep > 1:  # the row's own release recipe (RELEASE_RECIPE)
         plan = dataclasses.replace(plan, moe_dispatcher=release[0], ep_overlap=release[1] and (pp == 1 or vpp > 1))
+    # the MXFP8 MoE recipe of the row's own release (nemo_releases: dispatcher, EP overlap, DeepSeek-V3's CUDA graphs)
+    rel_disp, rel_overlap, rel_graphs = release_moe_recipe(
+        str(r.model), str(r.gpu_type), str(r.container), plan.fp8, (pp, vpp, ep), mbs
+    )
+    if rel_disp is not None and ep > 1:
+        plan = dataclasses.replace(plan, moe_dispatcher=rel_disp)
+    if rel_overlap is not None:
+        plan = dataclasses.replace(plan, ep_overlap=rel_overlap and (pp == 1 or vpp > 1))
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,
@@ -284,7 +296,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
         master_remainders=str(r.container) in NEMO1_CONTAINERS,  # NEMO1_CONTAINERS
         cross_entropy_fusion="te" if "Megatron-Bridge" in str(r.source) else "native",  # module doc
-        cuda_graphs=recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
+        cuda_graphs=rel_graphs or recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
     return model, train, plan
