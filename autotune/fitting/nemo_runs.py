@@ -97,7 +97,6 @@ import pandas as pd
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_cuda_graphs import recipe_cuda_graphs
-from autotune.fitting.nemo_releases import release_moe_recipe
 from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_segments: re-exported for its readers)
     ACT_OFFLOAD_LAYERS,
     EP_OVERLAP_ON,
@@ -112,6 +111,7 @@ from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_seg
     recipe_dispatcher,
     recipe_expandable_segments,
 )
+from autotune.fitting.nemo_releases import release_moe_recipe
 from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow
 from autotune.fitting.run_types import preset_model as _preset_model
 
