@@ -13,7 +13,11 @@ def test_ep_overlap_arrives_with_the_full_iteration_recipes() -> None:
     assert release_moe_recipe("Qwen3_30B_a3B", "GB300", "NeMo 26.04", "mxfp8", (1, 1, 8), 8) == (None, False, None)
     assert release_moe_recipe("Qwen3_30B_a3B", "GB300", "NeMo 26.06", "mxfp8", (1, 1, 8), 8) == (None, None, None)
     # v0.3.0 QWEN3_235B_A22B_PRETRAIN_CONFIG_B300_FP8_MX_V2 (pp8 vp4 ep8): overlap on, no flex backend
-    assert release_moe_recipe("Qwen3_235B_a22B", "B300", "NeMo 26.02", "mxfp8", (8, 4, 8), 1) == ("alltoall", True, None)
+    assert release_moe_recipe("Qwen3_235B_a22B", "B300", "NeMo 26.02", "mxfp8", (8, 4, 8), 1) == (
+        "alltoall",
+        True,
+        None,
+    )
 
 
 def test_release_dispatcher_and_deepseek_graphs() -> None:

@@ -177,6 +177,15 @@ def test_public_moe_blackwell_rows():
     assert (g.plan.moe_dispatcher, run[9].plan.moe_dispatcher, run[12].plan.moe_dispatcher) == (
         "hybridep", "deepep", "alltoall"
     )  # fmt: skip
+    # the CUDA graph scopes of the cited commands (Megatron-MoE-ModelZoo @ e8650517d run_gb300_235b.sh / run_gb200_235b.sh
+    # `--cuda-graph-scope attn moe_router moe_preprocess`, run_h100_235b.sh `moe_router moe_preprocess`); r045 none
+    assert [run[i].train.cuda_graphs for i in (23, 24, 25, 26, 28)] == [
+        "attn_moe",
+        "attn_moe",
+        "none",
+        "attn_moe",
+        "moe",
+    ]
     # r014: torchao's Llama-3-8B rowwise on 8 power-limited B200 (torchtitan FSDP2), 8,640.5 tok/s/GPU
     r = run[4]
     assert (r.plan.fp8, r.plan.zero_stage, r.plan.dp, r.train.framework) == ("rowwise", 3, 8, "torchtitan")
