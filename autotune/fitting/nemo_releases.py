@@ -19,7 +19,7 @@ v0.5.1, 26.08 v0.6.0), fields moe_flex_dispatcher_backend, moe_a2a_overlap, cuda
 Dispatcher where the release names another backend than 067f987d: Qwen3-30B-A3B B200 FP8-MX @ v0.2.0 / v0.3.0 no flex
 backend (alltoall; HybridEP from v0.3.1); Qwen3-235B-A22B B300 FP8-MX @ v0.3.0 none (alltoall; the 26.02.01 row keeps
 v0.3.0's pp8 vp4 mbs1 layout, where v0.3.1's config is pp8 ep8 DeepEP without virtual stages: v0.3.0's recipe taken);
-Qwen3-235B-A22B B200 FP8-MX @ v0.3.0 and v0.4.2 none (alltoall; HybridEP from v0.5.1); DeepSeek-V3 B200 FP8-MX pp16
+Qwen3-235B-A22B B200 FP8-MX @ v0.3.0 and v0.4.2 none (alltoall), @ v0.3.1 DeepEP (HybridEP from v0.5.1); DeepSeek-V3 B200 FP8-MX pp16
 ep8 @ v0.3.0 - v0.4.2 HybridEP (V1 / V2 configs; 067f987d's pp16 config names none).
 CUDA graphs of DeepSeek-V3 FP8-MX (nemo_cuda_graphs.py leaves DeepSeek unmapped), only where the row's layout is its
 release's config: GB200 (pp4 vp4 ep64 mbs1 in every release) v0.2.0 scope [moe_router, moe_preprocess] -> "moe",
@@ -45,10 +45,8 @@ _DS = ("DeepSeekV3", "DeepSeekV3 (w/o MTP)")
 RELEASE_DISPATCHER = {
     **{("Qwen3_30B_a3B", "B200", c, (1, 1, 8)): "alltoall" for c in ("NeMo 25.11", "NeMo 26.02")},
     **{("Qwen3_235B_a22B", "B300", c, (8, 4, 8)): "alltoall" for c in ("NeMo 26.02", "NeMo 26.02.01")},
-    **{
-        ("Qwen3_235B_a22B", "B200", c, (8, 1, 8)): "alltoall"
-        for c in ("NeMo 26.02", "NeMo 26.02.01", "NeMo 26.04", "NeMo 26.04.01")
-    },
+    **{("Qwen3_235B_a22B", "B200", c, (8, 1, 8)): "alltoall" for c in ("NeMo 26.02", "NeMo 26.04", "NeMo 26.04.01")},
+    ("Qwen3_235B_a22B", "B200", "NeMo 26.02.01", (8, 1, 8)): "deepep",  # v0.3.1 B200_FP8_MX_V2: DeepEP
     **{(m, "B200", c, (16, 1, 8)): "hybridep" for m in _DS for c in ("NeMo 26.02", "NeMo 26.02.01", "NeMo 26.04")},
 }
 # (model, gpu, container, (pp, vp, ep)) -> plan.ep_overlap where the release's config sets moe_a2a_overlap=True
