@@ -69,11 +69,21 @@ DEEPSEEK_CUDA_GRAPHS = {
 }
 
 
+# Outside the MXFP8 Blackwell recipes, rows whose layout is exactly their release's config, keyed by (model, gpu,
+# container, plan.fp8, (pp, vp, ep)) -> (dispatcher, ep_overlap): NeMo 26.02's Qwen3-30B-A3B FP8-CS on 16 H100 (row
+# pp2 vp12 ep8 mbs1 gbs1024 = QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 @ v0.3.0: moe_flex_dispatcher_backend
+# "deepep", moe_a2a_overlap=True; 067f987d's 16-GPU H100 config is pp1 ep16 HybridEP without the overlap)
+RELEASE_OTHER = {("Qwen3_30B_a3B", "H100", "NeMo 26.02", "tensorwise", (2, 12, 8)): ("deepep", True)}
+
+
 def release_moe_recipe(
     model: str, gpu: str, container: str, fp8: str, layout: tuple[int, int, int], mbs: int
 ) -> tuple[str | None, bool | None, str | None]:
     """(dispatcher, ep_overlap, cuda_graphs) of an MXFP8 MoE summary row as its own release ran it; None for each
     setting the release tables above do not state (the caller keeps the 067f987d mapping). layout = (pp, vp, ep)."""
+    other = RELEASE_OTHER.get((model, gpu, container, fp8, layout))
+    if other is not None:
+        return other[0], other[1], None
     if fp8 != "mxfp8" or model not in MOE_MODELS or gpu not in BLACKWELL:
         return None, None, None
     dispatcher = RELEASE_DISPATCHER.get((model, gpu, container, layout))

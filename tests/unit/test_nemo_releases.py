@@ -40,4 +40,6 @@ def test_summary_rows_take_their_release() -> None:
     assert by_row[80].plan.ep_overlap and by_row[80].train.cuda_graphs == "full"
     assert not by_row[176].plan.ep_overlap and by_row[176].train.cuda_graphs == "moe"
     assert by_row[260].plan.moe_dispatcher == "alltoall"  # B200 26.02, mbs 1
+    # H100 26.02 FP8-CS, the v0.3.0 config's layout: DeepEP with the overlap
+    assert (by_row[261].plan.moe_dispatcher, by_row[261].plan.ep_overlap) == ("deepep", True)
     assert by_row[168].train.cuda_graphs == "attn_moe" and by_row[75].train.cuda_graphs == "full"  # DeepSeek GB200

@@ -115,8 +115,9 @@ def test_nemo_rows_are_all_mapped_or_listed_with_reasons():
     assert (run[309].plan.moe_dispatcher, run[309].plan.ep_overlap, run[309].plan.vpp) == ("deepep", True, 4)
     # 91 before the two 26.06.01 regression rows left and the 26.02 B300 row took its release's alltoall
     # (88), then each release's backend (nemo_releases.RELEASE_DISPATCHER): 3 DeepSeek-V3 B200 PP16 rows HybridEP (v0.3.0 -
-    # v0.4.2), 6 Qwen3 B200 / B300 rows of releases naming no flex backend alltoall (rows 260, 287, 227, 264, 138, 265)
-    assert [r.plan.moe_dispatcher for r in runs].count("hybridep") == 88 + 3 - 6
+    # v0.4.2), 6 Qwen3 B200 / B300 rows of releases naming no flex backend alltoall (rows 260, 287, 227, 264, 138, 265),
+    # the 26.02 H100 Qwen3-30B row DeepEP (row 261)
+    assert [r.plan.moe_dispatcher for r in runs].count("hybridep") == 88 + 3 - 6 - 1
 
 
 def test_h200_bench_model():
