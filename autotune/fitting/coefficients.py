@@ -119,7 +119,15 @@ COEFFICIENTS: tuple[Coefficient, ...] = (
         "ch. 22.1 'PyTorch eager vs compiled'): tutorial estimates, not a measurement on these systems. Per family: "
         "the host CPU and the software of each family's systems differ (DGX A100: EPYC 7742; DGX H100: Xeon 8480C; "
         "DGX B200: Xeon 8570; GB200/GB300: Grace), as do the framework releases of their rows (Megatron-LM 2021 on "
-        "A100, Megatron-Core 2025-26 with Transformer Engine on Blackwell)",
+        "A100, Megatron-Core 2025-26 with Transformer Engine on Blackwell). Scope checked against the rows "
+        "(2026-11-29, one value set everywhere): a per-host-CPU scope (x86 vs Grace) is contradicted by x86 DGX B200 "
+        "rows wanting the Grace rows' ~3.7e-5 (NeMo Qwen3-30B mbs 1, rows 260/287: 2.95 -> 0.99 pred/meas; torchao's "
+        "torchtitan FP8 Llama-3-8B, moe_public rows 1/4: 2.1 -> 1.0) while x86 H200 / H100 rows reject it "
+        "(h200_bench_1125 rows 15/16, bench_model: 1.05 -> 0.48; Megatron-LM 2024 H100 gpt-1.7b: 1.12 -> 0.59); a "
+        "per-framework scope is contradicted the same way (Megatron: H100 low, B200 high; torch eager: H200 low, B200 "
+        "high). The rows group by GPU family, so the scope stays per family; only NeMo's Blackwell rows inform the "
+        "Blackwell value (the B200 torchtitan rows are power-limited, scored not fitted), so it returns to the prior "
+        "when NeMo is held out",
     ),
     Coefficient(
         "compile_memory_traffic_factor",

@@ -21,7 +21,7 @@ generated from those files (every Qwen3-30B-A3B, Qwen3-235B-A22B and GPT-OSS-120
 is kept here so the package reads nothing outside the repository.
 
 NOT MAPPED (train.cuda_graphs stays "none", which may be wrong): the dense models (Llama 3 / 3.1, Nemotron, GPT-3),
-DeepSeek-V3, Kimi-K2 (their configs were not read), every container before 25.11 but the 25.09 token-drop rows, and
+Kimi-K2 (its configs were not read; DeepSeek-V3's MXFP8 rows: nemo_releases.py), every container before 25.11 but the 25.09 token-drop rows, and
 any (model, GPU, container, recipe) the table below lacks.
 """
 
@@ -88,6 +88,7 @@ _ROWS: tuple[tuple[str, str, str, str | None, str | None, str | None], ...] = (
     ("Qwen3_235B_a22B", "GB200", "NeMo 26.04.01", "attn_moe", "attn_moe", "attn_moe"),  # v0.4.2
     ("Qwen3_235B_a22B", "GB200", "NeMo 26.06", "attn_moe", "attn_moe", "full"),  # v0.5.1
     ("Qwen3_235B_a22B", "GB200", "NeMo 26.06.01", "attn_moe", "attn_moe", "full"),  # v0.5.1
+    ("Qwen3_235B_a22B", "GB200", "NeMo 26.08", None, None, "full"),  # v0.6.0
     ("Qwen3_235B_a22B", "GB300", "NeMo 25.11", "moe", "moe", "moe"),  # v0.2.0
     ("Qwen3_235B_a22B", "GB300", "NeMo 26.02", "moe", "attn_moe", "attn_moe"),  # v0.3.0
     ("Qwen3_235B_a22B", "GB300", "NeMo 26.02.01", "attn_moe", "attn_moe", "attn_moe"),  # v0.3.1
@@ -95,6 +96,7 @@ _ROWS: tuple[tuple[str, str, str, str | None, str | None, str | None], ...] = (
     ("Qwen3_235B_a22B", "GB300", "NeMo 26.04.01", "attn_moe", "attn_moe", "attn_moe"),  # v0.4.2
     ("Qwen3_235B_a22B", "GB300", "NeMo 26.06", "attn_moe", "attn_moe", "full"),  # v0.5.1
     ("Qwen3_235B_a22B", "GB300", "NeMo 26.06.01", "attn_moe", "attn_moe", "full"),  # v0.5.1
+    ("Qwen3_235B_a22B", "GB300", "NeMo 26.08", None, None, "full"),  # v0.6.0
     ("Qwen3_235B_a22B", "H100", "NeMo 25.11", "none", "none", None),  # v0.2.0
     ("Qwen3_235B_a22B", "H100", "NeMo 26.02", "none", "none", None),  # v0.3.0
     ("Qwen3_235B_a22B", "H100", "NeMo 26.02.01", "none", "none", None),  # v0.3.1

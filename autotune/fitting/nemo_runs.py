@@ -78,7 +78,10 @@ assumption is named):
   and B300 before r0.4.0, alltoall without it), that release's.
 - rows the summary footnotes as a kernel regression (KNOWN_REGRESSION: GPT-OSS-120B MXFP8 in 26.06.01) are skipped.
 - CUDA graphs (train.cuda_graphs): per model, GPU, container and recipe from the performance configs of the container's
-  Megatron-Bridge release (autotune/fitting/nemo_cuda_graphs.py, which names what it does not map).
+  Megatron-Bridge release (autotune/fitting/nemo_cuda_graphs.py, which names what it does not map; DeepSeek-V3 MXFP8:
+  nemo_releases.py).
+- release-to-release MoE recipe (nemo_releases.py): the MXFP8 Qwen3 / DeepSeek-V3 Blackwell rows of containers before
+  26.06 ran without the EP overlap the 067f987d recipes set, some with another dispatcher; their release's settings.
 - Fused grouped MLP (train.fused_grouped_mlp): the MXFP8 MoE configs of Megatron-Bridge v0.5.1 / v0.6.0 that run
   Transformer Engine's CuTe DSL grouped GEMM + activation kernels, and FP8 attention (train.fp8_attention), from the
   same configs (autotune/fitting/nemo_fused_mlp.py).
@@ -112,6 +115,7 @@ from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_seg
     recipe_dispatcher,
     recipe_expandable_segments,
 )
+from autotune.fitting.nemo_releases import release_moe_recipe
 from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow
 from autotune.fitting.run_types import preset_model as _preset_model
 
@@ -277,6 +281,14 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     release = RELEASE_RECIPE.get((str(r.model), str(r.gpu_type), str(r.container)))
     if release is not None and ep > 1:  # the row's own release recipe (RELEASE_RECIPE)
         plan = dataclasses.replace(plan, moe_dispatcher=release[0], ep_overlap=release[1] and (pp == 1 or vpp > 1))
+    # the MXFP8 MoE recipe of the row's own release (nemo_releases: dispatcher, EP overlap, DeepSeek-V3's CUDA graphs)
+    rel_disp, rel_overlap, rel_graphs = release_moe_recipe(
+        str(r.model), str(r.gpu_type), str(r.container), plan.fp8, (pp, vpp, ep), mbs
+    )
+    if rel_disp is not None and ep > 1:
+        plan = dataclasses.replace(plan, moe_dispatcher=rel_disp)
+    if rel_overlap is not None:
+        plan = dataclasses.replace(plan, ep_overlap=rel_overlap and (pp == 1 or vpp > 1))
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,
@@ -288,7 +300,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
         master_remainders=str(r.container) in NEMO1_CONTAINERS,  # NEMO1_CONTAINERS
         cross_entropy_fusion="te" if "Megatron-Bridge" in str(r.source) else "native",  # module doc
-        cuda_graphs=recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
+        cuda_graphs=rel_graphs or recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
         fused_grouped_mlp=recipe_fused_grouped_mlp(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
         fp8_attention=recipe_fp8_attention(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication

@@ -39,6 +39,7 @@ How a row becomes a layout (the columns give the degrees; where the table is sil
   (MODELZOO_MXFP8).
 - EP communication overlap (plan.ep_overlap): on for the rows whose cited command sets A2A_OVERLAP=1
   (EP_OVERLAP_ROWS), off elsewhere (the torchtitan rows: no such overlap).
+- CUDA graphs (train.cuda_graphs): the scopes the row's cited command passes (CUDA_GRAPH_ROWS), else none.
 - hidden dropout (train.hidden_dropout, megatron profile only): 0.0 where the recipe states it: Qwen3-235B-A22B
   (Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml `--hidden-dropout: 0.0`) and Mixtral-8x22B
   (model_configs/benchmarking/Mixtral-8x22B.yaml `--hidden-dropout 0.0`); Megatron-Core's default 0.1 for the others
@@ -94,6 +95,13 @@ EP_OVERLAP_ROWS = {"r030", "r044", "r046", "r048"}
 # (benchmarks/float8/training/llama4.sh @ 572d8b3b: experiments/llama4/train_configs/debug_model.toml, lr 4e-3 with
 # 2 warm-up steps), a dropless TokenChoiceTopKRouter (models/moe.py @ 9603872e: no capacity).
 COLLAPSED_ROUTING_ROWS = {"r015", "r016", "r017", "r018"}
+# CUDA graphs (train.cuda_graphs, autotune/predict/host.py) of the Megatron-MoE-ModelZoo rows whose cited command
+# states them (yanring/Megatron-MoE-ModelZoo @ e8650517d best_practice/qwen3/): r043 (run_gb200_235b.sh BF16 PP8 EP8),
+# r044 (run_gb200_235b.sh MXFP8 PP4 VPP6 EP64) and r046 (run_gb300_235b.sh EP64) pass `--cuda-graph-impl
+# transformer_engine --cuda-graph-scope attn moe_router moe_preprocess` -> "attn_moe"; r048 (run_h100_235b.sh, the
+# "H100 config, 320 TFLOPS" line) `--cuda-graph-scope moe_router moe_preprocess` -> "moe". Other rows: none stated,
+# "none" (r045's command passes no graph flag; the README tables' rows name no command).
+CUDA_GRAPH_ROWS = {"r043": "attn_moe", "r044": "attn_moe", "r046": "attn_moe", "r048": "moe"}
 NO_DROPOUT = {"qwen3-235b-a22b", "mixtral-8x22b"}  # recipes that state --hidden-dropout 0.0 (module doc)
 MODELZOO_MXFP8 = "Megatron-MoE-ModelZoo"  # source whose MXFP8 runs gather FP8 params with bf16 Adam moments (doc)
 RECIPE = {"bf16": "none", "fp8-tensorwise": "tensorwise", "fp8-rowwise": "rowwise", "mxfp8": "mxfp8"}
@@ -159,6 +167,7 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         framework="megatron" if megatron else "torchtitan",  # whose overlaps price the DP communication
         fp8_param_gather=zoo_mx,
         optimizer_dtype="bf16" if zoo_mx else "fp32",
+        cuda_graphs=CUDA_GRAPH_ROWS.get(str(r.row_id), "none") if megatron else "none",
     )
     return train, plan
 

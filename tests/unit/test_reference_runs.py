@@ -106,13 +106,18 @@ def test_nemo_rows_are_all_mapped_or_listed_with_reasons():
     # "deepep"); at PP16 EP8 (the _large_scale config, no backend) alltoall; HybridEP on GB300 (the full-iteration
     # MXFP8 helper); Qwen3-235B BF16 on B200 (backend None, "alltoall"); GPT-OSS on H100 (silent: alltoall)
     assert (run[124].plan.ep, run[124].plan.moe_dispatcher) == (32, "deepep")
-    assert (run[170].plan.ep, run[170].plan.moe_dispatcher) == (8, "alltoall")
+    # row 170 (NeMo 26.04) at PP16 EP8 ran its release's DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V1 @ v0.4.2 (HybridEP;
+    # nemo_releases.RELEASE_DISPATCHER), not 067f987d's backend-less _large_scale config
+    assert (run[170].plan.ep, run[170].plan.moe_dispatcher) == (8, "hybridep")
     assert run[52].cluster == "gb300-nvl72" and run[52].plan.moe_dispatcher == "hybridep"
     assert run[129].plan.moe_dispatcher == "alltoall"
     # NeMo 25.09 DeepSeek-V3 on 1024 H100 (TP2 PP8 VP4 EP64): its release's runner enabled DeepEP and the EP overlap
     assert (run[309].plan.moe_dispatcher, run[309].plan.ep_overlap, run[309].plan.vpp) == ("deepep", True, 4)
     # 91 before the two 26.06.01 regression rows left and the 26.02 B300 row took its release's alltoall
-    assert [r.plan.moe_dispatcher for r in runs].count("hybridep") == 88
+    # (88), then each release's backend (nemo_releases.RELEASE_DISPATCHER): 3 DeepSeek-V3 B200 PP16 rows HybridEP (v0.3.0 -
+    # v0.4.2), 6 Qwen3 B200 / B300 rows of releases naming no flex backend alltoall (rows 260, 287, 227, 264, 138, 265),
+    # the 26.02 H100 Qwen3-30B row DeepEP (row 261)
+    assert [r.plan.moe_dispatcher for r in runs].count("hybridep") == 88 + 3 - 6 - 1
 
 
 def test_h200_bench_model():
@@ -173,6 +178,15 @@ def test_public_moe_blackwell_rows():
     assert (g.plan.moe_dispatcher, run[9].plan.moe_dispatcher, run[12].plan.moe_dispatcher) == (
         "hybridep", "deepep", "alltoall"
     )  # fmt: skip
+    # the CUDA graph scopes of the cited commands (Megatron-MoE-ModelZoo @ e8650517d run_gb300_235b.sh / run_gb200_235b.sh
+    # `--cuda-graph-scope attn moe_router moe_preprocess`, run_h100_235b.sh `moe_router moe_preprocess`); r045 none
+    assert [run[i].train.cuda_graphs for i in (23, 24, 25, 26, 28)] == [
+        "attn_moe",
+        "attn_moe",
+        "none",
+        "attn_moe",
+        "moe",
+    ]
     # r014: torchao's Llama-3-8B rowwise on 8 power-limited B200 (torchtitan FSDP2), 8,640.5 tok/s/GPU
     r = run[4]
     assert (r.plan.fp8, r.plan.zero_stage, r.plan.dp, r.train.framework) == ("rowwise", 3, 8, "torchtitan")
