@@ -52,8 +52,9 @@ class ClusterSpec:
     # eager elementwise time left once Inductor fuses it, and the seconds one distinct block graph takes to compile
     compile_memory_traffic_factor: float | None = None
     compile_s_per_graph: float | None = None
-    # low-precision GEMMs (plan.fp8): fraction of matmul_efficiency the recipe's GEMMs reach of the recipe's own peak
-    # (autotune/predict/perf_terms.py linear_efficiency_factor); None = 1 (the same fraction as BF16)
+    # low-precision GEMMs (plan.fp8): the recipe's GEMMs' fraction of the recipe's own peak over matmul_efficiency (the
+    # BF16 GEMMs' fraction of theirs; may exceed 1 while the product stays <= 1); autotune/predict/perf_terms.py
+    # linear_efficiency_factor; None = 1 (the same fraction as BF16)
     lowp_gemm_efficiency: float | None = None
     # rowwise-scaled FP8 GEMMs' fraction of the tensorwise FP8 GEMM rate (perf_terms.linear_efficiency_factor); None = 1
     rowwise_gemm_efficiency: float | None = None
@@ -131,13 +132,19 @@ class ClusterSpec:
             "stream_efficiency",
             "attention_efficiency",
             "compile_memory_traffic_factor",
-            "lowp_gemm_efficiency",
             "rowwise_gemm_efficiency",
             "fa2_attention_ratio",
         ):
             if getattr(self, f) is not None:
                 v = float(getattr(self, f))
                 require(0.0 <= v <= 1.0, f"cluster.{f}={v!r} must be within [0, 1]")
+        if self.lowp_gemm_efficiency is not None:  # a ratio of fractions of peak: the FP8 GEMMs' own must stay <= 1
+            lowp, mm = float(self.lowp_gemm_efficiency), float(self.matmul_efficiency or 1.0)
+            require(
+                0.0 < lowp and lowp * mm <= 1.0,
+                f"cluster.lowp_gemm_efficiency={lowp!r} must be > 0 and, times matmul_efficiency={mm!r}, <= 1 "
+                "(an FP8 GEMM faster than its peak)",
+            )
         require(
             isinstance(self.expandable_segments, bool),
             f"cluster.expandable_segments={self.expandable_segments!r} must be true or false",

@@ -100,6 +100,7 @@ from autotune.predict.perf_terms import (
     optimizer_step_s,
     require_offload_fields,
     require_perf_fields,
+    streaming_s,
     te_fp8_cast_bytes,
     tp_overlap_layer_s,
 )
@@ -156,7 +157,10 @@ def _layer_terms(
         casts = te_fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["grad_accum_steps"], layouts, sp)
     else:
         casts = fp8_cast_bytes(model, c, tp, tokens, full, arr["fp8"], arr["compile"])  # compiled: fused casts
-    mem = mem + np.where(fp8, memory_bound_s(casts, cluster), 0.0)
+    # a cast streams a whole activation / weight tensor (TE's cast-transpose, torchao's amax + scaled cast: tens of MB
+    # per kernel), the regime of perf_terms.streaming_s, not the blocks' mix of short eager kernels memory_efficiency
+    # is fitted on
+    mem = mem + np.where(fp8, streaming_s(casts, cluster), 0.0)
     if profile.unfused_scaled_rope():  # YaRN's attention factor != 1 (predict/rope.py)
         mem = mem + memory_bound_s(tokens * unfused_rope_extra_bytes(model, c, tp, full), cluster)
     attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls

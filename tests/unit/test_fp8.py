@@ -19,7 +19,7 @@ from autotune.layouts.rules import check_plan, rejections
 from autotune.predict.frameworks.bench_model import LOSS_CHUNK_TOKENS
 from autotune.predict.memory import estimate_memory
 from autotune.predict.perf import _layer_terms, estimate_perf
-from autotune.predict.perf_terms import fp8_cast_bytes, fp8_linear_elements, memory_bound_s
+from autotune.predict.perf_terms import fp8_cast_bytes, fp8_linear_elements, streaming_s
 from autotune.spec.config import load_config
 
 
@@ -74,7 +74,7 @@ def test_layer_gemm_runs_at_the_fp8_peak_and_pays_the_casts():
     assert fp8["gemm"][0] == pytest.approx(bf16["gemm"][0] * ratio)
     assert fp8["attn"][0] == bf16["attn"][0]  # SDPA stays bf16
     tokens = 2 * train.seq_len
-    casts = memory_bound_s(fp8_cast_bytes(model, 2, 1, tokens, False), cluster)
+    casts = streaming_s(fp8_cast_bytes(model, 2, 1, tokens, False), cluster)  # a cast streams whole tensors
     assert fp8["mem"][0] - bf16["mem"][0] == pytest.approx(float(casts))
     # rowwise casts as many bytes (axiswise scales) and uses the same peak, its GEMMs at rowwise_gemm_efficiency of
     # the tensorwise rate (perf_terms.linear_efficiency_factor: the rowwise-scaled epilogue)
@@ -238,3 +238,20 @@ def test_compiled_fp8_saves_the_rebuildable_linear_inputs(model, mbs, bf16_gib, 
     assert estimate_memory(eager, m, train, cluster) == estimate_memory(
         dataclasses.replace(eager, fp8="tensorwise"), m, train, cluster
     )
+
+
+def test_lowp_gemm_efficiency_is_a_ratio_bounded_by_the_fp8_peak():
+    """cluster.lowp_gemm_efficiency is the FP8 GEMMs' fraction of their peak over matmul_efficiency (BF16's fraction):
+    above 1 is allowed (torchao's roofline gives both 0.78 on H100: roofline_utils.py @ 36027d8), an FP8 GEMM above
+    its own peak is not: 1.05 x 0.7 = 0.735 passes, 1.5 x 0.7 = 1.05 is refused with a one-line error."""
+    import dataclasses
+
+    from autotune.core.errors import SpecError
+
+    _, _, cluster = job()
+    base = dataclasses.replace(cluster, matmul_efficiency=0.7)
+    assert dataclasses.replace(base, lowp_gemm_efficiency=1.05).lowp_gemm_efficiency == 1.05
+    with pytest.raises(SpecError, match=r"cluster.lowp_gemm_efficiency=1.5 must be > 0 and, times matmul_efficiency"):
+        dataclasses.replace(base, lowp_gemm_efficiency=1.5)
+    with pytest.raises(SpecError, match=r"cluster.lowp_gemm_efficiency=0.0 must be > 0"):
+        dataclasses.replace(base, lowp_gemm_efficiency=0.0)
