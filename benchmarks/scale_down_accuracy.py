@@ -12,7 +12,10 @@ this host's world-8 landscape differs from another by ~7% per layout, so one run
 layout's busiest rank's CPU seconds per step (time.process_time, one intra-op thread per rank), and so does every
 replica: the comparison basis does not depend on how many processes share the cores (docs/scale_down.md "Fair on a
 shared CPU"). Each distinct replica runs --replica-repeats times (default 2) and is composed from the mean of its
-runs (scaledown.mean_replica_row). The composed step is in the same basis:
+runs (scaledown.mean_replica_row). --replica-concurrency C runs C copies of each run at once (each its own torchrun;
+0 = landscape world / available GPUs = 8 / 2 = 4: the host then runs the landscape's 8 ranks whatever else loads it;
+repeats default 1 then); tried 2026-11-29 and not the default: it composed the tp 1 layouts 10-17% too slow (docs/
+scale_down.md "Fair on a shared CPU"). The host's load average over the replica phase is in the JSON. The composed step is in the same basis:
   - calibration step: `autotune netbench` on the landscape's world (8 ranks, this host) records each collective's CPU
     seconds per rank and fits a CPU-time alpha-beta (autotune/fitting/netbench.py cpu_fits); the collectives the
     replica did not run (ZeRO/DDP traffic at full dp, pipeline p2p, a shrunk tp or ep group's part) are priced with
@@ -35,6 +38,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -62,13 +66,50 @@ def _replica_key(spec) -> str:
     return json.dumps([spec.plan.to_dict(), spec.model.num_layers, spec.train.global_batch_size], sort_keys=True)
 
 
-def _repeat_specs(key: str, replica, repeats: int) -> list[tuple[str, object]]:
-    """(cache key, TrialSpec) of each run of one replica: the first as KEY (the cache of earlier single runs), the
-    others as KEY#rI with trial id suffix -rI (another run directory)."""
-    runs = [(key, replica)]
-    for i in range(2, repeats + 1):
-        runs.append((f"{key}#r{i}", dataclasses.replace(replica, trial_id=f"{replica.trial_id}-r{i}")))
+def default_concurrency(landscape_world: int, available_gpus: int) -> int:
+    """Copies of a replica run at once so the host runs as many ranks as the landscape did: ceil(W / A) (8 / 2 = 4:
+    four 2-rank copies are the landscape's 8 ranks on the same cores; docs/scale_down.md "Fair on a shared CPU")."""
+    if landscape_world < 1 or available_gpus < 1:
+        raise ValueError(f"landscape_world={landscape_world}, available_gpus={available_gpus}: both must be >= 1")
+    return -(-landscape_world // available_gpus)
+
+
+def _copies(key: str, replica, trial_id: str, concurrency: int) -> list[tuple[str, object]]:
+    """(cache key, TrialSpec) of the `concurrency` copies of one run that go at once: KEY alone when 1 (the cache of
+    sequential runs), else KEY#cC.j with trial id -cC-j (its own run directory, rendezvous port and cache entry: a
+    row measured among C copies is not reused as a sequential one, nor for another C)."""
+    if concurrency == 1:
+        return [(key, replica if trial_id == replica.trial_id else dataclasses.replace(replica, trial_id=trial_id))]
+    return [
+        (f"{key}#c{concurrency}.{j}", dataclasses.replace(replica, trial_id=f"{trial_id}-c{concurrency}-{j}"))
+        for j in range(1, concurrency + 1)
+    ]
+
+
+def _repeat_specs(key: str, replica, repeats: int, concurrency: int = 1) -> list[tuple[str, object]]:
+    """(cache key, TrialSpec) of each run of one replica, `repeats` waves of `concurrency` copies (_copies) in order:
+    the first wave as KEY, the others as KEY#rI with trial id suffix -rI (another run directory)."""
+    runs = []
+    for i in range(1, repeats + 1):
+        k, tid = (key, replica.trial_id) if i == 1 else (f"{key}#r{i}", f"{replica.trial_id}-r{i}")
+        runs.extend(_copies(k, replica, tid, concurrency))
     return runs
+
+
+def run_waves(launcher, runs: list[tuple[str, object]], concurrency: int, rows: dict, loads: list, cache=None) -> None:
+    """Run the runs not in `rows` yet, `concurrency` at a time (each its own torchrun, all submitted before any is
+    awaited); the host's 1-minute load average before each wave goes to `loads`, each row to `rows` (and `cache`)."""
+    todo = [(k, s) for k, s in runs if k not in rows]
+    for i in range(0, len(todo), concurrency):
+        wave = todo[i : i + concurrency]
+        loads.append(os.getloadavg()[0])
+        handles = [(k, launcher.submit(s)) for k, s in wave]
+        for k, h in handles:
+            rows[k] = h.result()
+            print(f"replica {k}: {rows[k]['status']} (load {loads[-1]:.1f})", file=sys.stderr, flush=True)
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps(rows))
 
 
 def _rank(values: list[float]) -> list[float]:
@@ -207,9 +248,11 @@ def _layout(rec: dict, sd, rrow: dict, row: dict, clusters: dict) -> dict:
     }
 
 
-def confirm_best(ok: list[dict], finals: dict, replica_rows: dict, launcher, clusters: dict, repeats: int = 1) -> dict:
+def confirm_best(
+    ok: list[dict], finals: dict, replica_rows: dict, launcher, clusters: dict, repeats: int = 1, concurrency: int = 1
+) -> dict:
     """The robust pick: every layout composed within CONFIRM_BAND of the composed best is a finalist; each finalist's
-    replica runs once more (another trial id; cached as KEY#confirm), its rows (the --replica-repeats runs and this
+    replica runs once more (another trial id; cached as KEY#confirm; `concurrency` copies at once), its rows (the --replica-repeats runs and this
     one) are averaged (scaledown.mean_replica_row) and recomposed, and the best of the finalists by that is the pick. A single replica's noise on this shared host
     moved the pick from 0.95 to 0.82 of the measured best between two full runs of the same code (docs/scale_down.md)."""
     from autotune.run.scaledown import compose_row, mean_replica_row
@@ -219,11 +262,10 @@ def confirm_best(ok: list[dict], finals: dict, replica_rows: dict, launcher, clu
     best_meas, rows = max(x["measured_tok_s_gpu"] for x in ok), []
     for x in picks:
         rec, sd, key = finals[x["candidate_id"]]
-        if f"{key}#confirm" not in replica_rows:
-            again = dataclasses.replace(sd.replica, trial_id=f"{sd.replica.trial_id}-confirm")
-            replica_rows[f"{key}#confirm"] = launcher.submit(again).result()
-        runs = [replica_rows[k] for k, _ in _repeat_specs(key, sd.replica, repeats)]
-        merged = mean_replica_row([*runs, replica_rows[f"{key}#confirm"]])
+        again = _copies(f"{key}#confirm", sd.replica, f"{sd.replica.trial_id}-confirm", concurrency)
+        run_waves(launcher, again, concurrency, replica_rows, [])
+        runs = _repeat_specs(key, sd.replica, repeats, concurrency) + again
+        merged = mean_replica_row([replica_rows[k] for k, _ in runs])
         row = compose_row(sd, merged)
         if row["status"] == "ok":
             rows.append(_layout(rec, sd, merged, row, clusters))
@@ -253,10 +295,17 @@ def main(argv: list[str] | None = None) -> int:
         help="landscape Parquet(s) with step_cpu_time_mean_s: the target is each layout's median over them",
     )
     ap.add_argument(
+        "--replica-concurrency",
+        type=int,
+        default=1,
+        help="copies of each replica run at once (default 1: one at a time; 0 = landscape world / --available-gpus,"
+        " rounded up: 4, the landscape's ranks on the host; tried, not the default: docs/scale_down.md); 1 with --smoke",
+    )
+    ap.add_argument(
         "--replica-repeats",
         type=int,
-        default=2,
-        help="runs of each distinct replica, composed from their mean (scaledown.mean_replica_row); 1 with --smoke",
+        help="waves of --replica-concurrency copies of each distinct replica, all composed from their mean"
+        " (scaledown.mean_replica_row); default 2 when the concurrency is 1, else 1; 1 with --smoke",
     )
     ap.add_argument(
         "--reuse", action="store_true", help="reuse the replica rows and netbench cached in WORKDIR (recompose only)"
@@ -273,9 +322,15 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.data.measure_landscape import NUM_GPUS, OVERRIDES, landscape_noise, median_landscape
     from launchers.local import LocalLauncher
 
-    steps, repeats = (1, 1) if args.smoke else (args.steps, args.replica_repeats)
-    if repeats < 1:
-        ap.error(f"--replica-repeats={repeats}: must be >= 1")
+    conc = (
+        args.replica_concurrency
+        if args.replica_concurrency != 0
+        else default_concurrency(NUM_GPUS, args.available_gpus)
+    )
+    steps, conc = (1, 1) if args.smoke else (args.steps, conc)
+    repeats = 1 if args.smoke else args.replica_repeats or (2 if conc == 1 else 1)
+    if repeats < 1 or conc < 1:
+        ap.error(f"--replica-repeats={repeats}, --replica-concurrency={conc}: both must be >= 1")
     cfg = load_config([*OVERRIDES, "sweep.warmup_steps=1"])
     frames = [pd.read_parquet(p) for p in args.landscape]
     land = median_landscape(frames)
@@ -295,31 +350,31 @@ def main(argv: list[str] | None = None) -> int:
     launcher = LocalLauncher(workdir=args.workdir)
     cache = Path(args.workdir) / "replicas.json"
     replica_rows: dict[str, dict] = json.loads(cache.read_text()) if args.reuse and cache.exists() else {}
-    layouts, finals = [], {}
+    layouts, finals, loads = [], {}, []
+    load_start = os.getloadavg()[0]
     try:
         for rec in land.to_dict("records"):
             sd = replica_spec(_target_spec(cfg, rec, steps), args.available_gpus)
             key = _replica_key(sd.replica)
             finals[rec["candidate_id"]] = (rec, sd, key)
-            for run_key, spec in _repeat_specs(key, sd.replica, repeats):
-                if run_key not in replica_rows:
-                    replica_rows[run_key] = launcher.submit(spec).result()
-                    print(f"replica {run_key}: {replica_rows[run_key]['status']}", file=sys.stderr, flush=True)
-                    cache.parent.mkdir(parents=True, exist_ok=True)
-                    cache.write_text(json.dumps(replica_rows))
-            rrow = mean_replica_row([replica_rows[k] for k, _ in _repeat_specs(key, sd.replica, repeats)])
+            runs = _repeat_specs(key, sd.replica, repeats, conc)
+            run_waves(launcher, runs, conc, replica_rows, loads, cache)
+            rrow = mean_replica_row([replica_rows[k] for k, _ in runs])
             row = compose_row(sd, rrow)
             if row["status"] != "ok":
                 layouts.append({"candidate_id": rec["candidate_id"], "status": row["status"]})
                 continue
             layouts.append(_layout(rec, sd, rrow, row, clusters))
+            layouts[-1]["replica_cpu_step_runs_s"] = [replica_rows[k].get("step_cpu_time_mean_s") for k, _ in runs]
         ok = [x for x in layouts if x["status"] == "ok"]
         confirmed = None
         if not args.smoke and ok:
-            confirmed = confirm_best(ok, finals, replica_rows, launcher, clusters, repeats)
+            confirmed = confirm_best(ok, finals, replica_rows, launcher, clusters, repeats, conc)
+        cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(replica_rows))
     finally:
         launcher.close()
+    load_end = os.getloadavg()[0]
     out = {
         "available_gpus": args.available_gpus,
         "landscape": [Path(p).name for p in args.landscape],
@@ -328,6 +383,17 @@ def main(argv: list[str] | None = None) -> int:
         # each landscape alone as the target (the same composed rows)
         "per_landscape": {Path(p).name: _against(layouts, f) for p, f in zip(args.landscape, frames)},
         "replica_repeats": repeats,
+        "replica_concurrency": conc,  # copies of each replica run at once (default_concurrency)
+        # the host's 1-minute load average (os.getloadavg) at the start and end of the replica phase, and before each
+        # wave of copies this invocation ran (empty with --reuse: nothing ran)
+        "replica_phase_load_1m": {
+            "start": load_start,
+            "end": load_end,
+            "waves": len(loads),
+            "wave_min": min(loads, default=None),
+            "wave_median": statistics.median(loads) if loads else None,
+            "wave_max": max(loads, default=None),
+        },
         "landscape_world": NUM_GPUS,
         "basis": "busiest rank's CPU seconds per step (process_time), both sides",
         "cpu_comm_calibration": calib,
@@ -359,7 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.scale_down_moe import moe_ep_check
 
     out["moe_ep_check"] = (
-        None if args.smoke or args.no_moe else moe_ep_check(args.workdir, steps, cpu_comm, args.reuse, fsdp_comm)
+        None
+        if args.smoke or args.no_moe
+        # the MoE target runs 4 ranks: 4 / 1 copies of its 1-rank replica at once when the layouts' replicas run so
+        else moe_ep_check(
+            args.workdir, steps, cpu_comm, args.reuse, fsdp_comm, default_concurrency(4, 1) if conc > 1 else 1
+        )
     )
     print(json.dumps(out))
     return 0

@@ -8,14 +8,22 @@ import json
 from pathlib import Path
 
 
-def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_comm=None) -> dict:
+def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_comm=None, concurrency: int = 1) -> dict:
     """tiny-moe dp4 ep4 measured on 4 ranks next to its composition from a 1-rank replica (ep 1: the replica's local
     permute and experts are measured, the dispatch/combine all-to-alls to the 3 missing peers and the dp traffic are
     priced with the CPU-time alpha-beta). Compared in the busiest rank's CPU seconds per step on both sides;
-    `composed_preset_comm_step_s` prices them with the preset's transfer-time alpha-beta (the earlier composition)."""
+    `composed_preset_comm_step_s` prices them with the preset's transfer-time alpha-beta (the earlier composition).
+    `concurrency` copies of the replica run at once (4 x 1 rank: the target's 4 ranks on the same cores), composed
+    from their mean (scaledown.mean_replica_row)."""
     from autotune.predict.compose import compose_step
     from autotune.results.trialfile import make_spec
-    from autotune.run.scaledown import measured_ends, measured_parts, measured_step_s, replica_spec
+    from autotune.run.scaledown import (
+        mean_replica_row,
+        measured_ends,
+        measured_parts,
+        measured_step_s,
+        replica_spec,
+    )
     from autotune.spec.config import load_config
     from launchers.local import LocalLauncher
 
@@ -24,17 +32,29 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
     target = make_spec(cfg, plan, sweep_id="scale-down-accuracy", trial_id="moe-ep4-w4", timed_steps=steps)
     sd = replica_spec(target, 1)
     cache = Path(workdir) / "moe_rows.json"
-    if reuse and cache.exists():
-        full, rep = json.loads(cache.read_text())
+    cached = json.loads(cache.read_text()) if reuse and cache.exists() else []
+    if len(cached) == 1 + concurrency:  # [target, replica copies...]
+        full, *reps = cached
     else:
         launcher = LocalLauncher(workdir=workdir)
+        copies = (
+            [sd.replica]
+            if concurrency == 1
+            else [
+                dataclasses.replace(sd.replica, trial_id=f"{sd.replica.trial_id}-c{concurrency}-{j}")
+                for j in range(1, concurrency + 1)
+            ]
+        )
         try:
             full = launcher.submit(target).result()
-            rep = launcher.submit(sd.replica).result()
+            handles = [launcher.submit(c) for c in copies]  # all at once
+            reps = [h.result() for h in handles]
         finally:
             launcher.close()
-        cache.write_text(json.dumps([full, rep]))
+        cache.write_text(json.dumps([full, *reps]))
+    rep = mean_replica_row(reps)
     out = {"target": {"dp": 4, "ep": 4, "world": 4}, "replica": {"world": 1, "ep": sd.replica.plan.ep}}
+    out.update(replica_concurrency=concurrency, replica_cpu_step_runs_s=[r.get("step_cpu_time_mean_s") for r in reps])
     out.update(status_full=full["status"], status_replica=rep["status"])
     if full["status"] != "ok" or rep["status"] != "ok":
         return out

@@ -252,6 +252,9 @@ def check_scale_down_accuracy(out: dict) -> None:
     # three dp4 tp2 mbs1 layouts (ZeRO 0/2/3) of the landscape composed from ONE 2-rank tp2 replica (dp 1, ZeRO 0)
     assert (out["n_layouts"], out["n_composed"], out["n_replicas_run"], out["available_gpus"]) == (3, 3, 1, 2)
     assert (out["replica_repeats"], out["n_replica_runs"]) == (1, 1)  # smoke: one run of the one replica
+    # ... alone (the full run's default is 4 copies at once, as many ranks as the landscape), its load recorded
+    load = out["replica_phase_load_1m"]
+    assert out["replica_concurrency"] == 1 and load["waves"] == 1 and load["start"] >= 0.0 and load["end"] >= 0.0
     # the target: each layout's median over the three world-8 CPU landscapes (benchmarks/data/README.md), and each
     # landscape alone as the target next to it
     names = ["landscape_tiny_w8_cpu.parquet", "landscape_tiny_w8_cpu_rerun.parquet", "landscape_tiny_w8_cpu_r3.parquet"]

@@ -74,3 +74,55 @@ def test_replica_repeats_keep_the_first_runs_key_and_suffix_the_others():
     assert [k for k, _ in runs] == ["K", "K#r2", "K#r3"]  # the first is the cache key of a single run
     assert [s.trial_id for _, s in runs] == ["t7", "t7-r2", "t7-r3"]  # each run its own run directory
     assert _repeat_specs("K", SimpleNamespace(trial_id="x"), 1) == [("K", SimpleNamespace(trial_id="x"))]
+
+
+@pytest.mark.parametrize(("world", "available", "copies"), [(8, 2, 4), (8, 1, 8), (8, 3, 3), (4, 1, 4), (2, 2, 1)])
+def test_default_concurrency_runs_as_many_ranks_as_the_landscape(world, available, copies):
+    from benchmarks.scale_down_accuracy import default_concurrency
+
+    # ceil(W / A) copies of an A-rank replica: 4 x 2 ranks = the landscape's 8 on the same cores (docs/scale_down.md
+    # "Fair on a shared CPU"); 3 x 3 = 9 >= 8 where A does not divide W
+    assert default_concurrency(world, available) == copies
+    with pytest.raises(ValueError, match="available_gpus=0"):
+        default_concurrency(world, 0)
+
+
+def test_concurrent_copies_have_their_own_keys_and_run_directories():
+    import dataclasses
+
+    from benchmarks.scale_down_accuracy import _repeat_specs
+
+    @dataclasses.dataclass(frozen=True)
+    class Spec:
+        trial_id: str
+
+    runs = _repeat_specs("K", Spec("t7"), 2, 3)
+    # wave 1 then wave 2, each 3 copies; no key of a sequential run (K, K#r2) and none shared with another concurrency
+    assert [k for k, _ in runs] == ["K#c3.1", "K#c3.2", "K#c3.3", "K#r2#c3.1", "K#r2#c3.2", "K#r2#c3.3"]
+    assert [s.trial_id for _, s in runs] == ["t7-c3-1", "t7-c3-2", "t7-c3-3", "t7-r2-c3-1", "t7-r2-c3-2", "t7-r2-c3-3"]
+    assert {k for k, _ in _repeat_specs("K", Spec("t7"), 1, 4)}.isdisjoint(k for k, _ in runs)
+
+
+def test_run_waves_submits_a_whole_wave_before_awaiting_and_skips_cached_rows():
+    from benchmarks.scale_down_accuracy import run_waves
+
+    events = []
+
+    class Handle:
+        def __init__(self, tid):
+            self.tid = tid
+
+        def result(self):
+            events.append(("await", self.tid))
+            return {"status": "ok", "trial": self.tid}
+
+    class Launcher:
+        def submit(self, spec):
+            events.append(("submit", spec))
+            return Handle(spec)
+
+    rows, loads = {"a": {"status": "cached"}}, []
+    run_waves(Launcher(), [("a", "A"), ("b", "B"), ("c", "C"), ("d", "D")], 2, rows, loads)
+    # "a" is cached: b and c go at once (both submitted, then both awaited), d alone after them
+    assert events == [("submit", "B"), ("submit", "C"), ("await", "B"), ("await", "C"), ("submit", "D"), ("await", "D")]
+    assert rows["a"] == {"status": "cached"} and rows["d"]["trial"] == "D" and len(loads) == 2
