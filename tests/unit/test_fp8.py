@@ -71,7 +71,8 @@ def test_layer_gemm_runs_at_the_fp8_peak_and_pays_the_casts():
     bf16 = _layer_terms(arrays_from_plans([plan8()]), model, train, cluster)
     fp8 = _layer_terms(arrays_from_plans([plan8(fp8="tensorwise")]), model, train, cluster)
     ratio = cluster.peak_flops_bf16 / cluster.peak_flops_fp8
-    assert fp8["gemm"][0] == pytest.approx(bf16["gemm"][0] * ratio)
+    lowp = cluster.lowp_gemm_efficiency or 1.0  # the FP8 GEMMs' fraction of their peak over BF16's (the preset's fit)
+    assert fp8["gemm"][0] == pytest.approx(bf16["gemm"][0] * ratio / lowp)
     assert fp8["attn"][0] == bf16["attn"][0]  # SDPA stays bf16
     tokens = 2 * train.seq_len
     casts = streaming_s(fp8_cast_bytes(model, 2, 1, tokens, False), cluster)  # a cast streams whole tensors
