@@ -70,3 +70,16 @@ def site_slurm_options() -> dict[str, object]:
 def site_slurm_overrides() -> list[str]:
     """The same as `sweep.slurm.*` overrides, for the tests that run `autotune sweep`."""
     return [f"sweep.slurm.{k}={v}" for k, v in site_slurm_options().items()]
+
+
+def slurm_sweep_argv(
+    autotune: str, sweep_id: str, results_dir, *overrides: str, parallel: int | None = None, fault: str | None = None
+) -> list[str]:
+    """The small SLURM sweep the engine and fault tests start: `autotune sweep --backend slurm --gpus 2 --max-trials 2
+    --steps 2` (2 ranks per trial on the 2-core box), `--parallel` and `--inject-fault` where given, then the config
+    overrides and the results folder."""
+    argv = [autotune, "sweep", "--backend", "slurm", "--gpus", "2", "--max-trials", "2"]
+    argv += ["--parallel", str(parallel)] if parallel else []
+    argv += ["--steps", "2", "--sweep-id", sweep_id]
+    argv += ["--inject-fault", fault] if fault else []
+    return [*argv, *overrides, f"sweep.results_dir={results_dir}"]

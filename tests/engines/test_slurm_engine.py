@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from site_cluster import site_slurm_overrides
+from site_cluster import site_slurm_overrides, slurm_sweep_argv
 
 REPO = Path(__file__).resolve().parents[2]
 AUTOTUNE = str(Path(sys.executable).with_name("autotune"))
@@ -129,26 +129,8 @@ def test_sweep_backend_slurm_finishes_with_parquet_rows_and_report(slurm_cluster
     trial: two parallel trials of 4 would time-share 8 ranks on a 2-core box, and a 4-rank trial through SLURM is
     already compared with a 1-rank run on the 2-node cluster (test_slurm_2node.py)."""
     env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf))
-    argv = [
-        AUTOTUNE,
-        "sweep",
-        "--backend",
-        "slurm",
-        "--gpus",
-        "2",
-        "--max-trials",
-        "2",
-        "--parallel",
-        "2",
-        "--steps",
-        "2",
-        "--sweep-id",
-        "s1",
-        *TINY,
-        "sweep.warmup_steps=1",
-        f"sweep.results_dir={tmp_path}",
-        *site_slurm_overrides(),
-    ]
+    overrides = (*TINY, "sweep.warmup_steps=1", *site_slurm_overrides())
+    argv = slurm_sweep_argv(AUTOTUNE, "s1", tmp_path, *overrides, parallel=2)
     out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     from autotune.results.store import read_results

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import AUTOTUNE, TINY, ranked_trial_ids, tally
+from site_cluster import slurm_sweep_argv
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,26 +57,8 @@ def _slurm_run(engine, work: Path, s: Scenario) -> Scenario:
     import os
 
     env = dict(os.environ, SLURM_CONF=str(engine.conf))
-    argv = [
-        AUTOTUNE,
-        "sweep",
-        "--backend",
-        "slurm",
-        "--gpus",
-        "2",
-        "--max-trials",
-        "2",
-        "--steps",
-        "2",
-        "--sweep-id",
-        "sl",
-        "--inject-fault",
-        "1:hang:900",
-        *TINY,
-        f"sweep.results_dir={work}",
-        "sweep.slurm.poll_s=1",
-        "sweep.slurm.max_requeues=2",
-    ]
+    slurm = ("sweep.slurm.poll_s=1", "sweep.slurm.max_requeues=2")
+    argv = slurm_sweep_argv(AUTOTUNE, "sl", work, *TINY, *slurm, fault="1:hang:900")
     proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def running(exclude: set[str]) -> str | None:

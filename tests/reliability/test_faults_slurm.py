@@ -16,6 +16,7 @@ import subprocess
 import time
 
 from harness import AUTOTUNE, TINY, final_state, processes_mentioning, ranked_trial_ids
+from site_cluster import slurm_sweep_argv
 from slurm2 import jobs as _jobs  # job id -> state of the jobs of one name (any SlurmEngine)
 
 
@@ -33,28 +34,8 @@ def _wait_running(cluster, name: str, exclude: set[str], proc: subprocess.Popen,
 def test_scancel_and_node_down_on_slurm(slurm_cluster, tmp_path):
     sweep_id = "slurmfaults"
     env = dict(os.environ, SLURM_CONF=str(slurm_cluster.conf))
-    argv = [
-        AUTOTUNE,
-        "sweep",
-        "--backend",
-        "slurm",
-        "--gpus",
-        "2",
-        "--max-trials",
-        "2",
-        "--parallel",
-        "1",
-        "--steps",
-        "2",
-        "--sweep-id",
-        sweep_id,
-        "--inject-fault",
-        "1:hang:900",
-        *TINY,
-        f"sweep.results_dir={tmp_path}",
-        "sweep.slurm.poll_s=1",
-        "sweep.slurm.max_requeues=2",
-    ]
+    slurm = ("sweep.slurm.poll_s=1", "sweep.slurm.max_requeues=2")
+    argv = slurm_sweep_argv(AUTOTUNE, sweep_id, tmp_path, *TINY, *slurm, parallel=1, fault="1:hang:900")
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     name = f"autotune-{sweep_id}"
     try:
