@@ -273,22 +273,20 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     moe_rc = MOE_RECOMPUTE.get((str(r.model), str(r.gpu_type), plan.fp8), "none")
     if moe_rc != "none":
         plan = dataclasses.replace(plan, recompute="selective", moe_recompute=moe_rc)
-    # Megatron refuses the overlap with pp > 1 and no virtual stages (rule ep_overlap_pp_needs_vpp): such a row was
-    # measured with another recipe than the one at the commit above, so it stays off
-    if (str(r.model), str(r.gpu_type), plan.fp8, n) in EP_OVERLAP_ON and (pp == 1 or vpp > 1):
-        plan = dataclasses.replace(plan, ep_overlap=True)
-    plan = dataclasses.replace(plan, moe_dispatcher=recipe_dispatcher(str(r.model), str(r.gpu_type), plan.fp8, n, ep))
+    dispatcher = recipe_dispatcher(str(r.model), str(r.gpu_type), plan.fp8, n, ep)
+    overlap = (str(r.model), str(r.gpu_type), plan.fp8, n) in EP_OVERLAP_ON
     release = RELEASE_RECIPE.get((str(r.model), str(r.gpu_type), str(r.container)))
     if release is not None and ep > 1:  # the row's own release recipe (RELEASE_RECIPE)
-        plan = dataclasses.replace(plan, moe_dispatcher=release[0], ep_overlap=release[1] and (pp == 1 or vpp > 1))
+        dispatcher, overlap = release
     # the MXFP8 MoE recipe of the row's own release (nemo_releases: dispatcher, EP overlap, DeepSeek-V3's CUDA graphs)
     rel_disp, rel_overlap, rel_graphs = release_moe_recipe(
         str(r.model), str(r.gpu_type), str(r.container), plan.fp8, (pp, vpp, ep), mbs
     )
-    if rel_disp is not None and ep > 1:
-        plan = dataclasses.replace(plan, moe_dispatcher=rel_disp)
-    if rel_overlap is not None:
-        plan = dataclasses.replace(plan, ep_overlap=rel_overlap and (pp == 1 or vpp > 1))
+    dispatcher = rel_disp if rel_disp is not None and ep > 1 else dispatcher
+    overlap = overlap if rel_overlap is None else rel_overlap
+    # Megatron refuses the overlap with pp > 1 and no virtual stages (rule ep_overlap_pp_needs_vpp): such a row was
+    # measured with another recipe than the one at the commit above, so it stays off
+    plan = dataclasses.replace(plan, moe_dispatcher=dispatcher, ep_overlap=overlap and (pp == 1 or vpp > 1))
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,
