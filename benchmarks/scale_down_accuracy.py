@@ -422,13 +422,13 @@ def main(argv: list[str] | None = None) -> int:
             confirmed and confirmed["best_ratio"] and confirmed["best_ratio"] >= TARGETS["best_ratio"]
         ),
     }
-    from benchmarks.scale_down_moe import moe_ep_check
+    from benchmarks.scale_down_moe import moe_ep_checks
 
     out["moe_ep_check"] = (
         None
         if args.smoke or args.no_moe
         # the MoE target runs 4 ranks: 4 / 1 copies of its 1-rank replica at once when the layouts' replicas run so
-        else moe_ep_check(
+        else moe_ep_checks(
             args.workdir, steps, cpu_comm, args.reuse, fsdp_comm, default_concurrency(4, 1) if conc > 1 else 1
         )
     )

@@ -8,7 +8,27 @@ import json
 from pathlib import Path
 
 
-def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_comm=None, concurrency: int = 1) -> dict:
+def moe_ep_checks(
+    workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_comm=None, concurrency: int = 1
+) -> dict:
+    """The check under the trainer's learned router (what a sweep runs) and with balanced routing: a random-init
+    router on the tiny model sends the busiest EP rank far more than the multinomial estimate the step model prices
+    (autotune/predict/moe.py routing_imbalance), which a 1-rank replica holding its local experts cannot see; the
+    balanced run takes that skew out, leaving the priced all-to-all and data-parallel traffic (docs/scale_down.md)."""
+    out = moe_ep_check(workdir, steps, cpu_comm, reuse, fsdp_comm, concurrency)
+    out["balanced_routing"] = moe_ep_check(workdir, steps, cpu_comm, reuse, fsdp_comm, concurrency, routing="balanced")
+    return out
+
+
+def moe_ep_check(
+    workdir: str,
+    steps: int,
+    cpu_comm,
+    reuse: bool = False,
+    fsdp_comm=None,
+    concurrency: int = 1,
+    routing: str = "learned",
+) -> dict:
     """tiny-moe dp4 ep4 measured on 4 ranks next to its composition from a 1-rank replica (ep 1: the replica's local
     permute and experts are measured, the dispatch/combine all-to-alls to the 3 missing peers and the dp traffic are
     priced with the CPU-time alpha-beta). Compared in the busiest rank's CPU seconds per step on both sides;
@@ -27,11 +47,12 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
     from autotune.spec.config import load_config
     from launchers.local import LocalLauncher
 
-    cfg = load_config(["model=tiny-moe", "sweep.warmup_steps=1"])
+    cfg = load_config(["model=tiny-moe", "sweep.warmup_steps=1", f"train.moe_routing={routing}"])
     plan = dataclasses.replace(cfg.plan(4), dp=4, ep=4, grad_accum_steps=2)
-    target = make_spec(cfg, plan, sweep_id="scale-down-accuracy", trial_id="moe-ep4-w4", timed_steps=steps)
+    tid = "moe-ep4-w4" + ("" if routing == "learned" else f"-{routing}")
+    target = make_spec(cfg, plan, sweep_id="scale-down-accuracy", trial_id=tid, timed_steps=steps)
     sd = replica_spec(target, 1)
-    cache = Path(workdir) / "moe_rows.json"
+    cache = Path(workdir) / ("moe_rows.json" if routing == "learned" else f"moe_rows_{routing}.json")
     cached = json.loads(cache.read_text()) if reuse and cache.exists() else []
     if len(cached) == 1 + concurrency:  # [target, replica copies...]
         full, *reps = cached
@@ -53,7 +74,8 @@ def moe_ep_check(workdir: str, steps: int, cpu_comm, reuse: bool = False, fsdp_c
             launcher.close()
         cache.write_text(json.dumps([full, *reps]))
     rep = mean_replica_row(reps)
-    out = {"target": {"dp": 4, "ep": 4, "world": 4}, "replica": {"world": 1, "ep": sd.replica.plan.ep}}
+    out = {"target": {"dp": 4, "ep": 4, "world": 4, "num_experts": target.model.num_experts}, "routing": routing}
+    out["replica"] = {"world": 1, "ep": sd.replica.plan.ep, "num_experts": sd.replica.model.num_experts}
     out.update(replica_concurrency=concurrency, replica_cpu_step_runs_s=[r.get("step_cpu_time_mean_s") for r in reps])
     out.update(status_full=full["status"], status_replica=rep["status"])
     if full["status"] != "ok" or rep["status"] != "ok":

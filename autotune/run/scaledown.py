@@ -9,7 +9,8 @@ keeps those per-rank shapes and shrinks what only replicates:
 - dp -> the largest power-of-two part of dp that the ranks left by tp*cp hold (at least what an expert-parallel group
   needs), the ZeRO stage kept when that is > 1 rank (stage 0 on one rank); ZeRO/FSDP traffic is priced at full dp;
 - tp, cp, ep, etp kept whole when they fit in A (their communication is then measured); a tp or ep group larger than
-  A keeps its largest power-of-two part that fits, and the missing peers' collectives are priced;
+  A keeps its largest power-of-two part that fits, and the missing peers' collectives are priced; a shrunk ep group
+  holds the target ranks' own experts, not all of them (`local_experts_model`);
 - micro-batches -> min(m, MAX_REPLICA_MICROBATCHES): enough to amortise the optimizer step, the model apportions it.
 The launcher sees an ordinary (smaller) TrialSpec, so every backend runs a replica like any trial.
 """
@@ -53,6 +54,33 @@ def _fit(degree: int, room: int) -> int:
     return max(d, 1)
 
 
+def local_experts_model(model: Any, target_ep: int, replica_ep: int) -> Any:
+    """The model a shrunk expert-parallel group's replica runs: its ep ranks hold the target ranks' own experts,
+    E x replica_ep / target_ep of them (E / target_ep per rank, as on the target), instead of all E spread over fewer
+    ranks. Each local expert then receives the target's rows per grouped GEMM (T k replica_ep / E' = T k target_ep / E
+    under even routing) and each rank holds the target's expert weights, gradients and optimizer state, so the
+    expert GEMMs' shapes, count and memory are the target rank's; the tokens' all-to-alls to the missing peers are
+    priced (compose.py). Where top-k exceeds the local experts (E / target_ep < k, e.g. DeepSeek-V3 at EP 64) a token
+    cannot pick k distinct ones: k drops to E' and each expert gets k' / k of the target's rows (the step model's
+    gemm_efficiency and copies carry the difference). Group-limited routing (moe_router_num_groups) only chooses
+    which experts, never how many rows: kept where its groups still divide E' and offer k experts, dropped otherwise."""
+    experts = model.num_experts * replica_ep // target_ep
+    groups, group_topk, k = (
+        model.moe_router_num_groups,
+        model.moe_router_group_topk,
+        min(model.moe_router_topk, experts),
+    )
+    if groups and (groups > experts or experts % groups or group_topk * (experts // groups) < k):
+        groups, group_topk = 0, 0
+    return dataclasses.replace(
+        model,
+        num_experts=experts,
+        moe_router_topk=k,
+        moe_router_num_groups=groups,
+        moe_router_group_topk=group_topk,
+    )
+
+
 def replica_spec(target: TrialSpec, available_gpus: int, max_microbatches: int = MAX_REPLICA_MICROBATCHES) -> ScaleDown:
     """The replica TrialSpec of `target` on `available_gpus` ranks (module docstring); same trial id and sweep."""
     p, model = target.plan, target.model
@@ -83,6 +111,8 @@ def replica_spec(target: TrialSpec, available_gpus: int, max_microbatches: int =
     rmodel = dataclasses.replace(
         model, num_layers=layers, moe_first_k_dense=min(getattr(model, "moe_first_k_dense", 0), max(layers - 1, 0))
     )
+    if model.is_moe and ep < p.ep:
+        rmodel = local_experts_model(rmodel, p.ep, ep)
     plan = dataclasses.replace(
         p,
         dp=dp,

@@ -51,10 +51,28 @@ def test_replica_of_moe_ep4_on_one_gpu_prices_the_all_to_all():
     cfg = load_config(["model=tiny-moe"])  # 8 experts, global batch 8 sequences
     target = _spec(cfg, 4, dp=4, ep=4, grad_accum_steps=2)
     sd = replica_spec(target, 1)
-    assert (sd.replica.plan.world_size, sd.replica.plan.ep, sd.replica.model.num_experts) == (1, 1, 8)
+    # the one rank holds the target rank's own 8 / 4 = 2 experts (its local part of the ep group), not all 8
+    assert (sd.replica.plan.world_size, sd.replica.plan.ep, sd.replica.model.num_experts) == (1, 1, 2)
     r = sd.replica
     c = compose_step(1.0, (target.plan, target.model, target.train), (r.plan, r.model, r.train), target.cluster)
     assert "ep" in c.modelled_parts and "ep" not in c.measured_parts  # the missing peers' all-to-all is priced
+
+
+def test_a_shrunk_ep_group_keeps_the_target_ranks_experts_and_rows_per_expert():
+    # DeepSeek-V3 (256 experts, top-8, 8 groups, top-4 groups) at EP 64: a target rank holds 256 / 64 = 4 experts.
+    # On 8 GPUs the replica's ep 8 holds 8 x 4 = 32 (4 per rank); under even routing each expert's grouped GEMM
+    # gets T k ep / E rows: target T 8 64 / 256 = 2T, replica T 8 8 / 32 = 2T. The 8 groups of 4 still offer
+    # 4 x 4 = 16 >= 8 experts: kept. On 1 GPU: 4 experts, top-k capped at 4 (a token picks distinct experts),
+    # 8 groups > 4 experts: plain top-k.
+    cfg = load_config(["model=deepseek-v3"])
+    m = cfg.model
+    target = make_spec(cfg, dataclasses.replace(cfg.plan(512), dp=64, tp=1, pp=8, ep=64), trial_id="t1")
+    r8 = replica_spec(target, 8).replica.model
+    assert (r8.num_experts, r8.moe_router_topk, r8.moe_router_num_groups, r8.moe_router_group_topk) == (32, 8, 8, 4)
+    rows = lambda mod, ep: 1.0 * mod.moe_router_topk * ep / mod.num_experts  # noqa: E731  (per token)
+    assert rows(r8, 8) == rows(m, 64) == 2.0
+    r1 = replica_spec(target, 1).replica.model
+    assert (r1.num_experts, r1.moe_router_topk, r1.moe_router_num_groups, r1.moe_router_group_topk) == (4, 4, 0, 0)
 
 
 def test_identity_replica_composes_the_measured_step(tiny):
