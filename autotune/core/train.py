@@ -99,9 +99,26 @@ class TrainSpec:
     # learnable-sink softmax in FP8 on compute capability >= 10.0 with cuDNN >= 9.21): the attention matmuls run at
     # the FP8 tensor-core peak where plan.fp8 runs a recipe (autotune/predict/perf.py), the softmax as before. Megatron only.
     fp8_attention: bool = False
+    # Megatron's deferred output-layer weight gradient (--defer-embedding-wgrad-compute with --wgrad-deferral-limit N;
+    # TransformerConfig.defer_embedding_wgrad_compute / wgrad_deferral_limit): the last pipeline stage keeps the
+    # output layer's input (embedding_activation_buffer, megatron/core/tensor_parallel/layers.py ColumnParallelLinear
+    # .forward) and its gradient (grad_output_buffer, LinearWithGradAccumulationAndAsyncCommunication.backward) of up
+    # to N micro-batches and runs their weight-gradient GEMMs in the pipeline flush (megatron/core/pipeline_parallel/
+    # schedules.py finish_embedding_wgrad_compute). The number of micro-batches N; 0 = not deferred (Megatron's own
+    # limit 0 means "all": write the step's micro-batch count). MLPerf's Llama 3.1 405B submissions set 50. Read by
+    # the megatron profile only, at pp > 1 (the pipelined schedules drain the buffers).
+    embedding_wgrad_deferral: int = 0
 
     def __post_init__(self) -> None:
         positive_int("train.seq_len", self.seq_len)
+        require(
+            isinstance(self.embedding_wgrad_deferral, int)
+            and not isinstance(self.embedding_wgrad_deferral, bool)
+            and self.embedding_wgrad_deferral >= 0
+            and (self.embedding_wgrad_deferral == 0 or self.framework == "megatron"),
+            f"train.embedding_wgrad_deferral={self.embedding_wgrad_deferral!r} with train.framework={self.framework}: "
+            "must be a micro-batch count >= 0 (0 = off), > 0 only for Megatron-Core (--defer-embedding-wgrad-compute)",
+        )
         require(
             isinstance(self.fp8_attention, bool) and (not self.fp8_attention or self.framework == "megatron"),
             f"train.fp8_attention={self.fp8_attention!r} with train.framework={self.framework}: must be true or "

@@ -9,6 +9,8 @@ Sources (copies in benchmarks/data/measured/, each row's `source` / `notes` colu
 - `moe_blackwell`: moe_blackwell_public_2026-11.csv (/work/shared/reference/measured/, copied 2026-11-25):
   Megatron-MoE-ModelZoo and Megatron-LM MoE README rows (megatron profile, no memory), torchao/torchtitan B200 rows
   (torchtitan profile; "peak memory (torchtitan max reserved)" = torch.cuda.max_memory_reserved, GiB);
+- `mlperf`: MLPerf Training v5.0 / v5.1 Llama 3.1 405B submissions' configs (mlperf_llama31_405b_configs.csv,
+  autotune/fitting/mlperf_runs.py; megatron profile; no memory);
 - `torchtitan`: torchtitan's own benchmark pages (torchtitan_benchmarks.csv, autotune/fitting/torchtitan_runs.py;
   torchtitan profile; "Memory(GiB)" = max_memory_reserved, GiB);
 - `h200`: autotune's own trainer on one H200 (bench_model profile): h200_bench_model_2026-11-25.csv (today's trainer;
@@ -284,8 +286,21 @@ def load_torchtitan(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tu
     return out, [(str(s.row), s.reason) for s in skipped]
 
 
+def load_mlperf(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[str, str]]]:
+    """MLPerf Training's Llama 3.1 405B submissions (autotune/fitting/mlperf_runs.py): every one ran; none publishes
+    its memory."""
+    from autotune.fitting.mlperf_runs import load_mlperf_rows
+
+    out = [
+        PublishedLayout("mlperf", rid, "megatron", model, train, cluster, plan, True, None, expandable_segments=exp)
+        for rid, model, cluster, train, plan, exp in load_mlperf_rows(folder)
+    ]
+    return out, []
+
+
 LOADERS = {
     "nemo": load_nemo,
+    "mlperf": load_mlperf,
     "moe_blackwell": load_moe_blackwell,
     "h200": load_h200,
     "torchtitan": load_torchtitan,

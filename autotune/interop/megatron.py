@@ -118,6 +118,11 @@ def _parallel_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
         ["--context-parallel-size", str(p.cp)],
     ]
     args += _pipeline_split_args(ctx)
+    n = ctx.train.embedding_wgrad_deferral  # arguments.py: --defer-embedding-wgrad-compute, --wgrad-deferral-limit
+    if n and p.pp > 1:
+        args += [["--defer-embedding-wgrad-compute"], ["--wgrad-deferral-limit", str(n)]]
+    elif n:
+        ex.skip(f"train.embedding_wgrad_deferral={n}", "pp=1: only Megatron's pipelined schedules drain the buffers")
     if p.pp > 1 and p.pp_schedule == "gpipe":
         ex.skip("plan.pp_schedule=gpipe", "Megatron runs 1F1B (interleaved with virtual stages); no GPipe option")
     if p.sequence_parallel:

@@ -159,7 +159,8 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     is_last = psi[f"rank_{pos}"] == pp - 1
     head_n = prof.last_stage_inflight(pp, arr["grad_accum_steps"], arr["pp_schedule"])  # 1 but for all-forward engines
     act = act + np.where(is_last, extras["head_act"] * head_n, 0.0)
-    act = act + np.where(is_last & (pp > 1), extras["pp_outputs"], 0.0)  # the schedule's kept outputs (torchtitan)
+    # the schedule's kept outputs (torchtitan) and deferred output-layer wgrad buffers (Megatron)
+    act = act + np.where(is_last & (pp > 1), extras["pp_outputs"], 0.0)
     # the pipeline engine's receive buffers and kept stage outputs (FrameworkProfile.pipeline_stage_buffers)
     act = act + prof.pipeline_stage_buffers(
         extras["hidden"], arr["grad_accum_steps"], inflight, psi[f"rank_{pos}"], pp, arr["vpp"], arr["recompute"]
@@ -270,7 +271,8 @@ def memory_arrays(
         "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train)
         + prof.fsdp_gather_delta(psi["layer_matmul"], z, arr["fp8"], train)  # FP8 gathered units (megatron)
         + prof.context_parallel_buffers(seq, cp),  # a CP mask cached for every layer (bench_model)
-        "pp_outputs": prof.pipeline_outputs(model, tok, arr["grad_accum_steps"], tp, c),
+        "pp_outputs": prof.pipeline_outputs(model, tok, arr["grad_accum_steps"], tp, c)
+        + prof.deferred_wgrad_buffers(model, tok, arr["grad_accum_steps"], tp, sp, c, train),
         # one micro-batch's inter-stage activation: (mbs, s/cp, h), sequence-sharded under SP
         "hidden": tok * model.hidden_size * c / np.where(sp, tp, 1),
         # bytes per block-linear weight beyond the compute dtype's (megatron: train.fp8_param_gather; 0 elsewhere)

@@ -238,6 +238,13 @@ class FrameworkProfile(ABC):
         (`tokens` per micro-batch). Default: none."""
         return 0.0
 
+    def deferred_wgrad_buffers(
+        self, model: ModelSpec, tokens: Any, m: Any, tp: Any, sp: Any, act_bytes: int, train: TrainSpec
+    ) -> Any:
+        """Bytes the last pipeline stage (pp > 1) keeps for output-layer weight gradients deferred to the pipeline
+        flush (train.embedding_wgrad_deferral), `m` micro-batches a step of `tokens` each. Default: none."""
+        return 0.0
+
     def pipeline_stage_buffers(
         self, hidden: Any, m: Any, inflight: Any, rank: Any, pp: Any, vpp: Any, recompute: Any
     ) -> Any:

@@ -312,6 +312,18 @@ class MegatronProfile(FrameworkProfile):
     def head_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
         return 4.0 * tokens * model.hidden_size / np.asarray(tp, dtype=np.float64)  # [TMU] output-layer input 4sbh/t
 
+    def deferred_wgrad_buffers(
+        self, model: ModelSpec, tokens: Any, m: Any, tp: Any, sp: Any, act_bytes: int, train: TrainSpec
+    ) -> Any:
+        """train.embedding_wgrad_deferral (its comment cites the Megatron-Core lines): each of min(N, m) micro-batches
+        keeps the output layer's input as the ColumnParallelLinear received it (sequence-sharded under SP, h/t per
+        token; the whole h without SP) and its gradient (V/t per token), both in the activation dtype; counted over
+        the whole step (the buffers fill as the backwards complete, while the stage's in-flight activations stay)."""
+        n = np.minimum(float(train.embedding_wgrad_deferral), np.asarray(m, dtype=np.float64))
+        t = np.asarray(tp, dtype=np.float64)
+        per_token = model.hidden_size / np.where(np.asarray(sp, dtype=bool), t, 1.0) + model.vocab_size / t
+        return n * np.asarray(tokens, dtype=np.float64) * per_token * act_bytes
+
     def loss_without_fp32_logits(self) -> bool:
         return self.cross_entropy_fusion == "te"  # [TE-XE]: fp32 only in registers and 4 floats per row
 
