@@ -8,6 +8,7 @@ yields status `invalid` with the reason. This is what lets `autotune sweep --gpu
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from typing import Any
 
@@ -36,6 +37,11 @@ def simulate_row(spec: TrialSpec, backend: str = "simulate") -> dict[str, Any]:
     row.update(
         status="simulated",
         pred_mem_bytes=mem.reserved_peak_bytes,
+        pred_peak_mem_reserved_bytes=dataclasses.replace(
+            spec,
+            pred_mem_bytes=mem.reserved_peak_bytes,
+            pred_mem_allocator_peak_bytes=mem.reserved_peak_bytes - mem.overhead_bytes,
+        ).pred_peak_mem_reserved_bytes,
         pred_tokens_per_s_per_gpu=perf.tokens_per_s_per_gpu,
         pred_mfu=perf.mfu,
     )

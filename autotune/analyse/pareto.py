@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from autotune.results.schema import predicted_peak
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -25,7 +27,7 @@ def metric_columns(df: pd.DataFrame) -> pd.DataFrame:
     thr = df["tokens_per_s_per_gpu"].astype("float64")
     thr = thr.where(~sim, df["pred_tokens_per_s_per_gpu"].astype("float64"))
     mem = df["peak_mem_reserved_bytes"].astype("float64").fillna(df["peak_mem_allocated_bytes"].astype("float64"))
-    mem = mem.where(~sim, df["pred_mem_bytes"].astype("float64"))
+    mem = mem.where(~sim, predicted_peak(df))
     source = pd.Series(["predicted" if s else "measured" for s in sim], index=df.index)
     return pd.DataFrame({"throughput": thr, "memory_bytes": mem, "source": source}, index=df.index)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.core.errors import InputFileError
+from autotune.results.schema import predicted_peak
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -126,7 +127,7 @@ def plot_pred_vs_measured(df: pd.DataFrame, plots_dir: Path) -> list[Path]:
     plt = _plt()
     mem = ok["peak_mem_reserved_bytes"].astype(float).fillna(ok["peak_mem_allocated_bytes"].astype(float))
     pairs = [
-        ("peak memory (GiB)", ok["pred_mem_bytes"].astype(float) / GIB, mem / GIB),
+        ("peak memory (GiB)", predicted_peak(ok) / GIB, mem / GIB),
         ("tokens / s / GPU", ok["pred_tokens_per_s_per_gpu"].astype(float), ok["tokens_per_s_per_gpu"].astype(float)),
     ]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))

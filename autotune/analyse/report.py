@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.core.errors import InputFileError
-from autotune.results.schema import STATUSES
+from autotune.results.schema import STATUSES, predicted_peak
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -132,7 +132,7 @@ def ranked_table(df: pd.DataFrame, top: int = 10) -> Any:
             _num(row["mfu"], ".3f"),
             _num(row["pred_mfu"], ".3f"),
             _gib(peak),
-            _gib(row["pred_mem_bytes"]),
+            _gib(predicted_peak(row)),
             _num(row["wall_s"], ".1f"),
             err,
         )

@@ -100,7 +100,9 @@ class TrialSpec:
     warmup_steps: int = 2
     timed_steps: int = 3
     timeout_s: float = 600.0
-    pred_mem_bytes: float | None = None
+    pred_mem_bytes: float | None = None  # the predicted device total, what decides `fits` (mem_device_total_bytes)
+    # the predicted caching-allocator peak (mem_allocator_peak_bytes): what torch.cuda.max_memory_reserved measures
+    pred_mem_allocator_peak_bytes: float | None = None
     pred_tokens_per_s_per_gpu: float | None = None
     pred_mfu: float | None = None
     # Test and benchmark knobs: a real rlimit on each rank's address space (drives a genuine MemoryError on CPU),
@@ -129,6 +131,15 @@ class TrialSpec:
         # trial files written before plan.compile was the one switch carry a top-level `compile` too: fold it in
         d["plan"] = ParallelPlan(**{**d["plan"], **({"compile": True} if d.pop("compile", False) else {})})
         return cls(**d)
+
+    @property
+    def pred_peak_mem_reserved_bytes(self) -> float | None:
+        """The prediction of what this trial's `peak_mem_reserved_bytes` measures: on CUDA the caching allocator's
+        peak (torch.cuda.max_memory_reserved, without the CUDA context and NCCL's buffers), on CPU ranks the device
+        total (the process's ru_maxrss includes the Python / torch runtime; bench_model/metrics.py)."""
+        if self.cluster.device_type == "cuda" and self.pred_mem_allocator_peak_bytes is not None:
+            return self.pred_mem_allocator_peak_bytes
+        return self.pred_mem_bytes
 
     @classmethod
     def from_json(cls, text: str) -> TrialSpec:

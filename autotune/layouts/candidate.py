@@ -45,6 +45,7 @@ class Candidate:
     pred_mem_bytes: float | None = None
     pred_tokens_per_s_per_gpu: float | None = None
     pred_mfu: float | None = None
+    pred_mem_allocator_peak_bytes: float | None = None
     reject_rule: str | None = None
     reject_reason: str | None = None
 
@@ -60,14 +61,17 @@ class Candidate:
             pred_mem_bytes=_num(row.get("mem_reserved_bytes")),
             pred_tokens_per_s_per_gpu=_num(row.get("pred_tokens_per_s_per_gpu")),
             pred_mfu=_num(row.get("pred_mfu")),
+            pred_mem_allocator_peak_bytes=_num(row.get("mem_allocator_peak_bytes")),
             reject_rule=_text(row.get("reject_rule")),
             reject_reason=_text(row.get("reject_reason")),
         )
 
     def predictions(self) -> dict[str, float | None]:
-        """The TrialSpec / result-row prediction fields (`pred_mem_bytes` is the predicted reserved peak)."""
+        """The TrialSpec / result-row prediction fields (`pred_mem_bytes` is the predicted device total,
+        `pred_mem_allocator_peak_bytes` the allocator peak: docs/memory_model.md "Two peaks")."""
         return {
             "pred_mem_bytes": self.pred_mem_bytes,
+            "pred_mem_allocator_peak_bytes": self.pred_mem_allocator_peak_bytes,
             "pred_tokens_per_s_per_gpu": self.pred_tokens_per_s_per_gpu,
             "pred_mfu": self.pred_mfu,
         }

@@ -90,6 +90,9 @@ RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("losses", pa.list_(_F)),
     # predicted
     ("pred_mem_bytes", _F),
+    # what peak_mem_reserved_bytes measures, predicted like for like (TrialSpec.pred_peak_mem_reserved_bytes): the
+    # allocator peak on CUDA, the device total (pred_mem_bytes) on CPU ranks
+    ("pred_peak_mem_reserved_bytes", _F),
     ("pred_tokens_per_s_per_gpu", _F),
     ("pred_mfu", _F),
     # bookkeeping
@@ -122,11 +125,23 @@ LATER_COLUMNS: frozenset[str] = frozenset(
         "head_cpu_time_mean_s",
         "ends_comm_thread_cpu_time_mean_s",
         "ends_host_cpu_time_s",
+        "pred_peak_mem_reserved_bytes",
         *LATER_FIELDS,
         *(n for n, _ in SCALE_DOWN_FIELDS),
     }
 )
 RESULT_SCHEMA = pa.schema(RESULT_FIELDS)
+
+
+def predicted_peak(rows: Any) -> Any:
+    """The prediction to set beside `peak_mem_reserved_bytes` (a frame's column or one row's value):
+    `pred_peak_mem_reserved_bytes`, or `pred_mem_bytes` in files written before that column (their device total)."""
+    if hasattr(rows, "columns"):
+        new = rows["pred_peak_mem_reserved_bytes"] if "pred_peak_mem_reserved_bytes" in rows.columns else None
+        old = rows["pred_mem_bytes"].astype("float64")
+        return old if new is None else new.astype("float64").fillna(old)
+    new = rows.get("pred_peak_mem_reserved_bytes")
+    return rows.get("pred_mem_bytes") if new is None or new != new else new
 
 
 def empty_row() -> dict[str, Any]:
@@ -160,6 +175,7 @@ def row_from_spec(spec: Any) -> dict[str, Any]:
         seq_len=t.seq_len,
         global_batch_tokens=t.global_batch_tokens,
         pred_mem_bytes=spec.pred_mem_bytes,
+        pred_peak_mem_reserved_bytes=spec.pred_peak_mem_reserved_bytes,
         pred_tokens_per_s_per_gpu=spec.pred_tokens_per_s_per_gpu,
         pred_mfu=spec.pred_mfu,
     )

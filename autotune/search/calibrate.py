@@ -37,11 +37,14 @@ MIN_ROWS = 3
 def bounded_least_squares(
     residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lower: np.ndarray, upper: np.ndarray
 ) -> np.ndarray:
-    """argmin ||residual(x)||² subject to lower <= x <= upper (finite bounds); x0 is clipped into the box first."""
+    """argmin ||residual(x)||² subject to lower <= x <= upper (finite bounds); x0 is moved into the box's interior
+    first (1e-3 of the range from each bound): the trust-region-reflective method's scaling is the distance to the
+    bound, so a start on a bound (a preset fragmentation of 0) takes no step (scipy.optimize.least_squares, "trf")."""
     from scipy.optimize import least_squares
 
     lower, upper = np.asarray(lower, float), np.asarray(upper, float)
-    x = np.clip(np.asarray(x0, float), lower, upper)
+    margin = 1e-3 * (upper - lower)
+    x = np.clip(np.asarray(x0, float), lower + margin, upper - margin)
     return least_squares(residual, x, bounds=(lower, upper), method="trf").x
 
 
@@ -97,7 +100,11 @@ def fit_perf(
 
 
 def fit_memory(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> dict[str, float]:
-    """Refitted (allocator_fragmentation, runtime_overhead_bytes) from measured peaks (reserved, else allocated)."""
+    """Refitted (allocator_fragmentation, runtime_overhead_bytes) from measured peaks (reserved, else allocated).
+    What the peak measures decides what can be fitted (TrialSpec.pred_peak_mem_reserved_bytes): on CPU ranks the
+    process's ru_maxrss, which includes the runtime, so both; on CUDA torch.cuda.max_memory_reserved, the caching
+    allocator's segments only, which holds none of the CUDA context or NCCL's buffers (docs/memory_model.md "Two
+    peaks"): the fragmentation alone, runtime_overhead_bytes kept as the preset has it."""
     if "peak_mem_reserved_bytes" not in rows or "peak_mem_allocated_bytes" not in rows:
         return {}
     peak = rows["peak_mem_reserved_bytes"].astype(float).fillna(rows["peak_mem_allocated_bytes"].astype(float))
@@ -113,12 +120,17 @@ def fit_memory(rows: Any, model: ModelSpec, train: TrainSpec, cluster: ClusterSp
     peak = peak[keep]
     scale = float(cluster.device_memory_bytes)
     u0 = np.array([cluster.allocator_fragmentation, cluster.runtime_overhead_bytes / scale])
+    # CUDA: the measured peak holds no runtime overhead, so it stays at the preset's (not a fitted parameter)
+    n = 1 if cluster.device_type == "cuda" else 2
 
     def residual(u: np.ndarray) -> np.ndarray:
-        pred = alloc * (1.0 + u[0]) + u[1] * scale
-        return np.concatenate([(pred - peak) / peak, np.sqrt(PRIOR_WEIGHT) * (u - u0)])
+        overhead = u[1] * scale if n == 2 else 0.0
+        pred = alloc * (1.0 + u[0]) + overhead
+        return np.concatenate([(pred - peak) / peak, np.sqrt(PRIOR_WEIGHT) * (u - u0[:n])])
 
-    u = bounded_least_squares(residual, u0, np.zeros(2), np.ones(2))
+    u = bounded_least_squares(residual, u0[:n], np.zeros(n), np.ones(n))
+    if n == 1:
+        return {"allocator_fragmentation": float(u[0])}
     return {"allocator_fragmentation": float(u[0]), "runtime_overhead_bytes": int(round(u[1] * scale))}
 
 

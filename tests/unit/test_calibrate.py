@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from autotune.cli.main import main
+from autotune.core.plan_arrays import arrays_from_frame
 from autotune.layouts.candidate import plan_from_row
 from autotune.layouts.planner import enumerate_candidates
 from autotune.results.schema import row_from_spec
@@ -84,6 +85,22 @@ def test_memory_overhead_and_fragmentation_recovered():
     fit = fit_memory(rows, CFG.model, CFG.train, CFG.cluster)
     assert fit["allocator_fragmentation"] == pytest.approx(0.1, rel=1e-3)
     assert fit["runtime_overhead_bytes"] == pytest.approx(300 * 2**20, rel=1e-3)
+
+
+def test_cuda_peaks_fit_the_fragmentation_only():
+    """torch.cuda.max_memory_reserved holds the caching allocator's segments, not the CUDA context or NCCL's buffers
+    (docs/memory_model.md "Two peaks"): on a CUDA preset the runtime overhead is not in the measured peak and is not
+    fitted (a fit against such peaks would drive it to 0); the fragmentation still is."""
+    cuda = dataclasses.replace(CFG.cluster, device_type="cuda")
+    rows = MIXED.copy()
+    from autotune.predict.memory import memory_arrays
+
+    base = dataclasses.replace(cuda, allocator_fragmentation=0.0)  # the caching-allocator model before the residual
+    cached = memory_arrays(arrays_from_frame(rows), CFG.model, CFG.train, base)["allocator_reserved"]
+    rows["peak_mem_reserved_bytes"] = cached * 1.1  # 10% fragmentation, nothing outside the allocator
+    rows["peak_mem_allocated_bytes"] = np.nan
+    fit = fit_memory(rows, CFG.model, CFG.train, cuda)
+    assert fit["allocator_fragmentation"] == pytest.approx(0.1, rel=1e-3) and "runtime_overhead_bytes" not in fit
 
 
 def test_too_few_rows_leave_the_cluster_unchanged():

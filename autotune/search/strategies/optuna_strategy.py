@@ -24,6 +24,7 @@ from typing import Any
 from autotune.core.errors import UsageError
 from autotune.core.types import PLAN_DIMS, PLAN_FIELDS, py_value
 from autotune.layouts.candidate import Candidate
+from autotune.results.schema import predicted_peak
 from autotune.search.strategies.base import Ask, Pruned, Strategy
 
 DIMS: tuple[str, ...] = tuple(f for f in PLAN_FIELDS if PLAN_DIMS[f].optuna)  # one categorical each (Dim.optuna)
@@ -197,7 +198,7 @@ class OptunaStrategy(Strategy):
         ok = row.get("status") == "ok" and tps is not None
         if self.objective == "throughput":
             return float(tps) if ok else 0.0
-        mem = row.get("peak_mem_reserved_bytes") or row.get("peak_mem_allocated_bytes") or row.get("pred_mem_bytes")
+        mem = row.get("peak_mem_reserved_bytes") or row.get("peak_mem_allocated_bytes") or predicted_peak(row)
         return (float(tps), float(mem)) if ok and mem is not None else None
 
     def tell(self, ask: Ask, row: dict[str, Any]) -> list[Pruned]:
