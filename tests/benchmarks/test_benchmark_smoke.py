@@ -30,7 +30,8 @@ OWN_TEST = {
     "refit.py": "tests/benchmarks/test_benchmark_smoke.py",  # test_refit_smoke: needs a copy of the presets
     # no entry point: scale_down_accuracy.py's full run calls it (check_scale_down_accuracy: not in smoke mode)
     "scale_down_moe.py": "tests/benchmarks/test_benchmark_smoke.py",
-    # no entry point: scale_down_accuracy.py's calibration step (its smoke run calls it: test_smoke[scale_down_accuracy.py])
+    # no entry point: benchmarks/scale_down_calibration.py is scale_down_accuracy.py's calibration step, which its
+    # smoke run calls (test_smoke[scale_down_accuracy.py])
     "scale_down_calibration.py": "tests/benchmarks/test_benchmark_smoke.py",
 }
 
