@@ -6,8 +6,10 @@ An exporter never drops an autotune setting silently: whatever the target cannot
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from autotune import __version__
 from autotune.core.model import ModelSpec
@@ -119,6 +121,32 @@ def skip_not_mapped(
     for name, target in plan_keys.items():
         if target.startswith(NOT_MAPPED) and name not in handled and getattr(plan, name) != PLAN_DEFAULTS[name]:
             ex.skip(_setting(plan, name), target[len(NOT_MAPPED) :])
+
+
+# TrainSpec fields only Megatron-Core runs (autotune/core/train.py: each is refused outside train.framework=megatron, or
+# read by the megatron profile only), with what Megatron calls them: a file for another trainer lists the ones set
+MEGATRON_ONLY_TRAIN = {
+    "fp8_param_gather": "--fp8-param-gather",
+    "master_remainders": "Apex DistributedFusedAdam's store_param_remainders (NeMo 1.x)",
+    "cuda_graphs": "--cuda-graph-impl",
+    "cross_entropy_fusion": "--cross-entropy-loss-fusion",
+    "fused_grouped_mlp": "Transformer Engine's fused grouped MLP",
+    "fp8_attention": "--fp8-dot-product-attention",
+    "embedding_wgrad_deferral": "--defer-embedding-wgrad-compute",
+}
+
+
+TRAIN_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainSpec) if f.default is not dataclasses.MISSING}
+
+
+def skip_megatron_only(ex: Export, train: Any) -> None:
+    """One `ex.skip` per Megatron-only train field this job sets off its default (MEGATRON_ONLY_TRAIN), for the
+    exporters of other trainers: the setting is named, not silently dropped."""
+    for name, flag in MEGATRON_ONLY_TRAIN.items():
+        value = getattr(train, name)
+        if value != TRAIN_DEFAULTS[name]:
+            shown = str(value).lower() if isinstance(value, bool) else value
+            ex.skip(f"train.{name}={shown}", f"Megatron-Core only ({flag}); {ex.target} has no such setting")
 
 
 def header_lines(ctx: ExportContext, export: Export) -> list[str]:

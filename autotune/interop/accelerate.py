@@ -18,7 +18,15 @@ from __future__ import annotations
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, apply_set_keys, comment_block, header_lines, skip_not_mapped
+from autotune.interop._common import (
+    Export,
+    ExportContext,
+    apply_set_keys,
+    comment_block,
+    header_lines,
+    skip_megatron_only,
+    skip_not_mapped,
+)
 from autotune.interop.plan_keys import TABLES
 
 TARGET = "accelerate 1.15.0 (accelerate/commands/config/config_args.py; accelerate launch --config_file FILE)"
@@ -35,6 +43,7 @@ def translate(ctx: ExportContext) -> Export:
     ex = Export(target=TARGET, body={})
     # pipeline fields: one line below; the micro-batch is the script's DataLoader batch_size (a note, not a skip)
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("pp", "vpp", "pp_schedule", "micro_batch_size"))
+    skip_megatron_only(ex, ctx.train)
     body: dict = {"compute_environment": "LOCAL_MACHINE", "debug": False}
     if p.tp == p.cp == 1 and (p.zero_stage == 1 or p.offload == "optimizer"):
         body.update(_deepspeed_plugin(ctx, ex))

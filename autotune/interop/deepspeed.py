@@ -18,7 +18,14 @@ from autotune.analyse.target import expected_memory
 from autotune.core.errors import UsageError
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, apply_set_keys, header_lines, skip_not_mapped
+from autotune.interop._common import (
+    Export,
+    ExportContext,
+    apply_set_keys,
+    header_lines,
+    skip_megatron_only,
+    skip_not_mapped,
+)
 from autotune.interop.plan_keys import TABLES
 
 TARGET = "DeepSpeed 0.19.8 (deepspeed/runtime/config.py; deepspeed.initialize(config=FILE))"
@@ -41,6 +48,7 @@ def translate(ctx: ExportContext) -> Export:
         notes=["The training script owns the model code: DeepSpeed applies ZeRO, batching and AutoTP from this file."],
     )
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("pp", "vpp", "pp_schedule"))  # pipeline: one line below
+    skip_megatron_only(ex, ctx.train)
     body: dict = {
         "train_batch_size": ctx.global_batch_size,
         "train_micro_batch_size_per_gpu": p.micro_batch_size,

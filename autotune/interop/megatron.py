@@ -58,6 +58,7 @@ def translate(ctx: ExportContext) -> Export:
         argv += [["--fine-grained-activation-offloading"], ["--offload-modules", *ctx.plan.moe_offload.split("+")]]
     argv += [["--bf16"]] if ctx.bf16 else []
     argv += _fp8_args(ctx, ex)
+    argv += _te_op_args(ctx, ex)
     _cuda_graphs_note(ctx, ex)
     _master_remainders_note(ctx, ex)
     ex.body = argv
@@ -228,6 +229,27 @@ def _fp8_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
     if ctx.plan.fp8 == "mxfp8":  # block scaling: e4m3 everywhere (TE's MXFP8BlockScaling default format)
         return [["--fp8-format", "e4m3"], ["--fp8-recipe", "mxfp8"]] + _fp8_param_args(ctx, ex)
     return [["--fp8-format", "hybrid"], ["--fp8-recipe", "tensorwise"]] + _fp8_param_args(ctx, ex)
+
+
+def _te_op_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
+    """train.fp8_attention and train.fused_grouped_mlp have no argument in the target release: core_v0.16.1's
+    arguments.py lists TransformerConfig.fp8_dot_product_attention among the fields "no CLI argument exists for"
+    (older Megatron-LM had --fp8-dot-product-attention; Megatron-Bridge sets it as mixed_precision.
+    fp8_dot_product_attention), and Transformer Engine's fused grouped MLP is switched on by Megatron-Core's TE op fuser
+    with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (autotune/core/train.py cites it). Both are listed, not written."""
+    if ctx.train.fp8_attention:
+        ex.skip(
+            "train.fp8_attention=True",
+            "TransformerConfig.fp8_dot_product_attention has no command-line argument in this release (Megatron-"
+            "Bridge: mixed_precision.fp8_dot_product_attention)",
+        )
+    if ctx.train.fused_grouped_mlp:
+        ex.skip(
+            "train.fused_grouped_mlp=True",
+            "set in the environment (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 with Megatron-Core's Transformer Engine op "
+            "fuser), not an argument of the target release",
+        )
+    return []
 
 
 def _fp8_param_args(ctx: ExportContext, ex: Export) -> list[list[str]]:

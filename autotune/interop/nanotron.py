@@ -25,6 +25,7 @@ from autotune.interop._common import (
     apply_set_keys,
     comment_block,
     header_lines,
+    skip_megatron_only,
     skip_not_mapped,
     window_label,
 )
@@ -49,6 +50,7 @@ def translate(ctx: ExportContext) -> Export:
         ],
     )
     skip_not_mapped(ex, ctx.plan, PLAN_KEYS)
+    skip_megatron_only(ex, ctx.train)
     _unmapped(ctx, ex)
     ex.body = {
         "general": {"project": "autotune", "run": m.name, "seed": t.seed, "ignore_sanity_checks": True},

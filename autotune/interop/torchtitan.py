@@ -22,7 +22,15 @@ import json
 
 from autotune.core.model import ModelSpec
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
-from autotune.interop._common import Export, ExportContext, apply_set_keys, comment_block, header_lines, skip_not_mapped
+from autotune.interop._common import (
+    Export,
+    ExportContext,
+    apply_set_keys,
+    comment_block,
+    header_lines,
+    skip_megatron_only,
+    skip_not_mapped,
+)
 from autotune.interop.plan_keys import TABLES
 
 TARGET = (
@@ -64,6 +72,7 @@ def translate(ctx: ExportContext) -> Export:
     m, p, t = ctx.model, ctx.plan, ctx.train
     ex = Export(target=TARGET, body={})
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("sequence_parallel",))  # SP is unmapped when it is OFF: below
+    skip_megatron_only(ex, ctx.train)
     ex.body["job"] = {"description": f"autotune export: {m.name} {ctx.summary()}"}
     ex.body["model"] = _model_section(m, ex)
     ex.body["training"] = {

@@ -121,11 +121,16 @@ def test_megatron_lm_parser_accepts_every_preset_best_layout(tmp_path):
     pytest.importorskip("megatron.core", reason="megatron-core not installed")
     jobs, files = _jobs("megatron"), _write("megatron", tmp_path)
     files.update(_fp8_param_gather_files(tmp_path))  # in the same interpreter: megatron.core imports once
+    files.update(_fp8_param_gather_files(tmp_path, deferral_and_fp8_attention=True))
     got = _run_with(MEGATRON_SCRIPT, files, str(VENDOR))
+    # train.embedding_wgrad_deferral's flags (--defer-embedding-wgrad-compute --wgrad-deferral-limit N) pass
+    # parse_args / validate_args too (train.fp8_attention has no argument in this release: listed, not written)
+    assert (got["fp8pg/tensorwise+defer+dpa"]["layers"], got["fp8pg/tensorwise+defer+dpa"]["pp"]) == (32, 2)
     # train.fp8_param_gather's flags pass parse_args / validate_args (the distributed optimizer they need is on)
     assert {k: (v["layers"], v["pp"], v["dp"]) for k, v in got.items() if k.startswith("fp8pg")} == {
         "fp8pg/tensorwise": (32, 2, 8),
         "fp8pg/mxfp8": (32, 2, 8),
+        "fp8pg/tensorwise+defer+dpa": (32, 2, 8),
     }
     for name, (cfg, plan) in jobs.items():
         m, r = cfg.model, got[name]
@@ -143,24 +148,29 @@ def test_megatron_lm_parser_accepts_every_preset_best_layout(tmp_path):
         assert r["first"] is not None and r["last"] is not None, name
 
 
-def _fp8_param_gather_files(tmp_path) -> dict:
+def _fp8_param_gather_files(tmp_path, deferral_and_fp8_attention: bool = False) -> dict:
     """Llama-3.1-8B on 64 GB200 (dp8 tp4 pp2, ZeRO-1) with train.fp8_param_gather under both FP8 recipes it covers:
-    --fp8-param-gather (+ --reuse-grad-buf-for-mxfp8-param-ag with MXFP8)."""
+    --fp8-param-gather (+ --reuse-grad-buf-for-mxfp8-param-ag with MXFP8); `deferral_and_fp8_attention`: the
+    tensorwise job with train.embedding_wgrad_deferral=4 and train.fp8_attention as well."""
 
+    extra = ("train.embedding_wgrad_deferral=4", "train.fp8_attention=true") if deferral_and_fp8_attention else ()
     cfg = _config(
-        ("model=llama-3.1-8b", "cluster=gb200-nvl72", "train.framework=megatron", "train.fp8_param_gather=true")
+        ("model=llama-3.1-8b", "cluster=gb200-nvl72", "train.framework=megatron", "train.fp8_param_gather=true", *extra)
     )
     files = {}
-    for fp8 in ("tensorwise", "mxfp8"):
+    for fp8 in ("tensorwise",) if extra else ("tensorwise", "mxfp8"):
         plan = ParallelPlan(
             dp=8, tp=4, pp=2, zero_stage=1, sequence_parallel=True, fp8=fp8, micro_batch_size=1,
             grad_accum_steps=cfg.train.global_batch_size // 8,
         )  # fmt: skip
         text = render("megatron", cfg.model, cfg.train, cfg.cluster, plan)
         assert "--fp8-param-gather" in text and ("--reuse-grad-buf-for-mxfp8-param-ag" in text) == (fp8 == "mxfp8")
-        path = tmp_path / f"fp8pg_{fp8}.megatron"
+        tag = f"{fp8}+defer+dpa" if extra else fp8
+        if extra:
+            assert "--defer-embedding-wgrad-compute" in text and "train.fp8_attention=True: " in text
+        path = tmp_path / f"fp8pg_{tag}.megatron"
         path.write_text(text)
-        files[f"fp8pg/{fp8}"] = (str(path), plan.world_size)
+        files[f"fp8pg/{tag}"] = (str(path), plan.world_size)
     return files
 
 

@@ -1,0 +1,51 @@
+"""Megatron-only train settings in exports (user-trust: no silent drops): the Megatron file writes the ones the target
+release's Megatron-LM has arguments for (megatron/training/arguments.py @ core_v0.16.1, vendored in tests/vendor:
+--defer-embedding-wgrad-compute --wgrad-deferral-limit) and lists the others (fp8_dot_product_attention is among the
+TransformerConfig fields "no CLI argument exists for"); every other trainer's file lists each one this job sets under
+NOT MAPPED, naming the Megatron setting."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from autotune.core.types import ParallelPlan
+from autotune.interop import render, unmapped
+from autotune.spec.config import load_config
+
+CFG = load_config(["model=llama-3.1-8b", "cluster=h100-sxm-80gb", "train.framework=megatron"])
+PLAN = ParallelPlan(dp=2, tp=2, pp=2, zero_stage=1, micro_batch_size=1, grad_accum_steps=4, fp8="tensorwise")
+TRAIN = dataclasses.replace(
+    CFG.train,
+    global_batch_size=8,
+    fp8_attention=True,
+    fused_grouped_mlp=True,
+    cross_entropy_fusion="te",
+    embedding_wgrad_deferral=4,
+)
+
+
+def test_megatron_writes_the_deferral_and_names_what_it_cannot_write():
+    text = render("megatron", CFG.model, TRAIN, CFG.cluster, PLAN)
+    argv = " ".join(text.split())
+    assert "--defer-embedding-wgrad-compute --wgrad-deferral-limit 4" in argv
+    assert "--fp8-dot-product-attention" not in argv  # no such argument in core_v0.16.1 (its parser refuses it)
+    lines = unmapped("megatron", CFG.model, TRAIN, CFG.cluster, PLAN)
+    assert any(x.startswith("train.fused_grouped_mlp=True: ") for x in lines)
+    assert any(x.startswith("train.fp8_attention=True: ") for x in lines)
+
+
+def test_other_trainers_list_every_megatron_only_setting():
+    want = {
+        "train.fp8_attention=true",
+        "train.fused_grouped_mlp=true",
+        "train.cross_entropy_fusion=te",
+        "train.embedding_wgrad_deferral=4",
+    }
+    for fmt in ("torchtitan", "nanotron", "accelerate"):
+        lines = unmapped(fmt, CFG.model, TRAIN, CFG.cluster, dataclasses.replace(PLAN, fp8="none"))
+        named = {x.split(":")[0] for x in lines if x.startswith("train.")}
+        assert named == want, (fmt, named)
+        assert all("Megatron-Core only" in x for x in lines if x.startswith("train."))
+    # a job that sets none of them gets no such line
+    plain = dataclasses.replace(CFG.train, framework="bench_model", global_batch_size=8)
+    assert not [x for x in unmapped("torchtitan", CFG.model, plain, CFG.cluster, PLAN) if x.startswith("train.")]
