@@ -260,3 +260,14 @@ def test_extending_md_names_every_file_each_searched_dimension_touches():
     assert [p for p in listed if not (ROOT / p).is_file()] == []
     missing = sorted(touched - set(listed))
     assert not missing, f"docs/extending.md does not name {missing}, which {dims} all touch"
+
+
+def test_every_train_field_is_a_key_of_the_train_config_tree():
+    """A TrainSpec field without a key in search_spaces/train/default.yaml cannot be set from the command line
+    (`train.<field>=...` is refused as an unknown config key): sdpa_repeat_kv, fp8_casts, fused_grouped_mlp and
+    fp8_attention were missing until 2026-11-29."""
+    from autotune.core.types import TrainSpec
+
+    keys = set(yaml.safe_load((ROOT / "search_spaces" / "train" / "default.yaml").read_text()))
+    missing = [f.name for f in dataclasses.fields(TrainSpec) if f.name not in keys]
+    assert not missing, f"add to search_spaces/train/default.yaml (with a comment saying what it does): {missing}"
