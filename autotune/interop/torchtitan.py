@@ -90,6 +90,7 @@ def translate(ctx: ExportContext) -> Export:
             "training.enable_cpu_offload, i.e. offload=params); it has no optimizer-only offload",
         )
     ex.body["parallelism"] = _parallelism(ctx, ex)
+    _moe_routing(ctx, ex)
     ex.body["activation_checkpoint"] = _activation_checkpoint(ctx, ex)
     # torchtitan 0.2.2 config/job_config.py Compile: enable, components (default ["model", "loss"])
     ex.body["compile"] = {"enable": p.compile}  # components stay at the default, ["model", "loss"]
@@ -106,6 +107,22 @@ def translate(ctx: ExportContext) -> Export:
             ex.body["model"]["converters"] = ["quantize.linear.float8"]
             ex.body["quantize"] = {"linear": {"float8": {"recipe_name": p.fp8, "filter_fqns": ["output"]}}}
     return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
+
+
+def _moe_routing(ctx: ExportContext, ex: Export) -> None:
+    """train.moe_routing on an MoE model: "balanced" is torchtitan 0.2.2's `[debug] moe_force_load_balance`
+    (config/job_config.py Debug: "we force each experts to get the same amount of tokens via round-robin"); "collapsed"
+    describes a router that has collapsed, not a setting torchtitan has: listed."""
+    if not ctx.model.is_moe or ctx.train.moe_routing == "learned":
+        return
+    if ctx.train.moe_routing == "balanced":
+        ex.body["debug"] = {"moe_force_load_balance": True}
+    else:
+        ex.skip(
+            f"train.moe_routing={ctx.train.moe_routing}",
+            "describes a collapsed learned router (what the estimate prices), not a torchtitan setting: the file runs "
+            "the learned router",
+        )
 
 
 def _model_section(m: ModelSpec, ex: Export) -> dict:

@@ -49,3 +49,19 @@ def test_other_trainers_list_every_megatron_only_setting():
     # a job that sets none of them gets no such line
     plain = dataclasses.replace(CFG.train, framework="bench_model", global_batch_size=8)
     assert not [x for x in unmapped("torchtitan", CFG.model, plain, CFG.cluster, PLAN) if x.startswith("train.")]
+
+
+def test_torchtitan_writes_balanced_routing_as_its_debug_switch():
+    """torchtitan 0.2.2 config/job_config.py Debug.moe_force_load_balance (round-robin tokens over the experts); the
+    file goes through torchtitan's own ConfigManager in tests/unit/test_interop_presets.py for the preset jobs."""
+    cfg = load_config(["model=qwen3-30b-a3b", "cluster=h100-sxm-80gb", "train.framework=torchtitan"])
+    plan = ParallelPlan(dp=8, zero_stage=3, ep=8, micro_batch_size=1, grad_accum_steps=cfg.train.global_batch_size // 8)
+    for routing, want in (("balanced", True), ("learned", False)):
+        train = dataclasses.replace(cfg.train, moe_routing=routing)
+        text = render("torchtitan", cfg.model, train, cfg.cluster, plan)
+        assert ("moe_force_load_balance = true" in text) == want, routing
+    collapsed = dataclasses.replace(cfg.train, moe_routing="collapsed")
+    assert any(
+        x.startswith("train.moe_routing=collapsed: ")
+        for x in unmapped("torchtitan", cfg.model, collapsed, cfg.cluster, plan)
+    )
