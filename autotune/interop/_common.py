@@ -139,6 +139,16 @@ MEGATRON_ONLY_TRAIN = {
 TRAIN_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainSpec) if f.default is not dataclasses.MISSING}
 
 
+def skip_moe_routing(ex: Export, ctx: ExportContext) -> None:
+    """train.moe_routing other than the learned router on an MoE model, for the exporters whose trainer has no
+    routing override (nanotron, DeepSpeed, accelerate): listed, not silently dropped (Megatron and torchtitan map
+    "balanced" to their force-balance switches)."""
+    if ctx.model.is_moe and ctx.train.moe_routing != "learned":
+        ex.skip(
+            f"train.moe_routing={ctx.train.moe_routing}", f"{ex.target} has no routing override: the learned router"
+        )
+
+
 def skip_megatron_only(ex: Export, train: Any) -> None:
     """One `ex.skip` per Megatron-only train field this job sets off its default (MEGATRON_ONLY_TRAIN), for the
     exporters of other trainers: the setting is named, not silently dropped."""

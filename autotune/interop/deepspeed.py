@@ -24,6 +24,7 @@ from autotune.interop._common import (
     apply_set_keys,
     header_lines,
     skip_megatron_only,
+    skip_moe_routing,
     skip_not_mapped,
 )
 from autotune.interop.plan_keys import TABLES
@@ -49,6 +50,7 @@ def translate(ctx: ExportContext) -> Export:
     )
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("pp", "vpp", "pp_schedule"))  # pipeline: one line below
     skip_megatron_only(ex, ctx.train)
+    skip_moe_routing(ex, ctx)
     body: dict = {
         "train_batch_size": ctx.global_batch_size,
         "train_micro_batch_size_per_gpu": p.micro_batch_size,

@@ -26,6 +26,7 @@ from autotune.interop._common import (
     comment_block,
     header_lines,
     skip_megatron_only,
+    skip_moe_routing,
     skip_not_mapped,
     window_label,
 )
@@ -51,6 +52,7 @@ def translate(ctx: ExportContext) -> Export:
     )
     skip_not_mapped(ex, ctx.plan, PLAN_KEYS)
     skip_megatron_only(ex, ctx.train)
+    skip_moe_routing(ex, ctx)
     _unmapped(ctx, ex)
     ex.body = {
         "general": {"project": "autotune", "run": m.name, "seed": t.seed, "ignore_sanity_checks": True},

@@ -65,3 +65,12 @@ def test_torchtitan_writes_balanced_routing_as_its_debug_switch():
         x.startswith("train.moe_routing=collapsed: ")
         for x in unmapped("torchtitan", cfg.model, collapsed, cfg.cluster, plan)
     )
+
+
+def test_trainers_without_a_routing_override_list_balanced_routing():
+    cfg = load_config(["model=qwen3-30b-a3b", "cluster=h100-sxm-80gb", "train.moe_routing=balanced"])
+    plan = ParallelPlan(dp=8, zero_stage=1, micro_batch_size=1, grad_accum_steps=cfg.train.global_batch_size // 8)
+    for fmt in ("nanotron", "accelerate", "deepspeed"):
+        assert any(
+            x.startswith("train.moe_routing=balanced: ") for x in unmapped(fmt, cfg.model, cfg.train, cfg.cluster, plan)
+        ), fmt
