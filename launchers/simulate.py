@@ -8,11 +8,10 @@ yields status `invalid` with the reason. This is what lets `autotune sweep --gpu
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 from typing import Any
 
-from autotune.core.trial import TrialSpec
+from autotune.core.trial import TrialSpec, measured_peak_prediction
 from autotune.results.schema import normalize_row, row_from_spec
 from launchers.base import Launcher, TrialHandle
 from launchers.protocol import code_version, utc_now
@@ -37,11 +36,9 @@ def simulate_row(spec: TrialSpec, backend: str = "simulate") -> dict[str, Any]:
     row.update(
         status="simulated",
         pred_mem_bytes=mem.reserved_peak_bytes,
-        pred_peak_mem_reserved_bytes=dataclasses.replace(
-            spec,
-            pred_mem_bytes=mem.reserved_peak_bytes,
-            pred_mem_allocator_peak_bytes=mem.reserved_peak_bytes - mem.overhead_bytes,
-        ).pred_peak_mem_reserved_bytes,
+        pred_peak_mem_reserved_bytes=measured_peak_prediction(
+            spec.cluster.device_type, mem.reserved_peak_bytes, mem.allocator_peak_bytes
+        ),
         pred_tokens_per_s_per_gpu=perf.tokens_per_s_per_gpu,
         pred_mfu=perf.mfu,
     )

@@ -41,6 +41,11 @@ class MemoryEstimate:
     def reserved_peak_bytes(self) -> float:
         return self.allocated_peak_bytes * (1.0 + self.fragmentation) + self.overhead_bytes
 
+    @property
+    def allocator_peak_bytes(self) -> float:
+        """The caching allocator's peak: the reserved peak without the runtime overhead outside the allocator."""
+        return self.reserved_peak_bytes - self.overhead_bytes
+
     def fits(self, device_bytes: float, headroom: float = 0.05) -> bool:
         return self.reserved_peak_bytes <= device_bytes * (1.0 - headroom)
 
@@ -58,10 +63,21 @@ class MemoryEstimate:
             "mem_reserved_bytes": self.reserved_peak_bytes,
             # the two peaks kept apart (docs/memory_model.md "Two peaks"): what the framework prints
             # (torch.cuda.max_memory_reserved) and what decides `fits` (= mem_reserved_bytes)
-            "mem_allocator_peak_bytes": self.reserved_peak_bytes - self.overhead_bytes,
+            "mem_allocator_peak_bytes": self.allocator_peak_bytes,
             "mem_device_total_bytes": self.reserved_peak_bytes,
             "mem_host_bytes": self.host_bytes,
         }
+
+
+def measured_peak_prediction(
+    device_type: str, device_total: float | None, allocator_peak: float | None
+) -> float | None:
+    """The prediction of what a trial's `peak_mem_reserved_bytes` measures: on CUDA the caching allocator's peak
+    (torch.cuda.max_memory_reserved, without the CUDA context and NCCL's buffers), on CPU ranks the device total (the
+    process's ru_maxrss includes the Python / torch runtime; bench_model/metrics.py)."""
+    if device_type == "cuda" and allocator_peak is not None:
+        return allocator_peak
+    return device_total
 
 
 @dataclass(frozen=True)
@@ -134,12 +150,10 @@ class TrialSpec:
 
     @property
     def pred_peak_mem_reserved_bytes(self) -> float | None:
-        """The prediction of what this trial's `peak_mem_reserved_bytes` measures: on CUDA the caching allocator's
-        peak (torch.cuda.max_memory_reserved, without the CUDA context and NCCL's buffers), on CPU ranks the device
-        total (the process's ru_maxrss includes the Python / torch runtime; bench_model/metrics.py)."""
-        if self.cluster.device_type == "cuda" and self.pred_mem_allocator_peak_bytes is not None:
-            return self.pred_mem_allocator_peak_bytes
-        return self.pred_mem_bytes
+        """What this trial's `peak_mem_reserved_bytes` measures, predicted (`measured_peak_prediction`)."""
+        return measured_peak_prediction(
+            self.cluster.device_type, self.pred_mem_bytes, self.pred_mem_allocator_peak_bytes
+        )
 
     @classmethod
     def from_json(cls, text: str) -> TrialSpec:

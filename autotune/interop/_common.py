@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from autotune import __version__
 from autotune.core.model import ModelSpec
@@ -139,24 +138,19 @@ MEGATRON_ONLY_TRAIN = {
 TRAIN_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainSpec) if f.default is not dataclasses.MISSING}
 
 
-def skip_moe_routing(ex: Export, ctx: ExportContext) -> None:
-    """train.moe_routing other than the learned router on an MoE model, for the exporters whose trainer has no
-    routing override (nanotron, DeepSpeed, accelerate): listed, not silently dropped (Megatron and torchtitan map
-    "balanced" to their force-balance switches)."""
-    if ctx.model.is_moe and ctx.train.moe_routing != "learned":
-        ex.skip(
-            f"train.moe_routing={ctx.train.moe_routing}", f"{ex.target} has no routing override: the learned router"
-        )
-
-
-def skip_megatron_only(ex: Export, train: Any) -> None:
-    """One `ex.skip` per Megatron-only train field this job sets off its default (MEGATRON_ONLY_TRAIN), for the
-    exporters of other trainers: the setting is named, not silently dropped."""
+def skip_train_settings(ex: Export, ctx: ExportContext, maps_moe_routing: bool = False) -> None:
+    """For the exporters of trainers other than Megatron: one `ex.skip` per Megatron-only train field this job sets
+    off its default (MEGATRON_ONLY_TRAIN), and train.moe_routing other than the learned router on an MoE model
+    unless the target maps it itself (`maps_moe_routing`: torchtitan's force-balance switch). Named, never dropped."""
     for name, flag in MEGATRON_ONLY_TRAIN.items():
-        value = getattr(train, name)
+        value = getattr(ctx.train, name)
         if value != TRAIN_DEFAULTS[name]:
             shown = str(value).lower() if isinstance(value, bool) else value
             ex.skip(f"train.{name}={shown}", f"Megatron-Core only ({flag}); {ex.target} has no such setting")
+    if not maps_moe_routing and ctx.model.is_moe and ctx.train.moe_routing != "learned":
+        ex.skip(
+            f"train.moe_routing={ctx.train.moe_routing}", f"{ex.target} has no routing override: the learned router"
+        )
 
 
 def header_lines(ctx: ExportContext, export: Export) -> list[str]:

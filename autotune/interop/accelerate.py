@@ -24,9 +24,8 @@ from autotune.interop._common import (
     apply_set_keys,
     comment_block,
     header_lines,
-    skip_megatron_only,
-    skip_moe_routing,
     skip_not_mapped,
+    skip_train_settings,
 )
 from autotune.interop.plan_keys import TABLES
 
@@ -44,8 +43,7 @@ def translate(ctx: ExportContext) -> Export:
     ex = Export(target=TARGET, body={})
     # pipeline fields: one line below; the micro-batch is the script's DataLoader batch_size (a note, not a skip)
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("pp", "vpp", "pp_schedule", "micro_batch_size"))
-    skip_megatron_only(ex, ctx.train)
-    skip_moe_routing(ex, ctx)
+    skip_train_settings(ex, ctx)
     body: dict = {"compute_environment": "LOCAL_MACHINE", "debug": False}
     if p.tp == p.cp == 1 and (p.zero_stage == 1 or p.offload == "optimizer"):
         body.update(_deepspeed_plugin(ctx, ex))

@@ -23,9 +23,8 @@ from autotune.interop._common import (
     ExportContext,
     apply_set_keys,
     header_lines,
-    skip_megatron_only,
-    skip_moe_routing,
     skip_not_mapped,
+    skip_train_settings,
 )
 from autotune.interop.plan_keys import TABLES
 
@@ -49,8 +48,7 @@ def translate(ctx: ExportContext) -> Export:
         notes=["The training script owns the model code: DeepSpeed applies ZeRO, batching and AutoTP from this file."],
     )
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("pp", "vpp", "pp_schedule"))  # pipeline: one line below
-    skip_megatron_only(ex, ctx.train)
-    skip_moe_routing(ex, ctx)
+    skip_train_settings(ex, ctx)
     body: dict = {
         "train_batch_size": ctx.global_batch_size,
         "train_micro_batch_size_per_gpu": p.micro_batch_size,

@@ -58,7 +58,7 @@ def translate(ctx: ExportContext) -> Export:
         argv += [["--fine-grained-activation-offloading"], ["--offload-modules", *ctx.plan.moe_offload.split("+")]]
     argv += [["--bf16"]] if ctx.bf16 else []
     argv += _fp8_args(ctx, ex)
-    argv += _te_op_args(ctx, ex)
+    _te_op_notes(ctx, ex)
     _cuda_graphs_note(ctx, ex)
     _master_remainders_note(ctx, ex)
     ex.body = argv
@@ -231,7 +231,7 @@ def _fp8_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
     return [["--fp8-format", "hybrid"], ["--fp8-recipe", "tensorwise"]] + _fp8_param_args(ctx, ex)
 
 
-def _te_op_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
+def _te_op_notes(ctx: ExportContext, ex: Export) -> None:
     """train.fp8_attention and train.fused_grouped_mlp have no argument in the target release: core_v0.16.1's
     arguments.py lists TransformerConfig.fp8_dot_product_attention among the fields "no CLI argument exists for"
     (older Megatron-LM had --fp8-dot-product-attention; Megatron-Bridge sets it as mixed_precision.
@@ -249,7 +249,6 @@ def _te_op_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
             "set in the environment (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 with Megatron-Core's Transformer Engine op "
             "fuser), not an argument of the target release",
         )
-    return []
 
 
 def _fp8_param_args(ctx: ExportContext, ex: Export) -> list[list[str]]:

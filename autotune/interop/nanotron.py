@@ -25,9 +25,8 @@ from autotune.interop._common import (
     apply_set_keys,
     comment_block,
     header_lines,
-    skip_megatron_only,
-    skip_moe_routing,
     skip_not_mapped,
+    skip_train_settings,
     window_label,
 )
 from autotune.interop.plan_keys import TABLES
@@ -51,8 +50,7 @@ def translate(ctx: ExportContext) -> Export:
         ],
     )
     skip_not_mapped(ex, ctx.plan, PLAN_KEYS)
-    skip_megatron_only(ex, ctx.train)
-    skip_moe_routing(ex, ctx)
+    skip_train_settings(ex, ctx)
     _unmapped(ctx, ex)
     ex.body = {
         "general": {"project": "autotune", "run": m.name, "seed": t.seed, "ignore_sanity_checks": True},

@@ -28,8 +28,8 @@ from autotune.interop._common import (
     apply_set_keys,
     comment_block,
     header_lines,
-    skip_megatron_only,
     skip_not_mapped,
+    skip_train_settings,
 )
 from autotune.interop.plan_keys import TABLES
 
@@ -72,7 +72,7 @@ def translate(ctx: ExportContext) -> Export:
     m, p, t = ctx.model, ctx.plan, ctx.train
     ex = Export(target=TARGET, body={})
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("sequence_parallel",))  # SP is unmapped when it is OFF: below
-    skip_megatron_only(ex, ctx.train)
+    skip_train_settings(ex, ctx, maps_moe_routing=True)  # moe_routing: _moe_routing below
     ex.body["job"] = {"description": f"autotune export: {m.name} {ctx.summary()}"}
     ex.body["model"] = _model_section(m, ex)
     ex.body["training"] = {
