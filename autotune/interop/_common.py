@@ -122,34 +122,41 @@ def skip_not_mapped(
             ex.skip(_setting(plan, name), target[len(NOT_MAPPED) :])
 
 
-# TrainSpec fields only Megatron-Core runs (autotune/core/train.py: each is refused outside train.framework=megatron, or
-# read by the megatron profile only), with what Megatron calls them: a file for another trainer lists the ones set
-MEGATRON_ONLY_TRAIN = {
-    "fp8_param_gather": "--fp8-param-gather",
-    "master_remainders": "Apex DistributedFusedAdam's store_param_remainders (NeMo 1.x)",
-    "cuda_graphs": "--cuda-graph-impl",
-    "cross_entropy_fusion": "--cross-entropy-loss-fusion",
-    "fused_grouped_mlp": "Transformer Engine's fused grouped MLP",
-    "fp8_attention": "--fp8-dot-product-attention",
-    "embedding_wgrad_deferral": "--defer-embedding-wgrad-compute",
-}
-
-
 TRAIN_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainSpec) if f.default is not dataclasses.MISSING}
+RUNS = "RUNS "
 
 
-def skip_train_settings(ex: Export, ctx: ExportContext, maps_moe_routing: bool = False) -> None:
-    """For the exporters of trainers other than Megatron: one `ex.skip` per Megatron-only train field this job sets
-    off its default (MEGATRON_ONLY_TRAIN), and train.moe_routing other than the learned router on an MoE model
-    unless the target maps it itself (`maps_moe_routing`: torchtitan's force-balance switch). Named, never dropped."""
-    for name, flag in MEGATRON_ONLY_TRAIN.items():
-        value = getattr(ctx.train, name)
-        if value != TRAIN_DEFAULTS[name]:
-            shown = str(value).lower() if isinstance(value, bool) else value
-            ex.skip(f"train.{name}={shown}", f"Megatron-Core only ({flag}); {ex.target} has no such setting")
-    if not maps_moe_routing and ctx.model.is_moe and ctx.train.moe_routing != "learned":
+def _shown(value: object) -> str:
+    """A setting's value as the config tree spells it: booleans lower-case, null for None."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def skip_train(ex: Export, ctx: ExportContext, train_keys: Mapping[str, str], maps_moe_routing: bool = False) -> None:
+    """One `ex.skip` per train field this job sets off TrainSpec's default that the exporter's TRAIN_KEYS table
+    (autotune/interop/train_keys.py) marks "NOT MAPPED: why", or "RUNS v: why" with another value than v; then
+    train.moe_routing other than the learned router on an MoE model unless the target maps it itself
+    (`maps_moe_routing`), and the dropout a megatron-profile estimate priced where the table says the target's model
+    makes none. Named, never dropped."""
+    from autotune.interop.train_keys import DROPOUT_LISTED
+
+    t = ctx.train
+    for name, entry in train_keys.items():
+        value = getattr(t, name)
+        if name not in TRAIN_DEFAULTS or value == TRAIN_DEFAULTS[name]:
+            continue
+        if entry.startswith(NOT_MAPPED):
+            ex.skip(f"train.{name}={_shown(value)}", entry[len(NOT_MAPPED) :])
+        elif entry.startswith(RUNS) and value is not None:
+            runs, why = entry[len(RUNS) :].split(": ", 1)
+            runs = ("bf16" if ctx.bf16 else "fp32") if runs == "precision" else runs
+            if _shown(value) != runs:
+                ex.skip(f"train.{name}={_shown(value)}", f"{ex.target.split(' (')[0]} runs {runs} ({why})")
+    if not maps_moe_routing and ctx.model.is_moe and t.moe_routing != "learned":
+        ex.skip(f"train.moe_routing={t.moe_routing}", f"{ex.target} has no routing override: the learned router")
+    if train_keys.get("hidden_dropout") == DROPOUT_LISTED and t.framework == "megatron" and t.hidden_dropout > 0:
         ex.skip(
-            f"train.moe_routing={ctx.train.moe_routing}", f"{ex.target} has no routing override: the learned router"
+            f"train.hidden_dropout={t.hidden_dropout}",
+            f"{ex.target}'s model has no dropout; the megatron-profile estimate priced its 1-byte masks",
         )
 
 
@@ -180,13 +187,15 @@ def comment_block(lines: list[str], marker: str = "#") -> str:
     return "".join(f"{marker} {line}\n" if line else f"{marker}\n" for line in lines)
 
 
-def apply_set_keys(ex: Export, plan: ParallelPlan, plan_keys: Mapping[str, str]) -> Export:
-    """Write every field the table maps as "SET <key>" and this layout sets off its default: a Megatron flag
-    (`--name value`) onto an argv body, a dotted path into a document body. Returns `ex` (a translate's last step)."""
-    for name, target in plan_keys.items():
-        if not target.startswith(SET) or getattr(plan, name) == PLAN_DEFAULTS[name]:
+def apply_set_keys(ex: Export, spec: ParallelPlan | TrainSpec, keys: Mapping[str, str]) -> Export:
+    """Write every field the table (a PLAN_KEYS or TRAIN_KEYS table) maps as "SET <key>" and the plan / train spec
+    `spec` sets off its default: a Megatron flag (`--name value`) onto an argv body, a dotted path into a document
+    body. Returns `ex` (a translate's last step)."""
+    defaults = PLAN_DEFAULTS if isinstance(spec, ParallelPlan) else TRAIN_DEFAULTS
+    for name, target in keys.items():
+        if not target.startswith(SET) or getattr(spec, name) == defaults[name]:
             continue
-        key, value = target[len(SET) :], getattr(plan, name)
+        key, value = target[len(SET) :], getattr(spec, name)
         if isinstance(ex.body, list):  # a boolean Megatron flag is a bare switch (`--tp-comm-overlap`)
             ex.body.append([key] if value is True else [key, str(value)])
             continue

@@ -25,9 +25,10 @@ from autotune.interop._common import (
     comment_block,
     header_lines,
     skip_not_mapped,
-    skip_train_settings,
+    skip_train,
 )
 from autotune.interop.plan_keys import TABLES
+from autotune.interop.train_keys import TRAIN_TABLES
 
 TARGET = "accelerate 1.15.0 (accelerate/commands/config/config_args.py; accelerate launch --config_file FILE)"
 FSDP1_STRATEGY = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
@@ -36,6 +37,7 @@ FSDP1_STRATEGY = {0: "NO_SHARD", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
 # _init_intra_and_inter_node_groups), so it expresses plan.dp_shard only when dp_shard == gpus_per_node.
 FSDP1_HYBRID = {2: "HYBRID_SHARD_ZERO2", 3: "HYBRID_SHARD"}
 PLAN_KEYS = TABLES["accelerate"]  # autotune/interop/plan_keys.py
+TRAIN_KEYS = TRAIN_TABLES["accelerate"]  # autotune/interop/train_keys.py
 
 
 def translate(ctx: ExportContext) -> Export:
@@ -43,7 +45,7 @@ def translate(ctx: ExportContext) -> Export:
     ex = Export(target=TARGET, body={})
     # pipeline fields: one line below; the micro-batch is the script's DataLoader batch_size (a note, not a skip)
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("pp", "vpp", "pp_schedule", "micro_batch_size"))
-    skip_train_settings(ex, ctx)
+    skip_train(ex, ctx, TRAIN_KEYS)
     body: dict = {"compute_environment": "LOCAL_MACHINE", "debug": False}
     if p.tp == p.cp == 1 and (p.zero_stage == 1 or p.offload == "optimizer"):
         body.update(_deepspeed_plugin(ctx, ex))
@@ -89,7 +91,7 @@ def translate(ctx: ExportContext) -> Export:
     elif p.fp8 in ("mxfp8", "nvfp4"):
         ex.skip(f"plan.fp8={p.fp8}", "accelerate's fp8 backends (TE, MSAMP, AO float8) have no block-scaled recipe")
     ex.body = body
-    return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
+    return apply_set_keys(apply_set_keys(ex, ctx.plan, PLAN_KEYS), ctx.train, TRAIN_KEYS)  # the tables' direct keys
 
 
 def _fsdp1(ctx: ExportContext, ex: Export) -> dict:

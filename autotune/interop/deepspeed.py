@@ -24,12 +24,14 @@ from autotune.interop._common import (
     apply_set_keys,
     header_lines,
     skip_not_mapped,
-    skip_train_settings,
+    skip_train,
 )
 from autotune.interop.plan_keys import TABLES
+from autotune.interop.train_keys import TRAIN_TABLES
 
 TARGET = "DeepSpeed 0.19.8 (deepspeed/runtime/config.py; deepspeed.initialize(config=FILE))"
 PLAN_KEYS = TABLES["deepspeed"]  # autotune/interop/plan_keys.py
+TRAIN_KEYS = TRAIN_TABLES["deepspeed"]  # autotune/interop/train_keys.py
 
 
 def translate(ctx: ExportContext) -> Export:
@@ -48,7 +50,7 @@ def translate(ctx: ExportContext) -> Export:
         notes=["The training script owns the model code: DeepSpeed applies ZeRO, batching and AutoTP from this file."],
     )
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("pp", "vpp", "pp_schedule"))  # pipeline: one line below
-    skip_train_settings(ex, ctx)
+    skip_train(ex, ctx, TRAIN_KEYS)
     body: dict = {
         "train_batch_size": ctx.global_batch_size,
         "train_micro_batch_size_per_gpu": p.micro_batch_size,
@@ -71,7 +73,7 @@ def translate(ctx: ExportContext) -> Export:
             "the model written as a deepspeed.pipe.PipelineModule(num_stages=pp); it is not a config key",
         )
     ex.body = body
-    return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
+    return apply_set_keys(apply_set_keys(ex, ctx.plan, PLAN_KEYS), ctx.train, TRAIN_KEYS)  # the tables' direct keys
 
 
 def _hpz(p: ParallelPlan, body: dict, ex: Export) -> None:

@@ -23,13 +23,16 @@ from autotune.interop._common import (
     comment_block,
     header_lines,
     skip_not_mapped,
+    skip_train,
     window_label,
     window_skip_freq,
 )
 from autotune.interop.plan_keys import TABLES
+from autotune.interop.train_keys import TRAIN_TABLES
 
 TARGET = "Megatron-LM core_r0.12.0 (megatron/training/arguments.py; pretrain_gpt.py)"
 PLAN_KEYS = TABLES["megatron"]  # autotune/interop/plan_keys.py
+TRAIN_KEYS = TRAIN_TABLES["megatron"]  # autotune/interop/train_keys.py
 
 
 def translate(ctx: ExportContext) -> Export:
@@ -46,6 +49,7 @@ def translate(ctx: ExportContext) -> Export:
         ],
     )
     skip_not_mapped(ex, ctx.plan, PLAN_KEYS, handled=("pp_schedule",))  # interleaved_1f1b maps; gpipe: below
+    skip_train(ex, ctx, TRAIN_KEYS, maps_moe_routing=True)  # balanced: _moe_args
     argv: list[list[str]] = []
     argv += _model_args(ctx, ex)
     argv += _parallel_args(ctx, ex)
@@ -57,12 +61,26 @@ def translate(ctx: ExportContext) -> Export:
     if ctx.plan.moe_offload != "none":  # arguments.py --fine-grained-activation-offloading, --offload-modules (nargs +)
         argv += [["--fine-grained-activation-offloading"], ["--offload-modules", *ctx.plan.moe_offload.split("+")]]
     argv += [["--bf16"]] if ctx.bf16 else []
+    argv += _grad_dtype_args(ctx, ex)
     argv += _fp8_args(ctx, ex)
     _te_op_notes(ctx, ex)
     _cuda_graphs_note(ctx, ex)
     _master_remainders_note(ctx, ex)
     ex.body = argv
-    return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
+    return apply_set_keys(apply_set_keys(ex, ctx.plan, PLAN_KEYS), ctx.train, TRAIN_KEYS)  # the tables' direct keys
+
+
+def _grad_dtype_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
+    """train.grad_dtype: fp32 main_grad is what --bf16 runs (validate_args turns --accumulate-allreduce-grads-in-fp32
+    on); bf16 (NVIDIA's perf recipes: grad_reduce_in_fp32=False) is --grad-reduce-in-bf16 (arguments.py
+    core_v0.16.1); any other dtype has no flag."""
+    g = ctx.train.grad_dtype
+    if g == "bf16" and ctx.bf16:
+        return [["--grad-reduce-in-bf16"]]
+    if g != "fp32":
+        ex.skip(f"train.grad_dtype={g}", "Megatron-LM keeps main_grad in fp32 or, with --grad-reduce-in-bf16 under "
+                "--bf16, in bf16")  # fmt: skip
+    return []
 
 
 def _model_args(ctx: ExportContext, ex: Export) -> list[list[str]]:

@@ -26,10 +26,11 @@ from autotune.interop._common import (
     comment_block,
     header_lines,
     skip_not_mapped,
-    skip_train_settings,
+    skip_train,
     window_label,
 )
 from autotune.interop.plan_keys import TABLES
+from autotune.interop.train_keys import TRAIN_TABLES
 
 TARGET = (
     "nanotron branch bench_cluster @ a27e8fe8 (src/nanotron/config/config.py; run: torchrun ... run_train.py "
@@ -37,6 +38,7 @@ TARGET = (
 )
 ENGINES = {"1f1b": "1f1b", "gpipe": "afab"}  # afab = all-forward-all-backward, i.e. GPipe
 PLAN_KEYS = TABLES["nanotron"]  # autotune/interop/plan_keys.py
+TRAIN_KEYS = TRAIN_TABLES["nanotron"]  # autotune/interop/train_keys.py
 
 
 def translate(ctx: ExportContext) -> Export:
@@ -50,7 +52,7 @@ def translate(ctx: ExportContext) -> Export:
         ],
     )
     skip_not_mapped(ex, ctx.plan, PLAN_KEYS)
-    skip_train_settings(ex, ctx)
+    skip_train(ex, ctx, TRAIN_KEYS)
     _unmapped(ctx, ex)
     ex.body = {
         "general": {"project": "autotune", "run": m.name, "seed": t.seed, "ignore_sanity_checks": True},
@@ -135,7 +137,7 @@ def translate(ctx: ExportContext) -> Export:
             },
         },
     }
-    return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
+    return apply_set_keys(apply_set_keys(ex, ctx.plan, PLAN_KEYS), ctx.train, TRAIN_KEYS)  # the tables' direct keys
 
 
 def _unmapped(ctx: ExportContext, ex: Export) -> None:

@@ -29,15 +29,17 @@ from autotune.interop._common import (
     comment_block,
     header_lines,
     skip_not_mapped,
-    skip_train_settings,
+    skip_train,
 )
 from autotune.interop.plan_keys import TABLES
+from autotune.interop.train_keys import TRAIN_TABLES
 
 TARGET = (
     "torchtitan 0.2.2 (torchtitan/config/job_config.py; run: torchrun ... -m torchtitan.train --job.config_file FILE)"
 )
 SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved_1f1b": "Interleaved1F1B"}
 PLAN_KEYS = TABLES["torchtitan"]  # autotune/interop/plan_keys.py
+TRAIN_KEYS = TRAIN_TABLES["torchtitan"]  # autotune/interop/train_keys.py
 # torchtitan 0.2.2 `torchtitan/models/llama3/__init__.py` flavors (dim, n_layers, n_heads, n_kv_heads, ffn, vocab)
 # with ffn = the SwiGLU hidden size its ffn_dim_multiplier/multiple_of produce (the Llama-3.1 config.json values).
 FLAVORS = {
@@ -72,7 +74,7 @@ def translate(ctx: ExportContext) -> Export:
     m, p, t = ctx.model, ctx.plan, ctx.train
     ex = Export(target=TARGET, body={})
     skip_not_mapped(ex, p, PLAN_KEYS, handled=("sequence_parallel",))  # SP is unmapped when it is OFF: below
-    skip_train_settings(ex, ctx, maps_moe_routing=True)  # moe_routing: _moe_routing below
+    skip_train(ex, ctx, TRAIN_KEYS, maps_moe_routing=True)  # moe_routing: _moe_routing below
     ex.body["job"] = {"description": f"autotune export: {m.name} {ctx.summary()}"}
     ex.body["model"] = _model_section(m, ex)
     ex.body["training"] = {
@@ -106,7 +108,7 @@ def translate(ctx: ExportContext) -> Export:
         else:
             ex.body["model"]["converters"] = ["quantize.linear.float8"]
             ex.body["quantize"] = {"linear": {"float8": {"recipe_name": p.fp8, "filter_fqns": ["output"]}}}
-    return apply_set_keys(ex, ctx.plan, PLAN_KEYS)  # the table's direct keys
+    return apply_set_keys(apply_set_keys(ex, ctx.plan, PLAN_KEYS), ctx.train, TRAIN_KEYS)  # the tables' direct keys
 
 
 def _moe_routing(ctx: ExportContext, ex: Export) -> None:

@@ -112,7 +112,8 @@ for name, (path, world) in json.loads(sys.argv[1]).items():
     out[name] = dict(cls=type(cfg).__name__, layers=cfg.num_layers, kv_channels=cfg.kv_channels,
                      qk_layernorm=cfg.qk_layernorm, first=cfg.num_layers_in_first_pipeline_stage,
                      last=cfg.num_layers_in_last_pipeline_stage, pp=cfg.pipeline_model_parallel_size,
-                     dp=args.data_parallel_size, experts=cfg.num_moe_experts or 0, vpp=args.virtual_pipeline_model_parallel_size)
+                     dp=args.data_parallel_size, experts=cfg.num_moe_experts or 0, vpp=args.virtual_pipeline_model_parallel_size,
+                     lr=args.lr, seed=args.seed, fp32_grads=args.accumulate_allreduce_grads_in_fp32)
 print(json.dumps(out))
 """
 
@@ -126,6 +127,10 @@ def test_megatron_lm_parser_accepts_every_preset_best_layout(tmp_path):
     # train.embedding_wgrad_deferral's flags (--defer-embedding-wgrad-compute --wgrad-deferral-limit N) pass
     # parse_args / validate_args too (train.fp8_attention has no argument in this release: listed, not written)
     assert (got["fp8pg/tensorwise+defer+dpa"]["layers"], got["fp8pg/tensorwise+defer+dpa"]["pp"]) == (32, 2)
+    # and the train keys it writes (autotune/interop/train_keys.py): --grad-reduce-in-bf16 turns validate_args' fp32
+    # main_grad off, --lr as given; the other files keep Megatron's defaults (fp32 main_grad, its own --lr)
+    assert [got["fp8pg/tensorwise+defer+dpa"][k] for k in ("lr", "fp32_grads")] == [0.001, False]
+    assert [got["fp8pg/tensorwise"][k] for k in ("lr", "fp32_grads")] == [None, True]
     # train.fp8_param_gather's flags pass parse_args / validate_args (the distributed optimizer they need is on)
     assert {k: (v["layers"], v["pp"], v["dp"]) for k, v in got.items() if k.startswith("fp8pg")} == {
         "fp8pg/tensorwise": (32, 2, 8),
@@ -151,9 +156,13 @@ def test_megatron_lm_parser_accepts_every_preset_best_layout(tmp_path):
 def _fp8_param_gather_files(tmp_path, deferral_and_fp8_attention: bool = False) -> dict:
     """Llama-3.1-8B on 64 GB200 (dp8 tp4 pp2, ZeRO-1) with train.fp8_param_gather under both FP8 recipes it covers:
     --fp8-param-gather (+ --reuse-grad-buf-for-mxfp8-param-ag with MXFP8); `deferral_and_fp8_attention`: the
-    tensorwise job with train.embedding_wgrad_deferral=4 and train.fp8_attention as well."""
+    tensorwise job with train.embedding_wgrad_deferral=4, train.fp8_attention, train.grad_dtype=bf16 and train.lr as well."""
 
-    extra = ("train.embedding_wgrad_deferral=4", "train.fp8_attention=true") if deferral_and_fp8_attention else ()
+    extra = (
+        ("train.embedding_wgrad_deferral=4", "train.fp8_attention=true", "train.grad_dtype=bf16", "train.lr=0.001")
+        if deferral_and_fp8_attention
+        else ()
+    )
     cfg = _config(
         ("model=llama-3.1-8b", "cluster=gb200-nvl72", "train.framework=megatron", "train.fp8_param_gather=true", *extra)
     )
@@ -206,7 +215,8 @@ for name, (path, world) in json.loads(sys.argv[1]).items():
     dims_of = None if a is None else dict(dim=a.dim, n_layers=a.n_layers, n_heads=a.n_heads,
                                           qk_norm=getattr(a, "qk_norm", False), head_dim=getattr(a, "head_dim", None),
                                           rope_theta=float(a.rope_theta))
-    out[name] = dict(model=[cfg.model.name, cfg.model.flavor], args=dims_of, dp=dims.dp_replicate * dims.dp_shard)
+    out[name] = dict(model=[cfg.model.name, cfg.model.flavor], args=dims_of, dp=dims.dp_replicate * dims.dp_shard,
+                     lr=cfg.optimizer.lr, seed=cfg.debug.seed)
 print(json.dumps(out))
 """
 
@@ -214,7 +224,14 @@ print(json.dumps(out))
 def test_torchtitan_accepts_every_preset_best_layout(tmp_path):
     pytest.importorskip("tyro", reason="torchtitan 0.2.2 + tyro not installed")
     jobs, files = _jobs("torchtitan"), _write("torchtitan", tmp_path)
+    # train.lr / train.seed off their defaults: written as optimizer.lr / debug.seed (autotune/interop/train_keys.py)
+    cfg = _config(("model=llama-3.1-8b", "cluster=h100-sxm-80gb", "train.lr=0.001", "train.seed=7"))
+    plan = ParallelPlan(dp=8, zero_stage=3, micro_batch_size=1, grad_accum_steps=cfg.train.global_batch_size // 8)
+    (tmp_path / "lr_seed.toml").write_text(render("torchtitan", cfg.model, cfg.train, cfg.cluster, plan))
+    files["lr_seed"] = (str(tmp_path / "lr_seed.toml"), 8)
     got = _run_with(TORCHTITAN_SCRIPT, files)
+    written = got.pop("lr_seed")
+    assert (written["lr"], written["seed"]) == (0.001, 7)
     registered = 0
     for name, (cfg, plan) in jobs.items():
         m, r = cfg.model, got[name]
