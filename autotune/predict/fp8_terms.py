@@ -26,15 +26,17 @@ def fp8_linear_elements(model: ModelSpec, tp: Any) -> tuple[np.ndarray, np.ndarr
     """(input elements per token, output elements per token, weight elements) summed over one block's linears on one
     TP rank. Column-parallel linears (wq, wk, wv, w1, w3 / GPT qkv, fc1) see the full input and 1/tp of the output;
     row-parallel ones (wo, w2 / proj, fc2) 1/tp of the input and the full output (Megatron, Shoeybi et al. 2019 Sec 3).
-    torchao casts each linear's input itself, so wq, wk and wv each cast the same normed x."""
-    h, f, k = model.hidden_size, model.ffn_hidden_size, model.kv_dim
+    torchao casts each linear's input itself, so wq, wk and wv each cast the same normed x. The query / attention
+    output width is q_dim = heads x head_dim, which Qwen3 and GPT-OSS decouple from h (Qwen3-235B: 64 x 128 = 8192 on
+    h 4096; HF config.json head_dim): wq writes and wo reads q_dim, not h (MLA's projections are not modelled here)."""
+    h, f, k, q = model.hidden_size, model.ffn_hidden_size, model.kv_dim, model.q_dim
     tp = np.asarray(tp, dtype=np.float64)
     if model.block == "gpt":  # qkv h->3h, fc1 h->f (column); proj h->h, fc2 f->h (row)
         col_in, col_out, row_in, row_out = 2 * h, 3 * h + f, h + f, 2 * h
         weights = 4 * h * h + 2 * h * f
-    else:  # wq h->h, wk/wv h->k, w1/w3 h->f (column); wo h->h, w2 f->h (row)
-        col_in, col_out, row_in, row_out = 5 * h, h + 2 * k + 2 * f, h + f, 2 * h
-        weights = 2 * h * h + 2 * h * k + 3 * h * f
+    else:  # wq h->q, wk/wv h->k, w1/w3 h->f (column); wo q->h, w2 f->h (row)
+        col_in, col_out, row_in, row_out = 5 * h, q + 2 * k + 2 * f, q + f, 2 * h
+        weights = 2 * h * q + 2 * h * k + 3 * h * f
     return col_in + row_in / tp, col_out / tp + row_out, weights / tp
 
 
@@ -152,16 +154,17 @@ def te_fp8_cast_bytes(
 ) -> np.ndarray:
     """HBM bytes of one block's Transformer Engine casts for one micro-batch (see above): every operand cast reads c
     and writes `layouts` x the recipe's bytes: the norm-fused inputs of linear_qkv and linear_fc1 (2h per token, /tp
-    under sequence parallelism `sp`), the row-parallel inputs ((h + f)/tp), every grad_output (fp8_linear_elements'
+    under sequence parallelism `sp`), the row-parallel inputs ((q_dim + f)/tp), every grad_output (fp8_linear_elements'
     output count), and the weights 1/micro_batches of that; full recompute casts the inputs once more. Bytes per
     written element: CAST_FUSED_EXTRA_BYTES (scales included)."""
     h, f = model.hidden_size, model.ffn_hidden_size
+    row = model.q_dim if model.block != "gpt" else h  # wo's input width (fp8_linear_elements)
     _, y, w = fp8_linear_elements(model, tp)
     codes = np.asarray(recipe)
     low = np.select([codes == i for i in range(len(FP8_RECIPES))], [CAST_FUSED_EXTRA_BYTES[r] for r in FP8_RECIPES])
     tp = np.asarray(tp, dtype=np.float64)
     cast = c + np.asarray(layouts, dtype=np.float64) * low  # bytes per element cast: read c, write the copies
     norm_in = 2 * h / np.where(np.asarray(sp, dtype=bool), tp, 1.0)
-    inputs = (1.0 + np.asarray(full_recompute, dtype=np.float64)) * (norm_in + (h + f) / tp) * cast
+    inputs = (1.0 + np.asarray(full_recompute, dtype=np.float64)) * (norm_in + (row + f) / tp) * cast
     per_mb = np.asarray(tokens, dtype=np.float64) * (inputs + y * cast) + w * cast / micro_batches
     return np.where(codes == 0, 0.0, per_mb)

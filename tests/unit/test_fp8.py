@@ -55,6 +55,18 @@ def test_linear_elements_of_llama_8b_by_hand():
     assert float(w2) == 218103808 / 2
 
 
+def test_linear_elements_use_the_query_width_where_head_dim_is_decoupled():
+    # Qwen3-235B-A22B (HF config.json: hidden 4096, 64 heads x head_dim 128 = q_dim 8192, 4 KV heads -> kv 512):
+    # wq writes and wo reads 8192 per token, not 4096; its weights are h x q each. Only the attention side moves.
+    model = job("qwen3-235b-a22b")[0]
+    h, q, k, f = 4096, 8192, 512, model.ffn_hidden_size
+    assert (model.hidden_size, model.q_dim, model.kv_dim) == (h, q, k)
+    x, y, w = fp8_linear_elements(model, 4)
+    assert float(x) == 5 * h + (q + f) / 4
+    assert float(y) == (q + 2 * k + 2 * f) / 4 + 2 * h
+    assert float(w) == (2 * h * q + 2 * h * k + 3 * h * f) / 4
+
+
 def test_cast_bytes_by_hand():
     # 8192 tokens, bf16 (c=2): each cast reads c for amax, reads c and writes 1 byte -> 5 bytes per element;
     # 2 casts each of x (38912/token), grad_out (43008/token) and the weights (218103808):
