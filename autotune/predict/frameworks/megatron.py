@@ -92,6 +92,7 @@ from autotune.predict import reserved
 from autotune.predict.frameworks import megatron_moe
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
+from autotune.predict.frameworks.megatron_profile_rules import megatron_profile_rules
 from autotune.predict.frameworks.megatron_te import non_tn_fp8_gemm, te_fp8_input_bytes, te_weight_bytes
 
 
@@ -385,43 +386,4 @@ class MegatronProfile(FrameworkProfile):
         return reserved.round_large(np.where(np.asarray(optimizer_states) > 0, copy, 0.0))
 
     def rules(self) -> tuple:
-        # an uneven layer split is Megatron-Core's --decoder-first/last-pipeline-num-layers: no divisibility rule
-        return (
-            self.rule(
-                "offload_params",
-                lambda offload: offload >= 2,
-                lambda offload: (
-                    f"offload={offload}: Megatron-LM offloads the optimizer only "
-                    "(--optimizer-cpu-offload); parameter offload requires another framework"
-                ),
-            ),
-            # train.cuda_graphs (autotune/predict/host.py): Megatron-Bridge docs/training/cuda-graphs.md @ 3029767
-            # "Feature Interactions": TE-scoped graphs do not support full activation recompute ("only local
-            # full-iteration graphs support full recompute"), and CUDA graphs are incompatible with CPU offloading
-            self.rule(
-                "cuda_graphs_full_recompute",
-                lambda recompute, train: (train.cuda_graphs in ("moe", "attn_moe")) & (recompute == 2),
-                lambda train: (
-                    f"train.cuda_graphs={train.cuda_graphs} with recompute=full: Transformer Engine scoped CUDA graphs "
-                    "do not support full activation recompute (only full-iteration graphs do)"
-                ),
-            ),
-            self.rule(
-                "cuda_graphs_offload",
-                lambda offload, act_offload_layers, train: (
-                    (train.cuda_graphs != "none") & ((offload != 0) | (act_offload_layers > 0))
-                ),
-                lambda train: (
-                    f"train.cuda_graphs={train.cuda_graphs} with CPU offloading: CUDA graphs are incompatible"
-                ),
-            ),
-            # Megatron-LM arguments.py --fp8-recipe: delayed, tensorwise, mxfp8, blockwise (Transformer Engine)
-            self.rule(
-                "fp8_rowwise",
-                lambda fp8: fp8 == FP8_CODE["rowwise"],
-                lambda fp8: (
-                    f"fp8={fp8}: Megatron-LM's --fp8-recipe has no rowwise recipe (delayed, tensorwise, "
-                    "mxfp8, blockwise); fp8 must be none or tensorwise"
-                ),
-            ),
-        )
+        return megatron_profile_rules(self)  # autotune/predict/frameworks/megatron_profile_rules.py
