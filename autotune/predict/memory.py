@@ -30,7 +30,7 @@ from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpe
 from autotune.predict import moe, moe_dispatch, recompute_share
 from autotune.predict.frameworks import get_profile
 from autotune.predict.reserved import allocator_reserved
-from autotune.predict.schedule import layers_of_rank
+from autotune.predict.schedule import accumulated_grad_share, layers_of_rank
 
 POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
 
@@ -169,7 +169,11 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     params = ms["params"] + copy
     # bench_model: the sum of every term; a profile whose peak is one phase or another says so (FrameworkProfile.allocated)
     alloc = prof.allocated(params, ms["grads"], ms["optimizer"], act, logits, extras["buffers"], layer_act["transient"])
-    alloc = alloc + held["grads"]  # held in every phase: outside the profile's choice of peak
+    # held in every phase (outside the profile's choice of peak); under a one-round interleaved schedule only the
+    # chunk whose backward runs first has its accumulator at the peak (schedule.accumulated_grad_share)
+    share = accumulated_grad_share(pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"layers_{pos}"])
+    held = {**held, "grads": held["grads"] * share}
+    alloc = alloc + held["grads"]
     # grads freed after every micro-batch's backward (FrameworkProfile.backward_only_grads; nanotron's bf16 .grad):
     # the forward's end holds everything but them; a backward's end holds them but not that micro-batch's layers'
     # activations nor its logits. The peak is the larger: the sum less min(those grads, what that backward freed)

@@ -53,3 +53,23 @@ def inflight_microbatches(pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any = 
     inter = np.where(sch == SCHEDULE_CODE["interleaved_1f1b"], ((pp - r - 1) * 2 + (vpp - 1) * pp + 1) / vpp, pp - r)
     n = np.where(sch == SCHEDULE_CODE["gpipe"], m, np.minimum(inter, m))
     return np.where(pp == 1, 1.0, n)
+
+
+def accumulated_grad_share(pp: Any, vpp: Any, m: Any, schedule: Any, layers: Any) -> np.ndarray:
+    """Share of a pipeline rank's unsharded, accumulated gradients (FrameworkProfile.pipeline_held "grads": FSDP2
+    under torch.distributed.pipelining) that are alive at its peak. Each virtual stage's FSDP2 unit allocates its
+    accumulator at that stage's first micro-batch backward (FSDPParam.to_accumulated_grad_if_needed) and
+    reduce-scatters it, resharding the stage, after that stage's last one (torch/distributed/pipelining/stage.py
+    `backward_maybe_with_nosync(..., last_backward)` in the torch of Dec 2024; 2.13's `_PipelineScheduleRuntime` runs
+    the same as the REDUCE_GRAD action after each stage's last backward). Under Interleaved1F1B with one round of
+    micro-batches (pp <= m < 2 pp: torch's number_of_rounds = m // pp) a rank runs its chunks' backwards one chunk
+    after the other, last chunk first, so at its peak (the last chunk's first backward, every chunk's activations
+    still in flight) only that chunk's accumulator exists: the largest chunk's layers, ceil(L / vpp) of the rank's
+    L. With two or more rounds every chunk has accumulated before the last round (1), as under 1F1B and GPipe (one
+    stage per rank, 1). Measured on CPU with torch 2.13, pp 2, two stages per rank, FSDP2 and full recompute
+    (docs/memory_model.md "Pipeline engine": m = pp frees the first-finished stage's gradients and gathered
+    parameters before the other stage's backward; m = 2 pp after the peak)."""
+    pp, vpp, m, layers = (np.asarray(x, dtype=np.float64) for x in (pp, vpp, m, layers))
+    one_round = (np.asarray(schedule) == SCHEDULE_CODE["interleaved_1f1b"]) & (vpp > 1) & (m < 2 * pp)
+    largest = np.ceil(layers / np.maximum(vpp, 1.0)) / np.maximum(layers, 1.0)
+    return np.where(one_round, np.minimum(largest, 1.0), 1.0)

@@ -12,7 +12,7 @@ from autotune.core.plan_arrays import SCHEDULE_CODE, arrays_from_plans
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.frameworks.bench_model import layer_activation_bytes, model_state_arrays
 from autotune.predict.memory import estimate_memory, memory_arrays, rank_params
-from autotune.predict.schedule import inflight_microbatches, layers_of_rank
+from autotune.predict.schedule import accumulated_grad_share, inflight_microbatches, layers_of_rank
 
 # L=2, h=8, f=16, 2 heads (head_dim 4), 1 kv head (kv_dim 4), V=10, untied.
 # layer: wq 8*8=64, wk 8*4=32, wv 32, wo 64 -> 192; MLP 3*8*16=384; 2 norms 16 -> 592.
@@ -115,6 +115,32 @@ def test_inflight_microbatches():
     assert float(inflight_microbatches(4, 2, 16, inter, 3)) == 2.5
     assert float(inflight_microbatches(4, 1, 16, SCHEDULE_CODE["gpipe"], 0)) == 16
     assert float(inflight_microbatches(1, 1, 16, one, 0)) == 1
+
+
+def test_one_round_interleaving_holds_one_chunks_gradient_accumulator():
+    # torch.distributed.pipelining + FSDP2 (docs/memory_model.md "Pipeline engine"): at pp <= m < 2 pp an
+    # Interleaved1F1B rank runs its chunks' backwards one after the other, so one chunk's fp32 accumulator is alive:
+    # the largest chunk, ceil(15 / 2) = 8 of 15 layers (torchtitan's 405B rank 0 at pp 8, vpp 2, m 8)
+    one, inter = SCHEDULE_CODE["1f1b"], SCHEDULE_CODE["interleaved_1f1b"]
+    assert float(accumulated_grad_share(8, 2, 8, inter, 15)) == 8 / 15
+    assert float(accumulated_grad_share(8, 4, 15, inter, 16)) == 4 / 16
+    assert float(accumulated_grad_share(8, 2, 16, inter, 15)) == 1.0  # two rounds: every chunk has accumulated
+    assert float(accumulated_grad_share(8, 1, 8, one, 15)) == 1.0  # one stage per rank
+    # in the estimate: the worst rank of the 405B layout (rank 1, 16 layers) holds 8 of its 16 layers' fp32
+    # accumulators at one round (m = 8) and all at two (m = 16); nothing else in "grads" depends on m
+    from autotune.spec.config import load_config
+
+    cfg = load_config(["model=llama-3.1-405b", "cluster=h100-sxm-80gb", "train.framework=torchtitan"])
+    base = dict(dp=8, tp=8, pp=8, zero_stage=3, sequence_parallel=True, recompute="full", micro_batch_size=4)
+    train = dataclasses.replace(cfg.train, global_batch_size=8 * 4 * 8, seq_len=8192)
+    one_round = ParallelPlan(**base, vpp=2, pp_schedule="interleaved_1f1b", grad_accum_steps=8)
+    two_rounds = dataclasses.replace(one_round, grad_accum_steps=16)
+    train2 = dataclasses.replace(train, global_batch_size=8 * 4 * 16)
+    g1 = float(memory_arrays(arrays_from_plans([one_round]), cfg.model, train, cfg.cluster)["grads"][0])
+    g2 = float(memory_arrays(arrays_from_plans([two_rounds]), cfg.model, train2, cfg.cluster)["grads"][0])
+    psi = rank_params(cfg.model, 8, 8, 2)
+    assert float(psi["layers_second"]) == 16
+    assert g2 - g1 == pytest.approx(4.0 * float(psi["second"]) * (1 - 8 / 16), rel=1e-9)
 
 
 def test_estimate_memory_totals_hand_computed():
