@@ -66,9 +66,9 @@ def accumulated_grad_share(pp: Any, vpp: Any, m: Any, schedule: Any, layers: Any
     after the other, last chunk first, so at its peak (the last chunk's first backward, every chunk's activations
     still in flight) only that chunk's accumulator exists: the largest chunk's layers, ceil(L / vpp) of the rank's
     L. With two or more rounds every chunk has accumulated before the last round (1), as under 1F1B and GPipe (one
-    stage per rank, 1). Measured on CPU with torch 2.13, pp 2, two stages per rank, FSDP2 and full recompute
-    (docs/memory_model.md "Pipeline engine": m = pp frees the first-finished stage's gradients and gathered
-    parameters before the other stage's backward; m = 2 pp after the peak)."""
+    stage per rank, 1). Measured on CPU with torch 2.13, pp 2 x dp 2, two stages per rank, FSDP2 and full recompute
+    (benchmarks/pp_grad_release.py, docs/memory_model.md "Pipeline engine": at m = pp the peak holds the running
+    chunk's accumulator alone; at m = 2 pp all)."""
     pp, vpp, m, layers = (np.asarray(x, dtype=np.float64) for x in (pp, vpp, m, layers))
     one_round = (np.asarray(schedule) == SCHEDULE_CODE["interleaved_1f1b"]) & (vpp > 1) & (m < 2 * pp)
     largest = np.ceil(layers / np.maximum(vpp, 1.0)) / np.maximum(layers, 1.0)

@@ -343,6 +343,35 @@ def check_nanotron_layer_probe(out: dict) -> None:
     assert all(7.9 < m < 8.5 for m in out["loss_peak_bytes_per_logit"]), out["loss_peak_bytes_per_logit"]
 
 
+def check_pp_grad_release(out: dict) -> None:
+    """pp 2 x dp 2, 4 blocks per pp rank, n_microbatches = pp: 1F1B's peak holds every fp32 accumulator of its rank;
+    the one-round Interleaved1F1B peak (the backward of the rank's chunk with the embedding / the norm + output) holds
+    that chunk's alone: (ends + 2 blocks) / (ends + 4 blocks) of the rank's, 0.623 at the script's shape."""
+    assert (out["pp"], out["dp"], out["layers_per_pp_rank"], out["smoke"]) == (2, 2, 4, True)
+    assert [(c["schedule"], c["n_microbatches"]) for c in out["cases"]] == [("1F1B", 2), ("Interleaved1F1B", 2)]
+    d, f, v = out["shape"]["dim"], out["shape"]["ffn"], out["shape"]["vocab"]
+    block = 4 * (4 * d * d + 3 * d * f + 2 * d)  # fp32 bytes: wq wk wv wo, w1 w2 w3, two RMSNorm weights
+    ends = {0: 4 * v * d, 1: 4 * (v * d + d)}  # embedding; norm + output
+    onef1b, inter = (c["ranks"] for c in out["cases"])
+    assert [r["pp_rank"] for r in onef1b] == [r["pp_rank"] for r in inter] == [0, 0, 1, 1]
+    for r in onef1b:
+        assert r["stages"] == [r["pp_rank"]] and r["all_accumulator_bytes"] == ends[r["pp_rank"]] + 4 * block
+        assert abs(r["accumulator_share"] - 1.0) < 1e-6 and positive(r["peak_bytes"])
+    for r in inter:
+        pp = r["pp_rank"]
+        end_stage, mid_stage = (0, 2) if pp == 0 else (3, 1)
+        chunk = {str(end_stage): ends[pp] + 2 * block, str(mid_stage): 2 * block}
+        assert r["stages"] == [pp, pp + 2] and r["stage_accumulator_bytes"] == chunk and positive(r["peak_bytes"])
+        assert r["peak_phase"].startswith(f"B s{end_stage} ")
+        assert r["accumulated_grad_bytes_at_peak_by_stage"] == {**chunk, str(mid_stage): 0}  # the end chunk's alone
+        expected = (ends[pp] + 2 * block) / (ends[pp] + 4 * block)
+        assert r["accumulator_share"] == pytest.approx(expected, rel=1e-12) and r["accumulator_share"] < 0.75
+    assert out["onef1b_accumulator_share"] == max(r["accumulator_share"] for r in onef1b)
+    assert out["interleaved_one_round_accumulator_share"] == max(r["accumulator_share"] for r in inter) < 0.75
+    ratios = [i["peak_bytes"] / o["peak_bytes"] for i, o in zip(inter, onef1b)]
+    assert out["one_round_peak_ratio_by_rank"] == pytest.approx(ratios, abs=1e-4) and positive(out["wall_s"])
+
+
 SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "nanotron_layer_probe.py": (
         [
@@ -448,6 +477,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "scale_down_accuracy.py": (["--smoke", "--workdir", "sd"], check_scale_down_accuracy),
     "search_efficiency.py": (["--seeds", "1"], check_search_efficiency),
     "trainer_overhead.py": (["--steps", "1", "--batch", "2", "--micro-batch", "1"], check_trainer_overhead),
+    "pp_grad_release.py": (["--smoke"], check_pp_grad_release),
 }
 
 
