@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from autotune import __version__
 from autotune.core.model import ModelSpec
 from autotune.core.types import PLAN_DEFAULTS, ClusterSpec, ParallelPlan, TrainSpec
+from autotune.interop.train_keys import DROPOUT_LISTED
 from autotune.layouts.rules import require_well_formed
 
 
@@ -105,10 +106,14 @@ NOT_MAPPED = "NOT MAPPED: "
 SET = "SET "
 
 
+def _shown(value: object) -> str:
+    """A setting's value as the config tree spells it: booleans lower-case, null for None."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _setting(plan: ParallelPlan, name: str) -> str:
     """`plan.<name>=<value>` as the config tree spells it (booleans lower-case)."""
-    v = getattr(plan, name)
-    return f"plan.{name}={str(v).lower() if isinstance(v, bool) else v}"
+    return f"plan.{name}={_shown(getattr(plan, name))}"
 
 
 def skip_not_mapped(
@@ -126,19 +131,12 @@ TRAIN_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrainSpec) if f.
 RUNS = "RUNS "
 
 
-def _shown(value: object) -> str:
-    """A setting's value as the config tree spells it: booleans lower-case, null for None."""
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def skip_train(ex: Export, ctx: ExportContext, train_keys: Mapping[str, str], maps_moe_routing: bool = False) -> None:
     """One `ex.skip` per train field this job sets off TrainSpec's default that the exporter's TRAIN_KEYS table
     (autotune/interop/train_keys.py) marks "NOT MAPPED: why", or "RUNS v: why" with another value than v; then
     train.moe_routing other than the learned router on an MoE model unless the target maps it itself
     (`maps_moe_routing`), and the dropout a megatron-profile estimate priced where the table says the target's model
     makes none. Named, never dropped."""
-    from autotune.interop.train_keys import DROPOUT_LISTED
-
     t = ctx.train
     for name, entry in train_keys.items():
         value = getattr(t, name)

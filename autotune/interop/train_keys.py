@@ -1,6 +1,7 @@
 """Every exporter's table for the `train.*` fields (TrainSpec), as autotune/interop/plan_keys.py is for the plan's: each
 field -> what the target's file does with it, so a job setting that the file cannot carry is listed in it, never
-dropped (tests/unit/test_layout_completeness.py checks every table names every TrainSpec field).
+dropped (tests/unit/test_export_train_keys.py checks every table names every TrainSpec field and lists what it
+must).
 
 An entry is one of:
   "SET <key>"          written when the job sets the field off TrainSpec's default (`_common.apply_set_keys`);

@@ -13,6 +13,7 @@ from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.frameworks.bench_model import layer_activation_bytes, model_state_arrays
 from autotune.predict.memory import estimate_memory, memory_arrays, rank_params
 from autotune.predict.schedule import accumulated_grad_share, inflight_microbatches, layers_of_rank
+from autotune.spec.config import load_config
 
 # L=2, h=8, f=16, 2 heads (head_dim 4), 1 kv head (kv_dim 4), V=10, untied.
 # layer: wq 8*8=64, wk 8*4=32, wv 32, wo 64 -> 192; MLP 3*8*16=384; 2 norms 16 -> 592.
@@ -128,8 +129,6 @@ def test_one_round_interleaving_holds_one_chunks_gradient_accumulator():
     assert float(accumulated_grad_share(8, 1, 8, one, 15)) == 1.0  # one stage per rank
     # in the estimate: the worst rank of the 405B layout (rank 1, 16 layers) holds 8 of its 16 layers' fp32
     # accumulators at one round (m = 8) and all at two (m = 16); nothing else in "grads" depends on m
-    from autotune.spec.config import load_config
-
     cfg = load_config(["model=llama-3.1-405b", "cluster=h100-sxm-80gb", "train.framework=torchtitan"])
     base = dict(dp=8, tp=8, pp=8, zero_stage=3, sequence_parallel=True, recompute="full", micro_batch_size=4)
     train = dataclasses.replace(cfg.train, global_batch_size=8 * 4 * 8, seq_len=8192)
