@@ -67,7 +67,9 @@ assumption is named):
   fused loss with its default impl (NeMo-Framework-Launcher conf/training/llama/llama3_8b.yaml @ 24.07 8325688d:
   cross_entropy_loss_fusion true), which keeps the same fp32 bytes as the unfused one (the GPT-3 yamls do not set it:
   unfused, same bytes; the long-sequence page's recipes are not read: assumed).
-- TP overlap: Llama 3 70B / 405B rows with TP > 1 run Transformer Engine's userbuffers TP overlap (TP_OVERLAP_MODELS).
+- TP overlap: Llama 3 70B / 405B rows with TP > 1 run Transformer Engine's userbuffers TP overlap, and so do the
+  NeMo 24.07 rows whose launcher yaml sets ub_tp_comm_overlap (GPT-3 20B, Llama 2 70B, Nemotron 8B / 22B)
+  (TP_OVERLAP_MODELS).
 - EP communication overlap (plan.ep_overlap): per model, GPU, recipe and GPU count from the perf recipes
   (EP_OVERLAP_ON); off where they are silent.
 - token dispatcher (plan.moe_dispatcher): per model, GPU, recipe and GPU count from the perf recipes (DISPATCHER):
@@ -142,12 +144,18 @@ NEMO_MODEL = {
 # TP > 1; no such config is named for the other models, which keep plain TP. NVFP4 runs switch it off: every Llama 3 /
 # 3.1 perf config sets `tp_comm_overlap = False if precision == "nvfp4"` (scripts/performance/configs/llama/
 # llama3_llm_pretrain.py, llama31_llm_pretrain.py @ 0013c9a8), so those rows run plain (sequence-parallel) TP.
+# The NeMo 1.x rows (24.07) run the launcher's training yamls, which set `ub_tp_comm_overlap: True` for gpt3/20b,
+# llama/llama2_70b, llama/llama3_70b and nemotron/nemotron_{8b,22b}, False for gpt3/175b and nemotron_340b
+# (NeMo-Framework-Launcher launcher_scripts/conf/training/ @ tag 24.07; the H100 FP8 example scripts, e.g.
+# examples/training/gpt/h100/20b_fp8_8node.sh, do not override it).
 TP_OVERLAP_MODELS = {
     "llama-3.1-70b",
     "llama-3.1-405b",
     "nemotron-8b",
     "nemotron-22b",
-}  # + Nemotron yamls' ub_tp_comm_overlap
+    "gpt3-20b",
+    "llama2-70b",
+}
 # NeMo 24.07 H100 FP8 rows of dense models without a preset (NVIDIA/NeMo docs performance_summary.md, 2024-09):
 # GPT-3 as NeMo's examples/nlp/language_modeling/conf/gpt3 yamls run it (LayerNorm + GeLU 4h MLP, MHA, tied
 # embeddings; Brown et al. 2020 Table 2.1 shapes), Llama 2 13B/70B (meta-llama config.json: SwiGLU, RMSNorm, 70B with

@@ -210,6 +210,11 @@ def test_nemo_rows_carry_their_recipes_settings():
     assert (n8.dp, n8.tp, n8.pp, n8.micro_batch_size, n8.grad_accum_steps, n8.tp_overlap) == (32, 2, 1, 4, 2, True)
     assert (n22.dp, n22.tp, n22.pp, n22.vpp, n22.grad_accum_steps, n22.tp_overlap) == (8, 2, 4, 10, 16, True)
     assert runs[7].model.num_params() == pytest.approx(8.5e9, rel=0.02)  # 643 TFLOP/s / 12,507 tok/s / 6 (summary)
+    # the other NeMo 24.07 rows with TP > 1 as the launcher yamls @ tag 24.07 set ub_tp_comm_overlap: gpt3/20b.yaml and
+    # llama/llama2_70b.yaml True, gpt3/175b.yaml False
+    assert runs[1].model.name == "gpt3-20b" and runs[1].plan.tp == 2 and runs[1].plan.tp_overlap
+    assert runs[6].model.name == "llama2-70b" and runs[6].plan.tp == 4 and runs[6].plan.tp_overlap
+    assert runs[2].model.name == "gpt3-175b" and runs[2].plan.tp == 4 and not runs[2].plan.tp_overlap
     # NVFP4 runs switch TP overlap off (Megatron-Bridge scripts/performance/configs/llama/llama31_llm_pretrain.py:
     # tp_comm_overlap = False if precision == "nvfp4"): the same 405B layout on GB200 keeps it under FP8-CS / MXFP8
     assert runs[71].plan.fp8 == "nvfp4" and runs[71].plan.tp == 4 and not runs[71].plan.tp_overlap

@@ -37,11 +37,17 @@ def test_submissions_split_as_their_configs_say():
     g = lays["v50-gb200-256"]
     assert (g.plan.dp, g.plan.grad_accum_steps, g.train.global_batch_size, g.cluster) == (4, 112, 448, "gb200-nvl72")
     assert g.plan.pp_split_embedding and g.plan.pp_split_loss and g.train.embedding_wgrad_deferral == 50
+    # v5.1 tyche_ngpu512 / hsg_ngpu2560: config_common_cg.sh, sourced last, sets DEFER_EMBEDDING_WGRAD_COMPUTE=False
+    # over config_common.sh's True; config_common_fp4.sh sets FP8_PARAM_GATHER=False and TP_COMM_OVERLAP=False
+    for row in ("v51-gb300-128", "v51-gb200-512"):
+        v51 = lays[row]
+        assert v51.train.embedding_wgrad_deferral == 0 and not v51.train.fp8_param_gather, row
+        assert v51.plan.fp8 == "nvfp4" and not v51.plan.tp_overlap, row
 
 
 def test_every_submission_fits_the_device():
     """They ran, so none may need more than the device (no headroom). The v5.1 GB300 one (tp2, NVFP4 with its
-    bf16 weights kept: its fp4 config file is not readable) is the tightest: ~277.4 of 277.5 GiB."""
+    bf16 weights kept, FP8_PARAM_GATHER=False in config_common_fp4.sh) is the tightest: ~277.3 of 277.5 GiB."""
     pf = _published_fit()
     for lay in load_mlperf()[0]:
         got = pf.score(lay)
