@@ -28,7 +28,9 @@ def _published_fit():
 
 def test_submissions_split_as_their_configs_say():
     lays = {lay.row: lay for lay in load_mlperf()[0]}
-    assert len(lays) == 7 and all(lay.ran and lay.framework == "megatron" for lay in lays.values())
+    # every Llama 3.1 405B result of v5.0 (14 submissions: NVIDIA, IBM+CoreWeave+NVIDIA, Nebius) and of v5.1 (8: NVIDIA,
+    # Nebius, University of Florida), each the config its folder's README names and its results ran (mlperf_runs.py)
+    assert len(lays) == 22 and all(lay.ran and lay.framework == "megatron" for lay in lays.values())
     # eos-dfw_n1024 config_DGXH100_1024x8x24xtp8pp8cp2.sh: 8192 GPUs / (8 x 8 x 2) = dp 64, MINIBS 24 micro-batches;
     # its comment: "global batch size will be DGXNNODES*MINIBS/16" = 1024 x 24 / 16 = 1536
     h = lays["v50-h100-8192"]
@@ -37,17 +39,28 @@ def test_submissions_split_as_their_configs_say():
     g = lays["v50-gb200-256"]
     assert (g.plan.dp, g.plan.grad_accum_steps, g.train.global_batch_size, g.cluster) == (4, 112, 448, "gb200-nvl72")
     assert g.plan.pp_split_embedding and g.plan.pp_split_loss and g.train.embedding_wgrad_deferral == 50
-    # v5.1 tyche_ngpu512 / hsg_ngpu2560: config_common_cg.sh, sourced last, sets DEFER_EMBEDDING_WGRAD_COMPUTE=False
-    # over config_common.sh's True; config_common_fp4.sh sets FP8_PARAM_GATHER=False and TP_COMM_OVERLAP=False
-    for row in ("v51-gb300-128", "v51-gb200-512"):
+    # v5.1 NVIDIA (theia GB300, tyche and hsg GB200): config_common_cg.sh, sourced last, sets
+    # DEFER_EMBEDDING_WGRAD_COMPUTE=False over config_common.sh's True; config_common_fp4.sh sets FP8_PARAM_GATHER=False
+    # and TP_COMM_OVERLAP=False
+    for row in ("v51-gb300-512", "v51-gb200-512", "v51-gb200-2560", "v51-gb200-5120"):
         v51 = lays[row]
         assert v51.train.embedding_wgrad_deferral == 0 and not v51.train.fp8_param_gather, row
         assert v51.plan.fp8 == "nvfp4" and not v51.plan.tp_overlap, row
+    # theia_ngpu512 (systems/theia_ngpu512_ngc25.09_nemo.json: 128 nodes x 4 GB300): config_GB300_128x4x72xtp2pp8cp2,
+    # 512 / (2 x 8 x 2) = dp 16, 72 micro-batches, GBS 1152 as its result logs; Nebius n64: DGX H200, FP8 params
+    g3, h2 = lays["v51-gb300-512"], lays["v51-h200-512"]
+    assert (g3.plan.dp, g3.plan.tp, g3.plan.grad_accum_steps, g3.train.global_batch_size) == (16, 2, 72, 1152)
+    assert (h2.cluster, h2.plan.tp_overlap, h2.train.fp8_param_gather, h2.train.embedding_wgrad_deferral) == (
+        "h200-141gb",
+        True,
+        True,
+        50,
+    )
 
 
 def test_every_submission_fits_the_device():
-    """They ran, so none may need more than the device (no headroom). The v5.1 GB300 one (tp2, NVFP4 with its
-    bf16 weights kept, FP8_PARAM_GATHER=False in config_common_fp4.sh) is the tightest: ~277.3 of 277.5 GiB."""
+    """They ran, so none may need more than the device (no headroom). The tightest is v5.0 H100 512 GPUs (tp8, 288
+    micro-batches): ~67 of 79.6 GiB; v5.1 GB300 (tp2, NVFP4 with bf16 weights kept) ~242 of 277.5 GiB."""
     pf = _published_fit()
     for lay in load_mlperf()[0]:
         got = pf.score(lay)
