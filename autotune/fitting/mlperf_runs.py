@@ -1,7 +1,8 @@
 """MLPerf Training Llama 3.1 405B submissions (NVIDIA's NeMo / Megatron-Core implementations, v5.0 and v5.1) as
 published layouts that ran (benchmarks/published_fit.py source `mlperf`; no memory figure is published): each row of
 benchmarks/data/measured/mlperf_llama31_405b_configs.csv is one submission's config_*.sh, read with the config_common
-files its folder sources (cited per row): every 405B result of v5.0 (14) and v5.1 (8), each the config its folder's
+files its folder sources (cited per row): every 405B result of v5.0 (14) and v5.1 (6; its two Nebius results are the
+v5.0 logs byte for byte, one row each), each the config its folder's
 README-<system>.md names and its results/<system>/llama31_405b logs ran (gradient_accumulation_steps and
 global_batch_size as the layout gives them); the other config files of a folder (other systems' layouts that no result
 of the round ran) are not rows. FP8_PARAMS (v5.0 H100 / H200) and FP8_PARAM_GATHER both map to train.fp8_param_gather. The submissions' implementation maps the environment variables onto
@@ -26,7 +27,7 @@ from autotune.fitting.run_types import DATA, preset_model
 
 MLPERF_CSV = "mlperf_llama31_405b_configs.csv"
 SEQ_LEN = 8192  # conf/custom.yaml model.encoder_seq_length
-GPU = {**NEMO_GPU, "H200": "h200-141gb"}  # the v5.1 Nebius submissions ran DGX H200 nodes
+GPU = {**NEMO_GPU, "H200": "h200-141gb"}  # the Nebius submissions ran DGX H200 nodes
 
 
 def mlperf_layout(r) -> tuple[str, TrainSpec, ParallelPlan]:
