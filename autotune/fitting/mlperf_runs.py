@@ -13,7 +13,12 @@ account_for_embedding / loss_in_pipeline_split; FP8 with fp8_recipe (delayed by 
 FP8 operand bytes), FP8_PARAM_GATHER; USE_DIST_OPTIMIZER (ZeRO-1); TP_COMM_OVERLAP (userbuffers); FULL_CUDA_GRAPH;
 DEFER_EMBEDDING_WGRAD_COMPUTE with WGRAD_DEFERRAL_LIMIT (train.embedding_wgrad_deferral); cross_entropy_loss_fusion
 (default true: Megatron's fused loss, "native"); PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; sequence 8192
-(encoder_seq_length)."""
+(encoder_seq_length).
+
+Speed: `train_step_time_s` is the median over the submission's result files (results/<system>/llama31_405b/
+result_*.txt, 3 each) of each file's median `train_step_time` (the mlperf_common callback's tracked_stats, one per
+training step; evaluation is outside it), so tokens/s per GPU = global batch x 8192 / step / GPUs
+(`measured_tokens_per_s_per_gpu`). Nothing is fitted on it: benchmarks/mlperf_speed.py scores the speed model there."""
 
 from __future__ import annotations
 
@@ -76,4 +81,14 @@ def load_mlperf_rows(folder: Path = DATA) -> list[tuple[str, object, str, TrainS
     for r in pd.read_csv(folder / MLPERF_CSV).itertuples():
         cluster, train, plan = mlperf_layout(r)
         out.append((str(r.row_id), model, cluster, train, plan, bool(r.expandable_segments)))
+    return out
+
+
+def measured_tokens_per_s_per_gpu(folder: Path = DATA) -> dict[str, float]:
+    """Row id -> the submission's training tokens/s per GPU from its logged median step time (module docstring)."""
+    out = {}
+    for r in pd.read_csv(folder / MLPERF_CSV).itertuples():
+        n, tp, pp, cp = int(r.n_gpus), int(r.tp), int(r.pp), int(r.cp)
+        gbs = int(r.minibs) * (n // (tp * pp * cp))
+        out[str(r.row_id)] = gbs * SEQ_LEN / float(r.train_step_time_s) / n
     return out

@@ -142,6 +142,17 @@ def check_published_fit(out: dict) -> None:
     )
 
 
+def check_mlperf_speed(out: dict) -> None:
+    # the 20 MLPerf Llama 3.1 405B submissions (mlperf_llama31_405b_configs.csv), each with a logged step time
+    assert out["rows"] == len(out["per_row"]) == 20 == sum(c["n"] for c in out["by_cluster"].values())
+    for r in out["per_row"]:
+        assert r["measured_tokens_per_s_per_gpu"] > 0 and r["predicted_tokens_per_s_per_gpu"] > 0
+        assert r["err"] == pytest.approx(
+            r["predicted_tokens_per_s_per_gpu"] / r["measured_tokens_per_s_per_gpu"] - 1, abs=2e-3
+        )
+    assert out["median_abs_err"] >= abs(out["median_signed_err"]) - 1e-9
+
+
 def check_refit(out: dict) -> None:
     # fitted on the 9 h200_bench rows into a copy of the presets (see SMOKE): every family's coefficients written, in
     # 9 presets (h100-hbm2e-96gb: the torchtitan pages' GPUs)
@@ -398,6 +409,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "fp8_ratio.py": ([], check_fp8_ratio),
     "h200_bench_model.py": (["--moe-only"], check_h200_bench_model),
     "published_fit.py": (["--sources", "h200"], check_published_fit),
+    "mlperf_speed.py": ([], check_mlperf_speed),
     "torchtitan_loss_peak.py": (["--no-compile", "--tokens", "256", "--vocab", "512"], check_torchtitan_loss_peak),
     "sweep_store.py": (
         ["--gpus", "8", "--model", "llama-3.2-1b", "--cluster", "h100-sxm-80gb", "--max-trials", "2"],

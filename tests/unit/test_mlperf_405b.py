@@ -11,6 +11,7 @@ import pytest
 
 from autotune.core.errors import SpecError
 from autotune.core.types import ParallelPlan, TrainSpec
+from autotune.fitting.mlperf_runs import measured_tokens_per_s_per_gpu
 from autotune.fitting.published_runs import load_mlperf
 from autotune.fitting.run_types import preset_model
 from autotune.predict.frameworks.megatron import MegatronProfile
@@ -57,6 +58,15 @@ def test_submissions_split_as_their_configs_say():
         True,
         50,
     )
+
+
+def test_measured_speed_is_the_logged_step_time():
+    """tokens/s per GPU = global batch x 8192 / median train_step_time / GPUs, hand-computed from the cited logs:
+    eos-dfw_n64 (v5.0, 512 H100, GBS 1152) 55.143 s; theia_ngpu512 (v5.1, 512 GB300, GBS 1152) 13.145 s."""
+    got = measured_tokens_per_s_per_gpu()
+    assert len(got) == 20
+    assert got["v50-h100-512"] == pytest.approx(1152 * 8192 / 55.143 / 512)  # 334.3
+    assert got["v51-gb300-512"] == pytest.approx(1152 * 8192 / 13.145 / 512)  # 1402.2
 
 
 def test_every_submission_fits_the_device():
