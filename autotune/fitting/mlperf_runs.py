@@ -2,12 +2,12 @@
 published layouts that ran (benchmarks/published_fit.py source `mlperf`; no memory figure is published): each row of
 benchmarks/data/measured/mlperf_llama31_405b_configs.csv is one submission's config_*.sh, read with the config_common
 files its folder sources (cited per row): every 405B result of v5.0 (14) and v5.1 (6; its two Nebius results are the
-v5.0 logs byte for byte, one row each), each the config its folder's
-README-<system>.md names and its results/<system>/llama31_405b logs ran (gradient_accumulation_steps and
-global_batch_size as the layout gives them); the other config files of a folder (other systems' layouts that no result
-of the round ran) are not rows. FP8_PARAMS (v5.0 H100 / H200) and FP8_PARAM_GATHER both map to train.fp8_param_gather. The submissions' implementation maps the environment variables onto
-Megatron-Core through conf/custom.yaml (prishajain1/training_results_v5.0 @ 0fdc28f0, NVIDIA tyche_ngpu256_ngc25.04_nemo):
-TENSOR/PIPELINE_MODEL_PARALLEL, INTERLEAVED_PIPELINE (virtual stages), CONTEXT_PARALLEL, MICRO_BATCH_SIZE, global batch =
+v5.0 logs byte for byte, one row each), each the config its folder's README-<system>.md names and its
+results/<system>/llama31_405b logs ran (gradient_accumulation_steps and global_batch_size as the layout gives them);
+the other config files of a folder (other systems' layouts that no result of the round ran) are not rows. FP8_PARAMS
+(v5.0 H100 / H200) and FP8_PARAM_GATHER both map to train.fp8_param_gather. The submissions' implementation maps the
+environment variables onto Megatron-Core through conf/custom.yaml (prishajain1/training_results_v5.0 @ 0fdc28f0,
+NVIDIA tyche_ngpu256_ngc25.04_nemo): TENSOR/PIPELINE_MODEL_PARALLEL, INTERLEAVED_PIPELINE (virtual stages), CONTEXT_PARALLEL, MICRO_BATCH_SIZE, global batch =
 MINIBS x (GPUs / (tp pp cp)), i.e. MINIBS micro-batches of mbs 1 per data-parallel rank; ASYM_PP_EMBED / ASYM_PP_LOSS ->
 account_for_embedding / loss_in_pipeline_split; FP8 with fp8_recipe (delayed by default, priced as tensorwise: the same
 FP8 operand bytes), FP8_PARAM_GATHER; USE_DIST_OPTIMIZER (ZeRO-1); TP_COMM_OVERLAP (userbuffers); FULL_CUDA_GRAPH;
