@@ -3,8 +3,8 @@
 The 20 submissions of benchmarks/data/measured/mlperf_llama31_405b_configs.csv (v5.0 and v5.1: H100, H200, B200,
 GB200, GB300; autotune/fitting/mlperf_runs.py maps each config to its layout) with their median logged
 `train_step_time` (`measured_tokens_per_s_per_gpu`). Nothing in the performance model was fitted on these rows, so
-the errors are out of sample. Each layout is scored by the planner (`autotune.layouts.planner.score_arrays`) on its
-cluster preset with the recipe's allocator setting, as benchmarks/published_fit.py scores its memory.
+the errors are out of sample. Each layout is scored by the planner (`autotune.layouts.planner.score_arrays`) under
+benchmarks/published_fit.py's `layout_config` (its cluster preset with the recipe's allocator setting).
 Prints one line per submission on stderr, then ONE JSON object on stdout: `rows`, `median_abs_err`, `median_signed_err` (predicted /
 measured - 1), `by_cluster` ({cluster: {n, median_signed_err}}), `per_row` (row, cluster, layout, measured and
 predicted tokens/s per GPU, err).
@@ -13,7 +13,6 @@ Run: PYTHONPATH=. python benchmarks/mlperf_speed.py
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -23,18 +22,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from published_fit import layout_config  # noqa: E402  (benchmarks/, on sys.path)
+
 from autotune.core.labels import layout_label  # noqa: E402
 from autotune.core.plan_arrays import arrays_from_plans  # noqa: E402
 from autotune.fitting.mlperf_runs import measured_tokens_per_s_per_gpu  # noqa: E402
 from autotune.fitting.published_runs import load_mlperf  # noqa: E402
 from autotune.layouts.planner import score_arrays  # noqa: E402
-from autotune.spec.config import load_config  # noqa: E402
 
 
 def predicted_tokens_per_s_per_gpu(lay) -> float:
-    base = load_config([f"cluster={lay.cluster}"])
-    cluster = dataclasses.replace(base.cluster, expandable_segments=lay.expandable_segments)
-    cfg = dataclasses.replace(base, model=lay.model, train=lay.train, cluster=cluster)
+    cfg = layout_config(lay)
     row = score_arrays(arrays_from_plans([lay.plan]), cfg, lay.plan.world_size, lay.profile).iloc[0]
     return float(row["pred_tokens_per_s_per_gpu"])
 

@@ -45,13 +45,19 @@ def _config(cluster: str):
     return load_config([f"cluster={cluster}"])
 
 
-def score(lay) -> dict:
-    """The planner's verdict and memory for one published layout (its model, train and framework)."""
+def layout_config(lay):
+    """The config a published layout is scored under: its cluster preset with the recipe's allocator setting
+    (PYTORCH_CUDA_ALLOC_CONF, published_runs.PublishedLayout.expandable_segments), its model and train."""
     base = _config(lay.cluster)
     cluster = base.cluster
-    if lay.expandable_segments is not None:  # the recipe's PYTORCH_CUDA_ALLOC_CONF (published_runs.PublishedLayout)
+    if lay.expandable_segments is not None:
         cluster = dataclasses.replace(cluster, expandable_segments=lay.expandable_segments)
-    cfg = dataclasses.replace(base, model=lay.model, train=lay.train, cluster=cluster)
+    return dataclasses.replace(base, model=lay.model, train=lay.train, cluster=cluster)
+
+
+def score(lay) -> dict:
+    """The planner's verdict and memory for one published layout (its model, train and framework)."""
+    cfg = layout_config(lay)
     arr = arrays_from_plans([lay.plan])
     row = score_arrays(arr, cfg, lay.plan.world_size, lay.profile).iloc[0]
     mem = memory_arrays(arr, lay.model, lay.train, cfg.cluster, lay.profile)

@@ -88,7 +88,7 @@ def measured_tokens_per_s_per_gpu(folder: Path = DATA) -> dict[str, float]:
     """Row id -> the submission's training tokens/s per GPU from its logged median step time (module docstring)."""
     out = {}
     for r in pd.read_csv(folder / MLPERF_CSV).itertuples():
-        n, tp, pp, cp = int(r.n_gpus), int(r.tp), int(r.pp), int(r.cp)
-        gbs = int(r.minibs) * (n // (tp * pp * cp))
-        out[str(r.row_id)] = gbs * SEQ_LEN / float(r.train_step_time_s) / n
+        _, train, plan = mlperf_layout(r)
+        tokens = train.global_batch_size * train.seq_len
+        out[str(r.row_id)] = tokens / float(r.train_step_time_s) / plan.world_size
     return out

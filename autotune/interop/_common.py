@@ -188,7 +188,7 @@ def comment_block(lines: list[str], marker: str = "#") -> str:
 def apply_set_keys(ex: Export, spec: ParallelPlan | TrainSpec, keys: Mapping[str, str]) -> Export:
     """Write every field the table (a PLAN_KEYS or TRAIN_KEYS table) maps as "SET <key>" and the plan / train spec
     `spec` sets off its default: a Megatron flag (`--name value`) onto an argv body, a dotted path into a document
-    body. Returns `ex` (a translate's last step)."""
+    body. Returns `ex`."""
     defaults = PLAN_DEFAULTS if isinstance(spec, ParallelPlan) else TRAIN_DEFAULTS
     for name, target in keys.items():
         if not target.startswith(SET) or getattr(spec, name) == defaults[name]:
@@ -203,3 +203,8 @@ def apply_set_keys(ex: Export, spec: ParallelPlan | TrainSpec, keys: Mapping[str
             node = node.setdefault(part, {})
         node[leaf] = value
     return ex
+
+
+def apply_tables(ex: Export, ctx: ExportContext, plan_keys: Mapping[str, str], train_keys: Mapping[str, str]) -> Export:
+    """A translate's last step: the PLAN_KEYS and TRAIN_KEYS tables' direct "SET" keys (`apply_set_keys`)."""
+    return apply_set_keys(apply_set_keys(ex, ctx.plan, plan_keys), ctx.train, train_keys)

@@ -21,7 +21,7 @@ from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import (
     Export,
     ExportContext,
-    apply_set_keys,
+    apply_tables,
     comment_block,
     header_lines,
     skip_not_mapped,
@@ -91,7 +91,7 @@ def translate(ctx: ExportContext) -> Export:
     elif p.fp8 in ("mxfp8", "nvfp4"):
         ex.skip(f"plan.fp8={p.fp8}", "accelerate's fp8 backends (TE, MSAMP, AO float8) have no block-scaled recipe")
     ex.body = body
-    return apply_set_keys(apply_set_keys(ex, ctx.plan, PLAN_KEYS), ctx.train, TRAIN_KEYS)  # the tables' direct keys
+    return apply_tables(ex, ctx, PLAN_KEYS, TRAIN_KEYS)
 
 
 def _fsdp1(ctx: ExportContext, ex: Export) -> dict:

@@ -21,7 +21,7 @@ from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import (
     Export,
     ExportContext,
-    apply_set_keys,
+    apply_tables,
     header_lines,
     skip_not_mapped,
     skip_train,
@@ -73,7 +73,7 @@ def translate(ctx: ExportContext) -> Export:
             "the model written as a deepspeed.pipe.PipelineModule(num_stages=pp); it is not a config key",
         )
     ex.body = body
-    return apply_set_keys(apply_set_keys(ex, ctx.plan, PLAN_KEYS), ctx.train, TRAIN_KEYS)  # the tables' direct keys
+    return apply_tables(ex, ctx, PLAN_KEYS, TRAIN_KEYS)
 
 
 def _hpz(p: ParallelPlan, body: dict, ex: Export) -> None:

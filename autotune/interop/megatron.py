@@ -19,7 +19,7 @@ from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import (
     Export,
     ExportContext,
-    apply_set_keys,
+    apply_tables,
     comment_block,
     header_lines,
     skip_not_mapped,
@@ -67,7 +67,7 @@ def translate(ctx: ExportContext) -> Export:
     _cuda_graphs_note(ctx, ex)
     _master_remainders_note(ctx, ex)
     ex.body = argv
-    return apply_set_keys(apply_set_keys(ex, ctx.plan, PLAN_KEYS), ctx.train, TRAIN_KEYS)  # the tables' direct keys
+    return apply_tables(ex, ctx, PLAN_KEYS, TRAIN_KEYS)
 
 
 def _grad_dtype_args(ctx: ExportContext, ex: Export) -> list[list[str]]:

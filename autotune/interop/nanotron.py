@@ -22,7 +22,7 @@ from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import (
     Export,
     ExportContext,
-    apply_set_keys,
+    apply_tables,
     comment_block,
     header_lines,
     skip_not_mapped,
@@ -137,7 +137,7 @@ def translate(ctx: ExportContext) -> Export:
             },
         },
     }
-    return apply_set_keys(apply_set_keys(ex, ctx.plan, PLAN_KEYS), ctx.train, TRAIN_KEYS)  # the tables' direct keys
+    return apply_tables(ex, ctx, PLAN_KEYS, TRAIN_KEYS)
 
 
 def _unmapped(ctx: ExportContext, ex: Export) -> None:

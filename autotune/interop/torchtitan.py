@@ -25,7 +25,7 @@ from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.interop._common import (
     Export,
     ExportContext,
-    apply_set_keys,
+    apply_tables,
     comment_block,
     header_lines,
     skip_not_mapped,
@@ -108,7 +108,7 @@ def translate(ctx: ExportContext) -> Export:
         else:
             ex.body["model"]["converters"] = ["quantize.linear.float8"]
             ex.body["quantize"] = {"linear": {"float8": {"recipe_name": p.fp8, "filter_fqns": ["output"]}}}
-    return apply_set_keys(apply_set_keys(ex, ctx.plan, PLAN_KEYS), ctx.train, TRAIN_KEYS)  # the tables' direct keys
+    return apply_tables(ex, ctx, PLAN_KEYS, TRAIN_KEYS)
 
 
 def _moe_routing(ctx: ExportContext, ex: Export) -> None:

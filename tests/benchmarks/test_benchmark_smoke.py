@@ -150,7 +150,10 @@ def check_mlperf_speed(out: dict) -> None:
         assert r["err"] == pytest.approx(
             r["predicted_tokens_per_s_per_gpu"] / r["measured_tokens_per_s_per_gpu"] - 1, abs=2e-3
         )
-    assert out["median_abs_err"] >= abs(out["median_signed_err"]) - 1e-9
+    # the five clusters the submissions ran, and the summary is the rows' own median
+    assert set(out["by_cluster"]) == {"h100-sxm-80gb", "h200-141gb", "b200", "gb200-nvl72", "gb300-nvl72"}
+    errs = sorted(r["err"] for r in out["per_row"])
+    assert out["median_signed_err"] == pytest.approx((errs[9] + errs[10]) / 2, abs=1e-4)
 
 
 def check_refit(out: dict) -> None:
