@@ -8,7 +8,8 @@ t = tp, s = seq_len/cp (tokens per rank), b = micro-batch size, h = hidden, f = 
 
 Pipeline (Korthikanti Eq. 5 and its interleaving note; Narayanan et al. 2021 Sec 2.2): rank r of 1F1B holds
   min(pp - r, m) micro-batches in flight, interleaved 1F1B ((pp-r-1)*2 + (vpp-1)*pp + 1)/vpp (rank 0:
-  pp*(1 + (pp-1)/(pp*vpp))); GPipe holds all m. Layers per rank follow bench_model's split (`layers_of_rank`).
+  pp*(1 + (pp-1)/(pp*vpp))); GPipe holds all m. Layers per rank follow bench_model's split (`layers_of_rank`) or
+  the framework's own (FrameworkProfile.pipeline_layers: nanotron's compute-balanced walk).
   The worst rank is the largest of ranks 0 (embedding, most micro-batches), 1 (gets uneven-split extra layers first)
   and pp-1 (head, final norm, logits).
 The terms themselves come from the framework profile that train.framework names (autotune/predict/frameworks/,
@@ -19,6 +20,7 @@ rank, the host column, the reserved peak.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,6 +46,7 @@ def rank_params(
     etp: Any = 1,
     moe_tp_replicated: float = 0.0,
     pp_split: tuple[Any, Any] = (False, False),
+    layers_fn: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:
     """Parameters of pipeline ranks 0, 1 and pp-1 (`first`, `second`, `last`), the part of each that is FSDP's root
     unit (embedding, final norm, head: `root_<pos>`), their layer counts (`layers_<pos>`) and one layer's local size.
@@ -52,7 +55,8 @@ def rank_params(
     (autotune/predict/moe.py); `layer` is the largest local layer, dense part plus one MoE layer's expert share.
     `moe_tp_replicated`: parameters of each MoE layer that the framework keeps whole on every tp rank (bench_model:
     router and shared expert, Replicate DTensors) instead of splitting them by tp. `pp_split`: plan.pp_split_embedding
-    and pp_split_loss (Megatron's embedding / loss pipeline-split accounting, `schedule.layers_of_rank`)."""
+    and pp_split_loss (Megatron's embedding / loss pipeline-split accounting, `schedule.layers_of_rank`). `layers_fn`:
+    the framework's own split (FrameworkProfile.pipeline_layers; default `schedule.layers_of_rank`)."""
     tp, pp, vpp = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp))
     experts = model.num_moe_layers * moe.expert_layer_params(model) if model.is_moe else 0
     matmul = model.matmul_params() - model.vocab_size * model.hidden_size - experts  # all blocks' dense matrices
@@ -85,7 +89,10 @@ def rank_params(
         "layer_matmul": per_layer_matmul / tp,  # one layer's local dense linear weights (no norms, no routed experts)
     }
     for pos in POSITIONS:
-        layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos], *pp_split)
+        if layers_fn is None:
+            layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos], *pp_split)
+        else:
+            layers = layers_fn(model, pp, vpp, ranks[pos], *pp_split)
         out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + roots[pos], roots[pos], layers
         out[f"rank_{pos}"] = ranks[pos]
         out[f"moe_layers_{pos}"] = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos], *pp_split) if model.is_moe else 0
@@ -253,8 +260,9 @@ def memory_arrays(
     c = DTYPE_BYTES[train.compute_dtype]
     pp_split = (arr["pp_split_embedding"], arr["pp_split_loss"])  # Megatron's pipeline-split accounting
     psi = rank_params(
-        model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"], prof.moe_tp_replicated_params(model), pp_split
-    )
+        model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"], prof.moe_tp_replicated_params(model), pp_split,
+        prof.pipeline_layers,
+    )  # fmt: skip
     seq = train.seq_len / cp
     layer_act = _layer_activations(prof, arr, model, seq, c, arr["recompute"])
     if np.any(recompute_share.partial(arr)):  # plan.recompute_layers: the chunk's other layers keep everything

@@ -306,7 +306,10 @@ def ends_compute_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpe
     lt = _layer_terms(arr, model, train, cluster)
     lt["compute"] = lt["gemm"] + lt["attn"] + lt["mem"]
     split = (arr["pp_split_embedding"], arr["pp_split_loss"])
-    ranks = rank_params(model, arr["tp"], arr["pp"], arr["vpp"], arr["ep"], arr["etp"], pp_split=split)
+    layers_fn = get_profile(train.framework).pipeline_layers
+    ranks = rank_params(
+        model, arr["tp"], arr["pp"], arr["vpp"], arr["ep"], arr["etp"], pp_split=split, layers_fn=layers_fn
+    )
     return arr["grad_accum_steps"] * _busiest_stage(arr, model, train, cluster, lt, ranks)["ends"]
 
 
@@ -322,10 +325,12 @@ def perf_arrays(
     num_gpus = arr["dp"] * arr["tp"] * pp * arr["cp"]
     lt = _layer_terms(arr, model, train, cluster)
     lt["compute"] = lt["gemm"] + lt["attn"] + lt["mem"]
-    # the busiest stage under the layout's split (Megatron's embedding / loss accounting moves a layer off the end stages)
+    # the busiest stage under the layout's split (Megatron's embedding / loss accounting moves a layer off the end
+    # stages; nanotron's compute-balanced walk gives rank 0 the ceiling of its share: FrameworkProfile.pipeline_layers)
     ranks = rank_params(
-        model, arr["tp"], pp, vpp, arr["ep"], arr["etp"], pp_split=(arr["pp_split_embedding"], arr["pp_split_loss"])
-    )
+        model, arr["tp"], pp, vpp, arr["ep"], arr["etp"], pp_split=(arr["pp_split_embedding"], arr["pp_split_loss"]),
+        layers_fn=get_profile(train.framework).pipeline_layers,
+    )  # fmt: skip
     stage = _busiest_stage(arr, model, train, cluster, lt, ranks)
     stage["fwd_layer"] = lt["compute"] / lt["passes"]
     stage["bwd_layer"] = lt["compute"] - stage["fwd_layer"]

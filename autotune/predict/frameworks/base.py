@@ -28,6 +28,7 @@ from autotune.predict.frameworks.shared_terms import (  # noqa: F401  (re-export
     state_inputs,
     torch_pipeline_buffers,
 )
+from autotune.predict.schedule import layers_of_rank
 
 
 @dataclass(frozen=True)
@@ -352,6 +353,12 @@ class FrameworkProfile(ABC):
         return 0.0
 
     # ---- pipeline -----------------------------------------------------------------------------------------------
+    def pipeline_layers(self, model: ModelSpec, pp: Any, vpp: Any, rank: Any, embed: Any = False, loss: Any = False):
+        """Layers pipeline rank `rank` holds: bench_model's split, with Megatron's embedding / loss accounting where
+        the plan asks for it (autotune/predict/schedule.py `layers_of_rank`). A framework that splits otherwise
+        (nanotron's compute-balanced walk) overrides it."""
+        return layers_of_rank(model.num_layers, pp, vpp, rank, embed, loss)
+
     @abstractmethod
     def inflight(self, pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any) -> np.ndarray:
         """Micro-batches whose activations pipeline rank `rank` holds at its peak (units of all its layers)."""

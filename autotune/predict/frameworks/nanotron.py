@@ -44,6 +44,7 @@ from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import moe, reserved
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
+from autotune.predict.frameworks.nanotron_split import nanotron_empty_ranks, nanotron_layers_of_rank
 
 _AFAB = SCHEDULE_CODE["gpipe"]  # nanotron's all-forward-all-backward engine (the exporter writes pp_engine: afab)
 
@@ -199,6 +200,15 @@ class NanotronProfile(FrameworkProfile):
         one_f_one_b = np.where(pp == 1, 1.0, np.minimum(pp - r, m))
         return np.where(sch == _AFAB, m, one_f_one_b)
 
+    def pipeline_layers(self, model: ModelSpec, pp: Any, vpp: Any, rank: Any, embed: Any = False, loss: Any = False):
+        """nanotron's compute-balanced split (nanotron_split.py): rank 0 takes the ceiling of its cost share, the
+        lm_head's V h takes layers off the last ranks. MoE models keep the even split (nanotron's Llama has no MoE
+        blocks; what a MoE block costs in its walk is not read here). Megatron's split accounting is rejected
+        elsewhere (megatron-only knobs)."""
+        if model.is_moe:
+            return super().pipeline_layers(model, pp, vpp, rank, embed, loss)
+        return nanotron_layers_of_rank(model, pp, rank)
+
     def last_stage_inflight(self, pp: Any, m: Any, schedule: Any) -> np.ndarray:
         # afab keeps every micro-batch's loss graph (engine.py:54 stores each loss for the backward pass): the head
         # activations and fp32 softmax of all m micro-batches on the last stage
@@ -250,6 +260,15 @@ class NanotronProfile(FrameworkProfile):
                 lambda recompute: (
                     f"recompute={recompute}: nanotron recomputes whole layers only "
                     "(ParallelismArgs.recompute_layer); recompute must be none or full"
+                ),
+            ),
+            self.rule(
+                "pp_blocks",
+                lambda pp, model: (pp > 1) & (not model.is_moe) & (nanotron_empty_ranks(model, pp) > 0),
+                lambda pp, model: (
+                    f"pp={pp}: nanotron's compute-balanced split (lm_head counted as V*h = "
+                    f"{model.vocab_size * model.hidden_size:,}) leaves {int(nanotron_empty_ranks(model, pp))} pipeline "
+                    "rank(s) without a block (models/base.py build_model; bench_cluster skips these layouts)"
                 ),
             ),
             self.rule(
