@@ -178,6 +178,13 @@ class ParallelPlan:
     # schedule, two micro-batches in flight), so searched only when asked. Memory: not modelled (one more micro-batch
     # of activations in flight), hence "shape".
     ep_overlap: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" ep-overlap")
+    # Megatron-Core's rank order `--use-tp-pp-dp-mapping` (megatron/training/initialize.py @ core_v0.16.1:
+    # order 'tp-cp-ep-pp-dp' instead of 'tp-cp-ep-dp-pp'): the pipeline stages become the inner neighbours and the
+    # data-parallel replicas the outermost dimension, so on an NVL72 rack the pipeline's p2p stays on NVLink and the
+    # data-parallel reduction crosses racks (autotune/predict/perf_dp.py `dp_group_geometry`). NVIDIA's MLPerf
+    # Llama 3.1 405B GB200 / GB300 submissions set it (TP_PP_DP_MAPPING=True). Megatron only (rule
+    # tp_pp_dp_mapping_needs_megatron). Memory: unchanged; a different job's topology, so searched only when asked.
+    tp_pp_dp_mapping: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" dp-last")
     # Partial full recompute: Megatron-Core's `--recompute-granularity full --recompute-method block
     # --recompute-num-layers N` (TransformerBlock._checkpointed_forward, megatron/core/transformer/transformer_block.py
     # @ core_r0.16.1): N layers of each pipeline model chunk (a virtual stage's TransformerBlock) re-run their forward

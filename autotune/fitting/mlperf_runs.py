@@ -10,7 +10,9 @@ environment variables onto Megatron-Core through conf/custom.yaml (prishajain1/t
 NVIDIA tyche_ngpu256_ngc25.04_nemo): TENSOR/PIPELINE_MODEL_PARALLEL, INTERLEAVED_PIPELINE (virtual stages), CONTEXT_PARALLEL, MICRO_BATCH_SIZE, global batch =
 MINIBS x (GPUs / (tp pp cp)), i.e. MINIBS micro-batches of mbs 1 per data-parallel rank; ASYM_PP_EMBED / ASYM_PP_LOSS ->
 account_for_embedding / loss_in_pipeline_split; FP8 with fp8_recipe (delayed by default, priced as tensorwise: the same
-FP8 operand bytes), FP8_PARAM_GATHER; USE_DIST_OPTIMIZER (ZeRO-1); TP_COMM_OVERLAP (userbuffers); FULL_CUDA_GRAPH;
+FP8 operand bytes), FP8_PARAM_GATHER; USE_DIST_OPTIMIZER (ZeRO-1); TP_COMM_OVERLAP (userbuffers); TP_PP_DP_MAPPING
+(custom.yaml use_tp_pp_dp_mapping -> plan.tp_pp_dp_mapping: every GB200 / GB300 result but v5.0 tyche_ngpu256, and
+University of Florida's B200 (../b200_nemo/config_common.sh), set it); FULL_CUDA_GRAPH;
 DEFER_EMBEDDING_WGRAD_COMPUTE with WGRAD_DEFERRAL_LIMIT (train.embedding_wgrad_deferral); cross_entropy_loss_fusion
 (default true: Megatron's fused loss, "native"); PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; sequence 8192
 (encoder_seq_length).
@@ -57,6 +59,7 @@ def mlperf_layout(r) -> tuple[str, TrainSpec, ParallelPlan]:
         compile=True,  # fused elementwise kernels and casts, as autotune/fitting/nemo_runs.py maps Megatron-Core
         pp_split_embedding=bool(r.pp_split) and pp > 1,
         pp_split_loss=bool(r.pp_split) and pp > 1,
+        tp_pp_dp_mapping=bool(r.tp_pp_dp_mapping),
     )
     train = TrainSpec(
         seq_len=SEQ_LEN,

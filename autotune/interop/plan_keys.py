@@ -46,6 +46,7 @@ _TORCHTITAN: dict[str, str] = {
     "recompute_layers": "NOT MAPPED: torchtitan's selective_ac_option=N checkpoints every N-th layer, not the first N of a chunk (rule recompute_layers_framework)",
     "moe_offload": "NOT MAPPED: torchtitan 0.2.2 has no module-level activation offload (rule moe_offload_needs_megatron)",
     "ep_overlap": "NOT MAPPED: torchtitan dispatches its all-to-alls on the compute stream; no EP overlap schedule (rule ep_overlap_needs_megatron)",
+    "tp_pp_dp_mapping": "NOT MAPPED: torchtitan builds its device mesh pp-outermost (pp, dp_replicate, dp_shard, cp, tp); no rank-order option (rule tp_pp_dp_mapping_needs_megatron)",
 }
 
 # megatron
@@ -95,6 +96,7 @@ _MEGATRON: dict[str, str] = {
     # megatron/training/arguments.py --overlap-moe-expert-parallel-comm (MCore >= 0.14, combined 1F1B); NVIDIA's recipes
     # add --delay-wgrad-compute with it (Megatron-Bridge scripts/performance/utils/overrides.py), not written here
     "ep_overlap": "SET --overlap-moe-expert-parallel-comm",
+    "tp_pp_dp_mapping": "SET --use-tp-pp-dp-mapping",
 }
 
 # nanotron
@@ -132,6 +134,7 @@ _NANOTRON: dict[str, str] = {
     "recompute_layers": "NOT MAPPED: nanotron 0.4 recomputes every layer or none (rule recompute_layers_framework)",
     "moe_offload": "NOT MAPPED: nanotron 0.4 has no activation offload",
     "ep_overlap": "NOT MAPPED: nanotron 0.4 has no EP communication overlap (rule ep_overlap_needs_megatron)",
+    "tp_pp_dp_mapping": "NOT MAPPED: nanotron 0.4's ParallelContext has a fixed rank order; no rank-order option (rule tp_pp_dp_mapping_needs_megatron)",
 }
 
 # deepspeed
@@ -168,6 +171,7 @@ _DEEPSPEED: dict[str, str] = {
     "recompute_layers": "NOT MAPPED: DeepSpeed has no per-layer recompute count (rule recompute_layers_framework)",
     "moe_offload": "NOT MAPPED: DeepSpeed has no module-level activation offload of MoE experts",
     "ep_overlap": "NOT MAPPED: DeepSpeed-MoE has no EP communication overlap schedule (rule ep_overlap_needs_megatron)",
+    "tp_pp_dp_mapping": "NOT MAPPED: DeepSpeed's PipelineModule topology has no rank-order option here (rule tp_pp_dp_mapping_needs_megatron)",
 }
 
 # accelerate
@@ -203,6 +207,7 @@ _ACCELERATE: dict[str, str] = {
     "recompute_layers": "NOT MAPPED: accelerate's fsdp_activation_checkpointing wraps every layer",
     "moe_offload": "NOT MAPPED: accelerate has no activation offload key",
     "ep_overlap": "NOT MAPPED: accelerate's config has no expert parallelism",
+    "tp_pp_dp_mapping": "NOT MAPPED: accelerate has no pipeline-parallel config",
 }
 
 TABLES: dict[str, dict[str, str]] = {

@@ -115,3 +115,13 @@ EP_OVERLAP_NEEDS_MEGATRON = Rule(
         "--overlap-moe-expert-parallel-comm; the others dispatch on the compute stream"
     ),
 )
+# Megatron-Core's rank order option (megatron/training/arguments.py @ core_v0.16.1 `--use-tp-pp-dp-mapping`); the other
+# trainers build their meshes in their own order (torchtitan and bench_model: pp outermost, as Megatron's default)
+TP_PP_DP_MAPPING_NEEDS_MEGATRON = Rule(
+    "tp_pp_dp_mapping_needs_megatron",
+    lambda tp_pp_dp_mapping: tp_pp_dp_mapping,
+    lambda train: (
+        f"plan.tp_pp_dp_mapping=true requires train.framework=megatron (framework={train.framework}): Megatron-Core's "
+        "--use-tp-pp-dp-mapping rank order"
+    ),
+)

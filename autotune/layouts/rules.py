@@ -41,6 +41,7 @@ from autotune.layouts.megatron_rules import (
     PP_SPLIT_DIVIDES,
     PP_SPLIT_NEEDS_MEGATRON,
     PP_SPLIT_NEEDS_PP,
+    TP_PP_DP_MAPPING_NEEDS_MEGATRON,
 )
 from autotune.layouts.moe_rules import MOE_RULES
 from autotune.layouts.recompute_rules import RECOMPUTE_LAYERS_NEEDS_FULL, RECOMPUTE_LAYERS_RULES
@@ -296,6 +297,7 @@ RULES: tuple[Rule, ...] = (
     MOE_RECOMPUTE_NEEDS_MEGATRON,
     MOE_OFFLOAD_NEEDS_MEGATRON,
     EP_OVERLAP_NEEDS_MEGATRON,
+    TP_PP_DP_MAPPING_NEEDS_MEGATRON,
     *RECOMPUTE_LAYERS_RULES,
     CP_DIVIDES_SEQ,
     PP_MICROBATCHES,

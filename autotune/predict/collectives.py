@@ -29,6 +29,28 @@ def _link(cluster: ClusterSpec, inner_span: np.ndarray, stride: Any = 1) -> tupl
     return bw, lat
 
 
+def dp_group_geometry(arr: dict[str, np.ndarray], inner: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """(span, stride) of a data-parallel group in the rank order: `inner` ranks per replica below it (default tp*cp:
+    the dense dp*cp group; the experts' edp group passes ep*etp). Megatron's default order tp-cp-ep-dp-pp (torchtitan's
+    and bench_model's meshes too: pp outermost) puts the replicas `inner` apart over span inner*dp; with
+    plan.tp_pp_dp_mapping (order tp-cp-ep-pp-dp, megatron/training/initialize.py @ core_v0.16.1; the experts' rank
+    generator takes the same order, parallel_state.py) the replicas are outermost: `inner`*pp apart, over the whole
+    world."""
+    pp, dp = np.asarray(arr["pp"]), np.asarray(arr["dp"])
+    inner = np.asarray(arr["tp"]) * np.asarray(arr["cp"]) if inner is None else np.asarray(inner)
+    world = np.asarray(arr["tp"]) * np.asarray(arr["cp"]) * dp * pp
+    mapped = np.asarray(arr["tp_pp_dp_mapping"], dtype=bool)
+    stride = np.where(mapped, inner * pp, inner)
+    return np.where(mapped, world, world // pp), stride
+
+
+def pp_group_span(arr: dict[str, np.ndarray]) -> np.ndarray:
+    """Extent of a pipeline group in the rank order (dp_group_geometry): the whole world under Megatron's default
+    order (pp outermost), tp*cp*pp with plan.tp_pp_dp_mapping (the stages are the replicas' inner neighbours)."""
+    inner = np.asarray(arr["tp"]) * np.asarray(arr["cp"]) * np.asarray(arr["pp"])
+    return np.where(np.asarray(arr["tp_pp_dp_mapping"], dtype=bool), inner, inner * np.asarray(arr["dp"]))
+
+
 def ring_s(kind: str, n: Any, nbytes: Any, bw: Any, lat: Any) -> np.ndarray:
     """Time of one NCCL ring collective over n ranks (0 when n == 1), every hop at latency `lat`."""
     n = np.asarray(n, dtype=np.float64)

@@ -72,7 +72,7 @@ from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, ar
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe, recompute_share
-from autotune.predict.collectives import _link, ring_s
+from autotune.predict.collectives import _link, pp_group_span, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.gemm import GEMM_M0, GEMM_N0, gemm_efficiency  # noqa: F401  (re-exported)
 from autotune.predict.host import host_step_s
@@ -267,11 +267,11 @@ def _pp_comm_s(
 ) -> np.ndarray:
     """Pipeline p2p seconds per step: (m*vpp + pp - 1) stage boundaries (Narayanan et al. 2021 Sec 2.2.2), each an
     activation sent forward and its gradient back (sequence-sharded under SP) + cluster.pp_microbatch_overhead_s,
-    on the link of the whole pipeline's span (one NIC per GPU); plus the tied embeddings' all-reduce. Megatron's
+    on the link of the whole pipeline's span (collectives.pp_group_span; one NIC per GPU); plus the tied embeddings' all-reduce. Megatron's
     interleaved schedule overlaps each send with a model chunk's compute (`chunk_s`: one micro-batch's forward and
     backward seconds of one chunk; autotune/predict/pp_overlap.py [OVL]): only what outlasts it shows."""
-    dp, tp, pp, cp, vpp, m = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["vpp"], arr["grad_accum_steps"]
-    bw, lat = _link(cluster, tp * cp * dp * pp, cluster.gpus_per_node)  # p2p: one NIC per GPU
+    tp, pp, vpp, m = arr["tp"], arr["pp"], arr["vpp"], arr["grad_accum_steps"]
+    bw, lat = _link(cluster, pp_group_span(arr), cluster.fast_domain)  # p2p: one NIC per GPU (g = 1 below)
     p2p_bytes = (
         tokens * model.hidden_size * DTYPE_BYTES[train.compute_dtype] / np.where(arr["sequence_parallel"], tp, 1)
     )

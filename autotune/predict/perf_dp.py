@@ -15,7 +15,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
 from autotune.predict import moe
-from autotune.predict.collectives import _link, dp_all_reduce_s, dp_ring_s, ring_s
+from autotune.predict.collectives import _link, dp_all_reduce_s, dp_group_geometry, dp_ring_s, pp_group_span, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.memory import shard_group
 from autotune.predict.perf_terms import fsdp_exposed_s, host_device_s, prefetch_exposed_s
@@ -118,18 +118,19 @@ def ddp_s(
     `psi_experts`, the rank's routed-expert parameters, go the same way on their own group (expert_ddp_s); both
     share the backward (forward) window they hide behind: `stage` bwd_window / fwd_window when set (perf.py adds the
     MoE layers' compute), else the dense layers'."""
-    dp, tp, cp = arr["dp"], arr["tp"], arr["cp"]
+    dp, cp = arr["dp"], arr["cp"]
     g = DTYPE_BYTES[train.grad_dtype]
     prof = get_profile(train.framework)
     ov = prof.overlaps()
     n, z1 = dp * cp, arr["zero_stage"] == 1
     # the gradient in `count` collectives (FrameworkProfile.grad_reduce_collectives): same bytes, count x latency
     count = prof.grad_reduce_collectives(stage["layers"])
-    grad = count * dp_all_reduce_s(cluster, n, psi * g / count, tp * cp * dp, tp * cp)
+    span, stride = dp_group_geometry(arr)  # tp*cp*dp and tp*cp; the whole world and tp*cp*pp when dp is outermost
+    grad = count * dp_all_reduce_s(cluster, n, psi * g / count, span, stride)
     if ov.zero1_reduce_scatter:
-        rs = dp_ring_s(cluster, "reduce_scatter", n, psi * g, tp * cp * dp, tp * cp, count)
+        rs = dp_ring_s(cluster, "reduce_scatter", n, psi * g, span, stride, count)
         grad = np.where(z1, rs, grad)
-    gather = dp_ring_s(cluster, "all_gather", n, param_gather_bytes(arr, train, psi, quantized), tp * cp * dp, tp * cp)
+    gather = dp_ring_s(cluster, "all_gather", n, param_gather_bytes(arr, train, psi, quantized), span, stride)
     e_grad, e_gather, e_exposed = expert_ddp_s(arr, train, cluster, psi_experts, stage)
     fwd_window = stage.get("fwd_window", stage["layers"] * stage["fwd_layer"])
     bwd_window = stage.get("bwd_window", stage["layers"] * stage["bwd_layer"])
@@ -152,7 +153,7 @@ def expert_ddp_s(
     each expert tensor over edp after the last backward (bench_model/parallel/expert_parallel.py
     `finalize_expert_grads`, 3 tensors per MoE layer: FrameworkProfile.expert_grads_overlapped False): exposed."""
     edp = moe.expert_shard_group(arr["dp"] * arr["tp"] * arr["pp"] * arr["cp"], arr["pp"], arr["ep"], arr["etp"])
-    span, stride = arr["dp"] * arr["tp"] * arr["cp"], arr["ep"] * arr["etp"]
+    span, stride = dp_group_geometry(arr, arr["ep"] * arr["etp"])
     psi_experts = np.asarray(psi_experts, dtype=np.float64)
     g = DTYPE_BYTES[train.grad_dtype]
     prof = get_profile(train.framework)
@@ -178,9 +179,10 @@ def tied_embedding_allreduce_s(
     all-reduce their shares of the shared V x h gradient (Megatron-LM finalize_model_grads.py,
     `_allreduce_word_embedding_grads`; bench_model/parallel/pipeline.py). 2-rank ring all-reduce of the local shard:
     V*h/tp elements (vocab-parallel), /(dp*cp) from ZeRO stage 2 (gradients sharded), in grad dtype. Not overlapped.
-    The two ranks are (pp-1)*dp*cp*tp apart: the link is chosen from the whole pipeline's span, as for p2p."""
-    dp, tp, pp, cp, z = arr["dp"], arr["tp"], arr["pp"], arr["cp"], arr["zero_stage"]
+    The two ranks are (pp-1)*dp*cp*tp apart (tp*cp*(pp-1) with plan.tp_pp_dp_mapping): the link is chosen from the
+    whole pipeline's span, as for p2p (collectives.pp_group_span)."""
+    tp, pp, z = arr["tp"], arr["pp"], arr["zero_stage"]
     shard = np.where(z >= 2, shard_group(arr), 1)
     nbytes = model.vocab_size * model.hidden_size / tp / shard * DTYPE_BYTES[train.grad_dtype]
-    bw, lat = _link(cluster, tp * cp * dp * pp)
+    bw, lat = _link(cluster, pp_group_span(arr))
     return np.where((pp > 1) & model.tie_embeddings, ring_s("all_reduce", 2, nbytes, bw, lat), 0.0)

@@ -35,6 +35,11 @@ def parallelize(
             f"{str(plan.pp_split_loss).lower()}: bench_model's pipeline split (bench_model/parallel/pipeline.py) gives "
             "the embedding and the loss no layer slot; this is Megatron-Core's account_for_*_in_pipeline_split"
         )
+    if plan.tp_pp_dp_mapping:  # rule tp_pp_dp_mapping_needs_megatron
+        raise SpecError(
+            "plan.tp_pp_dp_mapping=true: Megatron-Core's --use-tp-pp-dp-mapping rank order; bench_model builds its "
+            "mesh pp-outermost (bench_model/parallel/mesh.py)"
+        )
     if plan.moe_recompute != "none" or plan.act_offload_layers or plan.moe_offload != "none":  # *_needs_megatron
         raise SpecError(
             f"plan.moe_recompute={plan.moe_recompute} act_offload_layers={plan.act_offload_layers} "

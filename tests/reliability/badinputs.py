@@ -398,6 +398,11 @@ def _override_cases() -> list[BadInput]:
             ("estimate", "--gpus", "2", "model=tiny-moe", "plan.ep=2", "plan.ep_overlap=true"),
             ("plan.ep_overlap=true", "train.framework=megatron", "bench_model"),
         ),
+        c(
+            "plan-tp_pp_dp_mapping-bench-model",
+            (*est, "plan.pp=2", "plan.grad_accum_steps=2", "plan.tp_pp_dp_mapping=true"),
+            ("plan.tp_pp_dp_mapping=true", "train.framework=megatron", "bench_model"),
+        ),
         c("plan-etp-negative", (*est, "plan.etp=-2"), ("plan.etp", "-2", ">= 1")),
         c("plan-fp8-a100", (*est, "cluster=a100-80gb", "plan.fp8=tensorwise"), ("fp8=tensorwise", "a100-80gb")),
         c(

@@ -58,6 +58,14 @@ def test_submissions_split_as_their_configs_say():
         True,
         50,
     )
+    # TP_PP_DP_MAPPING=True (custom.yaml use_tp_pp_dp_mapping): tyche_ngpu512's config_..._cg_dplast.sh, every
+    # IBM+CoreWeave carina config, every v5.1 NVIDIA config_common.sh (:95) and University of Florida's
+    # ../b200_nemo/config_common.sh (:93); tyche_ngpu256, eos-dfw (H100) and Nebius (H200) leave it False
+    mapped = {row for row, lay in lays.items() if lay.plan.tp_pp_dp_mapping}
+    assert "v50-gb200-512" in mapped and "v50-gb200-256" not in mapped
+    assert {r for r in lays if r.startswith("v51-")} <= mapped
+    assert not {r for r in lays if "-h100-" in r or "-h200-" in r} & mapped
+    assert len(mapped) == 12
 
 
 def test_measured_speed_is_the_logged_step_time():

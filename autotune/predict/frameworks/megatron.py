@@ -217,6 +217,7 @@ class MegatronProfile(FrameworkProfile):
             "act_offload_needs_megatron",
             "moe_offload_needs_megatron",  # --fine-grained-activation-offloading --offload-modules
             "ep_overlap_needs_megatron",  # --overlap-moe-expert-parallel-comm is Megatron-Core's
+            "tp_pp_dp_mapping_needs_megatron",  # --use-tp-pp-dp-mapping is Megatron-Core's rank order
         }
     )
     # train.hidden_dropout (`for_train`): [TMU]'s attention and MLP dropout masks (1 byte per element each) and the

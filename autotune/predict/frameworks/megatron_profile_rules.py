@@ -47,4 +47,14 @@ def megatron_profile_rules(prof: Any) -> tuple:
                 "mxfp8, blockwise); fp8 must be none or tensorwise"
             ),
         ),
+        # Megatron-Bridge src/megatron/bridge/training/config.py @ 067f987d (the Megatron-FSDP checks):
+        # "use_tp_pp_dp_mapping is not supported with Megatron FSDP" (zero_stage 2 / 3 here: [MFSDP])
+        prof.rule(
+            "tp_pp_dp_mapping_fsdp",
+            lambda tp_pp_dp_mapping, zero_stage: tp_pp_dp_mapping & (zero_stage >= 2),
+            lambda zero_stage: (
+                f"plan.tp_pp_dp_mapping=true with zero_stage={zero_stage}: Megatron-FSDP does not support the "
+                "tp-pp-dp rank order (zero_stage must be <= 1)"
+            ),
+        ),
     )
