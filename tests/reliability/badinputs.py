@@ -400,7 +400,7 @@ def _override_cases() -> list[BadInput]:
         ),
         c(
             "plan-tp_pp_dp_mapping-bench-model",
-            (*est, "plan.pp=2", "plan.grad_accum_steps=2", "plan.tp_pp_dp_mapping=true"),
+            (*est, "plan.pp=2", "plan.grad_accum_steps=16", "plan.tp_pp_dp_mapping=true"),
             ("plan.tp_pp_dp_mapping=true", "train.framework=megatron", "bench_model"),
         ),
         c("plan-etp-negative", (*est, "plan.etp=-2"), ("plan.etp", "-2", ">= 1")),
