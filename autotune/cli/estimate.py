@@ -60,7 +60,8 @@ def _print(row: dict, cfg, overrides=()) -> None:
     console = Console() if Console().is_terminal else Console(width=120)
     table = Table(
         title=f"{cfg.model.name} · {layout_label(row)} · {row['num_gpus']} x {cfg.cluster.name} · "
-        f"worst rank: pipeline rank {row['worst_pp_rank']}",
+        f"worst rank: pipeline rank {row['worst_pp_rank']} ({row['worst_pp_rank_layers']} of {cfg.model.num_layers} "
+        "layers)",
         title_justify="left",
     )
     table.add_column("component")

@@ -34,6 +34,7 @@ def estimate(cfg: Any, num_gpus: int | None) -> dict[str, Any]:
             "mem_compute_copy_bytes": mem["compute_copy"],
             "mem_model_states_bytes": model_states,
             "worst_pp_rank": int(mem["worst_pp_rank"]),
+            "worst_pp_rank_layers": int(mem["worst_pp_rank_layers"]),
             **{f"pred_{k}": v for k, v in perf.items() if k.endswith("_s") and k != "step_s"},
         }
     )

@@ -252,9 +252,9 @@ def memory_arrays(
     compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, step_temporaries (optimizer-step
     transients), allocator_reserved = allocator_peak (the caching allocator's reserved peak, what
     torch.cuda.max_memory_reserved reports), device_total = reserved (plus the overhead outside the allocator: what
-    `fits` compares with the device; bytes) and
-    worst_pp_rank (the pipeline rank these numbers describe). `profile` (default: train.framework's) is the
-    framework whose accounting applies (autotune/predict/frameworks/)."""
+    `fits` compares with the device; bytes), worst_pp_rank (the pipeline rank these numbers describe) and
+    worst_pp_rank_layers (its transformer layers). `profile` (default: train.framework's) is the framework whose
+    accounting applies (autotune/predict/frameworks/)."""
     prof = (get_profile(train.framework) if profile is None else profile).for_train(train)
     tp, cp, z, sp = arr["tp"], arr["cp"], arr["zero_stage"], arr["sequence_parallel"]
     c = DTYPE_BYTES[train.compute_dtype]
@@ -350,6 +350,10 @@ def _peaks(res: dict[str, np.ndarray], psi: dict[str, Any], worst: np.ndarray) -
     res["device_total"] = res["allocator_reserved"] + res["overhead"]
     res["reserved"] = res["device_total"]
     res["worst_pp_rank"] = np.choose(worst, [np.broadcast_to(psi[f"rank_{pos}"], worst.shape) for pos in POSITIONS])
+    # the transformer layers that rank holds (all its virtual stages), under the framework's split
+    res["worst_pp_rank_layers"] = np.choose(
+        worst, [np.broadcast_to(psi[f"layers_{pos}"], worst.shape) for pos in POSITIONS]
+    )
     return res
 
 

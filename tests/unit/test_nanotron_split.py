@@ -73,6 +73,6 @@ def test_rank0_activations_follow_the_walk():
     plan = ParallelPlan(pp=2, grad_accum_steps=2)
     train = TrainSpec(seq_len=4096, global_batch_size=2, framework="nanotron")
     mem = memory_arrays(arrays_from_plans([plan]), BC_1B, train, CLUSTER)
-    assert int(mem["worst_pp_rank"][0]) == 0
+    assert int(mem["worst_pp_rank"][0]) == 0 and int(mem["worst_pp_rank_layers"][0]) == 14
     per_layer = 4096 * float(nanotron_layer_bytes_per_token(BC_1B, 1, False, 2))
     assert float(mem["activations"][0]) == pytest.approx(14 * 2 * per_layer)
