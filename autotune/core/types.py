@@ -181,7 +181,7 @@ class ParallelPlan:
     # Megatron-Core's rank order `--use-tp-pp-dp-mapping` (megatron/training/initialize.py @ core_v0.16.1:
     # order 'tp-cp-ep-pp-dp' instead of 'tp-cp-ep-dp-pp'): the pipeline stages become the inner neighbours and the
     # data-parallel replicas the outermost dimension, so on an NVL72 rack the pipeline's p2p stays on NVLink and the
-    # data-parallel reduction crosses racks (autotune/predict/perf_dp.py `dp_group_geometry`). NVIDIA's MLPerf
+    # data-parallel reduction crosses racks (autotune/predict/collectives.py `dp_group_geometry`). NVIDIA's MLPerf
     # Llama 3.1 405B GB200 / GB300 submissions set it (TP_PP_DP_MAPPING=True). Megatron only (rule
     # tp_pp_dp_mapping_needs_megatron). Memory: unchanged; a different job's topology, so searched only when asked.
     tp_pp_dp_mapping: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" dp-last")

@@ -58,6 +58,7 @@ def rank_params(
     and pp_split_loss (Megatron's embedding / loss pipeline-split accounting, `schedule.layers_of_rank`). `layers_fn`:
     the framework's own split (FrameworkProfile.pipeline_layers; default `schedule.layers_of_rank`)."""
     tp, pp, vpp = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp))
+    layers_split = layers_fn or (lambda m, *args: layers_of_rank(m.num_layers, *args))
     experts = model.num_moe_layers * moe.expert_layer_params(model) if model.is_moe else 0
     matmul = model.matmul_params() - model.vocab_size * model.hidden_size - experts  # all blocks' dense matrices
     per_layer_matmul = matmul // model.num_layers if not model.is_moe else matmul / model.num_layers
@@ -89,10 +90,7 @@ def rank_params(
         "layer_matmul": per_layer_matmul / tp,  # one layer's local dense linear weights (no norms, no routed experts)
     }
     for pos in POSITIONS:
-        if layers_fn is None:
-            layers = layers_of_rank(model.num_layers, pp, vpp, ranks[pos], *pp_split)
-        else:
-            layers = layers_fn(model, pp, vpp, ranks[pos], *pp_split)
+        layers = layers_split(model, pp, vpp, ranks[pos], *pp_split)
         out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + roots[pos], roots[pos], layers
         out[f"rank_{pos}"] = ranks[pos]
         out[f"moe_layers_{pos}"] = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos], *pp_split) if model.is_moe else 0

@@ -300,16 +300,23 @@ def _optimizer_s(
     return np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
 
 
+def _stage_ranks(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec) -> dict[str, Any]:
+    """The pipeline ranks' parameters and layers (memory.rank_params) under the layout's split: Megatron's embedding /
+    loss accounting moves a layer off the end stages; nanotron's compute-balanced walk gives rank 0 the ceiling of its
+    share (FrameworkProfile.pipeline_layers)."""
+    return rank_params(
+        model, arr["tp"], arr["pp"], arr["vpp"], arr["ep"], arr["etp"],
+        pp_split=(arr["pp_split_embedding"], arr["pp_split_loss"]),
+        layers_fn=get_profile(train.framework).pipeline_layers,
+    )  # fmt: skip
+
+
 def ends_compute_s(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec, cluster: ClusterSpec) -> np.ndarray:
     """Of perf_arrays' compute_s, the busiest stage's embedding and LM head + loss (a scale-down replica times them
     apart on CPU ranks: autotune/predict/compose.py, bench_model/ends_timing.py)."""
     lt = _layer_terms(arr, model, train, cluster)
     lt["compute"] = lt["gemm"] + lt["attn"] + lt["mem"]
-    split = (arr["pp_split_embedding"], arr["pp_split_loss"])
-    layers_fn = get_profile(train.framework).pipeline_layers
-    ranks = rank_params(
-        model, arr["tp"], arr["pp"], arr["vpp"], arr["ep"], arr["etp"], pp_split=split, layers_fn=layers_fn
-    )
+    ranks = _stage_ranks(arr, model, train)
     return arr["grad_accum_steps"] * _busiest_stage(arr, model, train, cluster, lt, ranks)["ends"]
 
 
@@ -325,12 +332,7 @@ def perf_arrays(
     num_gpus = arr["dp"] * arr["tp"] * pp * arr["cp"]
     lt = _layer_terms(arr, model, train, cluster)
     lt["compute"] = lt["gemm"] + lt["attn"] + lt["mem"]
-    # the busiest stage under the layout's split (Megatron's embedding / loss accounting moves a layer off the end
-    # stages; nanotron's compute-balanced walk gives rank 0 the ceiling of its share: FrameworkProfile.pipeline_layers)
-    ranks = rank_params(
-        model, arr["tp"], pp, vpp, arr["ep"], arr["etp"], pp_split=(arr["pp_split_embedding"], arr["pp_split_loss"]),
-        layers_fn=get_profile(train.framework).pipeline_layers,
-    )  # fmt: skip
+    ranks = _stage_ranks(arr, model, train)
     stage = _busiest_stage(arr, model, train, cluster, lt, ranks)
     stage["fwd_layer"] = lt["compute"] / lt["passes"]
     stage["bwd_layer"] = lt["compute"] - stage["fwd_layer"]

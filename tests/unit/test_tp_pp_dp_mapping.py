@@ -15,6 +15,7 @@ from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.layouts.rules import rejections
 from autotune.predict.collectives import _link, dp_group_geometry, pp_group_span
+from autotune.predict.perf import perf_arrays
 from autotune.spec.config import load_config
 
 PLAN = ParallelPlan(
@@ -55,9 +56,7 @@ def test_links_on_an_nvl72_rack():
 
 
 def test_speed_moves_with_the_links():
-    """The step's exposed data-parallel time grows and the pipeline p2p shrinks when the replicas go outermost."""
-    from autotune.predict.perf import perf_arrays
-
+    """The step's exposed data-parallel time grows with the replicas outermost; the compute does not move."""
     cfg = load_config(["cluster=gb200-nvl72", "model=llama-3.1-405b", "train.framework=megatron"])
     train = dataclasses.replace(cfg.train, seq_len=8192, global_batch_size=8 * 112)
     out = {m: perf_arrays(_arr(tp_pp_dp_mapping=m), cfg.model, train, cfg.cluster) for m in (False, True)}

@@ -264,7 +264,7 @@ class NanotronProfile(FrameworkProfile):
             ),
             self.rule(
                 "pp_blocks",
-                lambda pp, model: (pp > 1) & (not model.is_moe) & (nanotron_empty_ranks(model, pp) > 0),
+                lambda pp, model: (not model.is_moe) & (nanotron_empty_ranks(model, pp) > 0),
                 lambda pp, model: (
                     f"pp={pp}: nanotron's compute-balanced split (lm_head counted as V*h = "
                     f"{model.vocab_size * model.hidden_size:,}) leaves {int(nanotron_empty_ranks(model, pp))} pipeline "

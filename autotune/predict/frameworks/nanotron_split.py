@@ -43,23 +43,23 @@ def _costs(model: ModelSpec) -> tuple[int, int]:
     return layer, model.vocab_size * model.hidden_size
 
 
-def nanotron_layers_of_rank(model: ModelSpec, pp: Any, rank: Any) -> np.ndarray:
-    """Decoder layers nanotron's split gives pipeline rank `rank` of `pp` (module docstring); vectorised."""
-    pp_a, rank_a = np.broadcast_arrays(np.asarray(pp, dtype=np.int64), np.asarray(rank, dtype=np.int64))
+def _per_pp(model: ModelSpec, pp: Any, value) -> np.ndarray:
+    """`value(walk, mask)` filled in for every pipeline degree in `pp` (few distinct ones), the walk computed once each."""
+    pp_a = np.asarray(pp, dtype=np.int64)
     out = np.zeros(pp_a.shape, dtype=np.int64)
     layer, head = _costs(model)
     for p in np.unique(pp_a).tolist():
-        counts = np.asarray(_walk(model.num_layers, layer, head, int(p))[0], dtype=np.int64)
-        sel = pp_a == p
-        out[sel] = counts[np.clip(rank_a[sel], 0, int(p) - 1)]
+        mask = pp_a == p
+        out[mask] = value(_walk(model.num_layers, layer, head, int(p)), mask)
     return out
+
+
+def nanotron_layers_of_rank(model: ModelSpec, pp: Any, rank: Any) -> np.ndarray:
+    """Decoder layers nanotron's split gives pipeline rank `rank` of `pp` (module docstring); vectorised."""
+    pp_a, rank_a = np.broadcast_arrays(np.asarray(pp, dtype=np.int64), np.asarray(rank, dtype=np.int64))
+    return _per_pp(model, pp_a, lambda walk, mask: np.asarray(walk[0])[np.clip(rank_a[mask], 0, len(walk[0]) - 1)])
 
 
 def nanotron_empty_ranks(model: ModelSpec, pp: Any) -> np.ndarray:
     """Pipeline ranks nanotron's split leaves without any block (module docstring); vectorised over `pp`."""
-    pp_a = np.asarray(pp, dtype=np.int64)
-    layer, head = _costs(model)
-    out = np.zeros(pp_a.shape, dtype=np.int64)
-    for p in np.unique(pp_a).tolist():
-        out[pp_a == p] = _walk(model.num_layers, layer, head, int(p))[1]
-    return out
+    return _per_pp(model, pp, lambda walk, mask: walk[1])
