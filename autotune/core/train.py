@@ -108,9 +108,37 @@ class TrainSpec:
     # limit 0 means "all": write the step's micro-batch count). MLPerf's Llama 3.1 405B submissions set 50. Read by
     # the megatron profile only, at pp > 1 (the pipelined schedules drain the buffers).
     embedding_wgrad_deferral: int = 0
+    # Megatron's multi-token prediction (--mtp-num-layers; DeepSeek-V3, arXiv 2412.19437 Sec 2.2): N MTP modules after
+    # the decoder, each the next tokens' embedding, two RMSNorms, a 2h -> h projection (eh_proj), one transformer
+    # layer of the decoder's last kind and the shared output head with its own loss (megatron/core/transformer/
+    # multi_token_prediction.py; megatron/core/models/gpt/gpt_model.py `_postprocess` @ core_v0.16.1). The stage
+    # holding them builds its own embedding copy. NVIDIA's DeepSeek-V3 recipes set 1. Megatron only.
+    mtp_num_layers: int = 0
+    # Megatron's --pipeline-model-parallel-layout: which stage holds the embedding, which decoder layers, the MTP
+    # modules and the loss, e.g. "Et*4|(t*4|)*14tmL" (autotune/core/pp_layout.py); None = Megatron's even split
+    # (with plan.pp_split_embedding / pp_split_loss). Its stage count fixes pp * vpp (rule pp_layout_stages).
+    # Megatron only.
+    pp_layout: str | None = None
 
     def __post_init__(self) -> None:
         positive_int("train.seq_len", self.seq_len)
+        require(
+            isinstance(self.mtp_num_layers, int)
+            and not isinstance(self.mtp_num_layers, bool)
+            and self.mtp_num_layers >= 0
+            and (self.mtp_num_layers == 0 or self.framework == "megatron"),
+            f"train.mtp_num_layers={self.mtp_num_layers!r} with train.framework={self.framework}: must be an integer "
+            ">= 0, > 0 only for Megatron-Core (--mtp-num-layers; the other trainers build no MTP module)",
+        )
+        require(
+            self.pp_layout is None or self.framework == "megatron",
+            f"train.pp_layout={self.pp_layout!r} with train.framework={self.framework}: only Megatron-Core takes a "
+            "custom pipeline layout (--pipeline-model-parallel-layout)",
+        )
+        if self.pp_layout is not None:
+            from autotune.core.pp_layout import parse_pp_layout
+
+            parse_pp_layout(self.pp_layout)
         require(
             isinstance(self.embedding_wgrad_deferral, int)
             and not isinstance(self.embedding_wgrad_deferral, bool)

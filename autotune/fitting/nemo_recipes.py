@@ -217,3 +217,32 @@ def recipe_expandable_segments(r: Any, plan: ParallelPlan) -> bool | None:
     if when >= EXPANDABLE_ALL_FROM:
         return not (plan.zero_stage >= 3 and model.startswith("LLAMA"))  # remove_allocator_env_vars
     return when >= EXPANDABLE_405B_FROM and model == "LLAMA3.1_405B" and (str(r.gpu_type), plan.fp8) in EXPANDABLE_405B
+
+
+# DeepSeek-V3's multi-token prediction (train.mtp_num_layers) and the 61-layer models' pipeline layouts
+# (train.pp_layout). Megatron-Bridge's DeepSeek-V3 recipe sets `mtp_num_layers = 1` (src/megatron/bridge/recipes/
+# deepseek/deepseek_v3.py @ v0.1.0rc4 (2025-10) `mtp_num_layers: Optional[int] = 1`; recipes/deepseek/h100/
+# deepseek_v3.py @ 067f987d `cfg.model.mtp_num_layers = 1`), and no perf config turns it off (src/megatron/bridge/
+# perf_recipes/deepseek/ @ 067f987d: no mtp key); the summary names the runs without it "(w/o MTP)". The rows' own
+# figures agree: model TFLOP/s over tokens/s is 260.0 GFLOP per token on every DeepSeek-V3 row but the four "(w/o
+# MTP)" ones (249.7), the ratio one MTP module adds to Megatron's count (megatron/training/training.py
+# num_floating_point_operations; tests/unit/test_pp_layout.py). Layouts: the recipe's `_get_deepseek_v3_pipeline_layout`
+# (recipes/deepseek/h100/deepseek_v3.py @ 067f987d; the same map in recipes/deepseek/deepseek_v3.py @ v0.1.0rc4) and
+# Kimi-K2's `_get_kimi_k2_pipeline_layout` (recipes/kimi/kimi_k2.py @ 067f987d) depend on pp*vp only ((8,1) = (4,2),
+# (16,1) = (8,2) = (4,4) = (2,8), which the GB300 perf configs pass as "Et*4|(t*4|)*14tmL"): the embedding with the
+# first stage's layers, the rest of the 61 layers evenly, the last stage short, then MTP and loss. NeMo 25.09 / 25.11 on
+# H100 (PP8 VP4) ran "Et|(tt|)*30mL" (scripts/performance/run_script.py @ v0.1.0rc4:66; configs/deepseek/
+# deepseek_llm_pretrain.py @ v0.2.0:164).
+MTP_MODELS = ("DeepSeekV3", "DeepSeekV3 (w/ MTP)", "DeepSeekV3 (dropless)", "DeepSeekV3 (tokendrop)")
+_LAYOUT_61 = {4: "Et*16|t*16|t*16|t*13{m}L", 8: "Et*8|(t*8|)*6t*5{m}L", 16: "Et*4|(t*4|)*14t{m}L"}
+
+
+def recipe_mtp_layout(model: str, gpu: str, container: str, pp: int, vpp: int) -> tuple[int, str | None]:
+    """(train.mtp_num_layers, train.pp_layout) of a summary row, by the tables above; (0, None) for other models."""
+    mtp = 1 if model in MTP_MODELS else 0
+    if not (model.startswith("DeepSeekV3") or model == "Kimi_K2") or pp == 1:
+        return mtp, None
+    if model.startswith("DeepSeekV3") and gpu == "H100" and (pp, vpp) == (8, 4):
+        return mtp, "Et|(tt|)*30mL"
+    layout = _LAYOUT_61.get(pp * vpp)
+    return mtp, None if layout is None else layout.format(m="m" * mtp)

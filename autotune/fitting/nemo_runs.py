@@ -26,7 +26,9 @@ assumption is named):
   "(tokendrop)" rows run Megatron's capacity-factor routing (moe_expert_capacity_factor 1.0,
   moe_pad_expert_input_to_capacity in Megatron-Bridge's token-drop recipes): model.moe_capacity_factor = 1.0; with
   balanced routing no expert exceeds its capacity, so the predicted time equals the dropless one, as it should.
-  "(w/ MTP)" rows (multi-token prediction, not modelled) are skipped.
+  multi-token prediction: every DeepSeek-V3 row but "(w/o MTP)" runs one MTP module, with the recipe's pipeline
+  layout (train.mtp_num_layers, train.pp_layout; nemo_recipes.recipe_mtp_layout, which also lays out Kimi-K2);
+  "(w/ MTP)" is the recipe of plain "DeepSeekV3".
 - fused kernels: plan.compile=True. Megatron-Core runs the block's elementwise chains as fused kernels (Transformer
   Engine's fused RMSNorm+cast LayerNormLinear, `apply_rope_fusion`, `bias_swiglu_fusion`, fused cast-transpose for
   FP8; Megatron-Core TransformerConfig), the memory traffic torch.compile's Inductor fusion reaches in bench_model:
@@ -116,6 +118,7 @@ from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_seg
     TOKENDROP_CAPACITY,
     recipe_dispatcher,
     recipe_expandable_segments,
+    recipe_mtp_layout,
 )
 from autotune.fitting.nemo_releases import release_moe_recipe
 from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow
@@ -134,6 +137,7 @@ NEMO_MODEL = {
     "DeepSeekV3": "deepseek-v3",
     "DeepSeekV3 (dropless)": "deepseek-v3",
     "DeepSeekV3 (w/o MTP)": "deepseek-v3",
+    "DeepSeekV3 (w/ MTP)": "deepseek-v3",  # train.mtp_num_layers = 1 (nemo_recipes.recipe_mtp_layout)
     "GPT OSS 120B": "gpt-oss-120b",
     "Kimi_K2": "kimi-k2",
 }
@@ -246,10 +250,11 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     import dataclasses
 
     model = _model(str(r.model))
+    name = "DeepSeekV3" if str(r.model) == "DeepSeekV3 (w/ MTP)" else str(r.model)  # its recipe is plain DeepSeekV3's
     n, tp, pp, cp = int(r.n_gpus), _degree(r.tp), _degree(r.pp), _degree(r.cp)
     vpp, ep, gbs = _degree(r.vp), _degree(r.ep), int(r.gbs)
-    mbs = RECIPE_MBS.get((str(r.model), str(r.gpu_type), str(r.container)), int(r.mbs))
-    recipe = RECIPE_LAYOUT.get((str(r.model), str(r.gpu_type), str(r.container), str(r.precision)))
+    mbs = RECIPE_MBS.get((name, str(r.gpu_type), str(r.container)), int(r.mbs))
+    recipe = RECIPE_LAYOUT.get((name, str(r.gpu_type), str(r.container), str(r.precision)))
     if recipe is not None:  # the release's recipe where the table's cells contradict it (RECIPE_LAYOUT)
         mbs, tp, pp, cp, vpp = recipe
     dp = n // (tp * pp * cp)
@@ -267,34 +272,37 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         grad_accum_steps=gbs // (dp * mbs),
         sequence_parallel=tp > 1,
         tp_overlap=tp > 1
-        and NEMO_MODEL.get(str(r.model), str(r.model).lower()) in TP_OVERLAP_MODELS
+        and NEMO_MODEL.get(name, name.lower()) in TP_OVERLAP_MODELS
         and RECIPE[str(r.precision)] != "nvfp4",
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=RECIPE[str(r.precision)],
         ep=ep,
         compile=True,  # fused elementwise kernels and casts (module doc)
-        pp_split_embedding=pp > 1 and str(r.model).removesuffix(TOKENDROP) in PP_SPLIT_ACCOUNTED,
-        pp_split_loss=pp > 1 and str(r.model).removesuffix(TOKENDROP) in PP_SPLIT_ACCOUNTED,
+        pp_split_embedding=pp > 1 and name.removesuffix(TOKENDROP) in PP_SPLIT_ACCOUNTED,
+        pp_split_loss=pp > 1 and name.removesuffix(TOKENDROP) in PP_SPLIT_ACCOUNTED,
     )
-    off = ACT_OFFLOAD_LAYERS.get((str(r.model), str(r.gpu_type), plan.fp8, plan.zero_stage, plan.tp), 0)
+    off = ACT_OFFLOAD_LAYERS.get((name, str(r.gpu_type), plan.fp8, plan.zero_stage, plan.tp), 0)
     plan = dataclasses.replace(plan, act_offload_layers=off)
-    moe_rc = MOE_RECOMPUTE.get((str(r.model), str(r.gpu_type), plan.fp8), "none")
+    moe_rc = MOE_RECOMPUTE.get((name, str(r.gpu_type), plan.fp8), "none")
     if moe_rc != "none":
         plan = dataclasses.replace(plan, recompute="selective", moe_recompute=moe_rc)
-    dispatcher = recipe_dispatcher(str(r.model), str(r.gpu_type), plan.fp8, n, ep)
-    overlap = (str(r.model), str(r.gpu_type), plan.fp8, n) in EP_OVERLAP_ON
-    release = RELEASE_RECIPE.get((str(r.model), str(r.gpu_type), str(r.container)))
+    dispatcher = recipe_dispatcher(name, str(r.gpu_type), plan.fp8, n, ep)
+    overlap = (name, str(r.gpu_type), plan.fp8, n) in EP_OVERLAP_ON
+    release = RELEASE_RECIPE.get((name, str(r.gpu_type), str(r.container)))
     if release is not None and ep > 1:  # the row's own release recipe (RELEASE_RECIPE)
         dispatcher, overlap = release
     # the MXFP8 MoE recipe of the row's own release (nemo_releases: dispatcher, EP overlap, DeepSeek-V3's CUDA graphs)
     rel_disp, rel_overlap, rel_graphs = release_moe_recipe(
-        str(r.model), str(r.gpu_type), str(r.container), plan.fp8, (pp, vpp, ep), mbs
+        name, str(r.gpu_type), str(r.container), plan.fp8, (pp, vpp, ep), mbs
     )
     dispatcher = rel_disp if rel_disp is not None and ep > 1 else dispatcher
     overlap = overlap if rel_overlap is None else rel_overlap
     # Megatron refuses the overlap with pp > 1 and no virtual stages (rule ep_overlap_pp_needs_vpp): such a row was
     # measured with another recipe than the one at the commit above, so it stays off
     plan = dataclasses.replace(plan, moe_dispatcher=dispatcher, ep_overlap=overlap and (pp == 1 or vpp > 1))
+    mtp, layout = recipe_mtp_layout(name.removesuffix(TOKENDROP), str(r.gpu_type), str(r.container), pp, vpp)
+    if layout is not None:  # Megatron refuses a layout with the embedding / loss pipeline-split accounting
+        plan = dataclasses.replace(plan, pp_split_embedding=False, pp_split_loss=False)
     train = TrainSpec(
         seq_len=int(r.seq_len),
         global_batch_size=gbs,
@@ -302,13 +310,15 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         grad_dtype="bf16",
         master_dtype="fp32",
         moe_routing="balanced",
-        hidden_dropout=0.1 if str(r.model) in HIDDEN_DROPOUT_DEFAULT else 0.0,
+        hidden_dropout=0.1 if name in HIDDEN_DROPOUT_DEFAULT else 0.0,
         fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
         master_remainders=str(r.container) in NEMO1_CONTAINERS,  # NEMO1_CONTAINERS
         cross_entropy_fusion="te" if "Megatron-Bridge" in str(r.source) else "native",  # module doc
-        cuda_graphs=rel_graphs or recipe_cuda_graphs(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
-        fused_grouped_mlp=recipe_fused_grouped_mlp(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
-        fp8_attention=recipe_fp8_attention(str(r.model), str(r.gpu_type), str(r.container), plan.fp8),
+        cuda_graphs=rel_graphs or recipe_cuda_graphs(name, str(r.gpu_type), str(r.container), plan.fp8),
+        fused_grouped_mlp=recipe_fused_grouped_mlp(name, str(r.gpu_type), str(r.container), plan.fp8),
+        fp8_attention=recipe_fp8_attention(name, str(r.gpu_type), str(r.container), plan.fp8),
+        mtp_num_layers=mtp,
+        pp_layout=layout,
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
     return model, train, plan

@@ -126,6 +126,8 @@ def _model_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
         ctx.train.cross_entropy_fusion != "none"
     ):  # arguments.py: --cross-entropy-loss-fusion, --cross-entropy-fusion-impl
         args += [["--cross-entropy-loss-fusion"], ["--cross-entropy-fusion-impl", ctx.train.cross_entropy_fusion]]
+    if ctx.train.mtp_num_layers:  # arguments.py @ core_v0.16.1: --mtp-num-layers (DeepSeek-V3's MTP modules)
+        args.append(["--mtp-num-layers", str(ctx.train.mtp_num_layers)])
     return args
 
 
@@ -198,6 +200,8 @@ def _pipeline_split_args(ctx: ExportContext) -> list[list[str]]:
     --pipeline-model-parallel-layout, stages in order separated by "|", "E" the embedding, "t" a transformer layer,
     "L" the loss (megatron/core/transformer/pipeline_parallel_layer_layout.py parse_str_to_list)."""
     p, stages = ctx.plan, ctx.stage_layers
+    if ctx.train.pp_layout is not None:  # the job's own layout (train.pp_layout), as Megatron takes it
+        return [["--pipeline-model-parallel-layout", ctx.train.pp_layout]]
     if len(set(stages)) == 1:
         return [["--num-layers-per-virtual-pipeline-stage", str(stages[0])]] if p.vpp > 1 else []
     if p.vpp == 1 and len(set(stages[1:-1])) <= 1:

@@ -26,6 +26,8 @@ MEGATRON_ONLY: dict[str, str] = {
     "fused_grouped_mlp": "Transformer Engine's fused grouped MLP",
     "fp8_attention": "TransformerConfig.fp8_dot_product_attention",
     "embedding_wgrad_deferral": "--defer-embedding-wgrad-compute",
+    "mtp_num_layers": "--mtp-num-layers",
+    "pp_layout": "--pipeline-model-parallel-layout",
 }
 
 _BATCH = "the file's batch keys (global = dp x micro_batch_size x grad_accum_steps)"
@@ -97,6 +99,8 @@ _MEGATRON: dict[str, str] = {
     "fused_grouped_mlp": "listed: Transformer Engine's op fuser has no core_v0.16.1 argument",
     "fp8_attention": "listed: TransformerConfig.fp8_dot_product_attention has no core_v0.16.1 argument",
     "embedding_wgrad_deferral": "--defer-embedding-wgrad-compute, --wgrad-deferral-limit (pp > 1; listed at pp = 1)",
+    "mtp_num_layers": "--mtp-num-layers",
+    "pp_layout": "--pipeline-model-parallel-layout, as given (in place of the split bench_model's stages derive)",
 }
 
 _NANOTRON: dict[str, str] = {

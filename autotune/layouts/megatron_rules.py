@@ -125,3 +125,32 @@ TP_PP_DP_MAPPING_NEEDS_MEGATRON = Rule(
         "--use-tp-pp-dp-mapping rank order"
     ),
 )
+
+
+# Megatron's custom pipeline layout (train.pp_layout, autotune/core/pp_layout.py): its stage count is pp * vpp
+# (PipelineParallelLayerLayout.__init__ @ core_v0.16.1: len(layout) divisible by pp, vpp = len / pp), and
+# TransformerConfig.__post_init__ refuses it "with other pipeline layout arguments" (account_for_embedding / loss)
+def _layout_stages(train) -> int:
+    from autotune.core.pp_layout import train_layout
+
+    return len(train_layout(train.pp_layout))
+
+
+PP_LAYOUT_STAGES = Rule(
+    "pp_layout_stages",
+    lambda pp, vpp, train: (pp * vpp != _layout_stages(train)) if train.pp_layout is not None else pp < 0,
+    lambda pp, vpp, train: (
+        f"train.pp_layout has {_layout_stages(train)} stages; pp*vpp={pp * vpp} (pp={pp}, vpp={vpp}): "
+        "Megatron's layout fixes the pipeline's stage count"
+    ),
+)
+PP_LAYOUT_NO_SPLIT = Rule(
+    "pp_layout_no_split",
+    lambda pp_split_embedding, pp_split_loss, train: (
+        (pp_split_embedding | pp_split_loss) & (train.pp_layout is not None)
+    ),
+    lambda train: (
+        "plan.pp_split_embedding / pp_split_loss=true with train.pp_layout: Megatron-Core refuses a layout "
+        "with other pipeline layout arguments (the layout places the embedding and the loss)"
+    ),
+)

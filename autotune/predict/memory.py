@@ -27,6 +27,7 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans
+from autotune.core.pp_layout import Stage, layout_counts, train_layout
 from autotune.core.trial import MemoryEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe, moe_dispatch, recompute_share
@@ -47,6 +48,8 @@ def rank_params(
     moe_tp_replicated: float = 0.0,
     pp_split: tuple[Any, Any] = (False, False),
     layers_fn: Callable[..., Any] | None = None,
+    mtp_num_layers: int = 0,
+    layout: tuple[Stage, ...] | None = None,
 ) -> dict[str, Any]:
     """Parameters of pipeline ranks 0, 1 and pp-1 (`first`, `second`, `last`), the part of each that is FSDP's root
     unit (embedding, final norm, head: `root_<pos>`), their layer counts (`layers_<pos>`) and one layer's local size.
@@ -56,7 +59,13 @@ def rank_params(
     `moe_tp_replicated`: parameters of each MoE layer that the framework keeps whole on every tp rank (bench_model:
     router and shared expert, Replicate DTensors) instead of splitting them by tp. `pp_split`: plan.pp_split_embedding
     and pp_split_loss (Megatron's embedding / loss pipeline-split accounting, `schedule.layers_of_rank`). `layers_fn`:
-    the framework's own split (FrameworkProfile.pipeline_layers; default `schedule.layers_of_rank`)."""
+    the framework's own split (FrameworkProfile.pipeline_layers; default `schedule.layers_of_rank`).
+    `mtp_num_layers` (train.mtp_num_layers): Megatron's MTP modules, each counted as one more layer of the decoder's last
+    kind (`layers_<pos>`, `moe_layers_<pos>`) plus its eh_proj (2h x h / tp) and three RMSNorms, and the embedding copy
+    the stage holding them builds (gpt_model.py @ core_v0.16.1: `if self.pre_process or self.mtp_process`), on the
+    last pipeline rank (`mtp_<pos>`: the modules a rank holds). `layout` (train.pp_layout parsed,
+    autotune/core/pp_layout.py): every rank's decoders and MTP modules as the layout places them where its stage count
+    is pp*vpp (elsewhere the split above: rule pp_layout_stages refuses those layouts)."""
     tp, pp, vpp = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp))
     layers_split = layers_fn or (lambda m, *args: layers_of_rank(m.num_layers, *args))
     experts = model.num_moe_layers * moe.expert_layer_params(model) if model.is_moe else 0
@@ -89,11 +98,20 @@ def rank_params(
         "layer": layer_local + (moe.expert_layer_params(model) / split + replicated if model.is_moe else 0.0),
         "layer_matmul": per_layer_matmul / tp,  # one layer's local dense linear weights (no norms, no routed experts)
     }
+    mtp_moe = int(model.is_moe_layer(model.num_layers - 1))  # an MTP module's layer is of the decoder's last kind
     for pos in POSITIONS:
         layers = layers_split(model, pp, vpp, ranks[pos], *pp_split)
-        out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + roots[pos], roots[pos], layers
-        out[f"rank_{pos}"] = ranks[pos]
-        out[f"moe_layers_{pos}"] = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos], *pp_split) if model.is_moe else 0
+        moe_layers = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos], *pp_split) if model.is_moe else 0
+        mtp = np.where(ranks[pos] == pp - 1, mtp_num_layers, 0)  # Megatron's default: the MTP block on the last stage
+        if layout is not None:
+            layers, moe_layers, mtp = layout_counts(model, layout, pp, vpp, ranks[pos], (layers, moe_layers, mtp))
+        layers, moe_layers = layers + mtp, moe_layers + mtp * mtp_moe
+        # eh_proj (column-parallel 2h -> h) and enorm, hnorm, final_layernorm; the embedding copy off rank 0
+        mtp_root = mtp * (2.0 * model.hidden_size**2 / tp + 3 * model.hidden_size)
+        root = roots[pos] + mtp_root + np.where((mtp > 0) & (ranks[pos] != 0), vh_local, 0.0)
+        out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + root, root, layers
+        out[f"rank_{pos}"], out[f"mtp_{pos}"] = ranks[pos], mtp
+        out[f"moe_layers_{pos}"] = moe_layers
         out[pos] = out[pos] + out[f"moe_layers_{pos}"] * replicated
         out[f"expert_{pos}"] = out[f"moe_layers_{pos}"] * (
             moe.expert_layer_params(model) / split if model.is_moe else 0
@@ -163,14 +181,19 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     act = act + np.where(psi[f"rank_{pos}"] == 0, extras["first_act"] * inflight, 0.0)
     is_last = psi[f"rank_{pos}"] == pp - 1
     head_n = prof.last_stage_inflight(pp, arr["grad_accum_steps"], arr["pp_schedule"])  # 1 but for all-forward engines
-    act = act + np.where(is_last, extras["head_act"] * head_n, 0.0)
+    # train.mtp_num_layers: the loss rank computes the head and loss once more per MTP module, each kept to its
+    # backward (gpt_model.py `_postprocess` @ core_v0.16.1); a rank holding MTP modules keeps, per in-flight
+    # micro-batch, the inputs of their enorm / hnorm (h each) and eh_proj (2h), sequence-sharded under SP
+    heads = 1 + train.mtp_num_layers
+    act = act + np.where(is_last, extras["head_act"] * head_n * heads, 0.0)
+    act = act + psi[f"mtp_{pos}"] * extras["mtp_act"] * inflight
     # the schedule's kept outputs (torchtitan) and deferred output-layer wgrad buffers (Megatron)
     act = act + np.where(is_last & (pp > 1), extras["pp_outputs"], 0.0)
     # the pipeline engine's receive buffers and kept stage outputs (FrameworkProfile.pipeline_stage_buffers)
     act = act + prof.pipeline_stage_buffers(
         extras["hidden"], arr["grad_accum_steps"], inflight, psi[f"rank_{pos}"], pp, arr["vpp"], arr["recompute"]
     )
-    logits = np.where(is_last, extras["logits"] * head_n, 0.0)
+    logits = np.where(is_last, extras["logits"] * head_n * heads, 0.0)
     params = ms["params"] + copy
     # bench_model: the sum of every term; a profile whose peak is one phase or another says so (FrameworkProfile.allocated)
     alloc = prof.allocated(params, ms["grads"], ms["optimizer"], act, logits, extras["buffers"], layer_act["transient"])
@@ -259,7 +282,7 @@ def memory_arrays(
     pp_split = (arr["pp_split_embedding"], arr["pp_split_loss"])  # Megatron's pipeline-split accounting
     psi = rank_params(
         model, tp, arr["pp"], arr["vpp"], arr["ep"], arr["etp"], prof.moe_tp_replicated_params(model), pp_split,
-        prof.pipeline_layers,
+        prof.pipeline_layers, train.mtp_num_layers, train_layout(train.pp_layout),
     )  # fmt: skip
     seq = train.seq_len / cp
     layer_act = _layer_activations(prof, arr, model, seq, c, arr["recompute"])
@@ -285,6 +308,7 @@ def memory_arrays(
         + prof.deferred_wgrad_buffers(model, tok, arr["grad_accum_steps"], tp, sp, c, train),
         # one micro-batch's inter-stage activation: (mbs, s/cp, h), sequence-sharded under SP
         "hidden": tok * model.hidden_size * c / np.where(sp, tp, 1),
+        "mtp_act": 4 * tok * model.hidden_size * c / np.where(sp, tp, 1),
         # bytes per block-linear weight beyond the compute dtype's (megatron: train.fp8_param_gather; 0 elsewhere)
         "weight_dq": prof.stored_weight_bytes(arr["fp8"], train, cluster) - c,
     }

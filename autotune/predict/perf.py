@@ -69,6 +69,7 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
+from autotune.core.pp_layout import train_flops_per_token, train_layout
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe, recompute_share
@@ -239,10 +240,16 @@ def _busiest_stage(
         peak * gemm_efficiency(cluster.matmul_efficiency, tokens, V / tp)
     ) + memory_bound_s(tokens * loss_bytes_per_token(model, c, tp), cluster)
     emb = memory_bound_s(tokens * h * c * EMBEDDING_ACCESSES, cluster)
+    # train.mtp_num_layers: the last stage runs the output head and loss once more per MTP module (gpt_model.py
+    # `_postprocess`); the stage holding a module its eh_proj GEMM (2h -> h, column-parallel) and its embedding
+    # lookup; the module's transformer layer is in the stage's layer count (memory.rank_params)
+    n_mtp = train.mtp_num_layers
+    eh_proj = tokens * 6.0 * 2 * h * h / tp / (peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp)) + emb
     parts = {}
     for pos in ("first", "second", "last"):
         n_layers, rank, n_moe = ranks[f"layers_{pos}"], ranks[f"rank_{pos}"], ranks[f"moe_layers_{pos}"]
-        ends = np.where(rank == 0, emb, 0.0) + np.where(rank == pp - 1, head, 0.0)
+        ends = np.where(rank == 0, emb, 0.0) + np.where(rank == pp - 1, head * (1 + n_mtp), 0.0)
+        ends = ends + ranks[f"mtp_{pos}"] * eh_proj
         compute = n_layers * lt["compute"] + ends
         if model.is_moe:  # the routed experts and the all-to-alls of this rank's MoE layers
             compute = compute + n_moe * lt["moe_compute"]
@@ -308,6 +315,8 @@ def _stage_ranks(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec)
         model, arr["tp"], arr["pp"], arr["vpp"], arr["ep"], arr["etp"],
         pp_split=(arr["pp_split_embedding"], arr["pp_split_loss"]),
         layers_fn=get_profile(train.framework).pipeline_layers,
+        mtp_num_layers=train.mtp_num_layers,
+        layout=train_layout(train.pp_layout),
     )  # fmt: skip
 
 
@@ -388,7 +397,7 @@ def perf_arrays(
         "step_s": step,
         "tokens_per_s": tokens_per_s,
         "tokens_per_s_per_gpu": tokens_per_s / num_gpus,
-        "mfu": model.flops_per_token(train.seq_len) * tokens_per_s / (num_gpus * peak),
+        "mfu": train_flops_per_token(model, train) * tokens_per_s / (num_gpus * peak),
     }
 
 

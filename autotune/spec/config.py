@@ -159,6 +159,10 @@ def load_config(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | 
     try:
         model = _model_from(raw["model"])
         train = _train_from(raw["train"])
+        if train.pp_layout is not None:  # the layout's decoders and MTP modules against the model's (Megatron's checks)
+            from autotune.core.pp_layout import check_pp_layout
+
+            check_pp_layout(train.pp_layout, model.num_layers, train.mtp_num_layers)
         cluster = _build(ClusterSpec, raw["cluster"], "cluster")
         space = _space_from(raw["space"], cluster, model)
         sweep = _build(SweepSpec, raw["sweep"], "sweep")

@@ -38,6 +38,8 @@ TRIES = {
     "fused_grouped_mlp": (True,),
     "fp8_attention": (True,),
     "embedding_wgrad_deferral": (4,),
+    "mtp_num_layers": (1,),
+    "pp_layout": ("Et*16|t*16L",),
 }
 
 
