@@ -22,7 +22,8 @@ _ID_FIELDS_ALWAYS = frozenset(
 @dataclass(frozen=True)
 class ModelSpec:
     """A Llama-style decoder (RMSNorm, RoPE, GQA attention, SwiGLU MLP). `block="gpt"` describes a GPT-2/3 block
-    (LayerNorm with bias, MHA, GeLU MLP with 4h) so published GPT tables can be reproduced with the same code.
+    (LayerNorm with bias, GeLU MLP with 4h; multi-head, or grouped K/V where num_kv_heads < num_heads, as Nemotron-4
+    340B) so published GPT tables can be reproduced with the same code.
 
     Mixture of experts (`num_experts > 0`): the MoE layers replace the dense SwiGLU MLP by a router over
     `num_experts` routed SwiGLU experts of width `moe_ffn_hidden_size`, each token going to `moe_router_topk` of them,
@@ -296,7 +297,8 @@ class ModelSpec:
         MoE layers the blocks differ: pass `layer`; without it the mean over the blocks (a float when they differ)."""
         h, f = self.hidden_size, self.ffn_hidden_size
         if self.block == "gpt":  # QKV + proj with biases, 2 LayerNorms (w+b), MLP h->f->h with biases
-            return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+            q, k = self.q_dim, self.kv_dim  # multi-head: q = k = h, 4h^2 + 4h; grouped K/V (Nemotron-4 340B) smaller
+            return 2 * h * (q + k) + q + 2 * k + h + 2 * h * f + f + h + 4 * h
         if layer is None:
             if not self.is_moe:
                 return self.layer_params(0)
@@ -323,7 +325,7 @@ class ModelSpec:
     def _matmul_params(self, active: bool) -> int:
         h, f = self.hidden_size, self.ffn_hidden_size
         if self.block == "gpt":
-            return self.num_layers * (4 * h * h + 2 * h * f) + self.vocab_size * h
+            return self.num_layers * (2 * h * (self.q_dim + self.kv_dim) + 2 * h * f) + self.vocab_size * h
         mlp = 0
         for i in range(self.num_layers):  # the sigmoid router's selection bias is no matmul weight
             bias = self.num_experts if self.is_moe_layer(i) and self.moe_router == "sigmoid" and not active else 0

@@ -176,9 +176,13 @@ DENSE_SHAPES = {
     # tokenizer for the family; the summary's model TFLOP/s (643 at 12,507 tok/s for 8B: 51.4 MFLOP per token, 6N with
     # N = 8.5 B) confirms the ~2.1 B embedding + output parameters). The "gpt" block stands in: same two MLP GEMMs and
     # attention; it counts the small bias vectors and prices GELU's elementwise bytes for squared ReLU's.
-    # Nemotron-340B (96 heads, 8 KV groups, squared ReLU) has no block: "gpt" is multi-head only.
+    # Nemotron-4 340B as launcher_scripts/conf/training/nemotron/nemotron_340b.yaml @ 24.07 runs it: 96 layers, h 18432,
+    # 4h squared-ReLU MLP, 96 heads with 8 query groups (the "gpt" block's grouped K/V), no biases, untied, dropout
+    # 0 (head dim 192, K/V 1536 wide): 341 B parameters; 6N + attention = 2.06 TFLOP per token against the row's 686
+    # TFLOP/s at 326 tok/s (2.10). Its optimizer: NEMO1_OPTIM.
     "Nemotron-8B": (32, 4096, 16384, 32, 32, 256000, "gpt", False),
     "Nemotron-22B": (40, 6144, 24576, 48, 48, 256000, "gpt", False),
+    "Nemotron-340B": (96, 18432, 73728, 96, 8, 256000, "gpt", False),
 }
 # NeMo 1.x containers (NeMo-Framework-Launcher; NVIDIA/NeMo v1.23.0 in 24.03.01, r2.0.0rc1 in 24.07): every dense
 # training yaml the rows ran (launcher_scripts/conf/training/{gpt3,llama,nemotron}/*.yaml @ tags 24.03.01, 24.07) sets
@@ -187,6 +191,18 @@ DENSE_SHAPES = {
 # train.master_remainders ([REM] in autotune/predict/frameworks/megatron.py). NeMo 2.0 (25.04 on) runs Megatron-Core's
 # distributed optimizer (full fp32 master).
 NEMO1_CONTAINERS = ("NeMo24.03.01.framework", "NeMo 24.07")
+# Apex DistributedFusedAdam's dtypes where a NeMo 1.x launcher yaml and its H100 example script leave the defaults
+# (apex/contrib/optimizers/distributed_fused_adam.py: grad_sync_dtype defaults to `dtype`, the optimizer state's, fp32;
+# the gpt3 / llama example scripts add optim.grad_sync_dtype=bf16, the nemotron ones nothing) or set others
+# (NeMo-Framework-Launcher launcher_scripts/conf/training/nemotron/*.yaml and examples/training/*/h100/*.sh @ 24.07):
+# Nemotron-8B / 22B reduce fp32 gradients; Nemotron-4 340B's yaml sets `dtype: bf16` and `grad_sync_dtype: bf16`, so
+# NeMo's setup_optimization keeps no master (store_params=False, [B16] in autotune/predict/frameworks/megatron.py)
+# and Adam's moments in bf16.
+NEMO1_OPTIM: dict[str, dict] = {
+    "Nemotron-8B": {"grad_dtype": "fp32"},
+    "Nemotron-22B": {"grad_dtype": "fp32"},
+    "Nemotron-340B": {"optimizer_dtype": "bf16", "master_dtype": None, "master_remainders": False},
+}
 # plan.fp8 recipes whose Megatron-Bridge mixed-precision config sets fp8_param_gather (module doc)
 FP8_PARAM_RECIPES = ("tensorwise", "mxfp8")
 # models whose recipes account the embedding and the loss in the pipeline split (module doc)
@@ -321,6 +337,8 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         pp_layout=layout,
         framework="megatron",  # Megatron-Core: fused Adam, bf16 weights, EP overlap; its overlaps (FrameworkProfile.overlaps) price the DP communication
     )
+    if str(r.container) in NEMO1_CONTAINERS and name in NEMO1_OPTIM:  # the launcher yaml's optimizer (NEMO1_OPTIM)
+        train = dataclasses.replace(train, **NEMO1_OPTIM[name])
     return model, train, plan
 
 

@@ -31,9 +31,9 @@ def fp8_linear_elements(model: ModelSpec, tp: Any) -> tuple[np.ndarray, np.ndarr
     h 4096; HF config.json head_dim): wq writes and wo reads q_dim, not h (MLA's projections are not modelled here)."""
     h, f, k, q = model.hidden_size, model.ffn_hidden_size, model.kv_dim, model.q_dim
     tp = np.asarray(tp, dtype=np.float64)
-    if model.block == "gpt":  # qkv h->3h, fc1 h->f (column); proj h->h, fc2 f->h (row)
-        col_in, col_out, row_in, row_out = 2 * h, 3 * h + f, h + f, 2 * h
-        weights = 4 * h * h + 2 * h * f
+    if model.block == "gpt":  # qkv h->q+2k, fc1 h->f (column); proj q->h, fc2 f->h (row); multi-head: q = k = h
+        col_in, col_out, row_in, row_out = 2 * h, q + 2 * k + f, q + f, 2 * h
+        weights = 2 * h * (q + k) + 2 * h * f
     else:  # wq h->q, wk/wv h->k, w1/w3 h->f (column); wo q->h, w2 f->h (row)
         col_in, col_out, row_in, row_out = 5 * h, q + 2 * k + 2 * f, q + f, 2 * h
         weights = 2 * h * q + 2 * h * k + 3 * h * f
@@ -158,7 +158,7 @@ def te_fp8_cast_bytes(
     output count), and the weights 1/micro_batches of that; full recompute casts the inputs once more. Bytes per
     written element: CAST_FUSED_EXTRA_BYTES (scales included)."""
     h, f = model.hidden_size, model.ffn_hidden_size
-    row = model.q_dim if model.block != "gpt" else h  # wo's input width (fp8_linear_elements)
+    row = model.q_dim  # wo's input width (fp8_linear_elements)
     _, y, w = fp8_linear_elements(model, tp)
     codes = np.asarray(recipe)
     low = np.select([codes == i for i in range(len(FP8_RECIPES))], [CAST_FUSED_EXTRA_BYTES[r] for r in FP8_RECIPES])

@@ -67,7 +67,8 @@ def layer_activation_bytes(
     sbh = s * b * h
     if model.block == "gpt":  # Korthikanti et al. 2022 Table 2, 16-bit activations
         core = 5 * a * s / (h * t)
-        none = sbh * np.where(sp, 34 / t, 10 + 24 / t) + sbh * core
+        kv = 4 * (1 - k / h)  # grouped K/V: the K and V tensors are 2k/h each instead of Table 2's 2 + 2
+        none = sbh * np.where(sp, (34 - kv) / t, 10 + (24 - kv) / t) + sbh * core
         sel = none - sbh * core
         full = 2 * sbh / np.where(sp, t, 1)
         scale = act_bytes / 2

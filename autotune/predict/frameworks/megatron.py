@@ -96,6 +96,15 @@ from autotune.predict.frameworks.megatron_profile_rules import megatron_profile_
 from autotune.predict.frameworks.megatron_te import non_tn_fp8_gemm, te_fp8_input_bytes, te_weight_bytes
 
 
+def _params_are_master(train: TrainSpec) -> bool:
+    """[B16] bf16 parameters, bf16 optimizer states and no master copy (train.param_dtype and optimizer_dtype bf16,
+    master_dtype null): NeMo 1.x's Apex DistributedFusedAdam with `optim.dtype: bf16`, which its setup_optimization
+    gives store_params=False when the optimizer dtype is the model's (nemo/collections/nlp/models/language_modeling/
+    megatron_base_model.py @ v2.0.0rc0 `setup_optimization`): Adam's moments in bf16, the step writes the bf16 params
+    (Nemotron-4 340B's launcher yaml). With an fp32 optimizer (the default) Megatron keeps its fp32 master."""
+    return train.master_dtype is None and train.param_dtype == "bf16" and train.optimizer_dtype == "bf16"
+
+
 def megatron_layer_units(model: ModelSpec, dropout: float = 2.0, qkv_view: bool = True) -> tuple[float, float]:
     """(not TP-sharded, TP-sharded) per-layer activation bytes per token / h at 2-byte activations, as [TMU] splits
     Korthikanti's Table 2: without SP, norms (4), QKV and MLP inputs (2 + 2) and `dropout` masks (2) are replicated;
@@ -258,6 +267,8 @@ class MegatronProfile(FrameworkProfile):
         psi, z, d, c, master, o = state_inputs(num_params, zero_stage, shard, train)
         if train.master_remainders:  # [REM] the fp32 master as its low 16 bits (int16) next to the bf16 params
             master = float(DTYPE_BYTES["bf16"])
+        if _params_are_master(train):  # [B16] no master: the optimizer steps the bf16 params themselves
+            master = 0.0
         optimizer = psi * (master + o) / np.where(z >= 1, d, 1.0)
         # --optimizer-cpu-offload --optimizer-offload-fraction 1.0 (megatron/core/optimizer/cpu_offloading/README.md):
         # master + Adam states and an fp32 copy of the gradient partition the CPU step reads live on the host;
@@ -382,7 +393,7 @@ class MegatronProfile(FrameworkProfile):
         updated = psi / np.where(z >= 1, d, 1.0)
         g = float(DTYPE_BYTES[train.grad_dtype])
         copy = 4.0 * updated if g != 4 else np.zeros_like(updated)
-        if train.master_remainders:  # [REM] Apex: the grad_sync_dtype shard, no fp32 copy
+        if train.master_remainders or _params_are_master(train):  # [REM], [B16] Apex: the grad_sync_dtype shard
             copy = g * updated
         return reserved.round_large(np.where(np.asarray(optimizer_states) > 0, copy, 0.0))
 
