@@ -248,7 +248,7 @@ def _skip_reason(r: Any) -> str | None:
     if str(r.task).lower() != "pretrain":
         return f"task={r.task}: fine-tuning (frozen weights / LoRA) is not modelled"
     if not _known_model(str(r.model)):
-        return f"model={r.model}: no preset (hybrid Mamba-Transformer, MTP, unpublished or unstated shapes)"
+        return f"model={r.model}: no preset (hybrid Mamba-Transformer or DeepSeek-V4 layers, or unpublished shapes)"
     if str(r.gpu_type) not in NEMO_GPU:
         return f"gpu_type={r.gpu_type}: no cluster preset"
     if str(r.precision) not in RECIPE:

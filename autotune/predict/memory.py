@@ -106,9 +106,11 @@ def rank_params(
         if layout is not None:
             layers, moe_layers, mtp = layout_counts(model, layout, pp, vpp, ranks[pos], (layers, moe_layers, mtp))
         layers, moe_layers = layers + mtp, moe_layers + mtp * mtp_moe
-        # eh_proj (column-parallel 2h -> h) and enorm, hnorm, final_layernorm; the embedding copy off rank 0
+        # eh_proj (column-parallel 2h -> h) and enorm, hnorm, final_layernorm; the embedding copy off rank 0 (a tied
+        # model's last stage holds it already as its head)
         mtp_root = mtp * (2.0 * model.hidden_size**2 / tp + 3 * model.hidden_size)
-        root = roots[pos] + mtp_root + np.where((mtp > 0) & (ranks[pos] != 0), vh_local, 0.0)
+        tied_here = model.tie_embeddings & (ranks[pos] == pp - 1)
+        root = roots[pos] + mtp_root + np.where((mtp > 0) & (ranks[pos] != 0) & ~tied_here, vh_local, 0.0)
         out[pos], out[f"root_{pos}"], out[f"layers_{pos}"] = layers * layer_local + root, root, layers
         out[f"rank_{pos}"], out[f"mtp_{pos}"] = ranks[pos], mtp
         out[f"moe_layers_{pos}"] = moe_layers
