@@ -185,6 +185,13 @@ class ParallelPlan:
     # Llama 3.1 405B GB200 / GB300 submissions set it (TP_PP_DP_MAPPING=True). Megatron only (rule
     # tp_pp_dp_mapping_needs_megatron). Memory: unchanged; a different job's topology, so searched only when asked.
     tp_pp_dp_mapping: bool = dim_field(False, opt_in=True, optuna=True, oom="shape", tag=" dp-last")
+    # Megatron's selective recompute of multi-head latent attention's up projections (`--recompute-modules
+    # mla_up_proj`; transformer_config.py @ core_v0.16.1: "recompute the MLA up projection and RoPE applying parts"):
+    # the q, k, v they make are dropped after the core attention's forward and made again before its backward
+    # (multi_latent_attention.py `CheckpointWithoutOutput`, `discard_output_and_register_recompute`). MLA models,
+    # plan.recompute=selective, train.framework=megatron (rules mla_recompute_*); NVIDIA's DeepSeek-V3 and Kimi-K2
+    # recipes run it. Keeps less, so "lower" needs at least the memory.
+    mla_recompute: bool = dim_field(False, opt_in=True, optuna=True, oom="lower", label="mla_recompute", tag=" rc-mla")
     # Partial full recompute: Megatron-Core's `--recompute-granularity full --recompute-method block
     # --recompute-num-layers N` (TransformerBlock._checkpointed_forward, megatron/core/transformer/transformer_block.py
     # @ core_r0.16.1): N layers of each pipeline model chunk (a virtual stage's TransformerBlock) re-run their forward

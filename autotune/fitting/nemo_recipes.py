@@ -246,3 +246,29 @@ def recipe_mtp_layout(model: str, gpu: str, container: str, pp: int, vpp: int) -
         return mtp, "Et|(tt|)*30mL"
     layout = _LAYOUT_61.get(pp * vpp)
     return mtp, None if layout is None else layout.format(m="m" * mtp)
+
+
+# Megatron's recompute_modules of the MLA models' recipes (plan.mla_recompute = "mla_up_proj"; "moe_act" as
+# plan.moe_recompute), per release (NVIDIA-NeMo/Megatron-Bridge scripts/performance/run_script.py @ v0.1.0rc4:91-98
+# (25.09: mla_up_proj on every GPU); scripts/performance/configs/deepseek/*workload_base_configs.py @ v0.2.0 (25.11),
+# v0.3.0 (26.02), v0.4.0 (26.04), v0.5.0 (26.06); configs/kimi/kimi_workload_base_configs.py @ v0.4.0 / v0.5.0):
+# DeepSeek-V3 runs mla_up_proj everywhere but GB300 BF16 and every 25.11 GB300 config (["moe_act"]), GB200 FP8 in
+# 26.04 (["mlp"]: the dense layers' MLP, not modelled) and GB300 MXFP8 at micro-batch 1 from 26.06 ([]); Kimi-K2 on
+# GB300 runs mla_up_proj. "layernorm" and "mlp" in some lists are not modelled (norm outputs and the three dense
+# layers' MLP stay counted).
+_MLA_NO_UP_PROJ = ("NeMo 26.04", "NeMo 26.04.01")
+
+
+def recipe_recompute_modules(model: str, gpu: str, container: str, fp8: str, mbs: int) -> tuple[bool, str]:
+    """(plan.mla_recompute, plan.moe_recompute) of a summary row, by the tables above; (False, "none") elsewhere."""
+    if model == "Kimi_K2":
+        return True, "none"
+    if not model.startswith("DeepSeekV3"):
+        return False, "none"
+    if gpu == "GB300" and (fp8 == "none" or container == "NeMo 25.11"):
+        return False, "moe_act"
+    if gpu == "GB200" and fp8 != "none" and container in _MLA_NO_UP_PROJ:
+        return False, "none"
+    if gpu == "GB300" and fp8 == "mxfp8" and mbs == 1 and container >= "NeMo 26.06":
+        return False, "none"
+    return True, "none"

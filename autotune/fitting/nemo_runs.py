@@ -119,6 +119,7 @@ from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_seg
     recipe_dispatcher,
     recipe_expandable_segments,
     recipe_mtp_layout,
+    recipe_recompute_modules,
 )
 from autotune.fitting.nemo_releases import release_moe_recipe
 from autotune.fitting.run_types import DATA, ReferenceRun, SkippedRow
@@ -300,8 +301,12 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     off = ACT_OFFLOAD_LAYERS.get((name, str(r.gpu_type), plan.fp8, plan.zero_stage, plan.tp), 0)
     plan = dataclasses.replace(plan, act_offload_layers=off)
     moe_rc = MOE_RECOMPUTE.get((name, str(r.gpu_type), plan.fp8), "none")
-    if moe_rc != "none":
-        plan = dataclasses.replace(plan, recompute="selective", moe_recompute=moe_rc)
+    mla_rc, release_rc = recipe_recompute_modules(
+        name.removesuffix(TOKENDROP), str(r.gpu_type), str(r.container), plan.fp8, mbs
+    )
+    moe_rc = release_rc if release_rc != "none" else moe_rc
+    if moe_rc != "none" or mla_rc:  # Megatron's recompute_modules, under --recompute-granularity selective
+        plan = dataclasses.replace(plan, recompute="selective", moe_recompute=moe_rc, mla_recompute=mla_rc)
     dispatcher = recipe_dispatcher(name, str(r.gpu_type), plan.fp8, n, ep)
     overlap = (name, str(r.gpu_type), plan.fp8, n) in EP_OVERLAP_ON
     release = RELEASE_RECIPE.get((name, str(r.gpu_type), str(r.container)))

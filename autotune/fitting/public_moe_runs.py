@@ -84,6 +84,15 @@ TP_OVERLAP_MODELS = {"mixtral-8x22b"}
 # which Megatron refuses with it), Mixtral-8x22B (run_mixtral_8x22B.sh sets no A2A_OVERLAP: 0) and the Megatron-LM
 # MoE README's Mixtral-8x7B (MCore v0.8/v0.9, before the flag, MCore v0.14).
 EP_OVERLAP_ROWS = {"r030", "r044", "r046", "r048"}
+# Megatron recompute modules (plan.moe_recompute), from each row's notes / recompute column (Megatron-MoE-ModelZoo
+# best_practice/qwen3 readme and run scripts, cited in the CSV's source column): the H100 table's "norm, act" (r029,
+# r030, r032; r034 "norm, act, shared_expert") and the GB200 / H100 scripts' "moe_act+layernorm" (r044, r045, r048)
+# -> moe_act, the long-context H100 table's "layernorm+moe" -> moe; the layernorm (and shared_experts) modules are
+# not plan values (published_runs.MB_NOT_MODELLED)
+MB_MOE_RECOMPUTE = {
+    **{f"r0{i}": "moe" for i in range(35, 43)},
+    **{r: "moe_act" for r in ("r029", "r030", "r032", "r034", "r044", "r045", "r048")},
+}
 # torchao's Llama-4-Scout table (pytorch/ao torchao/prototype/moe_training/README.md @ 838dcebb (2025-10-13), kept
 # @ 5e79e5ed): the learned top-1 router had collapsed onto one EP rank's experts, train.moe_routing="collapsed"
 # (autotune/predict/moe.py `collapsed_imbalance`: 4x the even share at EP 4). Its own figures say so: MXFP8 on the
@@ -145,6 +154,7 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         micro_batch_size=mbs,
         grad_accum_steps=gbs // (dp * mbs),
         recompute=rec,
+        moe_recompute=MB_MOE_RECOMPUTE.get(str(r.row_id), "none") if megatron and rec == "selective" else "none",
         sequence_parallel=tp > 1,
         tp_overlap=megatron and tp > 1 and str(r.model) in TP_OVERLAP_MODELS,
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",

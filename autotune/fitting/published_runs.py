@@ -31,7 +31,7 @@ import pandas as pd
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows, recipe_expandable_segments
-from autotune.fitting.public_moe_runs import COLLAPSED_ROUTING_ROWS, MODELZOO_MXFP8, row_model
+from autotune.fitting.public_moe_runs import COLLAPSED_ROUTING_ROWS, MB_MOE_RECOMPUTE, MODELZOO_MXFP8, row_model
 from autotune.fitting.public_moe_runs import MODELS as MOE_MODELS
 from autotune.fitting.run_types import DATA, preset_model
 from autotune.predict.frameworks.torchtitan import TORCHTITAN_DEFAULT
@@ -56,15 +56,13 @@ class PublishedLayout:
 
 
 MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
-# Megatron recompute modules of moe_blackwell rows, from each row's notes / recompute column (Megatron-MoE-ModelZoo
-# best_practice/qwen3 readme and run scripts, cited in the CSV's source column): the long-context H100 table runs
-# "recompute layernorm+moe", the GB200 rows "moe_act+layernorm" -> plan.moe_recompute; what the plan cannot express
-# yet (the layernorm module, fine-grained activation offloading) is named with the row (MB_NOT_MODELLED).
-MB_MOE_RECOMPUTE = {**{f"r0{i}": "moe" for i in range(35, 43)}, "r044": "moe_act", "r045": "moe_act"}
+# Megatron recompute modules of moe_blackwell rows: public_moe_runs.MB_MOE_RECOMPUTE (the speed rows run them too);
+# what the plan cannot express yet (the layernorm and shared_expert modules, fine-grained activation offloading) is
+# named with the row (MB_NOT_MODELLED).
 MB_NOT_MODELLED = {
     **{f"r0{i}": "recompute_modules layernorm (the norms' outputs)" for i in range(35, 43)},
-    "r044": "recompute_modules layernorm",
-    "r045": "recompute_modules layernorm",
+    **{r: "recompute_modules layernorm" for r in ("r029", "r030", "r032", "r044", "r045", "r048")},
+    "r034": "recompute_modules layernorm, shared_experts",
 }
 # Megatron fine-grained activation offloading (plan.moe_offload) and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as
 # the ModelZoo run scripts set them (yanring/Megatron-MoE-ModelZoo @ e8650517 best_practice/qwen3/run_gb200_235b.sh

@@ -136,6 +136,34 @@ def _layout_stages(train) -> int:
     return len(train_layout(train.pp_layout))
 
 
+# Megatron-Core's recompute_modules "mla_up_proj" (transformer_config.py @ core_v0.16.1): a selective-recompute module
+# of multi-latent attention (multi_latent_attention.py `recompute_up_proj`); the other trainers have no such module
+MLA_RECOMPUTE_NEEDS_MLA = Rule(
+    "mla_recompute_needs_mla",
+    lambda mla_recompute, model: mla_recompute & (model.attention != "mla"),
+    lambda model: (
+        f"plan.mla_recompute=true needs a multi-latent-attention model (model.attention=mla; {model.name} has "
+        f"{model.attention}): mla_up_proj recomputes MLA's up projections"
+    ),
+)
+MLA_RECOMPUTE_NEEDS_SELECTIVE = Rule(
+    "mla_recompute_needs_selective",
+    lambda mla_recompute, recompute: mla_recompute & (recompute != RECOMPUTE_CODE["selective"]),
+    lambda recompute: (
+        f"plan.mla_recompute=true requires plan.recompute=selective (recompute={recompute}): Megatron's "
+        "recompute_modules apply with --recompute-granularity selective"
+    ),
+)
+MLA_RECOMPUTE_NEEDS_MEGATRON = Rule(
+    "mla_recompute_needs_megatron",
+    lambda mla_recompute: mla_recompute,
+    lambda train: (
+        f"plan.mla_recompute=true requires train.framework=megatron (framework={train.framework}): Megatron-Core's "
+        "--recompute-modules mla_up_proj"
+    ),
+)
+
+
 PP_LAYOUT_STAGES = Rule(
     "pp_layout_stages",
     lambda pp, vpp, train: (pp * vpp != _layout_stages(train)) if train.pp_layout is not None else pp < 0,

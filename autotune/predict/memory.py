@@ -27,11 +27,12 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans
-from autotune.core.pp_layout import Stage, layout_counts, train_layout
+from autotune.core.pp_layout import Stage, train_layout
 from autotune.core.trial import MemoryEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe, moe_dispatch, recompute_share
 from autotune.predict.frameworks import get_profile
+from autotune.predict.pp_stages import layout_counts
 from autotune.predict.reserved import allocator_reserved
 from autotune.predict.schedule import accumulated_grad_share, layers_of_rank
 
@@ -249,6 +250,9 @@ def _layer_activations(prof, arr: dict, model: ModelSpec, seq: Any, c: int, reco
     # rebuilt with the layer in its backward (a transient of that one layer)
     cp_saved = prof.context_parallel_saved(model, seq, mbs, tp, arr["cp"], c)
     full = np.asarray(recompute) == RECOMPUTE_CODE["full"]
+    # plan.mla_recompute (Megatron's mla_up_proj, FrameworkProfile.mla_recompute_saving): q, k, v made again in backward
+    mla = np.asarray(arr["mla_recompute"], dtype=bool) & (np.asarray(recompute) == RECOMPUTE_CODE["selective"])
+    cp_saved = cp_saved - np.where(mla, prof.mla_recompute_saving(model, seq * mbs, tp, c), 0.0)
     layer_act = {
         **layer_act,
         "saved": layer_act["saved"] + np.where(full, 0.0, cp_saved),

@@ -69,7 +69,7 @@ import numpy as np
 
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
-from autotune.core.pp_layout import train_flops_per_token, train_layout
+from autotune.core.pp_layout import train_layout
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe, recompute_share
@@ -106,6 +106,7 @@ from autotune.predict.perf_terms import (
     tp_overlap_layer_s,
 )
 from autotune.predict.pp_overlap import exposed_transfer_s, p2p_overlapped
+from autotune.predict.pp_stages import train_flops_per_token
 from autotune.predict.ring_attention import (
     ALLGATHER_MASK_FLOPS_FACTOR,
     allgather_mask_comm_s,
@@ -141,6 +142,11 @@ def _layer_terms(
     linear_peak = linear_peak_flops(arr["fp8"], cluster, peak)
     linear_eff = cluster.matmul_efficiency * linear_efficiency_factor(arr["fp8"], cluster)
     gemm = tokens * 2.0 * per_layer_matmul / tp * passes / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
+    if model.attention == "mla":  # plan.mla_recompute (Megatron's mla_up_proj): the up projections once more
+        dqk, qr = model.qk_nope_head_dim + model.qk_rope_head_dim, model.q_lora_rank or h
+        up = model.num_heads * (dqk * qr + (model.qk_nope_head_dim + model.v_head_dim) * model.kv_lora_rank)
+        up_s = tokens * 2.0 * up / tp / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
+        gemm = gemm + np.where(arr["mla_recompute"], up_s, 0.0)
     # FA2 or FA3/cuDNN (attention_terms.attention_s): the job's, else its framework's
     profile = get_profile(train.framework)
     kernel = train.attention_kernel or profile.attention_kernel()
@@ -149,7 +155,7 @@ def _layer_terms(
     attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, attn_peak, train.seq_len / cp, kernel)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
     # with selective (non-matmul ops) or full recompute
-    ew_passes = 3.0 + np.where(rc == RECOMPUTE_CODE["selective"], 1.0, full)
+    ew_passes = 3.0 + np.where((rc == RECOMPUTE_CODE["selective"]) & profile.selective_reruns_elementwise(), 1.0, full)
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
     mem = mem * compiled_elementwise_factor(arr["compile"], cluster, model.block)  # eager kernels / fusion (perf_terms)
     te = (train.fp8_casts or profile.fp8_casts()) == "te"  # the job's, else its framework's

@@ -66,7 +66,8 @@ def moe_terms(
     act_rc = act_rc & ~fused_mlp
     router = router + np.where(act_rc, memory_bound_s(copies * imbalance * 3 * f / etp * c, cluster), 0.0)
     # the experts' gated activations beyond the dense term's SwiGLU of width ffn_hidden_size (moe.py), as many passes
-    ew = 3.0 + np.where(arr["recompute"] == RECOMPUTE_CODE["selective"], 1.0, full)
+    rerun = get_profile(train.framework).selective_reruns_elementwise()  # Megatron: only its modules (act_rc above)
+    ew = 3.0 + np.where((arr["recompute"] == RECOMPUTE_CODE["selective"]) & rerun, 1.0, full)
     routed_act, dense_act = moe.expert_activation_extra_bytes(model, tokens, copies, imbalance, tp, c)
     routed_act = np.where(fused_mlp, 0.0, routed_act)
     fused = compiled_elementwise_factor(arr["compile"], cluster, model.block)  # the dense term's convention

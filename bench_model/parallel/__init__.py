@@ -35,6 +35,11 @@ def parallelize(
             f"{str(plan.pp_split_loss).lower()}: bench_model's pipeline split (bench_model/parallel/pipeline.py) gives "
             "the embedding and the loss no layer slot; this is Megatron-Core's account_for_*_in_pipeline_split"
         )
+    if plan.mla_recompute:  # rule mla_recompute_needs_megatron
+        raise SpecError(
+            "plan.mla_recompute=true: Megatron-Core's --recompute-modules mla_up_proj; bench_model's MLA "
+            "(bench_model/mla.py) has no up-projection recompute"
+        )
     if plan.tp_pp_dp_mapping:  # rule tp_pp_dp_mapping_needs_megatron
         raise SpecError(
             "plan.tp_pp_dp_mapping=true: Megatron-Core's --use-tp-pp-dp-mapping rank order; bench_model builds its "

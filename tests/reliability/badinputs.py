@@ -403,6 +403,11 @@ def _override_cases() -> list[BadInput]:
             (*est, "plan.pp=2", "plan.grad_accum_steps=16", "plan.tp_pp_dp_mapping=true"),
             ("plan.tp_pp_dp_mapping=true", "train.framework=megatron", "bench_model"),
         ),
+        c(
+            "plan-mla_recompute-no-mla",
+            (*est, "plan.recompute=selective", "plan.mla_recompute=true"),
+            ("plan.mla_recompute=true", "model.attention=mla", "gqa"),
+        ),
         c("plan-etp-negative", (*est, "plan.etp=-2"), ("plan.etp", "-2", ">= 1")),
         c("plan-fp8-a100", (*est, "cluster=a100-80gb", "plan.fp8=tensorwise"), ("fp8=tensorwise", "a100-80gb")),
         c(

@@ -192,7 +192,10 @@ def test_nemo_rows_carry_their_recipes_settings():
     from autotune.fitting.nemo_runs import load_nemo_rows
 
     runs = {r.row: r for r in load_nemo_rows()[0]}
-    assert all(r.train.grad_dtype == "bf16" for r in runs.values())
+    # Nemotron-8B / 22B keep Apex's fp32 gradient sync (nemo_runs.NEMO1_OPTIM, tests/unit/test_nemo1_optim.py)
+    assert all(
+        r.train.grad_dtype == "bf16" for r in runs.values() if r.model.name not in ("nemotron-8b", "nemotron-22b")
+    )
     split = [r for r in runs.values() if r.model.name in ("llama-3.1-405b", "qwen3-235b-a22b") and r.plan.pp > 1]
     assert split and all(r.plan.pp_split_embedding and r.plan.pp_split_loss for r in split)
     fsdp405 = runs[297].plan  # NeMo 25.09, GB200, LLAMA3.1_405B, 128 GPUs, GBS 64, FSDP 64, TP 2

@@ -107,6 +107,11 @@ class FrameworkProfile(ABC):
         (autotune/predict/rope.py). Default: no (torch.compile / Inductor fuses the scaled rotation like any other)."""
         return False
 
+    def selective_reruns_elementwise(self) -> bool:
+        """Whether plan.recompute=selective re-runs the block's elementwise ops in backward (the speed model's extra
+        memory-bound pass). Default: yes (bench_model's policy saves matmul and SDPA outputs, recomputes the rest)."""
+        return True
+
     def unfused_glu_clamp(self) -> bool:
         """Whether this framework clamps the experts' gate outside its fused activation kernel (autotune/predict/
         glu_clamp.py). Default: no (a compiled activation fuses the clamp)."""
@@ -274,6 +279,11 @@ class FrameworkProfile(ABC):
     ) -> np.ndarray:
         """What one MoE layer saves per micro-batch beyond a dense layer (routed tokens, router, experts' SwiGLU;
         autotune/predict/moe.py); `fp8` the plan.fp8 code, `mbs` the micro-batch size (sequences)."""
+
+    def mla_recompute_saving(self, model: ModelSpec, tokens: Any, tp: Any, act_bytes: int) -> Any:
+        """Bytes per layer and micro-batch that plan.mla_recompute (Megatron's mla_up_proj) does not keep. Default:
+        none (only the megatron profile has the module; rule mla_recompute_needs_megatron refuses it elsewhere)."""
+        return 0.0
 
     def moe_recompute_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any

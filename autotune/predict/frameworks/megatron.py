@@ -74,6 +74,14 @@ the fused QKV projection output into q, k, v views (transformer/attention.py get
 rotated into new tensors but v stays a view, so the saved v keeps the whole projection output alive: its Q and K parts,
 2(q_dim + kv_dim)/h more units per layer (measured byte for byte on Megatron-Core's own model with the local spec:
 tests/unit/test_frameworks_megatron_probe.py). Transformer Engine's spec, NVIDIA's, keeps no view ([TE-QKV]).
+[MLA] Multi-head latent attention (model.attention="mla": DeepSeek-V3, Kimi-K2) in Megatron-Core's TE spec
+(megatron/core/transformer/multi_latent_attention.py @ core_v0.16.1 `get_query_key_value_tensors`; gpt_layer_specs.py
+MLA submodules): the down projections (TELinear) save the normed hidden state (the "QKV input 2" above); the
+compressed q (q_lora_rank) and kv (kv_lora_rank) are gathered to the whole sequence on every TP rank and
+linear_q_up_proj / linear_kv_up_proj (TELayerNormColumnParallelLinear) save the norm's input and output, 2c(qr + kr)
+per token, split neither by TP nor by SP; the up projections' q, k (n(dn + dr) each, the rope part expanded to every
+head) and v (n dv) are contiguous tensors TE's attention saves, and its output n dv the projection's input: in place of
+Q 2, K and V 4k/h and the projection input 2, 2(2n(dn + dr) + 2n dv)/h, TP-sharded (n heads / t).
 FP8 (plan.fp8, Transformer Engine): `fp8_layer_saving` ([TE-LIN], [TE-ATTN]). Flash attention keeps no s^2 scores, so recompute=none saves what
 selective does (selective recomputes core attention only; its checkpoint keeps q, k, v, so the view stays too).
 """
@@ -112,7 +120,19 @@ def megatron_layer_units(model: ModelSpec, dropout: float = 2.0, qkv_view: bool 
     h, f, k = model.hidden_size, model.ffn_hidden_size, model.kv_dim
     mlp = 6.0 * f / h if model.block != "gpt" else 4.0 * f / h  # SwiGLU: fc1 out 2f + fc2 in f; GELU: f + f
     view = 2.0 * (model.q_dim + k) / h if qkv_view else 0.0  # the fused QKV output's Q and K parts v's view keeps
-    return 8.0 + dropout, 2.0 + 4.0 * k / h + 2.0 + mlp + view
+    attn = 2.0 + 4.0 * k / h + 2.0  # Q, K and V, the projection input
+    if model.attention == "mla":  # [MLA] q, k, v and the output at the heads' widths; no fused QKV output to view
+        n, dqk, dv = model.num_heads, model.qk_nope_head_dim + model.qk_rope_head_dim, model.v_head_dim
+        attn, view = 2.0 * (2 * n * dqk + 2 * n * dv) / h, 0.0
+    return 8.0 + dropout, attn + mlp + view
+
+
+def mla_latent_units(model: ModelSpec) -> float:
+    """[MLA] the up projections' saved inputs, per token in units of h at 2-byte activations, on every TP rank and
+    the whole (local) sequence: the compressed q and kv before and after their fused norms, 2 x 2(qr + kr)/h."""
+    if model.attention != "mla":
+        return 0.0
+    return 4.0 * (model.q_lora_rank + model.kv_lora_rank) / model.hidden_size
 
 
 @dataclass(frozen=True)
@@ -158,6 +178,13 @@ class MegatronProfile(FrameworkProfile):
         rope.py)."""
         return True
 
+    def selective_reruns_elementwise(self) -> bool:
+        """No: Megatron's selective granularity re-runs only its recompute_modules (transformer_config.py @
+        core_v0.16.1), each priced where it is a plan value (plan.moe_recompute: perf_moe; plan.mla_recompute: perf
+        _layer_terms). Its default module, core_attn, re-runs the attention forward; not priced (flash attention
+        keeps no s^2 scores, so NVIDIA's recipes name other modules)."""
+        return False
+
     def unfused_glu_clamp(self) -> bool:
         """Megatron-Core clamps before `weighted_bias_quick_geglu_impl`'s fused kernel, in eager PyTorch
         (megatron/core/fusions/fused_bias_geglu.py; autotune/predict/glu_clamp.py)."""
@@ -201,6 +228,17 @@ class MegatronProfile(FrameworkProfile):
         """Megatron-Core's MoE layer beyond the dense layer it replaces (megatron_moe.layer_activations)."""
         return megatron_moe.layer_activations(model, tokens, tp, sp, recompute, act_bytes, fp8, etp)
 
+    def mla_recompute_saving(self, model: ModelSpec, tokens: Any, tp: Any, act_bytes: int) -> Any:
+        """[MLA] `--recompute-modules mla_up_proj`: the up projections and RoPE run inside a CheckpointWithoutOutput
+        whose q, k, v (n/t heads of dqk, dqk, dv) are released once the core attention has run and made again before
+        its backward; the checkpoint keeps its inputs, the compressed q and kv and the rope key (qr + kr + dr), where
+        the up projections kept the compressed q and kv before and after their norms (2(qr + kr))."""
+        if model.attention != "mla":
+            return 0.0
+        n, dqk = model.num_heads / np.asarray(tp, dtype=np.float64), model.qk_nope_head_dim + model.qk_rope_head_dim
+        latent = model.q_lora_rank + model.kv_lora_rank - model.qk_rope_head_dim
+        return np.asarray(tokens, dtype=np.float64) * act_bytes * (n * (2 * dqk + model.v_head_dim) + latent)
+
     def moe_recompute_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
     ) -> np.ndarray:
@@ -227,6 +265,7 @@ class MegatronProfile(FrameworkProfile):
             "moe_offload_needs_megatron",  # --fine-grained-activation-offloading --offload-modules
             "ep_overlap_needs_megatron",  # --overlap-moe-expert-parallel-comm is Megatron-Core's
             "tp_pp_dp_mapping_needs_megatron",  # --use-tp-pp-dp-mapping is Megatron-Core's rank order
+            "mla_recompute_needs_megatron",  # --recompute-modules mla_up_proj is Megatron-Core's
         }
     )
     # train.hidden_dropout (`for_train`): [TMU]'s attention and MLP dropout masks (1 byte per element each) and the
@@ -293,7 +332,7 @@ class MegatronProfile(FrameworkProfile):
         sp, r = np.asarray(sp, dtype=bool), np.asarray(recompute)
         sbh = s * b * model.hidden_size * act_bytes / 2.0
         repl, shard = megatron_layer_units(model, self.dropout_units, self.keeps_qkv_view(model))
-        layer = sbh * (repl / np.where(sp, t, 1.0) + shard / t)
+        layer = sbh * (repl / np.where(sp, t, 1.0) + shard / t + mla_latent_units(model))
         full = sbh * 2.0 / np.where(sp, t, 1.0)  # full recompute keeps the layer input (sequence-sharded with SP)
         is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
         return {"saved": np.where(is_full, full, layer), "transient": np.where(is_full, layer, 0.0)}
