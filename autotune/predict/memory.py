@@ -32,9 +32,14 @@ from autotune.core.trial import MemoryEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe, moe_dispatch, recompute_share
 from autotune.predict.frameworks import get_profile
-from autotune.predict.pp_stages import layout_counts
+from autotune.predict.pp_stages import layout_chunks, layout_counts
 from autotune.predict.reserved import allocator_reserved
-from autotune.predict.schedule import accumulated_grad_share, layers_of_rank
+from autotune.predict.schedule import (
+    accumulated_grad_share,
+    chunk_layers_of_rank,
+    interleaved_chunk_weight,
+    layers_of_rank,
+)
 
 POSITIONS = ("first", "second", "last")  # pipeline ranks 0, 1 and pp-1: the candidates for the worst rank
 
@@ -100,12 +105,18 @@ def rank_params(
         "layer_matmul": per_layer_matmul / tp,  # one layer's local dense linear weights (no norms, no routed experts)
     }
     mtp_moe = int(model.is_moe_layer(model.num_layers - 1))  # an MTP module's layer is of the decoder's last kind
+    interleaved = int(np.max(vpp, initial=1)) > 1
     for pos in POSITIONS:
         layers = layers_split(model, pp, vpp, ranks[pos], *pp_split)
         moe_layers = moe.moe_layers_of_rank(model, pp, vpp, ranks[pos], *pp_split) if model.is_moe else 0
         mtp = np.where(ranks[pos] == pp - 1, mtp_num_layers, 0)  # Megatron's default: the MTP block on the last stage
+        # the layers of each model chunk (interleaved schedules: schedule.interleaved_chunk_weight), MTP in the last
+        chunks = chunk_layers_of_rank(model.num_layers, pp, vpp, ranks[pos], *pp_split) if interleaved else [layers]
+        chunks[-1] = chunks[-1] + np.where(vpp == len(chunks), mtp, 0)
         if layout is not None:
             layers, moe_layers, mtp = layout_counts(model, layout, pp, vpp, ranks[pos], (layers, moe_layers, mtp))
+            chunks = layout_chunks(layout, pp, vpp, ranks[pos], chunks)
+        out[f"chunks_{pos}"] = chunks
         layers, moe_layers = layers + mtp, moe_layers + mtp * mtp_moe
         # eh_proj (column-parallel 2h -> h) and enorm, hnorm, final_layernorm; the embedding copy off rank 0 (a tied
         # model's last stage holds it already as its head)
@@ -168,9 +179,13 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
         saved = share * saved + (1.0 - share) * layer_act["saved_kept"]
         if model.is_moe:
             moe_act = share * moe_act + (1.0 - share) * extras["moe_act_kept"]
-    act = psi[f"layers_{pos}"] * saved * inflight + layer_act["transient"]
+    # interleaved 1F1B with chunks of unequal size: the chunks the warm-up runs most often weigh more
+    weight = interleaved_chunk_weight(
+        psi[f"chunks_{pos}"], pp, arr["vpp"], arr["grad_accum_steps"], arr["pp_schedule"], psi[f"rank_{pos}"]
+    )
+    act = psi[f"layers_{pos}"] * saved * inflight * weight + layer_act["transient"]
     if model.is_moe:  # an MoE layer keeps its routed tokens' tensors instead of the dense MLP's (moe.py)
-        act = act + psi[f"moe_layers_{pos}"] * moe_act * inflight
+        act = act + psi[f"moe_layers_{pos}"] * moe_act * inflight * weight
         act = act + prof.expert_cast_bytes(psi[f"expert_{pos}"], z, train) * inflight
     # plan.act_offload_layers (Megatron --cpu-offloading-num-layers, pp = 1): the saved tensors of N of the rank's
     # layers live on the host from their forward to their backward; as a share of the per-layer terms above

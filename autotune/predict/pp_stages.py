@@ -35,3 +35,16 @@ def train_flops_per_token(model: ModelSpec, train: TrainSpec) -> float:
     attn = model.attention_flops_per_token(train.seq_len) / model.num_layers
     extra = 6.0 * (layer + 2 * h * h + 3 * h + model.vocab_size * h) + attn
     return model.flops_per_token(train.seq_len) + n * extra
+
+
+def layout_chunks(layout: tuple[Stage, ...], pp: Any, vpp: Any, rank: Any, default: list) -> list[np.ndarray]:
+    """The decoder layers and MTP modules of each model chunk (stage rank + k pp) of pipeline rank `rank` under a
+    Megatron layout, where the layout has pp*vpp stages; `default` elsewhere."""
+    pp, vpp, rank = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (pp, vpp, rank)))
+    fits = pp * vpp == len(layout)
+    out = [np.broadcast_to(np.asarray(d, dtype=np.int64), pp.shape).copy() for d in default]
+    for k in range(len(out)):
+        j = rank + k * pp
+        sizes = np.array([s.decoders + s.mtp for s in layout] + [0], dtype=np.int64)
+        out[k] = np.where(fits & (k < vpp), sizes[np.minimum(j, len(layout))], np.where(fits, 0, out[k]))
+    return out

@@ -16,20 +16,56 @@ def layers_of_rank(num_layers: int, pp: Any, vpp: Any, rank: Any, embed: Any = F
     Rank r holds stages r, r+pp, ..., r+(vpp-1)*pp. With Megatron's pipeline-split accounting (`embed`: plan.
     pp_split_embedding, `loss`: pp_split_loss; megatron/core/transformer/transformer_block.py get_num_layers_to_build)
     every stage gets (L + embed + loss)/S slots, the embedding taking one of stage 0's and the loss one of stage S-1's."""
+    return sum(chunk_layers_of_rank(num_layers, pp, vpp, rank, embed, loss))
+
+
+def chunk_layers_of_rank(
+    num_layers: int, pp: Any, vpp: Any, rank: Any, embed: Any = False, loss: Any = False
+) -> list[np.ndarray]:
+    """`layers_of_rank` per model chunk: element k is the layers of stage rank + k*pp (0 where k >= vpp)."""
     pp, vpp, rank = np.asarray(pp), np.asarray(vpp), np.asarray(rank)
     e, lo = np.asarray(embed, dtype=np.int64), np.asarray(loss, dtype=np.int64)
     stages = pp * vpp
     base, extra = num_layers // stages, num_layers % stages
     slots = (num_layers + e + lo) // stages
     accounted = (e + lo) > 0
-    total = np.zeros(np.broadcast(pp, vpp, rank, e, lo).shape, dtype=np.int64)
+    shape = np.broadcast(pp, vpp, rank, e, lo).shape
+    chunks = []
     for k in range(int(np.max(vpp, initial=1))):
         j = rank + k * pp
         middle = (j >= 1) & (j <= stages - 2) & (j <= extra)
         first = (j == 0) & (extra >= stages - 1) & (stages > 1)
         megatron = np.maximum(slots - e * (j == 0) - lo * (j == stages - 1), 0)  # even split: rule pp_split_divides
-        total = total + np.where(k < vpp, np.where(accounted, megatron, base + (middle | first)), 0)
-    return total
+        layers = np.where(k < vpp, np.where(accounted, megatron, base + (middle | first)), 0)
+        chunks.append(np.broadcast_to(layers, shape).astype(np.int64))
+    return chunks
+
+
+def interleaved_chunk_weight(chunks: list[Any], pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any) -> np.ndarray:
+    """The layer-micro-batches a rank holds at its interleaved-1F1B peak over what `inflight_microbatches` assumes
+    (every chunk 1/vpp of the rank's layers): sum_c n_c L_c / (sum_c n_c x sum_c L_c / vpp). Megatron-Core's schedule
+    (megatron/core/pipeline_parallel/schedules.py @ core_v0.16.1 `forward_backward_pipelining_with_interleaving`:
+    num_warmup_microbatches (pp - rank - 1) x 2 + (vpp - 1) x pp, at most m x vpp; virtual micro-batch v runs model
+    chunk (v mod pp vpp) div pp, groups of pp micro-batches per chunk; backwards start from the last chunk) holds the
+    first W + 1 virtual micro-batches at its peak; torch's Interleaved1F1B orders its steps the same way. With the
+    embedding / loss accounted in the split (or a layout) the chunks differ: rank 0's first chunk, which the warm-up
+    runs most often, holds a layer fewer. 1 for every other schedule and for equal chunks."""
+    pp, vpp, m, r = (np.asarray(x, dtype=np.int64) for x in (pp, vpp, m, rank))
+    layers = np.stack([np.asarray(c, dtype=np.float64) for c in np.broadcast_arrays(*chunks)], axis=-1)
+    shape = np.broadcast(pp, vpp, m, r, np.asarray(schedule), layers[..., 0]).shape
+    pp, vpp, m, r, sch = (np.broadcast_to(x, shape) for x in (pp, vpp, m, r, np.asarray(schedule)))
+    layers = np.broadcast_to(layers, (*shape, layers.shape[-1]))
+    held = np.minimum((pp - r - 1) * 2 + (vpp - 1) * pp + 1, m * vpp)
+    out = np.ones(shape)
+    inter = (sch == SCHEDULE_CODE["interleaved_1f1b"]) & (vpp > 1)
+    for key in set(zip(pp[inter].tolist(), vpp[inter].tolist(), held[inter].tolist())):
+        p, v, w = key
+        counts = np.bincount((np.arange(w) % (p * v)) // p, minlength=layers.shape[-1]).astype(np.float64)
+        at = inter & (pp == p) & (vpp == v) & (held == w)
+        total = layers[at].sum(axis=-1)
+        real = (layers[at] * counts).sum(axis=-1)
+        out[at] = np.where(total > 0, real / np.maximum(w * total / v, 1e-12), 1.0)
+    return out
 
 
 def layers_on_rank(num_layers: int, pp: Any, vpp: Any, embed: Any = False, loss: Any = False) -> np.ndarray:

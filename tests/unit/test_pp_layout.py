@@ -153,3 +153,25 @@ def test_megatron_export_writes_both():
     plan = ParallelPlan(dp=128, pp=2, vpp=8, ep=32, zero_stage=1, grad_accum_steps=32, pp_schedule="interleaved_1f1b")
     text = render("megatron", cfg.model, train, cfg.cluster, plan)
     assert "--mtp-num-layers 1" in text and DSV3 in text
+
+
+def test_interleaved_chunks_of_unequal_size():
+    """schedule.interleaved_chunk_weight, by hand from Megatron's order (virtual micro-batch v on chunk
+    (v mod pp vpp) div pp; W + 1 = (pp - r - 1) 2 + (vpp - 1) pp + 1 held at the peak): Llama 3.1 405B, PP16 VP4, the
+    embedding and loss accounted: rank 0's chunks 1, 2, 2, 2 hold 31 x 1 + 16 x 6 = 127 layer-micro-batches against
+    79 x 7/4 = 138.25; torchtitan's 126 layers over PP8 VP2 (7, 8, ..., 8, 7), rank 7 at m = 8: 8 x 8 + 1 x 7 = 71
+    against 9 x 15/2 = 67.5; equal chunks and 1F1B: 1."""
+    import numpy as np
+
+    from autotune.core.plan_arrays import SCHEDULE_CODE
+    from autotune.predict.schedule import chunk_layers_of_rank, interleaved_chunk_weight
+
+    inter, one = SCHEDULE_CODE["interleaved_1f1b"], SCHEDULE_CODE["1f1b"]
+    c405 = chunk_layers_of_rank(126, np.array([16]), np.array([4]), np.array([0]), True, True)
+    assert [int(c[0]) for c in c405] == [1, 2, 2, 2]
+    assert float(interleaved_chunk_weight(c405, 16, 4, 384, inter, 0)[0]) == pytest.approx(127 / 138.25)
+    ctt = chunk_layers_of_rank(126, np.array([8]), np.array([2]), np.array([7]))
+    assert [int(c[0]) for c in ctt] == [8, 7]
+    assert float(interleaved_chunk_weight(ctt, 8, 2, 8, inter, 7)[0]) == pytest.approx(71 / 67.5)
+    assert float(interleaved_chunk_weight([np.array([2])] * 4, 16, 4, 384, inter, 0)[0]) == 1.0
+    assert float(interleaved_chunk_weight(c405, 16, 4, 384, one, 0)[0]) == 1.0
