@@ -112,7 +112,7 @@ def rank_params(
         mtp = np.where(ranks[pos] == pp - 1, mtp_num_layers, 0)  # Megatron's default: the MTP block on the last stage
         # the layers of each model chunk (interleaved schedules: schedule.interleaved_chunk_weight), MTP in the last
         chunks = chunk_layers_of_rank(model.num_layers, pp, vpp, ranks[pos], *pp_split) if interleaved else [layers]
-        chunks[-1] = chunks[-1] + np.where(vpp == len(chunks), mtp, 0)
+        chunks = [ch + np.where(vpp - 1 == k, mtp, 0) for k, ch in enumerate(chunks)]
         if layout is not None:
             layers, moe_layers, mtp = layout_counts(model, layout, pp, vpp, ranks[pos], (layers, moe_layers, mtp))
             chunks = layout_chunks(layout, pp, vpp, ranks[pos], chunks)
