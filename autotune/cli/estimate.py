@@ -58,10 +58,12 @@ def _print(row: dict, cfg, overrides=()) -> None:
     from autotune.core.labels import layout_label
 
     console = Console() if Console().is_terminal else Console(width=120)
+    t = cfg.train  # Megatron's MTP modules and layout are train.* settings, not in the layout label
+    mtp = f" · {t.mtp_num_layers} MTP module(s), counted as a layer on their rank" if t.mtp_num_layers else ""
     table = Table(
         title=f"{cfg.model.name} · {layout_label(row)} · {row['num_gpus']} x {cfg.cluster.name} · "
         f"worst rank: pipeline rank {row['worst_pp_rank']} ({row['worst_pp_rank_layers']} of {cfg.model.num_layers} "
-        "layers)",
+        f"layers){mtp}" + (f" · layout {t.pp_layout}" if t.pp_layout else ""),
         title_justify="left",
     )
     table.add_column("component")

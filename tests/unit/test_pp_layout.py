@@ -175,3 +175,20 @@ def test_interleaved_chunks_of_unequal_size():
     assert float(interleaved_chunk_weight(ctt, 8, 2, 8, inter, 7)[0]) == pytest.approx(71 / 67.5)
     assert float(interleaved_chunk_weight([np.array([2])] * 4, 16, 4, 384, inter, 0)[0]) == 1.0
     assert float(interleaved_chunk_weight(c405, 16, 4, 384, one, 0)[0]) == 1.0
+
+
+def test_estimate_names_the_layout_and_mtp(capsys):
+    """The layout label carries plan fields only; estimate's title names the job's MTP modules and layout."""
+    from autotune.cli.main import main
+
+    args = ["estimate", "--gpus", "256", "model=deepseek-v3", "cluster=gb300-nvl72", "train.framework=megatron"]
+    args += ["plan.pp=2", "plan.vpp=8", "plan.ep=32", "plan.zero_stage=1", "plan.micro_batch_size=2"]
+    args += [
+        "train.seq_len=4096",
+        "train.global_batch_size=4096",
+        "train.mtp_num_layers=1",
+        f"train.pp_layout='{DSV3}'",
+    ]
+    assert main(args) == 0
+    title = " ".join(capsys.readouterr().out.split())
+    assert "1 MTP module(s), counted as a layer on their rank" in title and f"layout {DSV3}" in title
