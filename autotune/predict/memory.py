@@ -267,10 +267,10 @@ def _layer_activations(prof, arr: dict, model: ModelSpec, seq: Any, c: int, reco
     full = np.asarray(recompute) == RECOMPUTE_CODE["full"]
     # plan.mla_recompute (Megatron's mla_up_proj, FrameworkProfile.mla_recompute_saving): q, k, v made again in backward
     mla = np.asarray(arr["mla_recompute"], dtype=bool) & (np.asarray(recompute) == RECOMPUTE_CODE["selective"])
-    cp_saved = cp_saved - np.where(mla, prof.mla_recompute_saving(model, seq * mbs, tp, c), 0.0)
+    mla_cut = np.where(mla, prof.mla_recompute_saving(model, seq * mbs, tp, c), 0.0)
     layer_act = {
         **layer_act,
-        "saved": layer_act["saved"] + np.where(full, 0.0, cp_saved),
+        "saved": layer_act["saved"] + np.where(full, 0.0, cp_saved) - mla_cut,
         "transient": layer_act["transient"] + np.where(full, cp_saved, 0.0),
     }
     return fp8_layer_activations(prof, layer_act, {**arr, "recompute": recompute}, model, seq, c)

@@ -42,9 +42,10 @@ def layout_chunks(layout: tuple[Stage, ...], pp: Any, vpp: Any, rank: Any, defau
     Megatron layout, where the layout has pp*vpp stages; `default` elsewhere."""
     pp, vpp, rank = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (pp, vpp, rank)))
     fits = pp * vpp == len(layout)
-    out = [np.broadcast_to(np.asarray(d, dtype=np.int64), pp.shape).copy() for d in default]
-    for k in range(len(out)):
-        j = rank + k * pp
-        sizes = np.array([s.decoders + s.mtp for s in layout] + [0], dtype=np.int64)
-        out[k] = np.where(fits & (k < vpp), sizes[np.minimum(j, len(layout))], np.where(fits, 0, out[k]))
-    return out
+    sizes = np.array([s.decoders + s.mtp for s in layout] + [0], dtype=np.int64)  # a stage past the last: 0
+    return [
+        np.where(
+            fits, np.where(k < vpp, sizes[np.minimum(rank + k * pp, len(layout))], 0), np.broadcast_to(d, pp.shape)
+        )
+        for k, d in enumerate(default)
+    ]

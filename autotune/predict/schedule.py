@@ -41,6 +41,13 @@ def chunk_layers_of_rank(
     return chunks
 
 
+def interleaved_held(pp: Any, vpp: Any, rank: Any) -> Any:
+    """Virtual micro-batches (chunk forwards) pipeline rank `rank` holds at its interleaved-1F1B peak, before the
+    cap at m vpp: its warm-up (pp - rank - 1) 2 + (vpp - 1) pp and the first steady-state forward (Megatron-Core
+    schedules.py `get_num_warmup_microbatches`; torch's Interleaved1F1B `warmup_steps`)."""
+    return (pp - rank - 1) * 2 + (vpp - 1) * pp + 1
+
+
 def interleaved_chunk_weight(chunks: list[Any], pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any) -> np.ndarray:
     """The layer-micro-batches a rank holds at its interleaved-1F1B peak over what `inflight_microbatches` assumes
     (every chunk 1/vpp of the rank's layers): sum_c n_c L_c / (sum_c n_c x sum_c L_c / vpp). Megatron-Core's schedule
@@ -55,7 +62,7 @@ def interleaved_chunk_weight(chunks: list[Any], pp: Any, vpp: Any, m: Any, sched
     shape = np.broadcast(pp, vpp, m, r, np.asarray(schedule), layers[..., 0]).shape
     pp, vpp, m, r, sch = (np.broadcast_to(x, shape) for x in (pp, vpp, m, r, np.asarray(schedule)))
     layers = np.broadcast_to(layers, (*shape, layers.shape[-1]))
-    held = np.minimum((pp - r - 1) * 2 + (vpp - 1) * pp + 1, m * vpp)
+    held = np.minimum(interleaved_held(pp, vpp, r), m * vpp)
     out = np.ones(shape)
     inter = (sch == SCHEDULE_CODE["interleaved_1f1b"]) & (vpp > 1)
     for key in set(zip(pp[inter].tolist(), vpp[inter].tolist(), held[inter].tolist())):
@@ -86,7 +93,7 @@ def inflight_microbatches(pp: Any, vpp: Any, m: Any, schedule: Any, rank: Any = 
     Interleaved1F1B follows): (pp - rank - 1)*2 + (vpp - 1)*pp + 1 chunk forwards of 1/vpp of the rank's layers; for
     rank 0 that is pp*(1 + (pp-1)/(pp*vpp)), Korthikanti et al. 2022's note to Eq. 5. GPipe: all m."""
     pp, vpp, m, sch, r = (np.asarray(x, dtype=np.float64) for x in (pp, vpp, m, schedule, rank))
-    inter = np.where(sch == SCHEDULE_CODE["interleaved_1f1b"], ((pp - r - 1) * 2 + (vpp - 1) * pp + 1) / vpp, pp - r)
+    inter = np.where(sch == SCHEDULE_CODE["interleaved_1f1b"], interleaved_held(pp, vpp, r) / vpp, pp - r)
     n = np.where(sch == SCHEDULE_CODE["gpipe"], m, np.minimum(inter, m))
     return np.where(pp == 1, 1.0, n)
 
