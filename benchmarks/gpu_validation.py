@@ -30,6 +30,7 @@ import itertools
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +95,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--all", action="store_true", help="run ALL_CASES (CPU: CPU_CASES) instead of the grid")
     p.add_argument("--csv", default=None, help="also write one row per case in the reference CSV format")
     p.add_argument("--workdir", default=None, help="trial files and logs (default: results/_gpu_validation)")
+    p.add_argument(
+        "--trial-timeout-s", type=float, default=None, help="sweep.timeout_s of each trial (default: the sweep's)"
+    )
+    p.add_argument(
+        "--budget-s", type=float, default=None,
+        help="start no new case after this many seconds (a lease's device time: the cases run in priority order)",
+    )  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -131,7 +139,8 @@ def run_case(args, cluster: str, name: str, overrides: tuple[str, ...], workdir:
     from autotune.spec.config import load_config
 
     mbs = next((int(o.split("=")[1]) for o in overrides if o.startswith("plan.micro_batch_size=")), 1)
-    cfg = load_config([f"cluster={cluster}", *overrides, f"train.global_batch_size={mbs * args.grad_accum}"])
+    limit = () if args.trial_timeout_s is None else (f"sweep.timeout_s={args.trial_timeout_s:g}",)
+    cfg = load_config([f"cluster={cluster}", *overrides, f"train.global_batch_size={mbs * args.grad_accum}", *limit])
     est = estimate(cfg, 1)
     spec = make_spec(
         cfg, cfg.plan(1), sweep_id="gpu_validation", trial_id=name,
@@ -258,7 +267,18 @@ def main(argv: list[str] | None = None) -> int:
             (f"mbs{mbs}_{rc}_{'c' if comp else 'e'}", grid_overrides(args, seq, mbs, rc, comp))
             for mbs, rc, comp in itertools.product(args.mbs, args.recompute, args.compile)
         ]
-    cases = [run_case(args, cluster, name, overrides, workdir) for name, overrides in todo]
+    cases: list[dict] = []
+    start = time.monotonic()
+    for name, overrides in todo:
+        if args.budget_s is not None and time.monotonic() - start > args.budget_s:
+            skipped = [n for n, _ in todo[len(cases) :]]
+            print(
+                f"gpu_validation: --budget-s {args.budget_s:g} s spent; not run: {' '.join(skipped)}", file=sys.stderr
+            )
+            break
+        cases.append(run_case(args, cluster, name, overrides, workdir))
+        if args.csv:  # after every case: a lease that ends mid-list still returns the rows it measured
+            write_csv(args.csv, cases, args.device)
     out = {"device": args.device, "model": args.model, "cluster": cluster, "seq_len": seq, "cases": cases}
     out["compile_time_s"] = compile_times(cases)
     if args.csv:
