@@ -12,14 +12,16 @@ Run on a CUDA machine (docs/memory_model.md, "Validating on a GPU"):
   PYTHONPATH=. python benchmarks/gpu_validation.py --all --csv rows.csv  # one lease: every case that matters
 Without CUDA it exits 2, unless `--device cpu --model tiny`: the same code path on one CPU rank (what the tests run).
 
-`--all` runs ALL_CASES (CPU: CPU_CASES, a tiny dense and a tiny MoE model) in priority order, within one 10-minute
-call on an H200 by intent (not yet timed on one: ~12 trials of 20-45 s, start-up and compile included, on the
-2026-11-25 lease): the regression layout (Llama-3.2-1B, seq 4096, mbs 4, compiled; none and selective), the 3B
+`--all` runs ALL_CASES (CPU: CPU_CASES, a tiny dense and a tiny MoE model) in priority order. Timed on the
+2026-11-29 H200 lease: 11 cases in 672 s (23-110 s each: the compiled MoE case 110 s, the 3B cases ~55 s), more than
+one 10-minute call: give `--budget-s` (no case starts after it) and run the rest in a second call. The cases: the regression layout (Llama-3.2-1B, seq 4096, mbs 4, compiled; none and selective), the 3B
 none/selective compiled, the FP8 recipes (tensorwise on 1B and 3B, rowwise on 3B), the MoE presets cut with
 `--layers` (Qwen3-30B-A3B 4 layers at mbs 1/2 eager and mbs 2 compiled, Mixtral-8x7B 2 layers), and eager selective.
 `--csv PATH` writes one row per case in the format of the measured reference CSVs the fit reads
 (h200_bench_model_2026-11-25.csv: case, kind, layout, compile, status, tokens_per_s_per_gpu, mfu, peak_alloc_gib,
-peak_reserved_gib, est_alloc_gib, est_reserved_gib, est_tokens_per_s_per_gpu, est_fits, notes).
+peak_reserved_gib, est_alloc_gib, est_reserved_gib, est_tokens_per_s_per_gpu, est_fits, notes; est_reserved_gib is the
+predicted device total, runtime overhead included, as in the earlier leases' files: the JSON's `ratio.reserved_gib`
+divides by the allocator's peak, what torch.cuda.max_memory_reserved measures).
 """
 
 from __future__ import annotations
@@ -156,7 +158,8 @@ def run_case(args, cluster: str, name: str, overrides: tuple[str, ...], workdir:
     }
     predicted = {
         "allocated_gib": _gib(est["mem_allocated_bytes"]),
-        "reserved_gib": _gib(est["mem_reserved_bytes"]),
+        "reserved_gib": _gib(est["mem_reserved_bytes"]),  # the device total (what decides fits), the CSVs' est column
+        "allocator_peak_gib": _gib(est["mem_allocator_peak_bytes"]),  # what max_memory_reserved measures
         "tokens_per_s_per_gpu": round(float(est["pred_tokens_per_s_per_gpu"]), 1),
         "mfu": round(float(est["pred_mfu"]), 4),
         "fits": bool(est["fits"]),
@@ -166,6 +169,7 @@ def run_case(args, cluster: str, name: str, overrides: tuple[str, ...], workdir:
     return {
         "case": name,
         "overrides": list(overrides),
+        "global_batch_size": cfg.train.global_batch_size,
         "layout": {
             "micro_batch_size": mbs,
             "recompute": plan.recompute,
@@ -177,7 +181,14 @@ def run_case(args, cluster: str, name: str, overrides: tuple[str, ...], workdir:
         "measured": measured,
         "predicted": predicted,
         "ratio": {
-            k: _ratio(measured[k], predicted[k]) for k in ("allocated_gib", "reserved_gib", "tokens_per_s_per_gpu")
+            "allocated_gib": _ratio(measured["allocated_gib"], predicted["allocated_gib"]),
+            # torch.cuda.max_memory_reserved against the allocator's peak, not the device total (docs/memory_model.md
+            # "Two peaks"; on CPU ranks the trial measures the device total: measured_peak_prediction)
+            "reserved_gib": _ratio(
+                measured["reserved_gib"],
+                predicted["allocator_peak_gib"] if args.device == "cuda" else predicted["reserved_gib"],
+            ),
+            "tokens_per_s_per_gpu": _ratio(measured["tokens_per_s_per_gpu"], predicted["tokens_per_s_per_gpu"]),
         },
     }
 
@@ -221,7 +232,7 @@ def write_csv(path: str, cases: list[dict], device: str) -> None:
                 {
                     "case": c["case"],
                     "kind": kind,
-                    "layout": " ".join(c["overrides"]),
+                    "layout": " ".join((*c["overrides"], f"train.global_batch_size={c['global_batch_size']}")),
                     "compile": c["layout"]["compile"],
                     "status": c["status"],
                     "tokens_per_s_per_gpu": m["tokens_per_s_per_gpu"],

@@ -33,6 +33,7 @@ from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows, recipe_expandable_segments
 from autotune.fitting.public_moe_runs import COLLAPSED_ROUTING_ROWS, MB_MOE_RECOMPUTE, MODELZOO_MXFP8, row_model
 from autotune.fitting.public_moe_runs import MODELS as MOE_MODELS
+from autotune.fitting.reference_runs import H200_LEASES, _h200_batch, h200_layout_key, h200_remeasured
 from autotune.fitting.run_types import DATA, preset_model
 from autotune.predict.frameworks.torchtitan import TORCHTITAN_DEFAULT
 
@@ -177,21 +178,23 @@ def load_moe_blackwell(folder: Path = DATA) -> tuple[list[PublishedLayout], list
 OLD_COMPILED_SELECTIVE = "selective recompute of the trainer before 1fb4933 (RecomputeInBackward; priced as none)"
 
 
-def _h200_layout(case: str, layout: str, compile_: bool, status: str, reserved: Any) -> PublishedLayout:
+def _h200_layout(
+    case: str, layout: str, compile_: bool, status: str, reserved: Any, before_1fb4933: bool = True
+) -> PublishedLayout:
     kv = dict(tok.split("=", 1) for tok in layout.split())
     model = preset_model(kv.pop("model"))
     if "model.num_layers" in kv:
         model = dataclasses.replace(model, num_layers=int(kv.pop("model.num_layers")))
-    seq, gbs = int(kv.pop("train.seq_len")), int(kv.pop("train.global_batch_size"))
+    seq, gbs = _h200_batch(kv)
     routing = kv.pop("train.moe_routing", "learned")
     p = {k.removeprefix("plan."): v for k, v in kv.items()}
     dp, mbs = int(p.pop("dp", 1)), int(p.pop("micro_batch_size"))
-    # Both H200 leases predate commit 1fb4933 (2026-11-25 18:46): their compiled selective was the eager
+    # The first two H200 leases predate commit 1fb4933 (2026-11-25 18:46): their compiled selective was the eager
     # RecomputeInBackward regions, which under torch.compile saved nothing (Dynamo graph-breaks on them and the
     # partitioner already recomputes what they drop; docs/memory_model.md "Under torch.compile (issue 29)": CPU peak
     # 0.9998 of none's). The files show it: peak_alloc_gib of 1b_mbs4_sel_c / 3b_mbs2_sel_c equals none's (41.6 /
     # 75.69). Today's compiled selective (one checkpoint around SwiGLU) saves c*f per token: so price what ran, none.
-    old_sel = compile_ and p.get("recompute") == "selective"
+    old_sel = before_1fb4933 and compile_ and p.get("recompute") == "selective"
     if old_sel:
         p["recompute"] = "none"
     plan = ParallelPlan(
@@ -216,14 +219,20 @@ def _h200_layout(case: str, layout: str, compile_: bool, status: str, reserved: 
 
 
 def load_h200(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[str, str]]]:
-    """Today's trainer's rows (memory compared), plus the 2026-11-23 file's OOM and probe rows (fit only)."""
+    """The 2026-11-29 lease's rows (today's trainer) and the 2026-11-25 rows it did not measure again (memory
+    compared), plus the 2026-11-23 file's OOM and probe rows (fit only)."""
     out, skipped = [], []
-    new = pd.read_csv(folder / "h200_bench_model_2026-11-25.csv")
-    for r in new.itertuples():
-        if not str(r.kind).startswith("bench_model trainer"):
-            skipped.append((r.case, f"kind={r.kind}: not today's trainer"))
-            continue
-        out.append(_h200_layout(r.case, r.layout, bool(r.compile), r.status, r.peak_reserved_gib))
+    for file in H200_LEASES:
+        again, lease = h200_remeasured(folder, file), file.removeprefix("h200_bench_model_").removesuffix(".csv")
+        for r in pd.read_csv(folder / file).itertuples():
+            case = r.case if lease == "2026-11-25" else f"{r.case}@{lease}"
+            if not str(r.kind).startswith("bench_model trainer"):
+                skipped.append((case, f"kind={r.kind}: not today's trainer"))
+            elif h200_layout_key(str(r.layout), bool(r.compile)) in again:
+                skipped.append((case, "measured again on a later H200 lease (the trainer since changed)"))
+            else:
+                old = lease == "2026-11-25"
+                out.append(_h200_layout(case, r.layout, bool(r.compile), r.status, r.peak_reserved_gib, old))
     old = pd.read_csv(folder / "h200_bench_model_2026-11.csv")
     for r in old.itertuples():
         if str(r.status) == "oom" or str(r.kind).startswith("autotune probe-memory") and r.status == "ok":

@@ -265,6 +265,39 @@ def load_nemo(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]
     return load_nemo_rows(folder)
 
 
+H200_LEASES = ("h200_bench_model_2026-11-25.csv", "h200_bench_model_2026-11-29.csv")  # oldest first
+
+
+def h200_layout_key(layout: str, compile_: bool) -> frozenset:
+    """One H200 case's layout as a set of overrides, defaults filled in (recompute / fp8 none, learned routing) and
+    the global batch dropped (both leases ran 2 micro-batches per step), so the same layout matches across leases whose
+    scripts spelled it differently."""
+    kv = dict(tok.split("=", 1) for tok in layout.split())
+    kv.pop("plan.compile", None)
+    kv.pop("train.global_batch_size", None)
+    kv.setdefault("plan.recompute", "none")
+    kv.setdefault("plan.fp8", "none")
+    kv.setdefault("train.moe_routing", "learned")
+    return frozenset({**kv, "compile": str(bool(compile_))}.items())
+
+
+def h200_remeasured(folder: Path, file: str) -> set[frozenset]:
+    """The layouts a later H200 lease than `file` measured again with the trainer of its day: the later row describes
+    the trainer autotune ships, so the earlier one leaves the fit (listed as skipped, with the file that replaced it)."""
+    later = H200_LEASES[H200_LEASES.index(file) + 1 :] if file in H200_LEASES else ()
+    keys: set[frozenset] = set()
+    for f in later:
+        df = pd.read_csv(folder / f)
+        keys |= {h200_layout_key(str(r.layout), bool(r.compile)) for r in df.itertuples() if r.status == "ok"}
+    return keys
+
+
+def _h200_batch(kv: dict[str, str]) -> tuple[int, int]:
+    """(seq_len, global batch): the 2026-11-29 CSV's layout names no global batch; gpu_validation ran mbs x 2."""
+    gbs = kv.pop("train.global_batch_size", None)
+    return int(kv.pop("train.seq_len")), int(gbs) if gbs is not None else 2 * int(kv["plan.micro_batch_size"])
+
+
 def load_h200_bench(
     folder: Path = DATA, file: str = "h200_bench_model_2026-11.csv", source: str = "h200_bench"
 ) -> tuple[list[ReferenceRun], list[SkippedRow]]:
@@ -273,6 +306,7 @@ def load_h200_bench(
     column plan.compile; HF reference runs, memory probes, OOMs and the older trainer's rows (kind "bench_model at
     commit ...", kept in the table to show the trainer's regression) are listed."""
     df = pd.read_csv(folder / file)
+    again = h200_remeasured(folder, file)
     runs, skipped = [], []
     for i, r in df.iterrows():
         if not str(r.kind).startswith("bench_model trainer"):
@@ -281,11 +315,14 @@ def load_h200_bench(
         if str(r.status) != "ok" or _missing(r.tokens_per_s_per_gpu):
             skipped.append(SkippedRow(source, i, f"status={r.status}: no throughput"))
             continue
+        if h200_layout_key(str(r.layout), bool(r.compile)) in again:
+            skipped.append(SkippedRow(source, i, "measured again on a later H200 lease (the trainer since changed)"))
+            continue
         kv = dict(tok.split("=", 1) for tok in str(r.layout).split())
         model = _preset_model(kv.pop("model"))
         if "model.num_layers" in kv:  # the 2026-11-25 MoE rows: the preset cut to its first layers
             model = dataclasses.replace(model, num_layers=int(kv.pop("model.num_layers")))
-        seq, gbs = int(kv.pop("train.seq_len")), int(kv.pop("train.global_batch_size"))
+        seq, gbs = _h200_batch(kv)
         train = TrainSpec(seq_len=seq, global_batch_size=gbs, moe_routing=kv.pop("train.moe_routing", "learned"))
         plan_kw: dict[str, Any] = {k.removeprefix("plan."): v for k, v in kv.items()}
         mbs = int(plan_kw.pop("micro_batch_size"))
@@ -311,6 +348,13 @@ def load_h200_bench_1125(folder: Path = DATA) -> tuple[list[ReferenceRun], list[
     return load_h200_bench(folder, "h200_bench_model_2026-11-25.csv", "h200_bench_1125")
 
 
+def load_h200_bench_1129(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
+    """The third H200 lease (2026-11-29, torch 2.11.0+cu130, torchao 0.18.0, autotune 3fab1c6: the trainer with the
+    fused linear cross-entropy, compiled selective recompute and index_select MoE permute): benchmarks/gpu_validation.py
+    --all, 11 of its 12 cases. The 2026-11-25 rows of the same layouts leave the fit (h200_remeasured)."""
+    return load_h200_bench(folder, "h200_bench_model_2026-11-29.csv", "h200_bench_1129")
+
+
 def load_public_moe(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]]:
     """Published MoE and Blackwell runs: autotune/fitting/public_moe_runs.py (imported here, not at module level:
     benchmarks/model_accuracy.py's BEFORE replay loads this file against an older package without that module)."""
@@ -333,6 +377,7 @@ LOADERS = {
     "megatron": load_megatron,
     "h200_bench": load_h200_bench,
     "h200_bench_1125": load_h200_bench_1125,
+    "h200_bench_1129": load_h200_bench_1129,
     "moe_public": load_public_moe,
     "torchtitan": load_torchtitan,
 }

@@ -79,9 +79,13 @@ def check_fp8_memory(out: dict) -> None:
 
 
 def check_h200_bench_model(out: dict) -> None:
-    # the 5 MoE rows of the 2026-11-25 H200 lease (Qwen3-30B-A3B 4 layers x 4, Mixtral-8x7B 2 layers x 1)
+    # the 4 MoE rows of the 2026-11-29 H200 lease (Qwen3-30B-A3B 4 layers x 3, Mixtral-8x7B 2 layers x 1)
     rows = out["rows"]
-    assert len(rows) == 5 and all(r["moe"] and positive(r["measured"], r["predicted"]) for r in rows)
+    assert (
+        out["source"] == "h200_bench_model_2026-11-29.csv"
+        and len(rows) == 4
+        and all(r["moe"] and positive(r["measured"], r["predicted"]) for r in rows)
+    )
     assert all(r["error"] == pytest.approx(r["predicted"] / r["measured"] - 1) for r in rows)
     assert fraction(out["moe_median_abs_err"], out["moe_max_abs_err"]) and "dense_median_abs_err" not in out
 

@@ -76,7 +76,10 @@ def test_cpu_all_prints_measured_next_to_predicted_and_writes_reference_rows(tmp
     written = list(csv.DictReader(lines))
     assert [w["case"] for w in written] == ["tiny_mbs1_none_e", "tinymoe_2l_mbs1_e"]
     assert float(written[0]["tokens_per_s_per_gpu"]) == pytest.approx(dense["measured"]["tokens_per_s_per_gpu"])
-    assert written[1]["layout"] == " ".join(moe["overrides"]) and written[1]["status"] == "ok"
+    # the layout column names the global batch the trial ran (mbs x --grad-accum 2): the fit rebuilds the run from it
+    assert moe["global_batch_size"] == 2
+    assert written[1]["layout"] == " ".join((*moe["overrides"], "train.global_batch_size=2"))
+    assert written[1]["status"] == "ok"
 
 
 def test_scale_down_mode_composes_8_ranks_from_1(tmp_path):

@@ -8,8 +8,10 @@ import pytest
 
 from autotune.fitting.reference_runs import (
     DATA,
+    h200_layout_key,
     load_h200_bench,
     load_h200_bench_1125,
+    load_h200_bench_1129,
     load_llmfoundry,
     load_megatron,
     load_nemo,
@@ -122,6 +124,22 @@ def test_nemo_rows_are_all_mapped_or_listed_with_reasons():
     assert [r.plan.moe_dispatcher for r in runs].count("hybridep") == 88 + 3 - 6 - 1
 
 
+def test_h200_bench_2026_11_29():
+    # the third lease's CSV names no global batch in its layout column: gpu_validation ran mbs x 2 (--grad-accum)
+    runs, skipped = load_h200_bench_1129()
+    assert (len(runs), skipped) == (11, []) and len(runs) == _rows("h200_bench_model_2026-11-29.csv")
+    q = next(x for x in runs if x.row == 5)  # qwen3moe_4l_mbs2_c: 4 layers, mbs 2, compiled, 68,953 tok/s
+    assert (q.model.num_layers, q.plan.micro_batch_size, q.plan.grad_accum_steps, q.plan.compile) == (4, 2, 2, True)
+    assert q.train.global_batch_size == 4 and round(q.measured_tokens_per_s_per_gpu) == 68953
+    assert [x.plan.fp8 for x in runs if x.row in (2, 9, 10)] == ["tensorwise", "tensorwise", "rowwise"]
+    key = h200_layout_key  # the same layout spelled by both leases' scripts
+    assert (
+        key("model=a train.seq_len=8 plan.micro_batch_size=2", True)
+        == key("train.seq_len=8 model=a train.global_batch_size=4 plan.micro_batch_size=2 plan.recompute=none", True)
+        != key("model=a train.seq_len=8 plan.micro_batch_size=2", False)
+    )
+
+
 def test_h200_bench_model():
     runs, skipped = load_h200_bench()
     assert (len(runs), len(skipped)) == (9, 11)  # the 2 compiled bench_model rows map onto plan.compile
@@ -136,8 +154,11 @@ def test_h200_bench_model():
 
 def test_h200_bench_2026_11_25():
     runs, skipped = load_h200_bench_1125()
-    # 24 rows: 2 OOM, 2 of the older trainer (commit 46ae7e1), 1 HF transformers reference listed with reasons
-    assert (len(runs), len(skipped)) == (19, 5) and len(runs) + len(skipped) == _rows("h200_bench_model_2026-11-25.csv")
+    # 24 rows: 2 OOM, 2 of the older trainer (commit 46ae7e1), 1 HF transformers reference listed with reasons, and
+    # the 12 whose layouts the 2026-11-29 lease measured again (11 cases; the 2026-11-25 file holds 1b_mbs4_none_c twice)
+    assert (len(runs), len(skipped)) == (7, 17) and len(runs) + len(skipped) == _rows("h200_bench_model_2026-11-25.csv")
+    again = [s.row for s in skipped if "later H200 lease" in s.reason]
+    assert again == [0, 1, 6, 8, 9, 10, 12, 13, 14, 15, 16, 21]
     q = next(x for x in runs if x.row == 11)  # qwen3moe_4L_mbs2_bal_e: Qwen3-30B-A3B cut to 4 layers, balanced, 52,980
     assert (q.model.name, q.model.num_layers, q.model.num_experts, q.train.moe_routing) == (
         "qwen3-30b-a3b",
@@ -147,7 +168,8 @@ def test_h200_bench_2026_11_25():
     )
     assert (q.plan.micro_batch_size, q.plan.grad_accum_steps, q.plan.compile) == (2, 2, False)
     assert q.measured_tokens_per_s_per_gpu == 52980
-    assert next(x for x in runs if x.row == 16).plan.fp8 == "rowwise"  # 3b_mbs2_none_c_fp8rw
+    s = next(x for x in runs if x.row == 7)  # 3b_mbs4_sel_c: not measured again, it stays
+    assert (s.plan.micro_batch_size, s.plan.recompute, s.plan.compile) == (4, "selective", True)
 
 
 def test_public_moe_blackwell_rows():
@@ -231,9 +253,10 @@ def test_torchtitan_memory_rows_for_published_fit():
 
 
 def test_h200_compiled_selective_rows_ran_the_old_selective():
-    """Both H200 leases ran the compiled selective of the trainer before 1fb4933 (RecomputeInBackward regions), which
-    saved nothing under compile: in the csv its allocated peak equals compiled none's, so published_fit prices those
-    rows as none and names the difference (autotune/fitting/published_runs.py `_h200_layout`)."""
+    """The first two H200 leases ran the compiled selective of the trainer before 1fb4933 (RecomputeInBackward
+    regions), which saved nothing under compile: in the csv its allocated peak equals compiled none's, so published_fit
+    prices those rows as none and names the difference (autotune/fitting/published_runs.py `_h200_layout`). The
+    2026-11-29 lease ran today's (one checkpoint around SwiGLU): it saves, and is priced as selective."""
     import pandas as pd
 
     from autotune.fitting.published_runs import LOADERS, OLD_COMPILED_SELECTIVE
@@ -243,8 +266,13 @@ def test_h200_compiled_selective_rows_ran_the_old_selective():
     assert df.peak_alloc_gib["1b_mbs4_sel_c"] == df.peak_alloc_gib["1b_mbs4_none_c"] == 41.6
     assert df.peak_alloc_gib["3b_mbs2_sel_c"] == df.peak_alloc_gib["3b_mbs2_none_c"] == 75.69
     lay = {x.row: x for x in LOADERS["h200"]()[0]}
-    sel = lay["1b_mbs4_sel_c"]
+    sel = lay["3b_mbs4_sel_c"]  # 2026-11-25; its 1b / 3b mbs 2 pairs above were measured again on 2026-11-29
     assert (sel.plan.recompute, sel.plan.compile, sel.recipe) == ("none", True, OLD_COMPILED_SELECTIVE)
+    assert "1b_mbs4_sel_c" not in lay and "3b_mbs2_sel_c" not in lay
+    new = pd.read_csv(DATA / "h200_bench_model_2026-11-29.csv").set_index("case")
+    assert new.peak_alloc_gib["1b_mbs4_sel_c"] < new.peak_alloc_gib["1b_mbs4_none_c"] - 3.5  # 36.9 vs 40.6 GiB
+    sel = lay["1b_mbs4_sel_c@2026-11-29"]
+    assert (sel.plan.recompute, sel.plan.compile, sel.recipe) == ("selective", True, "")
     assert (lay["3b_mbs1_full_e"].plan.recompute, lay["3b_mbs1_full_e"].recipe) == ("full", "")
 
 
