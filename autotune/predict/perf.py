@@ -155,9 +155,14 @@ def _layer_terms(
     attn = attention_s(tokens, train.seq_len, model, tp, passes, cluster, attn_peak, train.seq_len / cp, kernel)
     # elementwise: forward once, backward ~2x (reads saved input and incoming grad, writes grad), + a forward re-run
     # with selective (non-matmul ops) or full recompute
-    ew_passes = 3.0 + np.where((rc == RECOMPUTE_CODE["selective"]) & profile.selective_reruns_elementwise(), 1.0, full)
+    sel = (rc == RECOMPUTE_CODE["selective"]) & profile.selective_reruns_elementwise()
+    glu = profile.compiled_selective_rerun_bytes(model, c, tp)  # a compiled selective of one region (bench_model)
+    comp_sel = sel & arr["compile"].astype(bool) if glu is not None else np.zeros_like(sel)
+    ew_passes = 3.0 + np.where(sel & ~comp_sel, 1.0, full)
     mem = memory_bound_s(tokens * elementwise_bytes_per_token(model, c, tp, sp) * ew_passes, cluster)
     mem = mem * compiled_elementwise_factor(arr["compile"], cluster, model.block)  # eager kernels / fusion (perf_terms)
+    if glu is not None:
+        mem = mem + np.where(comp_sel, memory_bound_s(tokens * glu, cluster), 0.0)
     te = (train.fp8_casts or profile.fp8_casts()) == "te"  # the job's, else its framework's
     if te:  # Transformer Engine's fused cast-transposes (perf_terms), one FP8 copy where the GPU takes any layout
         layouts = te_cast_layouts(arr["fp8"], cluster)

@@ -137,6 +137,22 @@ def test_recompute_passes():
     assert sel.compute_s == pytest.approx(64 * (8 * layer_s(t, 3, 4) + ends))
 
 
+def test_compiled_selective_reruns_swiglu_only():
+    # bench_model's compiled selective is one checkpoint around SwiGLU (bench_model/parallel/recompute.py
+    # apply_selective_compiled): the step grows by the product silu(w1 x) * (w3 x) rebuilt from the saved w1 / w3
+    # outputs, 2c read + c written per FFN element (f = 4096 here), not by a pass over the block's elementwise ops as
+    # eager selective; H200 2026-11-29: -0.9% / -0.3% tok/s against compiled none (h200_bench_model_2026-11-29.csv)
+    base = {"micro_batch_size": 1, "grad_accum_steps": 64, "compile": True}
+    cluster = dataclasses.replace(CLUSTER, compile_memory_traffic_factor=0.5)
+    none = estimate_perf(ParallelPlan(**base), MODEL, TRAIN, cluster)
+    sel = estimate_perf(ParallelPlan(**base, recompute="selective"), MODEL, TRAIN, cluster)
+    assert sel.compute_s - none.compute_s == pytest.approx(64 * 8 * 2048 * 3 * 2 * 4096 / HBM)
+    megatron = dataclasses.replace(TRAIN, framework="megatron")  # re-runs its recompute_modules only: no pass at all
+    m_none = estimate_perf(ParallelPlan(**base), MODEL, megatron, cluster)
+    m_sel = estimate_perf(ParallelPlan(**base, recompute="selective"), MODEL, megatron, cluster)
+    assert m_sel.compute_s == pytest.approx(m_none.compute_s)
+
+
 def test_pipeline_busiest_stage_has_the_head():
     # pp=2: 4 layers each; rank 1 also runs LM head + loss (more than rank 0's embedding), so it sets the pace.
     # bubble (pp-1)/vpp of one stage time per micro-batch (Narayanan 2021 Eq. 1 x m); boundaries: m*vpp + pp - 1,

@@ -154,11 +154,13 @@ def test_h200_bench_model():
 
 def test_h200_bench_2026_11_25():
     runs, skipped = load_h200_bench_1125()
-    # 24 rows: 2 OOM, 2 of the older trainer (commit 46ae7e1), 1 HF transformers reference listed with reasons, and
-    # the 12 whose layouts the 2026-11-29 lease measured again (11 cases; the 2026-11-25 file holds 1b_mbs4_none_c twice)
-    assert (len(runs), len(skipped)) == (7, 17) and len(runs) + len(skipped) == _rows("h200_bench_model_2026-11-25.csv")
+    # 24 rows: 2 OOM, 2 of the older trainer (commit 46ae7e1), 1 HF transformers reference listed with reasons,
+    # the 12 whose layouts the 2026-11-29 lease measured again (11 cases; the 2026-11-25 file holds 1b_mbs4_none_c
+    # twice), and 3b_mbs4_sel_c, the compiled selective that graph-broke before 1fb4933
+    assert (len(runs), len(skipped)) == (6, 18) and len(runs) + len(skipped) == _rows("h200_bench_model_2026-11-25.csv")
     again = [s.row for s in skipped if "later H200 lease" in s.reason]
     assert again == [0, 1, 6, 8, 9, 10, 12, 13, 14, 15, 16, 21]
+    assert [s.row for s in skipped if "before 1fb4933" in s.reason] == [7]
     q = next(x for x in runs if x.row == 11)  # qwen3moe_4L_mbs2_bal_e: Qwen3-30B-A3B cut to 4 layers, balanced, 52,980
     assert (q.model.name, q.model.num_layers, q.model.num_experts, q.train.moe_routing) == (
         "qwen3-30b-a3b",
@@ -168,8 +170,8 @@ def test_h200_bench_2026_11_25():
     )
     assert (q.plan.micro_batch_size, q.plan.grad_accum_steps, q.plan.compile) == (2, 2, False)
     assert q.measured_tokens_per_s_per_gpu == 52980
-    s = next(x for x in runs if x.row == 7)  # 3b_mbs4_sel_c: not measured again, it stays
-    assert (s.plan.micro_batch_size, s.plan.recompute, s.plan.compile) == (4, "selective", True)
+    e = next(x for x in runs if x.row == 3)  # 3b_mbs1_none_e: not measured again, it stays
+    assert (e.plan.micro_batch_size, e.plan.recompute, e.plan.compile) == (1, "none", False)
 
 
 def test_public_moe_blackwell_rows():

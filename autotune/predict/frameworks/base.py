@@ -112,6 +112,12 @@ class FrameworkProfile(ABC):
         memory-bound pass). Default: yes (bench_model's policy saves matmul and SDPA outputs, recomputes the rest)."""
         return True
 
+    def compiled_selective_rerun_bytes(self, model: Any, c: int, tp: Any) -> np.ndarray | None:
+        """HBM bytes per token and layer that plan.recompute=selective re-runs in backward under plan.compile, where
+        the framework's compiled selective re-runs one region rather than the block's elementwise pass; None = the
+        elementwise pass as eager (selective_reruns_elementwise). Default: None."""
+        return None
+
     def unfused_glu_clamp(self) -> bool:
         """Whether this framework clamps the experts' gate outside its fused activation kernel (autotune/predict/
         glu_clamp.py). Default: no (a compiled activation fuses the clamp)."""
