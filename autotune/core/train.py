@@ -52,6 +52,10 @@ class TrainSpec:
     # (FlashAttention-3 / cuDNN) or "triton" (FlashAttention in Triton, llm-foundry's attn_impl=triton); None = the
     # framework's (FrameworkProfile.attention_kernel)
     attention_kernel: str | None = None
+    # the loss kernel the job runs over the LM head's logits (the speed model: head GEMM passes and the loss kernels'
+    # HBM bytes, perf_terms.LOSS_KERNELS): unfused | fused | fused_eager | checkpointed; None = the framework's
+    # (FrameworkProfile.loss_kernel: bench_model picks by pp / tp / compile, the others unfused)
+    loss_kernel: str | None = None
     # whether K and V enter SDPA repeated to the query heads (the model's repeat_kv before SDPA, as torchtitan's
     # llama3 did from 9dec370 to #2259, Jan 2026) instead of at the KV heads (enable_gqa): the width torch's ring
     # attention moves and accumulates (autotune/predict/ring_attention.py); None = the framework's
@@ -200,6 +204,11 @@ class TrainSpec:
             self.attention_kernel in (None, "fa2", "fa3", "triton"),
             f"train.attention_kernel={self.attention_kernel!r} must be one of fa2, fa3, triton (or null: the "
             "framework's)",
+        )
+        require(
+            self.loss_kernel in (None, "unfused", "fused", "fused_eager", "checkpointed"),
+            f"train.loss_kernel={self.loss_kernel!r} must be one of unfused, fused, fused_eager, checkpointed (or "
+            "null: the framework's)",
         )
         require(
             self.sdpa_repeat_kv in (None, True, False),

@@ -122,6 +122,10 @@ def llmfoundry_layout(r: Any, fp8: str = "none") -> tuple[ModelSpec, TrainSpec, 
         # amp_fp8 is Transformer Engine's fp8_autocast with DelayedScaling (mosaicml/composer composer/core/precision.py
         # @ 02c872e, Precision.AMP_FP8): TE's fused cast-transposes, not torchao's per-linear casts
         fp8_casts="te" if fp8 != "none" else None,
+        # ComposerMPTCausalLM's loss_fn defaults to 'fused_crossentropy', flash-attn's CrossEntropyLoss (mosaicml/
+        # llm-foundry llmfoundry/models/mpt/modeling_mpt.py): one read of the logits forward, one read and the
+        # gradient's write backward (perf_terms.LOSS_KERNELS "fused")
+        loss_kernel="fused",
     )
     return _gpt(r.model, layers, hidden, heads, MPT_VOCAB), train, plan
 
@@ -266,6 +270,10 @@ def load_nemo(folder: Path = DATA) -> tuple[list[ReferenceRun], list[SkippedRow]
 
 
 H200_LEASES = ("h200_bench_model_2026-11-25.csv", "h200_bench_model_2026-11-29.csv")  # oldest first
+# the loss each lease's trainer ran (perf_terms.LOSS_KERNELS; the newest: bench_model's own, by pp / tp / compile):
+# 2026-11-23 (46ae7e1) F.cross_entropy on the whole micro-batch's fp32 logits; 2026-11-25 (before 1fb4933) the
+# chunks under checkpoint at every tp (measured README: "the chunked, checkpointed loss ... cost 11% speed")
+H200_LEASE_LOSS = {"h200_bench_model_2026-11.csv": "unfused", "h200_bench_model_2026-11-25.csv": "checkpointed"}
 
 
 def h200_layout_key(layout: str, compile_: bool) -> frozenset:
@@ -328,7 +336,12 @@ def load_h200_bench(
         if "model.num_layers" in kv:  # the 2026-11-25 MoE rows: the preset cut to its first layers
             model = dataclasses.replace(model, num_layers=int(kv.pop("model.num_layers")))
         seq, gbs = _h200_batch(kv)
-        train = TrainSpec(seq_len=seq, global_batch_size=gbs, moe_routing=kv.pop("train.moe_routing", "learned"))
+        train = TrainSpec(
+            seq_len=seq,
+            global_batch_size=gbs,
+            moe_routing=kv.pop("train.moe_routing", "learned"),
+            loss_kernel=H200_LEASE_LOSS.get(file),
+        )
         plan_kw: dict[str, Any] = {k.removeprefix("plan."): v for k, v in kv.items()}
         mbs = int(plan_kw.pop("micro_batch_size"))
         plan_kw.pop("compile", None)  # the csv's compile column says the same

@@ -61,6 +61,8 @@ _TORCHTITAN: dict[str, str] = {
     "hidden_dropout": DROPOUT_LISTED,
     "attention_kernel": "NOT MAPPED: the file picks no attention kernel (torchtitan's model calls SDPA or flex "
     "attention by flavor; torch picks the SDPA backend)",
+    "loss_kernel": "NOT MAPPED: torchtitan's loss is F.cross_entropy on the fp32 logits, compiled with the model "
+    "under compile.components; not a setting",
     "sdpa_repeat_kv": "RUNS false: torchtitan 0.2.2 calls SDPA with enable_gqa (K/V at the KV heads, #2259)",
     "fp8_casts": "RUNS torchao: torchtitan's float8 / MX converters are torchao's per-linear casts",
     **_megatron_only("torchtitan"),
@@ -90,6 +92,7 @@ _MEGATRON: dict[str, str] = {
     "hidden_dropout": "--hidden-dropout",
     "attention_kernel": "NOT MAPPED: set --attention-backend by hand (flash = flash-attn 2 / 3, fused = cuDNN "
     "fused attention); Transformer Engine picks among the installed backends under auto",
+    "loss_kernel": "NOT MAPPED: Megatron's loss kernel is train.cross_entropy_fusion (--cross-entropy-loss-fusion)",
     "sdpa_repeat_kv": "RUNS false: Transformer Engine's attention takes K/V at the query groups (no repeat)",
     "fp8_casts": "RUNS te: Megatron-Core's FP8 linears are Transformer Engine modules",
     "fp8_param_gather": "--fp8-param-gather",
@@ -121,6 +124,7 @@ _NANOTRON: dict[str, str] = {
     "moe_routing": _ROUTING,
     "hidden_dropout": DROPOUT_LISTED,
     "attention_kernel": "NOT MAPPED: nanotron calls flash-attn 2's kernels; the kernel is not a setting",
+    "loss_kernel": "NOT MAPPED: nanotron's sharded cross entropy is not a setting",
     "sdpa_repeat_kv": "RUNS false: flash-attn takes K/V at the KV heads",
     "fp8_casts": "NOT MAPPED: nanotron 0.4 has no FP8 linears",
     **_megatron_only("nanotron"),
@@ -148,6 +152,7 @@ def _script_trainer(target: str, precision_key: str) -> dict[str, str]:
         "moe_routing": _ROUTING,
         "hidden_dropout": DROPOUT_LISTED,
         "attention_kernel": script + " model's attention kernel",
+        "loss_kernel": script + " loss",
         "sdpa_repeat_kv": script + " model's attention",
         "fp8_casts": script + " FP8 library",
         **_megatron_only(target),

@@ -96,6 +96,8 @@ from autotune.predict.perf_terms import (
     linear_efficiency_factor,
     linear_peak_flops,
     loss_bytes_per_token,
+    loss_head_passes,
+    loss_kernel_codes,
     memory_bound_s,
     offload_step_s,
     optimizer_step_s,
@@ -247,9 +249,11 @@ def _busiest_stage(
     c = DTYPE_BYTES[train.compute_dtype]
     peak = cluster.peak_flops(train.compute_dtype)
     tokens, h, V = lt["tokens"], model.hidden_size, model.vocab_size
-    head = tokens * 6.0 * V * h / tp / (
+    # the loss kernel the job runs (perf_terms.LOSS_KERNELS): its head GEMM passes and its bytes per logit
+    loss = loss_kernel_codes(train.loss_kernel, get_profile(train.framework).loss_kernel(arr))
+    head = tokens * 2.0 * loss_head_passes(loss) * V * h / tp / (
         peak * gemm_efficiency(cluster.matmul_efficiency, tokens, V / tp)
-    ) + memory_bound_s(tokens * loss_bytes_per_token(model, c, tp), cluster)
+    ) + streaming_s(tokens * loss_bytes_per_token(model, c, tp, loss), cluster)  # whole logits / 1024-token chunks
     emb = memory_bound_s(tokens * h * c * EMBEDDING_ACCESSES, cluster)
     # train.mtp_num_layers: the last stage runs the output head and loss once more per MTP module (gpt_model.py
     # `_postprocess`); the stage holding a module its eh_proj GEMM (2h -> h, column-parallel) and its embedding

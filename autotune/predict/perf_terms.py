@@ -147,9 +147,40 @@ def streaming_s(nbytes: Any, cluster: ClusterSpec) -> np.ndarray:
     return np.asarray(nbytes, dtype=np.float64) / (cluster.hbm_bw_bytes_per_s * eff)
 
 
-def loss_bytes_per_token(model: ModelSpec, c: int, tp: Any) -> np.ndarray:
-    """HBM bytes per token of the loss over the (vocab-parallel) logits: V/t elements, (2c + 6*4) bytes each."""
-    return model.vocab_size / np.asarray(tp, dtype=np.float64) * (2.0 * c + 4.0 * LOSS_FP32_ACCESSES)
+# The loss kernels a job runs over the LM head's logits (TrainSpec.loss_kernel, else FrameworkProfile.loss_kernel),
+# each as (head GEMM passes, (compute-dtype, fp32) accesses per logit of the loss's own kernels; the head GEMM's write
+# of the logits is the GEMM's):
+# - unfused: F.cross_entropy(logits.float()) over the stage's logits (above): 3 passes, 2c + 6*4;
+# - fused: one pass reading the compute-dtype logits for the log-sum-exp, one reading them again and writing their
+#   gradient: 3c. bench_model's compiled fused linear cross-entropy (bench_model/loss.py
+#   `chunk_loss_and_dlogits_functional`, Inductor: a reduction and a pointwise kernel), flash-attn's Triton cross
+#   entropy (forward reads the logits, backward reads them and writes the gradient in place);
+# - fused_eager: bench_model's eager in-place chain (`chunk_loss_and_dlogits`): .float() (r c, w 4), amax (r 4),
+#   sub_ (r 4, w 4), exp_ (r 4, w 4), sum (r 4), div_ (r 4, w 4), the cast for the GEMMs (r 4, w c): 2c + 10*4;
+# - checkpointed: bench_model's chunks under non-reentrant checkpoint (tp > 1: loss_parallel), the head GEMM run again
+#   in backward (4 passes) and the loss's forward (r c, w 4; log-softmax r 4, w 4) twice before the unfused backward
+#   (r 4, w 4; r 4, w c): 3c + 10*4.
+LOSS_KERNELS = ("unfused", "fused", "fused_eager", "checkpointed")
+LOSS_HEAD_PASSES = (3.0, 3.0, 3.0, 4.0)
+LOSS_ACCESSES = ((2.0, LOSS_FP32_ACCESSES), (3.0, 0.0), (2.0, 10.0), (3.0, 10.0))  # (c-sized, fp32) per logit
+
+
+def loss_kernel_codes(kernel: str | None, framework_codes: Any) -> np.ndarray:
+    """The job's loss kernel (TrainSpec.loss_kernel) for every candidate, else the framework's per-candidate codes."""
+    codes = np.asarray(framework_codes)
+    return codes if kernel is None else np.full(codes.shape, LOSS_KERNELS.index(kernel))
+
+
+def loss_head_passes(codes: Any) -> np.ndarray:
+    """Forward-equivalent passes of the V x h head GEMM per loss kernel code (LOSS_HEAD_PASSES)."""
+    return np.asarray(LOSS_HEAD_PASSES)[np.asarray(codes)]
+
+
+def loss_bytes_per_token(model: ModelSpec, c: int, tp: Any, codes: Any = 0) -> np.ndarray:
+    """HBM bytes per token of the loss over the (vocab-parallel) logits: V/t elements, each the kernel's accesses
+    (LOSS_ACCESSES; code 0, unfused: 2c + 6*4)."""
+    acc = np.asarray(LOSS_ACCESSES)[np.asarray(codes)]
+    return model.vocab_size / np.asarray(tp, dtype=np.float64) * (acc[..., 0] * c + acc[..., 1] * 4.0)
 
 
 def optimizer_step_s(

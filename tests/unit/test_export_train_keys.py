@@ -29,6 +29,7 @@ TRIES = {
     "seed": (7,),
     "lr": (1e-3,),
     "attention_kernel": ("fa3",),
+    "loss_kernel": ("fused",),
     "sdpa_repeat_kv": (True, False),
     "fp8_casts": ("te", "torchao"),
     "fp8_param_gather": (True,),

@@ -11,10 +11,13 @@ from autotune.core.model import ModelSpec
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.perf import GEMM_M0, GEMM_N0, _link, estimate_perf, ring_s
 from autotune.predict.perf_terms import (
+    LOSS_KERNELS,
     adam_tensors_per_param,
     elementwise_bytes_per_token,
     fsdp_exposed_s,
     loss_bytes_per_token,
+    loss_head_passes,
+    loss_kernel_codes,
     optimizer_step_s,
     prefetch_exposed_s,
 )
@@ -63,9 +66,15 @@ def layer_s(tokens, passes=3, ew_passes=3):
     return gemm + attn + mem
 
 
-def head_s(tokens):
-    """LM head GEMM 6*V*h per token (fwd+bwd, not recomputed) + the loss over V logits, (2*2 + 24) bytes each."""
-    return tokens * 6 * 32000 * 1024 / (1e15 * eff(tokens, 32000)) + tokens * 32000 * 28 / HBM
+# bytes per logit of bench_model's loss kernels (perf_terms.LOSS_KERNELS, c = 2): pp > 1 the unfused cross entropy
+# on the stage's fp32 logits (2c + 6*4), pp = 1 tp = 1 eager the in-place fused chain (2c + 10*4)
+LOSS_BYTES = {"unfused": 2 * 2 + 24, "fused_eager": 2 * 2 + 40, "fused": 3 * 2, "checkpointed": 3 * 2 + 40}
+
+
+def head_s(tokens, kernel="fused_eager", passes=3):
+    """LM head GEMM 2*V*h per token per pass (3: fwd + bwd; 4 when checkpointed) + the loss over V logits."""
+    gemm = tokens * 2 * passes * 32000 * 1024 / (1e15 * eff(tokens, 32000))
+    return gemm + tokens * 32000 * LOSS_BYTES[kernel] / HBM
 
 
 def test_ring_collectives_nccl_bus_factor():
@@ -159,7 +168,7 @@ def test_pipeline_busiest_stage_has_the_head():
     # each 2 p2p transfers of b*s*h*c over NVLink + the schedule overhead
     m, t = 32, 2 * 2048
     p = estimate_perf(ParallelPlan(pp=2, micro_batch_size=2, grad_accum_steps=m), MODEL, TRAIN, CLUSTER)
-    stage = 4 * layer_s(t) + head_s(t)
+    stage = 4 * layer_s(t) + head_s(t, "unfused")
     assert p.compute_s == pytest.approx(m * stage)
     assert p.bubble_s == pytest.approx(stage)
     boundary = 2 * (t * 1024 * 2 / 4e11 + 1e-5) + 1e-4
@@ -292,3 +301,34 @@ def test_pipeline_reduce_scatters_fsdp_gradients_once_per_step():
     assert dp_s(3, 8) - dp_s(3, 4) == pytest.approx(4 * 4 * ag)  # 4 more micro-batches x the stage's 4 blocks
     # pp = 1: every micro-batch gathers and reduce-scatters all 8 blocks (and the root unit)
     assert dp_s(2, 8, pp=1) - dp_s(2, 4, pp=1) > 4 * 8 * (ag + rs)
+
+
+def test_loss_kernel_passes_and_bytes_by_hand():
+    # bench_model's loss kernels (bench_model/loss.py lm_loss; perf_terms.LOSS_KERNELS): at pp 1 tp 1 the fused linear
+    # cross-entropy, eager (the in-place chain, 2c + 10*4 bytes per logit) or compiled (Inductor's reduction + one
+    # pointwise pass over the bf16 logits, 3c); at tp 2 the checkpointed chunks (4 head GEMM passes, 3c + 10*4); at
+    # pp 2 the unfused cross entropy on the stage's fp32 logits (2c + 6*4). TrainSpec.loss_kernel overrides the pick
+    # (llm-foundry's rows: flash-attn's fused cross entropy)
+    from autotune.core.errors import SpecError
+    from autotune.core.plan_arrays import arrays_from_plans
+    from autotune.predict.frameworks import get_profile
+
+    plans = [
+        ParallelPlan(micro_batch_size=1, grad_accum_steps=64),
+        ParallelPlan(micro_batch_size=1, grad_accum_steps=64, compile=True),
+        ParallelPlan(tp=2, micro_batch_size=1, grad_accum_steps=64),
+        ParallelPlan(pp=2, micro_batch_size=1, grad_accum_steps=64),
+    ]
+    codes = get_profile("bench_model").loss_kernel(arrays_from_plans(plans))
+    assert [LOSS_KERNELS[i] for i in codes] == ["fused_eager", "fused", "checkpointed", "unfused"]
+    assert [LOSS_KERNELS[i] for i in get_profile("torchtitan").loss_kernel(arrays_from_plans(plans))] == ["unfused"] * 4
+    assert list(loss_head_passes(codes)) == [3, 3, 4, 3]
+    assert list(loss_bytes_per_token(MODEL, 2, 1, codes)) == [32000 * b for b in (44, 6, 46, 28)]
+    assert list(loss_kernel_codes("fused", codes)) == [1, 1, 1, 1]
+    # end to end: the step's difference between the eager and the job-set fused loss is the bytes' difference
+    t = 2048
+    eager = estimate_perf(plans[0], MODEL, TRAIN, CLUSTER)
+    fused = estimate_perf(plans[0], MODEL, dataclasses.replace(TRAIN, loss_kernel="fused"), CLUSTER)
+    assert eager.compute_s - fused.compute_s == pytest.approx(64 * (head_s(t) - head_s(t, "fused")))
+    with pytest.raises(SpecError, match=r"train.loss_kernel='liger' must be one of unfused, fused, fused_eager"):
+        TrainSpec(seq_len=8, global_batch_size=1, loss_kernel="liger")

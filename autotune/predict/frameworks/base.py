@@ -112,6 +112,11 @@ class FrameworkProfile(ABC):
         memory-bound pass). Default: yes (bench_model's policy saves matmul and SDPA outputs, recomputes the rest)."""
         return True
 
+    def loss_kernel(self, arr: dict[str, np.ndarray]) -> np.ndarray:
+        """Per candidate, the index in perf_terms.LOSS_KERNELS of the loss kernel this framework runs over the LM
+        head's logits (TrainSpec.loss_kernel overrides it). Default: unfused (F.cross_entropy on the fp32 logits)."""
+        return np.zeros(np.shape(arr["tp"]), dtype=np.int64)
+
     def compiled_selective_rerun_bytes(self, model: Any, c: int, tp: Any) -> np.ndarray | None:
         """HBM bytes per token and layer that plan.recompute=selective re-runs in backward under plan.compile, where
         the framework's compiled selective re-runs one region rather than the block's elementwise pass; None = the

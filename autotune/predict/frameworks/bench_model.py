@@ -183,6 +183,13 @@ class BenchModelProfile(FrameworkProfile):
         expert_parallel.py: recv.tolist()). Balanced routing on one EP rank knows its counts without reading them."""
         return (np.asarray(ep) > 1) | (not balanced)
 
+    def loss_kernel(self, arr: dict[str, np.ndarray]) -> np.ndarray:
+        """bench_model/loss.py `lm_loss`: pp > 1, the schedule's loss_fn on the stage's logits (unfused); tp > 1, the
+        checkpointed chunks under loss_parallel; else the fused linear cross-entropy, compiled with plan.compile
+        (fused) or the eager in-place chain (fused_eager). perf_terms.LOSS_KERNELS gives each one's passes and bytes."""
+        pp, tp, comp = arr["pp"], arr["tp"], np.asarray(arr["compile"], dtype=bool)
+        return np.select([pp > 1, tp > 1, comp], [0, 3, 1], 2).astype(np.int64)
+
     def compiled_selective_rerun_bytes(self, model: Any, c: int, tp: Any) -> np.ndarray:
         """Compiled selective is one checkpoint around SwiGLU (bench_model/parallel/recompute.py
         `apply_selective_compiled`): AOTAutograd's partitioner rebuilds silu(w1 x) * (w3 x) from the saved w1 / w3
