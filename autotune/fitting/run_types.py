@@ -14,7 +14,9 @@ from autotune.core.types import ParallelPlan, TrainSpec
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "measured"
 MODELS = Path(__file__).resolve().parents[2] / "search_spaces" / "model"
-SOURCES = ("llmfoundry", "nemo", "megatron", "h200_bench", "h200_bench_1125", "moe_public", "torchtitan")
+SOURCES = (
+    "llmfoundry", "nemo", "megatron", "h200_bench", "h200_bench_1125", "h200_bench_1129", "moe_public", "torchtitan",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
