@@ -13,7 +13,8 @@ Prints ONE JSON object: per-row measured / predicted GiB and relative errors
 and max / rms of each, the three expandable_segments runs of benchmarks/data/measured/README.md, and with --fit the
 least-squares coefficients (reserved.fit_coefficients) to store in autotune/predict/reserved.py. These rows ran the
 2026-11-23 trainer, whose ZeRO-1 gathered into one flat buffer: they are predicted as that trainer (`FlatGatherTrainer`).
-`held_out`: the 2026-11-25 lease (h200_bench_model_2026-11-25.csv, today's trainer, not used in the fit: dense 1B/3B,
+`held_out_2026_11_29`: the same for the 2026-11-29 lease (today's trainer, `BenchModelProfile`).
+`held_out`: the 2026-11-25 lease (h200_bench_model_2026-11-25.csv, that day's trainer, not used in the fit: dense 1B/3B,
 FP8, truncated MoE): the allocator-visible peak `allocator_peak` (no runtime overhead) against the measured
 max_memory_reserved, and the allocated estimate against max_memory_allocated. `torchtitan_published`: the torchtitan
 profile against torchtitan's own published max reserved memory (Llama 3.1 8B FSDP 8 and 128, no compile, no Float8).
@@ -43,6 +44,7 @@ from autotune.spec.config import load_config
 
 CSV = ROOT / "benchmarks" / "data" / "measured" / "h200_bench_model_2026-11.csv"
 HELD_OUT_CSV = ROOT / "benchmarks" / "data" / "measured" / "h200_bench_model_2026-11-25.csv"
+LEASE_2026_11_29 = ROOT / "benchmarks" / "data" / "measured" / "h200_bench_model_2026-11-29.csv"
 GIB = 2**30
 # benchmarks/data/measured/README.md, "With PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True": reserved GiB with the
 # setting on, allocated unchanged (the case's row in the CSV gives allocated)
@@ -185,23 +187,29 @@ def fit(rows: list[dict]) -> dict:
 
 
 def held_out_rows(path: Path = HELD_OUT_CSV) -> list[dict]:
-    """Today's trainer's rows of the 2026-11-25 lease with both peaks (not the 46ae7e1 trainer's, not HF's)."""
+    """The bench_model trainer's rows of a lease with both peaks (not the 46ae7e1 trainer's, not HF's); the
+    2026-11-29 file's layouts name no global batch (gpu_validation ran mbs x 2)."""
     out = []
     with open(path) as fh:
         for r in csv.DictReader(fh):
             if r["status"] != "ok" or not r["peak_reserved_gib"] or not r["kind"].startswith("bench_model trainer"):
                 continue
-            cfg = load_config(r["layout"].split() + ["cluster=h200-141gb"])
+            lay = r["layout"].split()
+            if not any(x.startswith("train.global_batch_size=") for x in lay):
+                mbs = next(int(x.split("=")[1]) for x in lay if x.startswith("plan.micro_batch_size="))
+                lay.append(f"train.global_batch_size={2 * mbs}")
+            cfg = load_config(lay + ["cluster=h200-141gb"])
             alloc, res = float(r["peak_alloc_gib"]) * GIB, float(r["peak_reserved_gib"]) * GIB
             out.append({"case": r["case"], "cfg": cfg, "gpus": 1, "alloc": alloc, "reserved": res})
     return out
 
 
-def evaluate_held_out(rows: list[dict]) -> dict:
-    """Allocated and allocator-visible reserved peaks, end to end (autotune's own allocated estimate), per row."""
+def evaluate_held_out(rows: list[dict], profile=None, source: Path = HELD_OUT_CSV) -> dict:
+    """Allocated and allocator-visible reserved peaks, end to end (autotune's own allocated estimate), per row, under
+    the trainer that ran them (default: the 2026-11-25 one, `ChunkedLossTrainer`)."""
     per, e_alloc, e_res = [], [], []
     for r in rows:
-        m = transients(r, profile=ChunkedLossTrainer())["res"]
+        m = transients(r, profile=profile or ChunkedLossTrainer())["res"]
         a, p = float(m["allocated"][0]), float(m["allocator_peak"][0])
         e_alloc.append(a / r["alloc"] - 1)
         e_res.append(p / r["reserved"] - 1)
@@ -217,7 +225,7 @@ def evaluate_held_out(rows: list[dict]) -> dict:
             }
         )
     return {
-        "source": str(HELD_OUT_CSV.relative_to(ROOT)),
+        "source": str(source.relative_to(ROOT)),
         "n_rows": len(rows),
         "rows": per,
         "alloc_err_median_abs": round(float(np.median(np.abs(e_alloc))), 4),
@@ -275,6 +283,9 @@ def main() -> None:
         **evaluate(rows),
         "expandable_segments": expandable(rows),
         "held_out": evaluate_held_out(held_out_rows()),
+        "held_out_2026_11_29": evaluate_held_out(
+            held_out_rows(LEASE_2026_11_29), BenchModelProfile(), LEASE_2026_11_29
+        ),
         "torchtitan_published": evaluate_torchtitan_published(),
     }
     if args.fit:

@@ -103,6 +103,7 @@ def rank_params(
     out: dict[str, Any] = {
         "layer": layer_local + (moe.expert_layer_params(model) / split + replicated if model.is_moe else 0.0),
         "layer_matmul": per_layer_matmul / tp,  # one layer's local dense linear weights (no norms, no routed experts)
+        "layer_experts": moe.expert_layer_params(model) / split if model.is_moe else 0.0,  # of "layer": routed experts
     }
     mtp_moe = int(model.is_moe_layer(model.num_layers - 1))  # an MTP module's layer is of the decoder's last kind
     interleaved = int(np.max(vpp, initial=1)) > 1
@@ -322,7 +323,9 @@ def memory_arrays(
         "first_act": prof.first_stage_activations(model, tok, tp, sp, c),
         "head_act": prof.head_activations(model, tok, tp, sp, c),
         "logits": prof.logits(model, tok, arr["pp"], tp, c),
-        "buffers": prof.buffers(psi["layer"], z, arr["dp"] * cp, train)
+        "buffers": prof.buffers(
+            prof.buffer_unit_params(psi["layer"], psi["layer_experts"], z), z, arr["dp"] * cp, train
+        )
         + prof.fsdp_gather_delta(psi["layer_matmul"], z, arr["fp8"], train)  # FP8 gathered units (megatron)
         + prof.context_parallel_buffers(seq, cp),  # a CP mask cached for every layer (bench_model)
         "pp_outputs": prof.pipeline_outputs(model, tok, arr["grad_accum_steps"], tp, c)

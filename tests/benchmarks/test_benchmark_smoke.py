@@ -262,6 +262,8 @@ def check_reserved_accuracy(out: dict) -> None:
         held["reserved_err_median_abs"], held["alloc_err_max_abs"]
     )
     assert held["reserved_err_median_abs"] <= held["reserved_err_max_abs"]
+    new = out["held_out_2026_11_29"]  # the 2026-11-29 lease, today's trainer
+    assert new["n_rows"] == len(new["rows"]) == 11 and new["source"].endswith("h200_bench_model_2026-11-29.csv")
     tt = out["torchtitan_published"]["rows"]  # torchtitan's own published max reserved (8B FSDP 8 / 128)
     assert [r["measured_reserved_gib"] for r in tt] == [82.4, 67.0]
     assert all(

@@ -338,6 +338,11 @@ class FrameworkProfile(ABC):
         return {"compute_copy": zero, "grads": zero}
 
     # ---- communication buffers ----------------------------------------------------------------------------------
+    def buffer_unit_params(self, layer_params: Any, expert_params: Any, zero_stage: Any) -> Any:
+        """The parameters of one layer that the data-parallel wrapper's per-layer buffers (`buffers`) cover, of a layer
+        holding `expert_params` routed-expert parameters. Default: all of them."""
+        return layer_params
+
     @abstractmethod
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
         """Communication and gathered-parameter buffers of the data-parallel wrapper."""

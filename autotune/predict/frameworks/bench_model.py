@@ -370,6 +370,15 @@ class BenchModelProfile(FrameworkProfile):
         per_logit = np.where(pp1 & (tp == 1), fused, 8.0 + act_bytes)
         return per_logit * n * model.vocab_size / tp
 
+    def buffer_unit_params(self, layer_params: Any, expert_params: Any, zero_stage: Any) -> Any:
+        """At ZeRO 0/1 the routed experts are `ignored_params` of the block's fully_shard (bench_model/parallel/
+        data_parallel.py `apply_data_parallel`; finalize_expert_grads reduces them in place), so the block's unsharded
+        gradient and fp32 reduce buffer cover its other parameters only. At ZeRO 2/3 the experts are a unit of their
+        own, priced with the block's (not measured apart). H200 2026-11-29, Mixtral-8x7B 2 layers (1.41B expert
+        parameters a layer, dp 1, bf16 over fp32 parameters, so FSDP wraps): allocated 57.2 GiB measured, 64.3
+        predicted with the experts in the buffer (7.9 GiB of it)."""
+        return np.where(np.asarray(zero_stage) < 2, np.asarray(layer_params) - expert_params, layer_params)
+
     def buffers(self, layer_params: Any, zero_stage: Any, shard: Any, train: TrainSpec) -> np.ndarray:
         """FSDP2 (when it wraps the model): one block's unsharded gradient in compute dtype plus its fp32 reduce
         buffer; stage 3 adds two gathered blocks (current + prefetch)."""
