@@ -244,7 +244,8 @@ def _busiest_stage(
     """Per micro-batch compute, TP and CP seconds of the busiest of pipeline ranks 0, 1 and pp-1 (its layers, + the
     embedding on rank 0, + LM head and loss on rank pp-1), and its layer count: the slowest stage sets the pipeline's
     pace (Narayanan et al. 2021 Sec 2.2). Head: 3 passes of the V x h GEMM (2 FLOPs per MAC; Korthikanti et al. 2022
-    Eq. 7's logit term); embedding: EMBEDDING_ACCESSES of b*s*h at HBM bandwidth."""
+    Eq. 7's logit term; 4 when the loss is checkpointed) and the loss kernel's bytes per logit (perf_terms
+    .LOSS_KERNELS); embedding: EMBEDDING_ACCESSES of b*s*h at HBM bandwidth."""
     tp, pp = arr["tp"], arr["pp"]
     c = DTYPE_BYTES[train.compute_dtype]
     peak = cluster.peak_flops(train.compute_dtype)

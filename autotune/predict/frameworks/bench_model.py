@@ -97,6 +97,7 @@ from autotune.predict.frameworks.bench_model_activations import (  # noqa: F401 
     layer_activation_bytes,
     mla_attention_bytes,
 )
+from autotune.predict.perf_terms import LOSS_KERNELS
 from autotune.predict.schedule import inflight_microbatches
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]  # anything else is full recompute
@@ -188,7 +189,9 @@ class BenchModelProfile(FrameworkProfile):
         checkpointed chunks under loss_parallel; else the fused linear cross-entropy, compiled with plan.compile
         (fused) or the eager in-place chain (fused_eager). perf_terms.LOSS_KERNELS gives each one's passes and bytes."""
         pp, tp, comp = arr["pp"], arr["tp"], np.asarray(arr["compile"], dtype=bool)
-        return np.select([pp > 1, tp > 1, comp], [0, 3, 1], 2).astype(np.int64)
+        code = LOSS_KERNELS.index
+        picks = [code("unfused"), code("checkpointed"), code("fused")]
+        return np.select([pp > 1, tp > 1, comp], picks, code("fused_eager")).astype(np.int64)
 
     def compiled_selective_rerun_bytes(self, model: Any, c: int, tp: Any) -> np.ndarray:
         """Compiled selective is one checkpoint around SwiGLU (bench_model/parallel/recompute.py
