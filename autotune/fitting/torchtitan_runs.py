@@ -77,8 +77,14 @@ def torchtitan_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
     )
     # every commit of these pages (9dec370, 820504e, e7c0cae) repeats K/V to the query heads before SDPA (llama3
     # model.py `repeat_kv`, until #2259 of Jan 2026): the width torch's ring attention moves (ring_attention.py)
+    # 9dec370 (the Dec 2024 page) did not compile the loss (TORCHTITAN_2024_12, compiled_loss=False): its rows run
+    # the eager cross entropy under compile too; the 2025 pages' commits compile it (the profile's loss_kernel)
     train = TrainSpec(
-        seq_len=int(r.seq_len), global_batch_size=int(r.global_batch), framework="torchtitan", sdpa_repeat_kv=True
+        seq_len=int(r.seq_len),
+        global_batch_size=int(r.global_batch),
+        framework="torchtitan",
+        sdpa_repeat_kv=True,
+        loss_kernel="unfused" if str(r.torchtitan_commit) == "9dec370" else None,
     )
     return train, plan
 

@@ -321,7 +321,10 @@ def test_loss_kernel_passes_and_bytes_by_hand():
     ]
     codes = get_profile("bench_model").loss_kernel(arrays_from_plans(plans))
     assert [LOSS_KERNELS[i] for i in codes] == ["fused_eager", "fused", "checkpointed", "unfused"]
-    assert [LOSS_KERNELS[i] for i in get_profile("torchtitan").loss_kernel(arrays_from_plans(plans))] == ["unfused"] * 4
+    # torchtitan compiles its loss with the model at tp 1 (2025 on; its 9dec370 rows set train.loss_kernel=unfused)
+    titan = [LOSS_KERNELS[i] for i in get_profile("torchtitan").loss_kernel(arrays_from_plans(plans))]
+    assert titan == ["unfused", "fused", "unfused", "unfused"]
+    assert [LOSS_KERNELS[i] for i in get_profile("megatron").loss_kernel(arrays_from_plans(plans))] == ["unfused"] * 4
     assert list(loss_head_passes(codes)) == [3, 3, 4, 3]
     assert list(loss_bytes_per_token(MODEL, 2, 1, codes)) == [32000 * b for b in (44, 6, 46, 28)]
     assert list(loss_kernel_codes("fused", codes)) == [1, 1, 1, 1]

@@ -82,6 +82,7 @@ from autotune.predict.frameworks.base import (
     fused_adamw_step_temporaries,
 )
 from autotune.predict.frameworks.bench_model import BenchModelProfile
+from autotune.predict.perf_terms import LOSS_KERNELS
 
 _NONE, _SEL = RECOMPUTE_CODE["none"], RECOMPUTE_CODE["selective"]
 # [LOSS] bytes per (local) logit at the loss's peak, fp32 tensors of the logits' size alive at once. Plain
@@ -240,6 +241,14 @@ class TorchtitanProfile(FrameworkProfile):
         return (
             np.asarray(m, dtype=np.float64) * tokens * model.vocab_size / np.asarray(tp, dtype=np.float64) * act_bytes
         )
+
+    def loss_kernel(self, arr: dict[str, np.ndarray]) -> np.ndarray:
+        """[CLOSS] under plan.compile at tp = 1 the loss is compiled with the model (Inductor: a log-sum-exp reduction
+        and one pointwise pass over the bf16 logits, perf_terms.LOSS_KERNELS "fused"); eager, or loss parallel at
+        tp > 1, `F.cross_entropy(pred.float())` ("unfused"). A profile with compiled_loss=False (9dec370) never
+        compiles it; the speed model reads the default profile, so those rows set train.loss_kernel."""
+        comp = np.asarray(arr["compile"], dtype=bool) & (np.asarray(arr["tp"]) == 1) & self.compiled_loss
+        return np.where(comp, LOSS_KERNELS.index("fused"), LOSS_KERNELS.index("unfused")).astype(np.int64)
 
     def compiled_logits(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         # [CLOSS] compiled plain cross-entropy (tp=1); loss parallel (tp>1) keeps the eager account: its DTensor
