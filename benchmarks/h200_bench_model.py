@@ -28,9 +28,6 @@ PLAN_KEYS = {"micro_batch_size", "recompute", "compile"}
 
 def predict(layout: str, compile_: bool) -> float:
     overrides = [o for o in layout.split() if not o.startswith("plan.")]
-    if not any(o.startswith("train.global_batch_size=") for o in overrides):  # 2026-11-29: gpu_validation ran mbs x 2
-        mbs = next((int(o.split("=")[1]) for o in layout.split() if o.startswith("plan.micro_batch_size=")), 1)
-        overrides.append(f"train.global_batch_size={2 * mbs}")
     plan_items = dict(o.split("=", 1) for o in layout.split() if o.startswith("plan."))
     cfg = load_config(["cluster=h200-141gb", *overrides])
     mbs = int(plan_items.get("plan.micro_batch_size", 1))

@@ -187,18 +187,13 @@ def fit(rows: list[dict]) -> dict:
 
 
 def held_out_rows(path: Path = HELD_OUT_CSV) -> list[dict]:
-    """The bench_model trainer's rows of a lease with both peaks (not the 46ae7e1 trainer's, not HF's); the
-    2026-11-29 file's layouts name no global batch (gpu_validation ran mbs x 2)."""
+    """The bench_model trainer's rows of a lease with both peaks (not the 46ae7e1 trainer's, not HF's)."""
     out = []
     with open(path) as fh:
         for r in csv.DictReader(fh):
             if r["status"] != "ok" or not r["peak_reserved_gib"] or not r["kind"].startswith("bench_model trainer"):
                 continue
-            lay = r["layout"].split()
-            if not any(x.startswith("train.global_batch_size=") for x in lay):
-                mbs = next(int(x.split("=")[1]) for x in lay if x.startswith("plan.micro_batch_size="))
-                lay.append(f"train.global_batch_size={2 * mbs}")
-            cfg = load_config(lay + ["cluster=h200-141gb"])
+            cfg = load_config(r["layout"].split() + ["cluster=h200-141gb"])
             alloc, res = float(r["peak_alloc_gib"]) * GIB, float(r["peak_reserved_gib"]) * GIB
             out.append({"case": r["case"], "cfg": cfg, "gpus": 1, "alloc": alloc, "reserved": res})
     return out

@@ -33,7 +33,7 @@ from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows, recipe_expandable_segments
 from autotune.fitting.public_moe_runs import COLLAPSED_ROUTING_ROWS, MB_MOE_RECOMPUTE, MODELZOO_MXFP8, row_model
 from autotune.fitting.public_moe_runs import MODELS as MOE_MODELS
-from autotune.fitting.reference_runs import H200_LEASES, _h200_batch, h200_layout_key, h200_remeasured
+from autotune.fitting.reference_runs import H200_LEASES, h200_layout_key, h200_remeasured
 from autotune.fitting.run_types import DATA, preset_model
 from autotune.predict.frameworks.torchtitan import TORCHTITAN_DEFAULT
 
@@ -185,7 +185,7 @@ def _h200_layout(
     model = preset_model(kv.pop("model"))
     if "model.num_layers" in kv:
         model = dataclasses.replace(model, num_layers=int(kv.pop("model.num_layers")))
-    seq, gbs = _h200_batch(kv)
+    seq, gbs = int(kv.pop("train.seq_len")), int(kv.pop("train.global_batch_size"))
     routing = kv.pop("train.moe_routing", "learned")
     p = {k.removeprefix("plan."): v for k, v in kv.items()}
     dp, mbs = int(p.pop("dp", 1)), int(p.pop("micro_batch_size"))

@@ -300,12 +300,6 @@ def h200_remeasured(folder: Path, file: str) -> set[frozenset]:
     return keys
 
 
-def _h200_batch(kv: dict[str, str]) -> tuple[int, int]:
-    """(seq_len, global batch): the 2026-11-29 CSV's layout names no global batch; gpu_validation ran mbs x 2."""
-    gbs = kv.pop("train.global_batch_size", None)
-    return int(kv.pop("train.seq_len")), int(gbs) if gbs is not None else 2 * int(kv["plan.micro_batch_size"])
-
-
 def load_h200_bench(
     folder: Path = DATA, file: str = "h200_bench_model_2026-11.csv", source: str = "h200_bench"
 ) -> tuple[list[ReferenceRun], list[SkippedRow]]:
@@ -335,7 +329,7 @@ def load_h200_bench(
         model = _preset_model(kv.pop("model"))
         if "model.num_layers" in kv:  # the 2026-11-25 MoE rows: the preset cut to its first layers
             model = dataclasses.replace(model, num_layers=int(kv.pop("model.num_layers")))
-        seq, gbs = _h200_batch(kv)
+        seq, gbs = int(kv.pop("train.seq_len")), int(kv.pop("train.global_batch_size"))
         train = TrainSpec(
             seq_len=seq,
             global_batch_size=gbs,

@@ -125,7 +125,7 @@ def test_nemo_rows_are_all_mapped_or_listed_with_reasons():
 
 
 def test_h200_bench_2026_11_29():
-    # the third lease's CSV names no global batch in its layout column: gpu_validation ran mbs x 2 (--grad-accum)
+    # gpu_validation ran mbs x 2 (--grad-accum) per step: the layout column's global batch
     runs, skipped = load_h200_bench_1129()
     assert (len(runs), skipped) == (11, []) and len(runs) == _rows("h200_bench_model_2026-11-29.csv")
     q = next(x for x in runs if x.row == 5)  # qwen3moe_4l_mbs2_c: 4 layers, mbs 2, compiled, 68,953 tok/s

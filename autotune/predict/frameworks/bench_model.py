@@ -200,8 +200,10 @@ class BenchModelProfile(FrameworkProfile):
         shared expert on an MoE layer; layers averaged), over tp. No other elementwise op runs again. H200 2026-11-29
         (h200_bench_model_2026-11-29.csv): 1B mbs 4 compiled 59.6k tok/s selective vs 60.1k none (-0.9%), 3B mbs 2
         22.50k vs 22.55k (-0.3%); the eager elementwise pass this replaces priced -5%."""
-        widths = [model.mlp_params(i, active=True) / (3 * model.hidden_size) for i in range(model.num_layers)]
-        return 3.0 * c * (sum(widths) / model.num_layers) / np.asarray(tp, dtype=np.float64)
+        moe_width = model.moe_router_topk * model.moe_ffn_hidden_size + model.moe_shared_expert_ffn_hidden_size
+        n_moe = model.num_moe_layers if model.is_moe else 0
+        width = (n_moe * moe_width + (model.num_layers - n_moe) * model.ffn_hidden_size) / model.num_layers
+        return 3.0 * c * width / np.asarray(tp, dtype=np.float64)
 
     def attention_kernel(self) -> str:
         """bench_model/model.py calls F.scaled_dot_product_attention. torch's CUDA SDPA puts cuDNN attention first on
