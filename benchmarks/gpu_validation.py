@@ -14,9 +14,10 @@ Without CUDA it exits 2, unless `--device cpu --model tiny`: the same code path 
 
 `--all` runs ALL_CASES (CPU: CPU_CASES, a tiny dense and a tiny MoE model) in priority order. Timed on the
 2026-11-29 H200 lease: 11 cases in 672 s (23-110 s each: the compiled MoE case 110 s, the 3B cases ~55 s), more than
-one 10-minute call: give `--budget-s` (no case starts after it) and run the rest in a second call. The cases: the regression layout (Llama-3.2-1B, seq 4096, mbs 4, compiled; none and selective), the 3B
-none/selective compiled, the FP8 recipes (tensorwise on 1B and 3B, rowwise on 3B), the MoE presets cut with
-`--layers` (Qwen3-30B-A3B 4 layers at mbs 1/2 eager and mbs 2 compiled, Mixtral-8x7B 2 layers), and eager selective.
+one 10-minute call: give `--budget-s` (no case starts after it) and run the rest in a second call. The cases: the
+regression layout (Llama-3.2-1B, seq 4096, mbs 4, compiled; none and selective), the 3B none/selective compiled, the
+FP8 recipes (tensorwise on 1B and 3B, rowwise on 3B), the MoE presets cut with `--layers` (Qwen3-30B-A3B 4 layers at
+mbs 1/2 eager and mbs 2 compiled, Mixtral-8x7B 2 layers), and eager selective.
 `--csv PATH` writes one row per case in the format of the measured reference CSVs the fit reads
 (h200_bench_model_2026-11-25.csv: case, kind, layout, compile, status, tokens_per_s_per_gpu, mfu, peak_alloc_gib,
 peak_reserved_gib, est_alloc_gib, est_reserved_gib, est_tokens_per_s_per_gpu, est_fits, notes; est_reserved_gib is the
@@ -136,6 +137,7 @@ def grid_overrides(args, seq: int, mbs: int, recompute: str, compile: bool) -> t
 
 def run_case(args, cluster: str, name: str, overrides: tuple[str, ...], workdir: str) -> dict:
     from autotune.cli.bench import run_local
+    from autotune.core.trial import measured_peak_prediction
     from autotune.layouts.estimate import estimate
     from autotune.results.trialfile import make_spec
     from autotune.spec.config import load_config
@@ -182,11 +184,11 @@ def run_case(args, cluster: str, name: str, overrides: tuple[str, ...], workdir:
         "predicted": predicted,
         "ratio": {
             "allocated_gib": _ratio(measured["allocated_gib"], predicted["allocated_gib"]),
-            # torch.cuda.max_memory_reserved against the allocator's peak, not the device total (docs/memory_model.md
-            # "Two peaks"; on CPU ranks the trial measures the device total: measured_peak_prediction)
+            # what the trial's reserved peak measures: the allocator's peak on CUDA, the device total on CPU ranks
+            # (docs/memory_model.md "Two peaks")
             "reserved_gib": _ratio(
                 measured["reserved_gib"],
-                predicted["allocator_peak_gib"] if args.device == "cuda" else predicted["reserved_gib"],
+                measured_peak_prediction(args.device, predicted["reserved_gib"], predicted["allocator_peak_gib"]),
             ),
             "tokens_per_s_per_gpu": _ratio(measured["tokens_per_s_per_gpu"], predicted["tokens_per_s_per_gpu"]),
         },
@@ -292,8 +294,6 @@ def main(argv: list[str] | None = None) -> int:
             write_csv(args.csv, cases, args.device)
     out = {"device": args.device, "model": args.model, "cluster": cluster, "seq_len": seq, "cases": cases}
     out["compile_time_s"] = compile_times(cases)
-    if args.csv:
-        write_csv(args.csv, cases, args.device)
     print(json.dumps(out, indent=1))
     return 0
 
