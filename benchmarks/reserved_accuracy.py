@@ -1,23 +1,25 @@
 """How well autotune/predict/reserved.py predicts the CUDA caching allocator's reserved peak on the measured H200 rows.
 
-Rows: benchmarks/data/measured/h200_bench_model_2026-11.csv, every bench_model / probe-memory case with both
-peak_alloc_gib and peak_reserved_gib (torch.cuda.max_memory_allocated / max_memory_reserved; expandable_segments off).
-For each row the allocator model gets the MEASURED allocated peak as input (the fit is about the allocator, not the
-trainer's allocated terms) and the layout's transient blocks from autotune.predict.memory; it is compared with the measured
-reserved peak (which has no CUDA context / NCCL overhead, so neither has the prediction).
+Rows: every bench_model / probe-memory case with both peak_alloc_gib and peak_reserved_gib
+(torch.cuda.max_memory_allocated / max_memory_reserved; expandable_segments off) of the three H200 leases, each
+predicted as the trainer that ran it (`LEASES`): 2026-11-23 (h200_bench_model_2026-11.csv, `FlatGatherTrainer`: ZeRO-1
+gathered into one flat buffer, the loss made the whole fp32 logits), 2026-11-25 (`ChunkedLossTrainer`), 2026-11-29
+(today's `BenchModelProfile`). For each row the allocator model gets the MEASURED allocated peak as input (the fit is
+about the allocator, not the trainer's allocated terms) and the layout's three transient classes (fp32 logits block,
+step temporaries, gradients made in backward) from autotune.predict.memory; it is compared with the measured reserved
+peak (which has no CUDA context / NCCL overhead, so neither has the prediction).
 Prints ONE JSON object: per-row measured / predicted GiB and relative errors
   before_err: allocated * (1 + 0.05), the constant-fragmentation model the presets used before,
-  before_estimate_err: the CSV's est_reserved_gib (the old estimate, incl. 2 GiB runtime overhead) vs measured,
+  before_estimate_err: the 2026-11-23 CSV's est_reserved_gib (the old estimate, incl. 2 GiB runtime overhead),
   after_err: autotune/predict/reserved.py with the coefficients stored there,
   after_estimated_alloc_err: the same with autotune's own allocated estimate (end-to-end, today's trainer terms),
-and max / rms of each, the three expandable_segments runs of benchmarks/data/measured/README.md, and with --fit the
-least-squares coefficients (reserved.fit_coefficients) to store in autotune/predict/reserved.py. These rows ran the
-2026-11-23 trainer, whose ZeRO-1 gathered into one flat buffer: they are predicted as that trainer (`FlatGatherTrainer`).
-`held_out_2026_11_29`: the same for the 2026-11-29 lease (today's trainer, `BenchModelProfile`).
-`held_out`: the 2026-11-25 lease (h200_bench_model_2026-11-25.csv, that day's trainer, not used in the fit: dense 1B/3B,
-FP8, truncated MoE): the allocator-visible peak `allocator_peak` (no runtime overhead) against the measured
-max_memory_reserved, and the allocated estimate against max_memory_allocated. `torchtitan_published`: the torchtitan
-profile against torchtitan's own published max reserved memory (Llama 3.1 8B FSDP 8 and 128, no compile, no Float8).
+and max / rms of each; `leave_one_lease_out`: each lease predicted by the coefficients fitted on the other two;
+the three expandable_segments runs of benchmarks/data/measured/README.md; `end_to_end_2026_11_25` / `_29`: the
+allocator-visible peak (`allocator_peak`, no runtime overhead) and the allocated estimate of those leases against
+max_memory_reserved / max_memory_allocated; `torchtitan_published`: the torchtitan profile against torchtitan's own
+published max reserved memory (Llama 3.1 8B FSDP 8 and 128, no compile, no Float8; not fitted). With --fit also the
+non-negative least-squares coefficients (reserved.fit_coefficients) over all rows, to store in
+autotune/predict/reserved.py.
 Run: PYTHONPATH=. python benchmarks/reserved_accuracy.py [--fit]
 """
 
@@ -101,6 +103,23 @@ class ChunkedLossTrainer(BenchModelProfile):
         return (8.0 + act_bytes) * n * model.vocab_size / tp
 
 
+# the three H200 leases, each with the trainer that ran it (its rows are predicted as that trainer)
+LEASES = (
+    ("2026-11-23", CSV, FlatGatherTrainer),
+    ("2026-11-25", HELD_OUT_CSV, ChunkedLossTrainer),
+    ("2026-11-29", LEASE_2026_11_29, BenchModelProfile),
+)
+
+
+def all_rows() -> list[dict]:
+    """Every bench_model row with both peaks of the three leases, tagged with its lease and trainer profile."""
+    out = []
+    for lease, path, prof in LEASES:
+        rows = measured_rows(path) if lease == LEASES[0][0] else held_out_rows(path)
+        out += [{**r, "lease": lease, "profile": prof()} for r in rows]
+    return out
+
+
 def transients(row: dict, expandable: bool = False, profile=None) -> dict:
     """memory_arrays' result for the row's layout (its logits and step_temporaries feed the allocator model), under the
     trainer that produced the row (default: the 2026-11-23 one, `FlatGatherTrainer`)."""
@@ -119,31 +138,60 @@ def old_trainer_logits_fp32(row: dict) -> float:
     return 4.0 * p.micro_batch_size * cfg.train.seq_len / p.cp * cfg.model.vocab_size / p.tp
 
 
-def _allocator(row: dict, t: dict) -> float:
+def classes(row: dict, t: dict) -> tuple[float, float, float]:
+    """The row's three transient classes (reserved.py): fp32 logits block, step temporaries, gradients made in
+    backward, under the trainer that produced it (the 2026-11-23 rows' logits fixed by `old_trainer_logits_fp32`)."""
+    res = t["res"]
+    if row.get("lease", LEASES[0][0]) == LEASES[0][0]:
+        logits = old_trainer_logits_fp32(row)
+    else:
+        logits = float(reserved.fp32_logits_block(res, t["arr"], row["cfg"].train)[0])
+    return logits, float(res["step_temporaries"][0]), float(res["backward_grads"][0])
+
+
+def _allocator(row: dict, t: dict, coefficients=None) -> float:
     """autotune/predict/reserved.py with the row's measured allocated peak and the measured trainer's transient blocks."""
-    got = reserved.reserved_bytes(
-        row["alloc"], old_trainer_logits_fp32(row), t["res"]["step_temporaries"], t["cluster"].expandable_segments
-    )
-    return float(got[0]) * (1.0 + t["cluster"].allocator_fragmentation)
+    lg, st, gr = classes(row, t)
+    exp = t["cluster"].expandable_segments
+    got = reserved.reserved_bytes(row["alloc"], lg, st, exp, coefficients=coefficients, backward_grads=gr)
+    return float(np.ravel(got)[0]) * (1.0 + t["cluster"].allocator_fragmentation)
+
+
+def _t(row: dict, expandable: bool = False) -> dict:
+    return transients(row, expandable, row.get("profile"))
+
+
+def _stats(errs) -> dict:
+    e = np.asarray(errs, dtype=float)
+    return {
+        "median_abs": round(float(np.median(np.abs(e))), 4),
+        "max_abs": round(float(np.max(np.abs(e))), 4),
+        "rms": round(float(np.sqrt(np.mean(np.square(e)))), 4),
+        "median_signed": round(float(np.median(e)), 4),
+    }
 
 
 def evaluate(rows: list[dict]) -> dict:
+    """Per row: the allocator model with the measured allocated peak (`after_err`), end to end with autotune's own
+    allocated estimate (`after_estimated_alloc_err`), and for the 2026-11-23 rows the models before (`before_err`:
+    allocated x 1.05; `before_estimate_err`: that CSV's est_reserved_gib, incl. 2 GiB runtime overhead)."""
     per, errs = [], {"before_err": [], "before_estimate_err": [], "after_err": [], "after_estimated_alloc_err": []}
     for r in rows:
-        t = transients(r)
+        t = _t(r)
         after = _allocator(r, t)
         after_est = float(t["res"]["allocator_reserved"][0])
         e = {
             "before_err": r["alloc"] * 1.05 / r["reserved"] - 1,
             "after_err": after / r["reserved"] - 1,
             "after_estimated_alloc_err": after_est / r["reserved"] - 1,
-            "before_estimate_err": (r["est_reserved"] / r["reserved"] - 1) if r["est_reserved"] else None,
+            "before_estimate_err": (r["est_reserved"] / r["reserved"] - 1) if r.get("est_reserved") else None,
         }
         for k, v in e.items():
             if v is not None:
                 errs[k].append(v)
         per.append(
             {
+                "lease": r.get("lease", LEASES[0][0]),
                 "case": r["case"],
                 "measured_alloc_gib": round(r["alloc"] / GIB, 2),
                 "measured_reserved_gib": round(r["reserved"] / GIB, 2),
@@ -153,14 +201,15 @@ def evaluate(rows: list[dict]) -> dict:
         )
     summary = {f"{k}_max_abs": round(float(np.max(np.abs(v))), 4) for k, v in errs.items()}
     summary.update({f"{k}_rms": round(float(np.sqrt(np.mean(np.square(v)))), 4) for k, v in errs.items()})
+    summary["after_err_median_abs"] = _stats(errs["after_err"])["median_abs"]
     return {"rows": per, **summary}
 
 
 def expandable(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
-        if r["case"] in EXPANDABLE:
-            t = transients(r, expandable=True)
+        if r["case"] in EXPANDABLE and r.get("lease", LEASES[0][0]) == LEASES[0][0]:
+            t = _t(r, expandable=True)
             pred = _allocator(r, t)
             meas = EXPANDABLE[r["case"]] * GIB
             out.append(
@@ -174,16 +223,33 @@ def expandable(rows: list[dict]) -> list[dict]:
     return out
 
 
-def fit(rows: list[dict]) -> dict:
-    a, rv, lg, st = [], [], [], []
+def _fit(rows: list[dict]) -> tuple[float, float, float]:
+    a, rv, lg, st, gr = [], [], [], [], []
     for r in rows:
-        t = transients(r)
+        c = classes(r, _t(r))
         a.append(r["alloc"])
         rv.append(r["reserved"])
-        lg.append(old_trainer_logits_fp32(r))
-        st.append(float(t["res"]["step_temporaries"][0]))
-    k = reserved.fit_coefficients(a, rv, lg, st)
-    return {"LOGITS_CACHED": round(k[0], 3), "STEP_CACHED": round(k[1], 3)}
+        lg.append(c[0])
+        st.append(c[1])
+        gr.append(c[2])
+    return reserved.fit_coefficients(a, rv, lg, st, gr)
+
+
+def fit(rows: list[dict]) -> dict:
+    k = _fit(rows)
+    return {"LOGITS_CACHED": round(k[0], 3), "STEP_CACHED": round(k[1], 3), "GRADS_CACHED": round(k[2], 3)}
+
+
+def leave_one_lease_out(rows: list[dict]) -> dict:
+    """For each lease: the coefficients fitted on the other two, the allocator model's error on it (measured
+    allocated as input): how well the fit carries to a trainer it did not see."""
+    out = {}
+    for lease, _, _ in LEASES:
+        test = [r for r in rows if r["lease"] == lease]
+        k = _fit([r for r in rows if r["lease"] != lease])
+        errs = [_allocator(r, _t(r), k) / r["reserved"] - 1 for r in test]
+        out[lease] = {"n_rows": len(test), "coefficients": [round(x, 3) for x in k], **_stats(errs)}
+    return out
 
 
 def held_out_rows(path: Path = HELD_OUT_CSV) -> list[dict]:
@@ -265,20 +331,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fit", action="store_true", help="also print the coefficients fitted on the measured rows")
     args = ap.parse_args()
-    rows = measured_rows()
+    rows = all_rows()
     out = {
-        "source": str(CSV.relative_to(ROOT)),
-        "n_rows": len(rows),
+        "sources": [str(path.relative_to(ROOT)) for _, path, _ in LEASES],
+        "n_rows": {lease: sum(r["lease"] == lease for r in rows) for lease, _, _ in LEASES},
         "coefficients": {
             "LOGITS_CACHED": reserved.LOGITS_CACHED,
             "STEP_CACHED": reserved.STEP_CACHED,
+            "GRADS_CACHED": reserved.GRADS_CACHED,
             "EXPANDABLE_SCALE": reserved.EXPANDABLE_SCALE,
             "RESERVED_SIGMA_REL": reserved.RESERVED_SIGMA_REL,
         },
         **evaluate(rows),
+        "leave_one_lease_out": leave_one_lease_out(rows),
         "expandable_segments": expandable(rows),
-        "held_out": evaluate_held_out(held_out_rows()),
-        "held_out_2026_11_29": evaluate_held_out(
+        "end_to_end_2026_11_25": evaluate_held_out(held_out_rows()),
+        "end_to_end_2026_11_29": evaluate_held_out(
             held_out_rows(LEASE_2026_11_29), BenchModelProfile(), LEASE_2026_11_29
         ),
         "torchtitan_published": evaluate_torchtitan_published(),

@@ -293,7 +293,7 @@ def memory_arrays(
 ) -> dict[str, np.ndarray]:
     """Vectorised worst-rank memory for plan arrays (see `autotune.core.plan_arrays`). Keys: params (incl. compute_copy),
     compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, step_temporaries (optimizer-step
-    transients), allocator_reserved = allocator_peak (the caching allocator's reserved peak, what
+    transients), backward_grads (the grads made in the first backward), allocator_reserved = allocator_peak (the caching allocator's reserved peak, what
     torch.cuda.max_memory_reserved reports), device_total = reserved (plus the overhead outside the allocator: what
     `fits` compares with the device; bytes), worst_pp_rank (the pipeline rank these numbers describe) and
     worst_pp_rank_layers (its transformer layers). `profile` (default: train.framework's) is the framework whose
@@ -381,7 +381,11 @@ def memory_arrays(
     )  # the framework's step
     no_fp32 = np.asarray(arr["compile"], dtype=bool) & (not prof.compiled_loss_has_fp32_block())
     no_fp32 = no_fp32 | prof.loss_without_fp32_logits()  # a loss kernel that never makes fp32 logits (megatron "te")
-    res["allocator_reserved"] = allocator_reserved(res, arr, train, cluster, no_fp32_logits=no_fp32)  # reserved.py
+    # gradients made in the first backward and held to the step's end (FrameworkProfile.grads_made_in_backward)
+    res["backward_grads"] = res["grads"] * float(prof.grads_made_in_backward())
+    res["allocator_reserved"] = allocator_reserved(
+        res, arr, train, cluster, no_fp32_logits=no_fp32, backward_grads=res["backward_grads"]
+    )  # reserved.py
     return _peaks(res, psi, worst)
 
 

@@ -254,16 +254,19 @@ def check_reliability(out: dict) -> None:
 
 
 def check_reserved_accuracy(out: dict) -> None:
-    assert out["n_rows"] > 0 and len(out["rows"]) == out["n_rows"] and len(out["expandable_segments"]) == 3
+    assert out["n_rows"] == {"2026-11-23": 14, "2026-11-25": 19, "2026-11-29": 11} and len(out["rows"]) == 44
+    assert len(out["expandable_segments"]) == 3
     assert fraction(out["after_err_rms"], out["after_err_max_abs"], out["before_err_rms"])
     assert out["after_err_rms"] <= out["after_err_max_abs"]
     assert all(positive(r["measured_reserved_gib"], r["pred_reserved_gib"]) for r in out["rows"])
-    held = out["held_out"]  # the 2026-11-25 lease: allocator-visible peak vs max_memory_reserved, end to end
+    folds = out["leave_one_lease_out"]  # each lease predicted by the fit on the other two
+    assert set(folds) == set(out["n_rows"]) and all(fraction(f["median_abs"], f["max_abs"]) for f in folds.values())
+    held = out["end_to_end_2026_11_25"]  # allocator-visible peak vs max_memory_reserved, end to end
     assert held["n_rows"] == len(held["rows"]) > 0 and fraction(
         held["reserved_err_median_abs"], held["alloc_err_max_abs"]
     )
     assert held["reserved_err_median_abs"] <= held["reserved_err_max_abs"]
-    new = out["held_out_2026_11_29"]  # the 2026-11-29 lease, today's trainer
+    new = out["end_to_end_2026_11_29"]  # the 2026-11-29 lease, today's trainer
     assert new["n_rows"] == len(new["rows"]) == 11 and new["source"].endswith("h200_bench_model_2026-11-29.csv")
     tt = out["torchtitan_published"]["rows"]  # torchtitan's own published max reserved (8B FSDP 8 / 128)
     assert [r["measured_reserved_gib"] for r in tt] == [82.4, 67.0]

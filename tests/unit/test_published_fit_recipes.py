@@ -57,7 +57,7 @@ def test_te_cross_entropy_keeps_the_bf16_logits_only():
     assert mem["te"]["logits"] == pytest.approx(2 * logits)
     assert mem["none"]["allocated"] - mem["te"]["allocated"] == pytest.approx(2 * logits)
     excess = {k: m["allocator_reserved"] - m["allocated"] for k, m in mem.items()}
-    assert excess["te"] < excess["none"] - 0.5 * 4 * logits * 4 / 10  # the cached fp32 block (4/(8+c) share) is gone
+    assert excess["te"] < excess["none"] - 0.4 * 4 * logits * 4 / 10  # the cached fp32 block (4/(8+c) share) is gone
 
     train = {r.row: r.train for r in load_nemo_rows()[0]}
     assert train[110].cross_entropy_fusion == "te" and train[10].cross_entropy_fusion == "native"

@@ -365,6 +365,14 @@ class FrameworkProfile(ABC):
         zero1 = reserved.zero1_gather(arr)
         return reserved.step_temporaries(local_params, zero_stage, shard, zero1, optimizer_states, largest_param)
 
+    def grads_made_in_backward(self) -> bool:
+        """Whether the gradients (`grads`) are allocated during the step's first backward and held to its end, rather
+        than living in a buffer allocated before the first step: the caching allocator then keeps part of the
+        activation segments they land in unusable (autotune/predict/reserved.py GRADS_CACHED). Default: no
+        (Megatron's DDP grad buffer, nanotron's fp32 accumulator, both allocated at wrap time). FSDP2's frameworks
+        (bench_model, torchtitan) say yes. DeepSpeed keeps the default: not read closely enough to say."""
+        return False
+
     # ---- the peak ---------------------------------------------------------------------------------------------
     @abstractmethod
     def allocated(

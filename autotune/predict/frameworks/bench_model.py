@@ -223,6 +223,13 @@ class BenchModelProfile(FrameworkProfile):
         """bench_model converts its linears with torchao's Float8Linear (bench_model/parallel/float8.py): "torchao"."""
         return "torchao"
 
+    def grads_made_in_backward(self) -> bool:
+        """Yes: every ZeRO stage is FSDP2 (bench_model/parallel/data_parallel.py), whose post-backward hook sets each
+        block's .grad from the reduce-scatter output during backward (foreach_reduce); the routed experts outside
+        FSDP (ignored_params at ZeRO 0/1) get theirs from autograd's AccumulateGrad; trainer.py frees them all at
+        zero_grad(set_to_none=True) after the step."""
+        return True
+
     def overlaps(self) -> Overlaps:
         """bench_model/parallel/data_parallel.py: FSDP2 per block for every stage; stages 0-1 all-reduce each block's
         gradients during backward (FSDP2 HSDP with shard=1); stage 1 then all-gathers the updated parameters in one

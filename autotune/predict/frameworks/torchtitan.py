@@ -148,6 +148,12 @@ class TorchtitanProfile(FrameworkProfile):
         "torchao"."""
         return "torchao"
 
+    def grads_made_in_backward(self) -> bool:
+        """Yes: FSDP2 sets each block's sharded .grad in its post-backward hook, and under pp > 1 (torch.distributed.
+        pipelining's backward_maybe_with_nosync: set_requires_gradient_sync(False)) it accumulates the unsharded
+        fp32 gradient, also allocated in the first micro-batch's backward; the trainer zeroes with set_to_none."""
+        return True
+
     def overlaps(self) -> Overlaps:
         """torchtitan: FSDP2 fully_shard per block with implicit prefetch (torchtitan docs/fsdp.md); DDP via
         torch's bucketed allreduce hooks during backward (replicate); no ZeRO-1 (torchtitan has none)."""
