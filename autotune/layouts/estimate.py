@@ -10,7 +10,8 @@ from autotune.core.errors import SpecError
 
 def estimate(cfg: Any, num_gpus: int | None) -> dict[str, Any]:
     """Everything `estimate` reports for cfg.plan(num_gpus) (cfg: autotune.spec.config.Config): the planner's row
-    (mem_*, pred_*, fits, reject_reason, margins) plus the compute-dtype copy, the device-side model states, the worst
+    (mem_*, pred_*, fits, reject_reason, margins) plus the compute-dtype copy, what the caching allocator keeps beyond
+    the allocated peak per class (mem_cached_{step,grads,logits}_bytes), the device-side model states, the worst
     pipeline rank, each step-time term as pred_<term>_s and the trial's compile time. SpecError when a layout rule
     refuses the plan. Imports lazily: `autotune estimate` builds its parser without numpy."""
     from autotune.core.plan_arrays import arrays_from_plans
@@ -32,6 +33,8 @@ def estimate(cfg: Any, num_gpus: int | None) -> dict[str, Any]:
     row.update(
         {
             "mem_compute_copy_bytes": mem["compute_copy"],
+            # what the caching allocator keeps beyond the allocated peak, per class (autotune/predict/reserved.py)
+            **{f"mem_cached_{k}_bytes": mem[f"cached_{k}"] for k in ("step", "grads", "logits")},
             "mem_model_states_bytes": model_states,
             "worst_pp_rank": int(mem["worst_pp_rank"]),
             "worst_pp_rank_layers": int(mem["worst_pp_rank_layers"]),

@@ -33,7 +33,7 @@ from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpe
 from autotune.predict import moe, moe_dispatch, recompute_share
 from autotune.predict.frameworks import get_profile
 from autotune.predict.pp_stages import layout_chunks, layout_counts
-from autotune.predict.reserved import allocator_reserved
+from autotune.predict.reserved import allocator_cache, allocator_reserved
 from autotune.predict.schedule import (
     accumulated_grad_share,
     chunk_layers_of_rank,
@@ -293,8 +293,9 @@ def memory_arrays(
 ) -> dict[str, np.ndarray]:
     """Vectorised worst-rank memory for plan arrays (see `autotune.core.plan_arrays`). Keys: params (incl. compute_copy),
     compute_copy, grads, optimizer, activations, logits, buffers, overhead, allocated, step_temporaries (optimizer-step
-    transients), backward_grads (the grads made in the first backward), allocator_reserved = allocator_peak (the caching allocator's reserved peak, what
-    torch.cuda.max_memory_reserved reports), device_total = reserved (plus the overhead outside the allocator: what
+    transients), backward_grads (the grads made in the first backward), cached_logits / cached_step / cached_grads
+    (what the caching allocator keeps beyond the allocated peak, per class), allocator_reserved = allocator_peak (the
+    caching allocator's reserved peak, what torch.cuda.max_memory_reserved reports), device_total = reserved (plus the overhead outside the allocator: what
     `fits` compares with the device; bytes), worst_pp_rank (the pipeline rank these numbers describe) and
     worst_pp_rank_layers (its transformer layers). `profile` (default: train.framework's) is the framework whose
     accounting applies (autotune/predict/frameworks/)."""
@@ -383,6 +384,9 @@ def memory_arrays(
     no_fp32 = no_fp32 | prof.loss_without_fp32_logits()  # a loss kernel that never makes fp32 logits (megatron "te")
     # gradients made in the first backward and held to the step's end (FrameworkProfile.grads_made_in_backward)
     res["backward_grads"] = res["grads"] * float(prof.grads_made_in_backward())
+    # what the caching allocator keeps beyond the allocated peak, per class (reserved.py): cached_logits / _step / _grads
+    cached = allocator_cache(res, arr, train, cluster, no_fp32, res["backward_grads"])
+    res.update({f"cached_{k}": v for k, v in cached.items()})
     res["allocator_reserved"] = allocator_reserved(
         res, arr, train, cluster, no_fp32_logits=no_fp32, backward_grads=res["backward_grads"]
     )  # reserved.py

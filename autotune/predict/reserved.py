@@ -117,12 +117,25 @@ def allocator_reserved(
     preset has no caching allocator: reserved = allocated there. cluster.allocator_fragmentation stays as a
     calibrated residual factor (0 in the GPU presets)."""
     alloc = res["allocated"] if allocated is None else np.asarray(allocated, dtype=np.float64)
+    cached = allocator_cache(res, arr, train, cluster, no_fp32_logits, backward_grads)
+    return (alloc + sum(cached.values())) * (1.0 + cluster.allocator_fragmentation)
+
+
+def allocator_cache(
+    res: dict[str, np.ndarray],
+    arr: dict[str, np.ndarray],
+    train,
+    cluster,
+    no_fp32_logits: Any = False,
+    backward_grads: Any = 0.0,
+) -> dict[str, np.ndarray]:
+    """What the caching allocator holds beyond the allocated peak, per class (`cached_bytes`) for `memory_arrays`'
+    result `res`; zero on a CPU preset (no caching allocator)."""  # fmt: skip
     if cluster.device_type != "cuda":
-        return alloc * (1.0 + cluster.allocator_fragmentation)
+        zero = np.zeros_like(np.asarray(res["allocated"], dtype=np.float64))
+        return {"logits": zero, "step": zero, "grads": zero}
     logits_fp32 = fp32_logits_block(res, arr, train, no_fp32_logits)
-    step = res["step_temporaries"]
-    reserved = reserved_bytes(alloc, logits_fp32, step, cluster.expandable_segments, backward_grads=backward_grads)
-    return reserved * (1.0 + cluster.allocator_fragmentation)
+    return cached_bytes(logits_fp32, res["step_temporaries"], backward_grads, cluster.expandable_segments)
 
 
 def fp32_logits_block(res: dict[str, np.ndarray], arr: dict[str, np.ndarray], train, no_fp32_logits: Any = False):
@@ -151,10 +164,27 @@ def reserved_bytes(
 ) -> np.ndarray:
     """Caching-allocator reserved peak (bytes, no runtime overhead) from the allocated peak and the three classes of
     blocks (module docstring)."""
+    cached = cached_bytes(logits_fp32, step_temp, backward_grads, expandable_segments, coefficients)
+    return np.asarray(allocated, dtype=np.float64) + sum(cached.values())
+
+
+def cached_bytes(
+    logits_fp32: Any,
+    step_temp: Any,
+    backward_grads: Any = 0.0,
+    expandable_segments: bool = False,
+    coefficients: tuple[float, float, float] | None = None,
+) -> dict[str, np.ndarray]:
+    """Bytes the caching allocator keeps reserved but unused at the allocated peak, per class: "logits" (the fp32
+    logits block, rounded to 2 MiB), "step" (the optimizer step's temporaries), "grads" (gradients made in the first
+    backward), each its share (LOGITS_CACHED, STEP_CACHED, GRADS_CACHED), x EXPANDABLE_SCALE with expandable segments."""
     k_logits, k_step, k_grads = coefficients if coefficients is not None else (LOGITS_CACHED, STEP_CACHED, GRADS_CACHED)
-    excess = k_logits * round_large(logits_fp32) + k_step * np.asarray(step_temp, dtype=np.float64)
-    excess = excess + k_grads * np.asarray(backward_grads, dtype=np.float64)
-    return np.asarray(allocated, dtype=np.float64) + excess * (EXPANDABLE_SCALE if expandable_segments else 1.0)
+    scale = EXPANDABLE_SCALE if expandable_segments else 1.0
+    return {
+        "logits": scale * k_logits * round_large(logits_fp32),
+        "step": scale * k_step * np.asarray(step_temp, dtype=np.float64),
+        "grads": scale * k_grads * np.asarray(backward_grads, dtype=np.float64),
+    }
 
 
 def fit_coefficients(allocated, reserved, logits_fp32, step_temp, backward_grads) -> tuple[float, float, float]:

@@ -102,6 +102,15 @@ def test_two_peaks_kept_apart_and_fits_uses_the_device_total():
     m = memory_arrays(arr, cfg.model, cfg.train, cfg.cluster)
     assert m["allocator_peak"][0] == m["allocator_reserved"][0]
     assert m["device_total"][0] == m["allocator_peak"][0] + cfg.cluster.runtime_overhead_bytes == m["reserved"][0]
+    # the allocator peak is the allocated peak plus the three cached classes (`estimate` prints them), by hand: foreach
+    # AdamW's temporary and FSDP2's gradients are each 4 bytes x the 1B model's parameters (dp 1)
+    cached = {k: m[f"cached_{k}"][0] for k in ("step", "grads", "logits")}
+    assert m["allocator_peak"][0] == pytest.approx(m["allocated"][0] + sum(cached.values()))
+    assert m["grads"][0] == m["backward_grads"][0] == pytest.approx(4 * cfg.model.num_params(), rel=1e-3)
+    assert cached["grads"] == pytest.approx(reserved.GRADS_CACHED * m["grads"][0])
+    assert cached["step"] == pytest.approx(
+        reserved.STEP_CACHED * reserved.round_large(4 * cfg.model.num_params()), rel=1e-3
+    )
     usable = cfg.cluster.device_memory_bytes * (1 - cfg.space.memory_headroom)
     # a preset whose usable memory lies between the two peaks
     device = (m["allocator_peak"][0] + m["device_total"][0]) / 2 / (1 - cfg.space.memory_headroom)
