@@ -192,6 +192,16 @@ class ParallelPlan:
     # plan.recompute=selective, train.framework=megatron (rules mla_recompute_*); NVIDIA's DeepSeek-V3 and Kimi-K2
     # recipes run it. Keeps less, so "lower" needs at least the memory.
     mla_recompute: bool = dim_field(False, opt_in=True, optuna=True, oom="lower", label="mla_recompute", tag=" rc-mla")
+    # Megatron's selective recompute of the norms that are modules of their own (`--recompute-modules layernorm`;
+    # transformer_layer.py @ core_v0.16.1 `recompute_input_layernorm` / `recompute_pre_mlp_layernorm`: the norm runs in
+    # a CheckpointWithoutOutput whose output is discarded once the next module has run and made again before its
+    # backward). Under Transformer Engine's layer spec (gpt_layer_specs.py) only an MoE layer's pre-MLP norm and MLA's
+    # input norm are separate modules; the others are fused into TELayerNormColumnParallelLinear (IdentityOp, which the
+    # module skips). MoE or MLA models, plan.recompute=selective, train.framework=megatron (rules norm_recompute_*);
+    # NVIDIA's GPT-OSS and the Megatron-MoE-ModelZoo's Qwen3 recipes run it. Keeps less, so "lower".
+    norm_recompute: bool = dim_field(
+        False, opt_in=True, optuna=True, oom="lower", label="norm_recompute", tag=" rc-norm"
+    )
     # Partial full recompute: Megatron-Core's `--recompute-granularity full --recompute-method block
     # --recompute-num-layers N` (TransformerBlock._checkpointed_forward, megatron/core/transformer/transformer_block.py
     # @ core_r0.16.1): N layers of each pipeline model chunk (a virtual stage's TransformerBlock) re-run their forward

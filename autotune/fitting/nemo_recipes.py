@@ -56,13 +56,16 @@ RECIPE_LAYOUT = {
 
 # Megatron MoE recompute modules of the perf presets (plan.recompute=selective, plan.moe_recompute), keyed by (model,
 # gpu, plan.fp8): Megatron-Bridge scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py @ 07eea52d,
-# GPT_OSS_120B_PRETRAIN_CONFIG_{B200,GB200,H100}_BF16_V1/V2: recompute_modules=["layernorm", "moe_act"] (the
-# layernorm module is not a plan value: its norm outputs stay counted). GB300 / B300 presets recompute nothing.
+# GPT_OSS_120B_PRETRAIN_CONFIG_{B200,GB200,H100}_BF16_V1/V2: recompute_modules=["layernorm", "moe_act"] (the same
+# lists @ v0.2.0-v0.5.0; layernorm: plan.norm_recompute, NORM_RECOMPUTE). GB300 / B300 presets recompute nothing.
 MOE_RECOMPUTE = {
     ("GPT OSS 120B", "B200", "none"): "moe_act",
     ("GPT OSS 120B", "GB200", "none"): "moe_act",
     ("GPT OSS 120B", "H100", "none"): "moe_act",
 }
+# the presets whose recompute_modules list "layernorm" (plan.norm_recompute): GPT-OSS's above. DeepSeek-V3's B300
+# BF16 (v0.3.0) and B200 NVFP4 (v0.5.0) lists have it too; the summary has no row of either.
+NORM_RECOMPUTE = frozenset(MOE_RECOMPUTE)
 
 
 # Megatron's EP communication overlap (plan.ep_overlap: comm_overlap.overlap_moe_expert_parallel_comm, with

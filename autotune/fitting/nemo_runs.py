@@ -47,7 +47,7 @@ assumption is named):
 - recompute: none, as the perf recipes run Llama 3 (Megatron-Bridge src/megatron/bridge/recipes/llama/llama3.py:
   `recompute_granularity = None`, `fine_grained_activation_offloading = False`); what a preset adds on top that
   the Megatron-FSDP presets add (activation CPU offloading of N layers) is plan.act_offload_layers (ACT_OFFLOAD_LAYERS);
-  the GPT-OSS presets' MoE recompute modules are plan.moe_recompute (MOE_RECOMPUTE).
+  the GPT-OSS presets' recompute modules are plan.moe_recompute (MOE_RECOMPUTE) and plan.norm_recompute (NORM_RECOMPUTE).
 - FP8 parameters: the Megatron-Bridge rows (source Megatron-Bridge: containers 25.09 onward) with an FP8 recipe
   (tensorwise, mxfp8) run train.fp8_param_gather: the perf recipes take `bf16_with_fp8_current_scaling_mixed` /
   `bf16_with_mxfp8_mixed` (scripts/performance/utils/precision.py; src/megatron/bridge/perf_recipes/_common.py
@@ -111,6 +111,7 @@ from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_seg
     HIDDEN_DROPOUT_DEFAULT,
     KNOWN_REGRESSION,
     MOE_RECOMPUTE,
+    NORM_RECOMPUTE,
     RECIPE_LAYOUT,
     RECIPE_MBS,
     RELEASE_RECIPE,
@@ -305,8 +306,11 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         name.removesuffix(TOKENDROP), str(r.gpu_type), str(r.container), plan.fp8, mbs
     )
     moe_rc = release_rc if release_rc != "none" else moe_rc
-    if moe_rc != "none" or mla_rc:  # Megatron's recompute_modules, under --recompute-granularity selective
-        plan = dataclasses.replace(plan, recompute="selective", moe_recompute=moe_rc, mla_recompute=mla_rc)
+    norm_rc = (name, str(r.gpu_type), plan.fp8) in NORM_RECOMPUTE
+    if moe_rc != "none" or mla_rc or norm_rc:  # Megatron's recompute_modules, under --recompute-granularity selective
+        plan = dataclasses.replace(
+            plan, recompute="selective", moe_recompute=moe_rc, mla_recompute=mla_rc, norm_recompute=norm_rc
+        )
     dispatcher = recipe_dispatcher(name, str(r.gpu_type), plan.fp8, n, ep)
     overlap = (name, str(r.gpu_type), plan.fp8, n) in EP_OVERLAP_ON
     release = RELEASE_RECIPE.get((name, str(r.gpu_type), str(r.container)))

@@ -87,12 +87,13 @@ EP_OVERLAP_ROWS = {"r030", "r044", "r046", "r048"}
 # Megatron recompute modules (plan.moe_recompute), from each row's notes / recompute column (Megatron-MoE-ModelZoo
 # best_practice/qwen3 readme and run scripts, cited in the CSV's source column): the H100 table's "norm, act" (r029,
 # r030, r032; r034 "norm, act, shared_expert") and the GB200 / H100 scripts' "moe_act+layernorm" (r044, r045, r048)
-# -> moe_act, the long-context H100 table's "layernorm+moe" -> moe; the layernorm (and shared_experts) modules are
-# not plan values (published_runs.MB_NOT_MODELLED)
+# -> moe_act, the long-context H100 table's "layernorm+moe" -> moe; the layernorm module on every one of these rows
+# (MB_NORM_RECOMPUTE: plan.norm_recompute); the shared_experts module is not a plan value (published_runs.MB_NOT_MODELLED)
 MB_MOE_RECOMPUTE = {
     **{f"r0{i}": "moe" for i in range(35, 43)},
     **{r: "moe_act" for r in ("r029", "r030", "r032", "r034", "r044", "r045", "r048")},
 }
+MB_NORM_RECOMPUTE = frozenset(MB_MOE_RECOMPUTE)  # "norm" / "layernorm" is in every list above
 # torchao's Llama-4-Scout table (pytorch/ao torchao/prototype/moe_training/README.md @ 838dcebb (2025-10-13), kept
 # @ 5e79e5ed): the learned top-1 router had collapsed onto one EP rank's experts, train.moe_routing="collapsed"
 # (autotune/predict/moe.py `collapsed_imbalance`: 4x the even share at EP 4). Its own figures say so: MXFP8 on the
@@ -155,6 +156,7 @@ def public_layout(r: Any) -> tuple[TrainSpec, ParallelPlan]:
         grad_accum_steps=gbs // (dp * mbs),
         recompute=rec,
         moe_recompute=MB_MOE_RECOMPUTE.get(str(r.row_id), "none") if megatron and rec == "selective" else "none",
+        norm_recompute=megatron and rec == "selective" and str(r.row_id) in MB_NORM_RECOMPUTE,
         sequence_parallel=tp > 1,
         tp_overlap=megatron and tp > 1 and str(r.model) in TP_OVERLAP_MODELS,
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",

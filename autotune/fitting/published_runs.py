@@ -31,7 +31,13 @@ import pandas as pd
 from autotune.core.model import ModelSpec
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.nemo_runs import NEMO_GPU, load_nemo_rows, recipe_expandable_segments
-from autotune.fitting.public_moe_runs import COLLAPSED_ROUTING_ROWS, MB_MOE_RECOMPUTE, MODELZOO_MXFP8, row_model
+from autotune.fitting.public_moe_runs import (
+    COLLAPSED_ROUTING_ROWS,
+    MB_MOE_RECOMPUTE,
+    MB_NORM_RECOMPUTE,
+    MODELZOO_MXFP8,
+    row_model,
+)
 from autotune.fitting.public_moe_runs import MODELS as MOE_MODELS
 from autotune.fitting.reference_runs import H200_LEASES, h200_layout_key, h200_remeasured
 from autotune.fitting.run_types import DATA, preset_model
@@ -57,14 +63,10 @@ class PublishedLayout:
 
 
 MB_GPU = {**NEMO_GPU, "H200": "h200-141gb"}
-# Megatron recompute modules of moe_blackwell rows: public_moe_runs.MB_MOE_RECOMPUTE (the speed rows run them too);
-# what the plan cannot express yet (the layernorm and shared_expert modules, fine-grained activation offloading) is
-# named with the row (MB_NOT_MODELLED).
-MB_NOT_MODELLED = {
-    **{f"r0{i}": "recompute_modules layernorm (the norms' outputs)" for i in range(35, 43)},
-    **{r: "recompute_modules layernorm" for r in ("r029", "r030", "r032", "r044", "r045", "r048")},
-    "r034": "recompute_modules layernorm, shared_experts",
-}
+# Megatron recompute modules of moe_blackwell rows: public_moe_runs.MB_MOE_RECOMPUTE and MB_NORM_RECOMPUTE (the speed
+# rows run them too); what the plan cannot express yet (the shared_experts module) is named with the row
+# (MB_NOT_MODELLED).
+MB_NOT_MODELLED = {"r034": "recompute_modules shared_experts"}
 # Megatron fine-grained activation offloading (plan.moe_offload) and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as
 # the ModelZoo run scripts set them (yanring/Megatron-MoE-ModelZoo @ e8650517 best_practice/qwen3/run_gb200_235b.sh
 # lines 36 (r043: PP8 EP8 MBS 1), 42 (r044: PP4 VP6 EP64 MBS 3: "--fine-grained-activation-offloading --offload-modules
@@ -129,6 +131,7 @@ def _moe_blackwell_row(r: Any) -> PublishedLayout | str:
         sequence_parallel=tp > 1,
         recompute=recompute,
         moe_recompute=MB_MOE_RECOMPUTE.get(str(r.row_id), "none"),
+        norm_recompute=str(r.row_id) in MB_NORM_RECOMPUTE,
         moe_offload=MB_MOE_OFFLOAD.get(str(r.row_id), "none"),
         pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         fp8=MB_FP8[str(r.precision)],
@@ -256,7 +259,7 @@ def load_nemo(folder: Path = DATA) -> tuple[list[PublishedLayout], list[tuple[st
             r.plan,
             True,
             None,
-            "recompute_modules layernorm (the norms' outputs)" if r.plan.moe_recompute != "none" else "",
+            "",
             expandable_segments=recipe_expandable_segments(df.loc[r.row], r.plan),
         )
         for r in runs

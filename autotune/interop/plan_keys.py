@@ -47,6 +47,7 @@ _TORCHTITAN: dict[str, str] = {
     "moe_offload": "NOT MAPPED: torchtitan 0.2.2 has no module-level activation offload (rule moe_offload_needs_megatron)",
     "ep_overlap": "NOT MAPPED: torchtitan dispatches its all-to-alls on the compute stream; no EP overlap schedule (rule ep_overlap_needs_megatron)",
     "mla_recompute": "NOT MAPPED: torchtitan's DeepSeek-V3 has no MLA up-projection recompute (rule mla_recompute_needs_megatron)",
+    "norm_recompute": "NOT MAPPED: torchtitan's selective AC is op-level; no norm-only module (rule norm_recompute_needs_megatron)",
     "tp_pp_dp_mapping": "NOT MAPPED: torchtitan builds its device mesh pp-outermost (pp, dp_replicate, dp_shard, cp, tp); no rank-order option (rule tp_pp_dp_mapping_needs_megatron)",
 }
 
@@ -85,7 +86,7 @@ _MEGATRON: dict[str, str] = {
     "pp_split_loss": "SET --account-for-loss-in-pipeline-split",
     # megatron/training/arguments.py --recompute-modules (with --recompute-granularity selective, which plan.recompute
     # = selective writes; rule moe_recompute_needs_selective); the plan's values are Megatron's module names
-    "moe_recompute": "--recompute-modules (one list with mla_recompute's module)",
+    "moe_recompute": "--recompute-modules (one list with mla_recompute's and norm_recompute's modules)",
     # megatron/training/arguments.py: --cpu-offloading switches Transformer Engine's offload context on and
     # --cpu-offloading-num-layers sets N; both on one line of the args file ("--cpu-offloading
     # --cpu-offloading-num-layers N"), the argv body being whitespace-split like any Megatron args file
@@ -99,6 +100,7 @@ _MEGATRON: dict[str, str] = {
     "ep_overlap": "SET --overlap-moe-expert-parallel-comm",
     "tp_pp_dp_mapping": "SET --use-tp-pp-dp-mapping",
     "mla_recompute": "--recompute-modules mla_up_proj (one list with moe_recompute's module)",
+    "norm_recompute": "--recompute-modules layernorm (one list with mla_recompute's and moe_recompute's modules)",
 }
 
 # nanotron
@@ -137,6 +139,7 @@ _NANOTRON: dict[str, str] = {
     "moe_offload": "NOT MAPPED: nanotron 0.4 has no activation offload",
     "ep_overlap": "NOT MAPPED: nanotron 0.4 has no EP communication overlap (rule ep_overlap_needs_megatron)",
     "mla_recompute": "NOT MAPPED: nanotron 0.4 has no multi-latent attention (rule mla_recompute_needs_megatron)",
+    "norm_recompute": "NOT MAPPED: nanotron 0.4 recomputes whole layers only (rule norm_recompute_needs_megatron)",
     "tp_pp_dp_mapping": "NOT MAPPED: nanotron 0.4's ParallelContext has a fixed rank order; no rank-order option (rule tp_pp_dp_mapping_needs_megatron)",
 }
 
@@ -175,6 +178,7 @@ _DEEPSPEED: dict[str, str] = {
     "moe_offload": "NOT MAPPED: DeepSpeed has no module-level activation offload of MoE experts",
     "ep_overlap": "NOT MAPPED: DeepSpeed-MoE has no EP communication overlap schedule (rule ep_overlap_needs_megatron)",
     "mla_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",
+    "norm_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",
     "tp_pp_dp_mapping": "NOT MAPPED: DeepSpeed's PipelineModule topology has no rank-order option here (rule tp_pp_dp_mapping_needs_megatron)",
 }
 
@@ -212,6 +216,7 @@ _ACCELERATE: dict[str, str] = {
     "moe_offload": "NOT MAPPED: accelerate has no activation offload key",
     "ep_overlap": "NOT MAPPED: accelerate's config has no expert parallelism",
     "mla_recompute": "NOT MAPPED: accelerate's activation checkpointing is whole-layer (full) only",
+    "norm_recompute": "NOT MAPPED: accelerate's activation checkpointing is whole-layer (full) only",
     "tp_pp_dp_mapping": "NOT MAPPED: accelerate has no pipeline-parallel config",
 }
 

@@ -163,6 +163,35 @@ MLA_RECOMPUTE_NEEDS_MEGATRON = Rule(
     ),
 )
 
+# Megatron-Core's recompute_modules "layernorm" (transformer_layer.py @ core_v0.16.1): only norms that are modules of
+# their own are recomputed; under Transformer Engine's layer spec (gpt_layer_specs.py) those are MLA's input norm and an
+# MoE layer's pre-MLP norm, every other norm is fused into TELayerNormColumnParallelLinear (an IdentityOp it skips)
+NORM_RECOMPUTE_NEEDS_SEPARATE_NORM = Rule(
+    "norm_recompute_needs_separate_norm",
+    lambda norm_recompute, model: norm_recompute & (not model.is_moe) & (model.attention != "mla"),
+    lambda model: (
+        f"plan.norm_recompute=true would recompute nothing on {model.name}: Megatron's layernorm module recomputes "
+        "separate norms only (an MoE layer's pre-MLP norm, MLA's input norm); a dense model's norms are fused into "
+        "TELayerNormColumnParallelLinear"
+    ),
+)
+NORM_RECOMPUTE_NEEDS_SELECTIVE = Rule(
+    "norm_recompute_needs_selective",
+    lambda norm_recompute, recompute: norm_recompute & (recompute != RECOMPUTE_CODE["selective"]),
+    lambda recompute: (
+        f"plan.norm_recompute=true requires plan.recompute=selective (recompute={recompute}): Megatron's "
+        "recompute_modules apply with --recompute-granularity selective"
+    ),
+)
+NORM_RECOMPUTE_NEEDS_MEGATRON = Rule(
+    "norm_recompute_needs_megatron",
+    lambda norm_recompute: norm_recompute,
+    lambda train: (
+        f"plan.norm_recompute=true requires train.framework=megatron (framework={train.framework}): Megatron-Core's "
+        "--recompute-modules layernorm"
+    ),
+)
+
 
 PP_LAYOUT_STAGES = Rule(
     "pp_layout_stages",

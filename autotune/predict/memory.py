@@ -269,9 +269,12 @@ def _layer_activations(prof, arr: dict, model: ModelSpec, seq: Any, c: int, reco
     # plan.mla_recompute (Megatron's mla_up_proj, FrameworkProfile.mla_recompute_saving): q, k, v made again in backward
     mla = np.asarray(arr["mla_recompute"], dtype=bool) & (np.asarray(recompute) == RECOMPUTE_CODE["selective"])
     mla_cut = np.where(mla, prof.mla_recompute_saving(model, seq * mbs, tp, c), 0.0)
+    # plan.norm_recompute (Megatron's layernorm module): the separate input norm's output made again in backward
+    norm = np.asarray(arr["norm_recompute"], dtype=bool) & (np.asarray(recompute) == RECOMPUTE_CODE["selective"])
+    norm_cut = np.where(norm, prof.norm_recompute_saving(model, seq * mbs, tp, sp, c, arr["fp8"])[0], 0.0)
     layer_act = {
         **layer_act,
-        "saved": layer_act["saved"] + np.where(full, 0.0, cp_saved) - mla_cut,
+        "saved": layer_act["saved"] + np.where(full, 0.0, cp_saved) - mla_cut - norm_cut,
         "transient": layer_act["transient"] + np.where(full, cp_saved, 0.0),
     }
     return fp8_layer_activations(prof, layer_act, {**arr, "recompute": recompute}, model, seq, c)
@@ -363,6 +366,10 @@ def memory_arrays(
         full = arr["recompute"] == RECOMPUTE_CODE["full"]  # keeps the layer input only already
         saving = prof.moe_recompute_saving(model, tok, tp, sp, c, arr["fp8"], arr["etp"], arr["moe_recompute"])
         extras["moe_act"] = extras["moe_act"] - np.where(full, 0.0, saving)  # plan.moe_recompute (Megatron)
+        # plan.norm_recompute (Megatron's layernorm module): an MoE layer's pre-MLP norm output made again in backward
+        sel = np.asarray(arr["norm_recompute"], dtype=bool) & (arr["recompute"] == RECOMPUTE_CODE["selective"])
+        cut = prof.norm_recompute_saving(model, tok, tp, sp, c, arr["fp8"])[1]
+        extras["moe_act"] = extras["moe_act"] - np.where(sel, cut, 0.0)
         moved = prof.moe_offload_bytes(model, tok, tp, sp, c, arr["fp8"], arr["etp"], arr["moe_offload"])
         extras["moe_offload"] = np.where(full, 0.0, moved)  # plan.moe_offload: on the host forward to backward
     per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras, prof) for pos in POSITIONS]

@@ -175,6 +175,14 @@ def _layer_terms(
     # per kernel), the regime of perf_terms.streaming_s, not the blocks' mix of short eager kernels memory_efficiency
     # is fitted on
     mem = mem + np.where(fp8, streaming_s(casts, cluster), 0.0)
+    # plan.norm_recompute (Megatron's layernorm module): the separate norms' forward once more in backward, reading
+    # and writing c h per token (sequence-sharded with SP): MLA's input norm on every layer, the pre-MLP norm on MoE
+    # layers (averaged over the layers, as `per_layer_matmul`)
+    norms = float(model.attention == "mla") + (model.num_moe_layers / model.num_layers if model.is_moe else 0.0)
+    norm_rerun = tokens * norms * 2.0 * c * h / np.where(sp, tp, 1)
+    mem = mem + np.where(
+        arr["norm_recompute"] & (rc == RECOMPUTE_CODE["selective"]), memory_bound_s(norm_rerun, cluster), 0.0
+    )
     if profile.unfused_scaled_rope():  # YaRN's attention factor != 1 (predict/rope.py)
         mem = mem + memory_bound_s(tokens * unfused_rope_extra_bytes(model, c, tp, full), cluster)
     attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls

@@ -40,6 +40,11 @@ def parallelize(
             "plan.mla_recompute=true: Megatron-Core's --recompute-modules mla_up_proj; bench_model's MLA "
             "(bench_model/mla.py) has no up-projection recompute"
         )
+    if plan.norm_recompute:  # rule norm_recompute_needs_megatron
+        raise SpecError(
+            "plan.norm_recompute=true: Megatron-Core's --recompute-modules layernorm; bench_model's selective "
+            "recompute is its own op policy (bench_model/parallel/recompute.py), with no norm-only module"
+        )
     if plan.tp_pp_dp_mapping:  # rule tp_pp_dp_mapping_needs_megatron
         raise SpecError(
             "plan.tp_pp_dp_mapping=true: Megatron-Core's --use-tp-pp-dp-mapping rank order; bench_model builds its "

@@ -408,6 +408,11 @@ def _override_cases() -> list[BadInput]:
             (*est, "plan.recompute=selective", "plan.mla_recompute=true"),
             ("plan.mla_recompute=true", "model.attention=mla", "gqa"),
         ),
+        c(
+            "plan-norm_recompute-dense",
+            (*est, "train.framework=megatron", "plan.recompute=selective", "plan.norm_recompute=true"),
+            ("plan.norm_recompute=true", "recompute nothing", "TELayerNormColumnParallelLinear"),
+        ),
         c("plan-etp-negative", (*est, "plan.etp=-2"), ("plan.etp", "-2", ">= 1")),
         c("plan-fp8-a100", (*est, "cluster=a100-80gb", "plan.fp8=tensorwise"), ("fp8=tensorwise", "a100-80gb")),
         c(

@@ -186,7 +186,8 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
     for fmt in FORMATS:
         rc_plan = dataclasses.replace(ep_plan, recompute="selective", moe_recompute="moe")
         off_plan = dataclasses.replace(ep_plan, moe_offload="expert_fc1+moe_act")
-        for plan in (ep_plan, deepep, rc_plan, dataclasses.replace(ep_plan, ep_overlap=True), off_plan):
+        norm_plan = dataclasses.replace(ep_plan, recompute="selective", norm_recompute=True)
+        for plan in (ep_plan, deepep, rc_plan, dataclasses.replace(ep_plan, ep_overlap=True), off_plan, norm_plan):
             p = replace(plan, tp=1, sequence_parallel=False) if fmt == "deepspeed" else plan
             texts[fmt] += " | " + " | ".join(unmapped(fmt, moe.model, moe.train, moe.cluster, p))
     for fmt in FORMATS:

@@ -296,6 +296,14 @@ class FrameworkProfile(ABC):
         none (only the megatron profile has the module; rule mla_recompute_needs_megatron refuses it elsewhere)."""
         return 0.0
 
+    def norm_recompute_saving(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any
+    ) -> tuple[Any, Any]:
+        """(bytes per layer, bytes per MoE layer) and micro-batch that plan.norm_recompute (Megatron's layernorm
+        module) does not keep: the input norm's output where it is a module of its own (every layer), the pre-MLP
+        norm's (MoE layers). Default: none (rule norm_recompute_needs_megatron refuses it elsewhere)."""
+        return 0.0, 0.0
+
     def moe_recompute_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
     ) -> np.ndarray:

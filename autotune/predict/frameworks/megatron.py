@@ -239,6 +239,22 @@ class MegatronProfile(FrameworkProfile):
         latent = model.q_lora_rank + model.kv_lora_rank - model.qk_rope_head_dim
         return np.asarray(tokens, dtype=np.float64) * act_bytes * (n * (2 * dqk + model.v_head_dim) + latent)
 
+    def norm_recompute_saving(
+        self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any
+    ) -> tuple[Any, Any]:
+        """[RCM] `--recompute-modules layernorm`: a norm that is a module of its own runs in a CheckpointWithoutOutput
+        whose output storage is released once the next module has read it (every tensor viewing it: the router's and
+        the dispatcher's input, the down projections') and rebuilt before its backward; the checkpoint keeps the norm's
+        input, which the residual path keeps anyway. Under Transformer Engine's layer spec (gpt_layer_specs.py
+        @ core_v0.16.1) those norms are MLA's input norm (every layer) and an MoE layer's pre-MLP norm; the norm output
+        is the QKV / MLP input of [TMU]'s account, h per token (sequence-sharded with SP). Under an FP8 recipe
+        `fp8_layer_saving` already counts it at the quantized input's b bytes (TE saves the original input instead,
+        `set_save_original_input`), so b of it is left to release, else the activation dtype's c."""
+        b = te_fp8_input_bytes(fp8)
+        per_token = np.where(b == 0, float(act_bytes), b) * model.hidden_size / np.where(np.asarray(sp), tp, 1)
+        out = np.asarray(tokens, dtype=np.float64) * per_token
+        return (out if model.attention == "mla" else 0.0 * out), (out if model.is_moe else 0.0 * out)
+
     def moe_recompute_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
     ) -> np.ndarray:
@@ -266,6 +282,7 @@ class MegatronProfile(FrameworkProfile):
             "ep_overlap_needs_megatron",  # --overlap-moe-expert-parallel-comm is Megatron-Core's
             "tp_pp_dp_mapping_needs_megatron",  # --use-tp-pp-dp-mapping is Megatron-Core's rank order
             "mla_recompute_needs_megatron",  # --recompute-modules mla_up_proj is Megatron-Core's
+            "norm_recompute_needs_megatron",  # --recompute-modules layernorm is Megatron-Core's
         }
     )
     # train.hidden_dropout (`for_train`): [TMU]'s attention and MLP dropout masks (1 byte per element each) and the

@@ -1,0 +1,92 @@
+"""plan.norm_recompute (Megatron's `--recompute-modules layernorm`, transformer_layer.py @ core_v0.16.1): the bytes
+by hand, the rules, the speed term, the export, the trainer's refusal and the recipes that run it (NVIDIA's GPT-OSS
+presets, the Megatron-MoE-ModelZoo Qwen3 rows)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autotune.core.errors import SpecError
+from autotune.core.plan_arrays import arrays_from_plans
+from autotune.core.types import ParallelPlan
+from autotune.layouts.rules import rejections
+from autotune.predict.frameworks.megatron import MegatronProfile
+from autotune.predict.memory import memory_arrays
+from autotune.predict.perf import perf_arrays
+from autotune.spec.config import load_config
+
+QWEN = load_config(["model=qwen3-30b-a3b", "cluster=h100-sxm-80gb", "train.framework=megatron"])
+TRAIN = dataclasses.replace(QWEN.train, seq_len=4096, global_batch_size=512)
+PLAN = ParallelPlan(dp=64, ep=8, zero_stage=1, grad_accum_steps=8, recompute="selective")
+
+
+def _mem(plan, cfg=QWEN, train=TRAIN):
+    return memory_arrays(arrays_from_plans([plan]), cfg.model, train, cfg.cluster)
+
+
+def test_moe_pre_mlp_norm_output_released_by_hand():
+    """Qwen3-30B-A3B: every one of its 48 layers is an MoE layer with a separate pre-MLP norm (TENorm; its input norm
+    is fused into TELayerNormColumnParallelLinear): 4096 tokens x h 2048 x 2 bytes = 16 MiB per layer, 768 MiB at pp 1
+    (one micro-batch in flight); under FP8 tensorwise the quantized input's 1 byte is what is left to release
+    (fp8_layer_saving counts the rest)."""
+    on = dataclasses.replace(PLAN, norm_recompute=True)
+    a, b = _mem(PLAN), _mem(on)
+    assert float(a["activations"][0] - b["activations"][0]) == pytest.approx(48 * 4096 * 2048 * 2)
+    fp8 = dataclasses.replace(PLAN, fp8="tensorwise")
+    a8, b8 = _mem(fp8), _mem(dataclasses.replace(fp8, norm_recompute=True))
+    assert float(a8["activations"][0] - b8["activations"][0]) == pytest.approx(48 * 4096 * 2048 * 1)
+    # the hook by hand: (every layer, MoE layers) at tp 2 with SP: the sequence shard, 2048 tokens' worth
+    per_layer, per_moe = MegatronProfile().norm_recompute_saving(QWEN.model, 4096, 2, True, 2, 0)
+    assert float(per_layer) == 0.0 and float(per_moe) == 4096 * 2048 * 2 / 2
+
+
+def test_mla_input_norm_released_on_every_layer():
+    """DeepSeek-V3 (h 7168, 61 layers, 58 of them MoE): MLA's input norm is a separate module on every layer, so both
+    outputs go: 7168 x 2 bytes per token on each layer and again on each MoE layer."""
+    ds = load_config(["model=deepseek-v3", "cluster=b200", "train.framework=megatron"])
+    per_layer, per_moe = MegatronProfile().norm_recompute_saving(ds.model, 1, 1, False, 2, 0)
+    assert float(per_layer) == float(per_moe) == 7168 * 2
+
+
+def test_speed_rules_export_and_trainer():
+    on = dataclasses.replace(PLAN, norm_recompute=True)
+    # speed: the pre-MLP norm's forward once more, reading and writing c h per token: more time, under 1% of the step
+    sa, sb = (perf_arrays(arrays_from_plans([p]), QWEN.model, TRAIN, QWEN.cluster)["step_s"][0] for p in (PLAN, on))
+    assert 0 < sb - sa < 0.01 * sa
+    arr = arrays_from_plans([on])
+    assert rejections(arr, QWEN.model, TRAIN, QWEN.cluster)[0][0] is None
+    ids, why = rejections(arr, QWEN.model, dataclasses.replace(TRAIN, framework="torchtitan"), QWEN.cluster)
+    assert ids[0] == "norm_recompute_needs_megatron" and "framework=torchtitan" in why[0]
+    full = arrays_from_plans([dataclasses.replace(on, recompute="full")])
+    assert rejections(full, QWEN.model, TRAIN, QWEN.cluster)[0][0] == "norm_recompute_needs_selective"
+    dense = load_config(["model=llama-3.1-8b"]).model  # its norms are fused: the module would do nothing
+    ids, why = rejections(arrays_from_plans([dataclasses.replace(on, ep=1)]), dense, TRAIN, QWEN.cluster)
+    assert ids[0] == "norm_recompute_needs_separate_norm" and "llama-3.1-8b" in why[0]
+    from autotune.interop import render
+
+    argv = render("megatron", QWEN.model, TRAIN, QWEN.cluster, dataclasses.replace(on, moe_recompute="moe_act"))
+    assert "--recompute-modules layernorm moe_act" in argv
+    from bench_model.parallel import parallelize
+
+    with pytest.raises(SpecError, match="plan.norm_recompute=true"):
+        parallelize(None, None, on, "bf16")
+
+
+def test_published_rows_run_their_recipes_layernorm_module():
+    """Megatron-Bridge's GPT-OSS 120B BF16 presets on B200 / GB200 / H100 list ["layernorm", "moe_act"]; GB300 and
+    B300 recompute nothing. The ModelZoo's Qwen3 rows name "norm" / "layernorm" with their MoE module (r034, which
+    also runs shared_experts, is skipped by the loader)."""
+    from autotune.fitting.nemo_runs import load_nemo_rows
+    from autotune.fitting.published_runs import load_moe_blackwell
+
+    oss = [r for r in load_nemo_rows()[0] if r.model.name == "gpt-oss-120b"]
+    on = {(r.cluster, r.plan.fp8) for r in oss if r.plan.norm_recompute}
+    assert on == {("b200", "none"), ("gb200-nvl72", "none"), ("h100-sxm-80gb", "none")}
+    assert all(
+        r.plan.moe_recompute == "moe_act" and r.plan.recompute == "selective" for r in oss if r.plan.norm_recompute
+    )
+    mb = {lay.row: lay for lay in load_moe_blackwell()[0]}
+    assert mb["r035"].plan.norm_recompute and mb["r035"].plan.moe_recompute == "moe" and mb["r035"].recipe == ""
+    assert mb["r044"].plan.norm_recompute and mb["r044"].plan.moe_recompute == "moe_act" and mb["r044"].recipe == ""
