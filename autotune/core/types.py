@@ -202,6 +202,12 @@ class ParallelPlan:
     norm_recompute: bool = dim_field(
         False, opt_in=True, optuna=True, oom="lower", label="norm_recompute", tag=" rc-norm"
     )
+    # Megatron's selective recompute of the dense MLPs (`--recompute-modules mlp`; transformer_layer.py @ core_v0.16.1
+    # `recompute_mlp`, set only where the layer is not an MoE layer: the MLP, with Transformer Engine's fused pre-MLP
+    # norm, runs under tensor_parallel.checkpoint and keeps its input only). Every layer of a dense model, the dense
+    # layers of an MoE model (DeepSeek-V3's first three); plan.recompute=selective, train.framework=megatron (rules
+    # mlp_recompute_*); NVIDIA's DeepSeek-V3 GB200 FP8 presets of 26.04 run it. Keeps less, so "lower".
+    mlp_recompute: bool = dim_field(False, opt_in=True, optuna=True, oom="lower", label="mlp_recompute", tag=" rc-mlp")
     # Partial full recompute: Megatron-Core's `--recompute-granularity full --recompute-method block
     # --recompute-num-layers N` (TransformerBlock._checkpointed_forward, megatron/core/transformer/transformer_block.py
     # @ core_r0.16.1): N layers of each pipeline model chunk (a virtual stage's TransformerBlock) re-run their forward

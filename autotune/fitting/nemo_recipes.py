@@ -256,10 +256,18 @@ def recipe_mtp_layout(model: str, gpu: str, container: str, pp: int, vpp: int) -
 # (25.09: mla_up_proj on every GPU); scripts/performance/configs/deepseek/*workload_base_configs.py @ v0.2.0 (25.11),
 # v0.3.0 (26.02), v0.4.0 (26.04), v0.5.0 (26.06); configs/kimi/kimi_workload_base_configs.py @ v0.4.0 / v0.5.0):
 # DeepSeek-V3 runs mla_up_proj everywhere but GB300 BF16 and every 25.11 GB300 config (["moe_act"]), GB200 FP8 in
-# 26.04 (["mlp"]: the dense layers' MLP, not modelled) and GB300 MXFP8 at micro-batch 1 from 26.06 ([]); Kimi-K2 on
-# GB300 runs mla_up_proj. "layernorm" and "mlp" in some lists are not modelled (norm outputs and the three dense
-# layers' MLP stay counted).
+# 26.04 (["mlp"]: the dense layers' MLP, plan.mlp_recompute, `recipe_mlp_recompute`) and GB300 MXFP8 at micro-batch 1
+# from 26.06 ([]); Kimi-K2 on GB300 runs mla_up_proj.
 _MLA_NO_UP_PROJ = ("NeMo 26.04", "NeMo 26.04.01")
+
+
+def recipe_mlp_recompute(model: str, gpu: str, container: str, fp8: str) -> bool:
+    """plan.mlp_recompute of a summary row: DeepSeek-V3's GB200 FP8 presets of 26.04 (recompute_modules=["mlp"],
+    scripts/performance/configs/deepseek/deepseek_workload_base_configs.py @ v0.4.0 DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_V1,
+    which its FP8 configs keep; _MLA_NO_UP_PROJ). Not mapped: the H100 presets' ["mla_up_proj", "mlp"] (@ v0.2.0 -
+    v0.5.0; the summary's H100 row is 25.09's, whose run_script.py @ v0.1.0rc4 names mla_up_proj only) and B200 FP8_MX
+    of 26.06 (no row)."""
+    return model.startswith("DeepSeekV3") and gpu == "GB200" and fp8 != "none" and container in _MLA_NO_UP_PROJ
 
 
 def recipe_recompute_modules(model: str, gpu: str, container: str, fp8: str, mbs: int) -> tuple[bool, str]:

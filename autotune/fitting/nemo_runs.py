@@ -119,6 +119,7 @@ from autotune.fitting.nemo_recipes import (  # noqa: F401 (recipe_expandable_seg
     TOKENDROP_CAPACITY,
     recipe_dispatcher,
     recipe_expandable_segments,
+    recipe_mlp_recompute,
     recipe_mtp_layout,
     recipe_recompute_modules,
 )
@@ -307,9 +308,15 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
     )
     moe_rc = release_rc if release_rc != "none" else moe_rc
     norm_rc = (name, str(r.gpu_type), plan.fp8) in NORM_RECOMPUTE
-    if moe_rc != "none" or mla_rc or norm_rc:  # Megatron's recompute_modules, under --recompute-granularity selective
+    mlp_rc = recipe_mlp_recompute(name.removesuffix(TOKENDROP), str(r.gpu_type), str(r.container), plan.fp8)
+    if moe_rc != "none" or mla_rc or norm_rc or mlp_rc:  # recompute_modules, under --recompute-granularity selective
         plan = dataclasses.replace(
-            plan, recompute="selective", moe_recompute=moe_rc, mla_recompute=mla_rc, norm_recompute=norm_rc
+            plan,
+            recompute="selective",
+            moe_recompute=moe_rc,
+            mla_recompute=mla_rc,
+            norm_recompute=norm_rc,
+            mlp_recompute=mlp_rc,
         )
     dispatcher = recipe_dispatcher(name, str(r.gpu_type), plan.fp8, n, ep)
     overlap = (name, str(r.gpu_type), plan.fp8, n) in EP_OVERLAP_ON

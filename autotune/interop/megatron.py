@@ -224,10 +224,11 @@ def _recompute_args(ctx: ExportContext) -> list[list[str]]:
     if ctx.plan.recompute == "selective":
         # The nearest Megatron setting, not the same policy: Megatron's selective recomputes the core attention
         # (Korthikanti et al. 2022, Sec 5); autotune's selective saves matmul and SDPA outputs, recomputes the rest.
-        # plan.moe_recompute / mla_recompute / norm_recompute name Megatron's modules (arguments.py
+        # plan.moe_recompute / mla_recompute / norm_recompute / mlp_recompute name Megatron's modules (arguments.py
         # --recompute-modules, nargs +)
         modules = ["mla_up_proj"] if ctx.plan.mla_recompute else []
         modules += ["layernorm"] if ctx.plan.norm_recompute else []
+        modules += ["mlp"] if ctx.plan.mlp_recompute else []
         modules += [ctx.plan.moe_recompute] if ctx.plan.moe_recompute != "none" else []
         return [["--recompute-granularity", "selective"]] + ([["--recompute-modules", *modules]] if modules else [])
     return []

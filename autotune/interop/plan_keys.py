@@ -48,6 +48,7 @@ _TORCHTITAN: dict[str, str] = {
     "ep_overlap": "NOT MAPPED: torchtitan dispatches its all-to-alls on the compute stream; no EP overlap schedule (rule ep_overlap_needs_megatron)",
     "mla_recompute": "NOT MAPPED: torchtitan's DeepSeek-V3 has no MLA up-projection recompute (rule mla_recompute_needs_megatron)",
     "norm_recompute": "NOT MAPPED: torchtitan's selective AC is op-level; no norm-only module (rule norm_recompute_needs_megatron)",
+    "mlp_recompute": "NOT MAPPED: torchtitan's selective AC is op-level; no MLP-only module (rule mlp_recompute_needs_megatron)",
     "tp_pp_dp_mapping": "NOT MAPPED: torchtitan builds its device mesh pp-outermost (pp, dp_replicate, dp_shard, cp, tp); no rank-order option (rule tp_pp_dp_mapping_needs_megatron)",
 }
 
@@ -101,6 +102,7 @@ _MEGATRON: dict[str, str] = {
     "tp_pp_dp_mapping": "SET --use-tp-pp-dp-mapping",
     "mla_recompute": "--recompute-modules mla_up_proj (one list with moe_recompute's module)",
     "norm_recompute": "--recompute-modules layernorm (one list with mla_recompute's and moe_recompute's modules)",
+    "mlp_recompute": "--recompute-modules mlp (one list with the other recompute modules)",
 }
 
 # nanotron
@@ -140,6 +142,7 @@ _NANOTRON: dict[str, str] = {
     "ep_overlap": "NOT MAPPED: nanotron 0.4 has no EP communication overlap (rule ep_overlap_needs_megatron)",
     "mla_recompute": "NOT MAPPED: nanotron 0.4 has no multi-latent attention (rule mla_recompute_needs_megatron)",
     "norm_recompute": "NOT MAPPED: nanotron 0.4 recomputes whole layers only (rule norm_recompute_needs_megatron)",
+    "mlp_recompute": "NOT MAPPED: nanotron 0.4 recomputes whole layers only (rule mlp_recompute_needs_megatron)",
     "tp_pp_dp_mapping": "NOT MAPPED: nanotron 0.4's ParallelContext has a fixed rank order; no rank-order option (rule tp_pp_dp_mapping_needs_megatron)",
 }
 
@@ -179,6 +182,7 @@ _DEEPSPEED: dict[str, str] = {
     "ep_overlap": "NOT MAPPED: DeepSpeed-MoE has no EP communication overlap schedule (rule ep_overlap_needs_megatron)",
     "mla_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",
     "norm_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",
+    "mlp_recompute": "NOT MAPPED: DeepSpeed's activation checkpointing is called per layer in the model code",
     "tp_pp_dp_mapping": "NOT MAPPED: DeepSpeed's PipelineModule topology has no rank-order option here (rule tp_pp_dp_mapping_needs_megatron)",
 }
 
@@ -217,6 +221,7 @@ _ACCELERATE: dict[str, str] = {
     "ep_overlap": "NOT MAPPED: accelerate's config has no expert parallelism",
     "mla_recompute": "NOT MAPPED: accelerate's activation checkpointing is whole-layer (full) only",
     "norm_recompute": "NOT MAPPED: accelerate's activation checkpointing is whole-layer (full) only",
+    "mlp_recompute": "NOT MAPPED: accelerate's activation checkpointing is whole-layer (full) only",
     "tp_pp_dp_mapping": "NOT MAPPED: accelerate has no pipeline-parallel config",
 }
 

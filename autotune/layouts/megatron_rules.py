@@ -192,6 +192,33 @@ NORM_RECOMPUTE_NEEDS_MEGATRON = Rule(
     ),
 )
 
+# Megatron-Core's recompute_modules "mlp" (transformer_layer.py @ core_v0.16.1): `recompute_mlp` only where the layer
+# is not an MoE layer
+MLP_RECOMPUTE_NEEDS_DENSE_LAYER = Rule(
+    "mlp_recompute_needs_dense_layer",
+    lambda mlp_recompute, model: mlp_recompute & model.is_moe & (model.num_moe_layers >= model.num_layers),
+    lambda model: (
+        f"plan.mlp_recompute=true would recompute nothing on {model.name}: every one of its {model.num_layers} layers "
+        "is an MoE layer, and Megatron's mlp module recomputes dense MLPs only (use plan.moe_recompute)"
+    ),
+)
+MLP_RECOMPUTE_NEEDS_SELECTIVE = Rule(
+    "mlp_recompute_needs_selective",
+    lambda mlp_recompute, recompute: mlp_recompute & (recompute != RECOMPUTE_CODE["selective"]),
+    lambda recompute: (
+        f"plan.mlp_recompute=true requires plan.recompute=selective (recompute={recompute}): Megatron's "
+        "recompute_modules apply with --recompute-granularity selective"
+    ),
+)
+MLP_RECOMPUTE_NEEDS_MEGATRON = Rule(
+    "mlp_recompute_needs_megatron",
+    lambda mlp_recompute: mlp_recompute,
+    lambda train: (
+        f"plan.mlp_recompute=true requires train.framework=megatron (framework={train.framework}): Megatron-Core's "
+        "--recompute-modules mlp"
+    ),
+)
+
 
 PP_LAYOUT_STAGES = Rule(
     "pp_layout_stages",

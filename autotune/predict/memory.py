@@ -188,6 +188,11 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     if model.is_moe:  # an MoE layer keeps its routed tokens' tensors instead of the dense MLP's (moe.py)
         act = act + psi[f"moe_layers_{pos}"] * moe_act * inflight * weight
         act = act + prof.expert_cast_bytes(psi[f"expert_{pos}"], z, train) * inflight
+    # plan.mlp_recompute (Megatron's mlp module): the rank's dense layers keep their MLP's input only; one layer's
+    # MLP activations come back in its backward
+    dense = psi[f"layers_{pos}"] - psi[f"moe_layers_{pos}"]
+    mlp_rc = extras.get("mlp_rc", 0.0)
+    act = act - dense * mlp_rc * inflight * weight + np.where(dense > 0, mlp_rc, 0.0)
     # plan.act_offload_layers (Megatron --cpu-offloading-num-layers, pp = 1): the saved tensors of N of the rank's
     # layers live on the host from their forward to their backward; as a share of the per-layer terms above
     off = np.minimum(arr["act_offload_layers"], psi[f"layers_{pos}"]) / np.maximum(psi[f"layers_{pos}"], 1)
@@ -340,6 +345,8 @@ def memory_arrays(
         # bytes per block-linear weight beyond the compute dtype's (megatron: train.fp8_param_gather; 0 elsewhere)
         "weight_dq": prof.stored_weight_bytes(arr["fp8"], train, cluster) - c,
     }
+    mlp = np.asarray(arr["mlp_recompute"], dtype=bool) & (arr["recompute"] == RECOMPUTE_CODE["selective"])
+    extras["mlp_rc"] = np.where(mlp, prof.mlp_recompute_saving(model, tok, tp, sp, c, arr["fp8"]), 0.0)
     if np.any(arr["compile"]):  # a framework that compiles its loss with the model (torchtitan)
         comp = prof.compiled_logits(model, tok, arr["pp"], tp, c)
         extras["logits"] = np.where(arr["compile"], comp, extras["logits"])

@@ -45,6 +45,11 @@ def parallelize(
             "plan.norm_recompute=true: Megatron-Core's --recompute-modules layernorm; bench_model's selective "
             "recompute is its own op policy (bench_model/parallel/recompute.py), with no norm-only module"
         )
+    if plan.mlp_recompute:  # rule mlp_recompute_needs_megatron
+        raise SpecError(
+            "plan.mlp_recompute=true: Megatron-Core's --recompute-modules mlp; bench_model's selective recompute is "
+            "its own op policy (bench_model/parallel/recompute.py), with no MLP-only module"
+        )
     if plan.tp_pp_dp_mapping:  # rule tp_pp_dp_mapping_needs_megatron
         raise SpecError(
             "plan.tp_pp_dp_mapping=true: Megatron-Core's --use-tp-pp-dp-mapping rank order; bench_model builds its "

@@ -413,6 +413,20 @@ def _override_cases() -> list[BadInput]:
             (*est, "train.framework=megatron", "plan.recompute=selective", "plan.norm_recompute=true"),
             ("plan.norm_recompute=true", "recompute nothing", "TELayerNormColumnParallelLinear"),
         ),
+        c(
+            "plan-mlp_recompute-all-moe",
+            (
+                "estimate",
+                "--gpus",
+                "8",
+                "model=qwen3-30b-a3b",
+                "train.framework=megatron",
+                "plan.ep=8",
+                "plan.recompute=selective",
+                "plan.mlp_recompute=true",
+            ),
+            ("plan.mlp_recompute=true", "MoE layer", "plan.moe_recompute"),
+        ),
         c("plan-etp-negative", (*est, "plan.etp=-2"), ("plan.etp", "-2", ">= 1")),
         c("plan-fp8-a100", (*est, "cluster=a100-80gb", "plan.fp8=tensorwise"), ("fp8=tensorwise", "a100-80gb")),
         c(

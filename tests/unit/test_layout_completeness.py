@@ -172,6 +172,7 @@ def test_not_mapped_fields_are_listed_by_the_exporter_when_they_matter():
         ParallelPlan(dp=4, pp=2, micro_batch_size=2, grad_accum_steps=64, pp_split_embedding=True, pp_split_loss=True),
         ParallelPlan(dp=4, pp=2, micro_batch_size=2, grad_accum_steps=64, tp_pp_dp_mapping=True),
         ParallelPlan(dp=8, micro_batch_size=2, grad_accum_steps=32, recompute="selective", mla_recompute=True),
+        ParallelPlan(dp=8, micro_batch_size=2, grad_accum_steps=32, recompute="selective", mlp_recompute=True),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, act_offload_layers=4),
         ParallelPlan(dp=8, zero_stage=3, micro_batch_size=2, grad_accum_steps=32, recompute="full", recompute_layers=2),
     ]

@@ -76,14 +76,14 @@ def test_rules_export_and_trainer():
 
 def test_nemo_rows_run_their_recipes_modules():
     """Megatron-Bridge workload configs: DeepSeek-V3 B200 PP8 VP2 (26.04.01) mla_up_proj; GB300 in 25.11 moe_act;
-    GB200 FP8 in 26.04 mlp (not a plan value: none); Kimi-K2 GB300 mla_up_proj."""
+    GB200 FP8 in 26.04 mlp (plan.mlp_recompute, tests/unit/test_recompute_modules.py); Kimi-K2 GB300 mla_up_proj."""
     from autotune.fitting.nemo_runs import load_nemo_rows
 
     runs = {r.row: r for r in load_nemo_rows()[0]}
     b200, gb300, gb200, kimi = runs[124].plan, runs[270].plan, runs[168].plan, runs[86].plan
     assert (b200.recompute, b200.mla_recompute, b200.moe_recompute) == ("selective", True, "none")
     assert (gb300.recompute, gb300.mla_recompute, gb300.moe_recompute) == ("selective", False, "moe_act")
-    assert (gb200.recompute, gb200.mla_recompute) == ("none", False)
+    assert (gb200.recompute, gb200.mla_recompute, gb200.mlp_recompute) == ("selective", False, True)
     assert kimi.mla_recompute and runs[86].model.name == "kimi-k2"
 
 

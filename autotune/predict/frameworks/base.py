@@ -304,6 +304,11 @@ class FrameworkProfile(ABC):
         norm's (MoE layers). Default: none (rule norm_recompute_needs_megatron refuses it elsewhere)."""
         return 0.0, 0.0
 
+    def mlp_recompute_saving(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any) -> Any:
+        """Bytes per dense layer and micro-batch that plan.mlp_recompute (Megatron's mlp module) does not keep, and
+        that come back for one layer in its backward. Default: none (rule mlp_recompute_needs_megatron)."""
+        return 0.0
+
     def moe_recompute_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
     ) -> np.ndarray:

@@ -97,7 +97,7 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import reserved
-from autotune.predict.frameworks import megatron_moe
+from autotune.predict.frameworks import megatron_moe, megatron_recompute
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 from autotune.predict.frameworks.megatron_profile_rules import megatron_profile_rules
@@ -229,31 +229,15 @@ class MegatronProfile(FrameworkProfile):
         return megatron_moe.layer_activations(model, tokens, tp, sp, recompute, act_bytes, fp8, etp)
 
     def mla_recompute_saving(self, model: ModelSpec, tokens: Any, tp: Any, act_bytes: int) -> Any:
-        """[MLA] `--recompute-modules mla_up_proj`: the up projections and RoPE run inside a CheckpointWithoutOutput
-        whose q, k, v (n/t heads of dqk, dqk, dv) are released once the core attention has run and made again before
-        its backward; the checkpoint keeps its inputs, the compressed q and kv and the rope key (qr + kr + dr), where
-        the up projections kept the compressed q and kv before and after their norms (2(qr + kr))."""
-        if model.attention != "mla":
-            return 0.0
-        n, dqk = model.num_heads / np.asarray(tp, dtype=np.float64), model.qk_nope_head_dim + model.qk_rope_head_dim
-        latent = model.q_lora_rank + model.kv_lora_rank - model.qk_rope_head_dim
-        return np.asarray(tokens, dtype=np.float64) * act_bytes * (n * (2 * dqk + model.v_head_dim) + latent)
+        return megatron_recompute.mla_saving(model, tokens, tp, act_bytes)  # [MLA] mla_up_proj
 
     def norm_recompute_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any
     ) -> tuple[Any, Any]:
-        """[RCM] `--recompute-modules layernorm`: a norm that is a module of its own runs in a CheckpointWithoutOutput
-        whose output storage is released once the next module has read it (every tensor viewing it: the router's and
-        the dispatcher's input, the down projections') and rebuilt before its backward; the checkpoint keeps the norm's
-        input, which the residual path keeps anyway. Under Transformer Engine's layer spec (gpt_layer_specs.py
-        @ core_v0.16.1) those norms are MLA's input norm (every layer) and an MoE layer's pre-MLP norm; the norm output
-        is the QKV / MLP input of [TMU]'s account, h per token (sequence-sharded with SP). Under an FP8 recipe
-        `fp8_layer_saving` already counts it at the quantized input's b bytes (TE saves the original input instead,
-        `set_save_original_input`), so b of it is left to release, else the activation dtype's c."""
-        b = te_fp8_input_bytes(fp8)
-        per_token = np.where(b == 0, float(act_bytes), b) * model.hidden_size / np.where(np.asarray(sp), tp, 1)
-        out = np.asarray(tokens, dtype=np.float64) * per_token
-        return (out if model.attention == "mla" else 0.0 * out), (out if model.is_moe else 0.0 * out)
+        return megatron_recompute.norm_saving(model, tokens, tp, sp, act_bytes, fp8)  # [RCM] layernorm
+
+    def mlp_recompute_saving(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any) -> Any:
+        return megatron_recompute.mlp_saving(model, tokens, tp, sp, act_bytes, fp8)  # [RCM] mlp
 
     def moe_recompute_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, etp: Any, mode: Any
@@ -283,6 +267,7 @@ class MegatronProfile(FrameworkProfile):
             "tp_pp_dp_mapping_needs_megatron",  # --use-tp-pp-dp-mapping is Megatron-Core's rank order
             "mla_recompute_needs_megatron",  # --recompute-modules mla_up_proj is Megatron-Core's
             "norm_recompute_needs_megatron",  # --recompute-modules layernorm is Megatron-Core's
+            "mlp_recompute_needs_megatron",  # --recompute-modules mlp is Megatron-Core's
         }
     )
     # train.hidden_dropout (`for_train`): [TMU]'s attention and MLP dropout masks (1 byte per element each) and the

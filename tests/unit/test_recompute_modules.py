@@ -1,6 +1,6 @@
-"""plan.norm_recompute (Megatron's `--recompute-modules layernorm`, transformer_layer.py @ core_v0.16.1): the bytes
-by hand, the rules, the speed term, the export, the trainer's refusal and the recipes that run it (NVIDIA's GPT-OSS
-presets, the Megatron-MoE-ModelZoo Qwen3 rows)."""
+"""plan.norm_recompute and plan.mlp_recompute (Megatron's `--recompute-modules layernorm` / `mlp`,
+transformer_layer.py @ core_v0.16.1): the bytes by hand, the rules, the speed term, the export, the trainer's refusal
+and the recipes that run them (NVIDIA's GPT-OSS and DeepSeek-V3 presets, the Megatron-MoE-ModelZoo Qwen3 rows)."""
 
 from __future__ import annotations
 
@@ -90,3 +90,54 @@ def test_published_rows_run_their_recipes_layernorm_module():
     mb = {lay.row: lay for lay in load_moe_blackwell()[0]}
     assert mb["r035"].plan.norm_recompute and mb["r035"].plan.moe_recompute == "moe" and mb["r035"].recipe == ""
     assert mb["r044"].plan.norm_recompute and mb["r044"].plan.moe_recompute == "moe_act" and mb["r044"].recipe == ""
+
+
+def test_mlp_module_by_hand():
+    """Llama-3.1-8B (h 4096, f 14336, 32 dense layers), 4096 tokens, tp 1, pp 1: each layer's MLP keeps its input
+    only, the norm output fc1 saves (2 h) and SwiGLU's fc1 output and fc2 input (2 x 3 f) go, 94,208 bytes per token,
+    and one layer's come back in its backward: 31 x 4096 x 94,208 bytes less. FP8 tensorwise: b h + (2c + b) f =
+    75,776 bytes per token (fp8_layer_saving already took c - b off the fc1 and fc2 inputs)."""
+    cfg = load_config(["model=llama-3.1-8b", "cluster=h100-sxm-80gb", "train.framework=megatron"])
+    train = dataclasses.replace(cfg.train, seq_len=4096, global_batch_size=512)
+    plan = ParallelPlan(dp=64, zero_stage=1, grad_accum_steps=8, recompute="selective")
+    on = dataclasses.replace(plan, mlp_recompute=True)
+    a, b = _mem(plan, cfg, train), _mem(on, cfg, train)
+    assert float(a["activations"][0] - b["activations"][0]) == pytest.approx(31 * 4096 * 94_208)
+    fp8 = dataclasses.replace(plan, fp8="tensorwise")
+    a8, b8 = _mem(fp8, cfg, train), _mem(dataclasses.replace(fp8, mlp_recompute=True), cfg, train)
+    assert float(a8["activations"][0] - b8["activations"][0]) == pytest.approx(31 * 4096 * 75_776)
+    # speed: the MLP's forward GEMMs once more (3 h f weights per token)
+    sa, sb = (perf_arrays(arrays_from_plans([p]), cfg.model, train, cfg.cluster)["step_s"][0] for p in (plan, on))
+    assert sb > 1.05 * sa
+
+
+def test_mlp_module_only_on_dense_layers_rules_export():
+    """DeepSeek-V3's first three layers are dense (f 18432): at pp 1 two of them keep 4096 x (2 x 7168 + 6 x 18432)
+    bytes less (the third comes back as the transient). Qwen3-30B-A3B has no dense layer: refused."""
+    ds = load_config(["model=deepseek-v3", "cluster=b200", "train.framework=megatron"])
+    train = dataclasses.replace(ds.train, seq_len=4096, global_batch_size=2048)
+    plan = ParallelPlan(dp=256, ep=32, zero_stage=1, grad_accum_steps=8, recompute="selective")
+    on = dataclasses.replace(plan, mlp_recompute=True)
+    a, b = _mem(plan, ds, train), _mem(on, ds, train)
+    assert float(a["activations"][0] - b["activations"][0]) == pytest.approx(2 * 4096 * (2 * 7168 + 6 * 18432))
+    arr = arrays_from_plans([dataclasses.replace(PLAN, mlp_recompute=True)])
+    ids, why = rejections(arr, QWEN.model, TRAIN, QWEN.cluster)
+    assert ids[0] == "mlp_recompute_needs_dense_layer" and "48 layers" in why[0]
+    ids, _ = rejections(
+        arrays_from_plans([on]), ds.model, dataclasses.replace(train, framework="bench_model"), ds.cluster
+    )
+    assert ids[0] == "mlp_recompute_needs_megatron"
+    from autotune.interop import render
+
+    argv = render("megatron", ds.model, train, ds.cluster, dataclasses.replace(on, mla_recompute=True))
+    assert "--recompute-modules mla_up_proj mlp" in argv
+    from bench_model.parallel import parallelize
+
+    with pytest.raises(SpecError, match="plan.mlp_recompute=true"):
+        parallelize(None, None, on, "bf16")
+    # the summary's DeepSeek-V3 GB200 FP8 rows of 26.04 / 26.04.01 run ["mlp"] (not mla_up_proj)
+    from autotune.fitting.nemo_runs import load_nemo_rows
+
+    runs = {r.row: r.plan for r in load_nemo_rows()[0]}
+    assert all(runs[i].mlp_recompute and not runs[i].mla_recompute for i in (122, 168))
+    assert sum(p.mlp_recompute for p in runs.values()) == 2

@@ -1,0 +1,58 @@
+"""The megatron profile's selective-recompute modules (autotune/predict/frameworks/megatron.py delegates its hooks
+`mla_recompute_saving`, `norm_recompute_saving` and `mlp_recompute_saving` here): what Megatron-Core's
+`--recompute-modules mla_up_proj`, `layernorm` and `mlp` leave unsaved per micro-batch. Sources: [RCM]
+megatron/core/transformer/transformer_config.py `recompute_modules`, transformer_layer.py (`recompute_input_layernorm`,
+`recompute_pre_mlp_layernorm`, `recompute_mlp`), multi_latent_attention.py (`recompute_up_proj`) and
+models/gpt/gpt_layer_specs.py (which norms are modules of their own) @ core_v0.16.1; [MLA], [TMU] as in megatron.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autotune.core.model import ModelSpec
+from autotune.predict.frameworks.megatron_te import te_fp8_input_bytes
+
+
+def mla_saving(model: ModelSpec, tokens: Any, tp: Any, act_bytes: int) -> Any:
+    """[MLA] `--recompute-modules mla_up_proj`: the up projections and RoPE run inside a CheckpointWithoutOutput
+    whose q, k, v (n/t heads of dqk, dqk, dv) are released once the core attention has run and made again before
+    its backward; the checkpoint keeps its inputs, the compressed q and kv and the rope key (qr + kr + dr), where
+    the up projections kept the compressed q and kv before and after their norms (2(qr + kr))."""
+    if model.attention != "mla":
+        return 0.0
+    n, dqk = model.num_heads / np.asarray(tp, dtype=np.float64), model.qk_nope_head_dim + model.qk_rope_head_dim
+    latent = model.q_lora_rank + model.kv_lora_rank - model.qk_rope_head_dim
+    return np.asarray(tokens, dtype=np.float64) * act_bytes * (n * (2 * dqk + model.v_head_dim) + latent)
+
+
+def norm_saving(model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any) -> tuple[Any, Any]:
+    """[RCM] `--recompute-modules layernorm`: a norm that is a module of its own runs in a CheckpointWithoutOutput
+    whose output storage is released once the next module has read it (every tensor viewing it: the router's and
+    the dispatcher's input, the down projections') and rebuilt before its backward; the checkpoint keeps the norm's
+    input, which the residual path keeps anyway. Under Transformer Engine's layer spec (gpt_layer_specs.py
+    @ core_v0.16.1) those norms are MLA's input norm (every layer) and an MoE layer's pre-MLP norm; the norm output
+    is the QKV / MLP input of [TMU]'s account, h per token (sequence-sharded with SP). Under an FP8 recipe
+    `fp8_layer_saving` already counts it at the quantized input's b bytes (TE saves the original input instead,
+    `set_save_original_input`), so b of it is left to release, else the activation dtype's c."""
+    b = te_fp8_input_bytes(fp8)
+    per_token = np.where(b == 0, float(act_bytes), b) * model.hidden_size / np.where(np.asarray(sp), tp, 1)
+    out = np.asarray(tokens, dtype=np.float64) * per_token
+    return (out if model.attention == "mla" else 0.0 * out), (out if model.is_moe else 0.0 * out)
+
+
+def mlp_saving(model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any) -> Any:
+    """[RCM] `--recompute-modules mlp`: a dense layer's MLP (with its fused pre-MLP norm, TE's LayerNormLinear fc1)
+    runs under tensor_parallel.checkpoint, which keeps its input, the residual stream the norm kept anyway; gone
+    per token: the norm output fc1 saves (h, sequence-sharded with SP) and SwiGLU's fc1 output and fc2 input
+    (3f/t) in the activation dtype ([TMU]'s MLP units), less what `fp8_layer_saving` already took off them under
+    an FP8 recipe (c - b of the fc1 input, and of fc2's on a dense model). The same bytes come back for one layer
+    in its backward (the transient)."""
+    b = te_fp8_input_bytes(fp8)
+    c, h, f = float(act_bytes), model.hidden_size, model.ffn_hidden_size
+    t = np.asarray(tp, dtype=np.float64)
+    repl = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    fc2_fp8 = 0.0 if model.is_moe else (c - b) * f / t  # fp8_layer_saving's fc2 term (dense models only)
+    per_token = np.where(b == 0, c, b) * h / repl + 3.0 * c * f / t - np.where(b == 0, 0.0, fc2_fp8)
+    return np.asarray(tokens, dtype=np.float64) * per_token
