@@ -97,6 +97,14 @@ def check_torchtitan_loss_peak(out: dict) -> None:
     assert abs(row["rel_err"]) <= 0.01 and out["max_abs_rel_err"] == abs(row["rel_err"])
 
 
+def check_torchtitan_sac_saved(out: dict) -> None:
+    # eager only (--no-compile): torchtitan 0.2.2's op-level SAC keeps what the profile's selective account says
+    # (3,744 bytes per token and layer at h 256, f 768, 8 / 2 heads), to within 1%
+    (row,) = out["rows"]
+    assert row["mode"] == "eager" and row["profile_bytes_per_token_layer"] == 3744.0
+    assert abs(row["rel_err"]) <= 0.01 and out["compiled_minus_eager_per_h"] is None
+
+
 def check_fp8_ratio(out: dict) -> None:
     pairs, llama = out["llmfoundry_h100_fp8_vs_bf16"], out["llama_h100_prediction"]
     assert pairs and all(positive(p["measured_ratio"], p["predicted_ratio"]) for p in pairs)
@@ -424,6 +432,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "published_fit.py": (["--sources", "h200"], check_published_fit),
     "mlperf_speed.py": ([], check_mlperf_speed),
     "torchtitan_loss_peak.py": (["--no-compile", "--tokens", "256", "--vocab", "512"], check_torchtitan_loss_peak),
+    "torchtitan_sac_saved.py": (["--no-compile"], check_torchtitan_sac_saved),
     "sweep_store.py": (
         ["--gpus", "8", "--model", "llama-3.2-1b", "--cluster", "h100-sxm-80gb", "--max-trials", "2"],
         check_sweep_store,
