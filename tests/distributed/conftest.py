@@ -112,8 +112,14 @@ def run_layouts(specs: dict, workdir: Path) -> dict[str, dict]:
         if out.exists():
             rows[name] = json.loads(out.read_text())
     if code != 0 or len(rows) != len(specs):
-        tail = log.read_text(errors="replace")[-4000:]
-        pytest.fail(f"multi-layout launch failed (exit {code}); results for {sorted(rows)}; log tail:\n{tail}")
+        # the first traceback is the rank that failed first; the others' ("connection closed by peer") follow from it
+        text = log.read_text(errors="replace")
+        first = text.find("Traceback (most recent call last)")
+        head = f"first traceback:\n{text[first : first + 3000]}\n" if first >= 0 else ""
+        missing = sorted(set(specs) - set(rows))
+        pytest.fail(
+            f"multi-layout launch failed (exit {code}); no result for {missing}; {head}log tail:\n{text[-2000:]}"
+        )
     return rows
 
 
