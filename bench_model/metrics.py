@@ -65,17 +65,24 @@ def step_peak_bytes(fn) -> int:
         fn()
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - base
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = sorted(
-        (e.start_ns(), e.nbytes())
-        for e in prof.profiler.kineto_results.events()
-        if e.name() == "[memory]" and str(e.device_type()) == "DeviceType.CPU"
-    )
+    events, _ = cpu_memory_events(fn)
     live = peak = 0
     for _, nbytes in events:
         live += nbytes
         peak = max(peak, live)
     return peak
+
+
+def cpu_memory_events(fn):
+    """(the CPU allocator's (start_ns, bytes) events while `fn()` runs, sorted: + allocations, - frees; fn's result),
+    recorded by torch.profiler(profile_memory=True), which also sees the buffers of Inductor-generated code."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+    events = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and str(e.device_type()) == "DeviceType.CPU"
+    )
+    return events, out

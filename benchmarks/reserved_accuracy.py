@@ -223,31 +223,29 @@ def expandable(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _fit(rows: list[dict]) -> tuple[float, float, float]:
-    a, rv, lg, st, gr = [], [], [], [], []
-    for r in rows:
-        c = classes(r, _t(r))
-        a.append(r["alloc"])
-        rv.append(r["reserved"])
-        lg.append(c[0])
-        st.append(c[1])
-        gr.append(c[2])
-    return reserved.fit_coefficients(a, rv, lg, st, gr)
+def _with_transients(rows: list[dict]) -> list[tuple[dict, dict]]:
+    """Each row with its transients (`_t`), computed once for every fit and error below."""
+    return [(r, _t(r)) for r in rows]
+
+
+def _fit(pairs: list[tuple[dict, dict]]) -> tuple[float, float, float]:
+    lg, st, gr = zip(*(classes(r, t) for r, t in pairs))
+    return reserved.fit_coefficients([r["alloc"] for r, _ in pairs], [r["reserved"] for r, _ in pairs], lg, st, gr)
 
 
 def fit(rows: list[dict]) -> dict:
-    k = _fit(rows)
+    k = _fit(_with_transients(rows))
     return {"LOGITS_CACHED": round(k[0], 3), "STEP_CACHED": round(k[1], 3), "GRADS_CACHED": round(k[2], 3)}
 
 
 def leave_one_lease_out(rows: list[dict]) -> dict:
     """For each lease: the coefficients fitted on the other two, the allocator model's error on it (measured
     allocated as input): how well the fit carries to a trainer it did not see."""
-    out = {}
+    pairs, out = _with_transients(rows), {}
     for lease, _, _ in LEASES:
-        test = [r for r in rows if r["lease"] == lease]
-        k = _fit([r for r in rows if r["lease"] != lease])
-        errs = [_allocator(r, _t(r), k) / r["reserved"] - 1 for r in test]
+        test = [(r, t) for r, t in pairs if r["lease"] == lease]
+        k = _fit([(r, t) for r, t in pairs if r["lease"] != lease])
+        errs = [_allocator(r, t, k) / r["reserved"] - 1 for r, t in test]
         out[lease] = {"n_rows": len(test), "coefficients": [round(x, 3) for x in k], **_stats(errs)}
     return out
 

@@ -33,18 +33,9 @@ sys.path.insert(0, str(ROOT))
 from autotune.core.model import ModelSpec  # noqa: E402
 from autotune.core.plan_arrays import RECOMPUTE_CODE  # noqa: E402
 from autotune.predict.frameworks.torchtitan import TorchtitanProfile  # noqa: E402
+from bench_model.metrics import cpu_memory_events  # noqa: E402
 
 LAYERS = 2
-
-
-def _net_bytes(fn) -> tuple[int, torch.Tensor]:
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = fn()
-    events = prof.profiler.kineto_results.events()
-    cpu = [e.nbytes() for e in events if e.name() == "[memory]" and str(e.device_type()) == "DeviceType.CPU"]
-    return sum(cpu), out
 
 
 def saved_per_token_layer(spec: ModelSpec, seq: int, mbs: int, compiled: bool) -> float:
@@ -80,7 +71,8 @@ def saved_per_token_layer(spec: ModelSpec, seq: int, mbs: int, compiled: bool) -
         return y
 
     forward().sum().backward()  # compile / warm up outside the measurement
-    net, out = _net_bytes(forward)
+    events, out = cpu_memory_events(forward)
+    net = sum(nbytes for _, nbytes in events)
     out.sum().backward()
     kept = net - out.numel() * out.element_size() + x.numel() * x.element_size()
     return kept / (mbs * seq * LAYERS)

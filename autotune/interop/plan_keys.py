@@ -87,7 +87,7 @@ _MEGATRON: dict[str, str] = {
     "pp_split_loss": "SET --account-for-loss-in-pipeline-split",
     # megatron/training/arguments.py --recompute-modules (with --recompute-granularity selective, which plan.recompute
     # = selective writes; rule moe_recompute_needs_selective); the plan's values are Megatron's module names
-    "moe_recompute": "--recompute-modules (one list with mla_recompute's and norm_recompute's modules)",
+    "moe_recompute": "--recompute-modules (one list with the other recompute modules)",
     # megatron/training/arguments.py: --cpu-offloading switches Transformer Engine's offload context on and
     # --cpu-offloading-num-layers sets N; both on one line of the args file ("--cpu-offloading
     # --cpu-offloading-num-layers N"), the argv body being whitespace-split like any Megatron args file
@@ -100,8 +100,8 @@ _MEGATRON: dict[str, str] = {
     # add --delay-wgrad-compute with it (Megatron-Bridge scripts/performance/utils/overrides.py), not written here
     "ep_overlap": "SET --overlap-moe-expert-parallel-comm",
     "tp_pp_dp_mapping": "SET --use-tp-pp-dp-mapping",
-    "mla_recompute": "--recompute-modules mla_up_proj (one list with moe_recompute's module)",
-    "norm_recompute": "--recompute-modules layernorm (one list with mla_recompute's and moe_recompute's modules)",
+    "mla_recompute": "--recompute-modules mla_up_proj (one list with the other recompute modules)",
+    "norm_recompute": "--recompute-modules layernorm (one list with the other recompute modules)",
     "mlp_recompute": "--recompute-modules mlp (one list with the other recompute modules)",
 }
 

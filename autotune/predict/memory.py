@@ -191,8 +191,7 @@ def _rank_memory(arr, model, train, psi, pos: str, layer_act, extras, prof) -> d
     # plan.mlp_recompute (Megatron's mlp module): the rank's dense layers keep their MLP's input only; one layer's
     # MLP activations come back in its backward
     dense = psi[f"layers_{pos}"] - psi[f"moe_layers_{pos}"]
-    mlp_rc = extras.get("mlp_rc", 0.0)
-    act = act - dense * mlp_rc * inflight * weight + np.where(dense > 0, mlp_rc, 0.0)
+    act = act - dense * extras["mlp_rc"] * inflight * weight + np.where(dense > 0, extras["mlp_rc"], 0.0)
     # plan.act_offload_layers (Megatron --cpu-offloading-num-layers, pp = 1): the saved tensors of N of the rank's
     # layers live on the host from their forward to their backward; as a share of the per-layer terms above
     off = np.minimum(arr["act_offload_layers"], psi[f"layers_{pos}"]) / np.maximum(psi[f"layers_{pos}"], 1)
@@ -272,10 +271,13 @@ def _layer_activations(prof, arr: dict, model: ModelSpec, seq: Any, c: int, reco
     cp_saved = prof.context_parallel_saved(model, seq, mbs, tp, arr["cp"], c)
     full = np.asarray(recompute) == RECOMPUTE_CODE["full"]
     # plan.mla_recompute (Megatron's mla_up_proj, FrameworkProfile.mla_recompute_saving): q, k, v made again in backward
-    mla = np.asarray(arr["mla_recompute"], dtype=bool) & (np.asarray(recompute) == RECOMPUTE_CODE["selective"])
-    mla_cut = np.where(mla, prof.mla_recompute_saving(model, seq * mbs, tp, c), 0.0)
+    mla_cut = np.where(
+        recompute_share.module_on(arr, "mla_recompute", recompute),
+        prof.mla_recompute_saving(model, seq * mbs, tp, c),
+        0.0,
+    )
     # plan.norm_recompute (Megatron's layernorm module): the separate input norm's output made again in backward
-    norm = np.asarray(arr["norm_recompute"], dtype=bool) & (np.asarray(recompute) == RECOMPUTE_CODE["selective"])
+    norm = recompute_share.module_on(arr, "norm_recompute", recompute)
     norm_cut = np.where(norm, prof.norm_recompute_saving(model, seq * mbs, tp, sp, c, arr["fp8"])[0], 0.0)
     layer_act = {
         **layer_act,
@@ -345,7 +347,7 @@ def memory_arrays(
         # bytes per block-linear weight beyond the compute dtype's (megatron: train.fp8_param_gather; 0 elsewhere)
         "weight_dq": prof.stored_weight_bytes(arr["fp8"], train, cluster) - c,
     }
-    mlp = np.asarray(arr["mlp_recompute"], dtype=bool) & (arr["recompute"] == RECOMPUTE_CODE["selective"])
+    mlp = recompute_share.module_on(arr, "mlp_recompute")
     extras["mlp_rc"] = np.where(mlp, prof.mlp_recompute_saving(model, tok, tp, sp, c, arr["fp8"]), 0.0)
     if np.any(arr["compile"]):  # a framework that compiles its loss with the model (torchtitan)
         comp = prof.compiled_logits(model, tok, arr["pp"], tp, c)
@@ -374,9 +376,8 @@ def memory_arrays(
         saving = prof.moe_recompute_saving(model, tok, tp, sp, c, arr["fp8"], arr["etp"], arr["moe_recompute"])
         extras["moe_act"] = extras["moe_act"] - np.where(full, 0.0, saving)  # plan.moe_recompute (Megatron)
         # plan.norm_recompute (Megatron's layernorm module): an MoE layer's pre-MLP norm output made again in backward
-        sel = np.asarray(arr["norm_recompute"], dtype=bool) & (arr["recompute"] == RECOMPUTE_CODE["selective"])
         cut = prof.norm_recompute_saving(model, tok, tp, sp, c, arr["fp8"])[1]
-        extras["moe_act"] = extras["moe_act"] - np.where(sel, cut, 0.0)
+        extras["moe_act"] = extras["moe_act"] - np.where(recompute_share.module_on(arr, "norm_recompute"), cut, 0.0)
         moved = prof.moe_offload_bytes(model, tok, tp, sp, c, arr["fp8"], arr["etp"], arr["moe_offload"])
         extras["moe_offload"] = np.where(full, 0.0, moved)  # plan.moe_offload: on the host forward to backward
     per = [_rank_memory(arr, model, train, psi, pos, layer_act, extras, prof) for pos in POSITIONS]
@@ -401,9 +402,7 @@ def memory_arrays(
     # what the caching allocator keeps beyond the allocated peak, per class (reserved.py): cached_logits / _step / _grads
     cached = allocator_cache(res, arr, train, cluster, no_fp32, res["backward_grads"])
     res.update({f"cached_{k}": v for k, v in cached.items()})
-    res["allocator_reserved"] = allocator_reserved(
-        res, arr, train, cluster, no_fp32_logits=no_fp32, backward_grads=res["backward_grads"]
-    )  # reserved.py
+    res["allocator_reserved"] = allocator_reserved(res["allocated"], cached, cluster)  # reserved.py
     return _peaks(res, psi, worst)
 
 

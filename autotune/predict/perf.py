@@ -150,8 +150,7 @@ def _layer_terms(
     mlp_s = (
         tokens * 2.0 * 3 * h * model.ffn_hidden_size / tp / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
     )
-    mlp_rc = arr["mlp_recompute"] & (rc == RECOMPUTE_CODE["selective"])
-    gemm = gemm + np.where(mlp_rc, dense * mlp_s, 0.0)
+    gemm = gemm + np.where(recompute_share.module_on(arr, "mlp_recompute"), dense * mlp_s, 0.0)
     if model.attention == "mla":  # plan.mla_recompute (Megatron's mla_up_proj): the up projections once more
         dqk, qr = model.qk_nope_head_dim + model.qk_rope_head_dim, model.q_lora_rank or h
         up = model.num_heads * (dqk * qr + (model.qk_nope_head_dim + model.v_head_dim) * model.kv_lora_rank)
@@ -188,9 +187,7 @@ def _layer_terms(
     # layers (averaged over the layers, as `per_layer_matmul`)
     norms = float(model.attention == "mla") + (model.num_moe_layers / model.num_layers if model.is_moe else 0.0)
     norm_rerun = tokens * norms * 2.0 * c * h / np.where(sp, tp, 1)
-    mem = mem + np.where(
-        arr["norm_recompute"] & (rc == RECOMPUTE_CODE["selective"]), memory_bound_s(norm_rerun, cluster), 0.0
-    )
+    mem = mem + np.where(recompute_share.module_on(arr, "norm_recompute"), memory_bound_s(norm_rerun, cluster), 0.0)
     if profile.unfused_scaled_rope():  # YaRN's attention factor != 1 (predict/rope.py)
         mem = mem + memory_bound_s(tokens * unfused_rope_extra_bytes(model, c, tp, full), cluster)
     attn_gemm = min(model.attention_params() / per_layer_matmul, 1.0) * gemm  # split by the blocks' matmuls

@@ -37,3 +37,10 @@ def partial(arr: dict[str, np.ndarray]) -> np.ndarray:
 def kept_recompute(arr: dict[str, np.ndarray]) -> np.ndarray:
     """The recompute codes of the layers partial recompute leaves alone (none), elsewhere the plan's own."""
     return np.where(partial(arr), RECOMPUTE_CODE["none"], np.asarray(arr["recompute"]))
+
+
+def module_on(arr: dict[str, np.ndarray], field: str, recompute: Any = None) -> np.ndarray:
+    """Where a Megatron recompute module (plan.<field>: mla_recompute, norm_recompute, mlp_recompute) applies: the field
+    set and the recompute codes `recompute` (default: the plan's) selective, as --recompute-modules needs."""
+    codes = np.asarray(arr["recompute"] if recompute is None else recompute)
+    return np.asarray(arr[field], dtype=bool) & (codes == RECOMPUTE_CODE["selective"])

@@ -98,27 +98,11 @@ def step_temporaries(
     return round_large(adam) + round_large(gather)
 
 
-def allocator_reserved(
-    res: dict[str, np.ndarray],
-    arr: dict[str, np.ndarray],
-    train,
-    cluster,
-    allocated: Any = None,
-    no_fp32_logits: Any = False,
-    backward_grads: Any = 0.0,
-) -> np.ndarray:
-    """Reserved peak of the caching allocator (no runtime overhead) for `autotune.predict.memory.memory_arrays`' result `res`
-    (its `step_temporaries` key comes from `step_temporaries`); `allocated` replaces res["allocated"] (validation
-    against measured peaks). The fp32 logits block is the 4/(8+c) share of the logits term (its fp32 log-softmax
-    next to the fp32 gradient and the compute-dtype gradient), 4/(4+c) for bench_model's fused loss at pp=1, tp=1
-    (bench_model/loss.py: the gradient built in the fp32 logits' storage, next to its compute-dtype copy); none where
-    `no_fp32_logits` (a compiled loss that never materialises fp32 logits: torchtitan's); `backward_grads` the
-    gradient bytes the framework creates in the first backward (FrameworkProfile.grads_made_in_backward). A CPU
-    preset has no caching allocator: reserved = allocated there. cluster.allocator_fragmentation stays as a
-    calibrated residual factor (0 in the GPU presets)."""
-    alloc = res["allocated"] if allocated is None else np.asarray(allocated, dtype=np.float64)
-    cached = allocator_cache(res, arr, train, cluster, no_fp32_logits, backward_grads)
-    return (alloc + sum(cached.values())) * (1.0 + cluster.allocator_fragmentation)
+def allocator_reserved(allocated: Any, cached: dict[str, np.ndarray], cluster) -> np.ndarray:
+    """Reserved peak of the caching allocator (no runtime overhead): the allocated peak plus what it keeps beyond it
+    (`allocator_cache`), times 1 + cluster.allocator_fragmentation, a calibrated residual factor (0 in the GPU
+    presets)."""
+    return (np.asarray(allocated, dtype=np.float64) + sum(cached.values())) * (1.0 + cluster.allocator_fragmentation)
 
 
 def allocator_cache(
@@ -129,8 +113,13 @@ def allocator_cache(
     no_fp32_logits: Any = False,
     backward_grads: Any = 0.0,
 ) -> dict[str, np.ndarray]:
-    """What the caching allocator holds beyond the allocated peak, per class (`cached_bytes`) for `memory_arrays`'
-    result `res`; zero on a CPU preset (no caching allocator)."""  # fmt: skip
+    """What the caching allocator keeps beyond the allocated peak, per class (`cached_bytes`), for
+    `autotune.predict.memory.memory_arrays`' result `res` (its `step_temporaries` key comes from `step_temporaries`).
+    The fp32 logits block is the 4/(8+c) share of the logits term (its fp32 log-softmax next to the fp32 gradient and
+    the compute-dtype gradient), 4/(4+c) for bench_model's fused loss at pp=1, tp=1 (bench_model/loss.py: the gradient
+    built in the fp32 logits' storage, next to its compute-dtype copy); none where `no_fp32_logits` (a compiled loss
+    that never materialises fp32 logits: torchtitan's); `backward_grads` the gradient bytes the framework creates in
+    the first backward (FrameworkProfile.grads_made_in_backward). A CPU preset has no caching allocator: nothing."""
     if cluster.device_type != "cuda":
         zero = np.zeros_like(np.asarray(res["allocated"], dtype=np.float64))
         return {"logits": zero, "step": zero, "grads": zero}
@@ -139,7 +128,7 @@ def allocator_cache(
 
 
 def fp32_logits_block(res: dict[str, np.ndarray], arr: dict[str, np.ndarray], train, no_fp32_logits: Any = False):
-    """The fp32 block of the logits term `res["logits"]` (allocator_reserved's docstring: 4/(8+c) of it, 4/(4+c) for
+    """The fp32 block of the logits term `res["logits"]` (allocator_cache's docstring: 4/(8+c) of it, 4/(4+c) for
     bench_model's fused loss at pp=1, tp=1, none where `no_fp32_logits`)."""
     from autotune.core.types import DTYPE_BYTES
 
