@@ -72,6 +72,13 @@ class TrainSpec:
     # gathered as such (gather_weight_bytes), where the layout runs an FP8 recipe (plan.fp8 tensorwise / mxfp8).
     # Read by the megatron profile only.
     fp8_param_gather: bool = False
+    # Transformer Engine's DelayedScaling recipe for plan.fp8=tensorwise (Megatron --fp8-recipe delayed: scales from an
+    # amax history) instead of per-tensor current scaling (--fp8-recipe tensorwise, what NVIDIA's recipes run since
+    # Megatron-Bridge's FP8-CS): Megatron-Core keeps the quantized copies of the attention projection's and the shared
+    # expert's inputs only under it (transformer/attention.py, moe/shared_experts.py @ core_v0.16.1: their
+    # set_save_original_input for other recipes on Transformer Engine >= 2.6; Megatron-Core before core_v0.14.0 keeps
+    # them under every recipe, which the NeMo 24.x / 25.04 rows run). Read by the megatron profile only.
+    fp8_delayed_scaling: bool = False
     # The fp32 master weights kept as their trailing 16 bits (int16) next to the bf16 params, from which the fp32 value
     # is rebuilt: 2 bytes per parameter instead of 4, sharded with the optimizer states. Apex DistributedFusedAdam's
     # store_param_remainders (apex/contrib/optimizers/distributed_fused_adam.py @ f3f04924 StateBucket:
@@ -184,6 +191,12 @@ class TrainSpec:
             not self.fp8_param_gather or self.framework == "megatron",
             f"train.fp8_param_gather=True with train.framework={self.framework}: Megatron-Core's --fp8-param-gather "
             "needs train.framework=megatron",
+        )
+        require(
+            isinstance(self.fp8_delayed_scaling, bool)
+            and (not self.fp8_delayed_scaling or self.framework == "megatron"),
+            f"train.fp8_delayed_scaling={self.fp8_delayed_scaling!r} with train.framework={self.framework}: must be "
+            "true or false, true only for Megatron-Core (--fp8-recipe delayed)",
         )
         require(
             isinstance(self.master_remainders, bool),

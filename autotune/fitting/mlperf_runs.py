@@ -69,6 +69,9 @@ def mlperf_layout(r) -> tuple[str, TrainSpec, ParallelPlan]:
         master_dtype="fp32",
         hidden_dropout=0.0,
         fp8_param_gather=bool(r.fp8_param_gather),
+        # v5.0: conf/custom.yaml's fp8_recipe default, delayed, on NeMo 25.0x containers (Megatron-Core before
+        # core_v0.14.0); v5.1's FP8 configs set tensorwise (current scaling)
+        fp8_delayed_scaling=str(r.fp8) == "tensorwise" and str(r.row_id).startswith("v50-"),
         cross_entropy_fusion="native",
         cuda_graphs=str(r.cuda_graphs),
         embedding_wgrad_deferral=int(r.wgrad_deferral),

@@ -59,6 +59,9 @@ assumption is named):
   Engine 1.8 caches the FP8 weight and its transpose across micro-batches as the profile counts ([TE-WS]; TE v1.8
   module/linear.py `get_fp8_workspace(cache_name="weight", with_transpose=torch.is_grad_enabled())`); the 25.04
   rows (NeMo 2.0) are not read: assumed bf16 too.
+- FP8 scaling: the NeMo 1.x and 25.04 "FP8" rows run delayed scaling on Megatron-Core before core_v0.14.0
+  (train.fp8_delayed_scaling, DELAYED_FP8_CONTAINERS: the attention projection keeps its quantized input copy); the
+  Megatron-Bridge rows (25.09 on) current scaling, FP8-CS.
 - master weights: the NeMo 1.x rows store the fp32 master as Apex's 16-bit remainders (train.master_remainders,
   NEMO1_CONTAINERS).
 - loss kernel (train.cross_entropy_fusion): the Megatron-Bridge rows run Transformer Engine's fused cross entropy,
@@ -194,6 +197,10 @@ DENSE_SHAPES = {
 # train.master_remainders ([REM] in autotune/predict/frameworks/megatron.py). NeMo 2.0 (25.04 on) runs Megatron-Core's
 # distributed optimizer (full fp32 master).
 NEMO1_CONTAINERS = ("NeMo24.03.01.framework", "NeMo 24.07")
+# train.fp8_delayed_scaling: the "FP8" rows of these containers run Transformer Engine's delayed scaling (NeMo 1.x
+# model.fp8_hybrid with an amax history; NeMo 2.0's scripts/performance default fp8_recipe "ds" in 25.04) on
+# Megatron-Core before core_v0.14.0, which keeps the projection's quantized input copy under every recipe
+DELAYED_FP8_CONTAINERS = (*NEMO1_CONTAINERS, "NeMo25.04.rc2")
 # Apex DistributedFusedAdam's dtypes where a NeMo 1.x launcher yaml and its H100 example script leave the defaults
 # (apex/contrib/optimizers/distributed_fused_adam.py: grad_sync_dtype defaults to `dtype`, the optimizer state's, fp32;
 # the gpt3 / llama example scripts add optim.grad_sync_dtype=bf16, the nemotron ones nothing) or set others
@@ -345,6 +352,7 @@ def nemo_layout(r: Any) -> tuple[Any, TrainSpec, ParallelPlan]:
         hidden_dropout=0.1 if name in HIDDEN_DROPOUT_DEFAULT else 0.0,
         fp8_param_gather="Megatron-Bridge" in str(r.source) and plan.fp8 in FP8_PARAM_RECIPES,  # module doc
         master_remainders=str(r.container) in NEMO1_CONTAINERS,  # NEMO1_CONTAINERS
+        fp8_delayed_scaling=str(r.container) in DELAYED_FP8_CONTAINERS and plan.fp8 == "tensorwise",  # module doc
         cross_entropy_fusion="te" if "Megatron-Bridge" in str(r.source) else "native",  # module doc
         cuda_graphs=rel_graphs or recipe_cuda_graphs(name, str(r.gpu_type), str(r.container), plan.fp8),
         fused_grouped_mlp=recipe_fused_grouped_mlp(name, str(r.gpu_type), str(r.container), plan.fp8),

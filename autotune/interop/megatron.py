@@ -244,6 +244,11 @@ def _fp8_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
     """Megatron-LM megatron/training/arguments.py (Transformer-Engine group): --fp8-format {e4m3,hybrid} (hybrid = e4m3
     forward, e5m2 gradients, TE's default training format) and --fp8-recipe {tensorwise,delayed,mxfp8,blockwise};
     tensorwise is TE's per-tensor current scaling, torchao's tensorwise recipe. Megatron has no per-row recipe."""
+    if ctx.train.fp8_delayed_scaling and ctx.plan.fp8 != "tensorwise":
+        ex.skip(
+            "train.fp8_delayed_scaling=True",
+            f"delayed scaling is a per-tensor recipe; this layout runs plan.fp8={ctx.plan.fp8}",
+        )
     if ctx.plan.fp8 == "none":
         return []
     if ctx.plan.fp8 == "rowwise":
@@ -256,7 +261,8 @@ def _fp8_args(ctx: ExportContext, ex: Export) -> list[list[str]]:
         return [["--fp4-format", "e2m1"], ["--fp4-recipe", "nvfp4"]]
     if ctx.plan.fp8 == "mxfp8":  # block scaling: e4m3 everywhere (TE's MXFP8BlockScaling default format)
         return [["--fp8-format", "e4m3"], ["--fp8-recipe", "mxfp8"]] + _fp8_param_args(ctx, ex)
-    return [["--fp8-format", "hybrid"], ["--fp8-recipe", "tensorwise"]] + _fp8_param_args(ctx, ex)
+    recipe = "delayed" if ctx.train.fp8_delayed_scaling else "tensorwise"  # train.fp8_delayed_scaling
+    return [["--fp8-format", "hybrid"], ["--fp8-recipe", recipe]] + _fp8_param_args(ctx, ex)
 
 
 def _te_op_notes(ctx: ExportContext, ex: Export) -> None:

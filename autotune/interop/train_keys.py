@@ -20,6 +20,7 @@ from __future__ import annotations
 # only the megatron profile reads them) and what Megatron calls them
 MEGATRON_ONLY: dict[str, str] = {
     "fp8_param_gather": "--fp8-param-gather",
+    "fp8_delayed_scaling": "--fp8-recipe delayed",
     "master_remainders": "Apex DistributedFusedAdam's store_param_remainders (NeMo 1.x)",
     "cuda_graphs": "--cuda-graph-impl",
     "cross_entropy_fusion": "--cross-entropy-loss-fusion",
@@ -96,6 +97,7 @@ _MEGATRON: dict[str, str] = {
     "sdpa_repeat_kv": "RUNS false: Transformer Engine's attention takes K/V at the query groups (no repeat)",
     "fp8_casts": "RUNS te: Megatron-Core's FP8 linears are Transformer Engine modules",
     "fp8_param_gather": "--fp8-param-gather",
+    "fp8_delayed_scaling": "--fp8-recipe delayed (plan.fp8=tensorwise; listed with another recipe)",
     "master_remainders": "a note: Apex's store_param_remainders has no Megatron-LM flag (NeMo 1.x set it)",
     "cuda_graphs": "a note with the --cuda-graph-impl / --cuda-graph-scope flags",
     "cross_entropy_fusion": "--cross-entropy-loss-fusion, --cross-entropy-fusion-impl",

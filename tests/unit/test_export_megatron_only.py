@@ -21,6 +21,7 @@ TRAIN = dataclasses.replace(
     fused_grouped_mlp=True,
     cross_entropy_fusion="te",
     embedding_wgrad_deferral=4,
+    fp8_delayed_scaling=True,
 )
 
 
@@ -32,6 +33,14 @@ def test_megatron_writes_the_deferral_and_names_what_it_cannot_write():
     lines = unmapped("megatron", CFG.model, TRAIN, CFG.cluster, PLAN)
     assert any(x.startswith("train.fused_grouped_mlp=True: ") for x in lines)
     assert any(x.startswith("train.fp8_attention=True: ") for x in lines)
+    # train.fp8_delayed_scaling: Megatron's delayed recipe for this tensorwise layout; listed with another recipe
+    assert "--fp8-format hybrid --fp8-recipe delayed" in argv
+    mx = dataclasses.replace(PLAN, fp8="mxfp8")
+    assert "--fp8-recipe mxfp8" in " ".join(render("megatron", CFG.model, TRAIN, CFG.cluster, mx).split())
+    assert any(
+        x.startswith("train.fp8_delayed_scaling=True: ") and "plan.fp8=mxfp8" in x
+        for x in unmapped("megatron", CFG.model, TRAIN, CFG.cluster, mx)
+    )
 
 
 def test_other_trainers_list_every_megatron_only_setting():
@@ -40,6 +49,7 @@ def test_other_trainers_list_every_megatron_only_setting():
         "train.fused_grouped_mlp=true",
         "train.cross_entropy_fusion=te",
         "train.embedding_wgrad_deferral=4",
+        "train.fp8_delayed_scaling=true",
         # the megatron-profile estimate priced Megatron's default dropout masks; these trainers' models have none
         "train.hidden_dropout=0.1",
     }

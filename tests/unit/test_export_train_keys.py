@@ -33,6 +33,7 @@ TRIES = {
     "sdpa_repeat_kv": (True, False),
     "fp8_casts": ("te", "torchao"),
     "fp8_param_gather": (True,),
+    "fp8_delayed_scaling": (True,),
     "master_remainders": (True,),
     "cuda_graphs": ("full",),
     "cross_entropy_fusion": ("te",),

@@ -158,25 +158,37 @@ def test_the_qkv_view_is_the_only_excess_over_tmu():
 def test_te_fp8_linears_save_their_quantized_inputs():
     """Transformer Engine's FP8 linears save the quantized input ([TE-LIN]: linear.py `saved_inputmat = inputmat` after
     `input_quantizer(inputmat)`; layernorm_linear.py saves the FP8 ln_out) while its fused attention keeps the bf16
-    output the projection reads ([TE-ATTN]). Llama-3.1-70B (h 8192, f 28672, q_dim 8192), tp 4 with SP, per token
-    and layer, hand: tensorwise (1 byte) (2 - 1)(2 x 8192/4 + 28672/4) - 1 x 8192/4 = 11264 - 2048 = 9216 bytes;
-    MXFP8 (1 + 1/32: an E8M0 scale per 32 values) 0.96875 x 11264 - 1.03125 x 2048 = 10912 - 2112 = 8800; full
+    output the projection reads ([TE-ATTN]), which the projection saves as it is ([TE-SOI]: attention.py @
+    core_v0.16.1 `set_save_original_input(self.linear_proj)`) except under delayed scaling. Llama-3.1-70B (h 8192,
+    f 28672, q_dim 8192), tp 4 with SP, per token and layer, hand: tensorwise (1 byte) (2 - 1)(2 x 8192/4 + 28672/4)
+    = 11264 bytes; MXFP8 (1 + 1/32: an E8M0 scale per 32 values) 0.96875 x 11264 = 10912; delayed scaling keeps the
+    projection's quantized copy too, 11264 - 1 x 8192/4 = 9216 (MXFP8 has no delayed variant: 10912 again); full
     recompute keeps the layer input only: 0."""
     model = load_config(["model=llama-3.1-70b"]).model
-    prof = MegatronProfile()
     codes = CODES["fp8"]
-    for fp8, per_token in (("tensorwise", 9216.0), ("mxfp8", 8800.0), ("none", 0.0)):
+    for delayed, fp8, per_token in (
+        (False, "tensorwise", 11264.0),
+        (False, "mxfp8", 10912.0),
+        (False, "none", 0.0),
+        (True, "tensorwise", 9216.0),
+        (True, "mxfp8", 10912.0),
+    ):
+        prof = MegatronProfile(fp8_delayed_scaling=delayed)
         cut = prof.fp8_layer_saving(model, 8192, 4, True, RECOMPUTE_CODE["none"], True, codes[fp8], 2)
-        assert float(cut) == pytest.approx(8192 * per_token), fp8
+        assert float(cut) == pytest.approx(8192 * per_token), (delayed, fp8)
+    prof = MegatronProfile()
     assert float(prof.fp8_layer_saving(model, 8192, 4, True, RECOMPUTE_CODE["full"], True, codes["mxfp8"], 2)) == 0.0
     # end to end, pp 1, one micro-batch in flight: the rank's activations drop by num_layers x the per-layer saving
     plan = ParallelPlan(dp=1, tp=4, sequence_parallel=True, zero_stage=1)
-    train = TrainSpec(seq_len=8192, global_batch_size=1, param_dtype="bf16", framework="megatron")
-    act = {
-        f: float(memory_arrays(arrays_from_plans([replace(plan, fp8=f)]), model, train, CLUSTER)["activations"][0])
-        for f in ("none", "tensorwise")
-    }
-    assert act["none"] - act["tensorwise"] == pytest.approx(model.num_layers * 8192 * 9216.0)
+    for delayed, per_token in ((False, 11264.0), (True, 9216.0)):
+        train = TrainSpec(
+            seq_len=8192, global_batch_size=1, param_dtype="bf16", framework="megatron", fp8_delayed_scaling=delayed
+        )
+        act = {
+            f: float(memory_arrays(arrays_from_plans([replace(plan, fp8=f)]), model, train, CLUSTER)["activations"][0])
+            for f in ("none", "tensorwise")
+        }
+        assert act["none"] - act["tensorwise"] == pytest.approx(model.num_layers * 8192 * per_token), delayed
 
 
 def test_hidden_dropout_zero_keeps_no_masks():

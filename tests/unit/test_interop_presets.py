@@ -113,7 +113,8 @@ for name, (path, world) in json.loads(sys.argv[1]).items():
                      qk_layernorm=cfg.qk_layernorm, first=cfg.num_layers_in_first_pipeline_stage,
                      last=cfg.num_layers_in_last_pipeline_stage, pp=cfg.pipeline_model_parallel_size,
                      dp=args.data_parallel_size, experts=cfg.num_moe_experts or 0, vpp=args.virtual_pipeline_model_parallel_size,
-                     lr=args.lr, seed=args.seed, fp32_grads=args.accumulate_allreduce_grads_in_fp32)
+                     lr=args.lr, seed=args.seed, fp32_grads=args.accumulate_allreduce_grads_in_fp32,
+                     fp8_recipe=cfg.fp8_recipe if cfg.fp8 else None)
 print(json.dumps(out))
 """
 
@@ -131,6 +132,12 @@ def test_megatron_lm_parser_accepts_every_preset_best_layout(tmp_path):
     # main_grad off, --lr as given; the other files keep Megatron's defaults (fp32 main_grad, its own --lr)
     assert [got["fp8pg/tensorwise+defer+dpa"][k] for k in ("lr", "fp32_grads")] == [0.001, False]
     assert [got["fp8pg/tensorwise"][k] for k in ("lr", "fp32_grads")] == [None, True]
+    # train.fp8_delayed_scaling: TransformerConfig.fp8_recipe "delayed" where the other files run "tensorwise"
+    assert [got[f"fp8pg/{k}"]["fp8_recipe"] for k in ("tensorwise+defer+dpa", "tensorwise", "mxfp8")] == [
+        "delayed",
+        "tensorwise",
+        "mxfp8",
+    ]
     # train.fp8_param_gather's flags pass parse_args / validate_args (the distributed optimizer they need is on)
     assert {k: (v["layers"], v["pp"], v["dp"]) for k, v in got.items() if k.startswith("fp8pg")} == {
         "fp8pg/tensorwise": (32, 2, 8),
@@ -156,10 +163,17 @@ def test_megatron_lm_parser_accepts_every_preset_best_layout(tmp_path):
 def _fp8_param_gather_files(tmp_path, deferral_and_fp8_attention: bool = False) -> dict:
     """Llama-3.1-8B on 64 GB200 (dp8 tp4 pp2, ZeRO-1) with train.fp8_param_gather under both FP8 recipes it covers:
     --fp8-param-gather (+ --reuse-grad-buf-for-mxfp8-param-ag with MXFP8); `deferral_and_fp8_attention`: the
-    tensorwise job with train.embedding_wgrad_deferral=4, train.fp8_attention, train.grad_dtype=bf16 and train.lr as well."""
+    tensorwise job with train.embedding_wgrad_deferral=4, train.fp8_attention, train.grad_dtype=bf16, train.lr and
+    train.fp8_delayed_scaling (--fp8-recipe delayed) as well."""
 
     extra = (
-        ("train.embedding_wgrad_deferral=4", "train.fp8_attention=true", "train.grad_dtype=bf16", "train.lr=0.001")
+        (
+            "train.embedding_wgrad_deferral=4",
+            "train.fp8_attention=true",
+            "train.grad_dtype=bf16",
+            "train.lr=0.001",
+            "train.fp8_delayed_scaling=true",
+        )
         if deferral_and_fp8_attention
         else ()
     )

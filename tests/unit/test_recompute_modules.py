@@ -29,14 +29,14 @@ def _mem(plan, cfg=QWEN, train=TRAIN):
 def test_moe_pre_mlp_norm_output_released_by_hand():
     """Qwen3-30B-A3B: every one of its 48 layers is an MoE layer with a separate pre-MLP norm (TENorm; its input norm
     is fused into TELayerNormColumnParallelLinear): 4096 tokens x h 2048 x 2 bytes = 16 MiB per layer, 768 MiB at pp 1
-    (one micro-batch in flight); under FP8 tensorwise the quantized input's 1 byte is what is left to release
-    (fp8_layer_saving counts the rest)."""
+    (one micro-batch in flight); the same under FP8 tensorwise: the router keeps that output in bf16 under every
+    recipe (megatron_moe.layer_activations [FP8-MOE])."""
     on = dataclasses.replace(PLAN, norm_recompute=True)
     a, b = _mem(PLAN), _mem(on)
     assert float(a["activations"][0] - b["activations"][0]) == pytest.approx(48 * 4096 * 2048 * 2)
     fp8 = dataclasses.replace(PLAN, fp8="tensorwise")
     a8, b8 = _mem(fp8), _mem(dataclasses.replace(fp8, norm_recompute=True))
-    assert float(a8["activations"][0] - b8["activations"][0]) == pytest.approx(48 * 4096 * 2048 * 1)
+    assert float(a8["activations"][0] - b8["activations"][0]) == pytest.approx(48 * 4096 * 2048 * 2)
     # the hook by hand: (every layer, MoE layers) at tp 2 with SP: the sequence shard, 2048 tokens' worth
     per_layer, per_moe = MegatronProfile().norm_recompute_saving(QWEN.model, 4096, 2, True, 2, 0)
     assert float(per_layer) == 0.0 and float(per_moe) == 4096 * 2048 * 2 / 2
@@ -48,6 +48,12 @@ def test_mla_input_norm_released_on_every_layer():
     ds = load_config(["model=deepseek-v3", "cluster=b200", "train.framework=megatron"])
     per_layer, per_moe = MegatronProfile().norm_recompute_saving(ds.model, 1, 1, False, 2, 0)
     assert float(per_layer) == float(per_moe) == 7168 * 2
+    # FP8 tensorwise (code 1): MLA's norm output is the down projections' FP8 copy (1 byte); the MoE pre-MLP norm's
+    # bf16 output (the router's), and under delayed scaling the shared expert fc1's FP8 copy as well (3 bytes)
+    per_layer, per_moe = MegatronProfile().norm_recompute_saving(ds.model, 1, 1, False, 2, 1)
+    assert (float(per_layer), float(per_moe)) == (7168 * 1, 7168 * 2)
+    per_layer, per_moe = MegatronProfile(fp8_delayed_scaling=True).norm_recompute_saving(ds.model, 1, 1, False, 2, 1)
+    assert (float(per_layer), float(per_moe)) == (7168 * 1, 7168 * 3)
 
 
 def test_speed_rules_export_and_trainer():

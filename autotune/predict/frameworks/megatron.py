@@ -101,7 +101,7 @@ from autotune.predict.frameworks import megatron_moe, megatron_recompute
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 from autotune.predict.frameworks.megatron_profile_rules import megatron_profile_rules
-from autotune.predict.frameworks.megatron_te import non_tn_fp8_gemm, te_fp8_input_bytes, te_weight_bytes
+from autotune.predict.frameworks.megatron_te import non_tn_fp8_gemm, te_delayed, te_fp8_input_bytes, te_weight_bytes
 
 
 def _params_are_master(train: TrainSpec) -> bool:
@@ -226,7 +226,9 @@ class MegatronProfile(FrameworkProfile):
         mbs: Any = 1,
     ) -> np.ndarray:
         """Megatron-Core's MoE layer beyond the dense layer it replaces (megatron_moe.layer_activations)."""
-        return megatron_moe.layer_activations(model, tokens, tp, sp, recompute, act_bytes, fp8, etp)
+        return megatron_moe.layer_activations(
+            model, tokens, tp, sp, recompute, act_bytes, fp8, etp, self.fp8_delayed_scaling
+        )
 
     def mla_recompute_saving(self, model: ModelSpec, tokens: Any, tp: Any, act_bytes: int) -> Any:
         return megatron_recompute.mla_saving(model, tokens, tp, act_bytes)  # [MLA] mla_up_proj
@@ -234,7 +236,7 @@ class MegatronProfile(FrameworkProfile):
     def norm_recompute_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any
     ) -> tuple[Any, Any]:
-        return megatron_recompute.norm_saving(model, tokens, tp, sp, act_bytes, fp8)  # [RCM] layernorm
+        return megatron_recompute.norm_saving(model, tokens, tp, sp, act_bytes, fp8, self.fp8_delayed_scaling)
 
     def mlp_recompute_saving(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any) -> Any:
         return megatron_recompute.mlp_saving(model, tokens, tp, sp, act_bytes, fp8)  # [RCM] mlp
@@ -280,10 +282,16 @@ class MegatronProfile(FrameworkProfile):
 
     # train.cross_entropy_fusion (`for_train`): which loss kernel keeps what for backward ([XE], [TE-XE])
     cross_entropy_fusion: str = "none"
+    # train.fp8_delayed_scaling (`for_train`): Transformer Engine's DelayedScaling recipe for plan.fp8=tensorwise, under
+    # which the attention projection and the shared expert's fc1 keep quantized input copies ([TE-SOI])
+    fp8_delayed_scaling: bool = False
 
     def for_train(self, train: TrainSpec) -> MegatronProfile:
         return replace(
-            self, hidden_dropout=float(train.hidden_dropout), cross_entropy_fusion=train.cross_entropy_fusion
+            self,
+            hidden_dropout=float(train.hidden_dropout),
+            cross_entropy_fusion=train.cross_entropy_fusion,
+            fp8_delayed_scaling=bool(train.fp8_delayed_scaling),
         )
 
     @property
@@ -344,16 +352,20 @@ class MegatronProfile(FrameworkProfile):
     ) -> Any:
         """[TE-LIN] Transformer Engine's FP8 linears save their quantized input (`te_fp8_input_bytes` b per element)
         instead of the activation-dtype one (c): the QKV and fc1 inputs (LayerNormLinear's normalised output, h each,
-        sequence-sharded with SP, the norm writing FP8 directly) and fc2's input (f, /t; dense MLP only: a MoE
-        layer's experts are `moe_layer_activations`' term) save c - b each. The projection's input is the attention
-        output, which TE's fused attention keeps in bf16 for its own backward ([TE-ATTN]): FP8 adds its quantized
-        copy (b per q_dim / t). Full recompute keeps the layer input only (no saving)."""
+        sequence-sharded with SP, the norm writing FP8 directly) and the dense fc2's input (f, /t) save c - b each, on
+        every layer; an MoE layer gives the fc1 and fc2 parts back (megatron_moe.layer_activations [FP8-MOE]: its
+        router keeps the norm output as it is). The projection's input is the attention output, which TE's fused
+        attention keeps in bf16 for its own backward ([TE-ATTN]); [TE-SOI] Megatron-Core sets the projection to save
+        that original input (transformer/attention.py @ core_v0.16.1, since core_v0.14.0: `set_save_original_input(
+        self.linear_proj)` for FP8 recipes other than delayed scaling, Transformer Engine >= 2.6, "linear_proj also
+        saves the quantized tensor of this output"), so only delayed scaling (train.fp8_delayed_scaling) adds its
+        quantized copy (b per q_dim / t). Full recompute keeps the layer input only (no saving)."""
         b = te_fp8_input_bytes(fp8)
         c, h = float(act_bytes), model.hidden_size
         t = np.asarray(tp, dtype=np.float64)
         repl = np.where(np.asarray(sp, dtype=bool), t, 1.0)
-        fc2 = 0.0 if model.is_moe else model.ffn_hidden_size
-        per_token = (c - b) * (2.0 * h / repl + fc2 / t) - b * model.q_dim / t
+        proj_copy = np.where(te_delayed(fp8, self.fp8_delayed_scaling), b * model.q_dim / t, 0.0)
+        per_token = (c - b) * (2.0 * h / repl + model.ffn_hidden_size / t) - proj_copy
         r = np.asarray(recompute)
         is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
         return np.where(is_full | (b == 0), 0.0, np.asarray(tokens, dtype=np.float64) * per_token)

@@ -27,6 +27,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE
 from autotune.predict import moe
+from autotune.predict.frameworks.megatron_te import te_delayed, te_fp8_input_bytes
 
 # [FGO] TransformerConfig.min_offloaded_tensor_size (default 1024 * 1024 elements): smaller saved tensors stay
 MIN_OFFLOADED_TENSOR_ELEMENTS = 1024 * 1024
@@ -55,7 +56,15 @@ def _routed_and_shared(model: ModelSpec, v: dict[str, Any]) -> Any:
 
 
 def layer_activations(
-    model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, act_bytes: int, fp8: Any, etp: Any = 1
+    model: ModelSpec,
+    tokens: Any,
+    tp: Any,
+    sp: Any,
+    recompute: Any,
+    act_bytes: int,
+    fp8: Any,
+    etp: Any = 1,
+    delayed: bool = False,
 ) -> np.ndarray:
     """Megatron-Core's MoE layer (local spec: all-gather dispatcher, SequentialMLP experts with the weighted SwiGLU;
     measured with tests/unit/test_frameworks_megatron_probe.py) beyond the dense layer it replaces. The dispatcher
@@ -67,12 +76,28 @@ def layer_activations(
     (4E per token; force-balanced routing, what the probe and NVIDIA's benchmarks run, replaces the logits by
     constants and keeps none). The shared expert is a TP-split SwiGLU MLP ((2c + g) F_s / t per token). The dense
     SwiGLU's fc1 output and fc2 input (3cf/t per token, the MLP units of megatron.py's [TMU]) are not there. Full recompute keeps the
-    layer input only (the dense term)."""
+    layer input only (the dense term).
+
+    Under an FP8 recipe, [FP8-MOE] what `MegatronProfile.fp8_layer_saving` takes off every layer for the dense MLP
+    comes back: the pre-MLP norm output stays in the activation dtype ((c - b) h per token, sequence-sharded with SP),
+    because the router's gating linear saves it as it is (moe/moe_utils.py `RouterGatingLinearFunction.forward`:
+    `ctx.save_for_backward(inp, weight, bias)` before the cast to router_dtype) and an MoE layer has no LayerNormLinear
+    to write it in FP8; and the dense fc2 input the layer does not have ((c - b) f/t). The shared expert's fc1 saves
+    the original input too (moe/shared_experts.py: `set_save_original_input(self.linear_fc1)` for FP8 recipes other
+    than delayed scaling, Transformer Engine >= 2.6: "the output of pre_mlp_layernorm is saved by router"); under
+    delayed scaling (`delayed`, train.fp8_delayed_scaling) it keeps its own quantized copy, b h per token (/t with SP:
+    TE's column-parallel linear saves the local shard and gathers it again in backward). All @ core_v0.16.1."""
     v = _terms(model, tokens, tp, sp, act_bytes, fp8, etp)
     dense = v["tok"] * 3 * v["c"] * model.ffn_hidden_size / v["t"]
+    b = te_fp8_input_bytes(fp8)
+    repl = np.where(np.asarray(sp, dtype=bool), v["t"], 1.0)
+    back = (v["c"] - b) * (v["h"] / repl + model.ffn_hidden_size / v["t"])
+    has_shared = model.moe_shared_expert_ffn_hidden_size > 0
+    shared = np.where(te_delayed(fp8, delayed) & has_shared, b * v["h"] / repl, 0.0)
+    fp8_moe = v["tok"] * np.where(b > 0, back + shared, 0.0)
     r = np.asarray(recompute)
     is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
-    return np.where(is_full, 0.0, _routed_and_shared(model, v) - dense)
+    return np.where(is_full, 0.0, _routed_and_shared(model, v) - dense + fp8_moe)
 
 
 def recompute_saving(

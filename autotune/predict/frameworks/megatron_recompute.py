@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.predict.frameworks.megatron_te import te_fp8_input_bytes
+from autotune.predict.frameworks.megatron_te import te_delayed, te_fp8_input_bytes
 
 
 def mla_saving(model: ModelSpec, tokens: Any, tp: Any, act_bytes: int) -> Any:
@@ -27,19 +27,27 @@ def mla_saving(model: ModelSpec, tokens: Any, tp: Any, act_bytes: int) -> Any:
     return np.asarray(tokens, dtype=np.float64) * act_bytes * (n * (2 * dqk + model.v_head_dim) + latent)
 
 
-def norm_saving(model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any) -> tuple[Any, Any]:
+def norm_saving(
+    model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any, delayed: bool = False
+) -> tuple[Any, Any]:
     """[RCM] `--recompute-modules layernorm`: a norm that is a module of its own runs in a CheckpointWithoutOutput
     whose output storage is released once the next module has read it (every tensor viewing it: the router's and
     the dispatcher's input, the down projections') and rebuilt before its backward; the checkpoint keeps the norm's
     input, which the residual path keeps anyway. Under Transformer Engine's layer spec (gpt_layer_specs.py
     @ core_v0.16.1) those norms are MLA's input norm (every layer) and an MoE layer's pre-MLP norm; the norm output
-    is the QKV / MLP input of [TMU]'s account, h per token (sequence-sharded with SP). Under an FP8 recipe
-    `fp8_layer_saving` already counts it at the quantized input's b bytes (TE saves the original input instead,
-    `set_save_original_input`), so b of it is left to release, else the activation dtype's c."""
+    is the QKV / MLP input of [TMU]'s account, h per token (sequence-sharded with SP). MLA's input norm: under an FP8
+    recipe `fp8_layer_saving` already counts it at the quantized input's b bytes (the down projections then save the
+    original input instead, `set_for_recompute_input_layernorm`), so b of it is left to release, else the activation
+    dtype's c. The MoE pre-MLP norm: the router keeps its output in the activation dtype under every recipe
+    (megatron_moe.layer_activations [FP8-MOE]), so c is released, and under delayed scaling (`delayed`) the shared
+    expert's quantized copy too (`set_for_recompute_pre_mlp_layernorm` makes its fc1 save the original input)."""
     b = te_fp8_input_bytes(fp8)
-    per_token = np.where(b == 0, float(act_bytes), b) * model.hidden_size / np.where(np.asarray(sp), tp, 1)
-    out = np.asarray(tokens, dtype=np.float64) * per_token
-    return (out if model.attention == "mla" else 0.0 * out), (out if model.is_moe else 0.0 * out)
+    c = float(act_bytes)
+    tok = np.asarray(tokens, dtype=np.float64) * model.hidden_size / np.where(np.asarray(sp), tp, 1)
+    mla = tok * np.where(b == 0, c, b)
+    shared = model.moe_shared_expert_ffn_hidden_size > 0
+    moe = tok * (c + np.where(te_delayed(fp8, delayed) & shared, b, 0.0))
+    return (mla if model.attention == "mla" else 0.0 * mla), (moe if model.is_moe else 0.0 * moe)
 
 
 def mlp_saving(model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, fp8: Any) -> Any:
@@ -47,12 +55,11 @@ def mlp_saving(model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, 
     runs under tensor_parallel.checkpoint, which keeps its input, the residual stream the norm kept anyway; gone
     per token: the norm output fc1 saves (h, sequence-sharded with SP) and SwiGLU's fc1 output and fc2 input
     (3f/t) in the activation dtype ([TMU]'s MLP units), less what `fp8_layer_saving` already took off them under
-    an FP8 recipe (c - b of the fc1 input, and of fc2's on a dense model). The same bytes come back for one layer
-    in its backward (the transient)."""
+    an FP8 recipe (c - b of the fc1 and fc2 inputs). The same bytes come back for one layer in its backward (the
+    transient)."""
     b = te_fp8_input_bytes(fp8)
     c, h, f = float(act_bytes), model.hidden_size, model.ffn_hidden_size
     t = np.asarray(tp, dtype=np.float64)
     repl = np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    fc2_fp8 = 0.0 if model.is_moe else (c - b) * f / t  # fp8_layer_saving's fc2 term (dense models only)
-    per_token = np.where(b == 0, c, b) * h / repl + 3.0 * c * f / t - np.where(b == 0, 0.0, fc2_fp8)
+    per_token = np.where(b == 0, c, b) * h / repl + 3.0 * c * f / t - (c - np.where(b == 0, c, b)) * f / t
     return np.asarray(tokens, dtype=np.float64) * per_token

@@ -48,6 +48,12 @@ def te_fp8_input_bytes(fp8: Any) -> np.ndarray:
     return lowp_bytes(fp8)  # the same bytes per element as one low-precision copy (autotune/predict/te_fp8.py)
 
 
+def te_delayed(fp8: Any, delayed: bool) -> np.ndarray:
+    """Where a layout runs Transformer Engine's delayed-scaling recipe: plan.fp8=tensorwise with
+    train.fp8_delayed_scaling (the other recipes have no delayed variant)."""
+    return np.asarray(delayed, dtype=bool) & (np.asarray(fp8) == FP8_CODE["tensorwise"])
+
+
 def te_weight_bytes(fp8: Any, non_tn: bool) -> np.ndarray:
     """Bytes per element of a Transformer Engine quantized weight in training (row-wise and column-wise usage, [FP8P]):
     per-tensor FP8 1 where the GPU runs non-TN FP8 GEMMs (`non_tn`), 2 (data + transpose) elsewhere; MXFP8 2(1 +
