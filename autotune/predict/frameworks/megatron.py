@@ -52,7 +52,7 @@ Sources (NVIDIA/Megatron-LM, read from the public repository):
         k rotated into new tensors and v a view of the fused projection output fit no known layout (k and v on
         different storages with different strides): "not_supported" -> `q, k, v = [x.contiguous() ...]`, so v is
         a copy and nothing keeps the projection output; ops/basic/rmsnorm.py saves `input_.contiguous()` (q/k norms).
-  [TE-LIN], [FP8P], [TE-WS]: Transformer Engine's saved FP8 inputs, quantized weights and their cache, in
+  [TE-LIN], [FP8P], [TE-WS], [TE-SOI]: Transformer Engine's saved FP8 inputs, quantized weights and their cache, in
         autotune/predict/frameworks/megatron_te.py with their sources.
   [REM] train.master_remainders: Apex DistributedFusedAdam's store_param_remainders (NVIDIA/apex
         apex/contrib/optimizers/distributed_fused_adam.py @ f3f04924 (2024-04) StateBucket: no params_shard,
@@ -94,14 +94,13 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
+from autotune.core.plan_arrays import RECOMPUTE_CODE
 from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict import reserved
-from autotune.predict.frameworks import megatron_moe, megatron_recompute
+from autotune.predict.frameworks import megatron_moe, megatron_recompute, megatron_te
 from autotune.predict.frameworks.base import FrameworkProfile, Overlaps, state_inputs
 from autotune.predict.frameworks.bench_model import BenchModelProfile
 from autotune.predict.frameworks.megatron_profile_rules import megatron_profile_rules
-from autotune.predict.frameworks.megatron_te import non_tn_fp8_gemm, te_delayed, te_fp8_input_bytes, te_weight_bytes
 
 
 def _params_are_master(train: TrainSpec) -> bool:
@@ -143,25 +142,10 @@ class MegatronProfile(FrameworkProfile):
     inflight = BenchModelProfile.inflight
 
     def stored_weight_bytes(self, fp8: Any, train: TrainSpec, cluster: Any) -> np.ndarray:
-        """Bytes per element the block linears' weights keep on the device under plan.fp8 `fp8`. [FP8P] with
-        train.fp8_param_gather under an FP8 recipe the weights are Transformer Engine tensors, nothing else:
-        `te_weight_bytes`. Otherwise bf16 (c) weights and, under any low-precision recipe, [TE-WS] the quantized
-        copy Transformer Engine caches across micro-batches (`te_weight_bytes` more); c alone without FP8."""
-        c = float(DTYPE_BYTES[train.compute_dtype])
-        code = np.asarray(fp8)
-        q = te_weight_bytes(code, non_tn_fp8_gemm(cluster))
-        fp8_params = train.fp8_param_gather & ((code == FP8_CODE["tensorwise"]) | (code == FP8_CODE["mxfp8"]))
-        return np.where(fp8_params, q, c + q)
+        return megatron_te.stored_weight_bytes(fp8, train, cluster)  # [FP8P], [TE-WS]
 
     def gather_weight_bytes(self, fp8: Any, train: TrainSpec) -> np.ndarray:
-        """[FP8P] The distributed optimizer's param all-gather: 1 byte per weight on the uint8 buffer under
-        train.fp8_param_gather with a tensorwise recipe (the transpose, where kept, is rebuilt locally); MXFP8 params
-        gather bf16 values into the grad buffer (re-quantized after): the param dtype's bytes, as without."""
-        p = float(DTYPE_BYTES[train.param_dtype])
-        code = np.asarray(fp8)
-        if not train.fp8_param_gather:
-            return np.full(code.shape, p)
-        return np.where(code == FP8_CODE["tensorwise"], 1.0, p)
+        return megatron_te.gather_weight_bytes(fp8, train)  # [FP8P]
 
     def moe_host_sync(self, ep: Any, balanced: bool, capacity: bool) -> np.ndarray:
         """Dropless MoE syncs once per MoE layer forward: MoEAlltoAllTokenDispatcher.preprocess copies the token
@@ -350,25 +334,8 @@ class MegatronProfile(FrameworkProfile):
     def fp8_layer_saving(
         self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, compiled: Any, fp8: Any, act_bytes: int
     ) -> Any:
-        """[TE-LIN] Transformer Engine's FP8 linears save their quantized input (`te_fp8_input_bytes` b per element)
-        instead of the activation-dtype one (c): the QKV and fc1 inputs (LayerNormLinear's normalised output, h each,
-        sequence-sharded with SP, the norm writing FP8 directly) and the dense fc2's input (f, /t) save c - b each, on
-        every layer; an MoE layer gives the fc1 and fc2 parts back (megatron_moe.layer_activations [FP8-MOE]: its
-        router keeps the norm output as it is). The projection's input is the attention output, which TE's fused
-        attention keeps in bf16 for its own backward ([TE-ATTN]); [TE-SOI] Megatron-Core sets the projection to save
-        that original input (transformer/attention.py @ core_v0.16.1, since core_v0.14.0: `set_save_original_input(
-        self.linear_proj)` for FP8 recipes other than delayed scaling, Transformer Engine >= 2.6, "linear_proj also
-        saves the quantized tensor of this output"), so only delayed scaling (train.fp8_delayed_scaling) adds its
-        quantized copy (b per q_dim / t). Full recompute keeps the layer input only (no saving)."""
-        b = te_fp8_input_bytes(fp8)
-        c, h = float(act_bytes), model.hidden_size
-        t = np.asarray(tp, dtype=np.float64)
-        repl = np.where(np.asarray(sp, dtype=bool), t, 1.0)
-        proj_copy = np.where(te_delayed(fp8, self.fp8_delayed_scaling), b * model.q_dim / t, 0.0)
-        per_token = (c - b) * (2.0 * h / repl + model.ffn_hidden_size / t) - proj_copy
-        r = np.asarray(recompute)
-        is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
-        return np.where(is_full | (b == 0), 0.0, np.asarray(tokens, dtype=np.float64) * per_token)
+        # [TE-LIN], [TE-SOI] (megatron_te.fp8_layer_saving)
+        return megatron_te.fp8_layer_saving(model, tokens, tp, sp, recompute, fp8, act_bytes, self.fp8_delayed_scaling)
 
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         # [TMU]: "Input to embedding" 8 bytes per token and the embedding dropout mask sbh (none at p = 0, [DROP]), /t
@@ -409,17 +376,7 @@ class MegatronProfile(FrameworkProfile):
         return np.where(z >= 2, lp * g, 0.0) + np.where(z >= 3, 2.0 * lp * c, 0.0)
 
     def fsdp_gather_delta(self, layer_matmul: Any, zero_stage: Any, fp8: Any, train: TrainSpec) -> np.ndarray:
-        """[MFSDP] with train.fp8_param_gather the model-weight buffer of FP8 params is uint8, so the two gathered
-        units (`buffers`) hold the block linears at 1 B per element under tensorwise, and MXFP8 adds the column-wise
-        copy's buffer, 2(1 + 1/32) (megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py
-        @ d98e8a64: `param_dtype = torch.uint8 if is_dtype_float8`; "Currently, only mxfp8 needs" the transpose
-        buffer); c - those bytes less than `buffers` counts. None without FP8 params or below stage 3."""
-        c = float(DTYPE_BYTES[train.compute_dtype])
-        code = np.asarray(fp8)
-        gathered = np.where(code == FP8_CODE["tensorwise"], 1.0, 2.0 * te_fp8_input_bytes(code))
-        quantized = train.fp8_param_gather & ((code == FP8_CODE["tensorwise"]) | (code == FP8_CODE["mxfp8"]))
-        lm = np.asarray(layer_matmul, dtype=np.float64)
-        return np.where((np.asarray(zero_stage) >= 3) & quantized, 2.0 * lm * (gathered - c), 0.0)
+        return megatron_te.fsdp_gather_delta(layer_matmul, zero_stage, fp8, train)  # [MFSDP]
 
     def step_temporaries(
         self,

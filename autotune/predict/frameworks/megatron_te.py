@@ -1,6 +1,6 @@
 """Transformer Engine's FP8 tensors as the Megatron-LM profile (megatron.py) counts them: the quantized input an FP8
-linear saves for backward, the quantized weight training keeps (row- and column-wise usage), and whether the GPU
-needs a transposed copy.
+linear saves for backward (`fp8_layer_saving`), the quantized weight training keeps (row- and column-wise usage:
+`stored_weight_bytes`, `gather_weight_bytes`, `fsdp_gather_delta`), and whether the GPU needs a transposed copy.
 
 Sources:
   [TE-LIN] NVIDIA/TransformerEngine transformer_engine/pytorch/module/linear.py @ d0067d0d `_Linear` forward: under
@@ -28,6 +28,11 @@ Sources:
         training (`set_usage(rowwise=True, columnwise=is_grad_enabled ...)`). Megatron-Core's TE wrappers pass
         is_first_microbatch unless config.disable_parameter_transpose_cache (default False; megatron/core/
         extensions/transformer_engine.py @ d98e8a64 `_is_first_microbatch`). The cache lives across steps.
+  [TE-SOI] Megatron-Core's `set_save_original_input` (megatron/core/extensions/transformer_engine.py @ core_v0.16.1):
+        a TE linear so marked saves its high-precision input instead of a quantized copy. transformer/attention.py
+        marks linear_proj (its input, the attention output, is saved by the fused attention anyway) and
+        moe/shared_experts.py the shared expert's fc1 (its input is the router's) for FP8 recipes other than delayed
+        scaling on Transformer Engine >= 2.6 (NVFP4 on >= 2.7); both since core_v0.14.0.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from autotune.core.plan_arrays import FP8_CODE
+from autotune.core.model import ModelSpec
+from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE
+from autotune.core.types import DTYPE_BYTES, TrainSpec
 from autotune.predict.te_fp8 import lowp_bytes
 
 
@@ -69,3 +76,64 @@ def non_tn_fp8_gemm(cluster: Any) -> bool:
     Blackwell, compute capability 10.x-11.x), so a per-tensor FP8 weight needs no transposed copy: the preset's
     `fp8_non_tn_gemm` (true in the b200, b300, gb200 and gb300 presets; autotune/predict/te_fp8.py)."""
     return bool(getattr(cluster, "fp8_non_tn_gemm", False))
+
+
+def stored_weight_bytes(fp8: Any, train: TrainSpec, cluster: Any) -> np.ndarray:
+    """Bytes per element the block linears' weights keep on the device under plan.fp8 `fp8`. [FP8P] with
+    train.fp8_param_gather under an FP8 recipe the weights are Transformer Engine tensors, nothing else:
+    `te_weight_bytes`. Otherwise bf16 (c) weights and, under any low-precision recipe, [TE-WS] the quantized
+    copy Transformer Engine caches across micro-batches (`te_weight_bytes` more); c alone without FP8."""
+    c = float(DTYPE_BYTES[train.compute_dtype])
+    code = np.asarray(fp8)
+    q = te_weight_bytes(code, non_tn_fp8_gemm(cluster))
+    fp8_params = train.fp8_param_gather & ((code == FP8_CODE["tensorwise"]) | (code == FP8_CODE["mxfp8"]))
+    return np.where(fp8_params, q, c + q)
+
+
+def gather_weight_bytes(fp8: Any, train: TrainSpec) -> np.ndarray:
+    """[FP8P] The distributed optimizer's param all-gather: 1 byte per weight on the uint8 buffer under
+    train.fp8_param_gather with a tensorwise recipe (the transpose, where kept, is rebuilt locally); MXFP8 params
+    gather bf16 values into the grad buffer (re-quantized after): the param dtype's bytes, as without."""
+    p = float(DTYPE_BYTES[train.param_dtype])
+    code = np.asarray(fp8)
+    if not train.fp8_param_gather:
+        return np.full(code.shape, p)
+    return np.where(code == FP8_CODE["tensorwise"], 1.0, p)
+
+
+def fp8_layer_saving(
+    model: ModelSpec, tokens: Any, tp: Any, sp: Any, recompute: Any, fp8: Any, act_bytes: int, delayed: bool = False
+) -> Any:
+    """[TE-LIN] Transformer Engine's FP8 linears save their quantized input (`te_fp8_input_bytes` b per element)
+    instead of the activation-dtype one (c): the QKV and fc1 inputs (LayerNormLinear's normalised output, h each,
+    sequence-sharded with SP, the norm writing FP8 directly) and the dense fc2's input (f, /t) save c - b each, on
+    every layer; an MoE layer gives the fc1 and fc2 parts back (megatron_moe.layer_activations [FP8-MOE]: its
+    router keeps the norm output as it is). The projection's input is the attention output, which TE's fused
+    attention keeps in bf16 for its own backward ([TE-ATTN]); [TE-SOI] Megatron-Core sets the projection to save
+    that original input (transformer/attention.py @ core_v0.16.1, since core_v0.14.0: `set_save_original_input(
+    self.linear_proj)` for FP8 recipes other than delayed scaling, Transformer Engine >= 2.6, "linear_proj also
+    saves the quantized tensor of this output"), so only delayed scaling (train.fp8_delayed_scaling) adds its
+    quantized copy (b per q_dim / t) (`delayed`). Full recompute keeps the layer input only (no saving)."""
+    b = te_fp8_input_bytes(fp8)
+    c, h = float(act_bytes), model.hidden_size
+    t = np.asarray(tp, dtype=np.float64)
+    repl = np.where(np.asarray(sp, dtype=bool), t, 1.0)
+    proj_copy = np.where(te_delayed(fp8, delayed), b * model.q_dim / t, 0.0)
+    per_token = (c - b) * (2.0 * h / repl + model.ffn_hidden_size / t) - proj_copy
+    r = np.asarray(recompute)
+    is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
+    return np.where(is_full | (b == 0), 0.0, np.asarray(tokens, dtype=np.float64) * per_token)
+
+
+def fsdp_gather_delta(layer_matmul: Any, zero_stage: Any, fp8: Any, train: TrainSpec) -> np.ndarray:
+    """[MFSDP] with train.fp8_param_gather the model-weight buffer of FP8 params is uint8, so the two gathered
+    units (`buffers`) hold the block linears at 1 B per element under tensorwise, and MXFP8 adds the column-wise
+    copy's buffer, 2(1 + 1/32) (megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py
+    @ d98e8a64: `param_dtype = torch.uint8 if is_dtype_float8`; "Currently, only mxfp8 needs" the transpose
+    buffer); c - those bytes less than `buffers` counts. None without FP8 params or below stage 3."""
+    c = float(DTYPE_BYTES[train.compute_dtype])
+    code = np.asarray(fp8)
+    gathered = np.where(code == FP8_CODE["tensorwise"], 1.0, 2.0 * te_fp8_input_bytes(code))
+    quantized = train.fp8_param_gather & ((code == FP8_CODE["tensorwise"]) | (code == FP8_CODE["mxfp8"]))
+    lm = np.asarray(layer_matmul, dtype=np.float64)
+    return np.where((np.asarray(zero_stage) >= 3) & quantized, 2.0 * lm * (gathered - c), 0.0)
