@@ -288,6 +288,11 @@ def _override_cases() -> list[BadInput]:
         c("seq-zero", (*plan8, "train.seq_len=0"), ("train.seq_len", "0")),
         c("seq-list", (*plan8, "train.seq_len=[1,2]"), ("train.seq_len",)),
         c("gbs-negative", (*plan8, "train.global_batch_size=-1"), ("train.global_batch_size", "-1")),
+        c(
+            "fp8-delayed-not-megatron",
+            (*est, "train.fp8_delayed_scaling=true"),
+            ("train.fp8_delayed_scaling=True", "framework=bench_model", "Megatron-Core"),
+        ),
         c("precision-fp8", (*plan8, "train.precision=fp8"), ("train.precision", "fp8")),
         c(
             "tokens-not-multiple",
