@@ -69,3 +69,15 @@ def test_delayed_scaling_is_megatron_only_and_mapped_from_the_recipes():
     ml = {row_id: train for row_id, _, _, train, _, _ in load_mlperf_rows()}
     assert ml["v50-h100-512"].fp8_delayed_scaling and ml["v50-gb200-256"].fp8_delayed_scaling
     assert not ml["v51-b200-256"].fp8_delayed_scaling and not ml["v51-gb200-512"].fp8_delayed_scaling
+
+
+def test_mla_input_keeps_two_quantized_copies():
+    """[MLA] DeepSeek-V3 (h 7168, f 18432, 128 heads x v_head_dim 128), tp 1: its input norm's output feeds two FP8
+    linears (linear_q_down_proj, linear_kv_down_proj), each saving its own 1-byte copy: 2 bytes where bf16 kept 2,
+    no saving there; fc1 (2 - 1) x 7168 and the dense fc2 (2 - 1) x 18432: 25,600 bytes per token and layer. Under
+    delayed scaling the projection's copy of the 16,384-wide attention output comes off: 9,216."""
+    ds = load_config(["model=deepseek-v3"]).model
+    assert float(MegatronProfile().fp8_layer_saving(ds, 1, 1, False, NONE, True, TW, 2)) == 25_600
+    delayed = MegatronProfile(fp8_delayed_scaling=True)
+    assert float(delayed.fp8_layer_saving(ds, 1, 1, False, NONE, True, TW, 2)) == 25_600 - 16_384
+

@@ -48,12 +48,12 @@ def test_mla_input_norm_released_on_every_layer():
     ds = load_config(["model=deepseek-v3", "cluster=b200", "train.framework=megatron"])
     per_layer, per_moe = MegatronProfile().norm_recompute_saving(ds.model, 1, 1, False, 2, 0)
     assert float(per_layer) == float(per_moe) == 7168 * 2
-    # FP8 tensorwise (code 1): MLA's norm output is the down projections' FP8 copy (1 byte); the MoE pre-MLP norm's
-    # bf16 output (the router's), and under delayed scaling the shared expert fc1's FP8 copy as well (3 bytes)
+    # FP8 tensorwise (code 1): MLA's norm output is the two down projections' FP8 copies (2 x 1 byte); the MoE
+    # pre-MLP norm's bf16 output (the router's), and under delayed scaling the shared expert fc1's FP8 copy as well
     per_layer, per_moe = MegatronProfile().norm_recompute_saving(ds.model, 1, 1, False, 2, 1)
-    assert (float(per_layer), float(per_moe)) == (7168 * 1, 7168 * 2)
+    assert (float(per_layer), float(per_moe)) == (7168 * 2, 7168 * 2)
     per_layer, per_moe = MegatronProfile(fp8_delayed_scaling=True).norm_recompute_saving(ds.model, 1, 1, False, 2, 1)
-    assert (float(per_layer), float(per_moe)) == (7168 * 1, 7168 * 3)
+    assert (float(per_layer), float(per_moe)) == (7168 * 2, 7168 * 3)
 
 
 def test_speed_rules_export_and_trainer():

@@ -36,15 +36,15 @@ def norm_saving(
     input, which the residual path keeps anyway. Under Transformer Engine's layer spec (gpt_layer_specs.py
     @ core_v0.16.1) those norms are MLA's input norm (every layer) and an MoE layer's pre-MLP norm; the norm output
     is the QKV / MLP input of [TMU]'s account, h per token (sequence-sharded with SP). MLA's input norm: under an FP8
-    recipe `fp8_layer_saving` already counts it at the quantized input's b bytes (the down projections then save the
-    original input instead, `set_for_recompute_input_layernorm`), so b of it is left to release, else the activation
+    recipe `fp8_layer_saving` counts it as the two down projections' quantized copies, 2b (they save the original
+    input instead under the module, `set_for_recompute_input_layernorm`), so 2b is released, else the activation
     dtype's c. The MoE pre-MLP norm: the router keeps its output in the activation dtype under every recipe
     (megatron_moe.layer_activations [FP8-MOE]), so c is released, and under delayed scaling (`delayed`) the shared
     expert's quantized copy too (`set_for_recompute_pre_mlp_layernorm` makes its fc1 save the original input)."""
     b = te_fp8_input_bytes(fp8)
     c = float(act_bytes)
     tok = np.asarray(tokens, dtype=np.float64) * model.hidden_size / np.where(np.asarray(sp), tp, 1)
-    mla = tok * np.where(b == 0, c, b)
+    mla = tok * np.where(b == 0, c, 2.0 * b)
     shared = model.moe_shared_expert_ffn_hidden_size > 0
     moe = tok * (c + np.where(te_delayed(fp8, delayed) & shared, b, 0.0))
     return (mla if model.attention == "mla" else 0.0 * mla), (moe if model.is_moe else 0.0 * moe)

@@ -113,13 +113,23 @@ def fp8_layer_saving(
     that original input (transformer/attention.py @ core_v0.16.1, since core_v0.14.0: `set_save_original_input(
     self.linear_proj)` for FP8 recipes other than delayed scaling, Transformer Engine >= 2.6, "linear_proj also
     saves the quantized tensor of this output"), so only delayed scaling (train.fp8_delayed_scaling) adds its
-    quantized copy (b per q_dim / t) (`delayed`). Full recompute keeps the layer input only (no saving)."""
+    quantized copy (b per attention-output element / t) (`delayed`). Full recompute keeps the layer input only (no
+    saving).
+
+    [MLA] multi-latent attention has no LayerNormLinear: its input norm is a module of its own and two FP8 linears
+    read its output, linear_q_down_proj (linear_q_proj without a q LoRA) and linear_kv_down_proj
+    (transformer/multi_latent_attention.py @ core_v0.16.1), each quantizing and saving its own copy, so that input
+    keeps 2b where bf16 kept c: c - 2b (0 for per-tensor FP8) instead of c - b. The attention output the projection
+    reads is num_heads x v_head_dim wide there."""
     b = te_fp8_input_bytes(fp8)
     c, h = float(act_bytes), model.hidden_size
     t = np.asarray(tp, dtype=np.float64)
     repl = np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    proj_copy = np.where(te_delayed(fp8, delayed), b * model.q_dim / t, 0.0)
-    per_token = (c - b) * (2.0 * h / repl + model.ffn_hidden_size / t) - proj_copy
+    mla = model.attention == "mla"
+    attn_out = model.num_heads * model.v_head_dim if mla else model.q_dim
+    proj_copy = np.where(te_delayed(fp8, delayed), b * attn_out / t, 0.0)
+    qkv_in = (c - (2.0 if mla else 1.0) * b) * h / repl
+    per_token = qkv_in + (c - b) * (h / repl + model.ffn_hidden_size / t) - proj_copy
     r = np.asarray(recompute)
     is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
     return np.where(is_full | (b == 0), 0.0, np.asarray(tokens, dtype=np.float64) * per_token)
