@@ -80,4 +80,3 @@ def test_mla_input_keeps_two_quantized_copies():
     assert float(MegatronProfile().fp8_layer_saving(ds, 1, 1, False, NONE, True, TW, 2)) == 25_600
     delayed = MegatronProfile(fp8_delayed_scaling=True)
     assert float(delayed.fp8_layer_saving(ds, 1, 1, False, NONE, True, TW, 2)) == 25_600 - 16_384
-
