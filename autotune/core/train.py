@@ -76,8 +76,10 @@ class TrainSpec:
     # amax history) instead of per-tensor current scaling (--fp8-recipe tensorwise, what NVIDIA's recipes run since
     # Megatron-Bridge's FP8-CS): Megatron-Core keeps the quantized copies of the attention projection's and the shared
     # expert's inputs only under it (transformer/attention.py, moe/shared_experts.py @ core_v0.16.1: their
-    # set_save_original_input for other recipes on Transformer Engine >= 2.6; Megatron-Core before core_v0.14.0 keeps
-    # them under every recipe, which the NeMo 24.x / 25.04 rows run). Read by the megatron profile only.
+    # set_save_original_input for other recipes on Transformer Engine >= 2.6). The profile describes that release:
+    # Megatron-Core before core_v0.14.0 keeps the copies under every recipe, which is not modelled (the older published
+    # rows ran delayed scaling anyway: NeMo 1.x fp8_hybrid, NeMo 2.0's perf scripts' default "ds", MLPerf v5.0's
+    # conf default). Read by the megatron profile only.
     fp8_delayed_scaling: bool = False
     # The fp32 master weights kept as their trailing 16 bits (int16) next to the bf16 params, from which the fp32 value
     # is rebuilt: 2 bytes per parameter instead of 4, sharded with the optimizer states. Apex DistributedFusedAdam's

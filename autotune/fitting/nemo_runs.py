@@ -198,8 +198,8 @@ DENSE_SHAPES = {
 # distributed optimizer (full fp32 master).
 NEMO1_CONTAINERS = ("NeMo24.03.01.framework", "NeMo 24.07")
 # train.fp8_delayed_scaling: the "FP8" rows of these containers run Transformer Engine's delayed scaling (NeMo 1.x
-# model.fp8_hybrid with an amax history; NeMo 2.0's scripts/performance default fp8_recipe "ds" in 25.04) on
-# Megatron-Core before core_v0.14.0, which keeps the projection's quantized input copy under every recipe
+# model.fp8_hybrid with an amax history; NeMo 2.0's scripts/performance/argument_parser.py `--fp8_recipe`, "ds"
+# (per-tensor delayed scaling) by default, in 25.04), on Megatron-Core before core_v0.14.0 besides
 DELAYED_FP8_CONTAINERS = (*NEMO1_CONTAINERS, "NeMo25.04.rc2")
 # Apex DistributedFusedAdam's dtypes where a NeMo 1.x launcher yaml and its H100 example script leave the defaults
 # (apex/contrib/optimizers/distributed_fused_adam.py: grad_sync_dtype defaults to `dtype`, the optimizer state's, fp32;
