@@ -116,10 +116,31 @@ def _print(row: dict, cfg, overrides=()) -> None:
         highlight=False,
     )
     console.print(accuracy_note(cfg.cluster.name, cfg.model.is_moe), highlight=False)
+    if t.framework == "megatron" and row.get("fp8", "none") != "none":
+        console.print(megatron_fp8_note(str(row["fp8"]), t.fp8_delayed_scaling), highlight=False)
     if assumed_cluster(overrides, cfg):
         console.print(
             f"cluster: {cfg.cluster.name} (the default preset, assumed because no cluster= was given)", highlight=False
         )
+
+
+def megatron_fp8_note(fp8: str, delayed: bool) -> str:
+    """The Transformer Engine recipe a megatron-profile estimate priced and what it keeps (MegatronProfile's
+    [TE-SOI]: Megatron-Core >= 0.14 makes the attention projection and the shared expert's fc1 save their bf16 input
+    under every recipe but delayed scaling), so a user on delayed scaling sees the setting that prices it."""
+    if fp8 == "tensorwise" and delayed:
+        return (
+            "fp8: Transformer Engine delayed scaling (--fp8-recipe delayed, train.fp8_delayed_scaling): the attention "
+            "projection and a shared expert's fc1 keep FP8 copies of their inputs"
+        )
+    recipe = {"tensorwise": "--fp8-recipe tensorwise (current scaling)", "nvfp4": "--fp4-recipe nvfp4"}.get(
+        fp8, f"--fp8-recipe {fp8}"
+    )
+    hint = "; train.fp8_delayed_scaling=true prices --fp8-recipe delayed" if fp8 == "tensorwise" else ""
+    return (
+        f"fp8: Transformer Engine {recipe}: the attention projection and a shared expert's fc1 save their bf16 "
+        f"input (Megatron-Core >= 0.14){hint}"
+    )
 
 
 # The additive terms of the predicted step (autotune/predict/perf.py `perf_arrays`: step = compute + tp + cp + ep + pp

@@ -99,3 +99,18 @@ def test_probe_memory_text_explains_a_zero_component(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "what is alive at the moment of the allocated peak" in out
     assert "grads 0: no gradient was alive at the moment of the allocated peak" in out
+
+
+def test_megatron_fp8_estimate_names_the_recipe_it_priced(capsys):
+    """A megatron-profile FP8 estimate says which Transformer Engine recipe it priced (the attention projection's
+    quantized copy exists only under delayed scaling, MegatronProfile [TE-SOI]); other jobs print no such line."""
+    base = ["estimate", "--gpus", "8", "model=llama-3.1-8b", "cluster=h100-sxm-80gb", "train.framework=megatron"]
+    assert main([*base, "plan.fp8=tensorwise"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--fp8-recipe tensorwise (current scaling)" in out and "train.fp8_delayed_scaling=true prices" in out
+    assert main([*base, "plan.fp8=tensorwise", "train.fp8_delayed_scaling=true"]) == 0
+    assert "delayed scaling (--fp8-recipe delayed, train.fp8_delayed_scaling)" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    assert main(base) == 0
+    assert "fp8:" not in capsys.readouterr().out
