@@ -143,18 +143,17 @@ def _layer_terms(
     # each recipe's tensor-core peak; a preset without it keeps the compute-dtype peak (rejected: fp8_needs_peak)
     linear_peak = linear_peak_flops(arr["fp8"], cluster, peak)
     linear_eff = cluster.matmul_efficiency * linear_efficiency_factor(arr["fp8"], cluster)
-    gemm = tokens * 2.0 * per_layer_matmul / tp * passes / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
+    gemm_rate = linear_peak * gemm_efficiency(linear_eff, tokens, h / tp)  # FLOP/s of the block's linears
+    gemm = tokens * 2.0 * per_layer_matmul / tp * passes / gemm_rate
     # plan.mlp_recompute (Megatron's mlp module): the dense layers' SwiGLU MLP forward once more (3 h f weights per
     # token), averaged over the layers as `per_layer_matmul`
     dense = (model.num_layers - (model.num_moe_layers if model.is_moe else 0)) / model.num_layers
-    mlp_s = (
-        tokens * 2.0 * 3 * h * model.ffn_hidden_size / tp / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
-    )
+    mlp_s = tokens * 2.0 * 3 * h * model.ffn_hidden_size / tp / gemm_rate
     gemm = gemm + np.where(recompute_share.module_on(arr, "mlp_recompute"), dense * mlp_s, 0.0)
     if model.attention == "mla":  # plan.mla_recompute (Megatron's mla_up_proj): the up projections once more
         dqk, qr = model.qk_nope_head_dim + model.qk_rope_head_dim, model.q_lora_rank or h
         up = model.num_heads * (dqk * qr + (model.qk_nope_head_dim + model.v_head_dim) * model.kv_lora_rank)
-        up_s = tokens * 2.0 * up / tp / (linear_peak * gemm_efficiency(linear_eff, tokens, h / tp))
+        up_s = tokens * 2.0 * up / tp / gemm_rate
         gemm = gemm + np.where(arr["mla_recompute"], up_s, 0.0)
     # FA2 or FA3/cuDNN (attention_terms.attention_s): the job's, else its framework's
     profile = get_profile(train.framework)

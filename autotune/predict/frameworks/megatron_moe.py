@@ -27,7 +27,7 @@ import numpy as np
 from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import CODES, FP8_CODE, RECOMPUTE_CODE
 from autotune.predict import moe
-from autotune.predict.frameworks.megatron_te import te_delayed, te_fp8_input_bytes
+from autotune.predict.frameworks.megatron_te import shared_fc1_copy, te_fp8_input_bytes
 
 # [FGO] TransformerConfig.min_offloaded_tensor_size (default 1024 * 1024 elements): smaller saved tensors stay
 MIN_OFFLOADED_TENSOR_ELEMENTS = 1024 * 1024
@@ -92,8 +92,7 @@ def layer_activations(
     b = te_fp8_input_bytes(fp8)
     repl = np.where(np.asarray(sp, dtype=bool), v["t"], 1.0)
     back = (v["c"] - b) * (v["h"] / repl + model.ffn_hidden_size / v["t"])
-    has_shared = model.moe_shared_expert_ffn_hidden_size > 0
-    shared = np.where(te_delayed(fp8, delayed) & has_shared, b * v["h"] / repl, 0.0)
+    shared = np.where(shared_fc1_copy(model, fp8, delayed), b * v["h"] / repl, 0.0)
     fp8_moe = v["tok"] * np.where(b > 0, back + shared, 0.0)
     r = np.asarray(recompute)
     is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])

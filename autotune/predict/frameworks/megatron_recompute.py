@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.predict.frameworks.megatron_te import te_delayed, te_fp8_input_bytes
+from autotune.predict.frameworks.megatron_te import attention_input_copies, shared_fc1_copy, te_fp8_input_bytes
 
 
 def mla_saving(model: ModelSpec, tokens: Any, tp: Any, act_bytes: int) -> Any:
@@ -44,9 +44,8 @@ def norm_saving(
     b = te_fp8_input_bytes(fp8)
     c = float(act_bytes)
     tok = np.asarray(tokens, dtype=np.float64) * model.hidden_size / np.where(np.asarray(sp), tp, 1)
-    mla = tok * np.where(b == 0, c, 2.0 * b)
-    shared = model.moe_shared_expert_ffn_hidden_size > 0
-    moe = tok * (c + np.where(te_delayed(fp8, delayed) & shared, b, 0.0))
+    mla = tok * np.where(b == 0, c, attention_input_copies(model) * b)
+    moe = tok * (c + np.where(shared_fc1_copy(model, fp8, delayed), b, 0.0))
     return (mla if model.attention == "mla" else 0.0 * mla), (moe if model.is_moe else 0.0 * moe)
 
 
@@ -57,9 +56,10 @@ def mlp_saving(model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int, 
     (3f/t) in the activation dtype ([TMU]'s MLP units), less what `fp8_layer_saving` already took off them under
     an FP8 recipe (c - b of the fc1 and fc2 inputs). The same bytes come back for one layer in its backward (the
     transient)."""
-    b = te_fp8_input_bytes(fp8)
     c, h, f = float(act_bytes), model.hidden_size, model.ffn_hidden_size
+    b = te_fp8_input_bytes(fp8)
+    kept = np.where(b == 0, c, b)  # bytes per element a linear's saved input takes
     t = np.asarray(tp, dtype=np.float64)
     repl = np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    per_token = np.where(b == 0, c, b) * h / repl + 3.0 * c * f / t - (c - np.where(b == 0, c, b)) * f / t
+    per_token = kept * h / repl + 3.0 * c * f / t - (c - kept) * f / t
     return np.asarray(tokens, dtype=np.float64) * per_token

@@ -61,6 +61,20 @@ def te_delayed(fp8: Any, delayed: bool) -> np.ndarray:
     return np.asarray(delayed, dtype=bool) & (np.asarray(fp8) == FP8_CODE["tensorwise"])
 
 
+def attention_input_copies(model: ModelSpec) -> float:
+    """How many FP8 linears quantize and save their own copy of the attention input: 1 (the fused QKV
+    LayerNormLinear), 2 under MLA (linear_q_down_proj / linear_q_proj and linear_kv_down_proj,
+    transformer/multi_latent_attention.py @ core_v0.16.1)."""
+    return 2.0 if model.attention == "mla" else 1.0
+
+
+def shared_fc1_copy(model: ModelSpec, fp8: Any, delayed: bool) -> np.ndarray:
+    """Where the shared expert's fc1 keeps its own quantized copy of the pre-MLP norm output ([TE-SOI]: only under
+    delayed scaling; other recipes save the router's bf16 tensor): a model with a shared expert under
+    te_delayed."""
+    return te_delayed(fp8, delayed) & (model.moe_shared_expert_ffn_hidden_size > 0)
+
+
 def te_weight_bytes(fp8: Any, non_tn: bool) -> np.ndarray:
     """Bytes per element of a Transformer Engine quantized weight in training (row-wise and column-wise usage, [FP8P]):
     per-tensor FP8 1 where the GPU runs non-TN FP8 GEMMs (`non_tn`), 2 (data + transpose) elsewhere; MXFP8 2(1 +
@@ -125,10 +139,9 @@ def fp8_layer_saving(
     c, h = float(act_bytes), model.hidden_size
     t = np.asarray(tp, dtype=np.float64)
     repl = np.where(np.asarray(sp, dtype=bool), t, 1.0)
-    mla = model.attention == "mla"
-    attn_out = model.num_heads * model.v_head_dim if mla else model.q_dim
+    attn_out = model.num_heads * model.v_head_dim if model.attention == "mla" else model.q_dim
     proj_copy = np.where(te_delayed(fp8, delayed), b * attn_out / t, 0.0)
-    qkv_in = (c - (2.0 if mla else 1.0) * b) * h / repl
+    qkv_in = (c - attention_input_copies(model) * b) * h / repl
     per_token = qkv_in + (c - b) * (h / repl + model.ffn_hidden_size / t) - proj_copy
     r = np.asarray(recompute)
     is_full = (r != RECOMPUTE_CODE["none"]) & (r != RECOMPUTE_CODE["selective"])
