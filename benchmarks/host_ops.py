@@ -10,13 +10,22 @@ Python + dispatcher + (on CUDA) kernel-launch time the speed model prices per op
 `fp8`: the extra ops per block when its linears run torchao's Float8Linear (tensorwise / rowwise: the dynamic casts,
 amax and scale ops, torch._scaled_mm), counted the same way on CPU.
 
+`compiled` (skipped with --no-compile): the same blocks under torch.compile (bench_model's `block.compile()`, bf16):
+the kernel launches in the code Inductor generates for each graph's `call` (fused kernels, extern GEMMs, SDPA,
+fallback ATen ops; torch._inductor.utils.run_and_get_code), per pass, and the graphs entered (forward graphs: those
+without tangents). CPU Inductor stands for CUDA's (the same scheduler decides the fusion; its CPU fallback for
+torch._grouped_mm loops over the experts, so the MoE block is counted at one expert: one GEMM per grouped GEMM, as
+CUDA runs it). host.COMPILED_DENSE_OPS / COMPILED_MOE_OPS add one op per graph entered and per graph break.
+
 The counts are what autotune/predict/host.py's BENCH_MODEL_OPS states (tests/unit/test_host.py checks they match).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -88,6 +97,43 @@ def count_block(moe: bool, balanced: bool, seq: int = 16, fp8: str | None = None
     }
 
 
+KERNEL_CALL = re.compile(r"^\s+(?:\w+ = )?((?:cpp_fused|triton|extern_kernels\.|aten\.|torch\.ops\.)[\w.]*)\(", re.M)
+
+
+def count_compiled_block(moe: bool, fp8: str | None = None, seq: int = 16) -> dict:
+    """Kernel launches of one bench_model block compiled with torch.compile (module doc), forward and backward, and
+    the graphs each pass enters."""
+    from torch._dynamo.utils import counters
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    spec = _spec(moe)
+    if moe:  # one expert: the CPU fallback of torch._grouped_mm launches one GEMM per expert
+        spec = dataclasses.replace(spec, num_experts=1, moe_router_topk=1)
+    block = TransformerBlock(spec, 0, seq)
+    if fp8 is not None:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+        from bench_model.parallel.float8 import _is_block_linear
+
+        cfg = Float8LinearConfig.from_recipe_name(fp8)
+        convert_to_float8_training(block, config=cfg, module_filter_fn=_is_block_linear)
+    block.to(torch.bfloat16).compile()
+    rope = rope_tables(spec.head_dim, torch.arange(seq), 10000.0)
+    x = torch.randn(1, seq, spec.hidden_size, dtype=torch.bfloat16, requires_grad=True)
+    _, codes = run_and_get_code(lambda: block(x, rope).sum().backward())
+    out = {"forward": 0, "backward": 0, "forward_graphs": 0, "backward_graphs": 0}
+    for code in codes:
+        body = code.split("def call(", 1)[1].split("\ndef ", 1)[0] if "def call(" in code else ""
+        side = "backward" if "tangents" in code else "forward"
+        out[side] += len(KERNEL_CALL.findall(body))
+        out[side + "_graphs"] += 1
+    out["graph_breaks"] = sum(counters["graph_break"].values())
+    return out
+
+
 def _scope_hooks(block: TransformerBlock, counter: OpCounter, moe: bool) -> dict:
     """Forward ops inside the scopes Megatron's CUDA graphs capture (cuda_graph_scope): `attn` (the attention norm
     and attention), `moe_router` (MoE.route, the aux loss) and `moe_preprocess` (the tokens-per-expert counts)."""
@@ -137,6 +183,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--routing", choices=("learned", "balanced"), default="learned")
     ap.add_argument("--no-fp8", action="store_true", help="skip the torchao float8 counts")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile counts")
+    ap.add_argument(
+        "--compile-dense-only", action="store_true", help="torch.compile counts of the bf16 dense block only"
+    )
     args = ap.parse_args(argv)
     dense = count_block(False, False)
     moe = count_block(True, args.routing == "balanced")
@@ -147,6 +197,12 @@ def main(argv: list[str] | None = None) -> dict:
             "dense_extra": [d8["forward"] - dense["forward"], d8["backward"] - dense["backward"]],
             "moe_extra": [m8["forward"] - moe["forward"], m8["backward"] - moe["backward"]],
         }
+    compiled = {}
+    recipes = (None,) if args.compile_dense_only or args.no_fp8 else (None, "tensorwise", "rowwise")
+    for recipe in () if args.no_compile else recipes:
+        compiled[recipe or "bf16"] = {"dense_block": count_compiled_block(False, recipe)}
+        if not args.compile_dense_only:
+            compiled[recipe or "bf16"]["moe_block"] = count_compiled_block(True, recipe)
     out = {
         "torch": torch.__version__,
         "routing": args.routing,
@@ -154,6 +210,7 @@ def main(argv: list[str] | None = None) -> dict:
         "moe_block": moe,
         "moe_minus_dense": {k: moe[k] - dense[k] for k in ("forward", "backward")},
         "fp8": fp8,
+        "compiled": compiled,
     }
     print(json.dumps(out))
     return out

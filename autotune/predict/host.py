@@ -53,6 +53,20 @@ TORCHAO_FP8_EXTRA_OPS = {
     "tensorwise": {False: (140, 287), True: (80, 164)},
     "rowwise": {False: (182, 371), True: (104, 212)},
 }
+# Under torch.compile (FrameworkProfile.compiled_dispatch and plan.compile) a block is Inductor graphs: the host runs
+# the generated code's kernel launches (fused pointwise / reduction kernels, extern GEMMs, SDPA), one entry per graph
+# (guards, AOTAutograd's runtime wrapper) and, at each graph break, the op that broke it eagerly. Counted in the
+# generated code of bench_model's blocks compiled on CPU (benchmarks/host_ops.py --compiled, torch 2.13, bf16; the MoE
+# block at one expert so the CPU fallback's per-expert loop stands for one grouped GEMM, as on CUDA): dense 15 / 23
+# kernels in one graph; MoE 25 / 31 kernels in 7 forward graphs (6 breaks: bincount, the counts' tolist) and 5
+# backward graphs. CPU Inductor's fusion stands for CUDA's Triton fusion (the same scheduler; not counted on a GPU).
+COMPILED_DENSE_OPS = (15 + 1, 23 + 1)
+COMPILED_MOE_OPS = (25 + 7 + 6, 31 + 5)
+# torchao's Float8Linear casts under compile: fused into the neighbouring kernels; extra kernels per block, the same count
+TORCHAO_FP8_EXTRA_OPS_COMPILED = {
+    "tensorwise": {False: (2, 5), True: (1, 4)},
+    "rowwise": {False: (2, 7), True: (1, 3)},
+}
 GRAPH_SCOPES = {
     "none": (),
     "moe": ("moe_router", "moe_preprocess"),
@@ -60,41 +74,60 @@ GRAPH_SCOPES = {
 }
 
 
-def layer_host_ops(moe: bool, cuda_graphs: str) -> tuple[float, float]:
+def layer_host_ops(moe: bool, cuda_graphs: str, compiled: bool = False) -> tuple[float, float]:
     """(forward, backward) ops one layer leaves to the host per micro-batch under `cuda_graphs`: a captured scope
     costs one graph launch per pass instead of its ops (its backward ops taken in the forward's proportion, as
-    Transformer Engine captures each scope's forward and backward graphs; Megatron-Core cuda_graph_scope)."""
-    fwd, bwd = MOE_OPS if moe else DENSE_OPS
+    Transformer Engine captures each scope's forward and backward graphs; Megatron-Core cuda_graph_scope). A
+    `compiled` layer (torch.compile) issues its Inductor graphs' launches (COMPILED_DENSE_OPS / COMPILED_MOE_OPS)."""
     if cuda_graphs == "full":
         return 0.0, 0.0
+    if compiled:
+        return COMPILED_MOE_OPS if moe else COMPILED_DENSE_OPS
+    fwd, bwd = MOE_OPS if moe else DENSE_OPS
     scopes = [s for s in GRAPH_SCOPES[cuda_graphs] if moe or s == "attn"]
     captured = sum(SCOPE_FWD_OPS[s] for s in scopes)
     launches = float(len(scopes))
     return fwd - captured + launches, bwd * (1.0 - captured / fwd) + launches
 
 
-def fp8_extra_ops(fp8: Any, casts: str) -> dict[bool, tuple[np.ndarray, np.ndarray]]:
+def fp8_extra_ops(fp8: Any, casts: str, compiled: Any = False) -> dict[bool, tuple[np.ndarray, np.ndarray]]:
     """{moe layer?: (forward, backward) extra ops per layer} for the candidates' plan.fp8 codes under a framework
-    casting with `casts` ("torchao": TORCHAO_FP8_EXTRA_OPS; anything else: none counted)."""
+    casting with `casts` ("torchao": TORCHAO_FP8_EXTRA_OPS, TORCHAO_FP8_EXTRA_OPS_COMPILED where `compiled`;
+    anything else: none counted)."""
     code = np.asarray(fp8)
+    comp = np.broadcast_to(np.asarray(compiled, dtype=bool), code.shape)
     out = {}
     for moe in (False, True):
         f, b = np.zeros(code.shape), np.zeros(code.shape)
         if casts == "torchao":
             for recipe, extra in TORCHAO_FP8_EXTRA_OPS.items():
-                f = np.where(code == FP8_CODE[recipe], extra[moe][0], f)
-                b = np.where(code == FP8_CODE[recipe], extra[moe][1], b)
+                cf, cb = TORCHAO_FP8_EXTRA_OPS_COMPILED[recipe][moe]
+                f = np.where(code == FP8_CODE[recipe], np.where(comp, cf, extra[moe][0]), f)
+                b = np.where(code == FP8_CODE[recipe], np.where(comp, cb, extra[moe][1]), b)
         out[moe] = (f, b)
     return out
 
 
 def stage_host_s(
-    layers: Any, moe_layers: Any, full_recompute: Any, cuda_graphs: str, op_s: float, extra: dict | None = None
+    layers: Any,
+    moe_layers: Any,
+    full_recompute: Any,
+    cuda_graphs: str,
+    op_s: float,
+    extra: dict | None = None,
+    compiled: Any = False,
 ) -> tuple:
     """(H_f, H_b) host seconds per micro-batch of a stage of `layers` layers, `moe_layers` of them MoE; `extra`:
-    fp8_extra_ops (none by default)."""
+    fp8_extra_ops (none by default); `compiled`: the candidates whose blocks run as torch.compile graphs."""
     layers, moe_layers = np.asarray(layers, dtype=np.float64), np.asarray(moe_layers, dtype=np.float64)
-    (df, db), (mf, mb) = layer_host_ops(False, cuda_graphs), layer_host_ops(True, cuda_graphs)
+    comp = np.asarray(compiled, dtype=bool)
+    (df, db), (mf, mb) = (
+        tuple(
+            np.where(comp, c, e)
+            for c, e in zip(layer_host_ops(moe, cuda_graphs, True), layer_host_ops(moe, cuda_graphs))
+        )
+        for moe in (False, True)
+    )
     if extra is not None and cuda_graphs != "full":
         (xdf, xdb), (xmf, xmb) = extra[False], extra[True]
         df, db, mf, mb = df + xdf, db + xdb, mf + xmf, mb + xmb
@@ -130,11 +163,13 @@ def host_step_s(
         return np.zeros(np.shape(arr["tp"]), dtype=np.float64)
     full = recompute_share.full_recompute_share(arr, stage["layers"])  # plan.recompute_layers: a share of them
     n_moe = stage["moe_layers"] if model.is_moe else np.zeros_like(stage["layers"])
-    extra = fp8_extra_ops(arr["fp8"], train.fp8_casts or get_profile(train.framework).fp8_casts())
-    h_f, h_b = stage_host_s(stage["layers"], n_moe, full, train.cuda_graphs, cluster.host_op_s, extra)
+    profile = get_profile(train.framework)
+    compiled = np.asarray(arr["compile"], dtype=bool) & profile.compiled_dispatch
+    extra = fp8_extra_ops(arr["fp8"], train.fp8_casts or profile.fp8_casts(), compiled)
+    h_f, h_b = stage_host_s(stage["layers"], n_moe, full, train.cuda_graphs, cluster.host_op_s, extra, compiled)
     device = stage["compute"] + stage["tp"] + stage["cp"] + stage["ep"]
     d_f = device / lt["passes"]
     balanced = train.moe_routing == "balanced"
-    syncs = get_profile(train.framework).moe_host_sync(arr["ep"], balanced, model.moe_capacity_factor is not None)
+    syncs = profile.moe_host_sync(arr["ep"], balanced, model.moe_capacity_factor is not None)
     syncs = syncs & (train.cuda_graphs != "full")  # a full-iteration graph cannot read device values on the host
     return host_extra_s(h_f, h_b, d_f, device - d_f, syncs, n_moe, cluster.host_op_s)

@@ -227,6 +227,10 @@ def check_host_ops(out: dict) -> None:
     assert m["forward_ops"]["_grouped_mm"] == 3 and m["forward_ops"]["bincount"] == 1  # learned routing: one count
     for recipe, extra in host.TORCHAO_FP8_EXTRA_OPS.items():  # torchao Float8Linear casts per block
         assert out["fp8"][recipe] == {"dense_extra": list(extra[False]), "moe_extra": list(extra[True])}
+    # the compiled dense block (--compile-dense-only; the MoE / FP8 compiled counts take a minute more: full run)
+    c = out["compiled"]["bf16"]["dense_block"]
+    assert (c["forward_graphs"], c["backward_graphs"], c["graph_breaks"]) == (1, 1, 0)
+    assert (c["forward"] + 1, c["backward"] + 1) == host.COMPILED_DENSE_OPS
 
 
 def check_vs_torchtitan_step(out: dict) -> None:
@@ -446,7 +450,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
         [*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1", "--no-compile"],
         check_recompute_cost,
     ),
-    "host_ops.py": ([], check_host_ops),
+    "host_ops.py": (["--compile-dense-only"], check_host_ops),
     "moe_block_profile.py": (
         [
             "--tokens",

@@ -95,6 +95,40 @@ def test_perf_adds_host_time_on_a_host_bound_step() -> None:
     assert on.step_s == pytest.approx(off.step_s - off.compute_s + 4 * host_mb, rel=1e-6)
 
 
+def test_compiled_blocks_issue_their_graphs_launches() -> None:
+    """Under torch.compile a block's host work is its Inductor graphs' kernel launches (benchmarks/host_ops.py
+    --compiled: dense 15 / 23 kernels in one graph each way, MoE 25 / 31 kernels in 7 / 5 graphs with 6 breaks) and
+    torchao's casts fuse into them; frameworks whose plan.compile is not torch.compile keep the eager count."""
+    assert host.layer_host_ops(False, "none", compiled=True) == (15 + 1, 23 + 1)
+    assert host.layer_host_ops(True, "none", compiled=True) == (25 + 7 + 6, 31 + 5)
+    assert host.layer_host_ops(True, "full", compiled=True) == (0.0, 0.0)
+    from autotune.core.plan_arrays import FP8_CODE
+
+    tw = np.array([FP8_CODE["tensorwise"]] * 2)
+    extra = host.fp8_extra_ops(tw, "torchao", np.array([False, True]))
+    assert extra[False][0].tolist() == [140, 2] and extra[False][1].tolist() == [287, 5]
+    # 2 dense layers under tensorwise, eager vs compiled, 10 us per op
+    h_f, h_b = host.stage_host_s(2, 0, False, "none", 1e-5, extra, np.array([False, True]))
+    assert h_f.tolist() == pytest.approx([2 * (81 + 140) * 1e-5, 2 * (16 + 2) * 1e-5])
+    assert h_b.tolist() == pytest.approx([2 * (134 + 287) * 1e-5, 2 * (24 + 5) * 1e-5])
+    assert [get_profile(f).compiled_dispatch for f in ("bench_model", "torchtitan", "deepspeed")] == [True] * 3
+    assert not get_profile("megatron").compiled_dispatch and not get_profile("nanotron").compiled_dispatch
+
+
+def test_compile_takes_the_host_term_off_a_host_bound_fp8_step() -> None:
+    """The same tiny host-bound step as above (1 ms per op) under torchao tensorwise FP8: eager it pays
+    (81 + 140) + (134 + 287) ops per layer and micro-batch; compiled (16 + 2) + (24 + 5)."""
+    model, cluster = _small_dense(), load_preset("h100-sxm-80gb")
+    train = TrainSpec(seq_len=128, global_batch_size=4)
+    eager = ParallelPlan(dp=1, micro_batch_size=1, grad_accum_steps=4, fp8="tensorwise")
+    compiled = dataclasses.replace(eager, compile=True)
+    for plan, ops in ((eager, 81 + 140 + 134 + 287), (compiled, 16 + 2 + 24 + 5)):
+        off = estimate_perf(plan, model, train, dataclasses.replace(cluster, host_op_s=None))
+        on = estimate_perf(plan, model, train, dataclasses.replace(cluster, host_op_s=1e-3))
+        host_mb = model.num_layers * ops * 1e-3
+        assert on.step_s == pytest.approx(off.step_s - off.compute_s + 4 * host_mb, rel=1e-6)
+
+
 def test_full_cuda_graph_removes_host_time() -> None:
     model = ModelSpec(
         "host-moe",

@@ -52,6 +52,10 @@ class FrameworkProfile(ABC):
     # generic rules of autotune.layouts.rules that are this framework's limits and that the profile replaces by its
     # own (e.g. torch's 1F1B needs m >= pp; Megatron's runs fewer micro-batches)
     replaces_rules: frozenset[str] = frozenset()
+    # plan.compile runs the blocks as torch.compile (Inductor) graphs: the host issues the generated code's kernel
+    # launches, not one dispatch per ATen op (autotune/predict/host.py COMPILED_DENSE_OPS). False where plan.compile
+    # stands for the framework's own fused kernels under eager modules (Megatron-Core) or for nothing (nanotron)
+    compiled_dispatch: bool = True
 
     def for_train(self, train: TrainSpec) -> FrameworkProfile:
         """This profile with the settings it reads from `train` (memory_arrays calls it first). Default: itself; the

@@ -259,6 +259,7 @@ class MegatronProfile(FrameworkProfile):
     # train.hidden_dropout (`for_train`): [TMU]'s attention and MLP dropout masks (1 byte per element each) and the
     # embedding's are kept only when it is > 0 ([DROP])
     hidden_dropout: float = 0.1
+    compiled_dispatch: bool = False  # base.FrameworkProfile: plan.compile is not torch.compile here
     # Megatron-Core's layer spec: "transformer_engine" (Megatron-LM's default --transformer-impl, what NVIDIA's recipes
     # run) or "local" (the probe's: tests/unit/test_frameworks_megatron_probe.py); decides the QKV view ([TE-QKV])
     transformer_impl: str = "transformer_engine"

@@ -70,6 +70,7 @@ class NanotronProfile(FrameworkProfile):
     # nanotron's 1F1B asserts m >= pp - 1 only (engine.py:236-238); its own rule below replaces torch's m >= pp.
     # tp_linear_async_communication (plan.tp_overlap) is nanotron's own autograd function: no torch.compile involved
     replaces_rules: frozenset[str] = frozenset({"pp_microbatches", "tp_overlap_needs_compile"})
+    compiled_dispatch: bool = False  # base.FrameworkProfile: plan.compile is not torch.compile here
     allocated = BenchModelProfile.allocated  # every term at once (a conservative sum over the step's phases)
 
     def attention_kernel(self) -> str:
