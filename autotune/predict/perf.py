@@ -77,7 +77,6 @@ from autotune.predict.collectives import _link, pp_group_span, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.gemm import GEMM_M0, GEMM_N0, gemm_efficiency  # noqa: F401  (re-exported)
 from autotune.predict.host import host_step_s
-from autotune.predict.memory import POSITIONS, rank_params, shard_group
 from autotune.predict.perf_dp import (  # noqa: F401  (param_gather_bytes, tied_embedding_allreduce_s re-exported)
     ddp_s,
     fsdp_s,
@@ -109,6 +108,7 @@ from autotune.predict.perf_terms import (
 )
 from autotune.predict.pp_overlap import exposed_transfer_s, p2p_overlapped
 from autotune.predict.pp_stages import train_flops_per_token
+from autotune.predict.rank_params import POSITIONS, rank_params, shard_group
 from autotune.predict.ring_attention import (
     ALLGATHER_MASK_FLOPS_FACTOR,
     allgather_mask_comm_s,
@@ -270,7 +270,7 @@ def _busiest_stage(
     emb = memory_bound_s(tokens * h * c * EMBEDDING_ACCESSES, cluster)
     # train.mtp_num_layers: the last stage runs the output head and loss once more per MTP module (gpt_model.py
     # `_postprocess`); the stage holding a module its eh_proj GEMM (2h -> h, column-parallel) and its embedding
-    # lookup; the module's transformer layer is in the stage's layer count (memory.rank_params)
+    # lookup; the module's transformer layer is in the stage's layer count (rank_params.rank_params)
     n_mtp = train.mtp_num_layers
     eh_proj = tokens * 6.0 * 2 * h * h / tp / (peak * gemm_efficiency(cluster.matmul_efficiency, tokens, h / tp)) + emb
     parts = {}
@@ -336,7 +336,7 @@ def _optimizer_s(
 
 
 def _stage_ranks(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec) -> dict[str, Any]:
-    """The pipeline ranks' parameters and layers (memory.rank_params) under the layout's split: Megatron's embedding /
+    """The pipeline ranks' parameters and layers (rank_params.rank_params) under the layout's split: Megatron's embedding /
     loss accounting moves a layer off the end stages; nanotron's compute-balanced walk gives rank 0 the ceiling of its
     share (FrameworkProfile.pipeline_layers)."""
     return rank_params(

@@ -17,8 +17,8 @@ from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
 from autotune.predict import moe
 from autotune.predict.collectives import _link, dp_all_reduce_s, dp_group_geometry, dp_ring_s, pp_group_span, ring_s
 from autotune.predict.frameworks import get_profile
-from autotune.predict.memory import shard_group
 from autotune.predict.perf_terms import fsdp_exposed_s, host_device_s, prefetch_exposed_s
+from autotune.predict.rank_params import shard_group
 
 
 def offload_copies_s(

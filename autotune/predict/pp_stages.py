@@ -1,5 +1,5 @@
 """Per-rank counts under Megatron's pipeline layout (autotune/core/pp_layout.py) and the model FLOPs its
-multi-token-prediction modules add (train.mtp_num_layers): what memory.rank_params and perf read."""
+multi-token-prediction modules add (train.mtp_num_layers): what rank_params.rank_params and perf read."""
 
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ from autotune.core.model import ModelSpec
 from autotune.core.plan_arrays import SCHEDULE_CODE, arrays_from_plans
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict.frameworks.bench_model import layer_activation_bytes, model_state_arrays
-from autotune.predict.memory import estimate_memory, memory_arrays, rank_params
+from autotune.predict.memory import estimate_memory, memory_arrays
+from autotune.predict.rank_params import rank_params
 from autotune.predict.schedule import accumulated_grad_share, inflight_microbatches, layers_of_rank
 from autotune.spec.config import load_config
 

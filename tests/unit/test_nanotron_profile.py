@@ -14,7 +14,8 @@ from autotune.core.plan_arrays import arrays_from_plans
 from autotune.core.types import ClusterSpec, ParallelPlan, TrainSpec
 from autotune.layouts.rules import rejections
 from autotune.predict.frameworks import get_profile
-from autotune.predict.memory import memory_arrays, rank_params
+from autotune.predict.memory import memory_arrays
+from autotune.predict.rank_params import rank_params
 
 GiB = 2**30
 M = ModelSpec(

@@ -7,7 +7,8 @@ import pytest
 
 from autotune.core.plan_arrays import arrays_from_plans
 from autotune.fitting.nemo_runs import _model, load_nemo_rows
-from autotune.predict.memory import memory_arrays, rank_params
+from autotune.predict.memory import memory_arrays
+from autotune.predict.rank_params import rank_params
 from autotune.spec.config import load_config
 
 

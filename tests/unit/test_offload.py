@@ -19,8 +19,9 @@ from autotune.interop import render, unmapped
 from autotune.layouts.planner import enumerate_candidates
 from autotune.layouts.rules import check_plan
 from autotune.predict.frameworks.bench_model import model_state_arrays
-from autotune.predict.memory import OFFLOAD_CODE, estimate_memory, rank_params
+from autotune.predict.memory import OFFLOAD_CODE, estimate_memory
 from autotune.predict.perf import perf_arrays
+from autotune.predict.rank_params import rank_params
 from autotune.search.oom_pruning import dominance_reason
 from autotune.spec.config import load_config
 

@@ -15,8 +15,9 @@ from autotune.core.pp_layout import Stage, check_pp_layout, parse_pp_layout, ran
 from autotune.core.types import ParallelPlan, TrainSpec
 from autotune.fitting.run_types import DATA
 from autotune.layouts.rules import rejections
-from autotune.predict.memory import memory_arrays, rank_params
+from autotune.predict.memory import memory_arrays
 from autotune.predict.perf import train_flops_per_token
+from autotune.predict.rank_params import rank_params
 from autotune.spec.config import load_config
 
 DSV3 = "Et*4|(t*4|)*14tmL"  # Megatron-Bridge perf_recipes/deepseek/gb300/deepseek_v3.py @ 067f987d, 16 stages
