@@ -68,24 +68,24 @@ from typing import Any
 import numpy as np
 
 from autotune.core.model import ModelSpec
-from autotune.core.plan_arrays import FP8_CODE, OFFLOAD_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
+from autotune.core.plan_arrays import FP8_CODE, RECOMPUTE_CODE, arrays_from_plans, decoded
 from autotune.core.pp_layout import train_layout
 from autotune.core.trial import PerfEstimate
 from autotune.core.types import DTYPE_BYTES, ClusterSpec, ParallelPlan, TrainSpec
 from autotune.predict import moe, recompute_share
-from autotune.predict.collectives import _link, pp_group_span, ring_s
+from autotune.predict.collectives import _link, ring_s
 from autotune.predict.frameworks import get_profile
 from autotune.predict.gemm import GEMM_M0, GEMM_N0, gemm_efficiency  # noqa: F401  (re-exported)
 from autotune.predict.host import host_step_s
 from autotune.predict.perf_dp import (  # noqa: F401  (param_gather_bytes, tied_embedding_allreduce_s re-exported)
     ddp_s,
     fsdp_s,
+    optimizer_s,
     param_gather_bytes,
     tied_embedding_allreduce_s,
 )
 from autotune.predict.perf_moe import moe_terms
 from autotune.predict.perf_terms import (
-    adam_tensors_per_param,
     attention_passes,
     attention_s,
     compiled_elementwise_factor,
@@ -98,17 +98,15 @@ from autotune.predict.perf_terms import (
     loss_head_passes,
     loss_kernel_codes,
     memory_bound_s,
-    offload_step_s,
-    optimizer_step_s,
     require_offload_fields,
     require_perf_fields,
     streaming_s,
     te_fp8_cast_bytes,
     tp_overlap_layer_s,
 )
-from autotune.predict.pp_overlap import exposed_transfer_s, p2p_overlapped
+from autotune.predict.pp_overlap import pp_comm_s
 from autotune.predict.pp_stages import train_flops_per_token
-from autotune.predict.rank_params import POSITIONS, rank_params, shard_group
+from autotune.predict.rank_params import POSITIONS, rank_params
 from autotune.predict.ring_attention import (
     ALLGATHER_MASK_FLOPS_FACTOR,
     allgather_mask_comm_s,
@@ -292,49 +290,6 @@ def _busiest_stage(
     return dict(zip(keys, pick))
 
 
-def _pp_comm_s(
-    arr: dict[str, np.ndarray],
-    model: ModelSpec,
-    train: TrainSpec,
-    cluster: ClusterSpec,
-    tokens: np.ndarray,
-    chunk_s: tuple[Any, Any] = (0.0, 0.0),
-) -> np.ndarray:
-    """Pipeline p2p seconds per step: (m*vpp + pp - 1) stage boundaries (Narayanan et al. 2021 Sec 2.2.2), each an
-    activation sent forward and its gradient back (sequence-sharded under SP) + cluster.pp_microbatch_overhead_s,
-    on the link of the whole pipeline's span (collectives.pp_group_span; one NIC per GPU); plus the tied embeddings' all-reduce. Megatron's
-    interleaved schedule overlaps each send with a model chunk's compute (`chunk_s`: one micro-batch's forward and
-    backward seconds of one chunk; autotune/predict/pp_overlap.py [OVL]): only what outlasts it shows."""
-    tp, pp, vpp, m = arr["tp"], arr["pp"], arr["vpp"], arr["grad_accum_steps"]
-    bw, lat = _link(cluster, pp_group_span(arr), cluster.fast_domain)  # p2p: one NIC per GPU (g = 1 below)
-    p2p_bytes = (
-        tokens * model.hidden_size * DTYPE_BYTES[train.compute_dtype] / np.where(arr["sequence_parallel"], tp, 1)
-    )
-    overlapped = p2p_overlapped(get_profile(train.framework).overlaps().interleaved_p2p, pp, vpp)
-    boundary = exposed_transfer_s(p2p_bytes / bw + lat, *chunk_s, overlapped) + cluster.pp_microbatch_overhead_s
-    pp_s = np.where(pp > 1, (m * vpp + pp - 1) * boundary, 0.0)
-    return pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)  # once per step, tied embeddings
-
-
-def _optimizer_s(
-    arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray, psi_experts: Any = 0.0
-) -> np.ndarray:
-    """AdamW update of the rank's parameter slice at HBM bandwidth (perf_terms.optimizer_step_s, the framework's
-    tensor accesses per parameter); with CPU offload it runs on the host instead, with its copies for
-    offload=optimizer (perf_terms.offload_step_s). `psi_experts`: the rank's routed-expert parameters, whose states
-    ZeRO shards over the expert-data-parallel group edp (autotune/predict/moe.py) instead of dp*cp."""
-    z, off, shard = arr["zero_stage"], arr["offload"], shard_group(arr)
-    edp = moe.expert_shard_group(arr["dp"] * arr["tp"] * arr["pp"] * arr["cp"], arr["pp"], arr["ep"], arr["etp"])
-    g, p = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.param_dtype]
-    opt_b = DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0
-    accesses = adam_tensors_per_param(train.framework)
-    opt = optimizer_step_s(psi, shard, z, opt_b, cluster, accesses)
-    opt = opt + optimizer_step_s(psi_experts, edp, z, opt_b, cluster, accesses)
-    updated = psi / np.where(z >= 1, shard, 1) + np.asarray(psi_experts) / np.where(z >= 1, edp, 1)
-    host_opt = offload_step_s(updated, off, p, g, cluster)
-    return np.where(off == OFFLOAD_CODE["none"], opt, host_opt)
-
-
 def _stage_ranks(arr: dict[str, np.ndarray], model: ModelSpec, train: TrainSpec) -> dict[str, Any]:
     """The pipeline ranks' parameters and layers (rank_params.rank_params) under the layout's split: Megatron's embedding /
     loss accounting moves a layer off the end stages; nanotron's compute-balanced walk gives rank 0 the ceiling of its
@@ -391,9 +346,9 @@ def perf_arrays(
         stage["moe_layers"] * lt["moe_compute"] - moe_fwd if model.is_moe else 0.0
     )
     # [OVL] one chunk of the busiest stage: its forward / backward windows (layers and MoE compute) over vpp
-    pp_s = _pp_comm_s(arr, model, train, cluster, lt["tokens"], (stage["fwd_window"] / vpp, stage["bwd_window"] / vpp))
+    pp_s = pp_comm_s(arr, model, train, cluster, lt["tokens"], (stage["fwd_window"] / vpp, stage["bwd_window"] / vpp))
     dp_exposed = np.where(z >= 2, fsdp, ddp_s(arr, train, cluster, psi, stage, lin, psi_experts))
-    opt = _optimizer_s(arr, train, cluster, psi, psi_experts)
+    opt = optimizer_s(arr, train, cluster, psi, psi_experts)
     ep_s = m * stage["ep"]
     step = compute + tp_s + cp_s + pp_s + dp_exposed + bubble + opt
     if arr["act_offload_layers"].any() or arr["moe_offload"].any():  # activation CPU offload (layers or MoE modules):

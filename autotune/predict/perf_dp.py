@@ -1,7 +1,8 @@
 """Data-parallel communication of the step-time model (autotune.predict.perf composes it): ZeRO-2/3 / FSDP per block
 with prefetch and HSDP's replica all-reduce (`fsdp_s`), DDP / ZeRO-1 gradient reduction and parameter gather
 (`ddp_s`), both as each framework runs them (FrameworkProfile.overlaps and its collective counts), and the tied
-embedding's all-reduce across the pipeline (`tied_embedding_allreduce_s`). Every collective pays NCCL's ring latency
+embedding's all-reduce across the pipeline (`tied_embedding_allreduce_s`); also the optimizer step over the rank's
+sharded states (`optimizer_s`). Every collective pays NCCL's ring latency
 (autotune/predict/collectives.py).
 """
 
@@ -17,7 +18,14 @@ from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
 from autotune.predict import moe
 from autotune.predict.collectives import _link, dp_all_reduce_s, dp_group_geometry, dp_ring_s, pp_group_span, ring_s
 from autotune.predict.frameworks import get_profile
-from autotune.predict.perf_terms import fsdp_exposed_s, host_device_s, prefetch_exposed_s
+from autotune.predict.perf_terms import (
+    adam_tensors_per_param,
+    fsdp_exposed_s,
+    host_device_s,
+    offload_step_s,
+    optimizer_step_s,
+    prefetch_exposed_s,
+)
 from autotune.predict.rank_params import shard_group
 
 
@@ -186,3 +194,22 @@ def tied_embedding_allreduce_s(
     nbytes = model.vocab_size * model.hidden_size / tp / shard * DTYPE_BYTES[train.grad_dtype]
     bw, lat = _link(cluster, pp_group_span(arr))
     return np.where((pp > 1) & model.tie_embeddings, ring_s("all_reduce", 2, nbytes, bw, lat), 0.0)
+
+
+def optimizer_s(
+    arr: dict[str, np.ndarray], train: TrainSpec, cluster: ClusterSpec, psi: np.ndarray, psi_experts: Any = 0.0
+) -> np.ndarray:
+    """AdamW update of the rank's parameter slice at HBM bandwidth (perf_terms.optimizer_step_s, the framework's
+    tensor accesses per parameter); with CPU offload it runs on the host instead, with its copies for
+    offload=optimizer (perf_terms.offload_step_s). `psi_experts`: the rank's routed-expert parameters, whose states
+    ZeRO shards over the expert-data-parallel group edp (autotune/predict/moe.py) instead of dp*cp."""
+    z, off, shard = arr["zero_stage"], arr["offload"], shard_group(arr)
+    edp = moe.expert_shard_group(arr["dp"] * arr["tp"] * arr["pp"] * arr["cp"], arr["pp"], arr["ep"], arr["etp"])
+    g, p = DTYPE_BYTES[train.grad_dtype], DTYPE_BYTES[train.param_dtype]
+    opt_b = DTYPE_BYTES[train.optimizer_dtype] if train.optimizer == "adamw" else 0
+    accesses = adam_tensors_per_param(train.framework)
+    opt = optimizer_step_s(psi, shard, z, opt_b, cluster, accesses)
+    opt = opt + optimizer_step_s(psi_experts, edp, z, opt_b, cluster, accesses)
+    updated = psi / np.where(z >= 1, shard, 1) + np.asarray(psi_experts) / np.where(z >= 1, edp, 1)
+    host_opt = offload_step_s(updated, off, p, g, cluster)
+    return np.where(off == OFFLOAD_CODE["none"], opt, host_opt)

@@ -1,4 +1,5 @@
-"""Pipeline p2p hidden behind compute: Megatron's `overlap_p2p_comm` under the interleaved 1F1B schedule.
+"""Pipeline p2p per step (`pp_comm_s`) and what of it hides behind compute: Megatron's `overlap_p2p_comm` under the
+interleaved 1F1B schedule.
 
 [OVL] Megatron-Core's interleaved schedule (megatron/core/pipeline_parallel/schedules.py @ 00611e6e,
 forward_backward_pipelining_with_interleaving, steady state under `config.overlap_p2p_comm`): after a model chunk's
@@ -25,6 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from autotune.core.model import ModelSpec
+from autotune.core.types import DTYPE_BYTES, ClusterSpec, TrainSpec
+from autotune.predict.collectives import _link, pp_group_span
+from autotune.predict.frameworks import get_profile
+from autotune.predict.perf_dp import tied_embedding_allreduce_s
+
 
 def p2p_overlapped(framework_overlaps: bool, pp: Any, vpp: Any) -> np.ndarray:
     """[OVL] Whether the pipeline's p2p runs beside compute: a framework that overlaps it
@@ -42,3 +49,27 @@ def exposed_transfer_s(xfer_s: Any, fwd_chunk_s: Any, bwd_chunk_s: Any, overlapp
         raise ValueError(f"exposed_transfer_s: xfer_s={xfer_s!r}, chunk seconds must be >= 0")
     hidden = np.maximum(xfer - bwd, 0.0) + np.maximum(xfer - fwd, 0.0)
     return np.where(overlapped, hidden, 2.0 * xfer)
+
+
+def pp_comm_s(
+    arr: dict[str, np.ndarray],
+    model: ModelSpec,
+    train: TrainSpec,
+    cluster: ClusterSpec,
+    tokens: np.ndarray,
+    chunk_s: tuple[Any, Any] = (0.0, 0.0),
+) -> np.ndarray:
+    """Pipeline p2p seconds per step: (m*vpp + pp - 1) stage boundaries (Narayanan et al. 2021 Sec 2.2.2), each an
+    activation sent forward and its gradient back (sequence-sharded under SP) + cluster.pp_microbatch_overhead_s,
+    on the link of the whole pipeline's span (collectives.pp_group_span; one NIC per GPU); plus the tied embeddings' all-reduce. Megatron's
+    interleaved schedule overlaps each send with a model chunk's compute (`chunk_s`: one micro-batch's forward and
+    backward seconds of one chunk; autotune/predict/pp_overlap.py [OVL]): only what outlasts it shows."""
+    tp, pp, vpp, m = arr["tp"], arr["pp"], arr["vpp"], arr["grad_accum_steps"]
+    bw, lat = _link(cluster, pp_group_span(arr), cluster.fast_domain)  # p2p: one NIC per GPU (g = 1 below)
+    p2p_bytes = (
+        tokens * model.hidden_size * DTYPE_BYTES[train.compute_dtype] / np.where(arr["sequence_parallel"], tp, 1)
+    )
+    overlapped = p2p_overlapped(get_profile(train.framework).overlaps().interleaved_p2p, pp, vpp)
+    boundary = exposed_transfer_s(p2p_bytes / bw + lat, *chunk_s, overlapped) + cluster.pp_microbatch_overhead_s
+    pp_s = np.where(pp > 1, (m * vpp + pp - 1) * boundary, 0.0)
+    return pp_s + tied_embedding_allreduce_s(arr, model, train, cluster)  # once per step, tied embeddings
