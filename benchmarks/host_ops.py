@@ -60,13 +60,9 @@ def _spec(moe: bool) -> ModelSpec:
     return ModelSpec("host-ops", 1, 32, 64, 4, 2, 128, **(extra if moe else {}))
 
 
-def count_block(moe: bool, balanced: bool, seq: int = 16, fp8: str | None = None) -> dict:
-    """Forward and backward op counts of one block at batch 1, sequence `seq`; with `fp8` its block linears converted
-    as bench_model converts them (bench_model/parallel/float8.py: torchao Float8Linear, dims multiples of 16: the
-    router's h -> E gate too, the grouped experts not)."""
-    torch.manual_seed(0)
-    spec = _spec(moe)
-    block = TransformerBlock(spec, 0, seq)
+def _to_float8(block: TransformerBlock, fp8: str | None) -> None:
+    """The block's linears as bench_model converts them under plan.fp8 (bench_model/parallel/float8.py: torchao
+    Float8Linear, dims multiples of 16: the router's h -> E gate too, the grouped experts not)."""
     if fp8 is not None:
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
@@ -74,6 +70,16 @@ def count_block(moe: bool, balanced: bool, seq: int = 16, fp8: str | None = None
 
         cfg = Float8LinearConfig.from_recipe_name(fp8)
         convert_to_float8_training(block, config=cfg, module_filter_fn=_is_block_linear)
+
+
+def count_block(moe: bool, balanced: bool, seq: int = 16, fp8: str | None = None) -> dict:
+    """Forward and backward op counts of one block at batch 1, sequence `seq`; with `fp8` its block linears converted
+    as bench_model converts them (bench_model/parallel/float8.py: torchao Float8Linear, dims multiples of 16: the
+    router's h -> E gate too, the grouped experts not)."""
+    torch.manual_seed(0)
+    spec = _spec(moe)
+    block = TransformerBlock(spec, 0, seq)
+    _to_float8(block, fp8)
     if moe:
         block.feed_forward.balanced = balanced
     rope = rope_tables(spec.head_dim, torch.arange(seq), 10000.0)
@@ -113,13 +119,7 @@ def count_compiled_block(moe: bool, fp8: str | None = None, seq: int = 16) -> di
     if moe:  # one expert: the CPU fallback of torch._grouped_mm launches one GEMM per expert
         spec = dataclasses.replace(spec, num_experts=1, moe_router_topk=1)
     block = TransformerBlock(spec, 0, seq)
-    if fp8 is not None:
-        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-
-        from bench_model.parallel.float8 import _is_block_linear
-
-        cfg = Float8LinearConfig.from_recipe_name(fp8)
-        convert_to_float8_training(block, config=cfg, module_filter_fn=_is_block_linear)
+    _to_float8(block, fp8)
     block.to(torch.bfloat16).compile()
     rope = rope_tables(spec.head_dim, torch.arange(seq), 10000.0)
     x = torch.randn(1, seq, spec.hidden_size, dtype=torch.bfloat16, requires_grad=True)
