@@ -56,6 +56,12 @@ class TrainSpec:
     # HBM bytes, perf_terms.LOSS_KERNELS): unfused | fused | fused_eager | checkpointed; None = the framework's
     # (FrameworkProfile.loss_kernel: bench_model picks by pp / tp / compile, the others unfused)
     loss_kernel: str | None = None
+    # torchtitan's ChunkedLossWrapper (components/loss.py, torchtitan main since 2026-06; the models' config_registry
+    # entries use it with num_chunks=8): the LM head and loss run on N slices of the micro-batch's tokens, each
+    # backpropagated before the next, so only one slice's logits exist at a time (autotune/predict/frameworks/
+    # torchtitan.py [CHUNK]). 0 = one pass over all tokens (torchtitan 0.2.2, the package). Read by the torchtitan
+    # profile only.
+    loss_chunks: int = 0
     # whether K and V enter SDPA repeated to the query heads (the model's repeat_kv before SDPA, as torchtitan's
     # llama3 did from 9dec370 to #2259, Jan 2026) instead of at the KV heads (enable_gqa): the width torch's ring
     # attention moves and accumulates (autotune/predict/ring_attention.py); None = the framework's
@@ -224,6 +230,14 @@ class TrainSpec:
             self.loss_kernel in (None, "unfused", "fused", "fused_eager", "checkpointed"),
             f"train.loss_kernel={self.loss_kernel!r} must be one of unfused, fused, fused_eager, checkpointed (or "
             "null: the framework's)",
+        )
+        require(
+            isinstance(self.loss_chunks, int)
+            and not isinstance(self.loss_chunks, bool)
+            and self.loss_chunks >= 0
+            and (self.loss_chunks == 0 or self.framework == "torchtitan"),
+            f"train.loss_chunks={self.loss_chunks!r} with train.framework={self.framework}: must be an integer >= 0, "
+            "above 0 only for torchtitan (ChunkedLossWrapper's num_chunks)",
         )
         require(
             self.sdpa_repeat_kv in (None, True, False),

@@ -31,6 +31,7 @@ MEGATRON_ONLY: dict[str, str] = {
     "pp_layout": "--pipeline-model-parallel-layout",
 }
 
+_TORCHTITAN_ONLY = "NOT MAPPED: torchtitan's ChunkedLossWrapper only (train.framework=torchtitan)"
 _BATCH = "the file's batch keys (global = dp x micro_batch_size x grad_accum_steps)"
 _FRAMEWORK = "the accounting the estimate used; the header's expected-memory line re-prices the layout as this target"
 _ROUTING = "_common.skip_train: the target's routing override, or listed (learned is every router's default)"
@@ -64,6 +65,8 @@ _TORCHTITAN: dict[str, str] = {
     "attention by flavor; torch picks the SDPA backend)",
     "loss_kernel": "NOT MAPPED: torchtitan's loss is F.cross_entropy on the fp32 logits, compiled with the model "
     "under compile.components; not a setting",
+    "loss_chunks": "NOT MAPPED: torchtitan 0.2.2's TOML has no chunked loss; on torchtitan main (2026-06 on) set "
+    "Trainer.Config(loss=ChunkedLossWrapper.Config(num_chunks=N)) in the model's config_registry",
     "sdpa_repeat_kv": "RUNS false: torchtitan 0.2.2 calls SDPA with enable_gqa (K/V at the KV heads, #2259)",
     "fp8_casts": "RUNS torchao: torchtitan's float8 / MX converters are torchao's per-linear casts",
     **_megatron_only("torchtitan"),
@@ -94,6 +97,7 @@ _MEGATRON: dict[str, str] = {
     "attention_kernel": "NOT MAPPED: set --attention-backend by hand (flash = flash-attn 2 / 3, fused = cuDNN "
     "fused attention); Transformer Engine picks among the installed backends under auto",
     "loss_kernel": "NOT MAPPED: Megatron's loss kernel is train.cross_entropy_fusion (--cross-entropy-loss-fusion)",
+    "loss_chunks": _TORCHTITAN_ONLY,
     "sdpa_repeat_kv": "RUNS false: Transformer Engine's attention takes K/V at the query groups (no repeat)",
     "fp8_casts": "RUNS te: Megatron-Core's FP8 linears are Transformer Engine modules",
     "fp8_param_gather": "--fp8-param-gather",
@@ -127,6 +131,7 @@ _NANOTRON: dict[str, str] = {
     "hidden_dropout": DROPOUT_LISTED,
     "attention_kernel": "NOT MAPPED: nanotron calls flash-attn 2's kernels; the kernel is not a setting",
     "loss_kernel": "NOT MAPPED: nanotron's sharded cross entropy is not a setting",
+    "loss_chunks": _TORCHTITAN_ONLY,
     "sdpa_repeat_kv": "RUNS false: flash-attn takes K/V at the KV heads",
     "fp8_casts": "NOT MAPPED: nanotron 0.4 has no FP8 linears",
     **_megatron_only("nanotron"),
@@ -155,6 +160,7 @@ def _script_trainer(target: str, precision_key: str) -> dict[str, str]:
         "hidden_dropout": DROPOUT_LISTED,
         "attention_kernel": script + " model's attention kernel",
         "loss_kernel": script + " loss",
+        "loss_chunks": _TORCHTITAN_ONLY,
         "sdpa_repeat_kv": script + " model's attention",
         "fp8_casts": script + " FP8 library",
         **_megatron_only(target),

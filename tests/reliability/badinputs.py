@@ -293,6 +293,11 @@ def _override_cases() -> list[BadInput]:
             (*est, "train.fp8_delayed_scaling=true"),
             ("train.fp8_delayed_scaling=True", "framework=bench_model", "Megatron-Core"),
         ),
+        c(
+            "loss-chunks-not-torchtitan",
+            (*est, "train.loss_chunks=8"),
+            ("train.loss_chunks=8", "framework=bench_model", "torchtitan"),
+        ),
         c("precision-fp8", (*plan8, "train.precision=fp8"), ("train.precision", "fp8")),
         c(
             "tokens-not-multiple",

@@ -30,6 +30,7 @@ TRIES = {
     "lr": (1e-3,),
     "attention_kernel": ("fa3",),
     "loss_kernel": ("fused",),
+    "loss_chunks": (8,),
     "sdpa_repeat_kv": (True, False),
     "fp8_casts": ("te", "torchao"),
     "fp8_param_gather": (True,),
@@ -51,6 +52,8 @@ def _shown(v) -> str:
 
 def _job(field: str, value) -> TrainSpec:
     extra = {"framework": "megatron"} if field in MEGATRON_ONLY else {}
+    if field == "loss_chunks":  # torchtitan's ChunkedLossWrapper: refused under other frameworks
+        extra = {"framework": "torchtitan"}
     if field == "master_remainders":  # 16-bit remainders rebuild an fp32 master from bf16 params
         extra.update(param_dtype="bf16", master_dtype="fp32")
     return dataclasses.replace(BASE, **{field: value}, **extra)

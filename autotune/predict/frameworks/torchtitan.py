@@ -18,6 +18,14 @@ Sources (torchtitan 0.2.2, the package `make` installs; paths under torchtitan/)
          tensor and the per-token rstd).
   [LOSS] components/loss.py `cross_entropy_loss`: F.cross_entropy(pred.flatten(0, 1).float(), reduction="sum"),
          unchunked; train.py `forward_backward_step` frees pred before backward.
+  [CHUNK] torchtitan main (2026-06 on; not 0.2.2) components/loss.py `ChunkedLossWrapper` (train.loss_chunks = N,
+         its num_chunks; the models' config_registry entries set it, default 8): the decoder returns the normed hidden
+         states (decoder.py `_skip_lm_head`), cut into N token slices; per slice lm_head -> the inner loss ->
+         chunk_loss.backward(), the slice's gradient copied into `GradAccumulator` (an fp32 buffer of the hidden states'
+         shape, zeros_like(..., dtype=float32)), then .to(compute dtype) for the decoder's backward. lm_head is
+         unsharded for the whole loop (`lm_head.unshard()`, reshard off) and its gradient sync off for slices 0..N-2, so
+         FSDP2 keeps the unsharded gradient, cast to reduce_dtype fp32 (_fsdp_param.py `to_accumulated_grad_if_needed`).
+         The hidden states enter replicated on the TP axis (loss parallel per slice).
   [RAF]  reshard_after_forward under torchtitan's "default" policy (what its published runs used; autotune's export
          writes "always" for ZeRO-3): 0.2.2 / since #1094 (July 2025, e.g. 6fc499f6) models/llama3/infra/
          parallelize.py `apply_fsdp`: the [norm, output] unit reshards only under "always"; before (9dec370,
@@ -66,7 +74,7 @@ Validated on rank 0 of a fake process group against torchtitan's own model + par
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -117,6 +125,7 @@ class TorchtitanProfile(FrameworkProfile):
     repeat_kv: bool = (
         False  # [CP] K/V repeated to the query heads before SDPA (until #2259, Jan 2026; 0.2.2: enable_gqa)
     )
+    loss_chunks: int = 0  # [CHUNK] train.loss_chunks (for_train): ChunkedLossWrapper's num_chunks, 0 = unchunked
     # as bench_model (autotune/predict/frameworks/bench_model.py): FSDP2 model states as bench_model/parallel/data_parallel.py applies them; the 1F1B/interleaved schedules of torch.distributed.pipelining
     model_states = BenchModelProfile.model_states
     inflight = BenchModelProfile.inflight
@@ -216,6 +225,9 @@ class TorchtitanProfile(FrameworkProfile):
     def first_stage_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> Any:
         return ID_BYTES * tokens  # the input ids
 
+    def for_train(self, train: TrainSpec) -> TorchtitanProfile:
+        return replace(self, loss_chunks=train.loss_chunks)
+
     def head_activations(self, model: ModelSpec, tokens: Any, tp: Any, sp: Any, act_bytes: int) -> np.ndarray:
         # [MOD] the final RMSNorm (composite: (8h + 4) per token, SP-sharded [PAR]), the output projection's
         # (gathered) input and the labels
@@ -225,7 +237,26 @@ class TorchtitanProfile(FrameworkProfile):
         # [LOSS] no chunking at any pp: the whole micro-batch's logits, vocab-sharded under TP (loss parallel)
         t = np.asarray(tp, dtype=np.float64)
         per = np.where(t > 1, LOGIT_BYTES_PARALLEL, LOGIT_BYTES_PLAIN)
+        if self.loss_chunks:  # [CHUNK] one slice at a time, whose compute-dtype logits the loop keeps through backward
+            return self.chunked_loss(model, tokens, pp, tp, act_bytes, per + act_bytes)
         return per * tokens * model.vocab_size / t + self.gathered_at_loss(model, pp, tp, act_bytes)
+
+    def chunked_loss(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, c: int, per_logit: Any) -> np.ndarray:
+        """[CHUNK] The loss phase under ChunkedLossWrapper, L = tokens/N x V/t logits per slice: the fp32
+        GradAccumulator (4 h per token: the hidden states replicated on the TP axis) throughout; during the loop lm_head's
+        unsharded fp32 gradient (4 V h/t, from the second slice on) and the larger of a slice's loss (`per_logit` x L)
+        and its lm_head backward (the slice's logits and their gradient, 2c L, with the fresh compute-dtype weight
+        gradient c V h/t); after it, the accumulator's compute-dtype copy (c h per token; the head's gradient reduced
+        and freed). Plus lm_head's gathered weight (c V h/t) where the reshard policy does not hold it already
+        (gathered_at_loss), and what that policy holds. Measured on CPU: benchmarks/torchtitan_loss_peak.py --chunks."""
+        t, h, V = np.asarray(tp, dtype=np.float64), model.hidden_size, model.vocab_size
+        tokens = np.asarray(tokens, dtype=np.float64)
+        logits = tokens / self.loss_chunks * V / t
+        head = c * V * h / t
+        loop = 4.0 * V * h / t + np.maximum(per_logit * logits, head + 2.0 * c * logits)
+        acc = 4.0 * tokens * h + np.maximum(loop, c * tokens * h)
+        weight = np.where((np.asarray(pp) == 1) & (self.reshard_policy != "always"), 0.0, head)
+        return acc + weight + self.gathered_at_loss(model, pp, tp, c)
 
     def gathered_at_loss(self, model: ModelSpec, pp: Any, tp: Any, act_bytes: int) -> np.ndarray:
         """[RAF] Compute-dtype parameters torchtitan's "default" reshard policy keeps gathered while the loss runs
@@ -261,8 +292,11 @@ class TorchtitanProfile(FrameworkProfile):
         # log_softmax / nll_loss handlers (torch/distributed/tensor/parallel/loss.py) are not measured under compile
         t = np.asarray(tp, dtype=np.float64)
         plain = self.logits(model, tokens, pp, tp, act_bytes)
-        compiled = LOGIT_ACT_COPIES_COMPILED * act_bytes * tokens * model.vocab_size / t
-        compiled = compiled + self.gathered_at_loss(model, pp, tp, act_bytes)
+        if self.loss_chunks:  # [CHUNK] the inner loss compiled per slice (lm_head is not): its logits + gradient
+            compiled = self.chunked_loss(model, tokens, pp, tp, act_bytes, LOGIT_ACT_COPIES_COMPILED * act_bytes)
+        else:
+            compiled = LOGIT_ACT_COPIES_COMPILED * act_bytes * tokens * model.vocab_size / t
+            compiled = compiled + self.gathered_at_loss(model, pp, tp, act_bytes)
         return np.where((t == 1) & self.compiled_loss, compiled, plain)
 
     def step_temporaries(
@@ -336,6 +370,18 @@ class TorchtitanProfile(FrameworkProfile):
                 lambda tp, pp: (
                     f"tp={tp}, pp={pp} without FSDP (dp*cp=1) requires train.precision=fp32: maybe_enable_amp "
                     "disables mixed precision with TP or PP"
+                ),
+            ),
+            self.rule(
+                "loss_chunks_divide_tokens",
+                lambda micro_batch_size, cp, train: (
+                    (train.loss_chunks > 0)
+                    & ((micro_batch_size * train.seq_len // cp) % max(train.loss_chunks, 1) != 0)
+                ),
+                lambda micro_batch_size, cp, train: (
+                    f"train.loss_chunks={train.loss_chunks} does not divide the micro-batch's tokens per rank "
+                    f"micro_batch_size*seq_len/cp={micro_batch_size}*{train.seq_len}/{cp}: ChunkedLossWrapper cuts "
+                    "them into equal slices"
                 ),
             ),
             self.rule(
