@@ -118,6 +118,8 @@ def _print(row: dict, cfg, overrides=()) -> None:
     console.print(accuracy_note(cfg.cluster.name, cfg.model.is_moe), highlight=False)
     if t.framework == "megatron" and row.get("fp8", "none") != "none":
         console.print(megatron_fp8_note(str(row["fp8"]), t.fp8_delayed_scaling), highlight=False)
+    if t.framework == "torchtitan":
+        console.print(torchtitan_loss_note(t.loss_chunks, float(row["mem_logits_bytes"])), highlight=False)
     if assumed_cluster(overrides, cfg):
         console.print(
             f"cluster: {cfg.cluster.name} (the default preset, assumed because no cluster= was given)", highlight=False
@@ -140,6 +142,18 @@ def megatron_fp8_note(fp8: str, delayed: bool) -> str:
     return (
         f"fp8: Transformer Engine {recipe}: the attention projection and a shared expert's fc1 save their bf16 "
         f"input (Megatron-Core >= 0.14){hint}"
+    )
+
+
+def torchtitan_loss_note(chunks: int, loss_bytes: float) -> str:
+    """Which torchtitan loss the estimate priced ([CHUNK] in autotune/predict/frameworks/torchtitan.py): 0.2.2's one
+    pass over the micro-batch's logits, or torchtitan main's ChunkedLossWrapper in train.loss_chunks slices."""
+    gib = f"{loss_bytes / 2**30:.2f} GiB in the loss phase"
+    if chunks:
+        return f"loss: ChunkedLossWrapper in {chunks} slices (torchtitan main, train.loss_chunks): {gib}"
+    return (
+        f"loss: one pass over the micro-batch's logits (torchtitan 0.2.2): {gib}; torchtitan main's model configs "
+        "chunk it (ChunkedLossWrapper): train.loss_chunks=8 prices that"
     )
 
 

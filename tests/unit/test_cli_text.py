@@ -114,3 +114,22 @@ def test_megatron_fp8_estimate_names_the_recipe_it_priced(capsys):
     )
     assert main(base) == 0
     assert "fp8:" not in capsys.readouterr().out
+
+
+def test_torchtitan_estimate_names_the_loss_it_priced(capsys):
+    """A torchtitan estimate says whether it priced 0.2.2's single loss pass or ChunkedLossWrapper's slices
+    (train.loss_chunks), with the loss phase's GiB (by hand: tests/unit/test_torchtitan_chunked_loss.py)."""
+    base = ["estimate", "--gpus", "8", "model=llama-3.1-8b", "cluster=h100-sxm-80gb", "train.framework=torchtitan"]
+    base += ["plan.zero_stage=3", "train.seq_len=4096"]
+    assert main(base) == 0
+    whole = " ".join(capsys.readouterr().out.split())
+    assert "loss: one pass over the micro-batch's logits (torchtitan 0.2.2)" in whole
+    assert "train.loss_chunks=8 prices that" in whole
+    assert main([*base, "train.loss_chunks=8"]) == 0
+    sliced = " ".join(capsys.readouterr().out.split())
+    assert "loss: ChunkedLossWrapper in 8 slices" in sliced
+
+    def gib(text: str) -> float:
+        return float(text.split(" GiB in the loss phase")[0].split()[-1])
+
+    assert gib(sliced) < gib(whole)  # at 4,096 tokens lm_head's gathered weight and fp32 gradient are most of it
