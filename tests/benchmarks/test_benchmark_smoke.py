@@ -230,10 +230,9 @@ def check_host_ops(out: dict) -> None:
     assert m["forward_ops"]["_grouped_mm"] == 3 and m["forward_ops"]["bincount"] == 1  # learned routing: one count
     for recipe, extra in host.TORCHAO_FP8_EXTRA_OPS.items():  # torchao Float8Linear casts per block
         assert out["fp8"][recipe] == {"dense_extra": list(extra[False]), "moe_extra": list(extra[True])}
-    # the compiled dense block (--compile-dense-only; the MoE / FP8 compiled counts take a minute more: full run)
-    c = out["compiled"]["bf16"]["dense_block"]
-    assert (c["forward_graphs"], c["backward_graphs"], c["graph_breaks"]) == (1, 1, 0)
-    assert (c["forward"] + 1, c["backward"] + 1) == host.COMPILED_DENSE_OPS
+    # --no-compile: the torch.compile counts cost ~90 s of cold Inductor builds on the CI box; their stored full run
+    # (benchmarks/data/host_ops_result.json) is checked against host.py in tests/unit/test_host.py
+    assert out["compiled"] == {}
 
 
 def check_vs_torchtitan_step(out: dict) -> None:
@@ -456,7 +455,7 @@ SMOKE: dict[str, tuple[list[str], Callable[[Any], None]]] = {
         [*TINY_LLAMA, "--seq", "32", "--vocab", "128", "--rounds", "1", "--no-compile"],
         check_recompute_cost,
     ),
-    "host_ops.py": (["--compile-dense-only"], check_host_ops),
+    "host_ops.py": (["--no-compile"], check_host_ops),
     "moe_block_profile.py": (
         [
             "--tokens",

@@ -97,7 +97,7 @@ def test_perf_adds_host_time_on_a_host_bound_step() -> None:
 
 def test_compiled_blocks_issue_their_graphs_launches() -> None:
     """Under torch.compile a block's host work is its Inductor graphs' kernel launches (benchmarks/host_ops.py
-    --compiled: dense 15 / 23 kernels in one graph each way, MoE 25 / 31 kernels in 7 / 5 graphs with 6 breaks) and
+    `compiled`: dense 15 / 23 kernels in one graph each way, MoE 25 / 31 kernels in 7 / 5 graphs with 6 breaks) and
     torchao's casts fuse into them; frameworks whose plan.compile is not torch.compile keep the eager count."""
     assert host.layer_host_ops(False, "none", compiled=True) == (15 + 1, 23 + 1)
     assert host.layer_host_ops(True, "none", compiled=True) == (25 + 7 + 6, 31 + 5)
@@ -113,6 +113,25 @@ def test_compiled_blocks_issue_their_graphs_launches() -> None:
     assert h_b.tolist() == pytest.approx([2 * (134 + 287) * 1e-5, 2 * (24 + 5) * 1e-5])
     assert [get_profile(f).compiled_dispatch for f in ("bench_model", "torchtitan", "deepspeed")] == [True] * 3
     assert not get_profile("megatron").compiled_dispatch and not get_profile("nanotron").compiled_dispatch
+
+
+def test_compiled_counts_are_the_stored_measurement() -> None:
+    """host.py's compiled counts against the last full run of benchmarks/host_ops.py (stored; re-run it after a torch
+    upgrade: Inductor's fusion decides the counts): kernels + one op per graph entered + one per graph break."""
+    import json
+    from pathlib import Path
+
+    run = json.loads((Path(__file__).resolve().parents[2] / "benchmarks/data/host_ops_result.json").read_text())
+    for key, ops in (("dense_block", host.COMPILED_DENSE_OPS), ("moe_block", host.COMPILED_MOE_OPS)):
+        c = run["compiled"]["bf16"][key]
+        breaks = c["forward_graphs"] - 1  # each forward graph after the first resumes after a break
+        assert (c["forward"] + c["forward_graphs"] + breaks, c["backward"] + c["backward_graphs"]) == ops, key
+    for recipe, extra in host.TORCHAO_FP8_EXTRA_OPS_COMPILED.items():
+        for moe, key in ((False, "dense_block"), (True, "moe_block")):
+            c, base = run["compiled"][recipe][key], run["compiled"]["bf16"][key]
+            assert (c["forward"] - base["forward"], c["backward"] - base["backward"]) == extra[moe], (recipe, key)
+    # the eager counts of the same run are the ones the smoke test re-counts on every CI run
+    assert (run["dense_block"]["forward"], run["dense_block"]["backward"]) == host.DENSE_OPS
 
 
 def test_compile_takes_the_host_term_off_a_host_bound_fp8_step() -> None:
