@@ -246,15 +246,17 @@ class TorchtitanProfile(FrameworkProfile):
         GradAccumulator (4 h per token: the hidden states replicated on the TP axis) throughout; during the loop lm_head's
         unsharded fp32 gradient (4 V h/t, from the second slice on) and the larger of a slice's loss (`per_logit` x L)
         and its lm_head backward (the slice's logits and their gradient, 2c L, with the fresh compute-dtype weight
-        gradient c V h/t); after it, the accumulator's compute-dtype copy (c h per token; the head's gradient reduced
-        and freed). Plus lm_head's gathered weight (c V h/t) where the reshard policy does not hold it already
-        (gathered_at_loss), and what that policy holds. Measured on CPU: benchmarks/torchtitan_loss_peak.py --chunks."""
+        gradient c V h/t); at the last slice FSDP2's reduce-scatter copies the accumulated gradient into its fp32 input
+        (_fsdp_collectives.py `foreach_reduce`: 8 V h/t together; as under FSDP, torchtitan's dp_shard > 1); after the
+        loop the accumulator's compute-dtype copy (c h per token). Plus lm_head's gathered weight (c V h/t) where the
+        reshard policy does not hold it already (gathered_at_loss), and what that policy holds. Measured on CPU (the
+        loop without the reduce-scatter): benchmarks/torchtitan_loss_peak.py --chunks."""
         t, h, V = np.asarray(tp, dtype=np.float64), model.hidden_size, model.vocab_size
         tokens = np.asarray(tokens, dtype=np.float64)
         logits = tokens / self.loss_chunks * V / t
         head = c * V * h / t
         loop = 4.0 * V * h / t + np.maximum(per_logit * logits, head + 2.0 * c * logits)
-        acc = 4.0 * tokens * h + np.maximum(loop, c * tokens * h)
+        acc = 4.0 * tokens * h + np.maximum(np.maximum(loop, 8.0 * V * h / t), c * tokens * h)
         weight = np.where((np.asarray(pp) == 1) & (self.reshard_policy != "always"), 0.0, head)
         return acc + weight + self.gathered_at_loss(model, pp, tp, c)
 
