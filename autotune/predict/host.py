@@ -56,13 +56,15 @@ TORCHAO_FP8_EXTRA_OPS = {
 # Under torch.compile (FrameworkProfile.compiled_dispatch and plan.compile) a block is Inductor graphs: the host runs
 # the generated code's kernel launches (fused pointwise / reduction kernels, extern GEMMs, SDPA), one entry per graph
 # (guards, AOTAutograd's runtime wrapper) and, at each graph break, the op that broke it eagerly. Counted in the
-# generated code of bench_model's blocks compiled on CPU (benchmarks/host_ops.py, stored: data/host_ops_result.json; bf16; the MoE
-# block at one expert so the CPU fallback's per-expert loop stands for one grouped GEMM, as on CUDA): dense 15 / 23
-# kernels in one graph; MoE 25 / 31 kernels in 7 forward graphs (6 breaks: bincount, the counts' tolist) and 5
-# backward graphs. CPU Inductor's fusion stands for CUDA's Triton fusion (the same scheduler; not counted on a GPU).
+# generated code of bench_model's blocks compiled on CPU (benchmarks/host_ops.py, stored in
+# benchmarks/data/host_ops_result.json; bf16; the MoE block at one expert so the CPU fallback's per-expert loop
+# stands for one grouped GEMM, as on CUDA): dense 15 / 23 kernels in one graph; MoE 25 / 31 kernels in 7 forward
+# graphs (6 breaks: bincount, the counts' tolist) and 5 backward graphs. CPU Inductor's fusion stands for CUDA's
+# Triton fusion (the same scheduler; not counted on a GPU).
 COMPILED_DENSE_OPS = (15 + 1, 23 + 1)
 COMPILED_MOE_OPS = (25 + 7 + 6, 31 + 5)
-# torchao's Float8Linear casts under compile: fused into the neighbouring kernels; extra kernels per block, the same count
+# torchao's Float8Linear casts under compile: fused into the neighbouring kernels; extra kernels per block, counted
+# the same way
 TORCHAO_FP8_EXTRA_OPS_COMPILED = {
     "tensorwise": {False: (2, 5), True: (1, 4)},
     "rowwise": {False: (2, 7), True: (1, 3)},

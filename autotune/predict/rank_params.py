@@ -1,6 +1,6 @@
 """Parameters a pipeline rank holds (`rank_params`: the worst-rank candidates' layers, root units, experts), the
-ZeRO/FSDP sharding group (`shard_group`), the stored weights' quantized delta and the largest local tensor: the parameter
-counts autotune/predict/memory.py and perf.py build on (split out of memory.py; notation as there)."""
+ZeRO/FSDP sharding group (`shard_group`), the stored weights' quantized delta and the largest local tensor: the
+parameter counts autotune/predict/memory.py and perf.py build on (split out of memory.py; notation as there)."""
 
 from __future__ import annotations
 

@@ -243,8 +243,8 @@ class TorchtitanProfile(FrameworkProfile):
 
     def chunked_loss(self, model: ModelSpec, tokens: Any, pp: Any, tp: Any, c: int, per_logit: Any) -> np.ndarray:
         """[CHUNK] The loss phase under ChunkedLossWrapper, L = tokens/N x V/t logits per slice: the fp32
-        GradAccumulator (4 h per token: the hidden states replicated on the TP axis) throughout; during the loop lm_head's
-        unsharded fp32 gradient (4 V h/t, from the second slice on) and the larger of a slice's loss (`per_logit` x L)
+        GradAccumulator (4 h per token: the hidden states replicated on the TP axis) throughout; during the loop
+        lm_head's unsharded fp32 gradient (4 V h/t, from the second slice on) and the larger of a slice's loss (`per_logit` x L)
         and its lm_head backward (the slice's logits and their gradient, 2c L, with the fresh compute-dtype weight
         gradient c V h/t); at the last slice FSDP2's reduce-scatter copies the accumulated gradient into its fp32 input
         (_fsdp_collectives.py `foreach_reduce`: 8 V h/t together; as under FSDP, torchtitan's dp_shard > 1); after the
