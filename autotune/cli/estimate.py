@@ -40,7 +40,7 @@ _TERMS = [
     ("gradients", "mem_grads_bytes"),
     ("optimizer states (+ master)", "mem_optimizer_bytes"),
     ("activations", "mem_activations_bytes"),
-    ("logits + grad (fp32)", "mem_logits_bytes"),
+    ("loss phase (logits and the loss's buffers)", "mem_logits_bytes"),
     ("comm buffers", "mem_buffers_bytes"),
     ("allocated peak", "mem_allocated_bytes"),
     ("allocator peak (max_memory_reserved: what frameworks print)", "mem_allocator_peak_bytes"),
