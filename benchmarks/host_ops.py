@@ -103,6 +103,7 @@ def count_block(moe: bool, balanced: bool, seq: int = 16, fp8: str | None = None
     }
 
 
+BLOCKS = (("dense_block", False), ("moe_block", True))
 KERNEL_CALL = re.compile(r"^\s+(?:\w+ = )?((?:cpp_fused|triton|extern_kernels\.|aten\.|torch\.ops\.)[\w.]*)\(", re.M)
 
 
@@ -184,9 +185,6 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--routing", choices=("learned", "balanced"), default="learned")
     ap.add_argument("--no-fp8", action="store_true", help="skip the torchao float8 counts")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile counts")
-    ap.add_argument(
-        "--compile-dense-only", action="store_true", help="torch.compile counts of the bf16 dense block only"
-    )
     args = ap.parse_args(argv)
     dense = count_block(False, False)
     moe = count_block(True, args.routing == "balanced")
@@ -198,11 +196,9 @@ def main(argv: list[str] | None = None) -> dict:
             "moe_extra": [m8["forward"] - moe["forward"], m8["backward"] - moe["backward"]],
         }
     compiled = {}
-    recipes = (None,) if args.compile_dense_only or args.no_fp8 else (None, "tensorwise", "rowwise")
+    recipes = (None,) if args.no_fp8 else (None, "tensorwise", "rowwise")
     for recipe in () if args.no_compile else recipes:
-        compiled[recipe or "bf16"] = {"dense_block": count_compiled_block(False, recipe)}
-        if not args.compile_dense_only:
-            compiled[recipe or "bf16"]["moe_block"] = count_compiled_block(True, recipe)
+        compiled[recipe or "bf16"] = {key: count_compiled_block(moe, recipe) for key, moe in BLOCKS}
     out = {
         "torch": torch.__version__,
         "routing": args.routing,
